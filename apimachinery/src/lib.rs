@@ -1,0 +1,12 @@
+//! Kubernetes API machinery as plain functions over `serde_json::Value`.
+//!
+//! Everything here is pure: no I/O, no async. The embedded API server uses it to
+//! serve requests, and the controller engine uses the selectors to filter caches.
+
+pub mod listtype;
+pub mod names;
+pub mod schema;
+pub mod selector;
+pub mod builtin;
+pub mod managedfields;
+pub mod patch;

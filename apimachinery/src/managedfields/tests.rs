@@ -1,0 +1,387 @@
+use super::*;
+use crate::builtin::BuiltinListTypes;
+use serde_json::json;
+
+const T0: &str = "2025-03-01T10:00:00Z";
+const T1: &str = "2025-03-01T10:05:00Z";
+
+fn sts() -> BuiltinListTypes {
+    BuiltinListTypes::for_apply("apps", "StatefulSet")
+}
+
+fn cfg(replicas: i64, image: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "default", "labels": {"app": "db"}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "pg", "image": image, "ports": [{"containerPort": 5432}]}]}
+            }
+        }
+    })
+}
+
+/// The live object as the server would store it: server-set metadata added.
+fn stored(mut v: Value) -> Value {
+    v["metadata"]["uid"] = json!("6f1c0c8e-0000-4000-8000-000000000001");
+    v["metadata"]["resourceVersion"] = json!("42");
+    v["metadata"]["creationTimestamp"] = json!(T0);
+    v
+}
+
+fn entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"].as_array()?.iter().find(|e| e["manager"] == manager)
+}
+
+fn owns(obj: &Value, manager: &str, path: &[&str]) -> bool {
+    let Some(e) = entry(obj, manager) else { return false };
+    let mut node = &e["fieldsV1"];
+    for p in path {
+        node = &node[*p];
+    }
+    node.is_object()
+}
+
+#[test]
+fn create_by_apply_owns_exactly_the_applied_fields() {
+    let obj = apply(None, &cfg(3, "postgres:16"), "kubectl", "apps/v1", false, &sts(), T0).unwrap();
+    assert_eq!(obj["spec"]["replicas"], 3);
+    let mf = obj["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(
+        mf[0],
+        json!({
+            "manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "time": T0,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {
+                    "f:replicas": {}, "f:selector": {"f:matchLabels": {"f:app": {}}}, "f:serviceName": {},
+                    "f:template": {
+                        "f:metadata": {"f:labels": {"f:app": {}}},
+                        "f:spec": {"f:containers": {"k:{\"name\":\"pg\"}": {
+                            ".": {}, "f:image": {}, "f:name": {},
+                            "f:ports": {"k:{\"containerPort\":5432,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}
+                        }}}
+                    }
+                }
+            }
+        })
+    );
+    // name, namespace, apiVersion and kind are never owned.
+    assert!(!owns(&obj, "kubectl", &["f:metadata", "f:name"]));
+}
+
+#[test]
+fn applied_managed_fields_are_ignored() {
+    let mut c = cfg(3, "postgres:16");
+    c["metadata"]["managedFields"] = json!([{"manager": "evil", "operation": "Apply", "apiVersion": "apps/v1",
+                                             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+    let obj = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap();
+    assert!(entry(&obj, "evil").is_none());
+    assert_eq!(obj["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn second_applier_with_a_different_value_conflicts() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let err = apply(Some(&live), &cfg(5, "postgres:16"), "bob", "apps/v1", false, &sts(), T1).unwrap_err();
+    let ApplyError::Conflicts(c) = &err else { panic!("{err}") };
+    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas");
+    assert_eq!(c.causes(), vec![("conflict with \"alice\"".to_string(), ".spec.replicas".to_string())]);
+}
+
+#[test]
+fn conflict_with_an_update_manager_names_its_api_version() {
+    let created = update(None, &stored(cfg(3, "postgres:16")), "kubectl-client-side-apply", "apps/v1", &sts(), T0);
+    let err = apply(Some(&created), &cfg(5, "postgres:16"), "argo", "apps/v1", false, &sts(), T1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
+    );
+    let err = apply(Some(&created), &cfg(5, "postgres:17"), "argo", "apps/v1", false, &sts(), T1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using apps/v1:\n\
+         - .spec.replicas\n\
+         - .spec.template.spec.containers[name=\"pg\"].image"
+    );
+    let ApplyError::Conflicts(c) = err else { panic!() };
+    assert_eq!(c.0[1].field, ".spec.template.spec.containers[name=\"pg\"].image");
+    assert_eq!(c.0[1].message(), "conflict with \"kubectl-client-side-apply\" using apps/v1");
+}
+
+#[test]
+fn conflicts_group_by_manager_in_sorted_order() {
+    let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "1"}});
+    let lists = BuiltinListTypes::for_apply("", "ConfigMap");
+    let live = update(None, &base, "zed", "v1", &lists, T0);
+    let live = apply(Some(&live), &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": "1"}}), "amy", "v1", false, &lists, T0).unwrap();
+    let change = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "2", "b": "2"}});
+    let err = apply(Some(&live), &change, "me", "v1", false, &lists, T1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 3 conflicts: conflicts with \"amy\":\n- .data.b\nconflicts with \"zed\" using v1:\n- .data.a\n- .data.b"
+    );
+}
+
+#[test]
+fn force_takes_ownership() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let obj = apply(Some(&live), &cfg(5, "postgres:16"), "bob", "apps/v1", true, &sts(), T1).unwrap();
+    assert_eq!(obj["spec"]["replicas"], 5);
+    assert!(owns(&obj, "bob", &["f:spec", "f:replicas"]));
+    assert!(!owns(&obj, "alice", &["f:spec", "f:replicas"]));
+    // Fields both apply with equal values stay shared.
+    assert!(owns(&obj, "alice", &["f:spec", "f:serviceName"]));
+    assert!(owns(&obj, "bob", &["f:spec", "f:serviceName"]));
+    // Server-set metadata is kept.
+    assert_eq!(obj["metadata"]["uid"], live["metadata"]["uid"]);
+    assert_eq!(entry(&obj, "bob").unwrap()["time"], T1);
+    assert_eq!(entry(&obj, "alice").unwrap()["time"], T0);
+}
+
+#[test]
+fn a_field_dropped_by_its_sole_owner_is_removed() {
+    let mut first = cfg(3, "postgres:16");
+    first["metadata"]["labels"]["tier"] = json!("data");
+    first["spec"]["template"]["spec"]["containers"] = json!([
+        {"name": "pg", "image": "postgres:16"},
+        {"name": "exporter", "image": "exporter:1"}
+    ]);
+    let live = stored(apply(None, &first, "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let second = cfg(3, "postgres:16"); // no tier label, no exporter, a port added
+    let obj = apply(Some(&live), &second, "alice", "apps/v1", false, &sts(), T1).unwrap();
+    assert_eq!(obj["metadata"]["labels"], json!({"app": "db"}));
+    let containers = obj["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0]["name"], "pg");
+    assert!(!owns(&obj, "alice", &["f:metadata", "f:labels", "f:tier"]));
+    assert_eq!(obj["metadata"]["uid"], live["metadata"]["uid"], "server fields survive pruning");
+    assert_eq!(obj["metadata"]["name"], "db");
+}
+
+#[test]
+fn a_co_owned_field_is_no_conflict_and_survives_when_one_owner_drops_it() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let live = apply(Some(&live), &cfg(3, "postgres:16"), "bob", "apps/v1", false, &sts(), T1).unwrap();
+    assert!(owns(&live, "alice", &["f:spec", "f:replicas"]));
+    assert!(owns(&live, "bob", &["f:spec", "f:replicas"]));
+    let mut without = cfg(3, "postgres:16");
+    without["spec"].as_object_mut().unwrap().remove("replicas");
+    let obj = apply(Some(&live), &without, "alice", "apps/v1", false, &sts(), T1).unwrap();
+    assert_eq!(obj["spec"]["replicas"], 3);
+    assert!(!owns(&obj, "alice", &["f:spec", "f:replicas"]));
+    assert!(owns(&obj, "bob", &["f:spec", "f:replicas"]));
+}
+
+#[test]
+fn a_field_owned_by_an_updater_survives_the_appliers_drop() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    // An HPA-like controller scales through a plain update.
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(7);
+    let live = update(Some(&live), &scaled, "autoscaler", "apps/v1", &sts(), T1);
+    assert!(owns(&live, "autoscaler", &["f:spec", "f:replicas"]));
+    assert!(!owns(&live, "alice", &["f:spec", "f:replicas"]), "update took it from the applier");
+    let mut without = cfg(3, "postgres:16");
+    without["spec"].as_object_mut().unwrap().remove("replicas");
+    let obj = apply(Some(&live), &without, "alice", "apps/v1", false, &sts(), T1).unwrap();
+    assert_eq!(obj["spec"]["replicas"], 7);
+}
+
+#[test]
+fn update_moves_ownership_of_changed_fields_only() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let mut edited = live.clone();
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("postgres:17");
+    edited["metadata"]["annotations"] = json!({"note": "x"});
+    let out = update(Some(&live), &edited, "kubectl-edit", "apps/v1", &sts(), T1);
+    let img = ["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"pg\"}", "f:image"];
+    assert!(owns(&out, "kubectl-edit", &img));
+    assert!(!owns(&out, "alice", &img));
+    assert!(owns(&out, "alice", &["f:spec", "f:replicas"]), "unchanged fields stay with their owner");
+    assert!(!owns(&out, "kubectl-edit", &["f:spec", "f:replicas"]));
+    let e = entry(&out, "kubectl-edit").unwrap();
+    assert_eq!(e["operation"], "Update");
+    assert_eq!(e["time"], T1);
+    // A new map is owned itself and field by field, as upstream records it.
+    assert_eq!(e["fieldsV1"]["f:metadata"], json!({"f:annotations": {".": {}, "f:note": {}}}));
+    // Entries are sorted: Apply before Update.
+    let ops: Vec<_> = out["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["operation"].clone()).collect();
+    assert_eq!(ops, vec![json!("Apply"), json!("Update")]);
+    // A no-op update changes nothing.
+    let again = update(Some(&out), &out, "someone", "apps/v1", &sts(), T1);
+    assert_eq!(again, out);
+}
+
+#[test]
+fn update_drops_entries_whose_fields_are_all_taken_or_removed() {
+    let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+    let lists = BuiltinListTypes::for_apply("", "ConfigMap");
+    let v1 = update(None, &base, "one", "v1", &lists, T0);
+    let mut v2 = v1.clone();
+    v2["data"]["a"] = json!("2");
+    let v2 = update(Some(&v1), &v2, "two", "v1", &lists, T1);
+    // "one" keeps only the map it created; the changed key moved to "two".
+    assert_eq!(entry(&v2, "one").unwrap()["fieldsV1"], json!({"f:data": {}}), "{v2}");
+    assert_eq!(entry(&v2, "two").unwrap()["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+    // Removing a field removes it from its owner; an empty owner disappears.
+    let mut v3 = v2.clone();
+    v3.as_object_mut().unwrap().remove("data");
+    let v3 = update(Some(&v2), &v3, "three", "v1", &lists, T1);
+    assert!(v3["metadata"].get("managedFields").is_none(), "{v3}");
+}
+
+#[test]
+fn update_honours_client_sent_managed_fields() {
+    let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+    let lists = BuiltinListTypes::for_apply("", "ConfigMap");
+    let v1 = update(None, &base, "one", "v1", &lists, T0);
+    let mut reset = v1.clone();
+    reset["metadata"]["managedFields"] = json!([]);
+    let out = update(Some(&v1), &reset, "two", "v1", &lists, T1);
+    assert!(out["metadata"].get("managedFields").is_none(), "[] resets and nothing changed: {out}");
+}
+
+#[test]
+fn map_lists_merge_by_key_with_defaulted_keys() {
+    let pod_lists = BuiltinListTypes::for_apply("", "Pod");
+    let live = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [
+            {"name": "app", "image": "a:1", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+             "terminationMessagePath": "/dev/termination-log"},
+            {"name": "side", "image": "s:1"}
+        ]}
+    });
+    let live = update(None, &live, "creator", "v1", &pod_lists, T0);
+    let applied = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "app", "image": "a:1", "ports": [{"containerPort": 80}]}]}
+    });
+    let obj = apply(Some(&live), &applied, "me", "v1", false, &pod_lists, T1).unwrap();
+    let cs = obj["spec"]["containers"].as_array().unwrap();
+    assert_eq!(cs.len(), 2, "the sidecar is kept: merged by name, not replaced");
+    assert_eq!(cs[0]["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]), "port matched through the TCP default");
+    assert_eq!(cs[0]["terminationMessagePath"], "/dev/termination-log");
+    let port = ["f:spec", "f:containers", "k:{\"name\":\"app\"}", "f:ports", "k:{\"containerPort\":80,\"protocol\":\"TCP\"}"];
+    assert!(owns(&obj, "me", &port));
+    assert!(owns(&obj, "creator", &port), "same value: shared");
+}
+
+#[test]
+fn set_lists_merge_by_value() {
+    let lists = BuiltinListTypes::for_apply("", "ConfigMap");
+    let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": ["a/x"]}});
+    let live = update(None, &base, "ctrl", "v1", &lists, T0);
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": ["b/y"]}});
+    let obj = apply(Some(&live), &applied, "me", "v1", false, &lists, T1).unwrap();
+    assert_eq!(obj["metadata"]["finalizers"], json!(["a/x", "b/y"]));
+    assert!(owns(&obj, "me", &["f:metadata", "f:finalizers", "v:\"b/y\""]));
+    assert!(owns(&obj, "ctrl", &["f:metadata", "f:finalizers", "v:\"a/x\""]));
+}
+
+#[test]
+fn atomic_lists_are_replaced_and_owned_whole() {
+    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let mut c = cfg(3, "postgres:16");
+    c["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-c", "max_connections=50"]);
+    let obj = apply(Some(&live), &c, "alice", "apps/v1", false, &sts(), T1).unwrap();
+    c["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-c"]);
+    let obj = apply(Some(&obj), &c, "alice", "apps/v1", false, &sts(), T1).unwrap();
+    assert_eq!(obj["spec"]["template"]["spec"]["containers"][0]["args"], json!(["-c"]));
+    assert!(owns(&obj, "alice", &["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"pg\"}", "f:args"]));
+}
+
+#[test]
+fn invalid_configurations_are_errors_not_panics() {
+    let mut c = cfg(3, "postgres:16");
+    c["spec"]["template"]["spec"]["containers"] = json!([{"image": "x"}]);
+    let err = apply(None, &c, "me", "apps/v1", false, &sts(), T0).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid apply configuration: .spec.template.spec.containers: element 0: associative list with keys has an \
+         element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+    );
+    c["spec"]["template"]["spec"]["containers"] = json!([{"name": "a"}, {"name": "a"}]);
+    let err = apply(None, &c, "me", "apps/v1", false, &sts(), T0).unwrap_err();
+    assert!(err.to_string().contains("duplicate entries for key [name=\"a\"]"), "{err}");
+    assert!(matches!(apply(None, &json!([]), "me", "v1", false, &sts(), T0), Err(ApplyError::Invalid(_))));
+    // Garbage managedFields in the live object are dropped, not fatal.
+    let mut live = stored(cfg(3, "postgres:16"));
+    live["metadata"]["managedFields"] = json!([{"manager": 1}, "x", {"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"bad": {}}}]);
+    let obj = apply(Some(&live), &cfg(4, "postgres:16"), "me", "apps/v1", true, &sts(), T0).unwrap();
+    let managers: Vec<_> = obj["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].clone()).collect();
+    assert_eq!(managers, vec![json!("me"), json!(BEFORE_FIRST_APPLY)], "undecodable entries dropped");
+    // Duplicate keys in the stored object: that list is handled atomically.
+    let mut dup = stored(cfg(3, "postgres:16"));
+    dup["spec"]["template"]["spec"]["containers"] = json!([{"name": "a"}, {"name": "a"}]);
+    let out = update(None, &dup, "me", "apps/v1", &sts(), T0);
+    assert!(owns(&out, "me", &["f:spec", "f:template", "f:spec", "f:containers"]));
+}
+
+#[test]
+fn scope_ignores_fields_and_records_the_subresource() {
+    let lists = BuiltinListTypes::for_apply("", "Pod");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Pending"}});
+    let main = Scope { subresource: None, ignored: vec![vec!["status".into()]] };
+    let live = update_scoped(None, &pod, "kubelet-ish", "v1", &lists, T0, &main);
+    assert!(!owns(&live, "kubelet-ish", &["f:status"]));
+    assert!(owns(&live, "kubelet-ish", &["f:spec"]));
+    let mut running = live.clone();
+    running["status"]["phase"] = json!("Running");
+    let status = Scope { subresource: Some("status".into()), ignored: vec![vec!["spec".into()]] };
+    let out = update_scoped(Some(&live), &running, "kubelet", "v1", &lists, T1, &status);
+    let e = entry(&out, "kubelet").unwrap();
+    assert_eq!(e["subresource"], "status");
+    assert_eq!(e["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
+    // An apply that conflicts through a subresource owner names it.
+    let applied = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Failed"}});
+    let err = apply(Some(&out), &applied, "me", "v1", false, &lists, T1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubelet\" with subresource \"status\" using v1: .status.phase"
+    );
+}
+
+#[test]
+fn untracked_objects_start_tracking_at_the_first_apply() {
+    let untracked = stored(cfg(3, "postgres:16"));
+    // Updates of an existing object without managedFields stay untracked.
+    let mut scaled = untracked.clone();
+    scaled["spec"]["replicas"] = json!(4);
+    let out = update(Some(&untracked), &scaled, "scaler", "apps/v1", &sts(), T1);
+    assert!(out["metadata"].get("managedFields").is_none(), "{out}");
+    // The first apply gives what was there to before-first-apply.
+    let err = apply(Some(&out), &cfg(5, "postgres:16"), "me", "apps/v1", false, &sts(), T1).unwrap_err();
+    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"before-first-apply\" using apps/v1: .spec.replicas");
+    let obj = apply(Some(&out), &cfg(4, "postgres:16"), "me", "apps/v1", false, &sts(), T1).unwrap();
+    assert!(owns(&obj, BEFORE_FIRST_APPLY, &["f:spec", "f:replicas"]));
+    assert!(owns(&obj, "me", &["f:spec", "f:replicas"]));
+}
+
+#[test]
+fn odd_inputs_never_panic() {
+    let lists = BuiltinListTypes::for_apply("", "Pod");
+    let odd = [
+        json!(null), json!(1), json!("x"), json!([]), json!({}), json!({"metadata": 1}),
+        json!({"metadata": {"managedFields": "nope"}, "spec": {"containers": "x"}}),
+        json!({"spec": {"containers": [1, null, [], {"name": null}]}}),
+        json!({"spec": {"containers": [{"name": "a", "ports": [{"protocol": "UDP"}, {}]}]}}),
+        json!({"metadata": {"finalizers": [{"a": 1}, [1], null]}}),
+    ];
+    for a in &odd {
+        for b in &odd {
+            let _ = apply(Some(a), b, "m", "v1", false, &lists, T0);
+            let _ = apply(None, b, "m", "v1", true, &lists, T0);
+            let _ = update(Some(a), b, "m", "v1", &lists, T0);
+            let _ = crate::patch::strategic(a, b, &BuiltinListTypes::for_kind("", "Pod"));
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The seam between the SDK and whatever answers its imports.
+//!
+//! In a wasm32 guest every call goes straight to the wit-bindgen imports (the host).
+//! On any other target (unit tests of guest logic, trybuild) calls go to the
+//! [`Host`] installed on the current thread with [`crate::testing::FakeHost::install`]
+//! or [`install`], so reconcile and handler functions run natively against a fake.
+//!
+//! The trait speaks the contract's own types (`crate::bindings`): it is the WIT
+//! interface as a Rust trait, one method per import function.
+
+use crate::bindings::{client as raw, http as raw_http, log as raw_log, types, workloads as raw_wl};
+
+/// One method per contract import. Implement it to fake the host in native tests
+/// (or use [`crate::testing::FakeHost`]); every method has a default that fails with
+/// `unavailable`, so a fake implements only what the code under test calls.
+#[allow(unused_variables)]
+pub trait Host {
+    fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        Err(unsupported("client.get"))
+    }
+    fn list(&self, of: &types::TypeRef, params: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+        Err(unsupported("client.list"))
+    }
+    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported("client.create"))
+    }
+    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported("client.update"))
+    }
+    /// `status`: the `patch-status` import rather than `patch`.
+    fn patch(
+        &self,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        Err(unsupported("client.patch"))
+    }
+    fn delete(&self, target: &types::ObjectRef, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+        Err(unsupported("client.delete"))
+    }
+    fn evict(&self, namespace: &str, name: &str, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+        Err(unsupported("client.evict"))
+    }
+    fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
+        Err(unsupported("client.record-event"))
+    }
+    fn log_enabled(&self, level: raw_log::Level) -> bool {
+        true
+    }
+    fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {}
+    fn http_fetch(&self, req: &raw_http::Request) -> Result<raw_http::Response, raw_http::HttpError> {
+        Err(raw_http::HttpError::Other("http.fetch is not supported by this test host".into()))
+    }
+    fn fetch_module(&self, req: &raw_wl::FetchRequest) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
+        Err(raw_wl::FetchError::Other("workloads.fetch-module is not supported by this test host".into()))
+    }
+    fn prepare_volume(&self, req: &raw_wl::VolumeRequest) -> Result<u64, raw_wl::WorkloadError> {
+        Err(wl_unsupported("workloads.prepare-volume"))
+    }
+    fn spawn(&self, spec: &raw_wl::SpawnSpec) -> Result<u64, raw_wl::WorkloadError> {
+        Err(wl_unsupported("workloads.spawn"))
+    }
+    fn workload_status(&self, handle: u64) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
+        Err(wl_unsupported("workloads.status"))
+    }
+    fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), raw_wl::WorkloadError> {
+        Err(wl_unsupported("workloads.kill"))
+    }
+    fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, raw_wl::WorkloadError> {
+        Err(wl_unsupported("workloads.read-logs"))
+    }
+    fn release_pod(&self, pod_uid: &str) {}
+}
+
+fn unsupported(what: &str) -> raw::ClientError {
+    raw::ClientError::Unavailable(format!("{what} is not supported by this test host"))
+}
+
+fn wl_unsupported(what: &str) -> raw_wl::WorkloadError {
+    raw_wl::WorkloadError::Failed(format!("{what} is not supported by this test host"))
+}
+
+/// Runs `f` with the host that answers this guest's imports.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn with_host<R>(f: impl FnOnce(&dyn Host) -> R) -> R {
+    f(&Imports)
+}
+
+/// Runs `f` with the test host installed on this thread.
+///
+/// # Panics
+/// When none is installed: outside wasm there is no real host to fall back to.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn with_host<R>(f: impl FnOnce(&dyn Host) -> R) -> R {
+    let host = TEST_HOST.with(|h| h.borrow().clone()).expect(
+        "no wasmlet host on this thread: outside wasm, install one first \
+         (wasmlet_sdk::testing::FakeHost::new().install())",
+    );
+    f(&*host)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+thread_local! {
+    static TEST_HOST: std::cell::RefCell<Option<std::rc::Rc<dyn Host>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs `host` for the current thread until the returned guard drops
+/// (native targets only; a wasm guest always talks to its real host).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn install(host: std::rc::Rc<dyn Host>) -> InstalledHost {
+    let previous = TEST_HOST.with(|h| h.borrow_mut().replace(host));
+    InstalledHost { previous }
+}
+
+/// Restores the previously installed host when dropped.
+#[cfg(not(target_arch = "wasm32"))]
+#[must_use = "the host is uninstalled when this guard drops"]
+pub struct InstalledHost {
+    previous: Option<std::rc::Rc<dyn Host>>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Drop for InstalledHost {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        TEST_HOST.with(|h| *h.borrow_mut() = previous);
+    }
+}
+
+/// The real host: the component's imports.
+#[cfg(target_arch = "wasm32")]
+struct Imports;
+
+#[cfg(target_arch = "wasm32")]
+impl Host for Imports {
+    fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        raw::get(target)
+    }
+    fn list(&self, of: &types::TypeRef, params: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+        raw::list(of, params)
+    }
+    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
+        raw::create(obj)
+    }
+    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
+        raw::update(obj)
+    }
+    fn patch(
+        &self,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        if status { raw::patch_status(target, how, body) } else { raw::patch(target, how, body) }
+    }
+    fn delete(&self, target: &types::ObjectRef, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+        raw::delete(target, options)
+    }
+    fn evict(&self, namespace: &str, name: &str, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+        raw::evict(namespace, name, options)
+    }
+    fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
+        raw::record_event(event)
+    }
+    fn log_enabled(&self, level: raw_log::Level) -> bool {
+        raw_log::enabled(level)
+    }
+    fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {
+        raw_log::log(level, message, fields)
+    }
+    fn http_fetch(&self, req: &raw_http::Request) -> Result<raw_http::Response, raw_http::HttpError> {
+        raw_http::fetch(req)
+    }
+    fn fetch_module(&self, req: &raw_wl::FetchRequest) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
+        raw_wl::fetch_module(req)
+    }
+    fn prepare_volume(&self, req: &raw_wl::VolumeRequest) -> Result<u64, raw_wl::WorkloadError> {
+        raw_wl::prepare_volume(req)
+    }
+    fn spawn(&self, spec: &raw_wl::SpawnSpec) -> Result<u64, raw_wl::WorkloadError> {
+        raw_wl::spawn(spec)
+    }
+    fn workload_status(&self, handle: u64) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
+        raw_wl::status(handle)
+    }
+    fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), raw_wl::WorkloadError> {
+        raw_wl::kill(handle, grace_ms)
+    }
+    fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, raw_wl::WorkloadError> {
+        raw_wl::read_logs(handle, max_bytes)
+    }
+    fn release_pod(&self, pod_uid: &str) {
+        raw_wl::release_pod(pod_uid)
+    }
+}

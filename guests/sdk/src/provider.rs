@@ -1,0 +1,479 @@
+//! Providers: a pod's lifecycle as a typestate machine (after Krustlet v0.5).
+//!
+//! Each state is a Rust type implementing [`State<S>`], where `S` is the provider's
+//! per-pod data ([`PodState`]) shared by all its states. A handler returns
+//! [`Transition::next(self, Next)`](Transition::next), which compiles only when the
+//! edge `Current => Next` is declared with [`crate::edges!`]; the same macro records the
+//! edge list that the `graph` export hands to the host, which enforces it again at run
+//! time. A handler never blocks: it returns [`Transition::wait`] on host events instead.
+//!
+//! Every call runs in a fresh instance, so the SDK carries the pod data and the current
+//! state's value between calls as JSON (`{"pod": S, "state": <state value>}`), which is
+//! why states and pod data are `Serialize + DeserializeOwned`.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use wasmlet_sdk::provider::{Pod, PodState, State, StateError, Transition, WakeEvent};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Runner { restarts: u32 }
+//! impl PodState for Runner {
+//!     fn new(_pod: &Pod) -> Result<Self, StateError> { Ok(Runner { restarts: 0 }) }
+//! }
+//!
+//! #[derive(Default, Serialize, Deserialize)] struct Registered;
+//! #[derive(Serialize, Deserialize)] struct Running { handle: u64 }
+//! #[derive(Serialize, Deserialize)] struct Finished;
+//!
+//! impl State<Runner> for Registered {
+//!     fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+//!         Ok(Transition::next(self, Running { handle: 7 }))
+//!     }
+//! }
+//! impl State<Runner> for Running {
+//!     fn next(self, _: &Pod, _: &mut Runner, wake: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+//!         match wake {
+//!             Some(WakeEvent::WorkloadExited(_)) => Ok(Transition::next(self, Finished)),
+//!             _ => {
+//!                 let on = [wasmlet_sdk::provider::WaitOn::WorkloadExited(self.handle)];
+//!                 Ok(Transition::wait(self, on))
+//!             }
+//!         }
+//!     }
+//! }
+//! impl State<Runner> for Finished {
+//!     fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+//!         Ok(Transition::wait(self, []))
+//!     }
+//! }
+//!
+//! wasmlet_sdk::edges! {
+//!     Runner {
+//!         Registered => Running,
+//!         Running => [Finished],
+//!     }
+//! }
+//! wasmlet_sdk::provider!(Runner, initial = Registered, on_delete = Finished, error = Finished);
+//! ```
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::bindings::provider_exports as raw;
+use crate::workloads::{FetchId, WorkloadHandle};
+
+pub use k8s_openapi::api::core::v1::Pod;
+
+/// The provider's per-pod data, shared by all states (Krustlet's `PodState`).
+pub trait PodState: Serialize + DeserializeOwned + Sized + 'static {
+    /// The data for a pod the host has just bound to this node.
+    fn new(pod: &Pod) -> Result<Self, StateError>;
+}
+
+/// One state of the machine whose pod data is `S`.
+pub trait State<S: PodState>: Serialize + DeserializeOwned + Sized + 'static {
+    /// The name the host sees (in the graph, in events, in metrics): by default the
+    /// type's own name, which is also what [`crate::edges!`] records.
+    fn name() -> &'static str {
+        short_type_name::<Self>()
+    }
+
+    /// Handles the state: called on entering it (`wake` is `None`) and again after each
+    /// [`Transition::wait`] with the event that ended the wait. Must not block.
+    fn next(self, pod: &Pod, pod_state: &mut S, wake: Option<&WakeEvent>) -> Result<Transition<S>, StateError>;
+
+    /// The pod status fragment to patch on entering this state (phase, reason,
+    /// message, containerStatuses, ...). Default: nothing.
+    fn status(&self, pod: &Pod, pod_state: &S) -> Value {
+        let _ = (pod, pod_state);
+        Value::Object(Default::default())
+    }
+}
+
+/// `Self => Next` is a declared edge. Implemented by [`crate::edges!`] only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self} => {Next}` is not a declared edge of this state machine",
+    label = "no edge `{Self} => {Next}`",
+    note = "declare it in `wasmlet_sdk::edges!` if the transition is intended"
+)]
+pub trait TransitionTo<Next> {}
+
+/// What a handler waits for before it is called again in the same state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOn {
+    WorkloadExited(WorkloadHandle),
+    Timer(Duration),
+    /// The pod object changed (spec, labels, deletionTimestamp).
+    PodChanged,
+    /// A module pull started by `workloads::fetch_module` finished.
+    FetchDone(FetchId),
+}
+
+/// Why a handler is called again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeEvent {
+    WorkloadExited(WorkloadHandle),
+    TimerElapsed,
+    PodChanged,
+    FetchDone(FetchId),
+}
+
+/// A handler failure: the host moves the pod to the machine's error state.
+/// Any `std::error::Error` converts with `?`; make others with [`StateError::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateError(pub String);
+
+impl StateError {
+    pub fn new(message: impl Into<String>) -> Self {
+        StateError(message.into())
+    }
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for StateError {
+    fn from(e: E) -> Self {
+        StateError(e.to_string())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Next { to: &'static str, data: Result<Value, String> },
+    Wait { on: Vec<WaitOn>, data: Result<Value, String> },
+}
+
+/// A handler's answer: move to another state, or wait in this one.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct Transition<S> {
+    step: Step,
+    _machine: PhantomData<fn() -> S>,
+}
+
+impl<S: PodState> Transition<S> {
+    /// Moves from `from` (the handler's `self`) to `to`. Compiles only when the edge was
+    /// declared with [`crate::edges!`]: `from`'s type implements `TransitionTo<O>`.
+    pub fn next<I, O>(from: I, to: O) -> Self
+    where
+        I: State<S> + TransitionTo<O>,
+        O: State<S>,
+    {
+        drop(from);
+        Transition { step: Step::Next { to: O::name(), data: to_json(&to) }, _machine: PhantomData }
+    }
+
+    /// Stays in `this` state (keeping its value) until one of `on` happens. An empty
+    /// `on` waits for nothing: a final state.
+    pub fn wait<I: State<S>>(this: I, on: impl IntoIterator<Item = WaitOn>) -> Self {
+        Transition { step: Step::Wait { on: on.into_iter().collect(), data: to_json(&this) }, _machine: PhantomData }
+    }
+
+    /// The target state's name, or `None` for a wait (for tests).
+    pub fn target(&self) -> Option<&'static str> {
+        match &self.step {
+            Step::Next { to, .. } => Some(to),
+            Step::Wait { .. } => None,
+        }
+    }
+
+    /// What a wait waits on, or `None` for a move (for tests).
+    pub fn waits_on(&self) -> Option<&[WaitOn]> {
+        match &self.step {
+            Step::Next { .. } => None,
+            Step::Wait { on, .. } => Some(on),
+        }
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| format!("state {} did not serialise: {e}", std::any::type_name::<T>()))
+}
+
+/// The last path segment of a type's name (`wasi_runner::states::Running` -> `Running`).
+pub fn short_type_name<T: ?Sized>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    let no_generics = full.split('<').next().unwrap_or(full);
+    no_generics.rsplit("::").next().unwrap_or(no_generics)
+}
+
+/// The machine behind a [`PodState`]: its edges and a dispatcher from state names to
+/// state types. Implemented by [`crate::edges!`].
+#[doc(hidden)]
+pub trait Machine: PodState {
+    fn edges() -> Vec<(&'static str, &'static str)>;
+    fn handle_state(
+        state: &str,
+        data: Value,
+        pod: &Pod,
+        pod_state: &mut Self,
+        wake: Option<&WakeEvent>,
+    ) -> Option<Result<Transition<Self>, StateError>>;
+    fn status_of(state: &str, data: Value, pod: &Pod, pod_state: &Self) -> Option<Result<Value, StateError>>;
+}
+
+#[doc(hidden)]
+pub fn __handle_as<S: PodState, T: State<S>>(
+    data: Value,
+    pod: &Pod,
+    pod_state: &mut S,
+    wake: Option<&WakeEvent>,
+) -> Result<Transition<S>, StateError> {
+    let state: T = serde_json::from_value(data)
+        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::name())))?;
+    state.next(pod, pod_state, wake)
+}
+
+#[doc(hidden)]
+pub fn __status_as<S: PodState, T: State<S>>(data: Value, pod: &Pod, pod_state: &S) -> Result<Value, StateError> {
+    let state: T = serde_json::from_value(data)
+        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::name())))?;
+    Ok(state.status(pod, pod_state))
+}
+
+/// What the SDK stores in the host's opaque `state-data`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Envelope<P> {
+    pod: P,
+    state: Value,
+}
+
+fn decode_pod(pod: &str) -> Result<Pod, String> {
+    serde_json::from_str(pod).map_err(|e| format!("the pod does not decode: {e}"))
+}
+
+fn decode_envelope<S: PodState>(data: &str) -> Result<Envelope<S>, String> {
+    serde_json::from_str(data).map_err(|e| format!("the provider's state data does not decode: {e}"))
+}
+
+/// The `graph` export. Used by [`crate::provider!`].
+#[doc(hidden)]
+pub fn __graph<S: Machine>(initial: &str, on_delete: &str, error: &str, backoff: &[&str]) -> raw::StateGraph {
+    let edges = S::edges();
+    let mut states: Vec<String> = Vec::new();
+    let named = [initial, on_delete, error].into_iter().chain(backoff.iter().copied());
+    for name in named.chain(edges.iter().flat_map(|(a, b)| [*a, *b])) {
+        if !states.iter().any(|s| s == name) {
+            states.push(name.to_owned());
+        }
+    }
+    raw::StateGraph {
+        states,
+        edges: edges.into_iter().map(|(a, b)| (a.to_owned(), b.to_owned())).collect(),
+        initial: initial.to_owned(),
+        on_delete: on_delete.to_owned(),
+        error_state: error.to_owned(),
+        backoff_states: backoff.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// The `init` export: the pod data plus the initial state's default value.
+#[doc(hidden)]
+pub fn __init<S: Machine, I: State<S> + Default>(pod: String) -> Result<String, String> {
+    let pod = decode_pod(&pod)?;
+    let pod_state = S::new(&pod).map_err(|e| e.0)?;
+    let state = to_json(&I::default())?;
+    serde_json::to_string(&Envelope { pod: pod_state, state }).map_err(|e| e.to_string())
+}
+
+/// The `handle` export.
+#[doc(hidden)]
+pub fn __handle<S: Machine>(
+    state: String,
+    pod: String,
+    data: String,
+    event: Option<raw::WakeEvent>,
+) -> Result<raw::HandlerOutcome, String> {
+    let pod = decode_pod(&pod)?;
+    let Envelope { pod: mut pod_state, state: value } = decode_envelope::<S>(&data)?;
+    let wake = event.map(|e| match e {
+        raw::WakeEvent::WorkloadExited(h) => WakeEvent::WorkloadExited(h),
+        raw::WakeEvent::TimerElapsed => WakeEvent::TimerElapsed,
+        raw::WakeEvent::PodChanged => WakeEvent::PodChanged,
+        raw::WakeEvent::FetchDone(id) => WakeEvent::FetchDone(id),
+    });
+    let transition = S::handle_state(&state, value, &pod, &mut pod_state, wake.as_ref())
+        .ok_or_else(|| format!("unknown state {state:?}"))?
+        .map_err(|e| format!("{state}: {e}"))?;
+    let envelope = |value: Value| {
+        serde_json::to_string(&Envelope { pod: &pod_state, state: value }).map_err(|e| e.to_string())
+    };
+    Ok(match transition.step {
+        Step::Next { to, data } => {
+            raw::HandlerOutcome::Transition(raw::Transition { to: to.to_owned(), state_data: envelope(data?)? })
+        }
+        Step::Wait { on, data } => raw::HandlerOutcome::Wait(raw::Wait {
+            on: on
+                .into_iter()
+                .map(|w| match w {
+                    WaitOn::WorkloadExited(h) => raw::WaitOn::WorkloadExited(h),
+                    WaitOn::Timer(d) => raw::WaitOn::Timer(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                    WaitOn::PodChanged => raw::WaitOn::PodChanged,
+                    WaitOn::FetchDone(id) => raw::WaitOn::FetchDone(id),
+                })
+                .collect(),
+            state_data: envelope(data?)?,
+        }),
+    })
+}
+
+/// The `status` export. A failure yields an empty patch: status is advisory, and the
+/// handler (which runs next) reports real problems.
+#[doc(hidden)]
+pub fn __status<S: Machine>(state: String, pod: String, data: String) -> String {
+    let result = (|| -> Result<Value, String> {
+        let pod = decode_pod(&pod)?;
+        let envelope = decode_envelope::<S>(&data)?;
+        S::status_of(&state, envelope.state, &pod, &envelope.pod)
+            .ok_or_else(|| format!("unknown state {state:?}"))?
+            .map_err(|e| e.0)
+    })();
+    match result {
+        Ok(v) => v.to_string(),
+        Err(e) => {
+            crate::log::log(crate::log::Level::Warn, "provider status failed", &[("state", &state), ("error", &e)]);
+            "{}".to_owned()
+        }
+    }
+}
+
+/// Declares the edges of a provider's state machine, for pod data type `S`:
+/// implements `TransitionTo` for each edge (so `Transition::next` compiles for exactly
+/// these) and records the list the `graph` export reports.
+///
+/// ```ignore
+/// wasmlet_sdk::edges! {
+///     RunnerState {
+///         Registered => ImagePull,
+///         ImagePull => [VolumeMount, ImagePullBackOff],
+///         ImagePullBackOff => ImagePull,
+///     }
+/// }
+/// ```
+///
+/// States are plain identifiers (import them first); every state must implement
+/// `State<S>`. Declaring an edge twice is a compile error (conflicting impls).
+#[macro_export]
+macro_rules! edges {
+    ($machine:ident { $($from:ident => $to:tt),+ $(,)? }) => {
+        $crate::edges!(@collect $machine [] $($from => $to,)+);
+    };
+    (@collect $machine:ident [$(($f:ident $t:ident))*] $from:ident => [$($to:ident),+ $(,)?], $($rest:tt)*) => {
+        $crate::edges!(@collect $machine [$(($f $t))* $(($from $to))+] $($rest)*);
+    };
+    (@collect $machine:ident [$(($f:ident $t:ident))*] $from:ident => $to:ident, $($rest:tt)*) => {
+        $crate::edges!(@collect $machine [$(($f $t))* ($from $to)] $($rest)*);
+    };
+    (@collect $machine:ident [$(($f:ident $t:ident))*]) => {
+        $(impl $crate::provider::TransitionTo<$t> for $f {})*
+
+        impl $crate::provider::Machine for $machine {
+            fn edges() -> ::std::vec::Vec<(&'static str, &'static str)> {
+                ::std::vec![$((
+                    <$f as $crate::provider::State<$machine>>::name(),
+                    <$t as $crate::provider::State<$machine>>::name(),
+                )),*]
+            }
+
+            #[allow(unreachable_code)]
+            fn handle_state(
+                state: &str,
+                data: $crate::__private::serde_json::Value,
+                pod: &$crate::provider::Pod,
+                pod_state: &mut Self,
+                wake: ::std::option::Option<&$crate::provider::WakeEvent>,
+            ) -> ::std::option::Option<::std::result::Result<$crate::provider::Transition<Self>, $crate::provider::StateError>> {
+                // A state appears once per edge it is on; the first match wins.
+                $(
+                    if state == <$f as $crate::provider::State<$machine>>::name() {
+                        return ::std::option::Option::Some($crate::provider::__handle_as::<$machine, $f>(data, pod, pod_state, wake));
+                    }
+                    if state == <$t as $crate::provider::State<$machine>>::name() {
+                        return ::std::option::Option::Some($crate::provider::__handle_as::<$machine, $t>(data, pod, pod_state, wake));
+                    }
+                )*
+                ::std::option::Option::None
+            }
+
+            fn status_of(
+                state: &str,
+                data: $crate::__private::serde_json::Value,
+                pod: &$crate::provider::Pod,
+                pod_state: &Self,
+            ) -> ::std::option::Option<::std::result::Result<$crate::__private::serde_json::Value, $crate::provider::StateError>> {
+                $(
+                    if state == <$f as $crate::provider::State<$machine>>::name() {
+                        return ::std::option::Option::Some($crate::provider::__status_as::<$machine, $f>(data, pod, pod_state));
+                    }
+                    if state == <$t as $crate::provider::State<$machine>>::name() {
+                        return ::std::option::Option::Some($crate::provider::__status_as::<$machine, $t>(data, pod, pod_state));
+                    }
+                )*
+                ::std::option::Option::None
+            }
+        }
+    };
+}
+
+/// Exports a provider: its pod data type (whose edges [`crate::edges!`] declared), the
+/// initial state (which must be `Default`), the state a deleted pod enters, the error
+/// state, and optionally the back-off states. Use it once per crate.
+///
+/// ```ignore
+/// wasmlet_sdk::provider!(RunnerState, initial = Registered, on_delete = Terminated,
+///     error = Error, backoff = [ImagePullBackOff, CrashLoopBackOff]);
+/// ```
+#[macro_export]
+macro_rules! provider {
+    ($machine:ident, initial = $initial:ident, on_delete = $on_delete:ident, error = $error:ident
+        $(, backoff = [$($backoff:ident),* $(,)?])? $(,)?) => {
+        const _: () = {
+            struct __WasmletProvider;
+
+            impl $crate::bindings::provider_exports::Guest for __WasmletProvider {
+                fn graph() -> $crate::bindings::provider_exports::StateGraph {
+                    $crate::provider::__graph::<$machine>(
+                        <$initial as $crate::provider::State<$machine>>::name(),
+                        <$on_delete as $crate::provider::State<$machine>>::name(),
+                        <$error as $crate::provider::State<$machine>>::name(),
+                        &[$($(<$backoff as $crate::provider::State<$machine>>::name()),*)?],
+                    )
+                }
+
+                fn init(pod: ::std::string::String) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::provider::__init::<$machine, $initial>(pod)
+                }
+
+                fn handle(
+                    state: ::std::string::String,
+                    pod: ::std::string::String,
+                    state_data: ::std::string::String,
+                    event: ::std::option::Option<$crate::bindings::provider_exports::WakeEvent>,
+                ) -> ::std::result::Result<$crate::bindings::provider_exports::HandlerOutcome, ::std::string::String> {
+                    $crate::provider::__handle::<$machine>(state, pod, state_data, event)
+                }
+
+                fn status(
+                    state: ::std::string::String,
+                    pod: ::std::string::String,
+                    state_data: ::std::string::String,
+                ) -> ::std::string::String {
+                    $crate::provider::__status::<$machine>(state, pod, state_data)
+                }
+            }
+
+            $crate::bindings::provider::export_provider!(
+                __WasmletProvider with_types_in $crate::bindings::provider
+            );
+        };
+    };
+}

@@ -1,0 +1,202 @@
+//! CustomResourceDefinitions: turning one into a served [`ResourceType`],
+//! checking it first, and the status upstream's establishing controller sets.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use wasmlet_apimachinery::names;
+use wasmlet_apimachinery::schema::Structural;
+
+use super::meta;
+use super::registry::{PrinterColumn, ResourceType, ScaleSpec};
+use super::status::Cause;
+
+/// The finalizer that holds a deleted CRD until its custom resources are gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn invalid(field: &str, message: impl Into<String>) -> Cause {
+    Cause { reason: "FieldValueInvalid".into(), message: message.into(), field: field.into() }
+}
+
+fn required(field: &str) -> Cause {
+    Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: field.into() }
+}
+
+/// The served type a CRD declares, or every reason it cannot be served.
+pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
+    let mut causes = Vec::new();
+    let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let group = s("/spec/group");
+    let plural = s("/spec/names/plural");
+    let kind = s("/spec/names/kind");
+    let mut singular = s("/spec/names/singular");
+    if singular.is_empty() {
+        singular = kind.to_lowercase();
+    }
+    if group.is_empty() {
+        causes.push(required("spec.group"));
+    } else if !group.contains('.') {
+        causes.push(invalid("spec.group", format!("Invalid value: \"{group}\": should be a domain with at least one dot")));
+    }
+    if plural.is_empty() {
+        causes.push(required("spec.names.plural"));
+    } else {
+        for e in names::is_dns1123_label(&plural) {
+            causes.push(invalid("spec.names.plural", format!("Invalid value: \"{plural}\": {e}")));
+        }
+    }
+    if kind.is_empty() {
+        causes.push(required("spec.names.kind"));
+    }
+    let name = meta::name(crd);
+    if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(invalid("metadata.name", format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")));
+    }
+    let namespaced = match s("/spec/scope").as_str() {
+        "Namespaced" => true,
+        "Cluster" => false,
+        "" => {
+            causes.push(required("spec.scope"));
+            true
+        }
+        other => {
+            causes.push(Cause {
+                reason: "FieldValueNotSupported".into(),
+                message: format!("Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""),
+                field: "spec.scope".into(),
+            });
+            true
+        }
+    };
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(required("spec.versions"));
+    }
+    let storage: Vec<&Value> = versions.iter().filter(|v| v["storage"] == true).collect();
+    if !versions.is_empty() && storage.len() != 1 {
+        causes.push(invalid("spec.versions", "Invalid value: must have exactly one version marked as storage version"));
+    }
+    let mut served = Vec::new();
+    let mut schemas = BTreeMap::new();
+    let mut openapi = BTreeMap::new();
+    let mut status = false;
+    let mut scale = None;
+    let mut printer_columns = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        let vname = v["name"].as_str().unwrap_or("").to_string();
+        if vname.is_empty() {
+            causes.push(required(&format!("spec.versions[{i}].name")));
+            continue;
+        }
+        match v.pointer("/schema/openAPIV3Schema") {
+            Some(schema) => match Structural::new(schema) {
+                Ok(st) => {
+                    schemas.insert(vname.clone(), Arc::new(st));
+                    openapi.insert(vname.clone(), schema.clone());
+                }
+                Err(e) => causes.push(invalid(
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    format!("Invalid value: {e}"),
+                )),
+            },
+            None => causes.push(required(&format!("spec.versions[{i}].schema.openAPIV3Schema"))),
+        }
+        let is_storage = v["storage"] == true;
+        if v["served"] == true {
+            if is_storage { served.insert(0, vname.clone()) } else { served.push(vname.clone()) }
+        }
+        // Subresources and columns follow the storage version (upstream allows
+        // them per version; kubectl reads the preferred one).
+        if is_storage {
+            status = v.pointer("/subresources/status").is_some();
+            scale = v.pointer("/subresources/scale").map(|sc| ScaleSpec {
+                spec_replicas: sc["specReplicasPath"].as_str().unwrap_or(".spec.replicas").into(),
+                status_replicas: sc["statusReplicasPath"].as_str().unwrap_or(".status.replicas").into(),
+                label_selector: sc["labelSelectorPath"].as_str().map(str::to_string),
+            });
+            for c in v["additionalPrinterColumns"].as_array().into_iter().flatten() {
+                printer_columns.push(PrinterColumn {
+                    name: c["name"].as_str().unwrap_or("").into(),
+                    type_: c["type"].as_str().unwrap_or("string").into(),
+                    json_path: c["jsonPath"].as_str().unwrap_or("").into(),
+                    priority: c["priority"].as_i64().unwrap_or(0),
+                });
+            }
+        }
+    }
+    if served.is_empty() && !versions.is_empty() {
+        causes.push(invalid("spec.versions", "Invalid value: must have at least one served version"));
+    }
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    let strs = |p: &str| -> Vec<String> {
+        crd.pointer(p)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    Ok(ResourceType {
+        group,
+        versions: served,
+        resource: plural,
+        singular,
+        kind,
+        namespaced,
+        short_names: strs("/spec/names/shortNames"),
+        categories: strs("/spec/names/categories"),
+        status,
+        scale,
+        extras: vec![],
+        builtin: false,
+        schemas,
+        openapi,
+        printer_columns,
+        create_only: false,
+    })
+}
+
+/// The CRD with upstream's accepted-names status and cleanup finalizer, or
+/// `None` when it already has both.
+pub fn established(crd: &Value) -> Option<Value> {
+    let mut new = crd.clone();
+    let mut finalizers = meta::finalizers(crd);
+    if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
+        finalizers.push(CLEANUP_FINALIZER.into());
+        meta::set_finalizers(&mut new, finalizers);
+    }
+    let now = meta::now_rfc3339();
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == true)
+        .map(|v| v["name"].clone())
+        .collect();
+    let mut stored = crd.pointer("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
+    for v in storage {
+        if !stored.contains(&v) {
+            stored.push(v);
+        }
+    }
+    let keep_time = |t: &str| {
+        crd.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t && c["status"] == "True"))
+            .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string))
+            .unwrap_or_else(|| now.clone())
+    };
+    new["status"] = json!({
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
+             "lastTransitionTime": keep_time("NamesAccepted")},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": keep_time("Established")},
+        ],
+        "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(json!({})),
+        "storedVersions": stored,
+    });
+    if new == *crd { None } else { Some(new) }
+}

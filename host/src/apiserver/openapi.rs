@@ -1,0 +1,125 @@
+//! OpenAPI documents: enough for clients to know what the server accepts.
+//!
+//! `/openapi/v3` lists one document per group-version; each names every
+//! resource path and declares the `fieldValidation` parameter on PATCH, which
+//! is how kubectl learns that the server validates fields itself (it then
+//! sends `fieldValidation=Strict` instead of validating client-side).
+//! Custom resources carry their `openAPIV3Schema`; built-in kinds are
+//! described as open objects (their full schemas are not embedded).
+//! `/openapi/v2` is a valid, definition-free document for old clients.
+
+use serde_json::{Map, Value, json};
+
+use super::registry::{Registry, ResourceType};
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+}
+
+pub fn v3_root(registry: &Registry) -> Value {
+    let mut paths = Map::new();
+    let mut gvs: Vec<(String, String)> = Vec::new();
+    for rt in registry.all() {
+        for v in &rt.versions {
+            if !gvs.contains(&(rt.group.clone(), v.clone())) {
+                gvs.push((rt.group.clone(), v.clone()));
+            }
+        }
+    }
+    for (g, v) in gvs {
+        let p = gv_path(&g, &v);
+        let doc = serde_json::to_vec(&v3_doc(registry, &g, &v).unwrap_or_default()).unwrap_or_default();
+        // The hash lets clients cache documents until they change.
+        let hash = format!("{:016X}", fxhash(&doc));
+        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}));
+    }
+    json!({"paths": paths})
+}
+
+fn fxhash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+}
+
+fn schema_name(rt: &ResourceType, version: &str) -> String {
+    let group = if rt.group.is_empty() { "core".to_string() } else { rt.group.clone() };
+    format!("{group}.{version}.{}", rt.kind)
+}
+
+fn operation(rt: &ResourceType, version: &str, action: &str, schema_ref: &str) -> Value {
+    let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
+    let mut op = json!({
+        "operationId": format!("{action}{}", rt.kind),
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk,
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}},
+    });
+    let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+    match action {
+        "patch" => {
+            op["parameters"] = json!([query("dryRun"), query("fieldManager"), query("fieldValidation"), query("force")]);
+            let mut content = Map::new();
+            let body = json!({"schema": {"type": "object"}});
+            for ct in ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"] {
+                content.insert(ct.into(), body.clone());
+            }
+            op["requestBody"] = json!({"content": content, "required": true});
+        }
+        "post" | "put" => {
+            op["parameters"] = json!([query("dryRun"), query("fieldManager"), query("fieldValidation")]);
+            op["requestBody"] = json!({"content": {"application/json": {"schema": {"$ref": schema_ref}}}, "required": true});
+        }
+        _ => {}
+    }
+    op
+}
+
+pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    let base = format!("/{}", gv_path(group, version));
+    for rt in registry.all() {
+        if rt.group != group || !rt.versions.iter().any(|v| v == version) {
+            continue;
+        }
+        let name = schema_name(&rt, version);
+        let schema_ref = format!("#/components/schemas/{name}");
+        let mut schema = match rt.schemas.get(version) {
+            Some(_) => rt.openapi_schema(version).unwrap_or_else(|| json!({"type": "object"})),
+            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        };
+        schema["x-kubernetes-group-version-kind"] = json!([{"group": rt.group, "version": version, "kind": rt.kind}]);
+        schemas.insert(name, schema);
+        let collection = if rt.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}", rt.resource)
+        } else {
+            format!("{base}/{}", rt.resource)
+        };
+        paths.insert(
+            collection.clone(),
+            json!({"get": operation(&rt, version, "list", &schema_ref), "post": operation(&rt, version, "post", &schema_ref)}),
+        );
+        let item = json!({
+            "get": operation(&rt, version, "get", &schema_ref),
+            "put": operation(&rt, version, "put", &schema_ref),
+            "patch": operation(&rt, version, "patch", &schema_ref),
+            "delete": operation(&rt, version, "delete", &schema_ref),
+        });
+        paths.insert(format!("{collection}/{{name}}"), item.clone());
+        if rt.status {
+            paths.insert(format!("{collection}/{{name}}/status"), item);
+        }
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (wasmlet)", "version": "v1.33.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}
+
+pub fn v2() -> Value {
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes (wasmlet)", "version": "v1.33.0"}, "paths": {}, "definitions": {}})
+}

@@ -1,0 +1,245 @@
+//! Which resources the server serves: the built-in table and whatever the stored
+//! CustomResourceDefinitions declare. Discovery, OpenAPI and request routing all
+//! read from here, so a CRD is served the moment it is stored.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use wasmlet_apimachinery::schema::Structural;
+
+/// Where the scale subresource finds replicas and the selector.
+#[derive(Debug, Clone)]
+pub struct ScaleSpec {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
+}
+
+/// Extra subresources beyond status and scale, each with a handler of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    Binding,
+    Eviction,
+    Log,
+    Finalize,
+}
+
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub json_path: String,
+    pub priority: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    pub group: String,
+    /// Served versions, preferred (storage) first.
+    pub versions: Vec<String>,
+    pub resource: String,
+    pub singular: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub status: bool,
+    pub scale: Option<ScaleSpec>,
+    pub extras: Vec<Extra>,
+    /// Built-in kinds accept strategic merge patch; custom resources do not.
+    pub builtin: bool,
+    /// Per served version, for custom resources.
+    pub schemas: BTreeMap<String, Arc<Structural>>,
+    /// The `openAPIV3Schema` per version as written, for OpenAPI documents.
+    pub openapi: BTreeMap<String, serde_json::Value>,
+    pub printer_columns: Vec<PrinterColumn>,
+    /// Only `create` is served (TokenReview and the like).
+    pub create_only: bool,
+}
+
+impl ResourceType {
+    /// `pods`, or `statefulsets.apps`: how upstream names a resource in messages.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.resource.clone() } else { format!("{}.{}", self.resource, self.group) }
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+    }
+
+    pub fn storage_version(&self) -> &str {
+        &self.versions[0]
+    }
+
+    /// Key prefix for every object of this resource, or of one namespace of it.
+    pub fn prefix(&self, namespace: Option<&str>) -> String {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        match namespace {
+            Some(ns) if self.namespaced => format!("/{group}/{}/{ns}/", self.resource),
+            _ => format!("/{group}/{}/", self.resource),
+        }
+    }
+
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        format!("/{group}/{}/{namespace}/{name}", self.resource)
+    }
+
+    pub fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
+        self.openapi.get(version).cloned()
+    }
+
+    pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
+        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    status: bool,
+    scale: bool,
+    extras: &'static [Extra],
+    create_only: bool,
+}
+
+const fn b(
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    status: bool,
+) -> Builtin {
+    Builtin { group, version, resource, singular, kind, namespaced, short, status, scale: false, extras: &[], create_only: false }
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin { extras: &[Extra::Finalize], ..b("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true) },
+    Builtin {
+        extras: &[Extra::Binding, Extra::Eviction, Extra::Log],
+        ..b("", "v1", "pods", "pod", "Pod", true, &["po"], true)
+    },
+    b("", "v1", "nodes", "node", "Node", false, &["no"], true),
+    b("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], false),
+    b("", "v1", "secrets", "secret", "Secret", true, &[], false),
+    b("", "v1", "events", "event", "Event", true, &["ev"], false),
+    b("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false),
+    b("events.k8s.io", "v1", "events", "event", "Event", true, &["ev"], false),
+    b("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false),
+    Builtin { scale: true, ..b("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, &["sts"], true) },
+    b("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, &[], false),
+    b("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], true),
+    b(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+    ),
+    Builtin { create_only: true, ..b("authentication.k8s.io", "v1", "tokenreviews", "tokenreview", "TokenReview", false, &[], false) },
+];
+
+fn builtin(def: &Builtin) -> ResourceType {
+    ResourceType {
+        group: def.group.into(),
+        versions: vec![def.version.into()],
+        resource: def.resource.into(),
+        singular: def.singular.into(),
+        kind: def.kind.into(),
+        namespaced: def.namespaced,
+        short_names: def.short.iter().map(|s| s.to_string()).collect(),
+        categories: if matches!(def.resource, "pods" | "statefulsets") { vec!["all".into()] } else { vec![] },
+        status: def.status,
+        scale: def.scale.then(|| ScaleSpec {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: Some(".status.selector".into()),
+        }),
+        extras: def.extras.to_vec(),
+        builtin: true,
+        schemas: BTreeMap::new(),
+        openapi: BTreeMap::new(),
+        printer_columns: vec![],
+        create_only: def.create_only,
+    }
+}
+
+/// The set of served resources. Cheap to read on every request.
+#[derive(Default)]
+pub struct Registry {
+    /// (group, resource) → type
+    types: RwLock<BTreeMap<(String, String), Arc<ResourceType>>>,
+}
+
+impl Registry {
+    pub fn with_builtins() -> Registry {
+        let r = Registry::default();
+        for def in BUILTINS {
+            r.insert(builtin(def));
+        }
+        r
+    }
+
+    pub fn insert(&self, rt: ResourceType) {
+        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        types.insert((rt.group.clone(), rt.resource.clone()), Arc::new(rt));
+    }
+
+    pub fn remove(&self, group: &str, resource: &str) {
+        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        if types.get(&(group.to_string(), resource.to_string())).is_some_and(|t| !t.builtin) {
+            types.remove(&(group.to_string(), resource.to_string()));
+        }
+    }
+
+    /// The type behind `/apis/{group}/{version}/{resource}`, if that version is served.
+    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+        types
+            .get(&(group.to_string(), resource.to_string()))
+            .filter(|t| t.versions.iter().any(|v| v == version))
+            .cloned()
+    }
+
+    pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+        types.values().find(|t| t.group == group && t.kind == kind).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+        types.values().cloned().collect()
+    }
+
+    /// Group → served versions (preferred first), in a stable order with the
+    /// legacy core group left out.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in self.all() {
+            if t.group.is_empty() {
+                continue;
+            }
+            let vs = groups.entry(t.group.clone()).or_default();
+            for v in &t.versions {
+                if !vs.contains(v) {
+                    vs.push(v.clone());
+                }
+            }
+        }
+        groups.into_iter().collect()
+    }
+}

@@ -1,0 +1,191 @@
+//! The REST surface: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into
+//! a [`Target`] and handed to the verb's handler.
+
+mod read;
+mod subresources;
+mod watch;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::ApiState;
+use super::registry::{Extra, ResourceType};
+use super::status::{ApiError, ApiResult};
+
+/// Upstream's request body limit.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// What a request path names.
+pub struct Target {
+    pub rt: Arc<ResourceType>,
+    pub version: String,
+    /// The request's namespace; `None` for cluster-scoped kinds or all namespaces.
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+impl Target {
+    /// The namespace objects are stored under ("" for cluster-scoped kinds).
+    pub fn ns(&self) -> &str {
+        if self.rt.namespaced { self.namespace.as_deref().unwrap_or("") } else { "" }
+    }
+}
+
+pub type Query = HashMap<String, String>;
+
+pub fn parse_query(uri: &axum::http::Uri) -> Query {
+    uri.query()
+        .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default()
+}
+
+/// Parses `/api/v1/...` or `/apis/g/v/...` after the group-version.
+fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource")),
+    };
+    let mut rest: Vec<&str> = rest.to_vec();
+    if rest.first() == Some(&"watch") {
+        rest.remove(0);
+    }
+    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
+    let lookup = |resource: &str| state.registry.lookup(group, version, resource).ok_or_else(not_found);
+    let (namespace, resource, name, sub) = match rest.as_slice() {
+        [r] => (None, *r, None, None),
+        ["namespaces", ns, r] if !matches!(*r, "status" | "finalize") => (Some(*ns), *r, None, None),
+        ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n), None),
+        ["namespaces", ns, r, n, s] => (Some(*ns), *r, Some(*n), Some(*s)),
+        [r, n] => (None, *r, Some(*n), None),
+        [r, n, s] => (None, *r, Some(*n), Some(*s)),
+        _ => return Err(not_found()),
+    };
+    let rt = lookup(resource)?;
+    if !rt.namespaced && namespace.is_some() {
+        return Err(not_found());
+    }
+    if let Some(s) = sub {
+        let known = match s {
+            "status" => rt.status,
+            "scale" => rt.scale.is_some(),
+            "binding" => rt.extras.contains(&Extra::Binding),
+            "eviction" => rt.extras.contains(&Extra::Eviction),
+            "log" => rt.extras.contains(&Extra::Log),
+            "finalize" => rt.extras.contains(&Extra::Finalize),
+            _ => false,
+        };
+        if !known {
+            return Err(not_found());
+        }
+    }
+    Ok(Target {
+        rt,
+        version: version.to_string(),
+        namespace: namespace.map(str::to_string),
+        name: name.map(str::to_string),
+        subresource: sub.map(str::to_string),
+    })
+}
+
+/// JSON response with the given status code.
+pub fn json_response(code: u16, body: Bytes) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+pub fn value_response(code: u16, v: &Value) -> Response {
+    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+/// Reads the body, enforcing the size limit.
+pub async fn read_body(body: Body) -> ApiResult<Bytes> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError::too_large())
+}
+
+/// Parses a JSON or YAML body into an object.
+pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
+    if content_type.contains("protobuf") || content_type.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(
+            content_type,
+            &["application/json", "application/yaml"],
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    let v: Value = if content_type.contains("yaml") {
+        serde_yaml::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(v)
+}
+
+/// The fallback handler for every resource path.
+pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    match handle(state, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    let target = parse_target(&state, parts.uri.path())?;
+    let query = parse_query(&parts.uri);
+    let watch_path = parts.uri.path().contains("/watch/");
+    let content_type =
+        parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let user_agent =
+        parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
+    if target.rt.create_only && parts.method != Method::POST {
+        return Err(ApiError::method_not_allowed());
+    }
+    let req = write::Req { query: &query, content_type: &content_type, user_agent: &user_agent };
+    match (&parts.method, target.name.is_some(), target.subresource.as_deref()) {
+        (&Method::GET, false, _) => {
+            let watching = watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
+            if watching {
+                watch::watch(&state, &target, &query).await
+            } else {
+                read::list(&state, &target, &query, &accept)
+            }
+        }
+        (&Method::GET, true, Some("scale")) => subresources::get_scale(&state, &target),
+        (&Method::GET, true, Some("log")) => subresources::log(&state, &target, &query).await,
+        (&Method::GET, true, _) => read::get(&state, &target, &accept),
+        (&Method::POST, false, _) => write::create(&state, &target, read_body(body).await?, &req).await,
+        (&Method::POST, true, Some("binding")) => subresources::bind(&state, &target, read_body(body).await?).await,
+        (&Method::POST, true, Some("eviction")) => {
+            subresources::evict(&state, &target, read_body(body).await?).await
+        }
+        (&Method::PUT, true, Some("scale")) => {
+            subresources::put_scale(&state, &target, read_body(body).await?, &req).await
+        }
+        (&Method::PUT, true, _) => write::update(&state, &target, read_body(body).await?, &req).await,
+        (&Method::PATCH, true, Some("scale")) => {
+            subresources::patch_scale(&state, &target, read_body(body).await?, &req).await
+        }
+        (&Method::PATCH, true, _) => write::patch(&state, &target, read_body(body).await?, &req).await,
+        (&Method::DELETE, true, None) => write::delete(&state, &target, read_body(body).await?, &query).await,
+        (&Method::DELETE, false, None) => {
+            write::delete_collection(&state, &target, read_body(body).await?, &query).await
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}

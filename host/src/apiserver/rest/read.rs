@@ -1,0 +1,192 @@
+//! GET and LIST: selectors, `limit`/`continue` paging over one consistent
+//! snapshot, and the resourceVersion / resourceVersionMatch rules.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Value, json};
+use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
+
+use super::super::ApiState;
+use super::super::registry::ResourceType;
+use super::super::status::{ApiError, ApiResult};
+use super::super::store::{Snapshot, Stored};
+use super::super::table;
+use super::{Query, Target, json_response};
+
+/// The selectors of a LIST or WATCH, checked against one object.
+pub struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn from_query(rt: &ResourceType, query: &Query) -> ApiResult<Filter> {
+        let labels = LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        for field in fields.fields() {
+            let ok = matches!(field, "metadata.name" | "metadata.namespace")
+                || (rt.group.is_empty() && rt.resource == "pods" && matches!(field, "spec.nodeName" | "status.phase"));
+            if !ok {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field} (for {})",
+                    rt.qualified()
+                )));
+            }
+        }
+        Ok(Filter { labels, fields })
+    }
+
+    pub fn matches(&self, s: &Stored) -> bool {
+        if !self.labels.matches(&s.labels) {
+            return false;
+        }
+        let (ns, name) = s.namespace_name();
+        self.fields.matches(|f| match f {
+            "metadata.name" => Some(name.to_string()),
+            "metadata.namespace" => Some(ns.to_string()),
+            "spec.nodeName" => Some(s.node_name.clone().unwrap_or_default()),
+            "status.phase" => Some(s.phase.clone().unwrap_or_default()),
+            _ => None,
+        })
+    }
+}
+
+pub fn wants_table(accept: &str) -> bool {
+    accept.contains("as=Table")
+}
+
+pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let stored = state.resources.get(&t.rt, t.ns(), name)?;
+    if wants_table(accept) {
+        return Ok(super::value_response(200, &table::table(&t.rt, &[stored.value()], None, "")));
+    }
+    Ok(json_response(200, state.resources.render(&t.rt, &t.version, &stored)))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    start: String,
+}
+
+fn encode_continue(rv: u64, start: &str) -> String {
+    let token = serde_json::to_vec(&ContinueToken { rv, start: start.to_string() }).unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(token)
+}
+
+fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| ApiError::bad_request("continue key is not valid: not a token this server issued"))
+}
+
+fn parse_rv(s: &str) -> ApiResult<u64> {
+    s.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{s}\": must be an integer")))
+}
+
+/// Picks the snapshot a LIST reads, per resourceVersion and resourceVersionMatch.
+pub fn list_snapshot(state: &ApiState, query: &Query) -> ApiResult<(Arc<Snapshot>, Option<String>)> {
+    if let Some(token) = query.get("continue").filter(|c| !c.is_empty()) {
+        let token = decode_continue(token)?;
+        let snap = state.resources.store.snapshot_at(token.rv).map_err(|_| {
+            ApiError::gone(
+                "The provided continue parameter is too old to display a consistent list result. \
+                 You can start a new list without the continue parameter.",
+            )
+        })?;
+        return Ok((Arc::new(snap), Some(token.start)));
+    }
+    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let exact = query.get("resourceVersionMatch").map(String::as_str);
+    match (rv, exact) {
+        ("", Some(m)) if !m.is_empty() => Err(ApiError::bad_request(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
+        ("" | "0", _) => Ok((state.resources.store.snapshot(), None)),
+        (rv, Some("Exact")) => {
+            let rv = parse_rv(rv)?;
+            let now = state.resources.store.snapshot();
+            if rv > now.rv {
+                return Err(ApiError::timeout(format!("Too large resource version: {rv}, current: {}", now.rv)));
+            }
+            let snap = state
+                .resources
+                .store
+                .snapshot_at(rv)
+                .map_err(|e| ApiError::gone(e.to_string()))?;
+            Ok((Arc::new(snap), None))
+        }
+        (rv, None | Some("NotOlderThan") | Some("")) => {
+            let rv = parse_rv(rv)?;
+            let now = state.resources.store.snapshot();
+            if rv > now.rv {
+                return Err(ApiError::timeout(format!("Too large resource version: {rv}, current: {}", now.rv)));
+            }
+            Ok((now, None))
+        }
+        (_, Some(m)) => Err(ApiError::bad_request(format!(
+            "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\""
+        ))),
+    }
+}
+
+pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiResult<Response> {
+    let filter = Filter::from_query(&t.rt, query)?;
+    let limit: usize = match query.get("limit").map(String::as_str) {
+        None | Some("") | Some("0") => usize::MAX,
+        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
+    };
+    let (snap, after) = list_snapshot(state, query)?;
+    let prefix = t.rt.prefix(t.namespace.as_deref());
+    let mut items: Vec<&Arc<Stored>> = Vec::new();
+    let mut next = None;
+    let mut remaining = 0usize;
+    for s in snap.range(&prefix, after.as_deref()) {
+        if !filter.matches(s) {
+            continue;
+        }
+        if items.len() < limit {
+            items.push(s);
+        } else {
+            if next.is_none() {
+                next = items.last().map(|last| encode_continue(snap.rv, &last.key));
+            }
+            remaining += 1;
+        }
+    }
+    let mut metadata = json!({"resourceVersion": snap.rv.to_string()});
+    if let Some(c) = &next {
+        metadata["continue"] = json!(c);
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    if wants_table(accept) {
+        let values: Vec<Value> = items.iter().map(|s| s.value()).collect();
+        return Ok(super::value_response(200, &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string())));
+    }
+    // Items are concatenated as stored: no re-encoding on the hot path.
+    let head = json!({
+        "kind": format!("{}List", t.rt.kind),
+        "apiVersion": t.rt.api_version(&t.version),
+        "metadata": metadata,
+    });
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    let mut out = BytesMut::with_capacity(head.len() + items.iter().map(|s| s.json.len() + 1).sum::<usize>() + 16);
+    out.put_slice(&head[..head.len() - 1]);
+    out.put_slice(b",\"items\":[");
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(&state.resources.render(&t.rt, &t.version, s));
+    }
+    out.put_slice(b"]}");
+    Ok(json_response(200, Bytes::from(out)))
+}

@@ -1,0 +1,267 @@
+//! Subresources with behaviour of their own: scale, binding, eviction (with
+//! PodDisruptionBudget checks), namespace finalize, pod logs, TokenReview.
+
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use wasmlet_apimachinery::patch as patches;
+use wasmlet_apimachinery::selector::LabelSelector;
+
+use super::super::ApiState;
+use super::super::meta;
+use super::super::resources::{DeleteOptions, PatchBody};
+use super::super::status::{ApiError, ApiResult, success};
+use super::write::{Req, delete_options, parse_patch};
+use super::{Query, Target, parse_object, value_response};
+
+fn scale_of(state: &ApiState, t: &Target) -> ApiResult<(Value, Value)> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let obj = state.resources.get(&t.rt, t.ns(), name)?.value();
+    let spec = t.rt.scale.as_ref().expect("routing only sends scalable kinds here");
+    let replicas = meta::get_path(&obj, &spec.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let status_replicas = meta::get_path(&obj, &spec.status_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let selector = if t.rt.builtin {
+        obj.pointer("/spec/selector")
+            .and_then(|s| LabelSelector::from_label_selector(s).ok())
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    } else {
+        spec.label_selector
+            .as_deref()
+            .and_then(|p| meta::get_path(&obj, p))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let m = meta::meta(&obj).cloned().unwrap_or_default();
+    let scale = json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid"),
+            "resourceVersion": m.get("resourceVersion"), "creationTimestamp": m.get("creationTimestamp"),
+        },
+        "spec": {"replicas": replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
+    });
+    Ok((scale, obj))
+}
+
+pub fn get_scale(state: &ApiState, t: &Target) -> ApiResult<Response> {
+    Ok(value_response(200, &scale_of(state, t)?.0))
+}
+
+async fn write_scale(state: &ApiState, t: &Target, new_scale: &Value, precondition: Option<&str>) -> ApiResult<Response> {
+    let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).ok_or_else(|| {
+        ApiError::invalid(&t.rt, t.name.as_deref().unwrap_or_default(), vec![super::super::status::Cause {
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: "spec.replicas".into(),
+        }])
+    })?;
+    if replicas < 0 {
+        return Err(ApiError::invalid(&t.rt, t.name.as_deref().unwrap_or_default(), vec![super::super::status::Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+            field: "spec.replicas".into(),
+        }]));
+    }
+    let name = t.name.as_deref().unwrap_or_default();
+    if let Some(rv) = precondition
+        && state.resources.get(&t.rt, t.ns(), name)?.rv.to_string() != rv
+    {
+        return Err(ApiError::conflict(&t.rt, name));
+    }
+    let path = t.rt.scale.as_ref().expect("scalable").spec_replicas.clone();
+    state
+        .resources
+        .modify(&t.rt, t.ns(), name, |old| {
+            let mut new = old.clone();
+            meta::set_path(&mut new, &path, json!(replicas));
+            Some(new)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
+    get_scale(state, t)
+}
+
+pub async fn put_scale(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+    let scale = parse_object(&body, req.content_type)?;
+    let rv = meta::meta_str(&scale, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+    write_scale(state, t, &scale, rv.as_deref()).await
+}
+
+pub async fn patch_scale(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+    let (mut scale, _) = scale_of(state, t)?;
+    match parse_patch(&body, req.content_type)? {
+        PatchBody::Merge(p) | PatchBody::Strategic(p) | PatchBody::Apply(p) => patches::merge(&mut scale, &p),
+        PatchBody::Json(p) => patches::json(&mut scale, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+    }
+    write_scale(state, t, &scale, None).await
+}
+
+pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+    let binding = parse_object(&body, "application/json")?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    if node.is_empty() {
+        return Err(ApiError::invalid(&t.rt, name, vec![super::super::status::Cause {
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: "target.name".into(),
+        }]));
+    }
+    let mut already = None;
+    state
+        .resources
+        .modify(&t.rt, t.ns(), name, |old| {
+            match old.pointer("/spec/nodeName").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => {
+                    already = Some(n.to_string());
+                    return None;
+                }
+                _ => {}
+            }
+            if meta::is_deleting(old) {
+                already = Some(String::new());
+                return None;
+            }
+            let mut new = old.clone();
+            new["spec"]["nodeName"] = json!(node);
+            let cond = json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": meta::now_rfc3339()});
+            let conds = new["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            let mut conds: Vec<Value> = conds.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+            conds.push(cond);
+            new["status"]["conditions"] = Value::Array(conds);
+            Some(new)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
+    match already {
+        Some(n) if n.is_empty() => Err(ApiError::conflict_msg(&t.rt, name, "pod is being deleted, cannot be assigned to a host")),
+        Some(n) => Err(ApiError::conflict_msg(&t.rt, name, &format!("pod {name} is already assigned to node \"{n}\""))),
+        None => Ok(value_response(201, &success(201))),
+    }
+}
+
+/// Eviction honours the pod's PodDisruptionBudget as upstream's eviction REST
+/// handler does: one budget at most, 429 when no disruption is allowed, the
+/// budget decremented (with the pod recorded in `disruptedPods`) before the
+/// pod is deleted.
+pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+    let eviction = parse_object(&body, "application/json")?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let ns = t.ns().to_string();
+    let opts = match eviction.get("deleteOptions") {
+        Some(d) => delete_options(&serde_json::to_vec(d).unwrap_or_default(), &Query::new())?,
+        None => DeleteOptions::default(),
+    };
+    let pdb_rt = state.registry.lookup("policy", "v1", "poddisruptionbudgets").expect("built in");
+    for _ in 0..8 {
+        let pod = state.resources.get(&t.rt, &ns, name)?.value();
+        let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+        let running = phase == "Running" && !meta::is_deleting(&pod);
+        if running {
+            let labels = pod.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
+            let snap = state.resources.store.snapshot();
+            let pdbs: Vec<Value> = snap
+                .range(&pdb_rt.prefix(Some(&ns)), None)
+                .map(|s| s.value())
+                .filter(|pdb| {
+                    pdb.pointer("/spec/selector")
+                        .and_then(|s| LabelSelector::from_label_selector(s).ok())
+                        .is_some_and(|sel| !sel.is_empty() && sel.matches(&labels))
+                })
+                .collect();
+            if pdbs.len() > 1 {
+                return Err(ApiError::internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+            if let Some(pdb) = pdbs.first() {
+                let pdb_name = meta::name(pdb).to_string();
+                let refuse = |why: String| {
+                    ApiError::too_many_requests(
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                        vec![json!({"reason": "DisruptionBudget", "message": why})],
+                    )
+                };
+                let generation = pdb.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+                let observed = pdb.pointer("/status/observedGeneration").and_then(Value::as_i64).unwrap_or(0);
+                if observed < generation {
+                    return Err(refuse(format!("The disruption budget {pdb_name} is still being processed by the server.")));
+                }
+                let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+                if allowed <= 0 {
+                    let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
+                    let current = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+                    return Err(refuse(format!(
+                        "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
+                    )));
+                }
+                let pdb_rv = meta::meta_str(pdb, "resourceVersion").unwrap_or("").to_string();
+                let mut new = pdb.clone();
+                new["status"]["disruptionsAllowed"] = json!(allowed - 1);
+                new["status"]["disruptedPods"][name] = json!(meta::now_rfc3339());
+                meta::meta_mut(&mut new).insert("resourceVersion".into(), json!(pdb_rv));
+                let written = state
+                    .resources
+                    .update(&pdb_rt, "v1", &ns, &pdb_name, super::super::resources::Sub::Status, new, &Default::default())
+                    .await;
+                match written {
+                    Ok(_) => {}
+                    // Another eviction spent the budget first: look again.
+                    Err(e) if e.code == 409 => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        state.resources.delete(&t.rt, &ns, name, &opts).await?;
+        return Ok(value_response(201, &success(201)));
+    }
+    Err(ApiError::too_many_requests("Too many concurrent evictions; try again.", vec![]))
+}
+
+pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> ApiResult<Response> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let finalizers = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+    let stored = state
+        .resources
+        .modify(&t.rt, "", name, |old| {
+            let mut new = old.clone();
+            new["spec"]["finalizers"] = finalizers.clone();
+            Some(new)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
+    Ok(super::json_response(200, state.resources.render(&t.rt, &t.version, &stored)))
+}
+
+/// `pods/log` goes to the node agent that runs the pod.
+pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let pod = state.resources.get(&t.rt, t.ns(), name)?.value();
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!("pod {name} is not scheduled to a node yet; it has no logs")));
+    }
+    super::super::logs::proxy(state, &pod, node, query).await
+}
+
+/// Create-only kinds: TokenReview answers whether a bearer token is this
+/// server's.
+pub async fn create_only(state: &ApiState, t: &Target, mut obj: Value) -> ApiResult<Response> {
+    if t.rt.resource != "tokenreviews" {
+        return Err(ApiError::method_not_allowed());
+    }
+    let token = obj.pointer("/spec/token").and_then(Value::as_str).unwrap_or("");
+    let ok = !token.is_empty() && token == state.token;
+    obj["status"] = if ok {
+        json!({"authenticated": true, "user": {"username": "wasmlet-admin", "groups": ["system:masters", "system:authenticated"]}})
+    } else {
+        json!({"authenticated": false, "error": "invalid bearer token"})
+    };
+    obj["apiVersion"] = json!("authentication.k8s.io/v1");
+    obj["kind"] = json!("TokenReview");
+    Ok(value_response(201, &obj))
+}

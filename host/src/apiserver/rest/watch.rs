@@ -1,0 +1,186 @@
+//! WATCH: a stream of newline-delimited JSON events, from a resourceVersion or
+//! from "now" (with the current objects first), with bookmarks, timeouts,
+//! selector transitions (an object leaving a selector is DELETED for that
+//! watcher) and 410 Gone for revisions older than the retained history.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::super::ApiState;
+use super::super::registry::ResourceType;
+use super::super::resources::Resources;
+use super::super::status::{ApiError, ApiResult};
+use super::super::store::{Event, EventType, Stored};
+use super::read::Filter;
+use super::{Query, Target};
+
+/// How often an idle watch with bookmarks enabled is told the current revision.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+/// Watches without `timeoutSeconds` end after this, as upstream's default range.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+struct Stream {
+    resources: Resources,
+    rt: Arc<ResourceType>,
+    version: String,
+    filter: Filter,
+    initial: VecDeque<Arc<Stored>>,
+    initial_end: Option<u64>,
+    backlog: VecDeque<Arc<Event>>,
+    live: mpsc::Receiver<Arc<Event>>,
+    deadline: Instant,
+    bookmarks: bool,
+    next_bookmark: Instant,
+    error: Option<ApiError>,
+}
+
+fn line(kind: &str, object: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(object.len() + 32);
+    b.put_slice(b"{\"type\":\"");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\",\"object\":");
+    b.put_slice(object);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
+
+impl Stream {
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(&self.version), "metadata": meta});
+        line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+    }
+
+    /// What this watcher sees of one event, given its selectors.
+    fn render(&self, e: &Event) -> Option<Bytes> {
+        let now = self.filter.matches(&e.object);
+        let before = e.prev.as_ref().is_some_and(|p| self.filter.matches(p));
+        let kind = match e.kind {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if before || now => EventType::Deleted,
+            _ => return None,
+        };
+        Some(line(kind.as_str(), &self.resources.render(&self.rt, &self.version, &e.object)))
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(e) = self.error.take() {
+            return Some(line("ERROR", &serde_json::to_vec(&e.status()).unwrap_or_default()));
+        }
+        if let Some(s) = self.initial.pop_front() {
+            return Some(line("ADDED", &self.resources.render(&self.rt, &self.version, &s)));
+        }
+        if let Some(rv) = self.initial_end.take() {
+            return Some(self.bookmark(rv, true));
+        }
+        while let Some(e) = self.backlog.pop_front() {
+            if let Some(b) = self.render(&e) {
+                return Some(b);
+            }
+        }
+        loop {
+            let wake = if self.bookmarks { self.next_bookmark.min(self.deadline) } else { self.deadline };
+            tokio::select! {
+                e = self.live.recv() => {
+                    let e = e?;
+                    if let Some(b) = self.render(&e) {
+                        return Some(b);
+                    }
+                }
+                _ = tokio::time::sleep_until(wake) => {
+                    if Instant::now() >= self.deadline {
+                        return None;
+                    }
+                    self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                    // Only claim a revision once everything up to it was sent.
+                    let rv = self.resources.store.published_rv();
+                    if self.live.is_empty() {
+                        return Some(self.bookmark(rv, false));
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub async fn watch(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
+    let filter = Filter::from_query(&t.rt, query)?;
+    let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
+    let timeout = match query.get("timeoutSeconds").map(String::as_str) {
+        None | Some("") => DEFAULT_TIMEOUT,
+        Some(s) => Duration::from_secs(
+            s.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds \"{s}\"")))?,
+        ),
+    };
+    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let send_initial = query.get("sendInitialEvents").map(|v| v == "true");
+    let prefix = t.rt.prefix(t.namespace.as_deref());
+    let store = &state.resources.store;
+    let mut initial = VecDeque::new();
+    let mut initial_end = None;
+    let (from, replay_current) = match rv {
+        // Upstream: "" and "0" start with the current state as ADDED events.
+        "" | "0" => (0, send_initial != Some(false)),
+        rv => {
+            let rv: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\": must be an integer")))?;
+            (rv, send_initial == Some(true))
+        }
+    };
+    let sub = if replay_current {
+        let snap = store.snapshot();
+        for s in snap.range(&prefix, None) {
+            if filter.matches(s) {
+                initial.push_back(s.clone());
+            }
+        }
+        if send_initial == Some(true) {
+            initial_end = Some(snap.rv);
+        }
+        store.watch(&prefix, snap.rv)
+    } else {
+        store.watch(&prefix, from)
+    };
+    let (backlog, live, error) = match sub {
+        Ok(s) => (s.backlog.into(), s.live, None),
+        Err(e) => {
+            let (_tx, rx) = mpsc::channel(1);
+            (VecDeque::new(), rx, Some(ApiError::gone(e.to_string())))
+        }
+    };
+    let stream = Stream {
+        resources: state.resources.clone(),
+        rt: t.rt.clone(),
+        version: t.version.clone(),
+        filter,
+        initial,
+        initial_end,
+        backlog,
+        live,
+        deadline: Instant::now() + timeout,
+        bookmarks: flag("allowWatchBookmarks"),
+        next_bookmark: Instant::now() + BOOKMARK_EVERY,
+        error,
+    };
+    let body = futures::stream::unfold(stream, |mut s| async move {
+        let b = s.next().await?;
+        Some((Ok::<Bytes, std::io::Error>(b), s))
+    });
+    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(body)).into_response())
+}

@@ -1,0 +1,162 @@
+//! API errors as upstream `Status` objects: the same code, reason and message
+//! wording kube-apiserver uses, so clients' error handling (kube's
+//! `ErrorResponse`, client-go's `IsConflict`, kubectl's messages) works unchanged.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::registry::ResourceType;
+
+/// One reason an object is invalid, naming the field.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { code, reason, message: message.into(), details: None }
+    }
+
+    fn with_details(mut self, details: Value) -> ApiError {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::new(404, "NotFound", format!("{} \"{name}\" not found", rt.qualified()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+    }
+
+    pub fn namespace_not_found(ns: &str) -> ApiError {
+        ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
+            .with_details(json!({"name": ns, "kind": "namespaces"}))
+    }
+
+    pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.qualified()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+    }
+
+    pub fn conflict(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::conflict_msg(
+            rt,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> ApiError {
+        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.qualified()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+    }
+
+    pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
+        let list: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        let summary = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        let kind = if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) };
+        ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {summary}"))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}))
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    pub fn gone(message: impl Into<String>) -> ApiError {
+        ApiError::new(410, "Expired", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(403, "Forbidden", message)
+    }
+
+    pub fn method_not_allowed() -> ApiError {
+        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    }
+
+    pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> ApiError {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format ({got}) - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    pub fn too_many_requests(message: impl Into<String>, causes: Vec<Value>) -> ApiError {
+        ApiError::new(429, "TooManyRequests", message).with_details(json!({"causes": causes}))
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn too_large() -> ApiError {
+        ApiError::new(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> ApiError {
+        ApiError::new(504, "Timeout", message)
+    }
+
+    pub fn status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.status()).unwrap_or_default();
+        (code, [("content-type", "application/json")], body).into_response()
+    }
+}
+
+/// A success `Status`, as returned by binding and eviction.
+pub fn success(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}

@@ -1,0 +1,151 @@
+//! Fan-out of committed events to watchers, and the bounded history they replay.
+//!
+//! Each watcher has its own bounded queue. A watcher that falls that far behind is
+//! disconnected (its stream ends after what it already has) instead of slowing the
+//! writer or other watchers; clients re-watch from their last resourceVersion,
+//! which the history still holds. kube-apiserver's watch cache does the same.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use super::{Event, Snapshot};
+
+/// Events a watcher may have queued before it is cut off as too slow.
+const WATCHER_QUEUE: usize = 8192;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The requested revision is older than the retained history.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Gone { requested: u64, oldest: u64 },
+}
+
+pub struct Subscription {
+    /// Retained events after the requested revision, oldest first.
+    pub backlog: Vec<Arc<Event>>,
+    /// Live events; closes if this watcher falls too far behind.
+    pub live: mpsc::Receiver<Arc<Event>>,
+}
+
+struct Subscriber {
+    prefix: Arc<str>,
+    tx: mpsc::Sender<Arc<Event>>,
+}
+
+struct Inner {
+    ring: VecDeque<Arc<Event>>,
+    /// Every revision ≤ this one is gone from the history.
+    compacted: u64,
+    published: u64,
+    /// Compaction point already written to the database.
+    db_compacted: u64,
+    subscribers: Vec<Subscriber>,
+}
+
+pub(crate) struct Hub {
+    inner: Mutex<Inner>,
+}
+
+impl Hub {
+    pub fn new(history: usize, ring: VecDeque<Arc<Event>>, compacted: u64, rv: u64) -> Hub {
+        let mut inner = Inner { ring, compacted, published: rv, db_compacted: compacted, subscribers: Vec::new() };
+        trim(&mut inner, history);
+        Hub { inner: Mutex::new(inner) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave the ring half-updated in a
+        // way readers could misread, so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn published_rv(&self) -> u64 {
+        self.lock().published
+    }
+
+    /// Where the database log may be cut after a batch that ends at `rv`;
+    /// done in steps so the DELETE runs rarely.
+    pub fn compaction_point(&self, rv: u64, history: usize, _batch: usize) -> Option<u64> {
+        let mut inner = self.lock();
+        let keep_from = rv.saturating_sub(history as u64);
+        let step = (history as u64 / 4).max(1);
+        if keep_from >= inner.db_compacted + step {
+            inner.db_compacted = keep_from;
+            Some(keep_from)
+        } else {
+            None
+        }
+    }
+
+    /// Publishes a committed batch; `make_visible` swaps in the new snapshot
+    /// under the same lock, so a snapshot's revision always equals what the
+    /// history holds.
+    pub fn publish_with(&self, events: &[Arc<Event>], history: usize, make_visible: impl FnOnce()) {
+        let mut inner = self.lock();
+        make_visible();
+        for event in events {
+            inner.ring.push_back(event.clone());
+            inner.subscribers.retain(|s| {
+                if !event.object.key.starts_with(&*s.prefix) {
+                    return !s.tx.is_closed();
+                }
+                match s.tx.try_send(event.clone()) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        tracing::warn!(prefix = %s.prefix, "watcher too slow, disconnecting it");
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            });
+            inner.published = event.rv;
+        }
+        trim(&mut inner, history);
+    }
+
+    pub fn subscribe(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
+        let mut inner = self.lock();
+        if from < inner.compacted {
+            return Err(WatchError::Gone { requested: from, oldest: inner.compacted + 1 });
+        }
+        let start = inner.ring.partition_point(|e| e.rv <= from);
+        let backlog =
+            inner.ring.range(start..).filter(|e| e.object.key.starts_with(prefix)).cloned().collect();
+        let (tx, live) = mpsc::channel(WATCHER_QUEUE);
+        inner.subscribers.push(Subscriber { prefix: Arc::from(prefix), tx });
+        Ok(Subscription { backlog, live })
+    }
+
+    /// The state at `rv`: `now` with every later event undone.
+    pub fn rewind(&self, now: &Snapshot, rv: u64) -> Result<Snapshot, WatchError> {
+        let inner = self.lock();
+        if rv < inner.compacted {
+            return Err(WatchError::Gone { requested: rv, oldest: inner.compacted + 1 });
+        }
+        let mut objects = now.objects.clone();
+        for e in inner.ring.iter().rev().take_while(|e| e.rv > rv) {
+            if e.rv > now.rv {
+                continue;
+            }
+            match &e.prev {
+                Some(prev) => {
+                    objects.insert(e.object.key.clone(), prev.clone());
+                }
+                None => {
+                    objects.remove(&e.object.key);
+                }
+            }
+        }
+        Ok(Snapshot { rv, objects })
+    }
+}
+
+fn trim(inner: &mut Inner, history: usize) {
+    while inner.ring.len() > history {
+        if let Some(e) = inner.ring.pop_front() {
+            inner.compacted = e.rv;
+        }
+    }
+}

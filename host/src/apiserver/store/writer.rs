@@ -1,0 +1,112 @@
+//! The single writer: takes every queued operation, checks its precondition
+//! against the state including earlier operations of the same batch, commits the
+//! batch in one fsynced transaction, then publishes and acknowledges.
+
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::db::Db;
+use super::{Event, EventType, Expect, Op, Shared, Snapshot, StoreError, Stored, make_stored};
+
+type Reply = oneshot::Sender<Result<Arc<Event>, StoreError>>;
+
+/// Most operations one transaction takes; bounds the latency of the first one.
+const MAX_BATCH: usize = 2048;
+
+pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, history: usize) {
+    while let Ok(first) = rx.recv() {
+        let Some(shared) = shared.upgrade() else { return };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let base = shared.snapshot.load_full();
+        let mut objects = base.objects.clone();
+        let mut rv = base.rv;
+        let mut events = Vec::with_capacity(batch.len());
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (op, reply) in batch {
+            match apply(&mut objects, rv + 1, op) {
+                Ok(event) => {
+                    rv += 1;
+                    events.push(event.clone());
+                    outcomes.push((reply, Ok(event)));
+                }
+                Err(e) => outcomes.push((reply, Err(e))),
+            }
+        }
+        if events.is_empty() {
+            for (reply, result) in outcomes {
+                let _ = reply.send(result);
+            }
+            continue;
+        }
+        let compact_to = shared.hub.compaction_point(rv, history, events.len());
+        if let Err(e) = db.commit(&events, rv, compact_to) {
+            // Nothing was published: the batch is as if it never happened.
+            tracing::error!(error = %e, "store commit failed");
+            for (reply, _) in outcomes {
+                let _ = reply.send(Err(StoreError::Internal(e.to_string())));
+            }
+            continue;
+        }
+        let snapshot = Arc::new(Snapshot { rv, objects });
+        shared.hub.publish_with(&events, history, || shared.snapshot.store(snapshot));
+        for (reply, result) in outcomes {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+fn current_rv(objects: &im::OrdMap<Arc<str>, Arc<Stored>>, key: &str) -> Option<u64> {
+    objects.get(key).map(|s| s.rv)
+}
+
+fn check(expect: Expect, current: Option<u64>) -> Result<(), StoreError> {
+    match (expect, current) {
+        (Expect::Absent, Some(_)) => Err(StoreError::AlreadyExists),
+        (Expect::Rv(_), None) => Err(StoreError::NotFound),
+        (Expect::Rv(expected), Some(current)) if expected != current => {
+            Err(StoreError::Conflict { expected, current })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn stamp(key: Arc<str>, rv: u64, mut object: Value) -> Result<Stored, StoreError> {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    } else {
+        return Err(StoreError::Internal(format!("object {key} has no metadata")));
+    }
+    let json = serde_json::to_vec(&object).map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(make_stored(key, rv, Bytes::from(json), &object))
+}
+
+fn apply(objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>, rv: u64, op: Op) -> Result<Arc<Event>, StoreError> {
+    match op {
+        Op::Put { key, expect, object } => {
+            let prev = objects.get(&key).cloned();
+            check(expect, current_rv(objects, &key))?;
+            let stored = Arc::new(stamp(key.clone(), rv, object)?);
+            objects.insert(key, stored.clone());
+            let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+            Ok(Arc::new(Event { rv, kind, object: stored, prev }))
+        }
+        Op::Delete { key, expect } => {
+            let prev = objects.get(&key).cloned().ok_or(StoreError::NotFound)?;
+            check(expect, Some(prev.rv))?;
+            objects.remove(&key);
+            // Upstream sends the last state stamped with the deletion's revision.
+            let last = Arc::new(stamp(key, rv, prev.value())?);
+            Ok(Arc::new(Event { rv, kind: EventType::Deleted, object: last, prev: Some(prev) }))
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! wasmlet: Kubernetes controllers and node agents as sandboxed WebAssembly
+//! components, with an embedded Kubernetes-compatible control plane.
+//!
+//! - [`apiserver`]: the embedded API server (storage, REST, watch, GC).
+//! - [`cli`]: the `wasmlet` command line.
+
+pub mod apiserver;
+pub mod cli;
