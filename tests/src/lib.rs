@@ -1,1 +1,344 @@
-//! Harness for the end-to-end tests: start the real binary, connect real clients.
+//! Harness for the end-to-end tests: start the real `wasmlet` binary on a
+//! fresh data directory, wait until it serves, and hand out real clients
+//! (`kube::Client`, `kubectl`).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let plane = wasmlet_e2e::Plane::start(&[]).await?;
+//! let client = plane.client().await?;
+//! let out = plane.kubectl(&["get", "namespaces"])?;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// The `wasmlet` binary under test: `$WASMLET_BIN`, else the workspace's
+/// debug build (the test script builds it first).
+pub fn wasmlet_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("WASMLET_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace");
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    target.join("debug").join("wasmlet")
+}
+
+/// A running `wasmlet` process with its own data directory.
+pub struct Plane {
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+    pub args: Vec<String>,
+}
+
+impl Plane {
+    /// `wasmlet apiserver --data-dir TMP --port 0 EXTRA...`
+    pub async fn start(extra: &[&str]) -> Result<Plane> {
+        let dir = tempfile::tempdir()?;
+        let mut plane = Plane { dir, child: None, args: extra.iter().map(|s| s.to_string()).collect() };
+        plane.spawn().await?;
+        Ok(plane)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Starts the process (again) on the same data directory.
+    pub async fn spawn(&mut self) -> Result<()> {
+        let bin = wasmlet_bin();
+        if !bin.exists() {
+            bail!("{} does not exist: build it first (cargo build -p wasmlet)", bin.display());
+        }
+        let _ = std::fs::remove_file(self.kubeconfig());
+        let log = std::fs::File::create(self.dir.path().join("wasmlet.log"))?;
+        let mut cmd = Command::new(&bin);
+        cmd.arg("apiserver").arg("--data-dir").arg(self.dir.path());
+        // A test that needs a stable address (restarts) passes its own --port.
+        if !self.args.iter().any(|a| a == "--port") {
+            cmd.arg("--port").arg("0");
+        }
+        let child = cmd
+            .args(&self.args)
+            .env("WASMLET_LOG", std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.kubeconfig().exists() {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("wasmlet exited early ({status}); log:\n{}", self.log());
+            }
+            if Instant::now() > deadline {
+                bail!("wasmlet did not write its kubeconfig in 30 s; log:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("wasmlet.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`: no shutdown path runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub async fn client(&self) -> Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(self.kubeconfig())?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client that reports 429/503/504 at once instead of retrying them
+    /// (kube's default policy retries them up to 15 times with backoff).
+    pub async fn client_without_retries(&self) -> Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(self.kubeconfig())?;
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        config.default_retry = false;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The API server's base URL and bearer token (for raw HTTP checks).
+    pub fn endpoint(&self) -> Result<(String, String)> {
+        let text = std::fs::read_to_string(self.kubeconfig())?;
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(k).map(|v| v.trim().to_string()))
+                .with_context(|| format!("kubeconfig has no {k}"))
+        };
+        Ok((field("server:")?, field("token:")?))
+    }
+
+    /// Runs `kubectl --kubeconfig ...` with the given arguments.
+    pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
+        let out = Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .env("HOME", self.dir.path())
+            .output()
+            .context("running kubectl")?;
+        Ok(out)
+    }
+
+    /// `kubectl`, failing unless it succeeds; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.kubectl(args)?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {} failed: {}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Plane {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn kubectl_bin() -> PathBuf {
+    std::env::var("KUBECTL").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("kubectl"))
+}
+
+/// Polls `f` until it returns `Some`, or fails after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A port that was free a moment ago, for a plane that must keep its address
+/// across restarts (`Plane::start(&["--port", &port])`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+/// The `Status` of a failed kube call, or a panic naming what came back instead.
+pub fn api_error<T: std::fmt::Debug>(r: std::result::Result<T, kube::Error>) -> Box<kube::core::Status> {
+    match r {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected an API error Status, got {other:?}"),
+    }
+}
+
+/// Asserts a kube call failed with this HTTP code and `reason`; returns the Status.
+#[track_caller]
+pub fn expect_status<T: std::fmt::Debug>(
+    r: std::result::Result<T, kube::Error>,
+    code: u16,
+    reason: &str,
+) -> Box<kube::core::Status> {
+    let s = api_error(r);
+    assert_eq!((s.code, s.reason.as_str()), (code, reason), "unexpected Status: {s:?}");
+    s
+}
+
+impl Plane {
+    /// One raw HTTPS request with the bearer token (through `curl`, so the
+    /// body and headers are exactly what is given). Returns the HTTP code and
+    /// the body parsed as JSON (`Null` when it is not JSON).
+    pub fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<&[u8]>) -> Result<(u16, serde_json::Value)> {
+        let (server, token) = self.endpoint()?;
+        let out_file = tempfile::NamedTempFile::new()?;
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sk", "-X", method, "-o"])
+            .arg(out_file.path())
+            .args(["-w", "%{http_code}", "-H", &format!("Authorization: Bearer {token}")]);
+        if let Some(ct) = content_type {
+            cmd.args(["-H", &format!("Content-Type: {ct}")]);
+        }
+        let body_file = tempfile::NamedTempFile::new()?;
+        if let Some(b) = body {
+            std::fs::write(body_file.path(), b)?;
+            cmd.arg("--data-binary").arg(format!("@{}", body_file.path().display()));
+        }
+        cmd.arg(format!("{server}{path}"));
+        let out = cmd.output().context("running curl")?;
+        let code: u16 = String::from_utf8_lossy(&out.stdout).trim().parse().with_context(|| {
+            format!("curl gave no status: {}", String::from_utf8_lossy(&out.stderr))
+        })?;
+        let text = std::fs::read(out_file.path())?;
+        Ok((code, serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)))
+    }
+}
+
+/// The custom resource the tests use: `widgets.test.wasmlet.dev`, namespaced
+/// (or `gadgets`, cluster-scoped), versions v1 (storage) and v1beta1 (served),
+/// status and scale subresources, and a schema with types, `required`, `enum`,
+/// `minimum`/`maximum` and a default.
+pub fn widget_crd(plural: &str, kind: &str, scope: &str) -> serde_json::Value {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "properties": {
+                    "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "color": {"type": "string", "enum": ["red", "green", "blue"]},
+                    "mode": {"type": "string", "default": "fast"},
+                    "replicas": {"type": "integer"},
+                    "selector": {"type": "string"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "status": {
+                "type": "object",
+                "properties": {
+                    "phase": {"type": "string"},
+                    "replicas": {"type": "integer"},
+                    "selector": {"type": "string"},
+                },
+            },
+        },
+    });
+    let version = |name: &str, storage: bool| {
+        serde_json::json!({
+            "name": name, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": schema},
+            "subresources": {
+                "status": {},
+                "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector",
+                },
+            },
+        })
+    };
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.test.wasmlet.dev")},
+        "spec": {
+            "group": "test.wasmlet.dev",
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+            "versions": [version("v1", true), version("v1beta1", false)],
+        },
+    })
+}
+
+/// The `ApiResource` of a custom resource made by [`widget_crd`].
+pub fn widget_resource(plural: &str, kind: &str, version: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource {
+        group: "test.wasmlet.dev".into(),
+        version: version.into(),
+        api_version: format!("test.wasmlet.dev/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Creates the `widgets` CRD (namespaced) and returns the v1 `ApiResource`.
+pub async fn install_widgets(client: &kube::Client) -> Result<kube::core::ApiResource> {
+    install_crd(client, widget_crd("widgets", "Widget", "Namespaced")).await?;
+    Ok(widget_resource("widgets", "Widget", "v1"))
+}
+
+pub async fn install_crd(client: &kube::Client, crd: serde_json::Value) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+    kube::Api::<CustomResourceDefinition>::all(client.clone()).create(&Default::default(), &crd).await?;
+    Ok(())
+}
+
+/// A DynamicObject from JSON (apiVersion, kind, metadata, and the rest).
+pub fn dynamic(v: serde_json::Value) -> kube::core::DynamicObject {
+    serde_json::from_value(v).expect("a valid object")
+}
+
+/// A minimal pod.
+pub fn pod(name: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .expect("a valid pod")
+}
+
+pub fn configmap(name: &str, data: &[(&str, &str)]) -> k8s_openapi::api::core::v1::ConfigMap {
+    k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::core::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        ..Default::default()
+    }
+}
+
+/// A resourceVersion as a number (this server's are integers).
+pub fn rv_of<K: kube::Resource>(o: &K) -> u64 {
+    o.meta().resource_version.as_deref().and_then(|r| r.parse().ok()).expect("a numeric resourceVersion")
+}

@@ -1,0 +1,262 @@
+//! The host side of the contract: generated bindings for the reconciler world
+//! and the imports every call gets, each checked against the manifest.
+
+use serde_json::Value;
+use wasmlet_apimachinery::names;
+
+use super::api::{ClientError as ApiClientError, Delete, PatchKind, Resolved};
+use super::metrics::PluginMetrics;
+use super::sandbox::{State, Write};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "reconciler-plugin",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+use self::wasmlet::plugin::client::{
+    self, ClientError, DeleteOptions, Event, EventType, ObjectRef, PatchType, Propagation, TypeRef,
+};
+use self::wasmlet::plugin::{http, log, types};
+
+impl From<ApiClientError> for ClientError {
+    fn from(e: ApiClientError) -> ClientError {
+        match e {
+            ApiClientError::NotFound => ClientError::NotFound,
+            ApiClientError::Conflict(m) => ClientError::Conflict(m),
+            ApiClientError::Denied(m) => ClientError::Denied(m),
+            ApiClientError::Invalid(m) => ClientError::Invalid(m),
+            ApiClientError::TooManyRequests => ClientError::TooManyRequests,
+            ApiClientError::Unavailable(m) => ClientError::Unavailable(m),
+            ApiClientError::Other(m) => ClientError::Other(m),
+        }
+    }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+fn delete_of(o: &DeleteOptions) -> Delete {
+    Delete {
+        propagation: o.propagation.map(|p| match p {
+            Propagation::Orphan => kube::api::PropagationPolicy::Orphan,
+            Propagation::Background => kube::api::PropagationPolicy::Background,
+            Propagation::Foreground => kube::api::PropagationPolicy::Foreground,
+        }),
+        uid: o.preconditions.as_ref().and_then(|p| p.uid.clone()),
+        resource_version: o.preconditions.as_ref().and_then(|p| p.resource_version.clone()),
+        grace_period_seconds: o.grace_period_seconds,
+    }
+}
+
+impl State {
+    /// Resolves the kind and checks the manifest grants `verb` on it (or on
+    /// `resource/sub`). A refusal is logged and counted.
+    async fn authorize(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+        sub: Option<&str>,
+        verb: &str,
+    ) -> Result<(std::sync::Arc<super::api::ClusterApi>, Resolved), ClientError> {
+        let api = self
+            .plugin
+            .api
+            .clone()
+            .ok_or_else(|| ClientError::Unavailable("this host has no Kubernetes API connected".into()))?;
+        let r = api.resolve(api_version, kind).await?;
+        let resource = match sub {
+            Some(s) => format!("{}/{s}", r.resource.plural),
+            None => r.resource.plural.clone(),
+        };
+        let group = group_of(api_version);
+        if !self.plugin.manifest.allows(group, &resource, verb) {
+            PluginMetrics::inc(&self.plugin.metrics.denied);
+            let what = format!("{verb} {resource}{}", if group.is_empty() { String::new() } else { format!(".{group}") });
+            tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, "plugin call denied by its manifest");
+            return Err(ClientError::Denied(format!(
+                "the manifest of plugin {} does not grant \"{what}\" ({})",
+                self.plugin.name,
+                self.plugin.manifest.path.display()
+            )));
+        }
+        Ok((api, r))
+    }
+}
+
+fn parse_json(s: &str) -> Result<Value, ClientError> {
+    serde_json::from_str(s).map_err(|e| ClientError::Invalid(format!("not JSON: {e}")))
+}
+
+fn meta_of(v: &Value) -> (String, String, Option<String>, String) {
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+    (s("/apiVersion"), s("/kind"), ns, s("/metadata/name"))
+}
+
+impl client::Host for State {
+    async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+        let (api, r) = self.authorize(&target.api_version, &target.kind, None, "get").await?;
+        Ok(api.get(&r, target.namespace.as_deref(), &target.name).await?)
+    }
+
+    async fn list(&mut self, of: TypeRef, params: client::ListParams) -> Result<Vec<String>, ClientError> {
+        let (api, r) = self.authorize(&of.api_version, &of.kind, None, "list").await?;
+        Ok(api.list(&r, params.namespace.as_deref(), &params.label_selector, params.field_selector.as_deref()).await?)
+    }
+
+    async fn create(&mut self, obj: String) -> Result<String, ClientError> {
+        let v = parse_json(&obj)?;
+        let (av, kind, ns, _) = meta_of(&v);
+        let (api, r) = self.authorize(&av, &kind, None, "create").await?;
+        let created = api.create(&r, ns.as_deref(), &v).await?;
+        let c = parse_json(&created)?;
+        let (_, _, ns, name) = meta_of(&c);
+        let uid = c.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+        self.writes.push(Write::Created { api_version: av, kind, namespace: ns, name, uid });
+        Ok(created)
+    }
+
+    async fn update(&mut self, obj: String) -> Result<String, ClientError> {
+        let v = parse_json(&obj)?;
+        let (av, kind, ns, name) = meta_of(&v);
+        let (api, r) = self.authorize(&av, &kind, None, "update").await?;
+        let updated = api.update(&r, ns.as_deref(), &name, &v).await?;
+        let rv = parse_json(&updated)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        self.writes.push(Write::Updated { api_version: av, kind, namespace: ns, name, resource_version: rv });
+        Ok(updated)
+    }
+
+    async fn patch(&mut self, target: ObjectRef, how: PatchType, body: String) -> Result<String, ClientError> {
+        self.patch_any(target, how, body, false).await
+    }
+
+    async fn patch_status(&mut self, target: ObjectRef, how: PatchType, body: String) -> Result<String, ClientError> {
+        self.patch_any(target, how, body, true).await
+    }
+
+    async fn delete(&mut self, target: ObjectRef, options: DeleteOptions) -> Result<(), ClientError> {
+        let (api, r) = self.authorize(&target.api_version, &target.kind, None, "delete").await?;
+        api.delete(&r, target.namespace.as_deref(), &target.name, &delete_of(&options)).await?;
+        self.writes.push(Write::Deleted {
+            api_version: target.api_version,
+            kind: target.kind,
+            namespace: target.namespace,
+            name: target.name,
+        });
+        Ok(())
+    }
+
+    async fn evict(&mut self, namespace: String, name: String, options: DeleteOptions) -> Result<(), ClientError> {
+        let allowed = self.plugin.manifest.allows("", "pods", "evict")
+            || self.plugin.manifest.allows("", "pods/eviction", "create");
+        if !allowed {
+            PluginMetrics::inc(&self.plugin.metrics.denied);
+            tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = "evict pods", "plugin call denied by its manifest");
+            return Err(ClientError::Denied(format!("the manifest of plugin {} does not grant \"evict pods\"", self.plugin.name)));
+        }
+        let api = self.plugin.api.clone().ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
+        api.evict(&namespace, &name, &delete_of(&options)).await?;
+        self.writes.push(Write::Evicted { namespace, name });
+        Ok(())
+    }
+
+    async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
+        let Some(recorder) = self.plugin.recorder.clone() else {
+            return Err(ClientError::Unavailable("this host records no events".into()));
+        };
+        let reference = |o: &ObjectRef| k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(o.api_version.clone()),
+            kind: Some(o.kind.clone()),
+            namespace: o.namespace.clone(),
+            name: Some(o.name.clone()),
+            ..Default::default()
+        };
+        let mut note = event.note.clone();
+        note.truncate(1024);
+        let ev = kube::runtime::events::Event {
+            type_: match event.type_ {
+                EventType::Normal => kube::runtime::events::EventType::Normal,
+                EventType::Warning => kube::runtime::events::EventType::Warning,
+            },
+            reason: event.reason.clone(),
+            note: Some(note),
+            action: event.action.clone(),
+            secondary: event.related.as_ref().map(reference),
+        };
+        recorder.publish(&ev, &reference(&event.regarding)).await.map_err(ApiClientError::from)?;
+        Ok(())
+    }
+}
+
+impl State {
+    async fn patch_any(&mut self, target: ObjectRef, how: PatchType, body: String, status: bool) -> Result<String, ClientError> {
+        let sub = status.then_some("status");
+        let (api, r) = self.authorize(&target.api_version, &target.kind, sub, "patch").await?;
+        let kind = match how {
+            PatchType::Merge => PatchKind::Merge,
+            PatchType::Json => PatchKind::Json,
+            PatchType::Strategic => PatchKind::Strategic,
+            PatchType::Apply(o) => {
+                if names::is_qualified_name(&o.field_manager).len() > 1 {
+                    return Err(ClientError::Invalid(format!("field manager \"{}\" is not valid", o.field_manager)));
+                }
+                PatchKind::Apply { manager: o.field_manager, force: o.force }
+            }
+        };
+        let patched = api.patch(&r, target.namespace.as_deref(), &target.name, kind, parse_json(&body)?, status).await?;
+        let rv = parse_json(&patched)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        self.writes.push(Write::Updated {
+            api_version: target.api_version,
+            kind: target.kind,
+            namespace: target.namespace,
+            name: target.name,
+            resource_version: rv,
+        });
+        Ok(patched)
+    }
+}
+
+impl types::Host for State {}
+
+impl log::Host for State {
+    async fn enabled(&mut self, level: log::Level) -> bool {
+        match level {
+            log::Level::Trace => tracing::enabled!(tracing::Level::TRACE),
+            log::Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+            log::Level::Info => tracing::enabled!(tracing::Level::INFO),
+            log::Level::Warn => tracing::enabled!(tracing::Level::WARN),
+            log::Level::Error => tracing::enabled!(tracing::Level::ERROR),
+        }
+    }
+
+    async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+        // Guest field names are dynamic; tracing fields are static, so they
+        // travel as one `fields` value.
+        let fields: String = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect::<Vec<_>>().join(" ");
+        let (plugin, key) = (&self.plugin.name, &self.key);
+        match level {
+            log::Level::Trace => tracing::trace!(target: "plugin", %plugin, %key, %fields, "{message}"),
+            log::Level::Debug => tracing::debug!(target: "plugin", %plugin, %key, %fields, "{message}"),
+            log::Level::Info => tracing::info!(target: "plugin", %plugin, %key, %fields, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "plugin", %plugin, %key, %fields, "{message}"),
+            log::Level::Error => tracing::error!(target: "plugin", %plugin, %key, %fields, "{message}"),
+        }
+    }
+}
+
+impl http::Host for State {
+    async fn fetch(&mut self, req: http::Request) -> Result<http::Response, http::HttpError> {
+        let url = url::Url::parse(&req.url).map_err(|e| http::HttpError::InvalidRequest(format!("{}: {e}", req.url)))?;
+        let host = url.host_str().unwrap_or("").to_string();
+        if !self.plugin.manifest.allows_http_host(&host, url.port_or_known_default()) {
+            PluginMetrics::inc(&self.plugin.metrics.denied);
+            tracing::warn!(plugin = %self.plugin.name, key = %self.key, %host, "plugin HTTP request denied by its manifest");
+            return Err(http::HttpError::Denied(format!("{host} is not in the http-hosts of plugin {}", self.plugin.name)));
+        }
+        // Outbound HTTP beyond the allow-list check is not built yet.
+        Err(http::HttpError::Other("outbound HTTP is not available in this wasmlet version".into()))
+    }
+}

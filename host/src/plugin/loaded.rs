@@ -1,0 +1,212 @@
+//! One loaded plugin version: compiled, linked (`InstancePre`), checked against
+//! the contract, and callable. Each call gets a fresh `Store` with the
+//! manifest's memory cap and CPU deadline; a trap, timeout, out-of-memory or
+//! malformed result is an error for that call only.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Store, Trap};
+
+use super::engine::PluginEngine;
+use super::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, ReconcileError, ReconcileOutcome};
+use super::imports::{ReconcilerPlugin, ReconcilerPluginPre};
+use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
+use super::metrics::PluginMetrics;
+use super::sandbox::{PluginCtx, State, Write};
+
+/// Why a plugin version could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Manifest(#[from] super::manifest::ManifestError),
+    #[error(transparent)]
+    Compile(#[from] super::engine::CompileError),
+    #[error("{path}: {message}")]
+    Contract { path: String, message: String },
+    #[error("{path}: cannot be linked: {message}")]
+    Link { path: String, message: String },
+    #[error("{path}: failed its first call (declared-conditions): {error}")]
+    FirstCall { path: String, error: CallError },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+}
+
+/// Why a call failed inside the sandbox (not the guest's own error result).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("the guest trapped: {0}")]
+    Trap(String),
+    #[error("the guest ran past its {0:?} deadline")]
+    Timeout(Duration),
+    #[error("the guest ran out of memory ({0} MiB cap)")]
+    OutOfMemory(u32),
+    #[error("the guest returned a malformed result: {0}")]
+    Malformed(String),
+}
+
+pub struct Loaded {
+    pub name: String,
+    /// sha256 of the `.wasm`.
+    pub digest: String,
+    pub manifest: Arc<Manifest>,
+    pub ctx: Arc<PluginCtx>,
+    pub declared_conditions: Vec<String>,
+    pub load_time: Duration,
+    engine: PluginEngine,
+    pre: ReconcilerPluginPre<State>,
+    /// The manifest's `limits.concurrency`.
+    slots: Arc<Semaphore>,
+}
+
+/// Refuses components built against another contract version, naming it.
+fn check_contract(engine: &PluginEngine, component: &Component, path: &Path, kind: PluginKind) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let mut names: Vec<String> = ty.exports(&engine.engine).map(|(n, _)| n.to_string()).collect();
+    names.extend(ty.imports(&engine.engine).map(|(n, _)| n.to_string()));
+    for n in &names {
+        if let Some(rest) = n.strip_prefix("wasmlet:plugin/")
+            && let Some((_, version)) = rest.split_once('@')
+            && version != CONTRACT_VERSION
+        {
+            return Err(LoadError::Contract {
+                path: path.display().to_string(),
+                message: format!(
+                    "built against wasmlet:plugin@{version} ({n}); this host provides wasmlet:plugin@{CONTRACT_VERSION}"
+                ),
+            });
+        }
+    }
+    let want = match kind {
+        PluginKind::Reconciler => format!("wasmlet:plugin/reconciler@{CONTRACT_VERSION}"),
+        PluginKind::Provider => format!("wasmlet:plugin/provider@{CONTRACT_VERSION}"),
+    };
+    if !names.iter().any(|n| *n == want) {
+        return Err(LoadError::Contract {
+            path: path.display().to_string(),
+            message: format!("does not export {want}, which its manifest's plugin.kind requires"),
+        });
+    }
+    Ok(())
+}
+
+impl Loaded {
+    pub async fn load(engine: &PluginEngine, wasm: &Path, manifest: Arc<Manifest>, ctx: Arc<PluginCtx>) -> Result<Loaded, LoadError> {
+        let started = Instant::now();
+        let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io { path: wasm.display().to_string(), message: e.to_string() })?;
+        let (component, digest) = engine.load(wasm, &bytes)?;
+        check_contract(engine, &component, wasm, manifest.plugin.kind)?;
+        if manifest.plugin.kind == PluginKind::Provider {
+            return Err(LoadError::Contract {
+                path: wasm.display().to_string(),
+                message: "provider plugins run in the node agent, which this wasmlet version does not have yet".into(),
+            });
+        }
+        let link = |e: wasmtime::Error| LoadError::Link { path: wasm.display().to_string(), message: format!("{e:#}") };
+        let mut linker: Linker<State> = Linker::new(&engine.engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+        ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
+        let pre = ReconcilerPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?;
+        let mut loaded = Loaded {
+            name: ctx.name.clone(),
+            digest,
+            slots: Arc::new(Semaphore::new(manifest.limits.concurrency as usize)),
+            manifest,
+            ctx,
+            declared_conditions: Vec::new(),
+            load_time: Duration::ZERO,
+            engine: engine.clone(),
+            pre,
+        };
+        // The first call doubles as the check that the new version works at all.
+        let conditions = loaded
+            .call("(load)", |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_declared_conditions(s).await }))
+            .await
+            .map_err(|error| LoadError::FirstCall { path: wasm.display().to_string(), error })?
+            .0;
+        loaded.declared_conditions = conditions;
+        loaded.load_time = started.elapsed();
+        Ok(loaded)
+    }
+
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.manifest.limits.deadline_ms)
+    }
+
+    /// Runs `f` on a fresh instance under the manifest's limits.
+    async fn call<R: Send>(
+        &self,
+        key: &str,
+        f: impl for<'a> FnOnce(
+            &'a ReconcilerPlugin,
+            &'a mut Store<State>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+    ) -> Result<(R, Vec<Write>), CallError> {
+        let _slot = self.slots.acquire().await.map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
+        PluginMetrics::inc(&self.ctx.metrics.calls);
+        let mut store = Store::new(&self.engine.engine, State::new(self.ctx.clone(), key.to_string()));
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
+        store.epoch_deadline_trap();
+        let result = match self.pre.instantiate_async(&mut store).await {
+            Ok(bindings) => f(&bindings, &mut store).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(r) => {
+                let writes = std::mem::take(&mut store.data_mut().writes);
+                Ok((r, writes))
+            }
+            Err(e) => Err(self.classify(e, store.data().limiter.hit)),
+        }
+    }
+
+    fn classify(&self, e: wasmtime::Error, memory_cap_hit: bool) -> CallError {
+        let m = &self.ctx.metrics;
+        let error = match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => CallError::Timeout(self.deadline()),
+            _ if memory_cap_hit => CallError::OutOfMemory(self.manifest.limits.memory_mib),
+            _ => CallError::Trap(format!("{e:#}")),
+        };
+        match &error {
+            CallError::Timeout(_) => PluginMetrics::inc(&m.timeouts),
+            CallError::OutOfMemory(_) => PluginMetrics::inc(&m.out_of_memory),
+            CallError::Trap(_) => PluginMetrics::inc(&m.traps),
+            CallError::Malformed(_) => PluginMetrics::inc(&m.malformed),
+        }
+        tracing::warn!(plugin = %self.name, error = %error, "plugin call failed");
+        error
+    }
+
+    /// `reconcile` on a fresh instance. Returns the guest's result and the
+    /// writes it made.
+    pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, Vec<Write>), CallError> {
+        let obj = obj.to_string();
+        let (result, writes) = self
+            .call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await }))
+            .await?;
+        let status = match &result {
+            Ok(o) => o.status.as_deref(),
+            Err(e) => e.status.as_deref(),
+        };
+        if let Some(s) = status
+            && !serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.is_object())
+        {
+            PluginMetrics::inc(&self.ctx.metrics.malformed);
+            return Err(CallError::Malformed(format!("status is not a JSON object: {}", truncate(s))));
+        }
+        Ok((result, writes))
+    }
+
+    pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, Vec<Write>), CallError> {
+        let obj = obj.to_string();
+        self.call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })).await
+    }
+}
+
+fn truncate(s: &str) -> String {
+    if s.len() <= 80 { s.to_string() } else { format!("{}...", &s[..s.floor_char_boundary(80)]) }
+}

@@ -1,0 +1,332 @@
+//! The plugin manifest, `NAME.toml` beside `NAME.wasm` (schema in
+//! `guests/README.md`). Every error names the file and the field.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use wasmlet_apimachinery::selector::LabelSelector;
+
+/// The contract version this host implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct ManifestError {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    Reconciler,
+    Provider,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSection {
+    pub kind: PluginKind,
+    pub contract: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Reconciles {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TypeRef {
+    pub api_version: String,
+    pub kind: String,
+}
+
+/// How a watched object names the key it requeues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapFn {
+    Label(String),
+    Annotation(String),
+    Field(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Watch {
+    pub api_version: String,
+    pub kind: String,
+    pub map: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Rule {
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub verbs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Permissions {
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    #[serde(default)]
+    pub http_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Limits {
+    #[serde(default = "one")]
+    pub concurrency: u32,
+    #[serde(default = "default_memory")]
+    pub memory_mib: u32,
+    #[serde(default = "default_deadline")]
+    pub deadline_ms: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_memory() -> u32 {
+    64
+}
+fn default_deadline() -> u64 {
+    1000
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { concurrency: 1, memory_mib: default_memory(), deadline_ms: default_deadline() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    finalizer: Option<String>,
+    #[serde(default)]
+    crds: Vec<String>,
+    plugin: PluginSection,
+    reconciles: Option<Reconciles>,
+    #[serde(default)]
+    owns: Vec<TypeRef>,
+    #[serde(default)]
+    watches: Vec<Watch>,
+    #[serde(default)]
+    permissions: Permissions,
+    #[serde(default)]
+    limits: Limits,
+}
+
+/// A validated manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub path: PathBuf,
+    pub finalizer: Option<String>,
+    pub crds: Vec<PathBuf>,
+    pub plugin: PluginSection,
+    pub reconciles: Option<Reconciles>,
+    pub owns: Vec<TypeRef>,
+    pub watches: Vec<(Watch, MapFn)>,
+    pub permissions: Permissions,
+    pub limits: Limits,
+}
+
+const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "evict", "*"];
+
+impl Manifest {
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError { file: file.clone(), field: "-".into(), message: e.to_string() })?;
+        Manifest::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+        let file = path.display().to_string();
+        let err = |field: &str, message: String| ManifestError { file: file.clone(), field: field.into(), message };
+        let raw: Raw = toml::from_str(text).map_err(|e| {
+            // toml names the key path in its message; keep it on one line.
+            let msg = e.message().to_string();
+            let field = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().to_string())
+                .map(|line| format!("line {line}"))
+                .unwrap_or_else(|| "-".into());
+            err(&field, msg)
+        })?;
+        if raw.plugin.contract != CONTRACT_VERSION {
+            return Err(err(
+                "plugin.contract",
+                format!(
+                    "the plugin wants wasmlet:plugin@{}, this host provides wasmlet:plugin@{CONTRACT_VERSION}",
+                    raw.plugin.contract
+                ),
+            ));
+        }
+        match (raw.plugin.kind, &raw.reconciles) {
+            (PluginKind::Reconciler, None) => {
+                return Err(err("reconciles", "a reconciler must say what it reconciles ([reconciles] api-version, kind)".into()));
+            }
+            (PluginKind::Provider, Some(_)) => {
+                return Err(err("reconciles", "providers run pods; [reconciles] does not apply".into()));
+            }
+            (PluginKind::Provider, None) if raw.finalizer.is_some() => {
+                return Err(err("finalizer", "providers have no finalizer".into()));
+            }
+            _ => {}
+        }
+        if let Some(r) = &raw.reconciles {
+            if r.api_version.is_empty() {
+                return Err(err("reconciles.api-version", "must not be empty".into()));
+            }
+            if r.kind.is_empty() {
+                return Err(err("reconciles.kind", "must not be empty".into()));
+            }
+            if let Some(sel) = &r.label_selector {
+                LabelSelector::parse(sel).map_err(|e| err("reconciles.label-selector", e.to_string()))?;
+            }
+        }
+        if let Some(f) = &raw.finalizer
+            && (f.is_empty() || !f.contains('/'))
+        {
+            return Err(err("finalizer", format!("\"{f}\" should be a qualified name like example.com/cleanup")));
+        }
+        let mut watches = Vec::new();
+        for (i, w) in raw.watches.iter().enumerate() {
+            let map = match w.map.split_once(':') {
+                Some(("label", k)) if !k.is_empty() => MapFn::Label(k.into()),
+                Some(("annotation", k)) if !k.is_empty() => MapFn::Annotation(k.into()),
+                Some(("field", p)) if !p.is_empty() => MapFn::Field(p.into()),
+                _ => {
+                    return Err(err(
+                        &format!("watches[{i}].map"),
+                        format!("\"{}\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"", w.map),
+                    ));
+                }
+            };
+            watches.push((w.clone(), map));
+        }
+        for (i, rule) in raw.permissions.rules.iter().enumerate() {
+            for (j, v) in rule.verbs.iter().enumerate() {
+                if !VERBS.contains(&v.as_str()) {
+                    return Err(err(
+                        &format!("permissions.rules[{i}].verbs[{j}]"),
+                        format!("unknown verb \"{v}\" (one of {})", VERBS.join(", ")),
+                    ));
+                }
+            }
+            if rule.resources.is_empty() {
+                return Err(err(&format!("permissions.rules[{i}].resources"), "must name at least one resource".into()));
+            }
+        }
+        if raw.limits.concurrency == 0 {
+            return Err(err("limits.concurrency", "must be at least 1".into()));
+        }
+        if raw.limits.memory_mib == 0 || raw.limits.memory_mib > 4096 {
+            return Err(err("limits.memory-mib", format!("{} is outside 1..=4096", raw.limits.memory_mib)));
+        }
+        if raw.limits.deadline_ms == 0 {
+            return Err(err("limits.deadline-ms", "must be at least 1".into()));
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut crds = Vec::new();
+        for (i, c) in raw.crds.iter().enumerate() {
+            let p = dir.join(c);
+            if !p.exists() {
+                return Err(err(&format!("crds[{i}]"), format!("{} does not exist", p.display())));
+            }
+            crds.push(p);
+        }
+        Ok(Manifest {
+            path: path.to_path_buf(),
+            finalizer: raw.finalizer,
+            crds,
+            plugin: raw.plugin,
+            reconciles: raw.reconciles,
+            owns: raw.owns,
+            watches,
+            permissions: raw.permissions,
+            limits: raw.limits,
+        })
+    }
+
+    /// Whether the manifest grants `verb` on `group`/`resource` (RBAC-style;
+    /// `resource` may be a subresource like `pods/status`).
+    pub fn allows(&self, group: &str, resource: &str, verb: &str) -> bool {
+        self.permissions.rules.iter().any(|r| {
+            r.api_groups.iter().any(|g| g == group || g == "*")
+                && r.resources.iter().any(|x| x == resource || x == "*")
+                && r.verbs.iter().any(|v| v == verb || v == "*")
+        })
+    }
+
+    /// Whether the `http` import may reach `host` (with optional `:port`).
+    pub fn allows_http_host(&self, host: &str, port: Option<u16>) -> bool {
+        self.permissions.http_hosts.iter().any(|h| {
+            let (pat, pport) = match h.rsplit_once(':') {
+                Some((a, p)) => (a, p.parse::<u16>().ok()),
+                None => (h.as_str(), None),
+            };
+            let host_ok = match pat.strip_prefix("*.") {
+                Some(suffix) => host.ends_with(&format!(".{suffix}")),
+                None => host == pat,
+            };
+            host_ok && (pport.is_none() || pport == port)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text, Path::new("/plugins/x.toml"))
+    }
+
+    const BASE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n";
+
+    #[test]
+    fn minimal_reconciler_gets_defaults() {
+        let m = parse(BASE).unwrap();
+        assert_eq!(m.limits.concurrency, 1);
+        assert_eq!(m.plugin.kind, PluginKind::Reconciler);
+        assert!(!m.allows("", "secrets", "list"));
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        let e = parse(&format!("{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"nope\"\n")).unwrap_err();
+        assert_eq!(e.to_string(), "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"");
+        let e = parse(&BASE.replace("0.1.0", "0.2.0")).unwrap_err();
+        assert!(e.to_string().contains("plugin.contract: the plugin wants wasmlet:plugin@0.2.0"), "{e}");
+        let e = parse(&format!("{BASE}[limits]\nmemory-mb = 3\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `memory-mb`"), "{e}");
+        let e = parse(&format!("{BASE}[permissions]\nrules = [{{ api-groups = [\"\"], resources = [\"pods\"], verbs = [\"read\"] }}]\n")).unwrap_err();
+        assert!(e.to_string().contains("permissions.rules[0].verbs[0]: unknown verb \"read\""), "{e}");
+    }
+
+    #[test]
+    fn permissions_match_like_rbac() {
+        let m = parse(&format!(
+            "{BASE}[permissions]\nrules = [{{ api-groups = [\"\"], resources = [\"configmaps\", \"pods/status\"], verbs = [\"get\", \"patch\"] }}]\nhttp-hosts = [\"*.example.com\", \"api.test:8443\"]\n"
+        ))
+        .unwrap();
+        assert!(m.allows("", "configmaps", "get"));
+        assert!(m.allows("", "pods/status", "patch"));
+        assert!(!m.allows("", "pods", "patch"));
+        assert!(!m.allows("apps", "configmaps", "get"));
+        assert!(m.allows_http_host("a.example.com", Some(443)));
+        assert!(!m.allows_http_host("example.com", Some(443)));
+        assert!(m.allows_http_host("api.test", Some(8443)));
+        assert!(!m.allows_http_host("api.test", Some(443)));
+    }
+}

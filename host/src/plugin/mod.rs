@@ -1,0 +1,22 @@
+//! The plugin runtime: one wasmtime engine, plugins loaded from a directory,
+//! sandboxed calls, hot swap with rollback.
+//!
+//! - [`manifest`]: `NAME.toml`, what a plugin may do;
+//! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
+//! - [`loaded`]: one plugin version and its calls;
+//! - [`set`]: the directory, kept in sync, with hot swap;
+//! - [`imports`]: the contract's host side, checked against the manifest;
+//! - [`api`]: the Kubernetes side of the `client` import.
+
+pub mod api;
+pub mod engine;
+pub mod imports;
+pub mod loaded;
+pub mod manifest;
+pub mod metrics;
+pub mod sandbox;
+pub mod set;
+
+pub use loaded::{CallError, LoadError, Loaded};
+pub use manifest::Manifest;
+pub use set::{PluginEvent, PluginSet};

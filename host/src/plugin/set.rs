@@ -1,0 +1,287 @@
+//! The plugin directory, loaded and kept in sync: a plugin is `NAME.wasm` +
+//! `NAME.toml`. Adding one loads it; changing either file loads the new
+//! version *beside* the running one and swaps only if it compiles, links,
+//! matches the contract and answers its first call; removing one stops it.
+//!
+//! Callers take the current version (`Arc<Loaded>`) per call, so in-flight
+//! calls finish on the version they started with and nothing queued is lost
+//! by a swap. The previous version is kept for [`PluginSet::rollback`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+
+use super::api::ClusterApi;
+use super::engine::PluginEngine;
+use super::loaded::{LoadError, Loaded};
+use super::manifest::Manifest;
+use super::metrics::PluginMetrics;
+use super::sandbox::PluginCtx;
+
+#[derive(Debug, Clone)]
+pub enum PluginEvent {
+    Added(String),
+    Replaced(String),
+    Removed(String),
+    /// A version that failed to load; the running one (if any) stays.
+    Rejected(String, String),
+}
+
+pub struct Slot {
+    pub name: String,
+    current: ArcSwap<Loaded>,
+    previous: Mutex<Option<Arc<Loaded>>>,
+    pub metrics: Arc<PluginMetrics>,
+    fingerprint: Mutex<String>,
+}
+
+impl Slot {
+    pub fn current(&self) -> Arc<Loaded> {
+        self.current.load_full()
+    }
+}
+
+pub struct PluginSet {
+    engine: PluginEngine,
+    dir: PathBuf,
+    api: Option<Arc<ClusterApi>>,
+    slots: RwLock<BTreeMap<String, Arc<Slot>>>,
+    /// Metrics outlive versions and removals, so counters never reset.
+    metrics: Mutex<BTreeMap<String, Arc<PluginMetrics>>>,
+    /// Fingerprints of versions that were rejected, so they are not retried
+    /// (and re-counted) on every scan.
+    rejected: Mutex<BTreeMap<String, String>>,
+    events: broadcast::Sender<PluginEvent>,
+    /// One scan at a time.
+    scanning: tokio::sync::Mutex<()>,
+}
+
+fn fingerprint(wasm: &Path, toml: &Path) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    h.update(std::fs::read(wasm)?);
+    h.update(std::fs::read(toml)?);
+    Ok(hex::encode(h.finalize()))
+}
+
+impl PluginSet {
+    pub fn new(engine: PluginEngine, dir: &Path, api: Option<Arc<ClusterApi>>) -> Arc<PluginSet> {
+        let (events, _) = broadcast::channel(256);
+        Arc::new(PluginSet {
+            engine,
+            dir: dir.to_path_buf(),
+            api,
+            slots: RwLock::new(BTreeMap::new()),
+            metrics: Mutex::new(BTreeMap::new()),
+            rejected: Mutex::new(BTreeMap::new()),
+            events,
+            scanning: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<PluginEvent> {
+        self.events.subscribe()
+    }
+
+    pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slots.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Loaded>> {
+        self.slot(name).map(|s| s.current())
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.slots.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
+    pub fn metrics(&self, name: &str) -> Arc<PluginMetrics> {
+        self.metrics.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().clone()
+    }
+
+    /// Swaps the previous version back in. Returns false when there is none.
+    pub fn rollback(&self, name: &str) -> bool {
+        let Some(slot) = self.slot(name) else { return false };
+        let Some(prev) = slot.previous.lock().unwrap_or_else(|p| p.into_inner()).take() else { return false };
+        let now = slot.current.swap(prev);
+        *slot.previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        PluginMetrics::inc(&slot.metrics.swaps);
+        tracing::info!(plugin = %name, "rolled back to the previous version");
+        let _ = self.events.send(PluginEvent::Replaced(name.to_string()));
+        true
+    }
+
+    /// Loads one plugin version from `wasm` + `toml` without installing it.
+    pub async fn load_version(&self, name: &str, wasm: &Path, toml: &Path) -> Result<Loaded, LoadError> {
+        let manifest = Arc::new(Manifest::load(toml)?);
+        let recorder = self.api.as_ref().map(|api| {
+            kube::runtime::events::Recorder::new(
+                api.client.clone(),
+                kube::runtime::events::Reporter { controller: format!("wasmlet-{name}"), instance: hostname() },
+            )
+        });
+        let ctx = Arc::new(PluginCtx {
+            name: name.to_string(),
+            manifest: manifest.clone(),
+            api: self.api.clone(),
+            metrics: self.metrics(name),
+            recorder,
+        });
+        Loaded::load(&self.engine, wasm, manifest, ctx).await
+    }
+
+    /// Brings the set in line with the directory. Returns what failed.
+    pub async fn scan(&self) -> Vec<(String, LoadError)> {
+        let _one = self.scanning.lock().await;
+        let mut failures = Vec::new();
+        let mut present = BTreeSet::new();
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory");
+                return failures;
+            }
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| !n.starts_with('.'))
+            .filter_map(|n| n.strip_suffix(".wasm").map(str::to_string))
+            .collect();
+        names.sort();
+        for name in names {
+            let wasm = self.dir.join(format!("{name}.wasm"));
+            let toml = self.dir.join(format!("{name}.toml"));
+            if !toml.exists() {
+                continue;
+            }
+            present.insert(name.clone());
+            let Ok(fp) = fingerprint(&wasm, &toml) else { continue };
+            if let Some(slot) = self.slot(&name)
+                && *slot.fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fp
+            {
+                continue;
+            }
+            if self.rejected.lock().unwrap_or_else(|p| p.into_inner()).get(&name) == Some(&fp) {
+                continue;
+            }
+            match self.load_version(&name, &wasm, &toml).await {
+                Ok(loaded) => {
+                    self.rejected.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+                    self.apply_crds(&name, &loaded.manifest).await;
+                    self.install(&name, loaded, fp);
+                }
+                Err(e) => {
+                    PluginMetrics::inc(&self.metrics(&name).load_failures);
+                    tracing::error!(plugin = %name, error = %e, "plugin version rejected; the running version (if any) stays");
+                    self.rejected.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), fp);
+                    let _ = self.events.send(PluginEvent::Rejected(name.clone(), e.to_string()));
+                    failures.push((name, e));
+                }
+            }
+        }
+        let gone: Vec<String> = self.names().into_iter().filter(|n| !present.contains(n)).collect();
+        for name in gone {
+            self.slots.write().unwrap_or_else(|p| p.into_inner()).remove(&name);
+            tracing::info!(plugin = %name, "plugin removed");
+            let _ = self.events.send(PluginEvent::Removed(name));
+        }
+        failures
+    }
+
+    fn install(&self, name: &str, loaded: Loaded, fp: String) {
+        let loaded = Arc::new(loaded);
+        let digest = loaded.digest.clone();
+        let took = loaded.load_time;
+        let existing = self.slot(name);
+        match existing {
+            Some(slot) => {
+                let old = slot.current.swap(loaded);
+                *slot.previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+                *slot.fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fp;
+                PluginMetrics::inc(&slot.metrics.swaps);
+                tracing::info!(plugin = %name, %digest, ?took, "plugin replaced (previous version kept for rollback)");
+                let _ = self.events.send(PluginEvent::Replaced(name.to_string()));
+            }
+            None => {
+                let slot = Arc::new(Slot {
+                    name: name.to_string(),
+                    current: ArcSwap::new(loaded),
+                    previous: Mutex::new(None),
+                    metrics: self.metrics(name),
+                    fingerprint: Mutex::new(fp),
+                });
+                self.slots.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), slot);
+                tracing::info!(plugin = %name, %digest, ?took, "plugin loaded");
+                let _ = self.events.send(PluginEvent::Added(name.to_string()));
+            }
+        }
+    }
+
+    /// Server-side applies the CRDs a plugin ships; a cluster that does not
+    /// allow it gets a warning, not a failed plugin.
+    async fn apply_crds(&self, name: &str, manifest: &Manifest) {
+        let Some(api) = &self.api else { return };
+        for path in &manifest.crds {
+            let docs = match read_yaml_documents(path) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(plugin = %name, file = %path.display(), error = %e, "cannot read CRD file");
+                    continue;
+                }
+            };
+            for doc in docs {
+                let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+                    kube::Api::all(api.client.clone());
+                let crd_name = doc.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                let params = kube::api::PatchParams::apply(&format!("wasmlet-plugin-{name}")).force();
+                match crds.patch(&crd_name, &params, &kube::api::Patch::Apply(doc)).await {
+                    Ok(_) => tracing::info!(plugin = %name, crd = %crd_name, "CRD applied"),
+                    Err(e) => tracing::warn!(plugin = %name, crd = %crd_name, error = %e, "CRD not applied"),
+                }
+            }
+        }
+    }
+
+    /// Scans now, then again whenever the directory changes (debounced).
+    pub async fn watch(self: Arc<Self>) -> anyhow::Result<()> {
+        use notify::{RecursiveMode, Watcher};
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            if ev.is_ok() {
+                let _ = tx.send(());
+            }
+        })?;
+        watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
+        self.scan().await;
+        while rx.recv().await.is_some() {
+            // Writers copy a file in several steps: wait for quiet.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            while rx.try_recv().is_ok() {}
+            self.scan().await;
+        }
+        Ok(())
+    }
+}
+
+/// Every YAML document in a file, as JSON values (empty documents skipped).
+pub fn read_yaml_documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path)?;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = serde_json::Value::deserialize(doc)?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string())
+}

@@ -1,0 +1,199 @@
+//! The plugin runtime with real guest components (built by
+//! `scripts/build-guests` into `target/plugins`) against the embedded API
+//! server: healthy reconciles, containment of a trapping guest, an endless
+//! loop, a memory hog, a denied call and a corrupt file, and hot swap with
+//! rollback.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::plugin::api::ClusterApi;
+use wasmlet::plugin::engine::PluginEngine;
+use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ErrorKind;
+use wasmlet::plugin::metrics::PluginMetrics;
+use wasmlet::plugin::{CallError, PluginSet};
+
+fn built_plugins() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    assert!(
+        dir.join("configmap-summary.wasm").exists(),
+        "{} has no guests: run scripts/build-guests first",
+        dir.display()
+    );
+    dir
+}
+
+/// Copies plugin NAME (wasm + toml + CRDs) from the build output into `dir`.
+fn install(dir: &Path, name: &str) {
+    let src = built_plugins();
+    std::fs::copy(src.join(format!("{name}.wasm")), dir.join(format!("{name}.wasm"))).unwrap();
+    std::fs::copy(src.join(format!("{name}.toml")), dir.join(format!("{name}.toml"))).unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        if e.file_name().to_string_lossy().ends_with(".yaml") {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+struct Env {
+    _data: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+    set: Arc<PluginSet>,
+    client: kube::Client,
+}
+
+async fn env() -> Env {
+    let data = tempfile::tempdir().unwrap();
+    let server = ApiServer::start(Config { data_dir: data.path().into(), listen: ([127, 0, 0, 1], 0).into(), history: 10_000 })
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
+    let set = PluginSet::new(engine, plugins.path(), Some(Arc::new(ClusterApi::new(client.clone()))));
+    Env { _data: data, plugins, set, client }
+}
+
+async fn create_summary(client: &kube::Client, name: &str, labels: Value) -> String {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client.clone(), "default", &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
+        "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {}
+    }))
+    .unwrap();
+    let created = api.create(&Default::default(), &obj).await.unwrap();
+    serde_json::to_string(&created).unwrap()
+}
+
+async fn configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) {
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client.clone(), "default");
+    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cm = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
+    }))
+    .unwrap();
+    api.create(&Default::default(), &cm).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_plugin_reconciles_and_failures_stay_contained() {
+    let env = env().await;
+    for name in ["configmap-summary", "trap", "spin", "hog", "denied"] {
+        install(env.plugins.path(), name);
+    }
+    std::fs::write(env.plugins.path().join("corrupt.wasm"), b"\0asm this is not a component").unwrap();
+    std::fs::copy(env.plugins.path().join("trap.toml"), env.plugins.path().join("corrupt.toml")).unwrap();
+
+    let failures = env.set.scan().await;
+    assert_eq!(failures.len(), 1, "only the corrupt plugin fails: {failures:?}");
+    let (name, err) = &failures[0];
+    assert_eq!(name, "corrupt");
+    let msg = err.to_string();
+    assert!(msg.contains("corrupt.wasm") && msg.contains("not a valid WebAssembly component"), "{msg}");
+    assert_eq!(PluginMetrics::get(&env.set.metrics("corrupt").load_failures), 1);
+    assert_eq!(env.set.names(), ["configmap-summary", "denied", "hog", "spin", "trap"]);
+
+    // The example's CRD was applied when it loaded.
+    let obj = create_summary(&env.client, "s1", json!({})).await;
+    configmap(&env.client, "cm-a", "s1", 2).await;
+    configmap(&env.client, "cm-b", "s1", 3).await;
+    let healthy = env.set.get("configmap-summary").unwrap();
+    let (result, _) = healthy.reconcile("default/s1", &obj).await.unwrap();
+    let outcome = result.expect("the example reconciles");
+    let status: Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
+    assert_eq!(status["keys"], 5);
+    assert_eq!(status["configMaps"], 2);
+
+    // Trap.
+    let trap = env.set.get("trap").unwrap();
+    let e = trap.reconcile("default/t", &obj).await.unwrap_err();
+    assert!(matches!(e, CallError::Trap(_)), "{e}");
+    assert_eq!(PluginMetrics::get(&env.set.metrics("trap").traps), 1);
+
+    // Endless loop: stopped at its 200 ms deadline.
+    let spin = env.set.get("spin").unwrap();
+    let started = Instant::now();
+    let e = spin.reconcile("default/s", &obj).await.unwrap_err();
+    assert!(matches!(e, CallError::Timeout(d) if d == Duration::from_millis(200)), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2), "deadline took {:?}", started.elapsed());
+    assert_eq!(PluginMetrics::get(&env.set.metrics("spin").timeouts), 1);
+
+    // Memory hog: capped at 16 MiB.
+    let hog = env.set.get("hog").unwrap();
+    let e = hog.reconcile("default/h", &obj).await.unwrap_err();
+    assert!(matches!(e, CallError::OutOfMemory(16)), "{e}");
+    assert_eq!(PluginMetrics::get(&env.set.metrics("hog").out_of_memory), 1);
+
+    // Denied: the call is refused, the guest sees `denied` and fails terminally.
+    let denied = env.set.get("denied").unwrap();
+    let (result, _) = denied.reconcile("default/d", &obj).await.unwrap();
+    let err = result.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
+    assert!(err.message.contains("does not grant \"list secrets\""), "{}", err.message);
+    assert_eq!(PluginMetrics::get(&env.set.metrics("denied").denied), 1);
+
+    // Every failure again, concurrently, while the healthy plugin keeps working.
+    let mut bad = Vec::new();
+    for _ in 0..3 {
+        for p in [&trap, &spin, &hog] {
+            let p = p.clone();
+            let obj = obj.clone();
+            bad.push(tokio::spawn(async move { p.reconcile("default/x", &obj).await.is_err() }));
+        }
+    }
+    let started = Instant::now();
+    let mut ok = 0;
+    while started.elapsed() < Duration::from_millis(800) {
+        let (r, _) = healthy.reconcile("default/s1", &obj).await.unwrap();
+        assert!(r.is_ok());
+        ok += 1;
+    }
+    for b in bad {
+        assert!(b.await.unwrap(), "every bad call fails");
+    }
+    assert!(ok >= 5, "healthy plugin completed only {ok} reconciles next to failing ones");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_swap_keeps_working_version_and_rolls_back() {
+    let env = env().await;
+    install(env.plugins.path(), "configmap-summary");
+    assert!(env.set.scan().await.is_empty());
+    let v1 = env.set.get("configmap-summary").unwrap();
+    let mut events = env.set.subscribe();
+
+    // A broken new version never replaces the working one.
+    let wasm = env.plugins.path().join("configmap-summary.wasm");
+    std::fs::write(&wasm, b"garbage").unwrap();
+    let failures = env.set.scan().await;
+    assert_eq!(failures.len(), 1);
+    assert_eq!(env.set.get("configmap-summary").unwrap().digest, v1.digest);
+    assert!(matches!(events.recv().await.unwrap(), wasmlet::plugin::PluginEvent::Rejected(..)));
+
+    // A valid new version (another component under the same manifest) swaps in.
+    std::fs::copy(built_plugins().join("denied.wasm"), &wasm).unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let v2 = env.set.get("configmap-summary").unwrap();
+    assert_ne!(v2.digest, v1.digest);
+    assert_eq!(PluginMetrics::get(&env.set.metrics("configmap-summary").swaps), 1);
+    // An in-flight holder of v1 still calls v1.
+    let obj = create_summary(&env.client, "s2", json!({})).await;
+    let (r1, _) = v1.reconcile("default/s2", &obj).await.unwrap();
+    assert!(r1.is_ok(), "v1 still serves its caller");
+
+    // Rollback brings v1 back.
+    assert!(env.set.rollback("configmap-summary"));
+    assert_eq!(env.set.get("configmap-summary").unwrap().digest, v1.digest);
+
+    // Removing the files stops the plugin.
+    std::fs::remove_file(&wasm).unwrap();
+    env.set.scan().await;
+    assert!(env.set.get("configmap-summary").is_none());
+}
