@@ -1,12 +1,29 @@
 //! The `wasmlet` command line.
+//!
+//! - `wasmlet up`: embedded control plane + host (the main command);
+//! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
+//! - `wasmlet apiserver`: only the embedded API server;
+//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::apiserver::{ApiServer, Config};
+use crate::controller::cache::Caches;
+use crate::controller::controller::ControllerConfig;
+use crate::controller::leader::{self, LeaderConfig};
+use crate::controller::metrics::ControllerMetrics;
+use crate::controller::Manager;
+use crate::plugin::api::ClusterApi;
+use crate::plugin::engine::PluginEngine;
+use crate::plugin::manifest::PluginKind;
+use crate::plugin::{Manifest, PluginSet};
 
 #[derive(Parser)]
 #[command(name = "wasmlet", version, about = "Kubernetes controllers and node agents as WebAssembly components")]
@@ -20,10 +37,10 @@ struct ServerArgs {
     /// Directory for the database, certificates and kubeconfig.
     #[arg(long, default_value = ".data", env = "WASMLET_DATA_DIR")]
     data_dir: PathBuf,
-    /// Address of the API server (port 0 picks a free port).
+    /// Address of the API server.
     #[arg(long, default_value = "127.0.0.1")]
     address: std::net::IpAddr,
-    /// Port of the API server.
+    /// Port of the API server (0 picks a free port; the kubeconfig names it).
     #[arg(long, default_value_t = 6443)]
     port: u16,
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
@@ -31,15 +48,72 @@ struct ServerArgs {
     watch_history: usize,
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Run the embedded control plane with the host (the main command).
-    Up(ServerArgs),
-    /// Run only the embedded API server.
-    Apiserver(ServerArgs),
+#[derive(clap::Args, Clone)]
+struct HostArgs {
+    /// The plugin directory (NAME.wasm + NAME.toml), watched for changes.
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    metrics_addr: SocketAddr,
+    /// Elect a leader through a coordination.k8s.io Lease before reconciling.
+    #[arg(long)]
+    leader_elect: bool,
+    /// This host's identity in leader election (default: hostname + pid).
+    #[arg(long)]
+    identity: Option<String>,
+    /// How often every cached object is re-enqueued at low priority.
+    #[arg(long, default_value_t = 600)]
+    resync_seconds: u64,
 }
 
-async fn serve(args: ServerArgs) -> anyhow::Result<()> {
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Mode {
+    Cluster,
+    Node,
+    All,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded control plane with the host and its plugins (the main command).
+    Up {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Run the host against a cluster given by a kubeconfig.
+    Run {
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: PathBuf,
+        /// `cluster`: reconcilers; `node`: the node agent; `all`: both.
+        #[arg(long, value_enum, default_value = "cluster")]
+        mode: Mode,
+        #[arg(long)]
+        node_name: Option<String>,
+        /// Caches, module store and logs.
+        #[arg(long, default_value = ".data")]
+        data_dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Run only the embedded API server.
+    Apiserver(ServerArgs),
+    /// Inspect plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Validate a plugin (NAME.wasm or NAME.toml) and print what it will do.
+    Check { path: PathBuf },
+    /// Print the CRDs a plugin ships, as YAML (for GitOps).
+    Crds { path: PathBuf },
+}
+
+async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
     let server = ApiServer::start(Config {
         data_dir: args.data_dir.clone(),
         listen: SocketAddr::new(args.address, args.port),
@@ -47,18 +121,174 @@ async fn serve(args: ServerArgs) -> anyhow::Result<()> {
     })
     .await?;
     println!("wasmlet: API server listening on https://{}", server.addr);
-    println!("wasmlet: kubectl --kubeconfig {} get namespaces", server.kubeconfig.display());
-    tokio::signal::ctrl_c().await?;
-    server.shutdown();
+    println!("wasmlet: export KUBECONFIG={}", server.kubeconfig.display());
+    Ok(server)
+}
+
+async fn client_from(kubeconfig: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn identity(host: &HostArgs) -> String {
+    host.identity.clone().unwrap_or_else(|| {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", h.trim(), std::process::id())
+    })
+}
+
+/// The host: plugins, caches, controllers, metrics, leader election.
+async fn run_host(client: kube::Client, data_dir: &Path, host: &HostArgs) -> Result<()> {
+    let api = Arc::new(ClusterApi::new(client.clone()));
+    let caches = Caches::new(api.clone());
+    api.use_caches(&caches);
+    let metrics = ControllerMetrics::new();
+    let ready = Arc::new(AtomicBool::new(false));
+    let leading = Arc::new(AtomicBool::new(!host.leader_elect));
+    let plugins = match &host.plugins {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
+            tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
+            Some(PluginSet::new(engine, dir, Some(api.clone())))
+        }
+        None => None,
+    };
+    let bound = metrics.clone().serve(host.metrics_addr, plugins.clone(), ready.clone()).await?;
+    println!("wasmlet: metrics on http://{bound}/metrics");
+    if host.leader_elect {
+        tokio::spawn(leader::run(client.clone(), LeaderConfig::new(&identity(host)), leading.clone()));
+    }
+    if let Some(plugins) = plugins {
+        let config = ControllerConfig {
+            resync: std::time::Duration::from_secs(host.resync_seconds.max(1)),
+            ..Default::default()
+        };
+        let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
+        plugins.scan().await;
+        tokio::spawn(manager.run());
+        let watcher = plugins.clone();
+        tokio::spawn(async move {
+            if let Err(e) = watcher.watch().await {
+                tracing::error!(error = %e, "cannot watch the plugin directory");
+            }
+        });
+    }
+    ready.store(true, std::sync::atomic::Ordering::Release);
+    Ok(())
+}
+
+async fn plugin_check(path: &Path) -> Result<()> {
+    let (wasm, toml) = plugin_paths(path);
+    let manifest = Manifest::load(&toml)?;
+    let tmp = tempfile_dir()?;
+    let engine = PluginEngine::new(&tmp)?;
+    let name = wasm.file_stem().and_then(|s| s.to_str()).unwrap_or("plugin").to_string();
+    let dir = wasm.parent().unwrap_or(Path::new("."));
+    let set = PluginSet::new(engine, dir, None);
+    let loaded = set.load_version(&name, &wasm, &toml).await?;
+    println!("plugin {name}: OK (wasmlet:plugin@{}, sha256 {})", manifest.plugin.contract, loaded.digest);
+    println!("  kind: {:?}", manifest.plugin.kind);
+    if let Some(r) = &manifest.reconciles {
+        let scope = r.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default();
+        let sel = r.label_selector.as_deref().map(|s| format!(" matching {s}")).unwrap_or_default();
+        println!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
+    }
+    println!("  conditions: {}", if loaded.declared_conditions.is_empty() { "(none)".into() } else { loaded.declared_conditions.join(", ") });
+    for o in &manifest.owns {
+        println!("  owns: {} {} (changes requeue the owner)", o.api_version, o.kind);
+    }
+    for (w, _) in &manifest.watches {
+        println!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
+    }
+    if let Some(f) = &manifest.finalizer {
+        println!("  finalizer: {f}");
+    }
+    if manifest.permissions.rules.is_empty() {
+        println!("  may call: nothing beyond its own object's status");
+    }
+    for r in &manifest.permissions.rules {
+        let groups: Vec<&str> = r.api_groups.iter().map(|g| if g.is_empty() { "core" } else { g.as_str() }).collect();
+        println!("  may call: {} on {} ({})", r.verbs.join(","), r.resources.join(","), groups.join(","));
+    }
+    for h in &manifest.permissions.http_hosts {
+        println!("  may reach: https://{h}");
+    }
+    for c in &manifest.crds {
+        println!("  ships CRD file: {}", c.display());
+    }
+    println!(
+        "  limits: concurrency {}, memory {} MiB, deadline {} ms",
+        manifest.limits.concurrency, manifest.limits.memory_mib, manifest.limits.deadline_ms
+    );
+    if manifest.plugin.kind == PluginKind::Provider {
+        println!("  (providers run in the node agent)");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+fn plugin_crds(path: &Path) -> Result<()> {
+    let (_, toml) = plugin_paths(path);
+    let manifest = Manifest::load(&toml)?;
+    for c in &manifest.crds {
+        for doc in crate::plugin::set::read_yaml_documents(c)? {
+            print!("---\n{}", serde_yaml::to_string(&doc)?);
+        }
+    }
+    Ok(())
+}
+
+/// `x.wasm`, `x.toml` or `x` → (`x.wasm`, `x.toml`).
+fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
+    let base = path.with_extension("");
+    (base.with_extension("wasm"), base.with_extension("toml"))
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("wasmlet-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+async fn main_async(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Apiserver(args) => {
+            let server = start_server(&args).await?;
+            tokio::signal::ctrl_c().await?;
+            server.shutdown();
+        }
+        Command::Up { server, host } => {
+            let s = start_server(&server).await?;
+            let client = kube::Client::try_from(s.kube_config().await?)?;
+            run_host(client, &server.data_dir, &host).await?;
+            tokio::signal::ctrl_c().await?;
+            s.shutdown();
+        }
+        Command::Run { kubeconfig, mode, node_name, data_dir, host } => {
+            if mode != Mode::Cluster {
+                anyhow::bail!(
+                    "--mode {} needs the node agent, which this wasmlet version does not have yet{}",
+                    if mode == Mode::Node { "node" } else { "all" },
+                    node_name.map(|n| format!(" (node {n})")).unwrap_or_default()
+                );
+            }
+            std::fs::create_dir_all(&data_dir)?;
+            let client = client_from(&kubeconfig).await?;
+            run_host(client, &data_dir, &host).await?;
+            tokio::signal::ctrl_c().await?;
+        }
+        Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
+        Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+    }
     Ok(())
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -68,12 +298,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Up(args) | Command::Apiserver(args) => serve(args).await,
-        }
-    });
-    match result {
+    match runtime.block_on(main_async(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("wasmlet: {e:#}");

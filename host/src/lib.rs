@@ -6,4 +6,5 @@
 
 pub mod apiserver;
 pub mod cli;
+pub mod controller;
 pub mod plugin;

@@ -31,16 +31,60 @@ pub fn wasmlet_bin() -> PathBuf {
 pub struct Plane {
     pub dir: tempfile::TempDir,
     pub child: Option<Child>,
+    /// Subcommand and flags after `--data-dir DIR --port 0`.
     pub args: Vec<String>,
 }
 
 impl Plane {
     /// `wasmlet apiserver --data-dir TMP --port 0 EXTRA...`
     pub async fn start(extra: &[&str]) -> Result<Plane> {
+        let mut args = vec!["apiserver".to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Plane::launch(args).await
+    }
+
+    /// `wasmlet up --plugins DATA/plugins --metrics-addr 127.0.0.1:0 EXTRA...`:
+    /// the control plane with the host. Put plugins into [`Plane::plugin_dir`].
+    pub async fn start_up(extra: &[&str]) -> Result<Plane> {
+        let mut args = vec!["up".to_string(), "--metrics-addr".into(), "127.0.0.1:0".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Plane::launch(args).await
+    }
+
+    async fn launch(mut args: Vec<String>) -> Result<Plane> {
         let dir = tempfile::tempdir()?;
-        let mut plane = Plane { dir, child: None, args: extra.iter().map(|s| s.to_string()).collect() };
+        if args[0] == "up" {
+            let plugins = dir.path().join("plugins");
+            std::fs::create_dir_all(&plugins)?;
+            args.push("--plugins".into());
+            args.push(plugins.display().to_string());
+        }
+        let mut plane = Plane { dir, child: None, args };
         plane.spawn().await?;
         Ok(plane)
+    }
+
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    /// `http://ADDR/metrics` of a plane started with [`Plane::start_up`].
+    pub async fn metrics_url(&self) -> Result<String> {
+        eventually(Duration::from_secs(30), "the metrics address", || async {
+            let out = std::fs::read_to_string(self.dir.path().join("wasmlet.out")).ok()?;
+            out.lines().find_map(|l| l.strip_prefix("wasmlet: metrics on ").map(|u| u.trim().to_string()))
+        })
+        .await
+    }
+
+    /// The metrics text exposition.
+    pub async fn metrics(&self) -> Result<String> {
+        let url = self.metrics_url().await?;
+        let out = Command::new("curl").args(["-sf", &url]).output()?;
+        if !out.status.success() {
+            bail!("GET {url} failed");
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -59,16 +103,17 @@ impl Plane {
         }
         let _ = std::fs::remove_file(self.kubeconfig());
         let log = std::fs::File::create(self.dir.path().join("wasmlet.log"))?;
+        let out = std::fs::File::create(self.dir.path().join("wasmlet.out"))?;
         let mut cmd = Command::new(&bin);
-        cmd.arg("apiserver").arg("--data-dir").arg(self.dir.path());
+        cmd.arg(&self.args[0]).arg("--data-dir").arg(self.dir.path());
         // A test that needs a stable address (restarts) passes its own --port.
         if !self.args.iter().any(|a| a == "--port") {
             cmd.arg("--port").arg("0");
         }
         let child = cmd
-            .args(&self.args)
+            .args(&self.args[1..])
             .env("WASMLET_LOG", std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
@@ -155,6 +200,32 @@ impl Drop for Plane {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// Where `scripts/build-guests` put the guest components.
+pub fn built_plugins() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace");
+    root.join("target").join("plugins")
+}
+
+/// Copies plugin NAME (wasm + toml + the CRD files) from the guest build into `dir`,
+/// manifest first and module last, as an operator would.
+pub fn install_plugin(dir: &Path, name: &str) -> Result<()> {
+    let src = built_plugins();
+    if !src.join(format!("{name}.wasm")).exists() {
+        bail!("{} has no {name}.wasm: run scripts/build-guests first", src.display());
+    }
+    for e in std::fs::read_dir(&src)?.flatten() {
+        if e.file_name().to_string_lossy().ends_with(".yaml") {
+            std::fs::copy(e.path(), dir.join(e.file_name()))?;
+        }
+    }
+    for ext in ["toml", "wasm"] {
+        let tmp = dir.join(format!(".{name}.{ext}"));
+        std::fs::copy(src.join(format!("{name}.{ext}")), &tmp)?;
+        std::fs::rename(&tmp, dir.join(format!("{name}.{ext}")))?;
+    }
+    Ok(())
 }
 
 pub fn kubectl_bin() -> PathBuf {

@@ -325,3 +325,62 @@ async fn errors_are_status_objects_with_upstream_codes() -> anyhow::Result<()> {
     expect_status(Api::<ConfigMap>::namespaced(bad_client, "default").list(&Default::default()).await, 401, "Unauthorized");
     Ok(())
 }
+
+#[tokio::test]
+async fn concurrent_unconditional_patches_all_land() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("hot", &[])).await?;
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let cms = cms.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                cms.patch("hot", &PatchParams::default(), &Patch::Merge(json!({"data": {format!("t{t}-{i}"): "x"}})))
+                    .await
+                    .map_err(|e| format!("task {t} patch {i}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await?.map_err(anyhow::Error::msg)?;
+    }
+    let data = cms.get("hot").await?.data.unwrap_or_default();
+    assert_eq!(data.len(), 200, "patches without a resourceVersion were lost");
+    Ok(())
+}
+
+#[tokio::test]
+async fn dry_run_and_delete_preconditions() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let c = cms.create(&dry, &configmap("ghost", &[("a", "1")])).await?;
+    assert_eq!(c.metadata.name.as_deref(), Some("ghost"));
+    expect_status(cms.get("ghost").await, 404, "NotFound");
+    let real = cms.create(&PostParams::default(), &configmap("real", &[("a", "1")])).await?;
+    let pp = PatchParams { dry_run: true, ..Default::default() };
+    let p = cms.patch("real", &pp, &Patch::Merge(json!({"data": {"a": "2"}}))).await?;
+    assert_eq!(p.data.unwrap()["a"], "2");
+    let got = cms.get("real").await?;
+    assert_eq!(got.data.unwrap()["a"], "1");
+    assert_eq!(got.metadata.resource_version, real.metadata.resource_version);
+    cms.delete("real", &DeleteParams { dry_run: true, ..Default::default() }).await?;
+    assert!(cms.get_opt("real").await?.is_some());
+
+    // Preconditions: a wrong uid or resourceVersion is a 409, the right ones delete.
+    let wrong_uid = DeleteParams { preconditions: Some(kube::api::Preconditions { uid: Some("nope".into()), resource_version: None }), ..Default::default() };
+    expect_status(cms.delete("real", &wrong_uid).await, 409, "Conflict");
+    let wrong_rv = DeleteParams { preconditions: Some(kube::api::Preconditions { uid: None, resource_version: Some("1".into()) }), ..Default::default() };
+    expect_status(cms.delete("real", &wrong_rv).await, 409, "Conflict");
+    let right = DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: real.metadata.uid.clone(), resource_version: real.metadata.resource_version.clone() }),
+        ..Default::default()
+    };
+    cms.delete("real", &right).await?;
+    expect_status(cms.get("real").await, 404, "NotFound");
+    Ok(())
+}

@@ -115,18 +115,22 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
     let c = cms.create(&PostParams::default(), &configmap("a", &[])).await?;
     let rv = c.metadata.resource_version.clone().unwrap();
 
+    // Two idle watches from the same revision: with and without bookmarks.
+    let mut with = watch(&cms, &WatchParams::default().timeout(20), &rv).await?;
+    let mut without = watch(&cms, &WatchParams::default().disable_bookmarks().timeout(20), &rv).await?;
+    let later = cms.create(&PostParams::default(), &configmap("b", &[])).await?;
+    assert_eq!(describe(&next(&mut with).await), ("ADDED".into(), "b".into()));
+    assert_eq!(describe(&next(&mut without).await), ("ADDED".into(), "b".into()));
+
     // timeoutSeconds ends the stream (cleanly, no error).
     let started = Instant::now();
-    let mut s = watch(&cms, &WatchParams::default().timeout(1), &rv).await?;
+    let mut s = watch(&cms, &WatchParams::default().timeout(1), &later.metadata.resource_version.clone().unwrap()).await?;
     let end = tokio::time::timeout(Duration::from_secs(5), s.next()).await.expect("the watch outlived its timeout");
     assert!(end.is_none(), "expected the stream to end, got {:?}", end.map(|e| e.map(|e| describe(&e))));
     assert!(started.elapsed() >= Duration::from_millis(900), "ended too early: {:?}", started.elapsed());
 
-    // allowWatchBookmarks: an idle watch is told the current revision.
-    let mut s = watch(&cms, &WatchParams::default().timeout(20), &rv).await?;
-    let later = cms.create(&PostParams::default(), &configmap("b", &[])).await?;
-    assert_eq!(describe(&next(&mut s).await), ("ADDED".into(), "b".into()));
-    let e = tokio::time::timeout(Duration::from_secs(8), s.next()).await.expect("no bookmark in 8 s").unwrap()?;
+    // allowWatchBookmarks: the idle watch is told the current revision.
+    let e = tokio::time::timeout(Duration::from_secs(8), with.next()).await.expect("no bookmark in 8 s").unwrap()?;
     match e {
         WatchEvent::Bookmark(b) => {
             let brv: u64 = b.metadata.resource_version.parse()?;
@@ -134,9 +138,8 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
         }
         other => panic!("expected a bookmark, got {:?}", describe(&other)),
     }
-    // Without allowWatchBookmarks, none arrive (the stream stays silent).
-    let mut s = watch(&cms, &WatchParams::default().disable_bookmarks().timeout(7), &later.metadata.resource_version.unwrap()).await?;
-    assert!(tokio::time::timeout(Duration::from_secs(6), s.next()).await.is_err(), "an unasked-for event arrived");
+    // Without allowWatchBookmarks, none arrived in the same time.
+    assert!(tokio::time::timeout(Duration::from_millis(500), without.next()).await.is_err(), "an unasked-for event arrived");
     Ok(())
 }
 
@@ -371,4 +374,29 @@ async fn wait_for(rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, S
             _ => panic!("watcher never reported {kind} {name}"),
         }
     }
+}
+
+#[tokio::test]
+async fn await_condition_on_one_object() -> anyhow::Result<()> {
+    // kube's await_condition watches one object by metadata.name, as controllers and tests do.
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("target", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("other", &[])).await?;
+    let waiter = tokio::spawn(kube::runtime::wait::await_condition(cms.clone(), "target", |c: Option<&ConfigMap>| {
+        c.and_then(|c| c.data.as_ref()).is_some_and(|d| d.get("ready").map(String::as_str) == Some("yes"))
+    }));
+    cms.patch("other", &PatchParams::default(), &Patch::Merge(json!({"data": {"ready": "yes"}}))).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "another object's change satisfied the wait");
+    cms.patch("target", &PatchParams::default(), &Patch::Merge(json!({"data": {"ready": "yes"}}))).await?;
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("await_condition never returned")??;
+    assert_eq!(got.unwrap().metadata.name.as_deref(), Some("target"));
+    // The deletion of a watched object ends a wait for "gone".
+    let gone = tokio::spawn(kube::runtime::wait::await_condition(cms.clone(), "target", kube::runtime::wait::conditions::is_deleted("")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cms.delete("target", &DeleteParams::default()).await?;
+    tokio::time::timeout(Duration::from_secs(5), gone).await.expect("is_deleted never fired")??;
+    Ok(())
 }

@@ -19,8 +19,15 @@ use super::status::{ApiError, ApiResult, Cause};
 use super::store::{Expect, Store, StoreError, Stored};
 use super::strategy;
 
-/// Internal retries of a read-modify-write that lost a race to another writer.
-const MAX_RETRIES: usize = 16;
+/// How long a write that did not pin a resourceVersion keeps retrying after
+/// losing a compare-and-swap race, as upstream's GuaranteedUpdate does (a
+/// fixed count of 16 made 8 concurrent patches of one object fail with 409).
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// True while a lost race may still be retried.
+fn retrying(deadline: std::time::Instant) -> bool {
+    std::time::Instant::now() < deadline
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sub {
@@ -499,7 +506,8 @@ impl Resources {
         opts: &WriteOptions,
     ) -> ApiResult<Arc<Stored>> {
         let key = rt.key(ns, name);
-        for _ in 0..MAX_RETRIES {
+        let deadline = std::time::Instant::now() + RETRY_FOR;
+        while retrying(deadline) {
             let old = self.store.get(&key).ok_or_else(|| ApiError::not_found(rt, name))?;
             if let Some(rv) = client_rv
                 && rv != old.rv
@@ -611,7 +619,8 @@ impl Resources {
     /// otherwise the object is gone at once.
     pub async fn delete(&self, rt: &ResourceType, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Deleted> {
         let key = rt.key(ns, name);
-        for _ in 0..MAX_RETRIES {
+        let deadline = std::time::Instant::now() + RETRY_FOR;
+        while retrying(deadline) {
             let old = self.store.get(&key).ok_or_else(|| ApiError::not_found(rt, name))?;
             let mut value = old.value();
             if let Some(uid) = &opts.precondition_uid
@@ -700,7 +709,8 @@ impl Resources {
     ) -> ApiResult<Option<Arc<Stored>>> {
         let key = rt.key(ns, name);
         let opts = WriteOptions { field_manager: "wasmlet-apiserver".into(), ..Default::default() };
-        for _ in 0..MAX_RETRIES {
+        let deadline = std::time::Instant::now() + RETRY_FOR;
+        while retrying(deadline) {
             let Some(old) = self.store.get(&key) else { return Ok(None) };
             let old_value = old.value();
             let Some(new) = mutate(&old_value) else { return Ok(Some(old)) };

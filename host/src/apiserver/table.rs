@@ -89,6 +89,20 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 vec![name, json!(ready), json!("<none>"), json!(age(obj)), json!(text(obj.pointer("/status/nodeInfo/kubeletVersion")))],
             )
         }
+        ("", "configmaps") => {
+            let n = ["data", "binaryData"].iter().filter_map(|f| obj.get(*f).and_then(Value::as_object)).map(|m| m.len()).sum::<usize>();
+            (
+                vec![col("Name", "string", 0), col("Data", "string", 0), col("Age", "string", 0)],
+                vec![name, json!(n.to_string()), json!(age(obj))],
+            )
+        }
+        ("", "secrets") => {
+            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+            (
+                vec![col("Name", "string", 0), col("Type", "string", 0), col("Data", "string", 0), col("Age", "string", 0)],
+                vec![name, json!(text(obj.get("type"))), json!(n.to_string()), json!(age(obj))],
+            )
+        }
         ("", "namespaces") => (
             vec![col("Name", "string", 0), col("Status", "string", 0), col("Age", "string", 0)],
             vec![name, json!(text(obj.pointer("/status/phase"))), json!(age(obj))],

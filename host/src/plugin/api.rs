@@ -87,6 +87,9 @@ impl Delete {
 pub struct ClusterApi {
     pub client: kube::Client,
     kinds: Mutex<HashMap<(String, String), Resolved>>,
+    /// The controller engine's caches, once they exist: reads of a kind with
+    /// a synced cache are served from memory.
+    caches: std::sync::RwLock<Option<std::sync::Weak<crate::controller::cache::Caches>>>,
 }
 
 fn split_api_version(av: &str) -> (&str, &str) {
@@ -95,7 +98,16 @@ fn split_api_version(av: &str) -> (&str, &str) {
 
 impl ClusterApi {
     pub fn new(client: kube::Client) -> ClusterApi {
-        ClusterApi { client, kinds: Mutex::new(HashMap::new()) }
+        ClusterApi { client, kinds: Mutex::new(HashMap::new()), caches: Default::default() }
+    }
+
+    pub fn use_caches(&self, caches: &std::sync::Arc<crate::controller::cache::Caches>) {
+        *self.caches.write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::downgrade(caches));
+    }
+
+    fn cached(&self, r: &Resolved) -> Option<std::sync::Arc<crate::controller::cache::KindCache>> {
+        let caches = self.caches.read().unwrap_or_else(|p| p.into_inner()).as_ref()?.upgrade()?;
+        caches.existing(&r.resource.api_version, &r.resource.kind).filter(|c| c.is_synced())
     }
 
     /// The resource behind `apiVersion` + `kind` (discovery, cached).
@@ -133,6 +145,9 @@ impl ClusterApi {
     }
 
     pub async fn get(&self, r: &Resolved, namespace: Option<&str>, name: &str) -> Result<String, ClientError> {
+        if let Some(cache) = self.cached(r) {
+            return cache.get(namespace, name).map(|o| Self::encode(&o, r)).ok_or(ClientError::NotFound);
+        }
         let obj = self.api(r, namespace).get(name).await?;
         Ok(Self::encode(&obj, r))
     }
@@ -144,6 +159,12 @@ impl ClusterApi {
         labels: &str,
         fields: Option<&str>,
     ) -> Result<Vec<String>, ClientError> {
+        if let Some(cache) = self.cached(r) {
+            let labels = wasmlet_apimachinery::selector::LabelSelector::parse(labels).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let fields = wasmlet_apimachinery::selector::FieldSelector::parse(fields.unwrap_or(""))
+                .map_err(|e| ClientError::Invalid(e.to_string()))?;
+            return Ok(cache.list(namespace, &labels, &fields).iter().map(|o| Self::encode(o, r)).collect());
+        }
         let mut lp = ListParams::default();
         if !labels.is_empty() {
             lp = lp.labels(labels);

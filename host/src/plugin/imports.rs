@@ -96,22 +96,35 @@ fn meta_of(v: &Value) -> (String, String, Option<String>, String) {
     (s("/apiVersion"), s("/kind"), ns, s("/metadata/name"))
 }
 
+impl State {
+    /// Notes 409/429 so the controller retries soon instead of backing off.
+    fn note<T>(&mut self, r: Result<T, ApiClientError>) -> Result<T, ClientError> {
+        if matches!(r, Err(ApiClientError::Conflict(_)) | Err(ApiClientError::TooManyRequests)) {
+            self.retry_soon = true;
+        }
+        r.map_err(ClientError::from)
+    }
+}
+
 impl client::Host for State {
     async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
         let (api, r) = self.authorize(&target.api_version, &target.kind, None, "get").await?;
-        Ok(api.get(&r, target.namespace.as_deref(), &target.name).await?)
+        let r = api.get(&r, target.namespace.as_deref(), &target.name).await;
+        self.note(r)
     }
 
     async fn list(&mut self, of: TypeRef, params: client::ListParams) -> Result<Vec<String>, ClientError> {
         let (api, r) = self.authorize(&of.api_version, &of.kind, None, "list").await?;
-        Ok(api.list(&r, params.namespace.as_deref(), &params.label_selector, params.field_selector.as_deref()).await?)
+        let r = api.list(&r, params.namespace.as_deref(), &params.label_selector, params.field_selector.as_deref()).await;
+        self.note(r)
     }
 
     async fn create(&mut self, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, _) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "create").await?;
-        let created = api.create(&r, ns.as_deref(), &v).await?;
+        let created = api.create(&r, ns.as_deref(), &v).await;
+        let created = self.note(created)?;
         let c = parse_json(&created)?;
         let (_, _, ns, name) = meta_of(&c);
         let uid = c.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
@@ -123,7 +136,8 @@ impl client::Host for State {
         let v = parse_json(&obj)?;
         let (av, kind, ns, name) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "update").await?;
-        let updated = api.update(&r, ns.as_deref(), &name, &v).await?;
+        let updated = api.update(&r, ns.as_deref(), &name, &v).await;
+        let updated = self.note(updated)?;
         let rv = parse_json(&updated)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
         self.writes.push(Write::Updated { api_version: av, kind, namespace: ns, name, resource_version: rv });
         Ok(updated)
@@ -139,7 +153,8 @@ impl client::Host for State {
 
     async fn delete(&mut self, target: ObjectRef, options: DeleteOptions) -> Result<(), ClientError> {
         let (api, r) = self.authorize(&target.api_version, &target.kind, None, "delete").await?;
-        api.delete(&r, target.namespace.as_deref(), &target.name, &delete_of(&options)).await?;
+        let r = api.delete(&r, target.namespace.as_deref(), &target.name, &delete_of(&options)).await;
+        self.note(r)?;
         self.writes.push(Write::Deleted {
             api_version: target.api_version,
             kind: target.kind,
@@ -158,7 +173,8 @@ impl client::Host for State {
             return Err(ClientError::Denied(format!("the manifest of plugin {} does not grant \"evict pods\"", self.plugin.name)));
         }
         let api = self.plugin.api.clone().ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
-        api.evict(&namespace, &name, &delete_of(&options)).await?;
+        let r = api.evict(&namespace, &name, &delete_of(&options)).await;
+        self.note(r)?;
         self.writes.push(Write::Evicted { namespace, name });
         Ok(())
     }
@@ -206,7 +222,8 @@ impl State {
                 PatchKind::Apply { manager: o.field_manager, force: o.force }
             }
         };
-        let patched = api.patch(&r, target.namespace.as_deref(), &target.name, kind, parse_json(&body)?, status).await?;
+        let patched = api.patch(&r, target.namespace.as_deref(), &target.name, kind, parse_json(&body)?, status).await;
+        let patched = self.note(patched)?;
         let rv = parse_json(&patched)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
         self.writes.push(Write::Updated {
             api_version: target.api_version,

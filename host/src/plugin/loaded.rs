@@ -16,7 +16,7 @@ use super::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, Reco
 use super::imports::{ReconcilerPlugin, ReconcilerPluginPre};
 use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
-use super::sandbox::{PluginCtx, State, Write};
+use super::sandbox::{CallReport, PluginCtx, State};
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +144,7 @@ impl Loaded {
             &'a ReconcilerPlugin,
             &'a mut Store<State>,
         ) -> std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>,
-    ) -> Result<(R, Vec<Write>), CallError> {
+    ) -> Result<(R, CallReport), CallError> {
         let _slot = self.slots.acquire().await.map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
         let mut store = Store::new(&self.engine.engine, State::new(self.ctx.clone(), key.to_string()));
@@ -157,8 +157,8 @@ impl Loaded {
         };
         match result {
             Ok(r) => {
-                let writes = std::mem::take(&mut store.data_mut().writes);
-                Ok((r, writes))
+                let data = store.data_mut();
+                Ok((r, CallReport { writes: std::mem::take(&mut data.writes), retry_soon: data.retry_soon }))
             }
             Err(e) => Err(self.classify(e, store.data().limiter.hit)),
         }
@@ -183,9 +183,9 @@ impl Loaded {
 
     /// `reconcile` on a fresh instance. Returns the guest's result and the
     /// writes it made.
-    pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, Vec<Write>), CallError> {
+    pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
-        let (result, writes) = self
+        let (result, report) = self
             .call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await }))
             .await?;
         let status = match &result {
@@ -198,10 +198,10 @@ impl Loaded {
             PluginMetrics::inc(&self.ctx.metrics.malformed);
             return Err(CallError::Malformed(format!("status is not a JSON object: {}", truncate(s))));
         }
-        Ok((result, writes))
+        Ok((result, report))
     }
 
-    pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, Vec<Write>), CallError> {
+    pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
         self.call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })).await
     }

@@ -59,6 +59,15 @@ pub struct State {
     /// The object the call is about, for logs.
     pub key: String,
     pub writes: Vec<Write>,
+    /// A client call met 409 or 429: the controller retries soon, not with back-off.
+    pub retry_soon: bool,
+}
+
+/// What a call did besides its result.
+#[derive(Debug, Default, Clone)]
+pub struct CallReport {
+    pub writes: Vec<Write>,
+    pub retry_soon: bool,
 }
 
 impl State {
@@ -76,6 +85,7 @@ impl State {
             plugin,
             key,
             writes: Vec::new(),
+            retry_soon: false,
         }
     }
 }

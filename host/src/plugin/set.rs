@@ -99,6 +99,12 @@ impl PluginSet {
         self.slots.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
     }
 
+    /// Every plugin name that has counters, loaded or not (a rejected
+    /// version still counts its load failures).
+    pub fn metric_names(&self) -> Vec<String> {
+        self.metrics.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
     pub fn metrics(&self, name: &str) -> Arc<PluginMetrics> {
         self.metrics.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().clone()
     }

@@ -161,7 +161,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         (&Method::GET, false, _) => {
             let watching = watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
             if watching {
-                watch::watch(&state, &target, &query).await
+                watch::watch(&state, &target, &query, &accept).await
             } else {
                 read::list(&state, &target, &query, &accept)
             }

@@ -76,8 +76,14 @@ async fn write_scale(state: &ApiState, t: &Target, new_scale: &Value, preconditi
     state
         .resources
         .modify(&t.rt, t.ns(), name, |old| {
+            if meta::get_path(old, &path) == Some(&json!(replicas)) {
+                return None;
+            }
             let mut new = old.clone();
             meta::set_path(&mut new, &path, json!(replicas));
+            // A scale is a spec change: bump generation as a main-resource write does.
+            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));
             Some(new)
         })
         .await?

@@ -41,6 +41,8 @@ struct Stream {
     bookmarks: bool,
     next_bookmark: Instant,
     error: Option<ApiError>,
+    /// `Accept: ...;as=Table` (kubectl get -w): each object as a one-row Table.
+    table: bool,
 }
 
 fn line(kind: &str, object: &[u8]) -> Bytes {
@@ -54,6 +56,14 @@ fn line(kind: &str, object: &[u8]) -> Bytes {
 }
 
 impl Stream {
+    fn object(&self, s: &Stored) -> Bytes {
+        if self.table {
+            let t = super::super::table::table(&self.rt, &[s.value()], None, &s.rv.to_string());
+            return Bytes::from(serde_json::to_vec(&t).unwrap_or_default());
+        }
+        self.resources.render(&self.rt, &self.version, s)
+    }
+
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end {
@@ -75,7 +85,7 @@ impl Stream {
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return None,
         };
-        Some(line(kind.as_str(), &self.resources.render(&self.rt, &self.version, &e.object)))
+        Some(line(kind.as_str(), &self.object(&e.object)))
     }
 
     async fn next(&mut self) -> Option<Bytes> {
@@ -83,7 +93,7 @@ impl Stream {
             return Some(line("ERROR", &serde_json::to_vec(&e.status()).unwrap_or_default()));
         }
         if let Some(s) = self.initial.pop_front() {
-            return Some(line("ADDED", &self.resources.render(&self.rt, &self.version, &s)));
+            return Some(line("ADDED", &self.object(&s)));
         }
         if let Some(rv) = self.initial_end.take() {
             return Some(self.bookmark(rv, true));
@@ -118,7 +128,7 @@ impl Stream {
     }
 }
 
-pub async fn watch(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
+pub async fn watch(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiResult<Response> {
     let filter = Filter::from_query(&t.rt, query)?;
     let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
     let timeout = match query.get("timeoutSeconds").map(String::as_str) {
@@ -177,6 +187,7 @@ pub async fn watch(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Res
         bookmarks: flag("allowWatchBookmarks"),
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         error,
+        table: super::read::wants_table(accept),
     };
     let body = futures::stream::unfold(stream, |mut s| async move {
         let b = s.next().await?;

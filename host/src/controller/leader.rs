@@ -1,0 +1,134 @@
+//! Leader election on a coordination.k8s.io Lease, as client-go does it:
+//! the holder renews every `retry_period`; a candidate takes over when it has
+//! seen no change to the lease for `lease_duration`; a leader that cannot
+//! renew within `renew_deadline` steps down at once. Leases give no fencing,
+//! so workers check the flag before every reconcile.
+//!
+//! Expiry is judged by when *this* process last saw the lease change, not by
+//! the timestamps in it, so clock skew between hosts does not matter.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+#[derive(Clone, Debug)]
+pub struct LeaderConfig {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaderConfig {
+    pub fn new(identity: &str) -> LeaderConfig {
+        LeaderConfig {
+            namespace: "kube-system".into(),
+            name: "wasmlet-controller".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Runs forever, keeping `leading` true exactly while this process holds the lease.
+pub async fn run(client: kube::Client, config: LeaderConfig, leading: Arc<AtomicBool>) {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    // (holder, renewTime) as last observed, and when.
+    let mut observed: Option<(Option<String>, Option<String>)> = None;
+    let mut observed_at = Instant::now();
+    let mut last_renew = Instant::now();
+    loop {
+        let result = try_acquire_or_renew(&api, &config, &mut observed, &mut observed_at).await;
+        match result {
+            Ok(true) => {
+                if !leading.swap(true, Ordering::AcqRel) {
+                    tracing::info!(identity = %config.identity, lease = %config.name, "became leader");
+                }
+                last_renew = Instant::now();
+            }
+            Ok(false) => {
+                if leading.swap(false, Ordering::AcqRel) {
+                    tracing::warn!(identity = %config.identity, "lost the lease to another holder; stopping reconciles");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(identity = %config.identity, error = %e, "lease renewal failed");
+                if leading.load(Ordering::Acquire) && last_renew.elapsed() >= config.renew_deadline {
+                    leading.store(false, Ordering::Release);
+                    tracing::warn!(identity = %config.identity, "could not renew within the deadline; stopping reconciles");
+                }
+            }
+        }
+        tokio::time::sleep(config.retry_period).await;
+    }
+}
+
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaderConfig,
+    observed: &mut Option<(Option<String>, Option<String>)>,
+    observed_at: &mut Instant,
+) -> Result<bool, kube::Error> {
+    let spec = |transitions: i32, acquire: Option<MicroTime>| LeaseSpec {
+        holder_identity: Some(config.identity.clone()),
+        lease_duration_seconds: Some(config.lease_duration.as_secs() as i32),
+        acquire_time: acquire.or_else(|| Some(now())),
+        renew_time: Some(now()),
+        lease_transitions: Some(transitions),
+        ..Default::default()
+    };
+    let lease = match api.get_opt(&config.name).await? {
+        None => {
+            let lease = Lease {
+                metadata: ObjectMeta { name: Some(config.name.clone()), ..Default::default() },
+                spec: Some(spec(0, None)),
+            };
+            return match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        Some(l) => l,
+    };
+    let s = lease.spec.clone().unwrap_or_default();
+    let record = (s.holder_identity.clone(), s.renew_time.as_ref().map(|t| t.0.to_string()));
+    if observed.as_ref() != Some(&record) {
+        *observed = Some(record);
+        *observed_at = Instant::now();
+    }
+    let holder = s.holder_identity.clone().unwrap_or_default();
+    let mine = holder == config.identity;
+    let expired = holder.is_empty() || observed_at.elapsed() >= config.lease_duration;
+    if !mine && !expired {
+        return Ok(false);
+    }
+    let transitions = s.lease_transitions.unwrap_or(0) + if mine { 0 } else { 1 };
+    let acquire = if mine { s.acquire_time.clone() } else { None };
+    let mut new = lease.clone();
+    new.spec = Some(spec(transitions, acquire));
+    // The resourceVersion in `new` makes this a compare-and-swap: of two
+    // candidates taking over at once, one gets 409.
+    match api.replace(&config.name, &PostParams::default(), &new).await {
+        Ok(l) => {
+            let s = l.spec.unwrap_or_default();
+            *observed = Some((s.holder_identity, s.renew_time.map(|t| t.0.to_string())));
+            *observed_at = Instant::now();
+            Ok(true)
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,201 @@
+//! Host-owned status (Knative's pattern, seed 003): the guest says what it
+//! wants; the host merges it into the current status, keeps the declared
+//! conditions, computes `Ready`, stamps `observedGeneration`, and moves
+//! `lastTransitionTime` only when a condition's status moves.
+//!
+//! ```
+//! use serde_json::json;
+//! use wasmlet::controller::status::{desired_status, GuestCondition, GuestResult};
+//! let current = json!({});
+//! let result = GuestResult {
+//!     status: Some(json!({"keys": 3})),
+//!     conditions: vec![GuestCondition::new("Summarised", "True", "Counted", "3 keys")],
+//!     error: None,
+//! };
+//! let s = desired_status(&current, &result, &["Summarised".into()], 4, "2026-01-01T00:00:00Z");
+//! assert_eq!(s["keys"], 3);
+//! assert_eq!(s["observedGeneration"], 4);
+//! assert_eq!(s["conditions"][1]["type"], "Ready");
+//! assert_eq!(s["conditions"][1]["status"], "True");
+//! ```
+
+use serde_json::{Map, Value, json};
+
+/// A condition as the guest reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestCondition {
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl GuestCondition {
+    pub fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
+        GuestCondition { type_: type_.into(), status: status.into(), reason: reason.into(), message: message.into() }
+    }
+}
+
+/// What one reconcile produced, guest error included.
+#[derive(Debug, Clone, Default)]
+pub struct GuestResult {
+    pub status: Option<Value>,
+    pub conditions: Vec<GuestCondition>,
+    /// `(reason, message)` of a failed reconcile: `Ready` goes False with it.
+    pub error: Option<(String, String)>,
+}
+
+const READY: &str = "Ready";
+
+fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, now: &str) {
+    let status = match c.status.as_str() {
+        "True" | "False" => c.status.as_str(),
+        _ => "Unknown",
+    };
+    let reason = if c.reason.is_empty() { status } else { c.reason.as_str() };
+    match conds.iter_mut().find(|x| x["type"] == c.type_.as_str()) {
+        Some(existing) => {
+            if existing["status"] != status {
+                existing["lastTransitionTime"] = json!(now);
+            }
+            existing["status"] = json!(status);
+            existing["reason"] = json!(reason);
+            existing["message"] = json!(c.message);
+            existing["observedGeneration"] = json!(generation);
+        }
+        None => conds.push(json!({
+            "type": c.type_, "status": status, "reason": reason, "message": c.message,
+            "lastTransitionTime": now, "observedGeneration": generation,
+        })),
+    }
+}
+
+/// The status the object should have after this reconcile.
+pub fn desired_status(current: &Value, result: &GuestResult, declared: &[String], generation: i64, now: &str) -> Value {
+    let mut status = current.as_object().cloned().unwrap_or_default();
+    if let Some(Value::Object(guest)) = &result.status {
+        let mut patch = Value::Object(guest.clone());
+        if let Some(p) = patch.as_object_mut() {
+            // These two are the host's.
+            p.remove("conditions");
+            p.remove("observedGeneration");
+        }
+        let mut merged = Value::Object(status);
+        json_patch::merge(&mut merged, &patch);
+        status = merged.as_object().cloned().unwrap_or_default();
+    }
+    let mut conds: Vec<Value> = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    for d in declared {
+        if !conds.iter().any(|c| c["type"] == d.as_str()) {
+            set_condition(&mut conds, &GuestCondition::new(d, "Unknown", "Reconciling", ""), generation, now);
+        }
+    }
+    for c in &result.conditions {
+        set_condition(&mut conds, c, generation, now);
+    }
+    // Every condition the host keeps is current as of this generation.
+    for c in conds.iter_mut() {
+        c["observedGeneration"] = json!(generation);
+    }
+    let ready = match &result.error {
+        Some((reason, message)) => GuestCondition::new(READY, "False", reason, message),
+        None => {
+            let deps: Vec<&Value> = conds
+                .iter()
+                .filter(|c| c["type"] != READY && declared.iter().any(|d| c["type"] == d.as_str()))
+                .collect();
+            let (status, reason, message) = if deps.iter().any(|c| c["status"] == "False") {
+                let bad = deps.iter().find(|c| c["status"] == "False").expect("checked above");
+                ("False", bad["reason"].as_str().unwrap_or("NotReady").to_string(), bad["message"].as_str().unwrap_or("").to_string())
+            } else if deps.iter().all(|c| c["status"] == "True") {
+                ("True", "Ready".to_string(), String::new())
+            } else {
+                ("Unknown", "Reconciling".to_string(), String::new())
+            };
+            GuestCondition::new(READY, status, &reason, &message)
+        }
+    };
+    set_condition(&mut conds, &ready, generation, now);
+    // Ready last, the rest in the order they were first set.
+    conds.sort_by_key(|c| c["type"] == READY);
+    status.insert("conditions".into(), Value::Array(conds));
+    status.insert("observedGeneration".into(), json!(generation));
+    Value::Object(status)
+}
+
+/// Whether `desired` differs from `current` in anything but timestamps that
+/// were carried over (so an up-to-date object costs no write).
+pub fn changed(current: &Value, desired: &Value) -> bool {
+    current != desired
+}
+
+/// `status` of an object, `{}` when absent.
+pub fn status_of(obj: &Value) -> Value {
+    obj.get("status").cloned().unwrap_or_else(|| Value::Object(Map::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:05:00Z";
+
+    fn result(conds: Vec<GuestCondition>) -> GuestResult {
+        GuestResult { status: Some(json!({"keys": 1})), conditions: conds, error: None }
+    }
+
+    #[test]
+    fn declared_conditions_start_unknown_and_ready_follows() {
+        let s = desired_status(&json!({}), &GuestResult::default(), &["A".into(), "B".into()], 1, T0);
+        let types: Vec<&str> = s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["A", "B", "Ready"]);
+        assert_eq!(s["conditions"][2]["status"], "Unknown");
+
+        let s = desired_status(&s, &result(vec![GuestCondition::new("A", "True", "Ok", "")]), &["A".into(), "B".into()], 1, T1);
+        assert_eq!(s["conditions"][2]["status"], "Unknown", "B is still unknown");
+        let s = desired_status(&s, &result(vec![GuestCondition::new("B", "True", "Ok", "")]), &["A".into(), "B".into()], 1, T1);
+        assert_eq!(s["conditions"][2]["status"], "True");
+        let s = desired_status(&s, &result(vec![GuestCondition::new("A", "False", "Broken", "disk")]), &["A".into(), "B".into()], 1, T1);
+        assert_eq!(s["conditions"][2]["status"], "False");
+        assert_eq!(s["conditions"][2]["reason"], "Broken");
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_status_moves() {
+        let declared = ["A".to_string()];
+        let s0 = desired_status(&json!({}), &result(vec![GuestCondition::new("A", "True", "Ok", "one")]), &declared, 1, T0);
+        let s1 = desired_status(&s0, &result(vec![GuestCondition::new("A", "True", "Ok", "two")]), &declared, 2, T1);
+        assert_eq!(s1["conditions"][0]["lastTransitionTime"], T0);
+        assert_eq!(s1["conditions"][0]["message"], "two");
+        assert_eq!(s1["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(s1["observedGeneration"], 2);
+        let s2 = desired_status(&s1, &result(vec![GuestCondition::new("A", "False", "Bad", "")]), &declared, 2, T1);
+        assert_eq!(s2["conditions"][0]["lastTransitionTime"], T1);
+    }
+
+    #[test]
+    fn same_input_twice_is_no_change() {
+        let declared = ["A".to_string()];
+        let r = result(vec![GuestCondition::new("A", "True", "Ok", "")]);
+        let s0 = desired_status(&json!({}), &r, &declared, 3, T0);
+        let s1 = desired_status(&s0, &r, &declared, 3, T1);
+        assert!(!changed(&s0, &s1), "{s0} vs {s1}");
+    }
+
+    #[test]
+    fn guest_cannot_write_host_fields_and_errors_set_ready_false() {
+        let r = GuestResult {
+            status: Some(json!({"observedGeneration": 99, "conditions": [], "x": 1})),
+            conditions: vec![],
+            error: Some(("Boom".into(), "it broke".into())),
+        };
+        let s = desired_status(&json!({"y": 2}), &r, &[], 5, T0);
+        assert_eq!(s["observedGeneration"], 5);
+        assert_eq!(s["x"], 1);
+        assert_eq!(s["y"], 2);
+        assert_eq!(s["conditions"][0]["type"], "Ready");
+        assert_eq!(s["conditions"][0]["status"], "False");
+        assert_eq!(s["conditions"][0]["reason"], "Boom");
+    }
+}
