@@ -23,6 +23,10 @@ use crate::controller::Manager;
 use crate::plugin::api::ClusterApi;
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::manifest::PluginKind;
+use crate::node::NodeAgent;
+use crate::node::agent::NodeConfig;
+use crate::node::kubelet::KubeletTls;
+use crate::node::workloads::{WorkloadConfig, WorkloadManager};
 use crate::plugin::{Manifest, PluginSet};
 
 #[derive(Parser)]
@@ -65,6 +69,35 @@ struct HostArgs {
     /// How often every cached object is re-enqueued at low priority.
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
+    /// Debugging/testing only: hold every watch event this long before it reaches the caches.
+    #[arg(long, default_value_t = 0, hide = true)]
+    debug_cache_delay_ms: u64,
+}
+
+#[derive(clap::Args, Clone)]
+struct NodeArgs {
+    /// This node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The provider plugin that runs this node's pods.
+    #[arg(long, default_value = "wasi-runner")]
+    provider: String,
+    /// Port of the kubelet API (0 picks a free one; the Node object names it).
+    #[arg(long, default_value_t = 10250)]
+    kubelet_port: u16,
+    /// The address this node reports and serves the kubelet API on.
+    #[arg(long, default_value = "127.0.0.1")]
+    node_address: std::net::IpAddr,
+    /// Host directories pods may mount as hostPath volumes.
+    #[arg(long = "host-path-allow")]
+    host_path_allow: Vec<PathBuf>,
+    /// Registries pulled from over plain HTTP (host:port).
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
+    /// CA whose client certificates may call the kubelet API (`run` only; `up`
+    /// uses its own CA).
+    #[arg(long)]
+    kubelet_client_ca: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -82,6 +115,11 @@ enum Command {
         server: ServerArgs,
         #[command(flatten)]
         host: HostArgs,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Run no node agent (controllers only).
+        #[arg(long)]
+        no_node: bool,
     },
     /// Run the host against a cluster given by a kubeconfig.
     Run {
@@ -90,13 +128,13 @@ enum Command {
         /// `cluster`: reconcilers; `node`: the node agent; `all`: both.
         #[arg(long, value_enum, default_value = "cluster")]
         mode: Mode,
-        #[arg(long)]
-        node_name: Option<String>,
         /// Caches, module store and logs.
         #[arg(long, default_value = ".data")]
         data_dir: PathBuf,
         #[command(flatten)]
         host: HostArgs,
+        #[command(flatten)]
+        node: NodeArgs,
     },
     /// Run only the embedded API server.
     Apiserver(ServerArgs),
@@ -138,23 +176,44 @@ fn identity(host: &HostArgs) -> String {
     })
 }
 
-/// The host: plugins, caches, controllers, metrics, leader election.
-async fn run_host(client: kube::Client, data_dir: &Path, host: &HostArgs) -> Result<()> {
+/// The host: plugins, caches, controllers, metrics, leader election; and,
+/// with `node`, the node agent running pods through a provider plugin.
+async fn run_host(
+    client: kube::Client,
+    data_dir: &Path,
+    host: &HostArgs,
+    node: Option<(&NodeArgs, Option<KubeletTls>)>,
+) -> Result<Option<NodeAgent>> {
     let api = Arc::new(ClusterApi::new(client.clone()));
-    let caches = Caches::new(api.clone());
+    let caches = Caches::with_debug_delay(api.clone(), std::time::Duration::from_millis(host.debug_cache_delay_ms));
     api.use_caches(&caches);
     let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Arc::new(AtomicBool::new(!host.leader_elect));
+    let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
     let plugins = match &host.plugins {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
-            Some(PluginSet::new(engine, dir, Some(api.clone())))
+            Some(PluginSet::new(engine.clone(), dir, Some(api.clone())))
         }
         None => None,
     };
+    let mut agent = None;
+    if let (Some((n, tls)), Some(plugins)) = (node, &plugins) {
+        let mut wc = WorkloadConfig::new(data_dir.join("node"));
+        wc.host_path_allow = n.host_path_allow.clone();
+        wc.insecure_registries = n.insecure_registries.clone();
+        let workloads = Arc::new(WorkloadManager::new(wc, engine.clone())?);
+        let mut config = NodeConfig::new(&node_name(n));
+        config.address = n.node_address;
+        config.kubelet_port = n.kubelet_port;
+        // Providers must be able to load before the first scan.
+        plugins.set_workloads(workloads.clone());
+        let a = NodeAgent::start(client.clone(), config, plugins.clone(), &n.provider, workloads, tls).await?;
+        println!("wasmlet: node {} (kubelet API on {}:{})", a.config.name, a.config.address, a.config.kubelet_port);
+        agent = Some(a);
+    }
     let bound = metrics.clone().serve(host.metrics_addr, plugins.clone(), ready.clone()).await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
@@ -176,7 +235,22 @@ async fn run_host(client: kube::Client, data_dir: &Path, host: &HostArgs) -> Res
         });
     }
     ready.store(true, std::sync::atomic::Ordering::Release);
-    Ok(())
+    Ok(agent)
+}
+
+fn node_name(n: &NodeArgs) -> String {
+    n.node_name.clone().unwrap_or_else(|| {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let h = h.trim().to_lowercase();
+        if h.is_empty() { "wasmlet-node".into() } else { h }
+    })
+}
+
+/// Stops the node agent gracefully (NotReady, workloads given their grace).
+async fn stop(agent: Option<NodeAgent>) {
+    if let Some(a) = agent {
+        a.shutdown(std::time::Duration::from_secs(10)).await;
+    }
 }
 
 async fn plugin_check(path: &Path) -> Result<()> {
@@ -259,25 +333,47 @@ async fn main_async(cli: Cli) -> Result<()> {
             tokio::signal::ctrl_c().await?;
             server.shutdown();
         }
-        Command::Up { server, host } => {
+        Command::Up { server, host, node, no_node } => {
             let s = start_server(&server).await?;
             let client = kube::Client::try_from(s.kube_config().await?)?;
-            run_host(client, &server.data_dir, &host).await?;
+            let tls = if no_node {
+                None
+            } else {
+                let (cert_pem, key_pem) = s.state.pki.node_serving_cert(&node_name(&node))?;
+                Some(KubeletTls { cert_pem, key_pem, client_ca_pem: s.state.pki.ca_pem.clone() })
+            };
+            let agent = run_host(client, &server.data_dir, &host, tls.map(|t| (&node, Some(t)))).await?;
             tokio::signal::ctrl_c().await?;
+            stop(agent).await;
             s.shutdown();
         }
-        Command::Run { kubeconfig, mode, node_name, data_dir, host } => {
-            if mode != Mode::Cluster {
-                anyhow::bail!(
-                    "--mode {} needs the node agent, which this wasmlet version does not have yet{}",
-                    if mode == Mode::Node { "node" } else { "all" },
-                    node_name.map(|n| format!(" (node {n})")).unwrap_or_default()
-                );
-            }
+        Command::Run { kubeconfig, mode, data_dir, host, node } => {
             std::fs::create_dir_all(&data_dir)?;
             let client = client_from(&kubeconfig).await?;
-            run_host(client, &data_dir, &host).await?;
+            let node_part = if mode == Mode::Cluster {
+                None
+            } else {
+                // The kubelet endpoint's own certificate; callers are checked
+                // against --kubelet-client-ca (or only by TokenReview without it).
+                let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
+                let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
+                let client_ca_pem = match &node.kubelet_client_ca {
+                    Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+                    None => own.ca_pem.clone(),
+                };
+                Some((&node, Some(KubeletTls { cert_pem, key_pem, client_ca_pem })))
+            };
+            let mut host = host.clone();
+            if mode == Mode::Node && host.plugins.is_none() {
+                anyhow::bail!("--mode node needs --plugins DIR holding the provider plugin ({})", node.provider);
+            }
+            if mode == Mode::Node {
+                // A node-only host reconciles nothing.
+                host.leader_elect = false;
+            }
+            let agent = run_host(client, &data_dir, &host, node_part).await?;
             tokio::signal::ctrl_c().await?;
+            stop(agent).await;
         }
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,

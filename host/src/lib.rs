@@ -7,4 +7,5 @@
 pub mod apiserver;
 pub mod cli;
 pub mod controller;
+pub mod node;
 pub mod plugin;

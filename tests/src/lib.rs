@@ -46,7 +46,7 @@ impl Plane {
     /// `wasmlet up --plugins DATA/plugins --metrics-addr 127.0.0.1:0 EXTRA...`:
     /// the control plane with the host. Put plugins into [`Plane::plugin_dir`].
     pub async fn start_up(extra: &[&str]) -> Result<Plane> {
-        let mut args = vec!["up".to_string(), "--metrics-addr".into(), "127.0.0.1:0".into()];
+        let mut args = vec!["up".to_string(), "--metrics-addr".into(), "127.0.0.1:0".into(), "--kubelet-port".into(), "0".into()];
         args.extend(extra.iter().map(|s| s.to_string()));
         Plane::launch(args).await
     }
@@ -412,4 +412,98 @@ pub fn configmap(name: &str, data: &[(&str, &str)]) -> k8s_openapi::api::core::v
 /// A resourceVersion as a number (this server's are integers).
 pub fn rv_of<K: kube::Resource>(o: &K) -> u64 {
     o.meta().resource_version.as_deref().and_then(|r| r.parse().ok()).expect("a numeric resourceVersion")
+}
+
+/// The sum of a metric's samples whose line contains `labels` (e.g.
+/// `controller="trap"`), from a Prometheus text exposition.
+pub fn metric(text: &str, name: &str, labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `wasmlet run --kubeconfig KC --data-dir TMP --plugins TMP/plugins
+/// --metrics-addr 127.0.0.1:0 EXTRA...`: the host alone, against a plane
+/// started separately (`Plane::start`). Put plugins into [`Host::plugin_dir`].
+pub struct Host {
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+}
+
+impl Host {
+    pub async fn start(kubeconfig: &Path, extra: &[&str]) -> Result<Host> {
+        let bin = wasmlet_bin();
+        if !bin.exists() {
+            bail!("{} does not exist: build it first (cargo build -p wasmlet)", bin.display());
+        }
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join("plugins"))?;
+        let log = std::fs::File::create(dir.path().join("wasmlet.log"))?;
+        let out = std::fs::File::create(dir.path().join("wasmlet.out"))?;
+        let child = Command::new(&bin)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--plugins")
+            .arg(dir.path().join("plugins"))
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(extra)
+            .env("WASMLET_LOG", std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(out)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut host = Host { dir, child: Some(child) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while host.metrics_url_now().is_none() {
+            if let Some(status) = host.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("wasmlet run exited early ({status}); log:\n{}", host.log());
+            }
+            if Instant::now() > deadline {
+                bail!("wasmlet run did not serve metrics in 30 s; log:\n{}", host.log());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(host)
+    }
+
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    fn metrics_url_now(&self) -> Option<String> {
+        let out = std::fs::read_to_string(self.dir.path().join("wasmlet.out")).ok()?;
+        out.lines().find_map(|l| l.strip_prefix("wasmlet: metrics on ").map(|u| u.trim().to_string()))
+    }
+
+    /// The metrics text exposition.
+    pub fn metrics(&self) -> Result<String> {
+        let url = self.metrics_url_now().context("no metrics address yet")?;
+        let out = Command::new("curl").args(["-sf", &url]).output()?;
+        if !out.status.success() {
+            bail!("GET {url} failed");
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("wasmlet.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`: no shutdown path runs (no lease release, nothing flushed).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.kill9();
+    }
 }

@@ -285,9 +285,37 @@ pub fn __init<S: Machine, I: State<S> + Default>(pod: String) -> Result<String, 
     serde_json::to_string(&Envelope { pod: pod_state, state }).map_err(|e| e.to_string())
 }
 
+/// A state the [`crate::provider!`] macro dispatches by name besides those on declared
+/// edges: the initial, on-delete and error states, which the host may enter without an
+/// edge (a deletion, a handler error), so they need not appear in [`crate::edges!`].
+#[doc(hidden)]
+pub struct Named<S> {
+    pub name: &'static str,
+    pub handle: fn(Value, &Pod, &mut S, Option<&WakeEvent>) -> Result<Transition<S>, StateError>,
+    pub status: fn(Value, &Pod, &S) -> Result<Value, StateError>,
+}
+
+impl<S: PodState> Named<S> {
+    pub fn of<T: State<S>>() -> Self {
+        Named { name: T::name(), handle: __handle_as::<S, T>, status: __status_as::<S, T> }
+    }
+}
+
 /// The `handle` export.
 #[doc(hidden)]
 pub fn __handle<S: Machine>(
+    state: String,
+    pod: String,
+    data: String,
+    event: Option<raw::WakeEvent>,
+) -> Result<raw::HandlerOutcome, String> {
+    __handle_in::<S>(&[], state, pod, data, event)
+}
+
+/// The `handle` export, also dispatching the `named` states (see [`Named`]).
+#[doc(hidden)]
+pub fn __handle_in<S: Machine>(
+    named: &[Named<S>],
     state: String,
     pod: String,
     data: String,
@@ -301,7 +329,8 @@ pub fn __handle<S: Machine>(
         raw::WakeEvent::PodChanged => WakeEvent::PodChanged,
         raw::WakeEvent::FetchDone(id) => WakeEvent::FetchDone(id),
     });
-    let transition = S::handle_state(&state, value, &pod, &mut pod_state, wake.as_ref())
+    let transition = S::handle_state(&state, value.clone(), &pod, &mut pod_state, wake.as_ref())
+        .or_else(|| named.iter().find(|n| n.name == state).map(|n| (n.handle)(value, &pod, &mut pod_state, wake.as_ref())))
         .ok_or_else(|| format!("unknown state {state:?}"))?
         .map_err(|e| format!("{state}: {e}"))?;
     let envelope = |value: Value| {
@@ -330,10 +359,17 @@ pub fn __handle<S: Machine>(
 /// handler (which runs next) reports real problems.
 #[doc(hidden)]
 pub fn __status<S: Machine>(state: String, pod: String, data: String) -> String {
+    __status_in::<S>(&[], state, pod, data)
+}
+
+/// The `status` export, also for the `named` states (see [`Named`]).
+#[doc(hidden)]
+pub fn __status_in<S: Machine>(named: &[Named<S>], state: String, pod: String, data: String) -> String {
     let result = (|| -> Result<Value, String> {
         let pod = decode_pod(&pod)?;
         let envelope = decode_envelope::<S>(&data)?;
-        S::status_of(&state, envelope.state, &pod, &envelope.pod)
+        S::status_of(&state, envelope.state.clone(), &pod, &envelope.pod)
+            .or_else(|| named.iter().find(|n| n.name == state).map(|n| (n.status)(envelope.state, &pod, &envelope.pod)))
             .ok_or_else(|| format!("unknown state {state:?}"))?
             .map_err(|e| e.0)
     })();
@@ -426,7 +462,9 @@ macro_rules! edges {
 
 /// Exports a provider: its pod data type (whose edges [`crate::edges!`] declared), the
 /// initial state (which must be `Default`), the state a deleted pod enters, the error
-/// state, and optionally the back-off states. Use it once per crate.
+/// state, and optionally the back-off states. Use it once per crate. The initial,
+/// on-delete and error states are dispatched by name even when no declared edge names
+/// them (the host enters the on-delete and error states without an edge).
 ///
 /// ```ignore
 /// wasmlet_sdk::provider!(RunnerState, initial = Registered, on_delete = Terminated,
@@ -438,6 +476,15 @@ macro_rules! provider {
         $(, backoff = [$($backoff:ident),* $(,)?])? $(,)?) => {
         const _: () = {
             struct __WasmletProvider;
+
+            // The states the host may enter without a declared edge.
+            fn __named() -> [$crate::provider::Named<$machine>; 3] {
+                [
+                    $crate::provider::Named::of::<$initial>(),
+                    $crate::provider::Named::of::<$on_delete>(),
+                    $crate::provider::Named::of::<$error>(),
+                ]
+            }
 
             impl $crate::bindings::provider_exports::Guest for __WasmletProvider {
                 fn graph() -> $crate::bindings::provider_exports::StateGraph {
@@ -459,7 +506,7 @@ macro_rules! provider {
                     state_data: ::std::string::String,
                     event: ::std::option::Option<$crate::bindings::provider_exports::WakeEvent>,
                 ) -> ::std::result::Result<$crate::bindings::provider_exports::HandlerOutcome, ::std::string::String> {
-                    $crate::provider::__handle::<$machine>(state, pod, state_data, event)
+                    $crate::provider::__handle_in::<$machine>(&__named(), state, pod, state_data, event)
                 }
 
                 fn status(
@@ -467,7 +514,7 @@ macro_rules! provider {
                     pod: ::std::string::String,
                     state_data: ::std::string::String,
                 ) -> ::std::string::String {
-                    $crate::provider::__status::<$machine>(state, pod, state_data)
+                    $crate::provider::__status_in::<$machine>(&__named(), state, pod, state_data)
                 }
             }
 

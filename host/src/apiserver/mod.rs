@@ -81,6 +81,8 @@ pub struct ApiState {
     pub registry: Arc<Registry>,
     pub token: String,
     pub addr: SocketAddr,
+    pub pki: Arc<pki::Pki>,
+    pub kubelets: logs::KubeletClients,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -108,7 +110,15 @@ impl ApiServer {
             .with_context(|| format!("listening on {}", config.listen))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(ApiState { resources: resources.clone(), registry, token: pki.token.clone(), addr });
+        let pki = Arc::new(pki);
+        let state = Arc::new(ApiState {
+            resources: resources.clone(),
+            registry,
+            token: pki.token.clone(),
+            addr,
+            pki: pki.clone(),
+            kubelets: Default::default(),
+        });
         tokio::spawn(gc::Controllers::new(resources).run());
 
         let app = router(state.clone());

@@ -52,7 +52,7 @@ impl Pki {
         let ca_pem = fs::read_to_string(&ca)?;
         let ca_key_pem = fs::read_to_string(&ca_key)?;
         if !(cert.exists() && key.exists()) {
-            let (c, k) = sign_serving(&ca_pem, &ca_key_pem)?;
+            let (c, k) = sign_serving(&ca_pem, &ca_key_pem, &[])?;
             write_private(&key, &k)?;
             write_private(&cert, &c)?;
         }
@@ -101,6 +101,12 @@ impl Pki {
         Ok(path)
     }
 
+    /// A serving certificate for a node's kubelet endpoint (`name`, localhost,
+    /// 127.0.0.1, ::1), signed by this CA.
+    pub fn node_serving_cert(&self, name: &str) -> Result<(String, String)> {
+        sign_serving(&self.ca_pem, &self.ca_key_pem, &[name])
+    }
+
     /// A client certificate signed by this CA (for the kubelet API's callers).
     pub fn client_cert(&self, common_name: &str) -> Result<(String, String)> {
         let key = KeyPair::generate()?;
@@ -117,9 +123,11 @@ fn cert_path(dir: &Path) -> PathBuf {
     dir.join("apiserver.crt")
 }
 
-fn sign_serving(ca_pem: &str, ca_key_pem: &str) -> Result<(String, String)> {
+fn sign_serving(ca_pem: &str, ca_key_pem: &str, extra_names: &[&str]) -> Result<(String, String)> {
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
+    let mut names = vec!["localhost".to_string()];
+    names.extend(extra_names.iter().map(|n| n.to_string()));
+    let mut params = CertificateParams::new(names)?;
     params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     params.subject_alt_names.push(SanType::IpAddress(IpAddr::V6(Ipv6Addr::LOCALHOST)));
     params.distinguished_name.push(DnType::CommonName, "wasmlet-apiserver");

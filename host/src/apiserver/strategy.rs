@@ -55,8 +55,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             // Event names carry object names plus a suffix; upstream only
             // checks them as path segments.
             "events" => path_segment_errors(name),
-            _ if rt.builtin => names::is_dns1123_subdomain(name),
-            _ => path_segment_errors(name),
+            // Custom resources too: upstream requires a DNS-1123 subdomain.
+            _ => names::is_dns1123_subdomain(name),
         };
         for e in errs {
             causes.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: \"{name}\": {e}")));

@@ -112,11 +112,20 @@ impl KindCache {
 pub struct Caches {
     pub api: Arc<ClusterApi>,
     kinds: Mutex<HashMap<(String, String), Arc<KindCache>>>,
+    /// Debugging/testing only (`--debug-cache-delay-ms`): every watch event is
+    /// held this long before the reflector stores it, so caches lag the API.
+    debug_delay: std::time::Duration,
 }
 
 impl Caches {
     pub fn new(api: Arc<ClusterApi>) -> Arc<Caches> {
-        Arc::new(Caches { api, kinds: Mutex::new(HashMap::new()) })
+        Caches::with_debug_delay(api, std::time::Duration::ZERO)
+    }
+
+    /// As [`Caches::new`], with every watch event delayed by `delay` before it
+    /// reaches the store (a lagging cache, for tests of expectations).
+    pub fn with_debug_delay(api: Arc<ClusterApi>, delay: std::time::Duration) -> Arc<Caches> {
+        Arc::new(Caches { api, kinds: Mutex::new(HashMap::new()), debug_delay: delay })
     }
 
     /// The cache for a kind if one is running.
@@ -135,13 +144,13 @@ impl Caches {
         if let Some(c) = kinds.get(&key) {
             return Ok(c.clone());
         }
-        let cache = Arc::new(start(self.api.client.clone(), resolved));
+        let cache = Arc::new(start(self.api.client.clone(), resolved, self.debug_delay));
         kinds.insert(key, cache.clone());
         Ok(cache)
     }
 }
 
-fn start(client: kube::Client, resolved: Resolved) -> KindCache {
+fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -> KindCache {
     let ar: ApiResource = resolved.resource.clone();
     let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
     let store = writer.as_reader();
@@ -153,6 +162,20 @@ fn start(client: kube::Client, resolved: Resolved) -> KindCache {
     let kind = ar.kind.clone();
     let task = tokio::spawn(async move {
         let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let stream = if delay.is_zero() {
+            stream.boxed()
+        } else {
+            // Before the reflector, so the store itself lags (not only the
+            // fan-out); only live changes, so (re)lists stay quick.
+            stream
+                .then(move |ev| async move {
+                    if matches!(ev, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) {
+                        tokio::time::sleep(delay).await;
+                    }
+                    ev
+                })
+                .boxed()
+        };
         let mut stream = reflector::reflector(writer, stream).boxed();
         while let Some(ev) = stream.next().await {
             let ev = match ev {

@@ -280,9 +280,9 @@ impl Controller {
         while let Some(item) = self.queue.next().await {
             let key = item.key.clone();
             if !self.leading.load(std::sync::atomic::Ordering::Acquire) {
-                // Not the leader: hold the key until leadership comes back.
+                // Not the leader: hold the key (at its priority) until leadership comes back.
+                self.queue.add_after(key.clone(), Duration::from_secs(1));
                 self.queue.done(&key);
-                self.queue.add_after(key, Duration::from_secs(1));
                 continue;
             }
             self.metrics.active_workers(&self.name, 1);

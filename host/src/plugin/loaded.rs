@@ -14,6 +14,7 @@ use wasmtime::{Store, Trap};
 use super::engine::PluginEngine;
 use super::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, ReconcileError, ReconcileOutcome};
 use super::imports::{ReconcilerPlugin, ReconcilerPluginPre};
+use super::provider::{HandlerOutcome, ProviderPlugin, ProviderPluginPre, StateGraph, WakeEvent};
 use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
 use super::sandbox::{CallReport, PluginCtx, State};
@@ -56,11 +57,21 @@ pub struct Loaded {
     pub ctx: Arc<PluginCtx>,
     pub declared_conditions: Vec<String>,
     pub load_time: Duration,
+    /// Providers: the state graph, checked at load.
+    pub graph: Option<StateGraph>,
     engine: PluginEngine,
-    pre: ReconcilerPluginPre<State>,
+    pre: Pre,
     /// The manifest's `limits.concurrency`.
     slots: Arc<Semaphore>,
 }
+
+/// The linked component, per world.
+enum Pre {
+    Reconciler(ReconcilerPluginPre<State>),
+    Provider(ProviderPluginPre<State>),
+}
+
+type CallFuture<'a, R> = std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// Refuses components built against another contract version, naming it.
 fn check_contract(engine: &PluginEngine, component: &Component, path: &Path, kind: PluginKind) -> Result<(), LoadError> {
@@ -99,17 +110,19 @@ impl Loaded {
         let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io { path: wasm.display().to_string(), message: e.to_string() })?;
         let (component, digest) = engine.load(wasm, &bytes)?;
         check_contract(engine, &component, wasm, manifest.plugin.kind)?;
-        if manifest.plugin.kind == PluginKind::Provider {
-            return Err(LoadError::Contract {
-                path: wasm.display().to_string(),
-                message: "provider plugins run in the node agent, which this wasmlet version does not have yet".into(),
-            });
-        }
         let link = |e: wasmtime::Error| LoadError::Link { path: wasm.display().to_string(), message: format!("{e:#}") };
         let mut linker: Linker<State> = Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-        ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
-        let pre = ReconcilerPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?;
+        let pre = match manifest.plugin.kind {
+            PluginKind::Reconciler => {
+                ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
+                Pre::Reconciler(ReconcilerPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?)
+            }
+            PluginKind::Provider => {
+                ProviderPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
+                Pre::Provider(ProviderPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?)
+            }
+        };
         let mut loaded = Loaded {
             name: ctx.name.clone(),
             digest,
@@ -117,15 +130,31 @@ impl Loaded {
             manifest,
             ctx,
             declared_conditions: Vec::new(),
+            graph: None,
             load_time: Duration::ZERO,
             engine: engine.clone(),
             pre,
         };
         // The first call doubles as the check that the new version works at all.
+        let first = |error| LoadError::FirstCall { path: wasm.display().to_string(), error };
+        if loaded.manifest.plugin.kind == PluginKind::Provider {
+            let graph = loaded
+                .call("(load)", |pre, s| Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_graph(s).await }))
+                .await
+                .map_err(first)?
+                .0;
+            super::provider::validate_graph(&graph)
+                .map_err(|m| LoadError::Contract { path: wasm.display().to_string(), message: format!("state graph: {m}") })?;
+            loaded.graph = Some(graph);
+            loaded.load_time = started.elapsed();
+            return Ok(loaded);
+        }
         let conditions = loaded
-            .call("(load)", |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_declared_conditions(s).await }))
+            .call("(load)", |pre, s| {
+                Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_declared_conditions(s).await })
+            })
             .await
-            .map_err(|error| LoadError::FirstCall { path: wasm.display().to_string(), error })?
+            .map_err(first)?
             .0;
         loaded.declared_conditions = conditions;
         loaded.load_time = started.elapsed();
@@ -140,10 +169,7 @@ impl Loaded {
     async fn call<R: Send>(
         &self,
         key: &str,
-        f: impl for<'a> FnOnce(
-            &'a ReconcilerPlugin,
-            &'a mut Store<State>,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+        f: impl for<'a> FnOnce(&'a Pre, &'a mut Store<State>) -> CallFuture<'a, R>,
     ) -> Result<(R, CallReport), CallError> {
         let _slot = self.slots.acquire().await.map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
@@ -151,10 +177,7 @@ impl Loaded {
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
         store.epoch_deadline_trap();
-        let result = match self.pre.instantiate_async(&mut store).await {
-            Ok(bindings) => f(&bindings, &mut store).await,
-            Err(e) => Err(e),
-        };
+        let result = f(&self.pre, &mut store).await;
         match result {
             Ok(r) => {
                 let data = store.data_mut();
@@ -186,7 +209,9 @@ impl Loaded {
     pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
-            .call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await }))
+            .call(key, move |pre, s| {
+                Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await })
+            })
             .await?;
         let status = match &result {
             Ok(o) => o.status.as_deref(),
@@ -203,7 +228,63 @@ impl Loaded {
 
     pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
-        self.call(key, move |b, s| Box::pin(async move { b.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })).await
+        self.call(key, move |pre, s| {
+            Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })
+        })
+        .await
+    }
+
+    /// Provider: the initial state data for a pod.
+    pub async fn provider_init(&self, key: &str, pod: &str) -> Result<Result<String, String>, CallError> {
+        let pod = pod.to_string();
+        self.call(key, move |pre, s| {
+            Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_init(s, &pod).await })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+
+    /// Provider: one handler run.
+    pub async fn provider_handle(
+        &self,
+        key: &str,
+        state: &str,
+        pod: &str,
+        data: &str,
+        event: Option<WakeEvent>,
+    ) -> Result<Result<HandlerOutcome, String>, CallError> {
+        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
+        self.call(key, move |pre, s| {
+            Box::pin(async move {
+                provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_handle(s, &state, &pod, &data, event).await
+            })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+
+    /// Provider: the status fragment for a state.
+    pub async fn provider_status(&self, key: &str, state: &str, pod: &str, data: &str) -> Result<String, CallError> {
+        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
+        self.call(key, move |pre, s| {
+            Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_status(s, &state, &pod, &data).await })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+}
+
+fn reconciler(pre: &Pre) -> wasmtime::Result<&ReconcilerPluginPre<State>> {
+    match pre {
+        Pre::Reconciler(p) => Ok(p),
+        Pre::Provider(_) => Err(wasmtime::Error::msg("a provider has no reconciler exports")),
+    }
+}
+
+fn provider(pre: &Pre) -> wasmtime::Result<&ProviderPluginPre<State>> {
+    match pre {
+        Pre::Provider(p) => Ok(p),
+        Pre::Reconciler(_) => Err(wasmtime::Error::msg("a reconciler has no provider exports")),
     }
 }
 

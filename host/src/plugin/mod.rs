@@ -14,6 +14,7 @@ pub mod imports;
 pub mod loaded;
 pub mod manifest;
 pub mod metrics;
+pub mod provider;
 pub mod sandbox;
 pub mod set;
 

@@ -28,6 +28,8 @@ pub struct PluginCtx {
     pub api: Option<Arc<ClusterApi>>,
     pub metrics: Arc<PluginMetrics>,
     pub recorder: Option<kube::runtime::events::Recorder>,
+    /// Providers only: the node agent's workload runner.
+    pub workloads: Option<Arc<dyn super::provider::Workloads>>,
 }
 
 /// Denies growth past the manifest's cap and remembers that it did, so a trap

@@ -50,6 +50,8 @@ pub struct PluginSet {
     engine: PluginEngine,
     dir: PathBuf,
     api: Option<Arc<ClusterApi>>,
+    /// Set on node agents: providers' `workloads` import runs here.
+    workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
     /// Metrics outlive versions and removals, so counters never reset.
     metrics: Mutex<BTreeMap<String, Arc<PluginMetrics>>>,
@@ -75,12 +77,18 @@ impl PluginSet {
             engine,
             dir: dir.to_path_buf(),
             api,
+            workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
             events,
             scanning: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Makes this set able to run providers (node agents call this before the first scan).
+    pub fn set_workloads(&self, w: Arc<dyn super::provider::Workloads>) {
+        *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<PluginEvent> {
@@ -136,6 +144,7 @@ impl PluginSet {
             api: self.api.clone(),
             metrics: self.metrics(name),
             recorder,
+            workloads: self.workloads.read().unwrap_or_else(|p| p.into_inner()).clone(),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }

@@ -1,0 +1,199 @@
+//! The Node object and its heartbeat: registration with capacity, nodeInfo,
+//! labels and taints; a Lease in `kube-node-lease` renewed every 10 s; the
+//! Ready condition kept fresh; NotReady on shutdown. A failed renewal is
+//! logged and retried on the next tick, never a panic (a Krustlet gap).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// How often the node lease is renewed (kubelet's default).
+pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+/// How often the Ready condition's heartbeat is refreshed.
+pub const STATUS_EVERY: Duration = Duration::from_secs(40);
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub name: String,
+    pub address: IpAddr,
+    pub kubelet_port: u16,
+    pub cpu: String,
+    pub memory: String,
+    pub pods: u32,
+}
+
+impl NodeConfig {
+    pub fn new(name: &str) -> NodeConfig {
+        NodeConfig {
+            name: name.into(),
+            address: IpAddr::from([127, 0, 0, 1]),
+            kubelet_port: 10250,
+            cpu: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).to_string(),
+            memory: total_memory().unwrap_or_else(|| "1Gi".into()),
+            pods: 110,
+        }
+    }
+}
+
+fn total_memory() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{kb}Ki"))
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub fn kubelet_version() -> String {
+    format!("v1.33.0-wasmlet.{}", env!("CARGO_PKG_VERSION"))
+}
+
+fn conditions(ready: bool, since: &str) -> Value {
+    let now = now_rfc3339();
+    let pressure = |t: &str, reason: &str, msg: &str| {
+        json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since})
+    };
+    json!([
+        pressure("MemoryPressure", "KubeletHasSufficientMemory", "wasmlet has sufficient memory available"),
+        pressure("DiskPressure", "KubeletHasNoDiskPressure", "wasmlet has no disk pressure"),
+        pressure("PIDPressure", "KubeletHasSufficientPID", "wasmlet has sufficient PID available"),
+        if ready {
+            json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "wasmlet is posting ready status",
+                   "lastHeartbeatTime": now, "lastTransitionTime": since})
+        } else {
+            json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "wasmlet is shutting down",
+                   "lastHeartbeatTime": now, "lastTransitionTime": now})
+        },
+    ])
+}
+
+fn status(cfg: &NodeConfig, ready: bool, since: &str) -> Value {
+    let resources = json!({"cpu": cfg.cpu, "memory": cfg.memory, "pods": cfg.pods.to_string()});
+    json!({
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": conditions(ready, since),
+        "addresses": [
+            {"type": "InternalIP", "address": cfg.address.to_string()},
+            {"type": "Hostname", "address": cfg.name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": cfg.kubelet_port}},
+        "nodeInfo": {
+            "architecture": "wasm32-wasi",
+            "operatingSystem": "wasi",
+            "osImage": "wasmlet",
+            "kernelVersion": std::env::consts::OS,
+            "kubeletVersion": kubelet_version(),
+            "kubeProxyVersion": "",
+            "containerRuntimeVersion": "wasmtime://48.0.8",
+            "machineID": "", "systemUUID": "", "bootID": "",
+        },
+    })
+}
+
+/// Creates the Node (or takes over an existing one of that name) and
+/// reports it Ready.
+pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let labels: BTreeMap<String, String> = [
+        ("kubernetes.io/arch", "wasm32-wasi"),
+        ("kubernetes.io/os", "wasi"),
+        ("kubernetes.io/hostname", cfg.name.as_str()),
+        ("type", "wasmlet"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let taints = json!([
+        {"key": "kubernetes.io/arch", "value": "wasm32-wasi", "effect": "NoSchedule"},
+        {"key": "kubernetes.io/arch", "value": "wasm32-wasi", "effect": "NoExecute"},
+    ]);
+    let since = now_rfc3339();
+    if nodes.get_opt(&cfg.name).await?.is_none() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": cfg.name, "labels": labels},
+            "spec": {"taints": taints},
+            "status": status(cfg, true, &since),
+        }))?;
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        let patch = json!({"metadata": {"labels": labels}, "spec": {"taints": taints}});
+        nodes.patch(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+    nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(json!({"status": status(cfg, true, &since)}))).await?;
+    tracing::info!(node = %cfg.name, "node registered");
+    Ok(())
+}
+
+async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let spec = LeaseSpec {
+        holder_identity: Some(cfg.name.clone()),
+        lease_duration_seconds: Some(40),
+        renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        ..Default::default()
+    };
+    match leases.get_opt(&cfg.name).await? {
+        Some(mut lease) => {
+            lease.spec = Some(spec);
+            leases.replace(&cfg.name, &PostParams::default(), &lease).await?;
+        }
+        None => {
+            let lease = Lease { metadata: ObjectMeta { name: Some(cfg.name.clone()), ..Default::default() }, spec: Some(spec) };
+            leases.create(&PostParams::default(), &lease).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever.
+pub async fn heartbeat(client: kube::Client, cfg: NodeConfig) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let since = now_rfc3339();
+    let mut tick = tokio::time::interval(LEASE_RENEW);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_status = std::time::Instant::now();
+    let mut failures = 0u32;
+    loop {
+        tick.tick().await;
+        match renew_lease(&client, &cfg).await {
+            Ok(()) => {
+                if failures > 0 {
+                    tracing::info!(node = %cfg.name, after = failures, "node lease renewed again");
+                }
+                failures = 0;
+            }
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(node = %cfg.name, error = %e, failures, "node lease renewal failed; retrying");
+            }
+        }
+        if last_status.elapsed() >= STATUS_EVERY {
+            let patch = json!({"status": {"conditions": conditions(true, &since)}});
+            match nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+                Ok(_) => last_status = std::time::Instant::now(),
+                Err(e) => tracing::warn!(node = %cfg.name, error = %e, "node status heartbeat failed; retrying"),
+            }
+        }
+    }
+}
+
+/// Reports the node NotReady (on shutdown).
+pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = json!({"status": {"conditions": conditions(false, &now_rfc3339())}});
+    if let Err(e) = nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        tracing::warn!(node = %cfg.name, error = %e, "could not mark the node NotReady");
+    }
+}

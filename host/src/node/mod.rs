@@ -1,0 +1,190 @@
+//! The node agent: a kubelet whose pod runtime is a provider plugin.
+//!
+//! - [`agent`]: the Node object, its lease and heartbeat;
+//! - [`pods`]: one state machine per pod, driven through the provider;
+//! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
+//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`.
+
+pub mod agent;
+pub mod kubelet;
+pub mod pods;
+pub mod workloads;
+
+use std::sync::Arc;
+
+use crate::plugin::PluginSet;
+use crate::plugin::provider::{self, wasmlet::plugin::workloads as w};
+
+use self::agent::NodeConfig;
+use self::pods::PodRunner;
+use self::workloads::WorkloadManager;
+
+/// The WIT `workloads` import on top of the [`WorkloadManager`].
+impl provider::Workloads for WorkloadManager {
+    fn fetch_module(&self, req: w::FetchRequest, docker_configs: Vec<Vec<u8>>) -> Result<w::FetchProgress, w::FetchError> {
+        let pull_secrets = docker_configs
+            .iter()
+            .filter_map(|c| workloads::PullSecret::from_docker_config(c).ok())
+            .flatten()
+            .collect();
+        let req = workloads::FetchRequest {
+            image: req.image,
+            pull_policy: match req.pull_policy {
+                w::PullPolicy::Always => workloads::PullPolicy::Always,
+                w::PullPolicy::IfNotPresent => workloads::PullPolicy::IfNotPresent,
+                w::PullPolicy::Never => workloads::PullPolicy::Never,
+            },
+            namespace: req.namespace,
+            pull_secrets,
+        };
+        match WorkloadManager::fetch_module(self, &req) {
+            Ok(workloads::FetchProgress::Ready(m)) => Ok(w::FetchProgress::Ready(m)),
+            Ok(workloads::FetchProgress::Pending(id)) => Ok(w::FetchProgress::Pending(id)),
+            Err(e) => Err(match e {
+                workloads::FetchError::InvalidReference(m) => w::FetchError::InvalidReference(m),
+                workloads::FetchError::NotFound(m) => w::FetchError::NotFound(m),
+                workloads::FetchError::Unauthorized(m) => w::FetchError::Unauthorized(m),
+                workloads::FetchError::NotWasm(m) => w::FetchError::NotWasm(m),
+                workloads::FetchError::NeverPull => w::FetchError::NeverPull,
+                workloads::FetchError::Unavailable(m) => w::FetchError::Unavailable(m),
+                workloads::FetchError::Other(m) => w::FetchError::Other(m),
+            }),
+        }
+    }
+
+    fn prepare_volume(&self, req: w::VolumeRequest) -> Result<u64, w::WorkloadError> {
+        let source = match req.source {
+            w::VolumeSource::EmptyDir(e) => workloads::VolumeSource::EmptyDir(workloads::EmptyDir { size_limit: e.size_limit }),
+            w::VolumeSource::Files(files) => workloads::VolumeSource::Files(
+                files.into_iter().map(|f| workloads::VolumeFile { path: f.path, contents: f.contents, mode: f.mode }).collect(),
+            ),
+            w::VolumeSource::HostPath(h) => workloads::VolumeSource::HostPath(workloads::HostPath { path: h.path, create: h.create }),
+        };
+        WorkloadManager::prepare_volume(self, &workloads::VolumeRequest { pod_uid: req.pod_uid, name: req.name, source }).map_err(err)
+    }
+
+    fn spawn(&self, spec: w::SpawnSpec) -> Result<u64, w::WorkloadError> {
+        let spec = workloads::SpawnSpec {
+            module: spec.module,
+            args: spec.args,
+            env: spec.env,
+            mounts: spec
+                .mounts
+                .into_iter()
+                .map(|m| workloads::Mount { volume: m.volume, guest_path: m.guest_path, sub_path: m.sub_path, read_only: m.read_only })
+                .collect(),
+            memory_limit: spec.memory_limit,
+            logs: workloads::LogTarget {
+                pod_namespace: spec.logs.pod_namespace,
+                pod_name: spec.logs.pod_name,
+                pod_uid: spec.logs.pod_uid,
+                container: spec.logs.container,
+                attempt: spec.logs.attempt,
+            },
+        };
+        WorkloadManager::spawn(self, spec).map_err(err)
+    }
+
+    fn status(&self, handle: u64) -> Result<w::WorkloadStatus, w::WorkloadError> {
+        let s = WorkloadManager::status(self, handle).map_err(err)?;
+        Ok(w::WorkloadStatus {
+            state: match s.state {
+                workloads::RunState::Running => w::RunState::Running,
+                workloads::RunState::Exited(c) => w::RunState::Exited(c),
+                workloads::RunState::Failed(m) => w::RunState::Failed(m),
+            },
+            started_at_ms: s.started_at_ms,
+            finished_at_ms: s.finished_at_ms,
+        })
+    }
+
+    fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), w::WorkloadError> {
+        WorkloadManager::kill(self, handle, grace_ms).map_err(err)
+    }
+
+    fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, w::WorkloadError> {
+        WorkloadManager::read_logs(self, handle, max_bytes).map_err(err)
+    }
+
+    fn release_pod(&self, pod_uid: &str) {
+        let _ = WorkloadManager::release_pod(self, pod_uid);
+    }
+}
+
+fn err(e: workloads::WorkloadError) -> w::WorkloadError {
+    match e {
+        workloads::WorkloadError::UnknownHandle => w::WorkloadError::UnknownHandle,
+        workloads::WorkloadError::Invalid(m) => w::WorkloadError::Invalid(m),
+        workloads::WorkloadError::Failed(m) => w::WorkloadError::Failed(m),
+    }
+}
+
+/// A running node agent.
+pub struct NodeAgent {
+    pub config: NodeConfig,
+    pub workloads: Arc<WorkloadManager>,
+    pub runner: Arc<PodRunner>,
+    client: kube::Client,
+}
+
+impl NodeAgent {
+    /// Registers the node, starts its heartbeat, the pod machines (through
+    /// `provider`, a plugin in `plugins`) and, with `tls`, the kubelet API.
+    pub async fn start(
+        client: kube::Client,
+        config: NodeConfig,
+        plugins: Arc<PluginSet>,
+        provider: &str,
+        workloads: Arc<WorkloadManager>,
+        tls: Option<kubelet::KubeletTls>,
+    ) -> anyhow::Result<NodeAgent> {
+        plugins.set_workloads(workloads.clone());
+        let mut config = config;
+        if let Some(tls) = tls {
+            let addr = std::net::SocketAddr::new(config.address, config.kubelet_port);
+            let bound = kubelet::serve(addr, tls, client.clone(), config.name.clone(), workloads.clone()).await?;
+            config.kubelet_port = bound.port();
+        }
+        agent::register(&client, &config).await?;
+        tokio::spawn(agent::heartbeat(client.clone(), config.clone()));
+        let runner = PodRunner::new(client.clone(), plugins, provider, config.clone());
+        {
+            let runner = runner.clone();
+            let mut exits = workloads.subscribe_exits();
+            tokio::spawn(async move {
+                loop {
+                    match exits.recv().await {
+                        Ok(h) => runner.workload_exited(h),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(missed = n, "workload exit notifications lagged");
+                        }
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+        {
+            let runner = runner.clone();
+            let mut fetches = workloads.subscribe_fetches();
+            tokio::spawn(async move {
+                loop {
+                    match fetches.recv().await {
+                        Ok(id) => runner.fetch_done(id),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(missed = n, "fetch notifications lagged");
+                        }
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+        tokio::spawn(runner.clone().run());
+        Ok(NodeAgent { config, workloads, runner, client })
+    }
+
+    /// NotReady, then every workload gets `grace` to finish.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        agent::mark_not_ready(&self.client, &self.config).await;
+        self.workloads.shutdown(grace).await;
+    }
+}

@@ -1,0 +1,367 @@
+//! Pod state machines: one per pod bound to this node, driven by the host
+//! through the provider plugin's handlers (Krustlet v0.5's model, with the
+//! machine in a wasm component).
+//!
+//! The host owns the loop: it calls `handle` for the current state, checks a
+//! transition against the declared edges (an undeclared one sends the pod to
+//! the error state with an Event naming the edge), patches the status the
+//! provider returns on entering each state, and does every wait itself
+//! (workload exits, timers, module fetches, pod changes) — no guest call
+//! blocks. A deletionTimestamp moves the pod to the on-delete state; when that
+//! state's handler waits on nothing, the pod is deleted with grace 0.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::agent::NodeConfig;
+use crate::plugin::PluginSet;
+use crate::plugin::provider::{HandlerOutcome, WaitOn, WakeEvent};
+
+/// What wakes a pod's machine.
+#[derive(Debug, Clone)]
+pub enum Wake {
+    PodChanged(Arc<Pod>),
+    /// The pod object is gone from the API.
+    PodGone,
+    WorkloadExited(u64),
+    FetchDone(u64),
+}
+
+/// Routes workload exits and fetch completions to the machine waiting on them.
+#[derive(Default)]
+struct Routes {
+    machines: HashMap<String, mpsc::UnboundedSender<Wake>>,
+    handles: HashMap<u64, String>,
+    fetches: HashMap<u64, String>,
+}
+
+pub struct PodRunner {
+    client: kube::Client,
+    plugins: Arc<PluginSet>,
+    provider: String,
+    node: NodeConfig,
+    routes: Mutex<Routes>,
+    recorder: Recorder,
+}
+
+fn key_of(pod: &Pod) -> String {
+    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
+}
+
+impl PodRunner {
+    pub fn new(client: kube::Client, plugins: Arc<PluginSet>, provider: &str, node: NodeConfig) -> Arc<PodRunner> {
+        let recorder = Recorder::new(client.clone(), Reporter { controller: "wasmlet-node".into(), instance: Some(node.name.clone()) });
+        Arc::new(PodRunner { client, plugins, provider: provider.into(), node, routes: Mutex::new(Routes::default()), recorder })
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Delivers a workload exit to the machine waiting on it.
+    pub fn workload_exited(&self, handle: u64) {
+        let r = self.routes();
+        if let Some(tx) = r.handles.get(&handle).and_then(|uid| r.machines.get(uid)) {
+            let _ = tx.send(Wake::WorkloadExited(handle));
+        }
+    }
+
+    pub fn fetch_done(&self, id: u64) {
+        let r = self.routes();
+        if let Some(tx) = r.fetches.get(&id).and_then(|uid| r.machines.get(uid)) {
+            let _ = tx.send(Wake::FetchDone(id));
+        }
+    }
+
+    /// Watches this node's pods and runs a machine for each, forever.
+    pub async fn run(self: Arc<Self>) {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node.name));
+        let mut stream = watcher(pods, config).default_backoff().boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => self.deliver(p),
+                Ok(watcher::Event::Delete(p)) => {
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    if let Some(tx) = self.routes().machines.get(&uid) {
+                        let _ = tx.send(Wake::PodGone);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(node = %self.node.name, error = %e, "pod watch failed; retrying"),
+            }
+        }
+    }
+
+    fn deliver(self: &Arc<Self>, pod: Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let pod = Arc::new(pod);
+        let mut routes = self.routes();
+        if let Some(tx) = routes.machines.get(&uid)
+            && tx.send(Wake::PodChanged(pod.clone())).is_ok()
+        {
+            return;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        routes.machines.insert(uid.clone(), tx);
+        drop(routes);
+        let me = self.clone();
+        tokio::spawn(async move {
+            let key = key_of(&pod);
+            Machine { runner: me.clone(), uid: uid.clone(), key, pod, rx }.run().await;
+            let mut r = me.routes();
+            r.machines.remove(&uid);
+            r.handles.retain(|_, u| *u != uid);
+            r.fetches.retain(|_, u| *u != uid);
+        });
+    }
+
+    async fn event(&self, pod: &Pod, type_: EventType, reason: &str, note: String) {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let ev = Event { type_, reason: reason.into(), note: Some(note), action: "Run".into(), secondary: None };
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, "could not record a pod event");
+        }
+    }
+}
+
+struct Machine {
+    runner: Arc<PodRunner>,
+    uid: String,
+    key: String,
+    pod: Arc<Pod>,
+    rx: mpsc::UnboundedReceiver<Wake>,
+}
+
+fn deleting(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+impl Machine {
+    fn pod_json(&self) -> String {
+        serde_json::to_string(self.pod.as_ref()).unwrap_or_default()
+    }
+
+    /// Patches the provider's status for `state`, merged with what the host owns.
+    async fn enter(&self, state: &str, data: &str) {
+        let Some(provider) = self.runner.plugins.get(&self.runner.provider) else { return };
+        let fragment = match provider.provider_status(&self.key, state, &self.pod_json(), data).await {
+            Ok(s) => serde_json::from_str::<Value>(&s).unwrap_or_else(|_| json!({})),
+            Err(e) => {
+                tracing::warn!(pod = %self.key, %state, error = %e, "provider status call failed");
+                json!({})
+            }
+        };
+        let mut status = if fragment.is_object() { fragment } else { json!({}) };
+        let host = self.runner.node.address.to_string();
+        status["hostIP"] = json!(host);
+        status["hostIPs"] = json!([{"ip": host}]);
+        if self.pod.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none() && status.get("startTime").is_none() {
+            status["startTime"] = json!(chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string());
+        }
+        let mut conds: Vec<Value> = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        if !conds.iter().any(|c| c["type"] == "PodScheduled") {
+            conds.push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()}));
+        }
+        status["conditions"] = Value::Array(conds);
+        let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
+        let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
+        if let Err(e) = pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+            tracing::warn!(pod = %self.key, %state, error = %e, "pod status patch failed");
+        }
+    }
+
+    async fn run(mut self) {
+        // The provider may still be loading (or being fixed): wait for it.
+        let provider = loop {
+            if let Some(p) = self.runner.plugins.get(&self.runner.provider) {
+                break p;
+            }
+            tracing::debug!(pod = %self.key, provider = %self.runner.provider, "waiting for the provider plugin");
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                w = self.rx.recv() => match w {
+                    None | Some(Wake::PodGone) => return,
+                    Some(Wake::PodChanged(p)) => self.pod = p,
+                    Some(_) => {}
+                },
+            }
+        };
+        let Some(graph) = provider.graph.clone() else { return };
+        let mut data = match provider.provider_init(&self.key, &self.pod_json()).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(msg)) => {
+                self.runner.event(&self.pod, EventType::Warning, "ProviderInitFailed", msg).await;
+                "{}".to_string()
+            }
+            Err(e) => {
+                self.runner.event(&self.pod, EventType::Warning, "ProviderFailed", e.to_string()).await;
+                "{}".to_string()
+            }
+        };
+        let mut state = if deleting(&self.pod) { graph.on_delete.clone() } else { graph.initial.clone() };
+        self.enter(&state, &data).await;
+        let mut event: Option<WakeEvent> = None;
+        loop {
+            let Some(provider) = self.runner.plugins.get(&self.runner.provider) else { return };
+            let outcome = provider.provider_handle(&self.key, &state, &self.pod_json(), &data, event.take()).await;
+            let (on, new_data) = match outcome {
+                Ok(Ok(HandlerOutcome::Transition(t))) => {
+                    data = t.state_data;
+                    if graph.allows(&state, &t.to) {
+                        state = t.to;
+                    } else {
+                        let note = format!("provider {} took the undeclared edge {state} -> {}", self.runner.provider, t.to);
+                        tracing::warn!(pod = %self.key, "{note}");
+                        self.runner.event(&self.pod, EventType::Warning, "IllegalTransition", note).await;
+                        state = graph.error_state.clone();
+                    }
+                    self.enter(&state, &data).await;
+                    continue;
+                }
+                Ok(Ok(HandlerOutcome::Wait(w))) => (w.on, w.state_data),
+                Ok(Err(msg)) | Err(crate::plugin::CallError::Trap(msg)) => {
+                    self.fail(&graph.error_state, &mut state, &data, msg).await;
+                    (vec![WaitOn::PodChanged], data.clone())
+                }
+                Err(e) => {
+                    self.fail(&graph.error_state, &mut state, &data, e.to_string()).await;
+                    (vec![WaitOn::PodChanged], data.clone())
+                }
+            };
+            data = new_data;
+            if on.is_empty() && state == graph.on_delete {
+                self.finish().await;
+                return;
+            }
+            // Wait for what the handler asked for (and always for deletion).
+            let mut timer: Option<Instant> = None;
+            {
+                let mut r = self.runner.routes();
+                for w in &on {
+                    match w {
+                        WaitOn::WorkloadExited(h) => {
+                            r.handles.insert(*h, self.uid.clone());
+                        }
+                        WaitOn::FetchDone(f) => {
+                            r.fetches.insert(*f, self.uid.clone());
+                        }
+                        WaitOn::Timer(ms) => {
+                            let at = Instant::now() + Duration::from_millis(*ms);
+                            timer = Some(timer.map_or(at, |t| t.min(at)));
+                        }
+                        WaitOn::PodChanged => {}
+                    }
+                }
+            }
+            // Exits that happened before we registered still count.
+            if let Some(ev) = self.already_done(&on) {
+                event = Some(ev);
+                continue;
+            }
+            let wants_pod = on.iter().any(|w| matches!(w, WaitOn::PodChanged));
+            loop {
+                let wake = match timer {
+                    Some(at) => tokio::select! {
+                        w = self.rx.recv() => w,
+                        _ = tokio::time::sleep_until(at) => { event = Some(WakeEvent::TimerElapsed); break; }
+                    },
+                    None => self.rx.recv().await,
+                };
+                match wake {
+                    None | Some(Wake::PodGone) => {
+                        self.release().await;
+                        return;
+                    }
+                    Some(Wake::PodChanged(p)) => {
+                        let was_deleting = deleting(&self.pod);
+                        self.pod = p;
+                        if deleting(&self.pod) && !was_deleting && state != graph.on_delete {
+                            state = graph.on_delete.clone();
+                            self.enter(&state, &data).await;
+                            event = Some(WakeEvent::PodChanged);
+                            break;
+                        }
+                        if wants_pod {
+                            event = Some(WakeEvent::PodChanged);
+                            break;
+                        }
+                    }
+                    Some(Wake::WorkloadExited(h)) if on.iter().any(|w| matches!(w, WaitOn::WorkloadExited(x) if *x == h)) => {
+                        event = Some(WakeEvent::WorkloadExited(h));
+                        break;
+                    }
+                    Some(Wake::FetchDone(f)) if on.iter().any(|w| matches!(w, WaitOn::FetchDone(x) if *x == f)) => {
+                        event = Some(WakeEvent::FetchDone(f));
+                        break;
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// A wait whose event already happened (a workload that exited between
+    /// `spawn` and the wait).
+    fn already_done(&self, on: &[WaitOn]) -> Option<WakeEvent> {
+        let w = self.runner.plugins.get(&self.runner.provider)?.ctx.workloads.clone()?;
+        for o in on {
+            if let WaitOn::WorkloadExited(h) = o
+                && let Ok(s) = w.status(*h)
+                && !matches!(s.state, crate::plugin::provider::wasmlet::plugin::workloads::RunState::Running)
+            {
+                return Some(WakeEvent::WorkloadExited(*h));
+            }
+        }
+        None
+    }
+
+    async fn fail(&self, error_state: &str, state: &mut String, data: &str, msg: String) {
+        tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
+        self.runner.event(&self.pod, EventType::Warning, "ProviderError", format!("in state {state}: {msg}")).await;
+        if state != error_state {
+            *state = error_state.to_string();
+            self.enter(state, data).await;
+        }
+    }
+
+    async fn release(&self) {
+        if let Some(w) = self.runner.plugins.get(&self.runner.provider).and_then(|p| p.ctx.workloads.clone()) {
+            w.release_pod(&self.uid);
+        }
+    }
+
+    /// Teardown done: the pod object goes (grace 0), as a kubelet does.
+    async fn finish(&self) {
+        self.release().await;
+        let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
+        let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(self.uid.clone()), resource_version: None }),
+            ..Default::default()
+        };
+        match pods.delete(name, &dp).await {
+            Ok(_) => tracing::info!(pod = %self.key, "pod terminated and removed"),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => tracing::warn!(pod = %self.key, error = %e, "removing the pod failed"),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Spawning and running workloads: one Store per workload on a tokio task, WASI 0.2
+//! command components (`wasi:cli/run`) and preview 1 core modules (`_start`).
+//!
+//! The engine has epoch interruption: a workload's deadline callback yields to tokio
+//! every [`YIELD_TICKS`] ticks of CPU, so a busy loop never holds a worker, and traps
+//! once its kill switch is set. The run future is also raced against the switch, so
+//! a workload blocked in the host (sleeping, polling) is dropped at once.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, watch};
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::logs::{Capture, LogSink, LogStream};
+use super::volumes::check_segment;
+use super::{Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle, WorkloadStatus, now_ms};
+
+/// Epoch ticks (5 ms each) of CPU between yields to the async runtime.
+pub const YIELD_TICKS: u64 = 2;
+/// The exit code reported for a workload stopped after its grace period (kubelet's SIGKILL).
+pub const KILLED_EXIT_CODE: i32 = 137;
+
+/// Denies memory growth past the cap and remembers it, so the trap that follows (a
+/// Rust guest aborts on allocation failure) is reported as OOMKilled.
+pub(crate) struct Limiter {
+    limits: StoreLimits,
+    hit: bool,
+}
+
+impl Limiter {
+    fn new(memory: Option<u64>) -> Limiter {
+        let mut b = StoreLimitsBuilder::new().instances(64).tables(64).memories(16);
+        if let Some(m) = memory {
+            b = b.memory_size(usize::try_from(m).unwrap_or(usize::MAX));
+        }
+        Limiter { limits: b.build(), hit: false }
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let ok = self.limits.memory_growing(current, desired, maximum)?;
+        self.hit |= !ok;
+        Ok(ok)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
+pub(crate) struct P2State {
+    ctx: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+}
+
+impl WasiView for P2State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.ctx, table: &mut self.table }
+    }
+}
+
+pub(crate) struct P1State {
+    pub(crate) ctx: WasiP1Ctx,
+    limiter: Limiter,
+}
+
+/// Set once to stop a workload: the next epoch check traps, and the run future is dropped.
+#[derive(Default)]
+pub(crate) struct KillSwitch {
+    killed: AtomicBool,
+    notify: Notify,
+}
+
+impl KillSwitch {
+    pub(crate) fn fire(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    fn fired(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+}
+
+pub(crate) struct Workload {
+    pub(crate) pod_uid: String,
+    pub(crate) status: watch::Sender<WorkloadStatus>,
+    pub(crate) kill: Arc<KillSwitch>,
+    pub(crate) sink: Arc<Mutex<LogSink>>,
+    pub(crate) log_path: PathBuf,
+}
+
+impl Workload {
+    pub(crate) fn running(&self) -> bool {
+        matches!(self.status.borrow().state, RunState::Running)
+    }
+}
+
+enum Prepared {
+    P2(P2State),
+    P1(P1State),
+}
+
+/// Yields every [`YIELD_TICKS`] of CPU; traps once the kill switch is set.
+fn deadline_callback<T>(
+    kill: Arc<KillSwitch>,
+) -> impl FnMut(wasmtime::StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline> + Send + Sync + 'static {
+    move |_| Ok(if kill.fired() { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(YIELD_TICKS) })
+}
+
+enum Outcome {
+    Exit(i32),
+    Killed,
+    OutOfMemory(String),
+    Trap(String),
+    StartFailed(String),
+}
+
+fn classify(e: wasmtime::Error, memory_hit: bool, memory: Option<u64>, kill: &KillSwitch, started: bool) -> Outcome {
+    if let Some(exit) = e.downcast_ref::<I32Exit>() {
+        return Outcome::Exit(exit.0);
+    }
+    if kill.fired() && matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        return Outcome::Killed;
+    }
+    if memory_hit {
+        return Outcome::OutOfMemory(format!(
+            "OOMKilled: the memory limit of {} bytes was exceeded ({e:#})",
+            memory.unwrap_or_default()
+        ));
+    }
+    if started { Outcome::Trap(format!("trapped: {e:#}")) } else { Outcome::StartFailed(format!("{e:#}")) }
+}
+
+impl Inner {
+    /// The loaded module for a spawn: in memory, or loaded now from the store (after a
+    /// host restart a module-ref stays valid; its precompiled form makes this fast).
+    fn module_for_spawn(&self, module: &str) -> Result<Arc<LoadedModule>, WorkloadError> {
+        let hex = super::fetch::digest_hex(module)
+            .ok_or_else(|| WorkloadError::Invalid(format!("module {module:?} is not a sha256:<hex> module-ref")))?;
+        if let Some(m) = self.loaded(hex) {
+            return Ok(m);
+        }
+        let path = self.module_path(hex);
+        let bytes = std::fs::read(&path)
+            .map_err(|_| WorkloadError::Invalid(format!("module {module} is not in the store: fetch it first")))?;
+        self.load_module(hex, &bytes).map_err(|e| WorkloadError::Invalid(format!("module {module}: {e}")))
+    }
+
+    pub(crate) fn spawn(self: &Arc<Self>, spec: SpawnSpec) -> Result<WorkloadHandle, WorkloadError> {
+        let t = &spec.logs;
+        check_segment(&t.pod_uid, "pod uid")?;
+        check_segment(&t.container, "container name")?;
+        let module = self.module_for_spawn(&spec.module)?;
+        let invalid = |m: String| WorkloadError::Invalid(m);
+        for a in &spec.args {
+            if a.contains('\0') {
+                return Err(invalid(format!("argument {a:?} contains NUL")));
+            }
+        }
+        for (k, v) in &spec.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+                return Err(invalid(format!("environment variable name {k:?} is invalid")));
+            }
+        }
+        let mut mounts = Vec::new();
+        for m in &spec.mounts {
+            let resolved = self.resolve_mount(&t.pod_uid, m)?;
+            if mounts.iter().any(|(_, g, _): &(PathBuf, String, _)| *g == resolved.1) {
+                return Err(invalid(format!("two mounts at {}", resolved.1)));
+            }
+            mounts.push(resolved);
+        }
+        {
+            let running = self.workloads.lock().unwrap().values().filter(|w| w.running()).count();
+            if running >= self.config.max_workloads {
+                return Err(WorkloadError::Failed(format!("too many workloads ({running} running)")));
+            }
+        }
+
+        let log_path = self.log_path(&t.pod_uid, &t.container, t.attempt);
+        let sink = LogSink::open(log_path.clone(), self.config.log_max_bytes)
+            .map_err(|e| WorkloadError::Failed(format!("opening the log file {}: {e}", log_path.display())))?;
+        let sink = Arc::new(Mutex::new(sink));
+
+        let mut b = WasiCtxBuilder::new();
+        if spec.args.is_empty() {
+            b.arg(&t.container);
+        } else {
+            b.args(&spec.args);
+        }
+        b.envs(&spec.env);
+        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        b.stdout(Capture { sink: sink.clone(), stream: LogStream::Stdout });
+        b.stderr(Capture { sink: sink.clone(), stream: LogStream::Stderr });
+        for (dir, guest, perms) in &mounts {
+            b.preopened_dir(dir, guest, *perms)
+                .map_err(|e| WorkloadError::Failed(format!("mounting {} at {guest}: {e:#}", dir.display())))?;
+        }
+
+        let handle = self.next_id();
+        let started_at_ms = now_ms();
+        let (status, _) =
+            watch::channel(WorkloadStatus { state: RunState::Running, started_at_ms, finished_at_ms: None });
+        let kill = Arc::new(KillSwitch::default());
+        let workload = Arc::new(Workload {
+            pod_uid: t.pod_uid.clone(),
+            status,
+            kill: kill.clone(),
+            sink: sink.clone(),
+            log_path,
+        });
+        self.workloads.lock().unwrap().insert(handle, workload.clone());
+
+        let engine = self.engine.engine.clone();
+        let memory = spec.memory_limit;
+        let inner = self.clone();
+        let prepared = match &module.runnable {
+            Runnable::Component(_) => {
+                Prepared::P2(P2State { ctx: b.build(), table: ResourceTable::new(), limiter: Limiter::new(memory) })
+            }
+            Runnable::Core(_) => Prepared::P1(P1State { ctx: b.build_p1(), limiter: Limiter::new(memory) }),
+        };
+        let run = async move {
+            match (&module.runnable, prepared) {
+                (Runnable::Component(pre), Prepared::P2(state)) => {
+                    let mut store = Store::new(&engine, state);
+                    store.limiter(|s| &mut s.limiter);
+                    store.set_epoch_deadline(YIELD_TICKS);
+                    store.epoch_deadline_callback(deadline_callback(kill.clone()));
+                    let command = match pre.instantiate_async(&mut store).await {
+                        Ok(c) => c,
+                        Err(e) => return classify(e, store.data().limiter.hit, memory, &kill, false),
+                    };
+                    match command.wasi_cli_run().call_run(&mut store).await {
+                        Ok(Ok(())) => Outcome::Exit(0),
+                        Ok(Err(())) => Outcome::Exit(1),
+                        Err(e) => classify(e, store.data().limiter.hit, memory, &kill, true),
+                    }
+                }
+                (Runnable::Core(pre), Prepared::P1(state)) => {
+                    let mut store = Store::new(&engine, state);
+                    store.limiter(|s| &mut s.limiter);
+                    store.set_epoch_deadline(YIELD_TICKS);
+                    store.epoch_deadline_callback(deadline_callback(kill.clone()));
+                    let instance = match pre.instantiate_async(&mut store).await {
+                        Ok(i) => i,
+                        Err(e) => return classify(e, store.data().limiter.hit, memory, &kill, false),
+                    };
+                    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
+                        Ok(f) => f,
+                        Err(e) => return Outcome::StartFailed(format!("{e:#}")),
+                    };
+                    match start.call_async(&mut store, ()).await {
+                        Ok(()) => Outcome::Exit(0),
+                        Err(e) => classify(e, store.data().limiter.hit, memory, &kill, true),
+                    }
+                }
+                _ => Outcome::StartFailed("internal error: store kind does not match the module".into()),
+            }
+        };
+        let kill = workload.kill.clone();
+        self.rt.spawn(async move {
+            let outcome = tokio::select! {
+                biased;
+                _ = kill.notify.notified() => Outcome::Killed,
+                o = run => o,
+            };
+            let state = match outcome {
+                Outcome::Exit(code) => RunState::Exited(code),
+                Outcome::Killed => RunState::Exited(KILLED_EXIT_CODE),
+                Outcome::OutOfMemory(m) | Outcome::Trap(m) => RunState::Failed(m),
+                Outcome::StartFailed(m) => RunState::Failed(format!("failed to start: {m}")),
+            };
+            workload.sink.lock().unwrap_or_else(|p| p.into_inner()).finish();
+            tracing::debug!(workload = handle, state = ?state, "workload finished");
+            workload.status.send_modify(|s| {
+                s.state = state;
+                s.finished_at_ms = Some(now_ms());
+            });
+            let _ = inner.exits.send(handle);
+        });
+        Ok(handle)
+    }
+}

@@ -1,0 +1,122 @@
+//! The provider world's host side: bindings (sharing the reconciler world's
+//! `client`, `log` and `http` interfaces) and the `workloads` import, which
+//! delegates to the node agent's [`Workloads`] backend. Every `workloads`
+//! call is non-blocking by contract, so the backend is synchronous.
+
+use std::sync::Arc;
+
+use super::sandbox::State;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "provider-plugin",
+    imports: { default: async },
+    exports: { default: async },
+    with: {
+        "wasmlet:plugin/types": super::imports::wasmlet::plugin::types,
+        "wasmlet:plugin/client": super::imports::wasmlet::plugin::client,
+        "wasmlet:plugin/log": super::imports::wasmlet::plugin::log,
+        "wasmlet:plugin/http": super::imports::wasmlet::plugin::http,
+    },
+});
+
+pub use self::exports::wasmlet::plugin::provider::{HandlerOutcome, StateGraph, WaitOn, WakeEvent};
+use self::wasmlet::plugin::workloads::{
+    self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError, WorkloadStatus,
+};
+
+/// What runs a provider's workloads: the node agent's workload manager.
+/// `pod_uid` scopes every handle to the pod the calling machine runs.
+pub trait Workloads: Send + Sync {
+    /// `docker_configs`: the `.dockerconfigjson` of each of the request's pull
+    /// secrets that exists (looked up by the host with its own credentials).
+    fn fetch_module(&self, req: FetchRequest, docker_configs: Vec<Vec<u8>>) -> Result<FetchProgress, FetchError>;
+    fn prepare_volume(&self, req: VolumeRequest) -> Result<u64, WorkloadError>;
+    fn spawn(&self, spec: SpawnSpec) -> Result<u64, WorkloadError>;
+    fn status(&self, handle: u64) -> Result<WorkloadStatus, WorkloadError>;
+    fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), WorkloadError>;
+    fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, WorkloadError>;
+    fn release_pod(&self, pod_uid: &str);
+}
+
+fn backend(state: &State) -> Result<Arc<dyn Workloads>, WorkloadError> {
+    state.plugin.workloads.clone().ok_or_else(|| WorkloadError::Failed("this host runs no workloads (not a node agent)".into()))
+}
+
+impl w::Host for State {
+    async fn fetch_module(&mut self, req: FetchRequest) -> Result<FetchProgress, FetchError> {
+        let b = backend(self).map_err(|e| FetchError::Other(format!("{e:?}")))?;
+        let mut configs = Vec::new();
+        if let Some(api) = self.plugin.api.clone() {
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(api.client.clone(), &req.namespace);
+            for name in &req.pull_secrets {
+                match secrets.get_opt(name).await {
+                    Ok(Some(s)) => {
+                        if let Some(d) = s.data.as_ref().and_then(|d| d.get(".dockerconfigjson")) {
+                            configs.push(d.0.clone());
+                        }
+                    }
+                    // Like kubelet: a missing pull secret is skipped (and the pull may then fail).
+                    Ok(None) => tracing::warn!(namespace = %req.namespace, secret = %name, "image pull secret not found"),
+                    Err(e) => tracing::warn!(namespace = %req.namespace, secret = %name, error = %e, "image pull secret unreadable"),
+                }
+            }
+        }
+        b.fetch_module(req, configs)
+    }
+
+    async fn prepare_volume(&mut self, req: VolumeRequest) -> Result<u64, WorkloadError> {
+        backend(self)?.prepare_volume(req)
+    }
+
+    async fn spawn(&mut self, spec: SpawnSpec) -> Result<u64, WorkloadError> {
+        backend(self)?.spawn(spec)
+    }
+
+    async fn status(&mut self, handle: u64) -> Result<WorkloadStatus, WorkloadError> {
+        backend(self)?.status(handle)
+    }
+
+    async fn kill(&mut self, handle: u64, grace_ms: u32) -> Result<(), WorkloadError> {
+        backend(self)?.kill(handle, grace_ms)
+    }
+
+    async fn read_logs(&mut self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, WorkloadError> {
+        backend(self)?.read_logs(handle, max_bytes)
+    }
+
+    async fn release_pod(&mut self, pod_uid: String) {
+        if let Ok(b) = backend(self) {
+            b.release_pod(&pod_uid);
+        }
+    }
+}
+
+/// Checks a graph the provider declares: every named state exists.
+pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
+    let known = |s: &str| g.states.iter().any(|x| x == s);
+    for (what, s) in [("initial", &g.initial), ("on-delete", &g.on_delete), ("error-state", &g.error_state)] {
+        if !known(s) {
+            return Err(format!("{what} state \"{s}\" is not among the declared states"));
+        }
+    }
+    for (from, to) in &g.edges {
+        if !known(from) || !known(to) {
+            return Err(format!("edge {from} -> {to} names an undeclared state"));
+        }
+    }
+    for b in &g.backoff_states {
+        if !known(b) {
+            return Err(format!("back-off state \"{b}\" is not among the declared states"));
+        }
+    }
+    Ok(())
+}
+
+impl StateGraph {
+    /// Whether the guest may move `from` → `to` (the host's own moves to
+    /// on-delete and error states need no edge).
+    pub fn allows(&self, from: &str, to: &str) -> bool {
+        self.edges.iter().any(|(f, t)| f == from && t == to)
+    }
+}

@@ -1,0 +1,119 @@
+//! The host as a separate process (`wasmlet run --kubeconfig`) against the
+//! embedded plane (`wasmlet apiserver`): it survives the API server dying
+//! under its watches, and two hosts with `--leader-elect` fail over.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::{Value, json};
+use wasmlet_e2e::{Host, Plane, eventually, free_port, install_plugin, metric};
+
+fn summaries(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+/// ConfigSummary `name` with one ConfigMap of `keys` keys labelled for it.
+async fn create_pair(client: &kube::Client, name: &str, keys: usize) -> anyhow::Result<()> {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
+        "metadata": {"name": name}, "spec": {}
+    }))?;
+    summaries(client).create(&PostParams::default(), &obj).await?;
+    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-cm"), "labels": {"wasmlet.dev/summary": name}}, "data": data
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
+    Ok(())
+}
+
+/// Waits until ConfigSummary `name` reports `keys` keys at its generation.
+async fn summarised(client: &kube::Client, name: &str, keys: i64, timeout: Duration) -> anyhow::Result<()> {
+    let api = summaries(client);
+    eventually(timeout, &format!("{name} summarised ({keys} keys)"), || async {
+        let o = api.get(name).await.ok()?;
+        let done = o.data.pointer("/status/keys").and_then(Value::as_i64) == Some(keys)
+            && o.data.pointer("/status/observedGeneration").and_then(Value::as_i64) == o.metadata.generation;
+        done.then_some(())
+    })
+    .await
+}
+
+async fn crd_served(client: &kube::Client) -> anyhow::Result<()> {
+    let api = summaries(client);
+    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async { api.list(&Default::default()).await.ok() }).await?;
+    Ok(())
+}
+
+fn reconciles(host: &Host) -> f64 {
+    host.metrics().map(|m| metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\"")).unwrap_or(-1.0)
+}
+
+#[tokio::test]
+async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() -> anyhow::Result<()> {
+    let port = free_port().to_string();
+    let mut plane = Plane::start(&["--port", &port]).await?;
+    let host = Host::start(&plane.kubeconfig(), &[]).await?;
+    install_plugin(&host.plugin_dir(), "configmap-summary")?;
+    let client = plane.client().await?;
+    crd_served(&client).await?;
+    create_pair(&client, "before", 2).await?;
+    summarised(&client, "before", 2, Duration::from_secs(30)).await?;
+
+    // Every watch of the host breaks mid-stream; no goodbye.
+    plane.kill9();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    plane.spawn().await?;
+    let client = plane.client().await?;
+    create_pair(&client, "after", 3).await?;
+    summarised(&client, "after", 3, Duration::from_secs(60)).await.map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;
+    // A change to an object the host knew before the restart is seen too.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.patch("before-cm", &Default::default(), &kube::api::Patch::Merge(json!({"data": {"extra": "1"}}))).await?;
+    summarised(&client, "before", 3, Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let mut a = Host::start(&plane.kubeconfig(), &["--leader-elect", "--identity", "a"]).await?;
+    let mut b = Host::start(&plane.kubeconfig(), &["--leader-elect", "--identity", "b"]).await?;
+    install_plugin(&a.plugin_dir(), "configmap-summary")?;
+    install_plugin(&b.plugin_dir(), "configmap-summary")?;
+    let client = plane.client().await?;
+    crd_served(&client).await?;
+    for i in 0..3 {
+        create_pair(&client, &format!("s{i}"), i + 1).await?;
+    }
+    for i in 0..3 {
+        summarised(&client, &format!("s{i}"), i as i64 + 1, Duration::from_secs(30)).await?;
+    }
+    // Both hosts see every object; only the lease holder may reconcile.
+    let (ra, rb) = (reconciles(&a), reconciles(&b));
+    assert!((ra > 0.0) != (rb > 0.0), "exactly one host reconciles: a {ra}, b {rb}");
+    let (leader, follower) = if ra > 0.0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciles(follower), 0.0, "the follower stays idle");
+
+    leader.kill9();
+    let killed = Instant::now();
+    for i in 3..6 {
+        create_pair(&client, &format!("s{i}"), i + 1).await?;
+    }
+    for i in 3..6 {
+        summarised(&client, &format!("s{i}"), i as i64 + 1, Duration::from_secs(40).saturating_sub(killed.elapsed()))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}; follower log:\n{}", follower.log()))?;
+    }
+    let took = killed.elapsed();
+    eprintln!("the follower took over and reconciled in {took:?} after the leader's kill -9");
+    assert!(took <= Duration::from_secs(35), "failover took {took:?}");
+    assert!(reconciles(follower) >= 3.0);
+    Ok(())
+}

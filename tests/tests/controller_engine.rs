@@ -1,0 +1,370 @@
+//! The controller engine's guarantees end to end (`wasmlet up`, real guests,
+//! the kube client): finalizers, expectations (also under an artificially
+//! delayed cache), back-off growth, and a storm of 409 Conflicts.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric};
+
+const FINALIZER: &str = "examples.wasmlet.dev/cleanup";
+
+fn summaries(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+fn configsets(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "ConfigSet"), "configsets");
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+async fn create_summary(api: &Api<DynamicObject>, name: &str, labels: Value) -> anyhow::Result<()> {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
+        "metadata": {"name": name, "labels": labels}, "spec": {}
+    }))?;
+    api.create(&PostParams::default(), &obj).await?;
+    Ok(())
+}
+
+async fn create_configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) -> anyhow::Result<()> {
+    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
+    Ok(())
+}
+
+async fn served(what: &str, api: &Api<DynamicObject>) -> anyhow::Result<()> {
+    eventually(Duration::from_secs(30), what, || async { api.list(&Default::default()).await.ok() }).await?;
+    Ok(())
+}
+
+/// Installs plugin `name` from the guest build with its manifest passed through
+/// `edit` (CRDs first, then the manifest, the module last).
+fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> anyhow::Result<()> {
+    let src = built_plugins();
+    for e in std::fs::read_dir(&src)?.flatten() {
+        if e.file_name().to_string_lossy().ends_with(".yaml") {
+            std::fs::copy(e.path(), dir.join(e.file_name()))?;
+        }
+    }
+    let toml = edit(std::fs::read_to_string(src.join(format!("{name}.toml")))?);
+    std::fs::write(dir.join(format!(".{name}.toml")), toml)?;
+    std::fs::rename(dir.join(format!(".{name}.toml")), dir.join(format!("{name}.toml")))?;
+    std::fs::copy(src.join(format!("{name}.wasm")), dir.join(format!(".{name}.wasm")))?;
+    std::fs::rename(dir.join(format!(".{name}.wasm")), dir.join(format!("{name}.wasm")))?;
+    Ok(())
+}
+
+fn status_keys(o: &DynamicObject) -> Option<i64> {
+    o.data.pointer("/status/keys").and_then(Value::as_i64)
+}
+
+fn observed(o: &DynamicObject) -> Option<i64> {
+    o.data.pointer("/status/observedGeneration").and_then(Value::as_i64)
+}
+
+fn ready(o: &DynamicObject) -> Option<String> {
+    o.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+fn has_finalizer(o: &DynamicObject) -> bool {
+    o.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+}
+
+#[tokio::test]
+async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |t| format!("finalizer = \"{FINALIZER}\"\n{t}"))?;
+    let api = summaries(&client);
+    served("the ConfigSummary CRD", &api).await?;
+
+    // Every state of f1 as a watcher sees it: (finalizer set, status written, deleting, deleted).
+    let seen: Arc<Mutex<Vec<(bool, bool, bool, bool)>>> = Arc::default();
+    let watch = {
+        let (api, seen) = (api.clone(), seen.clone());
+        tokio::spawn(async move {
+            let mut s = watcher(api, watcher::Config::default().fields("metadata.name=f1")).boxed();
+            while let Some(ev) = s.next().await {
+                let row = match ev {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        (has_finalizer(&o), observed(&o).is_some(), o.metadata.deletion_timestamp.is_some(), false)
+                    }
+                    Ok(watcher::Event::Delete(o)) => (has_finalizer(&o), observed(&o).is_some(), true, true),
+                    _ => continue,
+                };
+                seen.lock().unwrap().push(row);
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    create_summary(&api, "f1", json!({})).await?;
+    create_configmap(&client, "f1-cm", "f1", 2).await?;
+    let o = eventually(Duration::from_secs(30), "f1 summarised", || async {
+        let o = api.get("f1").await.ok()?;
+        (status_keys(&o) == Some(2) && ready(&o).as_deref() == Some("True")).then_some(o)
+    })
+    .await?;
+    assert!(has_finalizer(&o), "a reconciled object carries the plugin's finalizer: {:?}", o.metadata.finalizers);
+    {
+        let rows = seen.lock().unwrap().clone();
+        let first_status = rows.iter().position(|r| r.1).expect("the watcher saw the status");
+        assert!(rows[..first_status].iter().any(|r| r.0 && !r.1), "the finalizer must appear before the first status: {rows:?}");
+        assert!(rows[first_status..].iter().all(|r| r.0), "status without the finalizer: {rows:?}");
+    }
+
+    let calls_before = metric(&plane.metrics().await?, "wasmlet_plugin_calls_total", "plugin=\"configmap-summary\"");
+    // The delete answers with the object still there, marked for deletion.
+    let answer = api.delete("f1", &DeleteParams::default()).await?;
+    let o = answer.left().expect("f1 was deleted at once despite the finalizer");
+    assert!(o.metadata.deletion_timestamp.is_some(), "the answer to the delete has a deletionTimestamp");
+    assert!(has_finalizer(&o), "and still our finalizer: {:?}", o.metadata.finalizers);
+    eventually(Duration::from_secs(30), "f1 gone", || async {
+        matches!(api.get_opt("f1").await, Ok(None)).then_some(())
+    })
+    .await?;
+    let calls_after = metric(&plane.metrics().await?, "wasmlet_plugin_calls_total", "plugin=\"configmap-summary\"");
+    assert!(calls_after > calls_before, "finalize was called before the finalizer went ({calls_before} → {calls_after} calls)");
+    let rows = eventually(Duration::from_secs(10), "the watcher saw the delete", || async {
+        let rows = seen.lock().unwrap().clone();
+        rows.last().is_some_and(|r| r.3).then_some(rows)
+    })
+    .await?;
+    let deleting = rows.iter().position(|r| r.2).expect("a state with a deletionTimestamp");
+    assert!(rows[deleting].0, "while deleting, the finalizer holds the object: {rows:?}");
+    // (The DELETED event of this server carries the object as it was before the
+    // finalizer-removing patch, so it cannot show the finalizer gone; Kubernetes
+    // sends the updated object.)
+    watch.abort();
+    Ok(())
+}
+
+/// Live ConfigMaps of one ConfigSet as a watcher sees them.
+#[derive(Default)]
+struct Census {
+    live: HashSet<String>,
+    ever: HashSet<String>,
+    max: usize,
+    /// The lowest live count since the last `mark`.
+    min_since_mark: usize,
+}
+
+impl Census {
+    fn mark(&mut self) {
+        self.min_since_mark = self.live.len();
+    }
+}
+
+/// Seed 003: a ReplicaSet-like guest asked for 5 never creates more than 5,
+/// and scaled 5 → 3 never deletes more than 2, however stale the cache is.
+async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Result<()> {
+    let plane = Plane::start_up(extra).await?;
+    let client = plane.client().await?;
+    install_plugin(&plane.plugin_dir(), "replicaset")?;
+    let sets = configsets(&client);
+    served("the ConfigSet CRD", &sets).await?;
+
+    let census: Arc<Mutex<Census>> = Arc::default();
+    let watch = {
+        let census = census.clone();
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        tokio::spawn(async move {
+            let config = watcher::Config::default().labels("testing.wasmlet.dev/set=rs1");
+            let mut s = watcher(cms, config).boxed();
+            while let Some(ev) = s.next().await {
+                let mut c = census.lock().unwrap();
+                match ev {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        let name = o.metadata.name.clone().unwrap_or_default();
+                        c.ever.insert(name.clone());
+                        c.live.insert(name);
+                    }
+                    Ok(watcher::Event::Delete(o)) => {
+                        c.live.remove(o.metadata.name.as_deref().unwrap_or_default());
+                    }
+                    _ => continue,
+                }
+                c.max = c.max.max(c.live.len());
+                c.min_since_mark = c.min_since_mark.min(c.live.len());
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let set: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "testing.wasmlet.dev/v1", "kind": "ConfigSet",
+        "metadata": {"name": "rs1"}, "spec": {"replicas": 5}
+    }))?;
+    sets.create(&PostParams::default(), &set).await?;
+    let settled = |generation: i64, replicas: usize| {
+        let (sets, census) = (sets.clone(), census.clone());
+        async move {
+            let o = sets.get("rs1").await.ok()?;
+            let done = observed(&o) == Some(generation)
+                && o.data.pointer("/status/seen").and_then(Value::as_u64) == Some(replicas as u64)
+                && census.lock().unwrap().live.len() == replicas;
+            done.then_some(())
+        }
+    };
+    eventually(Duration::from_secs(60), "5 ConfigMaps, seen by the guest", || settled(1, 5)).await?;
+    // Quiet: a guest acting on the stale cache would overshoot now.
+    tokio::time::sleep(quiet).await;
+    {
+        let c = census.lock().unwrap();
+        assert_eq!(c.max, 5, "at most 5 ConfigMaps may ever exist at once for replicas 5");
+        assert_eq!(c.ever.len(), 5, "exactly 5 ConfigMaps were ever created: {:?}", c.ever);
+        assert_eq!(c.live.len(), 5);
+    }
+
+    census.lock().unwrap().mark();
+    sets.patch("rs1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await?;
+    eventually(Duration::from_secs(60), "3 ConfigMaps, seen by the guest", || settled(2, 3)).await?;
+    tokio::time::sleep(quiet).await;
+    let c = census.lock().unwrap();
+    assert_eq!(c.min_since_mark, 3, "scaling 5 → 3 must never go below 3");
+    assert_eq!(c.live.len(), 3);
+    assert_eq!(c.ever.len(), 5, "scaling down created nothing");
+    assert_eq!(c.max, 5);
+    drop(c);
+    watch.abort();
+    let m = plane.metrics().await?;
+    assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "controller=\"replicaset\""), 0.0, "{m}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn expectations_keep_a_replicaset_exact() -> anyhow::Result<()> {
+    replicaset_stays_exact(&[], Duration::from_secs(1)).await
+}
+
+#[tokio::test]
+async fn expectations_keep_a_replicaset_exact_with_a_delayed_cache() -> anyhow::Result<()> {
+    // Every watch event reaches the caches 300 ms late (and they queue up behind
+    // each other): the guest's own creates and deletes show up one by one, seconds
+    // after its reconcile returned.
+    replicaset_stays_exact(&["--debug-cache-delay-ms", "300"], Duration::from_secs(3)).await
+}
+
+#[tokio::test]
+async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    // The CRD alone, not configmap-summary: two reconcilers of one object each
+    // compute its `Ready` (True vs the trap's False) and rewrite each other's
+    // status forever, which would requeue the trap on every write.
+    let crd = built_plugins().join("configsummary.crd.yaml");
+    plane.kubectl_ok(&["apply", "-f", &crd.display().to_string()])?;
+    install_plugin(&plane.plugin_dir(), "trap")?;
+    let api = summaries(&client);
+    served("the ConfigSummary CRD", &api).await?;
+    create_summary(&api, "t1", json!({"wasmlet.dev/test": "trap"})).await?;
+    let count = || async {
+        let m = plane.metrics().await.ok()?;
+        Some(metric(&m, "controller_runtime_reconcile_total", "controller=\"trap\""))
+    };
+    let first = eventually(Duration::from_secs(30), "the first trap", || async { count().await.filter(|c| *c >= 1.0) }).await?;
+    let t0 = Instant::now();
+    // The measurement window is the point here: fixed sleeps.
+    tokio::time::sleep(Duration::from_secs(2).saturating_sub(t0.elapsed())).await;
+    let at2 = count().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed())).await;
+    let at4 = count().await.unwrap();
+    // 5 ms, doubling: retries at ~5, 15, 35, 75, 155, 315, 635, 1275, 2555 ms.
+    assert!((4.0..=20.0).contains(&at4), "{at4} reconciles in ~4 s: not exponential back-off from 5 ms");
+    assert!(at2 - first >= 3.0, "retries start fast: {first} → {at2} in the first 2 s");
+    assert!(at4 - at2 <= 3.0, "and slow down: {at2} → {at4} in the next 2 s");
+    let o = api.get("t1").await?;
+    assert_eq!(ready(&o).as_deref(), Some("False"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    install_plugin(&plane.plugin_dir(), "configmap-summary")?;
+    let api = summaries(&client);
+    served("the ConfigSummary CRD", &api).await?;
+    let n = 6;
+    for i in 0..n {
+        create_summary(&api, &format!("s{i}"), json!({})).await?;
+    }
+    // Four writers keep changing labels and annotations of the same objects:
+    // every write bumps resourceVersion, so the host's status patches (which
+    // carry the resourceVersion they were computed from) meet 409 Conflict.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (api, stop) = (api.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut tick = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let name = format!("s{}", (tick as usize + w) % n);
+                    let patch = json!({"metadata": {
+                        "labels": {format!("storm-{w}"): tick.to_string()},
+                        "annotations": {"storm/tick": format!("{w}-{tick}")},
+                    }});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+                    tick += 1;
+                }
+                anyhow::Ok(tick)
+            })
+        })
+        .collect();
+    // Meanwhile the summarised ConfigMaps change, so status has to be written.
+    for round in 0..4 {
+        for i in 0..n {
+            create_configmap(&client, &format!("s{i}-r{round}"), &format!("s{i}"), i + 1).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut patches = 0;
+    for w in writers {
+        patches += w.await??;
+    }
+    eventually(Duration::from_secs(30), "every object summarised", || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        let done = list
+            .items
+            .iter()
+            .filter(|o| {
+                let i: usize = o.metadata.name.as_deref().and_then(|s| s[1..].parse().ok()).unwrap_or(usize::MAX);
+                status_keys(o) == Some(4 * (i as i64 + 1)) && ready(o).as_deref() == Some("True") && observed(o) == o.metadata.generation
+            })
+            .count();
+        (done == n).then_some(())
+    })
+    .await?;
+    let m = plane.metrics().await?;
+    let conflicts = metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\",result=\"requeue\"");
+    eprintln!("{patches} storm patches; {conflicts} reconciles ended in a retry-soon requeue");
+    assert!(conflicts >= 1.0, "the storm caused no 409 at all ({patches} patches): the test proved nothing\n{m}");
+    assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "controller=\"configmap-summary\""), 0.0, "{m}");
+    assert_eq!(
+        metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\",result=\"error\""),
+        0.0,
+        "409 is retry-soon, not an error\n{m}"
+    );
+    Ok(())
+}
