@@ -6,10 +6,14 @@
 //! 1. end-to-end reconcile throughput, wasm vs native: in the controller benchmark;
 //! 2. host overhead per call, 4 KiB object in and ~4 KiB status out, a fresh instance
 //!    per call (`Loaded::reconcile` of the `echo` test guest), sequential and with 2
-//!    concurrent callers, against the same JSON work done natively;
+//!    concurrent callers, and with a tiny object (the fixed cost); against the same
+//!    JSON work done natively (plain `Value`, and the guest's own typed steps); minor
+//!    page faults per call (fresh linear memory is faulted in on every call);
 //! 3. load from the precompiled cache (`PluginEngine::load` hit vs cold compile, and a
 //!    whole `PluginSet::load_version`), with where that time goes;
-//! 4. extra RSS per loaded idle plugin, 50 copies of configmap-summary.
+//! 4. extra RSS per loaded idle plugin, 50 copies of configmap-summary: VmRSS, split
+//!    into RssAnon / RssFile (every plugin mmaps the same cached .cwasm, which RSS
+//!    counts once per mapping), and Pss (shared pages counted once).
 //!
 //! Figures are printed, never asserted. No API server is needed: echo makes no
 //! calls, and `PluginSet` skips CRD applies without one.

@@ -71,6 +71,10 @@ async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() ->
     plane.spawn().await?;
     let client = plane.client().await?;
     create_pair(&client, "after", 3).await?;
+    eventually(Duration::from_secs(30), "the host noticing its watches broke", || async {
+        host.log().contains("watch failed").then_some(())
+    })
+    .await?;
     summarised(&client, "after", 3, Duration::from_secs(60)).await.map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;
     // A change to an object the host knew before the restart is seen too.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");

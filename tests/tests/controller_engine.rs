@@ -288,6 +288,7 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
     let at2 = count().await.unwrap();
     tokio::time::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed())).await;
     let at4 = count().await.unwrap();
+    eprintln!("trap reconciles: {first} at the first, {at2} after 2 s, {at4} after 4 s");
     // 5 ms, doubling: retries at ~5, 15, 35, 75, 155, 315, 635, 1275, 2555 ms.
     assert!((4.0..=20.0).contains(&at4), "{at4} reconciles in ~4 s: not exponential back-off from 5 ms");
     assert!(at2 - first >= 3.0, "retries start fast: {first} → {at2} in the first 2 s");

@@ -22,7 +22,6 @@
 //! - Built-in kinds are validated only where wasmlet's controllers and agents
 //!   depend on a field; their OpenAPI schemas are open objects, so
 //!   `fieldValidation=Strict` finds unknown fields only in custom resources.
-//! - core/v1 and events.k8s.io/v1 Events are stored separately (no conversion).
 //! - DELETE returns the object (as for custom resources) for every kind.
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.
@@ -30,6 +29,7 @@
 
 pub mod crd;
 pub mod discovery;
+pub mod events;
 pub mod gc;
 pub mod logs;
 pub mod meta;

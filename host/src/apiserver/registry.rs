@@ -72,8 +72,14 @@ impl ResourceType {
     }
 
     /// Key prefix for every object of this resource, or of one namespace of it.
+    /// The group objects are stored under: events.k8s.io Events are core
+    /// Events in another form (see [`super::events`]).
+    fn storage_group(&self) -> &str {
+        if self.group.is_empty() || super::events::is_view(&self.group, &self.resource) { "core" } else { &self.group }
+    }
+
     pub fn prefix(&self, namespace: Option<&str>) -> String {
-        let group = if self.group.is_empty() { "core" } else { &self.group };
+        let group = self.storage_group();
         match namespace {
             Some(ns) if self.namespaced => format!("/{group}/{}/{ns}/", self.resource),
             _ => format!("/{group}/{}/", self.resource),
@@ -81,7 +87,7 @@ impl ResourceType {
     }
 
     pub fn key(&self, namespace: &str, name: &str) -> String {
-        let group = if self.group.is_empty() { "core" } else { &self.group };
+        let group = self.storage_group();
         format!("/{group}/{}/{namespace}/{name}", self.resource)
     }
 

@@ -173,6 +173,9 @@ impl Resources {
     /// The object's JSON as the client asked for it (`apiVersion` of the
     /// requested version; custom resources convert with strategy `None`).
     pub fn render(&self, rt: &ResourceType, version: &str, stored: &Stored) -> Bytes {
+        if super::events::is_view(&rt.group, &rt.resource) {
+            return Bytes::from(serde_json::to_vec(&super::events::to_events_v1(&stored.value())).unwrap_or_default());
+        }
         let want = rt.api_version(version);
         let mut v = stored.value();
         if v.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
@@ -239,6 +242,9 @@ impl Resources {
             }
         } else {
             m.remove("namespace");
+        }
+        if super::events::is_view(&rt.group, &rt.resource) {
+            *obj = super::events::to_core(obj);
         }
         Ok(())
     }
@@ -576,7 +582,15 @@ impl Resources {
         }
         let client_rv = patch_rv(&body);
         let object = self
-            .read_modify_write(rt, version, ns, name, client_rv, sub, |old| {
+            .read_modify_write(rt, version, ns, name, client_rv, sub, |stored| {
+                // Patches apply to the object as the client sees it.
+                let view;
+                let old = if super::events::is_view(&rt.group, &rt.resource) {
+                    view = super::events::to_events_v1(stored);
+                    &view
+                } else {
+                    stored
+                };
                 let (patched, managed) = match &body {
                     PatchBody::Merge(p) => {
                         let mut v = old.clone();
@@ -608,7 +622,7 @@ impl Resources {
                         (v, true)
                     }
                 };
-                let new = self.prepare_update(rt, version, ns, old, patched, sub, opts)?;
+                let new = self.prepare_update(rt, version, ns, stored, patched, sub, opts)?;
                 Ok((new, managed))
             }, opts)
             .await?;

@@ -103,6 +103,25 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 vec![name, json!(text(obj.get("type"))), json!(n.to_string()), json!(age(obj))],
             )
         }
+        ("", "events") | ("events.k8s.io", "events") => {
+            let last = obj
+                .get("lastTimestamp")
+                .or_else(|| obj.get("eventTime"))
+                .and_then(Value::as_str)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0)))
+                .unwrap_or_else(|| age(obj));
+            let inv = obj.get("involvedObject").or_else(|| obj.get("regarding"));
+            let object = inv
+                .map(|i| format!("{}/{}", i["kind"].as_str().unwrap_or("").to_lowercase(), i["name"].as_str().unwrap_or("")))
+                .unwrap_or_default();
+            let message = obj.get("message").or_else(|| obj.get("note"));
+            (
+                vec![col("Last Seen", "string", 0), col("Type", "string", 0), col("Reason", "string", 0),
+                     col("Object", "string", 0), col("Message", "string", 0)],
+                vec![json!(last), json!(text(obj.get("type"))), json!(text(obj.get("reason"))), json!(object), json!(text(message))],
+            )
+        }
         ("", "namespaces") => (
             vec![col("Name", "string", 0), col("Status", "string", 0), col("Age", "string", 0)],
             vec![name, json!(text(obj.pointer("/status/phase"))), json!(age(obj))],

@@ -237,12 +237,16 @@ impl Machine {
                     continue;
                 }
                 Ok(Ok(HandlerOutcome::Wait(w))) => (w.on, w.state_data),
-                Ok(Err(msg)) | Err(crate::plugin::CallError::Trap(msg)) => {
-                    self.fail(&graph.error_state, &mut state, &data, msg).await;
+                Ok(Err(msg)) => {
+                    if self.fail(&graph.error_state, &mut state, &data, msg).await {
+                        continue;
+                    }
                     (vec![WaitOn::PodChanged], data.clone())
                 }
                 Err(e) => {
-                    self.fail(&graph.error_state, &mut state, &data, e.to_string()).await;
+                    if self.fail(&graph.error_state, &mut state, &data, e.to_string()).await {
+                        continue;
+                    }
                     (vec![WaitOn::PodChanged], data.clone())
                 }
             };
@@ -333,13 +337,18 @@ impl Machine {
         None
     }
 
-    async fn fail(&self, error_state: &str, state: &mut String, data: &str, msg: String) {
+    /// Moves to the error state after a failed handler. Returns whether the
+    /// error state's handler should run now (false when it was the error
+    /// state's own handler that failed: then the pod waits for a change).
+    async fn fail(&self, error_state: &str, state: &mut String, data: &str, msg: String) -> bool {
         tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
         self.runner.event(&self.pod, EventType::Warning, "ProviderError", format!("in state {state}: {msg}")).await;
-        if state != error_state {
-            *state = error_state.to_string();
-            self.enter(state, data).await;
+        if state == error_state {
+            return false;
         }
+        *state = error_state.to_string();
+        self.enter(state, data).await;
+        true
     }
 
     async fn release(&self) {

@@ -15,14 +15,12 @@ fn main() {
                 let (path, text) = rest.split_once('=').unwrap_or((rest, ""));
                 std::fs::write(path, text).map(|_| "written".to_string()).map_err(|e| e.to_string())
             }
-            "list" => std::fs::read_dir(rest)
-                .map_err(|e| e.to_string())
-                .map(|d| {
-                    let mut names: Vec<String> =
-                        d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-                    names.sort();
-                    names.join(",")
-                }),
+            "list" => std::fs::read_dir(rest).map_err(|e| e.to_string()).map(|d| {
+                let mut names: Vec<String> =
+                    d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                names.sort();
+                names.join(",")
+            }),
             "connect" => std::net::TcpStream::connect(rest).map(|_| "connected".to_string()).map_err(|e| e.to_string()),
             "resolve" => {
                 use std::net::ToSocketAddrs;

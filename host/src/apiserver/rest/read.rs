@@ -20,6 +20,27 @@ use super::{Query, Target, json_response};
 pub struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
+    /// Event field selectors read the stored JSON.
+    events: bool,
+    group: String,
+}
+
+/// The stored (core/v1) path of an event field selector, per upstream's
+/// selectable fields for each form.
+fn event_field(group: &str, field: &str) -> Option<String> {
+    let core = [
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+        "reason", "reportingComponent", "source", "type",
+    ];
+    if group.is_empty() {
+        return core.contains(&field).then(|| if field == "source" { "source.component".into() } else { field.into() });
+    }
+    match field {
+        "reason" | "type" => Some(field.into()),
+        "reportingController" => Some("reportingComponent".into()),
+        f => f.strip_prefix("regarding.").filter(|r| core.contains(&format!("involvedObject.{r}").as_str())).map(|r| format!("involvedObject.{r}")),
+    }
 }
 
 impl Filter {
@@ -30,7 +51,8 @@ impl Filter {
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
         for field in fields.fields() {
             let ok = matches!(field, "metadata.name" | "metadata.namespace")
-                || (rt.group.is_empty() && rt.resource == "pods" && matches!(field, "spec.nodeName" | "status.phase"));
+                || (rt.group.is_empty() && rt.resource == "pods" && matches!(field, "spec.nodeName" | "status.phase"))
+                || (rt.resource == "events" && event_field(&rt.group, field).is_some());
             if !ok {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field} (for {})",
@@ -38,7 +60,7 @@ impl Filter {
                 )));
             }
         }
-        Ok(Filter { labels, fields })
+        Ok(Filter { labels, fields, events: rt.resource == "events", group: rt.group.clone() })
     }
 
     pub fn matches(&self, s: &Stored) -> bool {
@@ -46,12 +68,20 @@ impl Filter {
             return false;
         }
         let (ns, name) = s.namespace_name();
+        let value = if self.events && !self.fields.is_empty() { Some(s.value()) } else { None };
         self.fields.matches(|f| match f {
             "metadata.name" => Some(name.to_string()),
             "metadata.namespace" => Some(ns.to_string()),
             "spec.nodeName" => Some(s.node_name.clone().unwrap_or_default()),
             "status.phase" => Some(s.phase.clone().unwrap_or_default()),
-            _ => None,
+            other => {
+                let path = event_field(&self.group, other)?;
+                let mut cur = value.as_ref()?;
+                for part in path.split('.') {
+                    cur = cur.get(part)?;
+                }
+                cur.as_str().map(str::to_string)
+            }
         })
     }
 }

@@ -23,7 +23,9 @@ use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::p2::bindings::CommandPre;
 
-use super::{FetchError, FetchId, FetchProgress, FetchRequest, Inner, LoadedModule, ModuleRef, PullPolicy, PullSecret, Runnable};
+use super::{
+    FetchError, FetchId, FetchProgress, FetchRequest, Inner, LoadedModule, ModuleRef, PullPolicy, PullSecret, Runnable,
+};
 
 /// How long a finished fetch's result is handed to callers repeating the request.
 pub const RESULT_TTL: Duration = Duration::from_secs(10);
@@ -51,7 +53,11 @@ enum Source {
 enum Job {
     /// The digest is in the store; compile / link it.
     Stored(String),
-    Pull { source: Source, key: String, secrets: Vec<PullSecret> },
+    Pull {
+        source: Source,
+        key: String,
+        secrets: Vec<PullSecret>,
+    },
 }
 
 struct FetchEntry {
@@ -89,7 +95,9 @@ fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
     if image.starts_with("file:") {
         let url = url::Url::parse(image).map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
         if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
-            return Err(FetchError::InvalidReference(format!("{image}: a file URL must name a local path (file:///...)")));
+            return Err(FetchError::InvalidReference(format!(
+                "{image}: a file URL must name a local path (file:///...)"
+            )));
         }
         let path = url
             .to_file_path()
@@ -101,7 +109,9 @@ fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
         return Ok((Source::File(path), key));
     }
     if image.contains("://") {
-        return Err(FetchError::InvalidReference(format!("{image}: only file:// URLs and OCI references are supported")));
+        return Err(FetchError::InvalidReference(format!(
+            "{image}: only file:// URLs and OCI references are supported"
+        )));
     }
     let reference: Reference = image.parse().map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
     let key = reference.whole();
@@ -231,7 +241,8 @@ impl Inner {
         match job {
             Job::Stored(hex) => {
                 let path = self.module_path(&hex);
-                let bytes = tokio::fs::read(&path).await.map_err(|e| FetchError::Other(format!("{}: {e}", path.display())))?;
+                let bytes =
+                    tokio::fs::read(&path).await.map_err(|e| FetchError::Other(format!("{}: {e}", path.display())))?;
                 if sha256_hex(&bytes) != hex {
                     return Err(FetchError::Other(format!("{} is corrupt (digest mismatch)", path.display())));
                 }
@@ -247,7 +258,8 @@ impl Inner {
                 let hex = sha256_hex(&bytes);
                 let path = self.module_path(&hex);
                 if !path.is_file() {
-                    write_atomic(&path, &bytes).map_err(|e| FetchError::Other(format!("storing {}: {e}", path.display())))?;
+                    write_atomic(&path, &bytes)
+                        .map_err(|e| FetchError::Other(format!("storing {}: {e}", path.display())))?;
                 }
                 if self.loaded(&hex).is_none() {
                     self.clone().load_blocking(hex.clone(), bytes).await?;
@@ -301,7 +313,11 @@ impl Inner {
             let module = self.load_core(hex, bytes)?;
             match module.get_export("_start") {
                 Some(wasmtime::ExternType::Func(_)) => {}
-                _ => return Err(FetchError::NotWasm(format!("{shown}: a core module without _start is not a WASI command"))),
+                _ => {
+                    return Err(FetchError::NotWasm(format!(
+                        "{shown}: a core module without _start is not a WASI command"
+                    )));
+                }
             }
             let pre = self
                 .p1_linker
@@ -318,7 +334,8 @@ impl Inner {
         let engine = &self.engine.engine;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        let cached = self.modules_dir().join("compiled").join(format!("{:016x}", h.finish())).join(format!("{hex}.cwasm"));
+        let cached =
+            self.modules_dir().join("compiled").join(format!("{:016x}", h.finish())).join(format!("{hex}.cwasm"));
         if cached.is_file() {
             // SAFETY: this directory is written only below, by an engine with the same
             // compatibility hash (part of the path).
@@ -355,7 +372,10 @@ impl Inner {
         let image = client.pull(reference, &auth, accepted).await.map_err(|e| classify_oci(reference, e))?;
         let size: usize = image.layers.iter().map(|l| l.data.len()).sum();
         if size as u64 > self.config.max_module_bytes {
-            return Err(FetchError::NotWasm(format!("{reference}: layers larger than {} bytes", self.config.max_module_bytes)));
+            return Err(FetchError::NotWasm(format!(
+                "{reference}: layers larger than {} bytes",
+                self.config.max_module_bytes
+            )));
         }
         pick_wasm(reference, image.layers)
     }
@@ -413,7 +433,10 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
             if codes.iter().any(|c| {
                 matches!(
                     c,
-                    OciErrorCode::NameUnknown | OciErrorCode::ManifestUnknown | OciErrorCode::BlobUnknown | OciErrorCode::NotFound
+                    OciErrorCode::NameUnknown
+                        | OciErrorCode::ManifestUnknown
+                        | OciErrorCode::BlobUnknown
+                        | OciErrorCode::NotFound
                 )
             }) {
                 FetchError::NotFound(msg)

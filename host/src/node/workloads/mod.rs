@@ -61,7 +61,10 @@ pub struct PullSecret {
 
 impl std::fmt::Debug for PullSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PullSecret").field("registry", &self.registry).field("username", &self.username).finish_non_exhaustive()
+        f.debug_struct("PullSecret")
+            .field("registry", &self.registry)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
     }
 }
 
@@ -428,7 +431,8 @@ impl WorkloadManager {
     pub fn release_pod(&self, pod_uid: &str) -> tokio::task::JoinHandle<()> {
         let gone: Vec<Arc<run::Workload>> = {
             let mut map = self.inner.workloads.lock().unwrap();
-            let handles: Vec<WorkloadHandle> = map.iter().filter(|(_, w)| w.pod_uid == pod_uid).map(|(h, _)| *h).collect();
+            let handles: Vec<WorkloadHandle> =
+                map.iter().filter(|(_, w)| w.pod_uid == pod_uid).map(|(h, _)| *h).collect();
             handles.iter().filter_map(|h| map.remove(h)).collect()
         };
         for w in &gone {
@@ -439,8 +443,11 @@ impl WorkloadManager {
         self.inner.rt.spawn(async move {
             for w in gone {
                 let mut rx = w.status.subscribe();
-                let _ = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|s| !matches!(s.state, RunState::Running)))
-                    .await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    rx.wait_for(|s| !matches!(s.state, RunState::Running)),
+                )
+                .await;
             }
             if let Some(dir) = dir {
                 let _ = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {

@@ -18,7 +18,9 @@ use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::logs::{Capture, LogSink, LogStream};
 use super::volumes::check_segment;
-use super::{Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle, WorkloadStatus, now_ms};
+use super::{
+    Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle, WorkloadStatus, now_ms,
+};
 
 /// Epoch ticks (5 ms each) of CPU between yields to the async runtime.
 pub const YIELD_TICKS: u64 = 2;
@@ -222,13 +224,8 @@ impl Inner {
         let (status, _) =
             watch::channel(WorkloadStatus { state: RunState::Running, started_at_ms, finished_at_ms: None });
         let kill = Arc::new(KillSwitch::default());
-        let workload = Arc::new(Workload {
-            pod_uid: t.pod_uid.clone(),
-            status,
-            kill: kill.clone(),
-            sink: sink.clone(),
-            log_path,
-        });
+        let workload =
+            Arc::new(Workload { pod_uid: t.pod_uid.clone(), status, kill: kill.clone(), sink: sink.clone(), log_path });
         self.workloads.lock().unwrap().insert(handle, workload.clone());
 
         let engine = self.engine.engine.clone();

@@ -52,7 +52,8 @@ fn failed(what: &str, e: impl std::fmt::Display) -> WorkloadError {
 
 /// A single path segment chosen by the provider (pod uid, volume or container name).
 pub(crate) fn check_segment(s: &str, what: &str) -> Result<(), WorkloadError> {
-    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\\') || s.contains('\0') || s.len() > 253 {
+    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\\') || s.contains('\0') || s.len() > 253
+    {
         return Err(invalid(format!("{what} {s:?} is not a valid name")));
     }
     Ok(())
@@ -112,7 +113,10 @@ impl super::Inner {
         if let Some(id) = existing {
             let v = &table.by_id[&id];
             if v.kind != kind {
-                return Err(invalid(format!("volume {:?} of pod {} was already prepared as {:?}", req.name, req.pod_uid, v.kind)));
+                return Err(invalid(format!(
+                    "volume {:?} of pod {} was already prepared as {:?}",
+                    req.name, req.pod_uid, v.kind
+                )));
             }
         }
         let local_dir = self.pod_dir(&req.pod_uid).join("volumes").join(&req.name);
@@ -206,7 +210,8 @@ impl super::Inner {
 /// reader sees the old or the new contents) and removes files of `previous` that are gone.
 fn write_files(dir: &Path, files: &[VolumeFile], previous: &[String]) -> Result<(), WorkloadError> {
     use std::os::unix::fs::PermissionsExt;
-    let root = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| failed("opening the volume", e))?;
+    let root = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+        .map_err(|e| failed("opening the volume", e))?;
     for f in files {
         let rel = Path::new(&f.path);
         let name = rel.file_name().ok_or_else(|| invalid(format!("volume file path {:?} names no file", f.path)))?;
@@ -221,7 +226,10 @@ fn write_files(dir: &Path, files: &[VolumeFile], previous: &[String]) -> Result<
         };
         let write = || -> std::io::Result<()> {
             root.write(&tmp, &f.contents)?;
-            root.set_permissions(&tmp, cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(f.mode & 0o7777)))?;
+            root.set_permissions(
+                &tmp,
+                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(f.mode & 0o7777)),
+            )?;
             root.rename(&tmp, &root, rel)
         };
         if let Err(e) = write() {
