@@ -107,7 +107,8 @@ impl provider::Workloads for WorkloadManager {
     }
 
     fn release_pod(&self, pod_uid: &str) {
-        let _ = WorkloadManager::release_pod(self, pod_uid);
+        // Cleanup finishes in the background; nothing waits for the directory to go.
+        drop(WorkloadManager::release_pod(self, pod_uid));
     }
 }
 

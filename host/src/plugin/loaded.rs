@@ -291,3 +291,34 @@ fn provider(pre: &Pre) -> wasmtime::Result<&ProviderPluginPre<State>> {
 fn truncate(s: &str) -> String {
     if s.len() <= 80 { s.to_string() } else { format!("{}...", &s[..s.floor_char_boundary(80)]) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(engine: &PluginEngine, wat: &str) -> Arc<Component> {
+        let bytes = wat::parse_str(wat).expect("valid WAT");
+        engine.load(Path::new("t.wasm"), &bytes).expect("compiles").0
+    }
+
+    #[test]
+    fn refuses_another_contract_version_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = PluginEngine::new(dir.path()).unwrap();
+        let c = component(&engine, r#"(component (import "wasmlet:plugin/log@0.2.0" (instance)))"#);
+        let e = check_contract(&engine, &c, Path::new("/plugins/new.wasm"), PluginKind::Reconciler).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/plugins/new.wasm: built against wasmlet:plugin@0.2.0 (wasmlet:plugin/log@0.2.0); this host provides wasmlet:plugin@0.1.0"
+        );
+    }
+
+    #[test]
+    fn refuses_a_component_without_the_world_its_manifest_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = PluginEngine::new(dir.path()).unwrap();
+        let c = component(&engine, r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#);
+        let e = check_contract(&engine, &c, Path::new("x.wasm"), PluginKind::Provider).unwrap_err();
+        assert!(e.to_string().contains("does not export wasmlet:plugin/provider@0.1.0"), "{e}");
+    }
+}
