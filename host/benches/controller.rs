@@ -264,7 +264,7 @@ async fn latency_run(
             for i in 0..count {
                 let at = t0 + Duration::from_secs_f64(i as f64 / rate as f64);
                 tokio::time::sleep_until(at.into()).await;
-                let (api, created) = (api.clone(), created.clone());
+                let (api, created, group) = (api.clone(), created.clone(), group.clone());
                 let name = format!("{group}-{i}");
                 tasks.push(tokio::spawn(async move {
                     let obj: DynamicObject = serde_json::from_value(json!({

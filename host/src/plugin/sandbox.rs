@@ -30,13 +30,26 @@ pub struct PluginCtx {
     pub recorder: Option<kube::runtime::events::Recorder>,
     /// Providers only: the node agent's workload runner.
     pub workloads: Option<Arc<dyn super::provider::Workloads>>,
+    /// The `http` import's outbound client (one per process); `None`: no outbound HTTP.
+    pub http: Option<Arc<super::http::HttpClient>>,
 }
 
-/// Denies growth past the manifest's cap and remembers that it did, so a trap
-/// that follows is reported as out-of-memory rather than a plain trap.
+/// Denies memory growth past a cap and remembers that it did, so the trap that
+/// follows (a Rust guest aborts on allocation failure) is reported as
+/// out-of-memory rather than a plain trap. Shared by plugin calls and workloads.
 pub struct Limiter {
     limits: StoreLimits,
     pub hit: bool,
+}
+
+impl Limiter {
+    pub fn new(memory_bytes: Option<usize>) -> Limiter {
+        let mut b = StoreLimitsBuilder::new().instances(64).tables(64).memories(16);
+        if let Some(m) = memory_bytes {
+            b = b.memory_size(m);
+        }
+        Limiter { limits: b.build(), hit: false }
+    }
 }
 
 impl ResourceLimiter for Limiter {
@@ -51,6 +64,18 @@ impl ResourceLimiter for Limiter {
         self.hit |= !ok;
         Ok(ok)
     }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
 }
 
 pub struct State {
@@ -63,6 +88,8 @@ pub struct State {
     pub writes: Vec<Write>,
     /// A client call met 409 or 429: the controller retries soon, not with back-off.
     pub retry_soon: bool,
+    /// When the call began (its deadline runs from here), for the `http` import's timeout.
+    pub started: std::time::Instant,
 }
 
 /// What a call did besides its result.
@@ -80,14 +107,12 @@ impl State {
         State {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limiter: Limiter {
-                limits: StoreLimitsBuilder::new().memory_size(memory).instances(64).tables(64).memories(16).build(),
-                hit: false,
-            },
+            limiter: Limiter::new(Some(memory)),
             plugin,
             key,
             writes: Vec::new(),
             retry_soon: false,
+            started: std::time::Instant::now(),
         }
     }
 }

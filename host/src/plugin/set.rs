@@ -145,6 +145,7 @@ impl PluginSet {
             metrics: self.metrics(name),
             recorder,
             workloads: self.workloads.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            http: Some(super::http::HttpClient::shared()),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use crate::plugin::sandbox::Limiter;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -26,47 +28,6 @@ use super::{
 pub const YIELD_TICKS: u64 = 2;
 /// The exit code reported for a workload stopped after its grace period (kubelet's SIGKILL).
 pub const KILLED_EXIT_CODE: i32 = 137;
-
-/// Denies memory growth past the cap and remembers it, so the trap that follows (a
-/// Rust guest aborts on allocation failure) is reported as OOMKilled.
-pub(crate) struct Limiter {
-    limits: StoreLimits,
-    hit: bool,
-}
-
-impl Limiter {
-    fn new(memory: Option<u64>) -> Limiter {
-        let mut b = StoreLimitsBuilder::new().instances(64).tables(64).memories(16);
-        if let Some(m) = memory {
-            b = b.memory_size(usize::try_from(m).unwrap_or(usize::MAX));
-        }
-        Limiter { limits: b.build(), hit: false }
-    }
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let ok = self.limits.memory_growing(current, desired, maximum)?;
-        self.hit |= !ok;
-        Ok(ok)
-    }
-
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        self.limits.table_growing(current, desired, maximum)
-    }
-
-    fn instances(&self) -> usize {
-        self.limits.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.limits.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.limits.memories()
-    }
-}
 
 pub(crate) struct P2State {
     ctx: WasiCtx,
@@ -233,9 +194,9 @@ impl Inner {
         let inner = self.clone();
         let prepared = match &module.runnable {
             Runnable::Component(_) => {
-                Prepared::P2(P2State { ctx: b.build(), table: ResourceTable::new(), limiter: Limiter::new(memory) })
+                Prepared::P2(P2State { ctx: b.build(), table: ResourceTable::new(), limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))) })
             }
-            Runnable::Core(_) => Prepared::P1(P1State { ctx: b.build_p1(), limiter: Limiter::new(memory) }),
+            Runnable::Core(_) => Prepared::P1(P1State { ctx: b.build_p1(), limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))) }),
         };
         let run = async move {
             match (&module.runnable, prepared) {
