@@ -197,3 +197,111 @@ async fn hot_swap_keeps_working_version_and_rolls_back() {
     env.set.scan().await;
     assert!(env.set.get("configmap-summary").is_none());
 }
+
+/// `obj` (a ConfigSummary as JSON) with the fetcher's annotations set.
+fn fetch_target(obj: &str, url: &str, timeout_ms: Option<u32>) -> String {
+    let mut v: Value = serde_json::from_str(obj).unwrap();
+    let mut a = json!({"wasmlet.dev/url": url});
+    if let Some(ms) = timeout_ms {
+        a["wasmlet.dev/timeout-ms"] = json!(ms.to_string());
+    }
+    v["metadata"]["annotations"] = a;
+    v.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/hello", get(|| async { "hello plugin" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                "too late"
+            }),
+        )
+        .route("/moved", get(|| async { axum::response::Redirect::temporary("http://localhost/elsewhere") }))
+        .route("/big", get(|| async { "x".repeat(5 << 20) }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+
+    let env = env().await;
+    for name in ["configmap-summary", "fetcher"] {
+        install(env.plugins.path(), name);
+    }
+    assert!(env.set.scan().await.is_empty());
+    let fetcher = env.set.get("fetcher").unwrap();
+    let obj = create_summary(&env.client, "f1", json!({"wasmlet.dev/test": "fetcher"})).await;
+    let metrics = env.set.metrics("fetcher");
+
+    let status = |r: Result<_, CallError>| -> Value {
+        let (result, _): (Result<wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileOutcome, _>, _) =
+            r.expect("the call completes");
+        let outcome = result.expect("the reconcile succeeds");
+        serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap()
+    };
+    let failure = |r: Result<_, CallError>| -> String {
+        let (result, _): (Result<_, wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileError>, _) =
+            r.expect("the call completes");
+        let err = result.expect_err("the reconcile fails");
+        assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
+        err.message
+    };
+
+    // An allowed host: the response comes back.
+    let hello = fetch_target(&obj, &format!("http://127.0.0.1:{port}/hello"), None);
+    let s = status(fetcher.reconcile("default/f1", &hello).await);
+    assert_eq!(s, json!({"httpStatus": 200, "body": "hello plugin"}));
+
+    // A redirect is a response, not followed (its target is not even allowed).
+    let s = status(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{port}/moved"), None)).await);
+    assert_eq!(s["httpStatus"], 307, "{s}");
+    assert_eq!(PluginMetrics::get(&metrics.denied), 0);
+
+    // The same server by another name is not in http-hosts: denied, counted.
+    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://localhost:{port}/hello"), None)).await);
+    assert!(msg.contains("denied") && msg.contains("localhost"), "{msg}");
+    assert_eq!(PluginMetrics::get(&metrics.denied), 1);
+
+    // Credentials in the URL are refused before anything is sent.
+    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://u:p@127.0.0.1:{port}/hello"), None)).await);
+    assert!(msg.contains("invalid request"), "{msg}");
+
+    // Nothing listens: a connection error.
+    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{closed}/"), None)).await);
+    assert!(msg.contains("connection failed"), "{msg}");
+
+    // Larger than the host's 4 MiB response cap.
+    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{port}/big"), None)).await);
+    assert!(msg.contains("too large"), "{msg}");
+
+    // A slow endpoint with the request's own timeout (below the 500 ms deadline):
+    // the guest sees `timeout`.
+    let slow = format!("http://127.0.0.1:{port}/slow");
+    let started = Instant::now();
+    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &slow, Some(200))).await);
+    assert!(msg.contains("timed out"), "{msg}");
+    assert!(started.elapsed() < Duration::from_millis(450), "timed out after {:?}", started.elapsed());
+
+    // With no timeout of its own the request is cut at the call's 500 ms deadline:
+    // the guest sees `timeout`, or its call is stopped at the deadline if the epoch
+    // tick lands first. Either way, well before the server's 3 s.
+    let started = Instant::now();
+    match fetcher.reconcile("default/f1", &fetch_target(&obj, &slow, None)).await {
+        Err(e) => assert!(matches!(e, CallError::Timeout(d) if d == Duration::from_millis(500)), "{e}"),
+        Ok((Ok(o), _)) => panic!("the slow request succeeded: {o:?}"),
+        Ok((Err(e), _)) => assert!(e.message.contains("timed out"), "{e:?}"),
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(450) && took < Duration::from_secs(1), "deadline cut after {took:?}");
+
+    // The shared client still works after all that.
+    assert_eq!(status(fetcher.reconcile("default/f1", &hello).await)["body"], "hello plugin");
+    assert_eq!(PluginMetrics::get(&metrics.denied), 1);
+}

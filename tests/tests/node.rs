@@ -1,0 +1,727 @@
+//! The node agent end to end: `wasmlet up` (API server, host and node agent) with
+//! the real `wasi-runner` provider component running the test workloads of
+//! `guests/workloads` (built by `scripts/build-workloads` into target/workloads),
+//! driven through the kube client and kubectl.
+//!
+//! There is no scheduler: every pod names its node (`spec.nodeName`) and tolerates
+//! the node's `kubernetes.io/arch` taints. Each test runs its own plane with its own
+//! node name.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use wasmlet_e2e::{Plane, eventually, install_plugin};
+
+// ---- helpers ---------------------------------------------------------------------
+
+/// `file:///…/target/workloads/NAME`: a module built by `scripts/build-workloads`.
+fn workload(name: &str) -> String {
+    let path = workloads_dir().join(name);
+    assert!(path.exists(), "{} is missing: run scripts/build-workloads first", path.display());
+    format!("file://{}", path.display())
+}
+
+fn workloads_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").join("target").join("workloads")
+}
+
+/// `wasmlet up --node-name NODE [--provider P] EXTRA...` with provider P installed;
+/// returns once the Node is registered.
+async fn node_plane(node: &str, provider: &str, extra: &[&str]) -> Result<(Plane, kube::Client)> {
+    let mut args = vec!["--node-name", node, "--provider", provider];
+    args.extend_from_slice(extra);
+    let plane = Plane::start_up(&args).await?;
+    install_plugin(&plane.plugin_dir(), provider)?;
+    let client = plane.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let registered = eventually(Duration::from_secs(30), "the Node to be registered", || async {
+        nodes.get_opt(node).await.ok().flatten()
+    })
+    .await;
+    if let Err(e) = registered {
+        bail!("{e}; log:\n{}", log_tail(&plane));
+    }
+    Ok((plane, client))
+}
+
+fn log_tail(plane: &Plane) -> String {
+    let log = plane.log();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(80)..].join("\n")
+}
+
+/// A pod bound to `node` (tolerating its taints) with the given spec fields.
+fn node_pod(name: &str, node: &str, mut spec: Value) -> Pod {
+    spec["nodeName"] = json!(node);
+    spec["tolerations"] = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}))
+        .expect("a valid pod")
+}
+
+fn container(name: &str, image: &str, args: &[&str]) -> Value {
+    json!({"name": name, "image": image, "args": args})
+}
+
+async fn create(api: &Api<Pod>, pod: &Pod) -> Result<()> {
+    api.create(&PostParams::default(), pod).await.with_context(|| format!("creating pod {:?}", pod.metadata.name))?;
+    Ok(())
+}
+
+/// Polls pod `name` until `pred` holds; on time-out the error carries its last
+/// status and the tail of the wasmlet log.
+async fn wait_pod(plane: &Plane, api: &Api<Pod>, name: &str, secs: u64, what: &str, pred: impl Fn(&Pod) -> bool) -> Result<Pod> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut last = None;
+    loop {
+        if let Ok(Some(p)) = api.get_opt(name).await {
+            if pred(&p) {
+                return Ok(p);
+            }
+            last = Some(p);
+        }
+        if Instant::now() > deadline {
+            let status = last.and_then(|p| p.status).map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
+            bail!(
+                "timed out after {secs} s waiting for pod {name}: {what}\nlast status: {}\nlog:\n{}",
+                status.unwrap_or_else(|| "(no pod)".into()),
+                log_tail(plane)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+fn status_json(p: &Pod) -> Value {
+    serde_json::to_value(p.status.as_ref()).unwrap_or(Value::Null)
+}
+
+/// `status.containerStatuses[0]` (or the init container's at `index`) as JSON.
+fn cstatus(p: &Pod) -> Value {
+    status_json(p).pointer("/containerStatuses/0").cloned().unwrap_or(Value::Null)
+}
+
+fn waiting_reason(p: &Pod) -> Option<String> {
+    cstatus(p).pointer("/state/waiting/reason").and_then(Value::as_str).map(str::to_string)
+}
+
+fn restart_count(p: &Pod) -> i64 {
+    cstatus(p)["restartCount"].as_i64().unwrap_or(-1)
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<String> {
+    p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.clone())
+}
+
+/// Every version of pod `name` a watch delivers, with when it arrived: short-lived
+/// states (ErrImagePull before ImagePullBackOff) are seen here, not by polling.
+struct History {
+    seen: Arc<Mutex<Vec<(Instant, Pod)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl History {
+    fn start(api: &Api<Pod>, name: &str) -> History {
+        let seen: Arc<Mutex<Vec<(Instant, Pod)>>> = Arc::default();
+        let (api, name, out) = (api.clone(), name.to_string(), seen.clone());
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev
+                    && p.metadata.name.as_deref() == Some(name.as_str())
+                {
+                    out.lock().unwrap().push((Instant::now(), p));
+                }
+            }
+        });
+        History { seen, task }
+    }
+
+    fn snapshot(&self) -> Vec<(Instant, Pod)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The first version matching `pred`, with its arrival time.
+    fn first(&self, pred: impl Fn(&Pod) -> bool) -> Option<(Instant, Pod)> {
+        self.snapshot().into_iter().find(|(_, p)| pred(p))
+    }
+
+    /// The waiting reasons of the first container, in order, without repeats.
+    fn reasons(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, p) in self.snapshot() {
+            if let Some(r) = waiting_reason(&p)
+                && out.last() != Some(&r)
+            {
+                out.push(r);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// (type, reason, message) of the Events about pod `name` (core/v1 and
+/// events.k8s.io/v1 alike).
+async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    if let Ok(list) = core.list(&Default::default()).await {
+        for e in list.items.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)) {
+            out.push((e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.message.unwrap_or_default()));
+        }
+    }
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    if let Ok(list) = v1.list(&Default::default()).await {
+        for e in list.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)) {
+            out.push((e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// Waits for an Event about pod `name` with this type and reason whose message
+/// contains `text`; returns its message.
+async fn expect_event(client: &kube::Client, name: &str, type_: &str, reason: &str, text: &str) -> Result<String> {
+    let found = eventually(Duration::from_secs(20), &format!("a {type_} event {reason} about {name}"), || async {
+        events_about(client, name)
+            .await
+            .into_iter()
+            .find(|(t, r, m)| t == type_ && r == reason && m.contains(text))
+            .map(|(_, _, m)| m)
+    })
+    .await;
+    match found {
+        Ok(m) => Ok(m),
+        Err(e) => bail!("{e}; the pod's events: {:?}", events_about(client, name).await),
+    }
+}
+
+// ---- 1: hello world, the Node and its Lease --------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
+    let node_name = "node-hello";
+    let (plane, client) = node_plane(node_name, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+
+    // The lease exists at once (the first renewal happens on start).
+    let first_renewal = eventually(Duration::from_secs(20), "the node lease", || async {
+        let l = leases.get_opt(node_name).await.ok().flatten()?;
+        l.spec?.renew_time
+    })
+    .await?;
+
+    let mut spec = json!({"restartPolicy": "Never", "containers": [container("main", &workload("hello.wasm"), &["a", "b"])]});
+    spec["containers"][0]["env"] = json!([{"name": "GREETING", "value": "hi"}]);
+    create(&pods, &node_pod("hello", node_name, spec)).await?;
+    let p = wait_pod(&plane, &pods, "hello", 60, "phase Succeeded", |p| phase(p) == "Succeeded").await?;
+    let cs = cstatus(&p);
+    assert_eq!(cs.pointer("/state/terminated/exitCode"), Some(&json!(0)), "{cs}");
+    assert_eq!(cs.pointer("/state/terminated/reason"), Some(&json!("Completed")), "{cs}");
+    let st = status_json(&p);
+    assert_eq!(st["hostIP"], "127.0.0.1", "{st}");
+    assert!(st["startTime"].is_string(), "{st}");
+
+    // kubectl logs (proxied by the API server to the node's kubelet API).
+    let logs = plane.kubectl_ok(&["logs", "hello"])?;
+    for want in ["hello from main", "args: a b", "GREETING=hi", "a line on stderr"] {
+        assert!(logs.contains(want), "`kubectl logs hello` lacks {want:?}:\n{logs}");
+    }
+    let lines: Vec<&str> = logs.lines().collect();
+    let tail = plane.kubectl_ok(&["logs", "hello", "--tail", "1"])?;
+    assert_eq!(tail.lines().collect::<Vec<_>>(), vec![*lines.last().unwrap()], "--tail 1 of:\n{logs}");
+    let stamped = plane.kubectl_ok(&["logs", "hello", "--timestamps"])?;
+    let stamped: Vec<&str> = stamped.lines().collect();
+    assert_eq!(stamped.len(), lines.len(), "{stamped:?}");
+    for (s, l) in stamped.iter().zip(&lines) {
+        let (ts, rest) = s.split_once(' ').unwrap_or((s, ""));
+        assert!(ts.len() >= 20 && ts.contains('T') && ts.ends_with('Z'), "not an RFC 3339 timestamp: {s:?}");
+        assert_eq!(rest, *l);
+    }
+
+    // The Node.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(node_name).await?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("kubernetes.io/arch").map(String::as_str), Some("wasm32-wasi"));
+    assert_eq!(labels.get("kubernetes.io/os").map(String::as_str), Some("wasi"));
+    assert_eq!(labels.get("kubernetes.io/hostname").map(String::as_str), Some(node_name));
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    for effect in ["NoSchedule", "NoExecute"] {
+        assert!(
+            taints.iter().any(|t| t.key == "kubernetes.io/arch" && t.value.as_deref() == Some("wasm32-wasi") && t.effect == effect),
+            "no {effect} taint: {taints:?}"
+        );
+    }
+    let ns = serde_json::to_value(node.status.as_ref().context("the node has no status")?)?;
+    for field in ["capacity", "allocatable"] {
+        for r in ["cpu", "memory", "pods"] {
+            assert!(ns[field][r].as_str().is_some_and(|v| !v.is_empty() && v != "0"), "status.{field}.{r}: {ns}");
+        }
+    }
+    assert!(ns.pointer("/nodeInfo/kubeletVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with('v')), "{ns}");
+    assert_eq!(ns.pointer("/nodeInfo/architecture"), Some(&json!("wasm32-wasi")), "{ns}");
+    let port = ns.pointer("/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(0);
+    assert!(port > 0, "daemonEndpoints.kubeletEndpoint.Port: {ns}");
+    let ready = ns["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready")).cloned();
+    assert_eq!(ready.as_ref().map(|c| &c["status"]), Some(&json!("True")), "{ns}");
+
+    // The lease is renewed (every 10 s).
+    let lease = leases.get(node_name).await?;
+    assert_eq!(lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()), Some(node_name));
+    let renewed = eventually(Duration::from_secs(25), "a lease renewal", || async {
+        let t = leases.get_opt(node_name).await.ok().flatten()?.spec?.renew_time?;
+        (t.0 > first_renewal.0).then_some(t)
+    })
+    .await?;
+    let gap = renewed.0.duration_since(first_renewal.0).as_secs_f64();
+    assert!((5.0..=20.0).contains(&gap), "renewed {gap} s after the previous renewal (period 10 s)");
+    Ok(())
+}
+
+// ---- 2: a long-running pod: Ready, logs -f, delete with a grace period -----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> Result<()> {
+    let node = "node-sleeper";
+    let (plane, client) = node_plane(node, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let spec = json!({"terminationGracePeriodSeconds": 30, "containers": [container("main", &workload("sleeper.wasm"), &[])]});
+    create(&pods, &node_pod("sleeper", node, spec)).await?;
+    let p = wait_pod(&plane, &pods, "sleeper", 60, "Running and Ready", |p| {
+        phase(p) == "Running" && condition(p, "Ready").as_deref() == Some("True")
+    })
+    .await?;
+    let cs = cstatus(&p);
+    assert!(cs.pointer("/state/running/startedAt").and_then(Value::as_str).is_some(), "{cs}");
+    assert_eq!(cs["ready"], true, "{cs}");
+    assert_eq!(condition(&p, "ContainersReady").as_deref(), Some("True"));
+    assert_eq!(condition(&p, "PodScheduled").as_deref(), Some("True"));
+
+    // `kubectl logs -f` streams lines as they are written.
+    let ticks_now = plane.kubectl_ok(&["logs", "sleeper"])?.lines().filter(|l| l.starts_with("tick ")).count();
+    let mut follow = std::process::Command::new(wasmlet_e2e::kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["logs", "-f", "sleeper"])
+        .env("HOME", plane.data_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = follow.stdout.take().context("no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, String)>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send((Instant::now(), line)).is_err() {
+                return;
+            }
+        }
+    });
+    // Read until a tick written ~2 s after the non-following read; lines must keep
+    // arriving over at least a second (not one buffered answer).
+    let goal = ticks_now as u64 + 20;
+    let mut first_at = None;
+    let streamed = loop {
+        let Ok((at, line)) = rx.recv_timeout(Duration::from_secs(10)) else {
+            let _ = follow.kill();
+            bail!("`kubectl logs -f` gave no line for 10 s");
+        };
+        let first = *first_at.get_or_insert(at);
+        if let Some(n) = line.strip_prefix("tick ").and_then(|n| n.parse::<u64>().ok())
+            && n >= goal
+        {
+            break at.duration_since(first);
+        }
+    };
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(streamed >= Duration::from_secs(1), "all lines came at once ({streamed:?}): not streamed");
+
+    // Deletion with a 2 s grace: sleeper never exits by itself, so it is killed
+    // after the grace and the pod is removed.
+    let start = Instant::now();
+    plane.kubectl_ok(&["delete", "pod", "sleeper", "--grace-period=2", "--wait=true", "--timeout=30s"])?;
+    let gone = eventually(Duration::from_secs(30), "the pod to be gone", || async {
+        matches!(pods.get_opt("sleeper").await, Ok(None)).then_some(())
+    })
+    .await;
+    if let Err(e) = gone {
+        bail!("{e}\nlog:\n{}", log_tail(&plane));
+    }
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(1500), "the pod went in {took:?}: the 2 s grace period was not given");
+    assert!(took <= Duration::from_secs(8), "the pod went only after {took:?} (grace period 2 s)");
+    Ok(())
+}
+
+// ---- 3: CrashLoopBackOff ---------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
+    let node = "node-crash";
+    let (plane, client) = node_plane(node, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = History::start(&pods, "crash");
+    let spec = json!({"restartPolicy": "Always", "containers": [container("main", &workload("exitcode.wasm"), &["1"])]});
+    create(&pods, &node_pod("crash", node, spec)).await?;
+    // 10 s, then 20 s of back-off: the second restart comes ~30 s after the first exit.
+    let p = wait_pod(&plane, &pods, "crash", 50, "restartCount 2", |p| restart_count(p) >= 2).await?;
+    assert_eq!(phase(&p), "Running", "kubelet reports a crash-looping pod with restartPolicy Always as Running");
+
+    let backing_off = |count: i64, secs: u64| {
+        move |p: &Pod| {
+            restart_count(p) == count
+                && waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
+                && cstatus(p)
+                    .pointer("/state/waiting/message")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.contains(&format!("back-off {secs}s")))
+        }
+    };
+    let (t0, p0) = history.first(backing_off(0, 10)).context("never CrashLoopBackOff with back-off 10s at restartCount 0")?;
+    let last = cstatus(&p0);
+    assert_eq!(last.pointer("/lastState/terminated/exitCode"), Some(&json!(1)), "{last}");
+    assert_eq!(last.pointer("/lastState/terminated/reason"), Some(&json!("Error")), "{last}");
+    let (t1, _) = history.first(|p| restart_count(p) == 1).context("restartCount 1 never seen")?;
+    let (t1b, _) = history.first(backing_off(1, 20)).context("never CrashLoopBackOff with back-off 20s at restartCount 1")?;
+    let (t2, _) = history.first(|p| restart_count(p) == 2).context("restartCount 2 never seen")?;
+    let (gap1, gap2) = (t1.duration_since(t0).as_secs_f64(), t2.duration_since(t1b).as_secs_f64());
+    assert!((8.5..=14.0).contains(&gap1), "first back-off lasted {gap1:.1} s, expected 10 s");
+    assert!((18.5..=25.0).contains(&gap2), "second back-off lasted {gap2:.1} s, expected 20 s");
+
+    // The previous attempt's output.
+    let previous = plane.kubectl_ok(&["logs", "crash", "--previous"])?;
+    assert!(previous.contains("exiting with 1"), "kubectl logs --previous: {previous:?}");
+    expect_event(&client, "crash", "Warning", "BackOff", "Back-off restarting failed container").await?;
+    Ok(())
+}
+
+// ---- 4: init containers and an emptyDir ------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_in_order_and_share_an_empty_dir() -> Result<()> {
+    let node = "node-init";
+    let (plane, client) = node_plane(node, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let reader = workload("reader.wasm");
+    let mount = json!([{"name": "work", "mountPath": "/work"}]);
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [
+            container("first", &reader, &["write:/work/x=from-first"]),
+            container("second", &reader, &["read:/work/x", "write:/work/x=from-second", "write:/work/y=second-was-here"]),
+        ],
+        "containers": [container("main", &reader, &["read:/work/x", "read:/work/y", "list:/work"])],
+    });
+    for c in ["/initContainers/0", "/initContainers/1", "/containers/0"] {
+        spec.pointer_mut(c).unwrap()["volumeMounts"] = mount.clone();
+    }
+    create(&pods, &node_pod("init", node, spec)).await?;
+    let p = wait_pod(&plane, &pods, "init", 60, "phase Succeeded", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
+    assert_eq!(condition(&p, "Initialized").as_deref(), Some("True"));
+    let st = status_json(&p);
+    for i in 0..2 {
+        let s = &st["initContainerStatuses"][i];
+        assert_eq!(s.pointer("/state/terminated/reason"), Some(&json!("Completed")), "{st}");
+    }
+    // The second init container saw the first one's file; main saw the second's.
+    let second = plane.kubectl_ok(&["logs", "init", "-c", "second"])?;
+    assert!(second.contains("read /work/x: OK from-first"), "{second}");
+    assert!(second.contains("write /work/x=from-second: OK written"), "{second}");
+    let main = plane.kubectl_ok(&["logs", "init", "-c", "main"])?;
+    assert!(main.contains("read /work/x: OK from-second"), "{main}");
+    assert!(main.contains("read /work/y: OK second-was-here"), "{main}");
+    assert!(main.contains("list /work: OK x,y"), "{main}");
+    Ok(())
+}
+
+// ---- 5: configMap and secret volumes; nothing else -------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() -> Result<()> {
+    let node = "node-volumes";
+    // A host directory with symlinks leading out of it (to a sibling file and to /etc).
+    let host = tempfile::tempdir()?;
+    let allowed = host.path().join("allowed");
+    std::fs::create_dir(&allowed)?;
+    std::fs::write(allowed.join("ok.txt"), "inside")?;
+    std::fs::write(host.path().join("outside.txt"), "outside secret")?;
+    std::os::unix::fs::symlink("../outside.txt", allowed.join("rel-link"))?;
+    std::os::unix::fs::symlink("/etc/passwd", allowed.join("abs-link"))?;
+    std::os::unix::fs::symlink("/etc", allowed.join("dir-link"))?;
+    let allow = allowed.display().to_string();
+    let (plane, client) = node_plane(node, "wasi-runner", &["--host-path-allow", &allow]).await?;
+    let (_, api_port) = {
+        let (server, _) = plane.endpoint()?;
+        let port = server.rsplit(':').next().unwrap_or("").trim_end_matches('/').to_string();
+        (server, port)
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &wasmlet_e2e::configmap("cfg", &[("greeting", "hi there")]))
+        .await?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "sec"}, "data": {"password": "czNjcmV0"}, // "s3cret"
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default").create(&PostParams::default(), &secret).await?;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let connect = format!("connect:127.0.0.1:{api_port}");
+    let args = [
+        "read:/cfg/greeting",
+        "read:/sec/password",
+        "list:/cfg",
+        "read:/host/ok.txt",
+        "read:/cfg/../../etc/passwd",
+        "read:/sec/../../../outside.txt",
+        "read:/etc/passwd",
+        "list:/",
+        "read:/host/rel-link",
+        "read:/host/abs-link",
+        "list:/host/dir-link",
+        "write:/cfg/new=x",
+        connect.as_str(),
+        "resolve:localhost",
+    ];
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "cfg", "configMap": {"name": "cfg"}},
+            {"name": "sec", "secret": {"secretName": "sec"}},
+            {"name": "host", "hostPath": {"path": allow}},
+        ],
+        "containers": [container("main", &workload("reader.wasm"), &args)],
+    });
+    spec["containers"][0]["volumeMounts"] = json!([
+        {"name": "cfg", "mountPath": "/cfg"},
+        {"name": "sec", "mountPath": "/sec"},
+        {"name": "host", "mountPath": "/host", "readOnly": true},
+    ]);
+    create(&pods, &node_pod("probe", node, spec)).await?;
+    let p = wait_pod(&plane, &pods, "probe", 60, "a terminal phase", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
+    let out = plane.kubectl_ok(&["logs", "probe"])?;
+    let line = |op: &str| -> String {
+        out.lines().find(|l| l.starts_with(&format!("{} ", op.replacen(':', " ", 1)))).unwrap_or("(no line)").to_string()
+    };
+    let ok = |op: &str, want: &str| {
+        let l = line(op);
+        assert!(l.contains(": OK ") && l.ends_with(want), "{op}: expected OK {want:?}, got {l:?}\nall output:\n{out}");
+    };
+    ok("read:/cfg/greeting", "hi there");
+    ok("read:/sec/password", "s3cret");
+    ok("list:/cfg", "greeting");
+    ok("read:/host/ok.txt", "inside");
+    for op in &args[4..] {
+        let l = line(op);
+        assert!(l.contains(": ERR "), "{op} must fail: {l:?}\nall output:\n{out}");
+        assert!(!l.contains("root:") && !l.contains("outside secret"), "{op} leaked: {l:?}");
+    }
+    Ok(())
+}
+
+// ---- 6: a real OCI registry ------------------------------------------------------
+
+const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
+
+/// Debian's `docker-registry` on 127.0.0.1:PORT, storing into a temp dir.
+struct Registry {
+    child: std::process::Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_registry() -> Result<Registry> {
+    let dir = tempfile::tempdir()?;
+    let addr = format!("127.0.0.1:{}", wasmlet_e2e::free_port());
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            dir.path().join("storage").display()
+        ),
+    )?;
+    let child = std::process::Command::new(REGISTRY_BIN)
+        .arg("serve")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting docker-registry")?;
+    let registry = Registry { child, addr, _dir: dir };
+    eventually(Duration::from_secs(20), "docker-registry to listen", || async {
+        tokio::net::TcpStream::connect(&registry.addr).await.ok().map(|_| ())
+    })
+    .await?;
+    Ok(registry)
+}
+
+/// Pushes `module` as a wasm artifact (`application/wasm` layer).
+async fn push_wasm(addr: &str, repo: &str, module: Vec<u8>) -> Result<()> {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![addr.to_string()]),
+        ..Default::default()
+    });
+    let reference: oci_client::Reference = format!("{addr}/{repo}").parse()?;
+    client
+        .push(
+            &reference,
+            &[ImageLayer::new(module, "application/wasm".into(), None)],
+            Config::new(b"{}".to_vec(), "application/vnd.wasm.config.v0+json".into(), None),
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            None,
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulls_a_module_from_a_local_oci_registry() -> Result<()> {
+    ensure!(
+        Path::new(REGISTRY_BIN).exists(),
+        "{REGISTRY_BIN} is missing: apt-get install -y docker-registry (scripts/setup does)"
+    );
+    let registry = start_registry().await?;
+    let addr = registry.addr.clone();
+    push_wasm(&addr, "hello:v1", std::fs::read(workloads_dir().join("hello.wasm"))?).await?;
+
+    let node = "node-oci";
+    let (plane, client) = node_plane(node, "wasi-runner", &["--insecure-registry", &addr]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = History::start(&pods, "missing");
+
+    let image = format!("{addr}/hello:v1");
+    let spec = json!({"restartPolicy": "Never", "containers": [container("main", &image, &["pulled"])]});
+    create(&pods, &node_pod("pulled", node, spec)).await?;
+    let wrong = format!("{addr}/nothing-here:v1");
+    let spec = json!({"restartPolicy": "Never", "containers": [container("main", &wrong, &[])]});
+    create(&pods, &node_pod("missing", node, spec)).await?;
+
+    let p = wait_pod(&plane, &pods, "pulled", 60, "phase Succeeded", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
+    let cs = cstatus(&p);
+    assert!(cs["imageID"].as_str().is_some_and(|d| d.contains("sha256:")), "imageID: {cs}");
+    let logs = plane.kubectl_ok(&["logs", "pulled"])?;
+    assert!(logs.contains("args: pulled"), "{logs}");
+
+    // The wrong reference: ErrImagePull, then ImagePullBackOff, and an Event.
+    let p = wait_pod(&plane, &pods, "missing", 30, "ImagePullBackOff", |p| {
+        waiting_reason(p).as_deref() == Some("ImagePullBackOff")
+    })
+    .await?;
+    assert_eq!(phase(&p), "Pending");
+    let reasons = history.reasons();
+    let err = reasons.iter().position(|r| r == "ErrImagePull");
+    let backoff = reasons.iter().position(|r| r == "ImagePullBackOff");
+    assert!(matches!((err, backoff), (Some(e), Some(b)) if e < b), "waiting reasons seen: {reasons:?}");
+    let (_, errp) = history.first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull")).unwrap();
+    let msg = cstatus(&errp).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
+    assert!(!msg.is_empty(), "ErrImagePull without a message: {}", cstatus(&errp));
+    expect_event(&client, "missing", "Warning", "Failed", "Failed to pull image").await?;
+    drop(registry);
+    Ok(())
+}
+
+// ---- 7: a provider taking an undeclared edge -------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn illegal_provider_edge_is_stopped_with_an_event() -> Result<()> {
+    let node = "node-bad-edge";
+    let (plane, client) = node_plane(node, "bad-edge", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let spec = json!({"containers": [container("main", &workload("hello.wasm"), &[])]});
+    create(&pods, &node_pod("edgy", node, spec)).await?;
+    let msg = expect_event(&client, "edgy", "Warning", "IllegalTransition", "Registered -> Done").await?;
+    assert!(msg.contains("bad-edge"), "the event should name the provider: {msg}");
+    // The host moved the pod to the provider's error state, not to `Done`.
+    let p = wait_pod(&plane, &pods, "edgy", 20, "phase Failed", |p| phase(p) == "Failed").await?;
+    assert_eq!(p.status.as_ref().and_then(|s| s.reason.as_deref()), Some("ProviderError"));
+    Ok(())
+}
+
+// ---- 8: bad input ----------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_reported_and_other_pods_are_unaffected() -> Result<()> {
+    let node = "node-bad-input";
+    let (plane, client) = node_plane(node, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let not_wasm = plane.data_dir().join("not-wasm.wasm");
+    std::fs::write(&not_wasm, "#!/bin/sh\necho this is not a module\n")?;
+    let hist_nofile = History::start(&pods, "nofile");
+    let hist_notwasm = History::start(&pods, "notwasm");
+
+    let hello = workload("hello.wasm");
+    let never = |c: Value| json!({"restartPolicy": "Never", "containers": [c]});
+    create(&pods, &node_pod("nofile", node, never(container("main", "file:///nonexistent.wasm", &[])))).await?;
+    let image = format!("file://{}", not_wasm.display());
+    create(&pods, &node_pod("notwasm", node, never(container("main", &image, &[])))).await?;
+    let mut spec = never(container("main", &hello, &["configured"]));
+    spec["volumes"] = json!([{"name": "cfg", "configMap": {"name": "absent"}}]);
+    spec["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/cfg"}]);
+    create(&pods, &node_pod("nocm", node, spec)).await?;
+    create(&pods, &node_pod("fine", node, never(container("main", &hello, &["fine"])))).await?;
+
+    // A good pod next to the bad ones runs.
+    wait_pod(&plane, &pods, "fine", 60, "phase Succeeded", |p| phase(p) == "Succeeded").await?;
+    assert!(plane.kubectl_ok(&["logs", "fine"])?.contains("args: fine"));
+
+    for (name, hist, text) in [("nofile", &hist_nofile, "nonexistent.wasm"), ("notwasm", &hist_notwasm, "wasm")] {
+        let p = wait_pod(&plane, &pods, name, 30, "ImagePullBackOff", |p| {
+            waiting_reason(p).as_deref() == Some("ImagePullBackOff")
+        })
+        .await?;
+        assert_eq!(phase(&p), "Pending", "{name}");
+        let reasons = hist.reasons();
+        assert!(reasons.contains(&"ErrImagePull".to_string()), "{name}: waiting reasons seen: {reasons:?}");
+        let (_, errp) = hist.first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull")).unwrap();
+        let msg = cstatus(&errp).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
+        assert!(msg.contains(text), "{name}: ErrImagePull message {msg:?} should mention {text:?}");
+        expect_event(&client, name, "Warning", "Failed", "Failed to pull image").await?;
+    }
+
+    // The missing ConfigMap: CreateContainerConfigError and an Event, then it runs
+    // once the ConfigMap exists (retried every 10 s).
+    let p = wait_pod(&plane, &pods, "nocm", 30, "CreateContainerConfigError", |p| {
+        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
+    })
+    .await?;
+    let msg = cstatus(&p).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
+    assert!(msg.contains("absent"), "the message should name the ConfigMap: {msg:?}");
+    expect_event(&client, "nocm", "Warning", "FailedMount", "absent").await?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &wasmlet_e2e::configmap("absent", &[("k", "v")]))
+        .await?;
+    wait_pod(&plane, &pods, "nocm", 30, "phase Succeeded once the ConfigMap exists", |p| phase(p) == "Succeeded").await?;
+    Ok(())
+}
