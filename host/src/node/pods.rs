@@ -5,7 +5,8 @@
 //! The host owns the loop: it calls `handle` for the current state, checks a
 //! transition against the declared edges (an undeclared one sends the pod to
 //! the error state with an Event naming the edge), patches the status the
-//! provider returns on entering each state, and does every wait itself
+//! provider returns for the state the pod comes to rest in (states passed
+//! straight through are not written), and does every wait itself
 //! (workload exits, timers, module fetches, pod changes) — no guest call
 //! blocks. A deletionTimestamp moves the pod to the on-delete state; when that
 //! state's handler waits on nothing, the pod is deleted with grace 0.
@@ -217,7 +218,9 @@ impl Machine {
             }
         };
         let mut state = if deleting(&self.pod) { graph.on_delete.clone() } else { graph.initial.clone() };
-        self.enter(&state, &data).await;
+        // Status is patched where the machine comes to rest: states it passes
+        // straight through would be overwritten within milliseconds anyway.
+        let mut unpatched = true;
         let mut event: Option<WakeEvent> = None;
         loop {
             let Some(provider) = self.runner.plugins.get(&self.runner.provider) else { return };
@@ -233,18 +236,20 @@ impl Machine {
                         self.runner.event(&self.pod, EventType::Warning, "IllegalTransition", note).await;
                         state = graph.error_state.clone();
                     }
-                    self.enter(&state, &data).await;
+                    unpatched = true;
                     continue;
                 }
                 Ok(Ok(HandlerOutcome::Wait(w))) => (w.on, w.state_data),
                 Ok(Err(msg)) => {
-                    if self.fail(&graph.error_state, &mut state, &data, msg).await {
+                    if self.fail(&graph.error_state, &mut state, msg).await {
+                        unpatched = true;
                         continue;
                     }
                     (vec![WaitOn::PodChanged], data.clone())
                 }
                 Err(e) => {
-                    if self.fail(&graph.error_state, &mut state, &data, e.to_string()).await {
+                    if self.fail(&graph.error_state, &mut state, e.to_string()).await {
+                        unpatched = true;
                         continue;
                     }
                     (vec![WaitOn::PodChanged], data.clone())
@@ -254,6 +259,9 @@ impl Machine {
             if on.is_empty() && state == graph.on_delete {
                 self.finish().await;
                 return;
+            }
+            if std::mem::take(&mut unpatched) {
+                self.enter(&state, &data).await;
             }
             // Wait for what the handler asked for (and always for deletion).
             let mut timer: Option<Instant> = None;
@@ -299,7 +307,7 @@ impl Machine {
                         self.pod = p;
                         if deleting(&self.pod) && !was_deleting && state != graph.on_delete {
                             state = graph.on_delete.clone();
-                            self.enter(&state, &data).await;
+                            unpatched = true;
                             event = Some(WakeEvent::PodChanged);
                             break;
                         }
@@ -340,14 +348,13 @@ impl Machine {
     /// Moves to the error state after a failed handler. Returns whether the
     /// error state's handler should run now (false when it was the error
     /// state's own handler that failed: then the pod waits for a change).
-    async fn fail(&self, error_state: &str, state: &mut String, data: &str, msg: String) -> bool {
+    async fn fail(&self, error_state: &str, state: &mut String, msg: String) -> bool {
         tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
         self.runner.event(&self.pod, EventType::Warning, "ProviderError", format!("in state {state}: {msg}")).await;
         if state == error_state {
             return false;
         }
         *state = error_state.to_string();
-        self.enter(state, data).await;
         true
     }
 
