@@ -227,6 +227,11 @@ impl Machine {
             let outcome = provider.provider_handle(&self.key, &state, &self.pod_json(), &data, event.take()).await;
             let (on, new_data) = match outcome {
                 Ok(Ok(HandlerOutcome::Transition(t))) => {
+                    // A self-edge is how a provider publishes an intermediate
+                    // status (ErrImagePull before ImagePullBackOff): write it.
+                    if t.to == state && unpatched && graph.allows(&state, &t.to) {
+                        self.enter(&state, &data).await;
+                    }
                     data = t.state_data;
                     if graph.allows(&state, &t.to) {
                         state = t.to;
