@@ -138,7 +138,7 @@ async fn populate(client: &kube::Client, group: &str, count: usize, reconciled: 
     let mut done = 0usize;
     while s.next().await.is_some() {
         done += 1;
-        if done % 20_000 == 0 {
+        if done.is_multiple_of(20_000) {
             eprintln!("  … {done}/{count} {group} objects ({:.0}/s)", done as f64 / started.elapsed().as_secs_f64());
         }
     }

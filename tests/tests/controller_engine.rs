@@ -99,7 +99,8 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
     served("the ConfigSummary CRD", &api).await?;
 
     // Every state of f1 as a watcher sees it: (finalizer set, status written, deleting, deleted).
-    let seen: Arc<Mutex<Vec<(bool, bool, bool, bool)>>> = Arc::default();
+    type Row = (bool, bool, bool, bool);
+    let seen: Arc<Mutex<Vec<Row>>> = Arc::default();
     let watch = {
         let (api, seen) = (api.clone(), seen.clone());
         tokio::spawn(async move {
@@ -239,12 +240,13 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
     sets.patch("rs1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await?;
     eventually(Duration::from_secs(60), "3 ConfigMaps, seen by the guest", || settled(2, 3)).await?;
     tokio::time::sleep(quiet).await;
-    let c = census.lock().unwrap();
-    assert_eq!(c.min_since_mark, 3, "scaling 5 → 3 must never go below 3");
-    assert_eq!(c.live.len(), 3);
-    assert_eq!(c.ever.len(), 5, "scaling down created nothing");
-    assert_eq!(c.max, 5);
-    drop(c);
+    {
+        let c = census.lock().unwrap();
+        assert_eq!(c.min_since_mark, 3, "scaling 5 → 3 must never go below 3");
+        assert_eq!(c.live.len(), 3);
+        assert_eq!(c.ever.len(), 5, "scaling down created nothing");
+        assert_eq!(c.max, 5);
+    }
     watch.abort();
     let m = plane.metrics().await?;
     assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "controller=\"replicaset\""), 0.0, "{m}");

@@ -522,7 +522,7 @@ async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() ->
     assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
     let out = plane.kubectl_ok(&["logs", "probe"])?;
     let line = |op: &str| -> String {
-        out.lines().find(|l| l.starts_with(&format!("{} ", op.replacen(':', " ", 1)))).unwrap_or("(no line)").to_string()
+        out.lines().find(|l| l.starts_with(&format!("{}: ", op.replacen(':', " ", 1)))).unwrap_or("(no line)").to_string()
     };
     let ok = |op: &str, want: &str| {
         let l = line(op);

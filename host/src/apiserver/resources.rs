@@ -113,6 +113,18 @@ fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
 }
 
 /// Strips what never takes part in "did anything change?".
+/// Whether an update that leaves a deleted object without finalizers removes it
+/// (upstream's `shouldDeleteDuringUpdate`): when the update removed the last
+/// finalizer, or when the object was deleted without a grace period. A pod in its
+/// graceful termination stays while its kubelet writes status; the kubelet then
+/// deletes it with grace 0.
+fn delete_during_update(rt: &ResourceType, old: &Value) -> bool {
+    if strategy::has_pending_finalizers(rt, old) {
+        return true;
+    }
+    old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
+}
+
 fn comparable(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -442,7 +454,7 @@ impl Resources {
             let json = Bytes::from(serde_json::to_vec(&new).unwrap_or_default());
             return Ok(Arc::new(super::store::make_stored(old.key.clone(), old.rv, json, &new)));
         }
-        if meta::is_deleting(&new) && !strategy::has_pending_finalizers(rt, &new) {
+        if meta::is_deleting(&new) && !strategy::has_pending_finalizers(rt, &new) && delete_during_update(rt, old_value) {
             let event = self.store.delete(&old.key, Expect::Rv(old.rv)).await?;
             self.after_write(rt, &event.object, true);
             return Ok(event.object.clone());

@@ -161,7 +161,7 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
     let flag = synced.clone();
     let kind = ar.kind.clone();
     let task = tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let stream = watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
         let stream = if delay.is_zero() {
             stream.boxed()
         } else {

@@ -43,7 +43,11 @@ pub enum Wake {
 struct Routes {
     machines: HashMap<String, mpsc::UnboundedSender<Wake>>,
     handles: HashMap<u64, String>,
-    fetches: HashMap<u64, String>,
+    /// Fetch id -> the pods waiting on it (pods with the same image share a fetch).
+    fetches: HashMap<u64, std::collections::HashSet<String>>,
+    /// Fetches that finished lately: a pod that registers its wait after the
+    /// notification went out (a failed local fetch ends within microseconds) still wakes.
+    done_fetches: std::collections::VecDeque<u64>,
 }
 
 pub struct PodRunner {
@@ -78,9 +82,15 @@ impl PodRunner {
     }
 
     pub fn fetch_done(&self, id: u64) {
-        let r = self.routes();
-        if let Some(tx) = r.fetches.get(&id).and_then(|uid| r.machines.get(uid)) {
-            let _ = tx.send(Wake::FetchDone(id));
+        let mut r = self.routes();
+        if r.done_fetches.len() >= 4096 {
+            r.done_fetches.pop_front();
+        }
+        r.done_fetches.push_back(id);
+        for uid in r.fetches.get(&id).into_iter().flatten() {
+            if let Some(tx) = r.machines.get(uid) {
+                let _ = tx.send(Wake::FetchDone(id));
+            }
         }
     }
 
@@ -123,7 +133,10 @@ impl PodRunner {
             let mut r = me.routes();
             r.machines.remove(&uid);
             r.handles.retain(|_, u| *u != uid);
-            r.fetches.retain(|_, u| *u != uid);
+            r.fetches.retain(|_, waiting| {
+                waiting.remove(&uid);
+                !waiting.is_empty()
+            });
         });
     }
 
@@ -270,6 +283,7 @@ impl Machine {
             }
             // Wait for what the handler asked for (and always for deletion).
             let mut timer: Option<Instant> = None;
+            let mut fetched = None;
             {
                 let mut r = self.runner.routes();
                 for w in &on {
@@ -278,7 +292,10 @@ impl Machine {
                             r.handles.insert(*h, self.uid.clone());
                         }
                         WaitOn::FetchDone(f) => {
-                            r.fetches.insert(*f, self.uid.clone());
+                            if r.done_fetches.contains(f) {
+                                fetched = Some(*f);
+                            }
+                            r.fetches.entry(*f).or_default().insert(self.uid.clone());
                         }
                         WaitOn::Timer(ms) => {
                             let at = Instant::now() + Duration::from_millis(*ms);
@@ -289,7 +306,7 @@ impl Machine {
                 }
             }
             // Exits that happened before we registered still count.
-            if let Some(ev) = self.already_done(&on) {
+            if let Some(ev) = self.already_done(&on).or(fetched.map(WakeEvent::FetchDone)) {
                 event = Some(ev);
                 continue;
             }

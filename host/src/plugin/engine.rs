@@ -52,10 +52,6 @@ impl PluginEngine {
         pool.total_tables(1024);
         pool.total_stacks(512);
         pool.max_memory_size(1 << 30);
-        // A fresh instance per call would otherwise fault its heap back in
-        // every time; keeping the first MiB of a reused slot resident saves that.
-        pool.linear_memory_keep_resident(1 << 20);
-        pool.table_keep_resident(64 << 10);
         pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let (engine, pooling) = match Engine::new(&pooled) {
             Ok(e) => (e, true),
