@@ -152,9 +152,9 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
     .await?;
     let deleting = rows.iter().position(|r| r.2).expect("a state with a deletionTimestamp");
     assert!(rows[deleting].0, "while deleting, the finalizer holds the object: {rows:?}");
-    // (The DELETED event of this server carries the object as it was before the
-    // finalizer-removing patch, so it cannot show the finalizer gone; Kubernetes
-    // sends the updated object.)
+    // As upstream, the DELETED event carries the object as the finalizer-removing
+    // update left it: without our finalizer.
+    assert!(!rows.last().expect("rows").0, "the DELETED event still has the finalizer: {rows:?}");
     watch.abort();
     Ok(())
 }

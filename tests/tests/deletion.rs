@@ -84,6 +84,11 @@ async fn bound_pods_delete_gracefully_unbound_pods_at_once() -> anyhow::Result<(
     // Still there a moment later: nothing deletes it but its node agent.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(pods.get_opt("bound").await?.is_some());
+    // Its node agent reports status while the workloads stop: that write must not
+    // delete it (only removing the last finalizer, or a grace of 0, does).
+    let patch = serde_json::json!({"status": {"phase": "Running"}});
+    pods.patch_status("bound", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await?;
+    assert!(pods.get_opt("bound").await?.is_some(), "a status write during the grace period deleted the pod");
     pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
     expect_status(pods.get("bound").await, 404, "NotFound");
     Ok(())

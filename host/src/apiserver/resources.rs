@@ -455,7 +455,7 @@ impl Resources {
             return Ok(Arc::new(super::store::make_stored(old.key.clone(), old.rv, json, &new)));
         }
         if meta::is_deleting(&new) && !strategy::has_pending_finalizers(rt, &new) && delete_during_update(rt, old_value) {
-            let event = self.store.delete(&old.key, Expect::Rv(old.rv)).await?;
+            let event = self.store.delete_as(&old.key, Expect::Rv(old.rv), new).await?;
             self.after_write(rt, &event.object, true);
             return Ok(event.object.clone());
         }

@@ -1,7 +1,8 @@
 //! Shared watches and caches: one kube-runtime watcher + reflector per kind,
 //! whoever needs it (any number of plugins, the `client` import's reads).
 //! The watcher resumes after disconnects and relists after a 410; every
-//! subscriber gets the events through a broadcast channel.
+//! subscriber gets the events through a broadcast channel. Cached objects
+//! carry no `metadata.managedFields`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -161,7 +162,12 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
     let flag = synced.clone();
     let kind = ar.kind.clone();
     let task = tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
+        // managedFields are half of a typical object and no reconcile reads
+        // them (field ownership is the API server's business): the cache
+        // drops them, as controller-runtime's common transform does.
+        let stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
         let stream = if delay.is_zero() {
             stream.boxed()
         } else {

@@ -17,7 +17,7 @@ use super::expectations::{Expectations, Seen};
 use super::metrics::ControllerMetrics;
 use super::status::{GuestCondition, GuestResult, desired_status, status_of};
 use super::workqueue::{Priority, QueueConfig, WorkQueue};
-use crate::plugin::PluginSet;
+use super::source::Source;
 use crate::plugin::api::ClientError;
 use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{ConditionStatus, ErrorKind, FinalizeOutcome};
 use crate::plugin::manifest::{Manifest, MapFn};
@@ -84,7 +84,7 @@ impl Outcome {
 
 pub struct Controller {
     pub name: String,
-    plugins: Arc<PluginSet>,
+    source: Arc<dyn Source>,
     caches: Arc<Caches>,
     primary: Arc<KindCache>,
     pub queue: WorkQueue<String>,
@@ -101,21 +101,21 @@ impl Controller {
     /// Starts watches and workers for plugin `name`. Stops when `tasks` is dropped.
     pub async fn start(
         name: &str,
-        plugins: Arc<PluginSet>,
+        source: Arc<dyn Source>,
         caches: Arc<Caches>,
         config: ControllerConfig,
         metrics: ControllerMetrics,
         leading: Arc<std::sync::atomic::AtomicBool>,
     ) -> anyhow::Result<(Arc<Controller>, JoinSet<()>)> {
-        let loaded = plugins.get(name).ok_or_else(|| anyhow::anyhow!("plugin {name} is not loaded"))?;
-        let manifest = loaded.manifest.clone();
+        let loaded = source.current(name).ok_or_else(|| anyhow::anyhow!("plugin {name} is not loaded"))?;
+        let manifest = Arc::new(loaded.manifest().clone());
         let rec = manifest.reconciles.clone().ok_or_else(|| anyhow::anyhow!("plugin {name} reconciles nothing"))?;
         let primary = caches.cache(&rec.api_version, &rec.kind).await.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         let selector = LabelSelector::parse(rec.label_selector.as_deref().unwrap_or("")).map_err(|e| anyhow::anyhow!("{e}"))?;
         let queue = WorkQueue::new(name, config.queue.clone(), Some(metrics.queue()));
         let controller = Arc::new(Controller {
             name: name.to_string(),
-            plugins,
+            source,
             caches: caches.clone(),
             primary: primary.clone(),
             queue,
@@ -344,7 +344,7 @@ impl Controller {
             return Outcome::RequeueAfter;
         }
         tracing::Span::current().record("generation", obj.metadata.generation.unwrap_or(0));
-        let Some(plugin) = self.plugins.get(&self.name) else { return Outcome::Error };
+        let Some(plugin) = self.source.current(&self.name) else { return Outcome::Error };
         let finalizer = self.manifest.finalizer.clone();
         let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
         let obj_json = {
@@ -424,7 +424,7 @@ impl Controller {
         let generation = obj.metadata.generation.unwrap_or(0);
         let current = status_of(&obj.data);
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let desired = desired_status(&current, &result, &plugin.declared_conditions, generation, &now);
+        let desired = desired_status(&current, &result, plugin.declared_conditions(), generation, &now);
         if desired != current {
             let patch = json!({"metadata": {"resourceVersion": obj.metadata.resource_version}, "status": desired});
             let params = PatchParams { field_manager: Some(self.config.field_manager.clone()), ..Default::default() };

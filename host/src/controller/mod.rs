@@ -19,6 +19,7 @@ pub mod controller;
 pub mod expectations;
 pub mod leader;
 pub mod metrics;
+pub mod source;
 pub mod status;
 pub mod workqueue;
 
@@ -99,7 +100,8 @@ impl Manager {
                 if let Some(r) = running.remove(name) {
                     r.controller.queue.shutdown();
                 }
-                match Controller::start(name, self.plugins.clone(), self.caches.clone(), self.config.clone(), self.metrics.clone(), self.leading.clone()).await {
+                self.warn_overlaps(name, &running);
+                match Controller::start(name, self.plugins.clone() as Arc<dyn source::Source>, self.caches.clone(), self.config.clone(), self.metrics.clone(), self.leading.clone()).await {
                     Ok((controller, tasks)) => {
                         tracing::info!(plugin = %name, "controller started");
                         running.insert(name.to_string(), Running { controller, _tasks: tasks, shape: s });
@@ -117,6 +119,23 @@ impl Manager {
                 }
             }
             (None, None) => {}
+        }
+    }
+
+    /// Two reconcilers of the same objects would fight over their status:
+    /// say so when their kinds match and their selectors may overlap.
+    fn warn_overlaps(&self, name: &str, running: &HashMap<String, Running>) {
+        let Some(me) = self.plugins.get(name).and_then(|p| p.manifest.reconciles.clone()) else { return };
+        for other in running.keys().filter(|n| *n != name) {
+            let Some(o) = self.plugins.get(other).and_then(|p| p.manifest.reconciles.clone()) else { continue };
+            let disjoint_ns = matches!((&me.namespace, &o.namespace), (Some(a), Some(b)) if a != b);
+            let disjoint_sel = me.label_selector.is_some() && o.label_selector.is_some() && me.label_selector != o.label_selector;
+            if me.api_version == o.api_version && me.kind == o.kind && !disjoint_ns && !disjoint_sel {
+                tracing::warn!(
+                    plugin = %name, other = %other, kind = %me.kind,
+                    "two plugins may reconcile the same objects; their status writes will fight (give them disjoint namespaces or label selectors)"
+                );
+            }
         }
     }
 

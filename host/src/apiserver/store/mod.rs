@@ -138,7 +138,8 @@ pub enum Expect {
 
 pub(crate) enum Op {
     Put { key: Arc<str>, expect: Expect, object: Value },
-    Delete { key: Arc<str>, expect: Expect },
+    /// `last`: the state the DELETED event carries (default: the stored one).
+    Delete { key: Arc<str>, expect: Expect, last: Option<Value> },
 }
 
 pub struct StoreConfig {
@@ -160,6 +161,9 @@ pub struct Store {
 
 pub(crate) struct Shared {
     snapshot: ArcSwap<Snapshot>,
+    /// The last rewound snapshot: consecutive pages of one LIST read the same
+    /// revision, and rewinding once per page would make paging quadratic.
+    rewound: std::sync::Mutex<Option<Snapshot>>,
     hub: hub::Hub,
     ops: std::sync::mpsc::Sender<(Op, tokio::sync::oneshot::Sender<Result<Arc<Event>, StoreError>>)>,
 }
@@ -173,7 +177,7 @@ impl Store {
         let snapshot = Snapshot { rv: loaded.rv, objects: loaded.objects };
         let hub = hub::Hub::new(config.history, loaded.history, loaded.compacted, loaded.rv);
         let (tx, rx) = std::sync::mpsc::channel();
-        let shared = Arc::new(Shared { snapshot: ArcSwap::from_pointee(snapshot), hub, ops: tx });
+        let shared = Arc::new(Shared { snapshot: ArcSwap::from_pointee(snapshot), rewound: Default::default(), hub, ops: tx });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("store-writer".into())
@@ -193,7 +197,13 @@ impl Store {
         if rv >= now.rv {
             return Ok((*now).clone());
         }
-        self.shared.hub.rewind(&now, rv)
+        let mut cached = self.shared.rewound.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cached.as_ref().filter(|s| s.rv == rv) {
+            return Ok(s.clone());
+        }
+        let s = self.shared.hub.rewind(&now, rv)?;
+        *cached = Some(s.clone());
+        Ok(s)
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<Stored>> {
@@ -207,7 +217,13 @@ impl Store {
     }
 
     pub async fn delete(&self, key: &str, expect: Expect) -> Result<Arc<Event>, StoreError> {
-        self.submit(Op::Delete { key: Arc::from(key), expect }).await
+        self.submit(Op::Delete { key: Arc::from(key), expect, last: None }).await
+    }
+
+    /// Deletes with `last` as the object's final state: an update that
+    /// removed the last finalizer is seen by watchers as that update.
+    pub async fn delete_as(&self, key: &str, expect: Expect, last: Value) -> Result<Arc<Event>, StoreError> {
+        self.submit(Op::Delete { key: Arc::from(key), expect, last: Some(last) }).await
     }
 
     async fn submit(&self, op: Op) -> Result<Arc<Event>, StoreError> {

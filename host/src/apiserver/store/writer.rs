@@ -100,12 +100,12 @@ fn apply(objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>, rv: u64, op: Op) -> Re
             let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
             Ok(Arc::new(Event { rv, kind, object: stored, prev }))
         }
-        Op::Delete { key, expect } => {
+        Op::Delete { key, expect, last } => {
             let prev = objects.get(&key).cloned().ok_or(StoreError::NotFound)?;
             check(expect, Some(prev.rv))?;
             objects.remove(&key);
             // Upstream sends the last state stamped with the deletion's revision.
-            let last = Arc::new(stamp(key, rv, prev.value())?);
+            let last = Arc::new(stamp(key, rv, last.unwrap_or_else(|| prev.value()))?);
             Ok(Arc::new(Event { rv, kind: EventType::Deleted, object: last, prev: Some(prev) }))
         }
     }
