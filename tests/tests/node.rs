@@ -412,6 +412,19 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     let previous = plane.kubectl_ok(&["logs", "crash", "--previous"])?;
     assert!(previous.contains("exiting with 1"), "kubectl logs --previous: {previous:?}");
     expect_event(&client, "crash", "Warning", "BackOff", "Back-off restarting failed container").await?;
+    // Repeats of one event (same pod, reason, action, type) are aggregated into
+    // a series, as kube-runtime's recorder does, and read back through both
+    // Event APIs (stored once as core/v1).
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let series = eventually(Duration::from_secs(20), "the BackOff event aggregated into a series", || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("BackOff") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crash"))
+            .find_map(|e| e.series.filter(|s| s.count >= 2))
+    })
+    .await?;
+    assert!(series.count >= 2, "{series:?}");
     Ok(())
 }
 
