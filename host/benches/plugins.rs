@@ -209,7 +209,7 @@ async fn bench() {
     println!("wasmlet plugin runtime benchmark ({cores} CPUs, wasmtime 48)");
     println!("pooling allocator in use: {}", engine.pooling);
     println!();
-    println!("(1) end-to-end reconcile throughput, wasm vs native (goal ≥ 0.8×): measured in the controller benchmark, not here");
+    println!("(1) end-to-end reconcile throughput, wasm vs native (goal ≥ 0.8×): see `cargo bench --bench throughput`");
     println!();
 
     // --- (3) first, so that the cold compile really is cold -----------------------
@@ -292,6 +292,15 @@ async fn bench() {
     let faults_per_call = (minflt() - faults) as f64 / calls as f64;
     let (par, par_wall) = run(&echo, &obj, calls, 2).await;
     let (tiny, _) = run(&echo, &small, calls, 1).await;
+    // The same guest with `limits.reuse-instances`: warm instances.
+    let reuse_toml = work.path().join("echo-reuse.toml");
+    std::fs::write(&reuse_toml, std::fs::read_to_string(&echo_toml).unwrap().replace("[limits]", "[limits]\nreuse-instances = true")).unwrap();
+    let reused = Arc::new(set.load_version("echo-reuse", &echo_wasm, &reuse_toml).await.unwrap());
+    for _ in 0..300 {
+        call(&reused, &obj).await;
+    }
+    let (reuse_big, reuse_wall) = run(&reused, &obj, calls, 1).await;
+    let (reuse_tiny, _) = run(&reused, &small, calls, 1).await;
     let native: Vec<f64> = (0..calls)
         .map(|_| {
             let started = Instant::now();
@@ -326,6 +335,12 @@ async fn bench() {
         small.len(),
         summary(tiny)
     );
+    println!(
+        "    wasm echo, reused instance     {}   {:>8.0} calls/s   (limits.reuse-instances)",
+        summary(reuse_big),
+        calls as f64 / reuse_wall.as_secs_f64()
+    );
+    println!("    wasm echo, reused, {:>4} bytes  {}   (fixed cost on a warm instance; goal ≤ 20 µs)", small.len(), summary(reuse_tiny));
     println!(
         "    native, Value parse+build+ser  {}   {:>8.0} calls/s",
         summary(native),

@@ -305,3 +305,31 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
     assert_eq!(status(fetcher.reconcile("default/f1", &hello).await)["body"], "hello plugin");
     assert_eq!(PluginMetrics::get(&metrics.denied), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
+    let env = env().await;
+    for name in ["configmap-summary", "trap"] {
+        install(env.plugins.path(), name);
+        let toml = env.plugins.path().join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(&toml).unwrap().replace("[limits]", "[limits]\nreuse-instances = true");
+        std::fs::write(&toml, text).unwrap();
+    }
+    assert!(env.set.scan().await.is_empty());
+    let obj = create_summary(&env.client, "r1", json!({})).await;
+    configmap(&env.client, "r1-cm", "r1", 3).await;
+    let healthy = env.set.get("configmap-summary").unwrap();
+    assert!(healthy.manifest.limits.reuse_instances);
+    for _ in 0..5 {
+        let (r, _) = healthy.reconcile("default/r1", &obj).await.unwrap();
+        let status: Value = serde_json::from_str(r.unwrap().status.as_deref().unwrap()).unwrap();
+        assert_eq!(status["keys"], 3);
+    }
+    // A trapped instance is dropped: the next call traps again on a fresh one
+    // (not "instance poisoned" or a hang).
+    let trap = env.set.get("trap").unwrap();
+    for _ in 0..3 {
+        assert!(matches!(trap.reconcile("default/t", &obj).await, Err(CallError::Trap(_))));
+    }
+    assert_eq!(PluginMetrics::get(&env.set.metrics("trap").traps), 3);
+}

@@ -63,12 +63,26 @@ pub struct Loaded {
     pre: Pre,
     /// The manifest's `limits.concurrency`.
     slots: Arc<Semaphore>,
+    /// Instances that finished a call cleanly, when the manifest opts in to reuse.
+    idle: std::sync::Mutex<Vec<Warm>>,
 }
 
 /// The linked component, per world.
 enum Pre {
     Reconciler(ReconcilerPluginPre<State>),
     Provider(ProviderPluginPre<State>),
+}
+
+/// An instantiated component, per world.
+pub(crate) enum Instance {
+    Reconciler(ReconcilerPlugin),
+    Provider(ProviderPlugin),
+}
+
+/// An instance kept for the next call (`limits.reuse-instances`).
+struct Warm {
+    store: Store<State>,
+    instance: Instance,
 }
 
 type CallFuture<'a, R> = std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
@@ -134,12 +148,13 @@ impl Loaded {
             load_time: Duration::ZERO,
             engine: engine.clone(),
             pre,
+            idle: std::sync::Mutex::new(Vec::new()),
         };
         // The first call doubles as the check that the new version works at all.
         let first = |error| LoadError::FirstCall { path: wasm.display().to_string(), error };
         if loaded.manifest.plugin.kind == PluginKind::Provider {
             let graph = loaded
-                .call("(load)", |pre, s| Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_graph(s).await }))
+                .call("(load)", |inst, s| Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_graph(s).await }))
                 .await
                 .map_err(first)?
                 .0;
@@ -150,8 +165,8 @@ impl Loaded {
             return Ok(loaded);
         }
         let conditions = loaded
-            .call("(load)", |pre, s| {
-                Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_declared_conditions(s).await })
+            .call("(load)", |inst, s| {
+                Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_declared_conditions(s).await })
             })
             .await
             .map_err(first)?
@@ -165,23 +180,57 @@ impl Loaded {
         Duration::from_millis(self.manifest.limits.deadline_ms)
     }
 
-    /// Runs `f` on a fresh instance under the manifest's limits.
+    /// Runs `f` under the manifest's limits on a fresh instance — or, with
+    /// `limits.reuse-instances`, on one that finished its last call cleanly
+    /// (a trapped or failed instance is never reused).
     async fn call<R: Send>(
         &self,
         key: &str,
-        f: impl for<'a> FnOnce(&'a Pre, &'a mut Store<State>) -> CallFuture<'a, R>,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
     ) -> Result<(R, CallReport), CallError> {
         let _slot = self.slots.acquire().await.map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
-        let mut store = Store::new(&self.engine.engine, State::new(self.ctx.clone(), key.to_string()));
-        store.limiter(|s| &mut s.limiter);
+        let reuse = self.manifest.limits.reuse_instances;
+        let warm = if reuse { self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() } else { None };
+        let (mut store, instance) = match warm {
+            Some(Warm { mut store, instance }) => {
+                let data = store.data_mut();
+                data.key = key.to_string();
+                data.writes.clear();
+                data.retry_soon = false;
+                data.limiter.hit = false;
+                (store, Some(instance))
+            }
+            None => {
+                let mut store = Store::new(&self.engine.engine, State::new(self.ctx.clone(), key.to_string()));
+                store.limiter(|s| &mut s.limiter);
+                store.epoch_deadline_trap();
+                (store, None)
+            }
+        };
         store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
-        store.epoch_deadline_trap();
-        let result = f(&self.pre, &mut store).await;
+        let instance = match instance {
+            Some(i) => i,
+            None => {
+                let made = match &self.pre {
+                    Pre::Reconciler(p) => p.instantiate_async(&mut store).await.map(Instance::Reconciler),
+                    Pre::Provider(p) => p.instantiate_async(&mut store).await.map(Instance::Provider),
+                };
+                match made {
+                    Ok(i) => i,
+                    Err(e) => return Err(self.classify(e, store.data().limiter.hit)),
+                }
+            }
+        };
+        let result = f(&instance, &mut store).await;
         match result {
             Ok(r) => {
                 let data = store.data_mut();
-                Ok((r, CallReport { writes: std::mem::take(&mut data.writes), retry_soon: data.retry_soon }))
+                let report = CallReport { writes: std::mem::take(&mut data.writes), retry_soon: data.retry_soon };
+                if reuse {
+                    self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(Warm { store, instance });
+                }
+                Ok((r, report))
             }
             Err(e) => Err(self.classify(e, store.data().limiter.hit)),
         }
@@ -209,8 +258,8 @@ impl Loaded {
     pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
-            .call(key, move |pre, s| {
-                Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await })
+            .call(key, move |inst, s| {
+                Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await })
             })
             .await?;
         let status = match &result {
@@ -228,8 +277,8 @@ impl Loaded {
 
     pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
-        self.call(key, move |pre, s| {
-            Box::pin(async move { reconciler(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })
+        self.call(key, move |inst, s| {
+            Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })
         })
         .await
     }
@@ -237,8 +286,8 @@ impl Loaded {
     /// Provider: the initial state data for a pod.
     pub async fn provider_init(&self, key: &str, pod: &str) -> Result<Result<String, String>, CallError> {
         let pod = pod.to_string();
-        self.call(key, move |pre, s| {
-            Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_init(s, &pod).await })
+        self.call(key, move |inst, s| {
+            Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_init(s, &pod).await })
         })
         .await
         .map(|(r, _)| r)
@@ -254,9 +303,9 @@ impl Loaded {
         event: Option<WakeEvent>,
     ) -> Result<Result<HandlerOutcome, String>, CallError> {
         let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
-        self.call(key, move |pre, s| {
+        self.call(key, move |inst, s| {
             Box::pin(async move {
-                provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_handle(s, &state, &pod, &data, event).await
+                provider(inst)?.wasmlet_plugin_provider().call_handle(s, &state, &pod, &data, event).await
             })
         })
         .await
@@ -266,25 +315,25 @@ impl Loaded {
     /// Provider: the status fragment for a state.
     pub async fn provider_status(&self, key: &str, state: &str, pod: &str, data: &str) -> Result<String, CallError> {
         let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
-        self.call(key, move |pre, s| {
-            Box::pin(async move { provider(pre)?.instantiate_async(&mut *s).await?.wasmlet_plugin_provider().call_status(s, &state, &pod, &data).await })
+        self.call(key, move |inst, s| {
+            Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_status(s, &state, &pod, &data).await })
         })
         .await
         .map(|(r, _)| r)
     }
 }
 
-fn reconciler(pre: &Pre) -> wasmtime::Result<&ReconcilerPluginPre<State>> {
-    match pre {
-        Pre::Reconciler(p) => Ok(p),
-        Pre::Provider(_) => Err(wasmtime::Error::msg("a provider has no reconciler exports")),
+fn reconciler(inst: &Instance) -> wasmtime::Result<&ReconcilerPlugin> {
+    match inst {
+        Instance::Reconciler(p) => Ok(p),
+        Instance::Provider(_) => Err(wasmtime::Error::msg("a provider has no reconciler exports")),
     }
 }
 
-fn provider(pre: &Pre) -> wasmtime::Result<&ProviderPluginPre<State>> {
-    match pre {
-        Pre::Provider(p) => Ok(p),
-        Pre::Reconciler(_) => Err(wasmtime::Error::msg("a reconciler has no provider exports")),
+fn provider(inst: &Instance) -> wasmtime::Result<&ProviderPlugin> {
+    match inst {
+        Instance::Provider(p) => Ok(p),
+        Instance::Reconciler(_) => Err(wasmtime::Error::msg("a reconciler has no provider exports")),
     }
 }
 

@@ -89,6 +89,11 @@ pub struct Limits {
     pub memory_mib: u32,
     #[serde(default = "default_deadline")]
     pub deadline_ms: u64,
+    /// Keep instances between calls instead of a fresh one each time: much
+    /// cheaper calls, but whatever a guest keeps in memory (statics, caches)
+    /// survives into later calls — opt in only for guests written for it.
+    #[serde(default)]
+    pub reuse_instances: bool,
 }
 
 fn one() -> u32 {
@@ -103,7 +108,7 @@ fn default_deadline() -> u64 {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { concurrency: 1, memory_mib: default_memory(), deadline_ms: default_deadline() }
+        Limits { concurrency: 1, memory_mib: default_memory(), deadline_ms: default_deadline(), reuse_instances: false }
     }
 }
 
