@@ -10,8 +10,10 @@
 //! # Ok(()) }
 //! ```
 
+pub mod summary;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};

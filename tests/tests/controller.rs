@@ -4,35 +4,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, eventually, install_plugin};
-
-fn summaries(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
-        "configsummaries",
-    );
-    Api::namespaced_with(client.clone(), "default", &ar)
-}
-
-async fn create_summary(api: &Api<DynamicObject>, name: &str, labels: Value) -> anyhow::Result<()> {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
-        "metadata": {"name": name, "labels": labels}, "spec": {}
-    }))?;
-    api.create(&PostParams::default(), &obj).await?;
-    Ok(())
-}
-
-async fn create_configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) -> anyhow::Result<()> {
-    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
-    }))?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
-    Ok(())
-}
+use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
+use wasmlet_e2e::{Plane, eventually, install_plugin, metric};
 
 /// Waits until the plugin's CRD is served (it is applied when the plugin loads).
 async fn plugin_ready(plane: &Plane, client: &kube::Client) -> anyhow::Result<()> {
@@ -40,26 +15,6 @@ async fn plugin_ready(plane: &Plane, client: &kube::Client) -> anyhow::Result<()
     let api = summaries(client);
     eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async { api.list(&Default::default()).await.ok() }).await?;
     Ok(())
-}
-
-fn status_keys(o: &DynamicObject) -> Option<i64> {
-    o.data.pointer("/status/keys").and_then(Value::as_i64)
-}
-
-fn ready(o: &DynamicObject) -> Option<String> {
-    o.data
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .and_then(|c| c["status"].as_str().map(str::to_string))
-}
-
-fn metric(text: &str, name: &str, labels: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l.contains(labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::test]

@@ -5,17 +5,10 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
+use wasmlet_e2e::summary::summaries;
 use wasmlet_e2e::{Host, Plane, eventually, free_port, install_plugin, metric};
-
-fn summaries(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
-        "configsummaries",
-    );
-    Api::namespaced_with(client.clone(), "default", &ar)
-}
 
 /// ConfigSummary `name` with one ConfigMap of `keys` keys labelled for it.
 async fn create_pair(client: &kube::Client, name: &str, keys: usize) -> anyhow::Result<()> {

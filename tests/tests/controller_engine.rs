@@ -12,39 +12,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
 use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric};
 
 const FINALIZER: &str = "examples.wasmlet.dev/cleanup";
 
-fn summaries(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
-        "configsummaries",
-    );
-    Api::namespaced_with(client.clone(), "default", &ar)
-}
-
 fn configsets(client: &kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "ConfigSet"), "configsets");
     Api::namespaced_with(client.clone(), "default", &ar)
-}
-
-async fn create_summary(api: &Api<DynamicObject>, name: &str, labels: Value) -> anyhow::Result<()> {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
-        "metadata": {"name": name, "labels": labels}, "spec": {}
-    }))?;
-    api.create(&PostParams::default(), &obj).await?;
-    Ok(())
-}
-
-async fn create_configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) -> anyhow::Result<()> {
-    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
-    }))?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
-    Ok(())
 }
 
 async fn served(what: &str, api: &Api<DynamicObject>) -> anyhow::Result<()> {
@@ -69,21 +44,8 @@ fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) 
     Ok(())
 }
 
-fn status_keys(o: &DynamicObject) -> Option<i64> {
-    o.data.pointer("/status/keys").and_then(Value::as_i64)
-}
-
 fn observed(o: &DynamicObject) -> Option<i64> {
     o.data.pointer("/status/observedGeneration").and_then(Value::as_i64)
-}
-
-fn ready(o: &DynamicObject) -> Option<String> {
-    o.data
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
 fn has_finalizer(o: &DynamicObject) -> bool {
