@@ -476,6 +476,22 @@ impl Host {
         self.dir.path().join("plugins")
     }
 
+    /// Ctrl-C (SIGINT): the graceful shutdown path. Waits up to `timeout` for
+    /// the process to exit and returns whether it did.
+    pub async fn interrupt(&mut self, timeout: Duration) -> Result<bool> {
+        let Some(child) = self.child.as_mut() else { return Ok(true) };
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status()?;
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if child.try_wait()?.is_some() {
+                self.child = None;
+                return Ok(true);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(false)
+    }
+
     fn metrics_url_now(&self) -> Option<String> {
         let out = std::fs::read_to_string(self.dir.path().join("wasmlet.out")).ok()?;
         out.lines().find_map(|l| l.strip_prefix("wasmlet: metrics on ").map(|u| u.trim().to_string()))

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, eventually, install_plugin};
+use wasmlet_e2e::{Host, Plane, eventually, install_plugin};
 
 // ---- helpers ---------------------------------------------------------------------
 
@@ -736,5 +736,45 @@ async fn bad_input_is_reported_and_other_pods_are_unaffected() -> Result<()> {
         .create(&PostParams::default(), &wasmlet_e2e::configmap("absent", &[("k", "v")]))
         .await?;
     wait_pod(&plane, &pods, "nocm", 30, "phase Succeeded once the ConfigMap exists", |p| phase(p) == "Succeeded").await?;
+    Ok(())
+}
+
+// ---- 9: `wasmlet run --mode node` against a separate plane, and shutdown ------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let ca = plane.data_dir().join("pki").join("ca.crt");
+    let ca = ca.to_str().context("utf-8 path")?;
+    let mut host = Host::start(
+        &plane.kubeconfig(),
+        &["--mode", "node", "--node-name", "node-run", "--kubelet-port", "0", "--kubelet-client-ca", ca],
+    )
+    .await?;
+    install_plugin(&host.plugin_dir(), "wasi-runner")?;
+    let client = plane.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ready = |n: &Node| {
+        n.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready")).map(|c| c.status.clone())
+    };
+    eventually(Duration::from_secs(30), "node-run Ready", || async {
+        let n = nodes.get_opt("node-run").await.ok().flatten()?;
+        (ready(&n).as_deref() == Some("True")).then_some(())
+    })
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create(&pods, &node_pod("tick", "node-run", json!({"containers": [container("main", &workload("sleeper.wasm"), &[])]}))).await?;
+    wait_pod(&plane, &pods, "tick", 30, "Running", |p| phase(p) == "Running").await?;
+    // `kubectl logs` goes plane -> this agent's kubelet endpoint (client certificate).
+    let logs = eventually(Duration::from_secs(20), "logs through the plane", || async {
+        plane.kubectl_ok(&["logs", "tick", "--tail", "1"]).ok().filter(|l| l.contains("tick"))
+    })
+    .await?;
+    assert!(logs.contains("tick"), "{logs}");
+    // Ctrl-C: the node reports NotReady and the agent exits after giving its
+    // workload the grace period.
+    assert!(host.interrupt(Duration::from_secs(30)).await?, "the node agent did not exit; log:\n{}", host.log());
+    let n = nodes.get("node-run").await?;
+    assert_eq!(ready(&n).as_deref(), Some("False"), "{:?}", n.status);
     Ok(())
 }

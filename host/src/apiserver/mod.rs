@@ -26,6 +26,8 @@
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
+//! - `pods/log` does not verify the kubelet's serving certificate (as
+//!   kube-apiserver without `--kubelet-certificate-authority`).
 
 pub mod crd;
 pub mod discovery;
