@@ -75,7 +75,7 @@ impl Controllers {
 
     fn type_of(&self, key: &str) -> Option<Arc<ResourceType>> {
         let (g, r, _, _) = split_key(key)?;
-        self.resources.registry.all().into_iter().find(|t| t.group == g && t.resource == r)
+        self.resources.registry.get(g, r)
     }
 
     /// Runs until the store stops; never returns an error, logs instead.

@@ -221,6 +221,12 @@ impl Registry {
             .cloned()
     }
 
+    /// The type stored as `group`/`resource`, whatever versions it serves.
+    pub fn get(&self, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
+        let types = self.types.read().unwrap_or_else(|p| p.into_inner());
+        types.get(&(group.to_string(), resource.to_string())).cloned()
+    }
+
     pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
         types.values().find(|t| t.group == group && t.kind == kind).cloned()

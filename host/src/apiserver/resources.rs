@@ -189,10 +189,12 @@ impl Resources {
             return Bytes::from(serde_json::to_vec(&super::events::to_events_v1(&stored.value())).unwrap_or_default());
         }
         let want = rt.api_version(version);
-        let mut v = stored.value();
-        if v.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
+        // The hot path (every LIST item, every watch event for every watcher):
+        // served as stored, no parse.
+        if stored.api_version == want {
             return stored.json.clone();
         }
+        let mut v = stored.value();
         v["apiVersion"] = Value::String(want);
         Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
     }

@@ -87,10 +87,7 @@ impl KindCache {
             .state()
             .into_iter()
             .filter(|o| namespace.is_none() || o.metadata.namespace.as_deref() == namespace)
-            .filter(|o| {
-                let l = o.metadata.labels.clone().unwrap_or_default();
-                labels.matches(&l)
-            })
+            .filter(|o| selects(labels, o))
             .filter(|o| {
                 fields.matches(|f| match f {
                     "metadata.name" => o.metadata.name.clone(),
@@ -107,6 +104,13 @@ impl KindCache {
             })
             .collect()
     }
+}
+
+/// Whether `selector` matches `o`'s labels (checked in place: this runs for
+/// every watch event and every cached object a list scans).
+pub fn selects(selector: &LabelSelector, o: &DynamicObject) -> bool {
+    static NONE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    selector.matches(o.metadata.labels.as_ref().unwrap_or(&NONE))
 }
 
 /// The set of caches, keyed by (apiVersion, kind).

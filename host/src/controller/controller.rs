@@ -165,7 +165,7 @@ impl Controller {
         if rec.namespace.as_ref().is_some_and(|ns| o.metadata.namespace.as_ref() != Some(ns)) {
             return false;
         }
-        self.selector.matches(&o.metadata.labels.clone().unwrap_or_default())
+        super::cache::selects(&self.selector, o)
     }
 
     /// Seed 002's rule: an object already reconciled at its generation is low

@@ -42,6 +42,8 @@ pub struct Stored {
     /// selectors may name (for pods).
     pub node_name: Option<String>,
     pub phase: Option<String>,
+    /// `apiVersion` as stored, so serving it at another version needs no parse.
+    pub api_version: String,
 }
 
 impl Stored {
@@ -258,5 +260,13 @@ pub(crate) fn make_stored(key: Arc<str>, rv: u64, json: Bytes, value: &Value) ->
         })
         .unwrap_or_default();
     let text = |p: &str| value.pointer(p).and_then(Value::as_str).map(str::to_string);
-    Stored { key, rv, json, labels, node_name: text("/spec/nodeName"), phase: text("/status/phase") }
+    Stored {
+        key,
+        rv,
+        json,
+        labels,
+        node_name: text("/spec/nodeName"),
+        phase: text("/status/phase"),
+        api_version: text("/apiVersion").unwrap_or_default(),
+    }
 }
