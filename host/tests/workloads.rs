@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use wasmlet_e2e::registry::{self, Registry};
 use wasmlet::node::workloads::*;
 use wasmlet::plugin::engine::PluginEngine;
 
@@ -621,69 +622,6 @@ fn cri_lines_parse() {
 
 // ---- OCI: a real registry --------------------------------------------------------
 
-const REGISTRY: &str = "/usr/bin/docker-registry";
-
-struct Registry {
-    child: std::process::Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_registry() -> Registry {
-    let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
-            dir.path().join("storage").display()
-        ),
-    )
-    .unwrap();
-    let child = std::process::Command::new(REGISTRY)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "docker-registry did not start on {addr}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Registry { child, addr, _dir: dir }
-}
-
-async fn push(addr: &str, repo: &str, layer: Vec<u8>, layer_type: &str, config_type: &str) {
-    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(vec![addr.to_string()]),
-        ..Default::default()
-    });
-    let reference: oci_client::Reference = format!("{addr}/{repo}").parse().unwrap();
-    client
-        .push(
-            &reference,
-            &[ImageLayer::new(layer, layer_type.to_string(), None)],
-            Config::new(b"{}".to_vec(), config_type.to_string(), None),
-            &oci_client::secrets::RegistryAuth::Anonymous,
-            None,
-        )
-        .await
-        .unwrap();
-}
-
 fn tar_gz(name: &str, bytes: &[u8]) -> Vec<u8> {
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
     let mut header = tar::Header::new_gnu();
@@ -696,28 +634,22 @@ fn tar_gz(name: &str, bytes: &[u8]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_from_a_real_oci_registry() {
-    if !Path::new(REGISTRY).exists() {
-        eprintln!("SKIPPED pulls_from_a_real_oci_registry: {REGISTRY} is missing (apt-get install -y docker-registry)");
+    if !Path::new(registry::BIN).exists() {
+        eprintln!("SKIPPED pulls_from_a_real_oci_registry: {} is missing (apt-get install -y docker-registry)", registry::BIN);
         return;
     }
-    let registry = start_registry().await;
+    let registry = Registry::start().await.unwrap();
     let addr = registry.addr.clone();
     let hello = std::fs::read(workload("hello.wasm")).unwrap();
     let digest = {
         use sha2::Digest;
         format!("sha256:{}", hex::encode(sha2::Sha256::digest(&hello)))
     };
-    push(&addr, "wasm/hello:v1", hello.clone(), "application/wasm", "application/vnd.wasm.config.v0+json").await;
-    push(
-        &addr,
-        "images/hello:v1",
-        tar_gz("app/hello.wasm", &hello),
-        "application/vnd.oci.image.layer.v1.tar+gzip",
-        "application/vnd.oci.image.config.v1+json",
-    )
-    .await;
-    push(&addr, "wasm/text:v1", b"plain text".to_vec(), "application/wasm", "application/vnd.wasm.config.v0+json")
-        .await;
+    let wasm = ("application/wasm", "application/vnd.wasm.config.v0+json");
+    registry.push("wasm/hello:v1", hello.clone(), wasm.0, wasm.1).await.unwrap();
+    let image = ("application/vnd.oci.image.layer.v1.tar+gzip", "application/vnd.oci.image.config.v1+json");
+    registry.push("images/hello:v1", tar_gz("app/hello.wasm", &hello), image.0, image.1).await.unwrap();
+    registry.push("wasm/text:v1", b"plain text".to_vec(), wasm.0, wasm.1).await.unwrap();
 
     let tmp = tempfile::tempdir().unwrap();
     let mut config = WorkloadConfig::new(tmp.path());

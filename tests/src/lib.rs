@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod registry;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
@@ -134,15 +135,12 @@ impl Plane {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("wasmlet.log")).unwrap_or_default()
+        read_log(self.dir.path())
     }
 
     /// `kill -9`: no shutdown path runs.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9(&mut self.child);
     }
 
     pub async fn client(&self) -> Result<kube::Client> {
@@ -228,6 +226,19 @@ pub fn install_plugin(dir: &Path, name: &str) -> Result<()> {
         std::fs::rename(&tmp, dir.join(format!("{name}.{ext}")))?;
     }
     Ok(())
+}
+
+/// The stderr log of a wasmlet process started in `dir`.
+fn read_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("wasmlet.log")).unwrap_or_default()
+}
+
+/// Kills and reaps a child, if it is still ours.
+fn kill9(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }
 
 pub fn kubectl_bin() -> PathBuf {
@@ -508,15 +519,12 @@ impl Host {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("wasmlet.log")).unwrap_or_default()
+        read_log(self.dir.path())
     }
 
     /// `kill -9`: no shutdown path runs (no lease release, nothing flushed).
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9(&mut self.child);
     }
 }
 

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use wasmlet_e2e::registry::{self, Registry};
 use wasmlet_e2e::{Host, Plane, eventually, install_plugin};
 
 // ---- helpers ---------------------------------------------------------------------
@@ -555,78 +556,17 @@ async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() ->
 
 // ---- 6: a real OCI registry ------------------------------------------------------
 
-const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
-
-/// Debian's `docker-registry` on 127.0.0.1:PORT, storing into a temp dir.
-struct Registry {
-    child: std::process::Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_registry() -> Result<Registry> {
-    let dir = tempfile::tempdir()?;
-    let addr = format!("127.0.0.1:{}", wasmlet_e2e::free_port());
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-            dir.path().join("storage").display()
-        ),
-    )?;
-    let child = std::process::Command::new(REGISTRY_BIN)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .context("starting docker-registry")?;
-    let registry = Registry { child, addr, _dir: dir };
-    eventually(Duration::from_secs(20), "docker-registry to listen", || async {
-        tokio::net::TcpStream::connect(&registry.addr).await.ok().map(|_| ())
-    })
-    .await?;
-    Ok(registry)
-}
-
-/// Pushes `module` as a wasm artifact (`application/wasm` layer).
-async fn push_wasm(addr: &str, repo: &str, module: Vec<u8>) -> Result<()> {
-    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(vec![addr.to_string()]),
-        ..Default::default()
-    });
-    let reference: oci_client::Reference = format!("{addr}/{repo}").parse()?;
-    client
-        .push(
-            &reference,
-            &[ImageLayer::new(module, "application/wasm".into(), None)],
-            Config::new(b"{}".to_vec(), "application/vnd.wasm.config.v0+json".into(), None),
-            &oci_client::secrets::RegistryAuth::Anonymous,
-            None,
-        )
-        .await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_a_module_from_a_local_oci_registry() -> Result<()> {
     ensure!(
-        Path::new(REGISTRY_BIN).exists(),
-        "{REGISTRY_BIN} is missing: apt-get install -y docker-registry (scripts/setup does)"
+        Path::new(registry::BIN).exists(),
+        "{} is missing: apt-get install -y docker-registry (scripts/setup does)",
+        registry::BIN
     );
-    let registry = start_registry().await?;
+    let registry = Registry::start().await?;
     let addr = registry.addr.clone();
-    push_wasm(&addr, "hello:v1", std::fs::read(workloads_dir().join("hello.wasm"))?).await?;
+    let module = std::fs::read(workloads_dir().join("hello.wasm"))?;
+    registry.push("hello:v1", module, "application/wasm", "application/vnd.wasm.config.v0+json").await?;
 
     let node = "node-oci";
     let (plane, client) = node_plane(node, "wasi-runner", &["--insecure-registry", &addr]).await?;
