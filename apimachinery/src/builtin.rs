@@ -60,13 +60,19 @@ impl BuiltinListTypes {
     /// Strategic-merge-patch view (`patchStrategy`/`patchMergeKey`). `group` is `""`
     /// (or `"core"`) for the core group.
     pub fn for_kind(group: &str, kind: &str) -> BuiltinListTypes {
-        BuiltinListTypes { root: root(group, kind), mode: Mode::Patch }
+        BuiltinListTypes {
+            root: root(group, kind),
+            mode: Mode::Patch,
+        }
     }
 
     /// Server-side-apply view (`+listType`/`+listMapKey`, falling back to the
     /// patch strategy).
     pub fn for_apply(group: &str, kind: &str) -> BuiltinListTypes {
-        BuiltinListTypes { root: root(group, kind), mode: Mode::Apply }
+        BuiltinListTypes {
+            root: root(group, kind),
+            mode: Mode::Apply,
+        }
     }
 
     /// Whether the kind is in the table; the handler uses this to refuse strategic
@@ -105,7 +111,13 @@ impl BuiltinListTypes {
 impl ListTypes for BuiltinListTypes {
     fn list_type(&self, path: &[&str]) -> ListType {
         match self.list_field(path) {
-            Some((_, F { shape: S::List { smp, ssa, .. }, .. })) => {
+            Some((
+                _,
+                F {
+                    shape: S::List { smp, ssa, .. },
+                    ..
+                },
+            )) => {
                 let l = if self.mode == Mode::Patch { smp } else { ssa };
                 match l {
                     L::Atomic => ListType::Atomic,
@@ -128,11 +140,17 @@ impl ListTypes for BuiltinListTypes {
 
 fn root(group: &str, kind: &str) -> Option<&'static str> {
     let group = if group == "core" { "" } else { group };
-    ROOTS.iter().find(|(g, k, _)| *g == group && *k == kind).map(|(_, _, t)| *t)
+    ROOTS
+        .iter()
+        .find(|(g, k, _)| *g == group && *k == kind)
+        .map(|(_, _, t)| *t)
 }
 
 fn type_def(name: &str) -> Option<&'static TypeDef> {
-    TYPES.binary_search_by(|t| t.name.cmp(name)).ok().map(|i| &TYPES[i])
+    TYPES
+        .binary_search_by(|t| t.name.cmp(name))
+        .ok()
+        .map(|i| &TYPES[i])
 }
 
 /// A Go struct reduced to the fields that lead to a non-atomic list.
@@ -150,7 +168,11 @@ pub(crate) enum S {
     Struct(&'static str),
     /// `map[string]T`: the path's next segment is the map key.
     MapOf(&'static str),
-    List { smp: L, ssa: L, elem: Option<&'static str> },
+    List {
+        smp: L,
+        ssa: L,
+        elem: Option<&'static str>,
+    },
 }
 
 pub(crate) enum L {
@@ -174,209 +196,840 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
     ("", "Binding", "core/Binding"),
     ("apps", "StatefulSet", "apps/StatefulSet"),
     ("apps", "ControllerRevision", "apps/ControllerRevision"),
-    ("policy", "PodDisruptionBudget", "policy/PodDisruptionBudget"),
+    (
+        "policy",
+        "PodDisruptionBudget",
+        "policy/PodDisruptionBudget",
+    ),
     ("policy", "Eviction", "policy/Eviction"),
     ("coordination.k8s.io", "Lease", "coordination/Lease"),
     ("events.k8s.io", "Event", "events/Event"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition", "apiext/CustomResourceDefinition"),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "apiext/CustomResourceDefinition",
+    ),
 ];
 
 pub(crate) static TYPES: &[TypeDef] = &[
-    TypeDef { name: "apiext/CustomResourceDefinition", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "spec", shape: S::Struct("apiext/CustomResourceDefinitionSpec") },
-        F { json: "status", shape: S::Struct("apiext/CustomResourceDefinitionStatus") },
-    ] },
-    TypeDef { name: "apiext/CustomResourceDefinitionSpec", fields: &[
-        F { json: "versions", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("apiext/CustomResourceDefinitionVersion") } },
-    ] },
-    TypeDef { name: "apiext/CustomResourceDefinitionStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Atomic, ssa: L::Map(&["type"]), elem: None } },
-    ] },
-    TypeDef { name: "apiext/CustomResourceDefinitionVersion", fields: &[
-        F { json: "schema", shape: S::Struct("apiext/CustomResourceValidation") },
-    ] },
-    TypeDef { name: "apiext/CustomResourceValidation", fields: &[
-        F { json: "openAPIV3Schema", shape: S::Struct("apiext/JSONSchemaProps") },
-    ] },
-    TypeDef { name: "apiext/JSONSchemaProps", fields: &[
-        F { json: "allOf", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("apiext/JSONSchemaProps") } },
-        F { json: "oneOf", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("apiext/JSONSchemaProps") } },
-        F { json: "anyOf", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("apiext/JSONSchemaProps") } },
-        F { json: "not", shape: S::Struct("apiext/JSONSchemaProps") },
-        F { json: "properties", shape: S::MapOf("apiext/JSONSchemaProps") },
-        F { json: "patternProperties", shape: S::MapOf("apiext/JSONSchemaProps") },
-        F { json: "definitions", shape: S::MapOf("apiext/JSONSchemaProps") },
-        F { json: "x-kubernetes-validations", shape: S::List { smp: L::Map(&["rule"]), ssa: L::Map(&["rule"]), elem: None } },
-    ] },
-    TypeDef { name: "apps/ControllerRevision", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "apps/StatefulSet", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "spec", shape: S::Struct("apps/StatefulSetSpec") },
-        F { json: "status", shape: S::Struct("apps/StatefulSetStatus") },
-    ] },
-    TypeDef { name: "apps/StatefulSetSpec", fields: &[
-        F { json: "template", shape: S::Struct("core/PodTemplateSpec") },
-        F { json: "volumeClaimTemplates", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/PersistentVolumeClaim") } },
-    ] },
-    TypeDef { name: "apps/StatefulSetStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-    ] },
-    TypeDef { name: "coordination/Lease", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/Binding", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/ConfigMap", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/Container", fields: &[
-        F { json: "ports", shape: S::List { smp: L::Map(&["containerPort"]), ssa: L::Map(&["containerPort", "protocol"]), elem: None } },
-        F { json: "env", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "resources", shape: S::Struct("core/ResourceRequirements") },
-        F { json: "restartPolicyRules", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/ContainerRestartRule") } },
-        F { json: "volumeMounts", shape: S::List { smp: L::Map(&["mountPath"]), ssa: L::Map(&["mountPath"]), elem: Some("core/VolumeMount") } },
-        F { json: "volumeDevices", shape: S::List { smp: L::Map(&["devicePath"]), ssa: L::Map(&["devicePath"]), elem: None } },
-    ] },
-    TypeDef { name: "core/ContainerRestartRule", fields: &[
-        F { json: "exitCodes", shape: S::Struct("core/ContainerRestartRuleOnExitCodes") },
-    ] },
-    TypeDef { name: "core/ContainerRestartRuleOnExitCodes", fields: &[
-        F { json: "values", shape: S::List { smp: L::Atomic, ssa: L::Set, elem: None } },
-    ] },
-    TypeDef { name: "core/ContainerStatus", fields: &[
-        F { json: "resources", shape: S::Struct("core/ResourceRequirements") },
-        F { json: "volumeMounts", shape: S::List { smp: L::Map(&["mountPath"]), ssa: L::Map(&["mountPath"]), elem: None } },
-        F { json: "allocatedResourcesStatus", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: Some("core/ResourceStatus") } },
-    ] },
-    TypeDef { name: "core/EphemeralContainer", fields: &[
-        F { json: "ports", shape: S::List { smp: L::Map(&["containerPort"]), ssa: L::Map(&["containerPort", "protocol"]), elem: None } },
-        F { json: "env", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "resources", shape: S::Struct("core/ResourceRequirements") },
-        F { json: "restartPolicyRules", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/ContainerRestartRule") } },
-        F { json: "volumeMounts", shape: S::List { smp: L::Map(&["mountPath"]), ssa: L::Map(&["mountPath"]), elem: Some("core/VolumeMount") } },
-        F { json: "volumeDevices", shape: S::List { smp: L::Map(&["devicePath"]), ssa: L::Map(&["devicePath"]), elem: None } },
-    ] },
-    TypeDef { name: "core/EphemeralVolumeSource", fields: &[
-        F { json: "volumeClaimTemplate", shape: S::Struct("core/PersistentVolumeClaimTemplate") },
-    ] },
-    TypeDef { name: "core/Event", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/Namespace", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "status", shape: S::Struct("core/NamespaceStatus") },
-    ] },
-    TypeDef { name: "core/NamespaceStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-    ] },
-    TypeDef { name: "core/Node", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "spec", shape: S::Struct("core/NodeSpec") },
-        F { json: "status", shape: S::Struct("core/NodeStatus") },
-    ] },
-    TypeDef { name: "core/NodeAllocatableResourceClaimStatus", fields: &[
-        F { json: "containers", shape: S::List { smp: L::Atomic, ssa: L::Set, elem: None } },
-        F { json: "mapping", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "overhead", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-    ] },
-    TypeDef { name: "core/NodePodPreemptionPolicy", fields: &[
-        F { json: "disableResizePreemption", shape: S::List { smp: L::Atomic, ssa: L::Set, elem: None } },
-    ] },
-    TypeDef { name: "core/NodeSpec", fields: &[
-        F { json: "podCIDRs", shape: S::List { smp: L::Set, ssa: L::Set, elem: None } },
-        F { json: "podPreemptionPolicy", shape: S::Struct("core/NodePodPreemptionPolicy") },
-    ] },
-    TypeDef { name: "core/NodeStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-        F { json: "addresses", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-    ] },
-    TypeDef { name: "core/PersistentVolumeClaim", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "status", shape: S::Struct("core/PersistentVolumeClaimStatus") },
-    ] },
-    TypeDef { name: "core/PersistentVolumeClaimStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-        F { json: "healthStatus", shape: S::Struct("core/VolumeHealthStatus") },
-    ] },
-    TypeDef { name: "core/PersistentVolumeClaimTemplate", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/Pod", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "spec", shape: S::Struct("core/PodSpec") },
-        F { json: "status", shape: S::Struct("core/PodStatus") },
-    ] },
-    TypeDef { name: "core/PodSpec", fields: &[
-        F { json: "volumes", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: Some("core/Volume") } },
-        F { json: "initContainers", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: Some("core/Container") } },
-        F { json: "containers", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: Some("core/Container") } },
-        F { json: "ephemeralContainers", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: Some("core/EphemeralContainer") } },
-        F { json: "imagePullSecrets", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "hostAliases", shape: S::List { smp: L::Map(&["ip"]), ssa: L::Map(&["ip"]), elem: None } },
-        F { json: "topologySpreadConstraints", shape: S::List { smp: L::Map(&["topologyKey"]), ssa: L::Map(&["topologyKey", "whenUnsatisfiable"]), elem: None } },
-        F { json: "schedulingGates", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "resourceClaims", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "resources", shape: S::Struct("core/ResourceRequirements") },
-        F { json: "evictionResponders", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-    ] },
-    TypeDef { name: "core/PodStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-        F { json: "hostIPs", shape: S::List { smp: L::Map(&["ip"]), ssa: L::Atomic, elem: None } },
-        F { json: "podIPs", shape: S::List { smp: L::Map(&["ip"]), ssa: L::Map(&["ip"]), elem: None } },
-        F { json: "initContainerStatuses", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/ContainerStatus") } },
-        F { json: "containerStatuses", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/ContainerStatus") } },
-        F { json: "ephemeralContainerStatuses", shape: S::List { smp: L::Atomic, ssa: L::Atomic, elem: Some("core/ContainerStatus") } },
-        F { json: "resourceClaimStatuses", shape: S::List { smp: L::Map(&["name"]), ssa: L::Map(&["name"]), elem: None } },
-        F { json: "resources", shape: S::Struct("core/ResourceRequirements") },
-        F { json: "nodeAllocatableResourceClaimStatuses", shape: S::List { smp: L::Map(&["resourceClaimName"]), ssa: L::Map(&["resourceClaimName"]), elem: Some("core/NodeAllocatableResourceClaimStatus") } },
-        F { json: "volumeHealth", shape: S::List { smp: L::Atomic, ssa: L::Map(&["name"]), elem: Some("core/PodVolumeHealth") } },
-    ] },
-    TypeDef { name: "core/PodTemplateSpec", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "spec", shape: S::Struct("core/PodSpec") },
-    ] },
-    TypeDef { name: "core/PodVolumeHealth", fields: &[
-        F { json: "healthConditions", shape: S::List { smp: L::Map(&["status"]), ssa: L::Map(&["status", "reason"]), elem: None } },
-    ] },
-    TypeDef { name: "core/ResourceRequirements", fields: &[
-        F { json: "claims", shape: S::List { smp: L::Atomic, ssa: L::Map(&["name"]), elem: None } },
-    ] },
-    TypeDef { name: "core/ResourceStatus", fields: &[
-        F { json: "resources", shape: S::List { smp: L::Atomic, ssa: L::Map(&["resourceID"]), elem: None } },
-    ] },
-    TypeDef { name: "core/Secret", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "core/Volume", fields: &[
-        F { json: "ephemeral", shape: S::Struct("core/EphemeralVolumeSource") },
-    ] },
-    TypeDef { name: "core/VolumeHealthStatus", fields: &[
-        F { json: "healthConditions", shape: S::List { smp: L::Map(&["status"]), ssa: L::Map(&["status", "reason"]), elem: None } },
-    ] },
-    TypeDef { name: "core/VolumeMount", fields: &[
-        F { json: "bindMountOptions", shape: S::List { smp: L::Atomic, ssa: L::Set, elem: None } },
-    ] },
-    TypeDef { name: "events/Event", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "meta/ObjectMeta", fields: &[
-        F { json: "ownerReferences", shape: S::List { smp: L::Map(&["uid"]), ssa: L::Map(&["uid"]), elem: None } },
-        F { json: "finalizers", shape: S::List { smp: L::Set, ssa: L::Set, elem: None } },
-    ] },
-    TypeDef { name: "policy/Eviction", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-    ] },
-    TypeDef { name: "policy/PodDisruptionBudget", fields: &[
-        F { json: "metadata", shape: S::Struct("meta/ObjectMeta") },
-        F { json: "status", shape: S::Struct("policy/PodDisruptionBudgetStatus") },
-    ] },
-    TypeDef { name: "policy/PodDisruptionBudgetStatus", fields: &[
-        F { json: "conditions", shape: S::List { smp: L::Map(&["type"]), ssa: L::Map(&["type"]), elem: None } },
-    ] },
+    TypeDef {
+        name: "apiext/CustomResourceDefinition",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("apiext/CustomResourceDefinitionSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("apiext/CustomResourceDefinitionStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "apiext/CustomResourceDefinitionSpec",
+        fields: &[F {
+            json: "versions",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Atomic,
+                elem: Some("apiext/CustomResourceDefinitionVersion"),
+            },
+        }],
+    },
+    TypeDef {
+        name: "apiext/CustomResourceDefinitionStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "apiext/CustomResourceDefinitionVersion",
+        fields: &[F {
+            json: "schema",
+            shape: S::Struct("apiext/CustomResourceValidation"),
+        }],
+    },
+    TypeDef {
+        name: "apiext/CustomResourceValidation",
+        fields: &[F {
+            json: "openAPIV3Schema",
+            shape: S::Struct("apiext/JSONSchemaProps"),
+        }],
+    },
+    TypeDef {
+        name: "apiext/JSONSchemaProps",
+        fields: &[
+            F {
+                json: "allOf",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("apiext/JSONSchemaProps"),
+                },
+            },
+            F {
+                json: "oneOf",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("apiext/JSONSchemaProps"),
+                },
+            },
+            F {
+                json: "anyOf",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("apiext/JSONSchemaProps"),
+                },
+            },
+            F {
+                json: "not",
+                shape: S::Struct("apiext/JSONSchemaProps"),
+            },
+            F {
+                json: "properties",
+                shape: S::MapOf("apiext/JSONSchemaProps"),
+            },
+            F {
+                json: "patternProperties",
+                shape: S::MapOf("apiext/JSONSchemaProps"),
+            },
+            F {
+                json: "definitions",
+                shape: S::MapOf("apiext/JSONSchemaProps"),
+            },
+            F {
+                json: "x-kubernetes-validations",
+                shape: S::List {
+                    smp: L::Map(&["rule"]),
+                    ssa: L::Map(&["rule"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/ControllerRevision",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "apps/StatefulSet",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("apps/StatefulSetSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("apps/StatefulSetStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/StatefulSetSpec",
+        fields: &[
+            F {
+                json: "template",
+                shape: S::Struct("core/PodTemplateSpec"),
+            },
+            F {
+                json: "volumeClaimTemplates",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/PersistentVolumeClaim"),
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/StatefulSetStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "coordination/Lease",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/Binding",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/ConfigMap",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/Container",
+        fields: &[
+            F {
+                json: "ports",
+                shape: S::List {
+                    smp: L::Map(&["containerPort"]),
+                    ssa: L::Map(&["containerPort", "protocol"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "env",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "resources",
+                shape: S::Struct("core/ResourceRequirements"),
+            },
+            F {
+                json: "restartPolicyRules",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/ContainerRestartRule"),
+                },
+            },
+            F {
+                json: "volumeMounts",
+                shape: S::List {
+                    smp: L::Map(&["mountPath"]),
+                    ssa: L::Map(&["mountPath"]),
+                    elem: Some("core/VolumeMount"),
+                },
+            },
+            F {
+                json: "volumeDevices",
+                shape: S::List {
+                    smp: L::Map(&["devicePath"]),
+                    ssa: L::Map(&["devicePath"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/ContainerRestartRule",
+        fields: &[F {
+            json: "exitCodes",
+            shape: S::Struct("core/ContainerRestartRuleOnExitCodes"),
+        }],
+    },
+    TypeDef {
+        name: "core/ContainerRestartRuleOnExitCodes",
+        fields: &[F {
+            json: "values",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Set,
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/ContainerStatus",
+        fields: &[
+            F {
+                json: "resources",
+                shape: S::Struct("core/ResourceRequirements"),
+            },
+            F {
+                json: "volumeMounts",
+                shape: S::List {
+                    smp: L::Map(&["mountPath"]),
+                    ssa: L::Map(&["mountPath"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "allocatedResourcesStatus",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/ResourceStatus"),
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/EphemeralContainer",
+        fields: &[
+            F {
+                json: "ports",
+                shape: S::List {
+                    smp: L::Map(&["containerPort"]),
+                    ssa: L::Map(&["containerPort", "protocol"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "env",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "resources",
+                shape: S::Struct("core/ResourceRequirements"),
+            },
+            F {
+                json: "restartPolicyRules",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/ContainerRestartRule"),
+                },
+            },
+            F {
+                json: "volumeMounts",
+                shape: S::List {
+                    smp: L::Map(&["mountPath"]),
+                    ssa: L::Map(&["mountPath"]),
+                    elem: Some("core/VolumeMount"),
+                },
+            },
+            F {
+                json: "volumeDevices",
+                shape: S::List {
+                    smp: L::Map(&["devicePath"]),
+                    ssa: L::Map(&["devicePath"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/EphemeralVolumeSource",
+        fields: &[F {
+            json: "volumeClaimTemplate",
+            shape: S::Struct("core/PersistentVolumeClaimTemplate"),
+        }],
+    },
+    TypeDef {
+        name: "core/Event",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/Namespace",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/NamespaceStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/NamespaceStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/Node",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("core/NodeSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/NodeStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/NodeAllocatableResourceClaimStatus",
+        fields: &[
+            F {
+                json: "containers",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Set,
+                    elem: None,
+                },
+            },
+            F {
+                json: "mapping",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "overhead",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/NodePodPreemptionPolicy",
+        fields: &[F {
+            json: "disableResizePreemption",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Set,
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/NodeSpec",
+        fields: &[
+            F {
+                json: "podCIDRs",
+                shape: S::List {
+                    smp: L::Set,
+                    ssa: L::Set,
+                    elem: None,
+                },
+            },
+            F {
+                json: "podPreemptionPolicy",
+                shape: S::Struct("core/NodePodPreemptionPolicy"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/NodeStatus",
+        fields: &[
+            F {
+                json: "conditions",
+                shape: S::List {
+                    smp: L::Map(&["type"]),
+                    ssa: L::Map(&["type"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "addresses",
+                shape: S::List {
+                    smp: L::Map(&["type"]),
+                    ssa: L::Map(&["type"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PersistentVolumeClaim",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/PersistentVolumeClaimStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PersistentVolumeClaimStatus",
+        fields: &[
+            F {
+                json: "conditions",
+                shape: S::List {
+                    smp: L::Map(&["type"]),
+                    ssa: L::Map(&["type"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "healthStatus",
+                shape: S::Struct("core/VolumeHealthStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PersistentVolumeClaimTemplate",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/Pod",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("core/PodSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/PodStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PodSpec",
+        fields: &[
+            F {
+                json: "volumes",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/Volume"),
+                },
+            },
+            F {
+                json: "initContainers",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/Container"),
+                },
+            },
+            F {
+                json: "containers",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/Container"),
+                },
+            },
+            F {
+                json: "ephemeralContainers",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/EphemeralContainer"),
+                },
+            },
+            F {
+                json: "imagePullSecrets",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "hostAliases",
+                shape: S::List {
+                    smp: L::Map(&["ip"]),
+                    ssa: L::Map(&["ip"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "topologySpreadConstraints",
+                shape: S::List {
+                    smp: L::Map(&["topologyKey"]),
+                    ssa: L::Map(&["topologyKey", "whenUnsatisfiable"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "schedulingGates",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "resourceClaims",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "resources",
+                shape: S::Struct("core/ResourceRequirements"),
+            },
+            F {
+                json: "evictionResponders",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PodStatus",
+        fields: &[
+            F {
+                json: "conditions",
+                shape: S::List {
+                    smp: L::Map(&["type"]),
+                    ssa: L::Map(&["type"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "hostIPs",
+                shape: S::List {
+                    smp: L::Map(&["ip"]),
+                    ssa: L::Atomic,
+                    elem: None,
+                },
+            },
+            F {
+                json: "podIPs",
+                shape: S::List {
+                    smp: L::Map(&["ip"]),
+                    ssa: L::Map(&["ip"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "initContainerStatuses",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/ContainerStatus"),
+                },
+            },
+            F {
+                json: "containerStatuses",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/ContainerStatus"),
+                },
+            },
+            F {
+                json: "ephemeralContainerStatuses",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("core/ContainerStatus"),
+                },
+            },
+            F {
+                json: "resourceClaimStatuses",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "resources",
+                shape: S::Struct("core/ResourceRequirements"),
+            },
+            F {
+                json: "nodeAllocatableResourceClaimStatuses",
+                shape: S::List {
+                    smp: L::Map(&["resourceClaimName"]),
+                    ssa: L::Map(&["resourceClaimName"]),
+                    elem: Some("core/NodeAllocatableResourceClaimStatus"),
+                },
+            },
+            F {
+                json: "volumeHealth",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Map(&["name"]),
+                    elem: Some("core/PodVolumeHealth"),
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PodTemplateSpec",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("core/PodSpec"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/PodVolumeHealth",
+        fields: &[F {
+            json: "healthConditions",
+            shape: S::List {
+                smp: L::Map(&["status"]),
+                ssa: L::Map(&["status", "reason"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/ResourceRequirements",
+        fields: &[F {
+            json: "claims",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Map(&["name"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/ResourceStatus",
+        fields: &[F {
+            json: "resources",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Map(&["resourceID"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/Secret",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "core/Volume",
+        fields: &[F {
+            json: "ephemeral",
+            shape: S::Struct("core/EphemeralVolumeSource"),
+        }],
+    },
+    TypeDef {
+        name: "core/VolumeHealthStatus",
+        fields: &[F {
+            json: "healthConditions",
+            shape: S::List {
+                smp: L::Map(&["status"]),
+                ssa: L::Map(&["status", "reason"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/VolumeMount",
+        fields: &[F {
+            json: "bindMountOptions",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Set,
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "events/Event",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "meta/ObjectMeta",
+        fields: &[
+            F {
+                json: "ownerReferences",
+                shape: S::List {
+                    smp: L::Map(&["uid"]),
+                    ssa: L::Map(&["uid"]),
+                    elem: None,
+                },
+            },
+            F {
+                json: "finalizers",
+                shape: S::List {
+                    smp: L::Set,
+                    ssa: L::Set,
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "policy/Eviction",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "policy/PodDisruptionBudget",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("policy/PodDisruptionBudgetStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "policy/PodDisruptionBudgetStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
 ];
 
 /// Defaults of map-list key fields (`+default=`): (owner type, list field, key, JSON default).
@@ -417,10 +1070,19 @@ mod tests {
         let pod = BuiltinListTypes::for_kind("", "Pod");
         for c in ["containers", "initContainers", "ephemeralContainers"] {
             assert_eq!(pod.list_type(&["spec", c]), map(&["name"]), "{c}");
-            assert_eq!(pod.list_type(&["spec", c, "ports"]), map(&["containerPort"]));
+            assert_eq!(
+                pod.list_type(&["spec", c, "ports"]),
+                map(&["containerPort"])
+            );
             assert_eq!(pod.list_type(&["spec", c, "env"]), map(&["name"]));
-            assert_eq!(pod.list_type(&["spec", c, "volumeMounts"]), map(&["mountPath"]));
-            assert_eq!(pod.list_type(&["spec", c, "volumeDevices"]), map(&["devicePath"]));
+            assert_eq!(
+                pod.list_type(&["spec", c, "volumeMounts"]),
+                map(&["mountPath"])
+            );
+            assert_eq!(
+                pod.list_type(&["spec", c, "volumeDevices"]),
+                map(&["devicePath"])
+            );
             assert_eq!(pod.list_type(&["spec", c, "command"]), ListType::Atomic);
         }
         assert_eq!(pod.list_type(&["spec", "volumes"]), map(&["name"]));
@@ -429,12 +1091,21 @@ mod tests {
         assert_eq!(pod.list_type(&["spec", "tolerations"]), ListType::Atomic);
         assert_eq!(pod.list_type(&["status", "conditions"]), map(&["type"]));
         assert_eq!(pod.list_type(&["status", "podIPs"]), map(&["ip"]));
-        assert_eq!(pod.list_type(&["status", "containerStatuses"]), ListType::Atomic);
+        assert_eq!(
+            pod.list_type(&["status", "containerStatuses"]),
+            ListType::Atomic
+        );
         assert_eq!(pod.list_type(&["metadata", "finalizers"]), ListType::Set);
-        assert_eq!(pod.list_type(&["metadata", "ownerReferences"]), map(&["uid"]));
+        assert_eq!(
+            pod.list_type(&["metadata", "ownerReferences"]),
+            map(&["uid"])
+        );
         // A path that names a struct, or nothing, is not a mergeable list.
         assert_eq!(pod.list_type(&["spec"]), ListType::Atomic);
-        assert_eq!(pod.list_type(&["spec", "nope", "containers"]), ListType::Atomic);
+        assert_eq!(
+            pod.list_type(&["spec", "nope", "containers"]),
+            ListType::Atomic
+        );
     }
 
     #[test]
@@ -445,10 +1116,19 @@ mod tests {
         assert_eq!(node.list_type(&["status", "conditions"]), map(&["type"]));
         assert_eq!(node.list_type(&["status", "addresses"]), map(&["type"]));
         let sts = BuiltinListTypes::for_kind("apps", "StatefulSet");
-        assert_eq!(sts.list_type(&["spec", "template", "spec", "containers"]), map(&["name"]));
-        assert_eq!(sts.list_type(&["spec", "template", "metadata", "finalizers"]), ListType::Set);
+        assert_eq!(
+            sts.list_type(&["spec", "template", "spec", "containers"]),
+            map(&["name"])
+        );
+        assert_eq!(
+            sts.list_type(&["spec", "template", "metadata", "finalizers"]),
+            ListType::Set
+        );
         assert_eq!(sts.list_type(&["status", "conditions"]), map(&["type"]));
-        assert_eq!(sts.list_type(&["spec", "volumeClaimTemplates"]), ListType::Atomic);
+        assert_eq!(
+            sts.list_type(&["spec", "volumeClaimTemplates"]),
+            ListType::Atomic
+        );
         let pdb = BuiltinListTypes::for_kind("policy", "PodDisruptionBudget");
         assert_eq!(pdb.list_type(&["status", "conditions"]), map(&["type"]));
         let ns = BuiltinListTypes::for_kind("core", "Namespace");
@@ -457,7 +1137,10 @@ mod tests {
         assert_eq!(cm.list_type(&["metadata", "finalizers"]), ListType::Set);
         let unknown = BuiltinListTypes::for_kind("example.com", "Widget");
         assert!(!unknown.is_known());
-        assert_eq!(unknown.list_type(&["metadata", "finalizers"]), ListType::Atomic);
+        assert_eq!(
+            unknown.list_type(&["metadata", "finalizers"]),
+            ListType::Atomic
+        );
     }
 
     #[test]
@@ -465,15 +1148,29 @@ mod tests {
         let pod = BuiltinListTypes::for_apply("", "Pod");
         let ports = ["spec", "containers", "ports"];
         assert_eq!(pod.list_type(&ports), map(&["containerPort", "protocol"]));
-        assert_eq!(pod.key_default(&ports, "protocol"), Some(Value::from("TCP")));
+        assert_eq!(
+            pod.key_default(&ports, "protocol"),
+            Some(Value::from("TCP"))
+        );
         assert_eq!(pod.key_default(&ports, "containerPort"), None);
         // listType=atomic wins over the patch strategy.
         assert_eq!(pod.list_type(&["status", "hostIPs"]), ListType::Atomic);
-        assert_eq!(BuiltinListTypes::for_kind("", "Pod").list_type(&["status", "hostIPs"]), map(&["ip"]));
+        assert_eq!(
+            BuiltinListTypes::for_kind("", "Pod").list_type(&["status", "hostIPs"]),
+            map(&["ip"])
+        );
         let crd = BuiltinListTypes::for_apply("apiextensions.k8s.io", "CustomResourceDefinition");
         assert_eq!(crd.list_type(&["status", "conditions"]), map(&["type"]));
         // Map-typed fields consume one path segment for the key.
-        let rules = ["spec", "versions", "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-validations"];
+        let rules = [
+            "spec",
+            "versions",
+            "schema",
+            "openAPIV3Schema",
+            "properties",
+            "spec",
+            "x-kubernetes-validations",
+        ];
         assert_eq!(crd.list_type(&rules), map(&["rule"]));
     }
 }

@@ -3,10 +3,10 @@
 //! Everything here is pure: no I/O, no async. The embedded API server uses it to
 //! serve requests, and the controller engine uses the selectors to filter caches.
 
+pub mod builtin;
 pub mod listtype;
+pub mod managedfields;
 pub mod names;
+pub mod patch;
 pub mod schema;
 pub mod selector;
-pub mod builtin;
-pub mod managedfields;
-pub mod patch;

@@ -75,7 +75,9 @@ fn matches_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     match (b.first(), b.last()) {
         (Some(&f), Some(&l)) => {
-            is_lower_alnum(f) && is_lower_alnum(l) && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
+            is_lower_alnum(f)
+                && is_lower_alnum(l)
+                && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
         }
         _ => false,
     }
@@ -93,7 +95,8 @@ fn matches_qualified_name_part(s: &str) -> bool {
         (Some(&f), Some(&l)) => {
             f.is_ascii_alphanumeric()
                 && l.is_ascii_alphanumeric()
-                && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b.iter()
+                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         }
         _ => false,
     }
@@ -117,7 +120,11 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
             // A valid subdomain that is not a valid label can only differ by its dots.
             errs.push("must not contain dots".to_string());
         } else {
-            errs.push(regex_error(DNS1123_LABEL_ERR_MSG, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
+            errs.push(regex_error(
+                DNS1123_LABEL_ERR_MSG,
+                DNS1123_LABEL_FMT,
+                &["my-name", "123-abc"],
+            ));
         }
     }
     errs
@@ -131,7 +138,11 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
     if !matches_dns1123_subdomain(value) {
-        errs.push(regex_error(DNS1123_SUBDOMAIN_ERR_MSG, &dns1123_subdomain_fmt(), &["example.com"]));
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR_MSG,
+            &dns1123_subdomain_fmt(),
+            &["example.com"],
+        ));
     }
     errs
 }
@@ -148,7 +159,11 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
-                errs.extend(is_dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+                errs.extend(
+                    is_dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
             }
             *name
         }
@@ -163,12 +178,19 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push(format!("name part {}", empty_error()));
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
+        errs.push(format!(
+            "name part {}",
+            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
+        ));
     }
     if !matches_qualified_name_part(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                QUALIFIED_NAME_ERR_MSG,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -182,7 +204,11 @@ pub fn is_valid_label_value(value: &str) -> Vec<String> {
         errs.push(max_len_error(LABEL_VALUE_MAX_LENGTH));
     }
     if !value.is_empty() && !matches_qualified_name_part(value) {
-        errs.push(regex_error(LABEL_VALUE_ERR_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
+        errs.push(regex_error(
+            LABEL_VALUE_ERR_MSG,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
     }
     errs
 }
@@ -191,18 +217,30 @@ pub fn is_valid_label_value(value: &str) -> Vec<String> {
 /// `prefix = true` a `metadata.generateName` (a trailing `-` is allowed there
 /// because random characters follow it).
 pub fn name_is_dns_subdomain(name: &str, prefix: bool) -> Vec<String> {
-    is_dns1123_subdomain(if prefix { mask_trailing_dash(name) } else { name })
+    is_dns1123_subdomain(if prefix {
+        mask_trailing_dash(name)
+    } else {
+        name
+    })
 }
 
 /// Upstream `NameIsDNSLabel`: as [`name_is_dns_subdomain`] for kinds whose
 /// names must be DNS-1123 labels (namespaces).
 pub fn name_is_dns_label(name: &str, prefix: bool) -> Vec<String> {
-    is_dns1123_label(if prefix { mask_trailing_dash(name) } else { name })
+    is_dns1123_label(if prefix {
+        mask_trailing_dash(name)
+    } else {
+        name
+    })
 }
 
 /// Upstream `maskTrailingDash`: `"abc-"` is checked as `"abc"`; a lone `"-"` stays.
 fn mask_trailing_dash(name: &str) -> &str {
-    if name.len() > 1 && name.ends_with('-') { &name[..name.len() - 1] } else { name }
+    if name.len() > 1 && name.ends_with('-') {
+        &name[..name.len() - 1]
+    } else {
+        name
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +252,14 @@ mod tests {
 
     #[test]
     fn subdomain_accepts() {
-        for ok in ["a", "0", "abc-123", "a.b.c", "my-app.example.com", &"a".repeat(253)] {
+        for ok in [
+            "a",
+            "0",
+            "abc-123",
+            "a.b.c",
+            "my-app.example.com",
+            &"a".repeat(253),
+        ] {
             assert!(is_dns1123_subdomain(ok).is_empty(), "{ok}");
         }
     }
@@ -222,19 +267,35 @@ mod tests {
     #[test]
     fn subdomain_rejects_with_upstream_message() {
         for bad in ["", "A", "-a", "a-", "a..b", ".a", "a.", "a_b", "a b", "é"] {
-            assert_eq!(is_dns1123_subdomain(bad), vec![SUBDOMAIN_MSG.to_string()], "{bad:?}");
+            assert_eq!(
+                is_dns1123_subdomain(bad),
+                vec![SUBDOMAIN_MSG.to_string()],
+                "{bad:?}"
+            );
         }
-        assert_eq!(is_dns1123_subdomain(&"a".repeat(254)), vec!["must be no more than 253 characters"]);
+        assert_eq!(
+            is_dns1123_subdomain(&"a".repeat(254)),
+            vec!["must be no more than 253 characters"]
+        );
         // Both problems at once, in upstream's order.
         let errs = is_dns1123_subdomain(&"A".repeat(300));
-        assert_eq!(errs, vec!["must be no more than 253 characters".to_string(), SUBDOMAIN_MSG.to_string()]);
+        assert_eq!(
+            errs,
+            vec![
+                "must be no more than 253 characters".to_string(),
+                SUBDOMAIN_MSG.to_string()
+            ]
+        );
     }
 
     #[test]
     fn label_rules() {
         assert!(is_dns1123_label("default").is_empty());
         assert!(is_dns1123_label(&"a".repeat(63)).is_empty());
-        assert_eq!(is_dns1123_label(&"a".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert_eq!(
+            is_dns1123_label(&"a".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
         assert_eq!(is_dns1123_label("a.b"), vec!["must not contain dots"]);
         assert_eq!(is_dns1123_label("Abc"), vec![LABEL_MSG.to_string()]);
         assert_eq!(is_dns1123_label(""), vec![LABEL_MSG.to_string()]);
@@ -243,26 +304,53 @@ mod tests {
     #[test]
     fn regex_error_matches_upstream_spacing() {
         // Upstream puts ", " after each example and " or " between them, hence the double space.
-        assert_eq!(regex_error("m", "f", &["a", "b"]), "m (e.g. 'a',  or 'b', regex used for validation is 'f')");
-        assert_eq!(regex_error("m", "f", &[]), "m (regex used for validation is 'f')");
+        assert_eq!(
+            regex_error("m", "f", &["a", "b"]),
+            "m (e.g. 'a',  or 'b', regex used for validation is 'f')"
+        );
+        assert_eq!(
+            regex_error("m", "f", &[]),
+            "m (regex used for validation is 'f')"
+        );
     }
 
     #[test]
     fn qualified_names() {
-        for ok in ["a", "A_b.c-D", "example.com/MyName", "app.kubernetes.io/name", "x/y"] {
+        for ok in [
+            "a",
+            "A_b.c-D",
+            "example.com/MyName",
+            "app.kubernetes.io/name",
+            "x/y",
+        ] {
             assert!(is_qualified_name(ok).is_empty(), "{ok}");
         }
-        assert_eq!(is_qualified_name("/a"), vec!["prefix part must be non-empty"]);
+        assert_eq!(
+            is_qualified_name("/a"),
+            vec!["prefix part must be non-empty"]
+        );
         assert_eq!(is_qualified_name("a/"), vec![
             "name part must be non-empty".to_string(),
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string(),
         ]);
-        assert_eq!(is_qualified_name("Bad_Prefix/a"), vec![format!("prefix part {SUBDOMAIN_MSG}")]);
-        assert_eq!(is_qualified_name(&"a".repeat(64)), vec!["name part must be no more than 63 characters"]);
+        assert_eq!(
+            is_qualified_name("Bad_Prefix/a"),
+            vec![format!("prefix part {SUBDOMAIN_MSG}")]
+        );
+        assert_eq!(
+            is_qualified_name(&"a".repeat(64)),
+            vec!["name part must be no more than 63 characters"]
+        );
         let three = is_qualified_name("a/b/c");
         assert_eq!(three.len(), 1);
-        assert!(three[0].starts_with("a qualified name must consist of"), "{}", three[0]);
-        assert!(three[0].ends_with("with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+        assert!(
+            three[0].starts_with("a qualified name must consist of"),
+            "{}",
+            three[0]
+        );
+        assert!(three[0].ends_with(
+            "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ));
         assert_eq!(is_qualified_name("-a").len(), 1);
     }
 
@@ -274,7 +362,10 @@ mod tests {
         assert_eq!(is_valid_label_value("-a"), vec![
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string()
         ]);
-        assert_eq!(is_valid_label_value(&"v".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert_eq!(
+            is_valid_label_value(&"v".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
         assert_eq!(is_valid_label_value("a b").len(), 1);
     }
 

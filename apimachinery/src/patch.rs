@@ -64,7 +64,10 @@ pub enum PatchError {
     JsonPatchFailed(String),
     /// The object or the patch is not a JSON object where one is required.
     #[error("{what} must be a JSON object, not {got}")]
-    NotAnObject { what: &'static str, got: &'static str },
+    NotAnObject {
+        what: &'static str,
+        got: &'static str,
+    },
     /// A strategic merge patch is malformed or does not fit the object; `path` is
     /// where (`.spec.containers`), empty at the root.
     #[error("invalid strategic merge patch{}: {message}", at(path))]
@@ -72,7 +75,11 @@ pub enum PatchError {
 }
 
 fn at(path: &str) -> String {
-    if path.is_empty() { String::new() } else { format!(" at {path}") }
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at {path}")
+    }
 }
 
 /// JSON merge patch (RFC 7386): objects merge recursively, `null` deletes, and
@@ -106,17 +113,28 @@ pub fn json(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
 /// ones added), `Set` as a union of scalars, `Atomic` replaced. Directives:
 /// `$patch: replace|delete` on maps and map-list elements, `$retainKeys`,
 /// `$setElementOrder/<list>`, `$deleteFromPrimitiveList/<list>`.
-pub fn strategic(original: &Value, patch: &Value, lists: &dyn ListTypes) -> Result<Value, PatchError> {
+pub fn strategic(
+    original: &Value,
+    patch: &Value,
+    lists: &dyn ListTypes,
+) -> Result<Value, PatchError> {
     let Value::Object(orig) = original else {
-        return Err(PatchError::NotAnObject { what: "the object to patch", got: kind_name(original) });
+        return Err(PatchError::NotAnObject {
+            what: "the object to patch",
+            got: kind_name(original),
+        });
     };
     let Value::Object(p) = patch else {
-        return Err(PatchError::NotAnObject { what: "a strategic merge patch", got: kind_name(patch) });
+        return Err(PatchError::NotAnObject {
+            what: "a strategic merge patch",
+            got: kind_name(patch),
+        });
     };
     let smp = Smp { lists };
     let mut path = Vec::new();
     smp.check_directives(patch, &mut path)?;
-    smp.merge_map(orig.clone(), p.clone(), &mut path).map(Value::Object)
+    smp.merge_map(orig.clone(), p.clone(), &mut path)
+        .map(Value::Object)
 }
 
 const DIRECTIVE: &str = "$patch";
@@ -206,7 +224,10 @@ fn clean_map(m: Obj) -> Obj {
 impl Smp<'_> {
     fn err(&self, path: &[String], message: impl Into<String>) -> PatchError {
         let path = path.iter().map(|s| format!(".{s}")).collect::<String>();
-        PatchError::Strategic { path, message: message.into() }
+        PatchError::Strategic {
+            path,
+            message: message.into(),
+        }
     }
 
     fn list_type(&self, path: &[String]) -> ListType {
@@ -219,7 +240,10 @@ impl Smp<'_> {
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
-                    if k.starts_with('$') && !is_directive_key(k) && !DOLLAR_FIELDS.contains(&k.as_str()) {
+                    if k.starts_with('$')
+                        && !is_directive_key(k)
+                        && !DOLLAR_FIELDS.contains(&k.as_str())
+                    {
                         return Err(self.err(path, format!(
                             "unknown directive {k:?}; strategic merge patch knows $patch, $retainKeys, \
                              $setElementOrder/<list> and $deleteFromPrimitiveList/<list>"
@@ -242,7 +266,12 @@ impl Smp<'_> {
     }
 
     /// Upstream `mergeMap`.
-    fn merge_map(&self, mut original: Obj, mut patch: Obj, path: &mut Vec<String>) -> Result<Obj, PatchError> {
+    fn merge_map(
+        &self,
+        mut original: Obj,
+        mut patch: Obj,
+        path: &mut Vec<String>,
+    ) -> Result<Obj, PatchError> {
         if let Some(d) = patch.remove(DIRECTIVE) {
             return match d.as_str() {
                 Some("replace") => Ok(clean_map(patch)),
@@ -258,7 +287,10 @@ impl Smp<'_> {
 
         for (k, patch_v) in patch {
             let (key, is_delete_list) = if k.starts_with(DELETE_FROM_PRIMITIVE_LIST) {
-                (self.directive_target(&k, DELETE_FROM_PRIMITIVE_LIST, path)?, true)
+                (
+                    self.directive_target(&k, DELETE_FROM_PRIMITIVE_LIST, path)?,
+                    true,
+                )
             } else {
                 (k, false)
             };
@@ -282,13 +314,18 @@ impl Smp<'_> {
                 }
                 continue;
             }
-            let orig_v = original.get_mut(&key).map(Value::take).unwrap_or(Value::Null);
+            let orig_v = original
+                .get_mut(&key)
+                .map(Value::take)
+                .unwrap_or(Value::Null);
             path.push(key.clone());
             let merged = match (orig_v, patch_v) {
-                (Value::Object(o), Value::Object(p)) => self.merge_map(o, p, path).map(Value::Object),
-                (Value::Array(o), Value::Array(p)) => {
-                    self.merge_list_field(o, p, path, is_delete_list).map(Value::Array)
+                (Value::Object(o), Value::Object(p)) => {
+                    self.merge_map(o, p, path).map(Value::Object)
                 }
+                (Value::Array(o), Value::Array(p)) => self
+                    .merge_list_field(o, p, path, is_delete_list)
+                    .map(Value::Array),
                 (_, p) => Ok(p),
             };
             path.pop();
@@ -298,7 +335,12 @@ impl Smp<'_> {
     }
 
     /// `$prefix/<field>` → `field`, with upstream's errors for a bad spelling.
-    fn directive_target(&self, key: &str, prefix: &str, path: &[String]) -> Result<String, PatchError> {
+    fn directive_target(
+        &self,
+        key: &str,
+        prefix: &str,
+        path: &[String],
+    ) -> Result<String, PatchError> {
         match key.split_once('/') {
             Some((p, field)) if p == prefix => Ok(field.to_string()),
             _ => Err(self.err(path, match prefix {
@@ -310,7 +352,13 @@ impl Smp<'_> {
 
     /// Upstream `mergeSliceHandler`: merge if the list merges (or this is a
     /// deletion list), else the patch replaces it.
-    fn merge_list_field(&self, original: Vec<Value>, patch: Vec<Value>, path: &mut Vec<String>, is_delete_list: bool) -> Result<Vec<Value>, PatchError> {
+    fn merge_list_field(
+        &self,
+        original: Vec<Value>,
+        patch: Vec<Value>,
+        path: &mut Vec<String>,
+        is_delete_list: bool,
+    ) -> Result<Vec<Value>, PatchError> {
         let (merges, key) = match self.list_type(path) {
             ListType::Atomic => (false, String::new()),
             ListType::Set => (true, String::new()),
@@ -324,18 +372,36 @@ impl Smp<'_> {
     }
 
     /// Upstream `mergeSlice`.
-    fn merge_slice(&self, original: Vec<Value>, patch: Vec<Value>, path: &mut Vec<String>, key: &str, is_delete_list: bool) -> Result<Vec<Value>, PatchError> {
+    fn merge_slice(
+        &self,
+        original: Vec<Value>,
+        patch: Vec<Value>,
+        path: &mut Vec<String>,
+        key: &str,
+        is_delete_list: bool,
+    ) -> Result<Vec<Value>, PatchError> {
         if original.is_empty() && patch.is_empty() {
             return Ok(original);
         }
         let elem = self.element_kind(&[&original, &patch], path)?;
         if elem != Kind::Object {
             if is_delete_list {
-                return Ok(original.into_iter().filter(|v| !patch.iter().any(|d| same(v, d))).collect());
+                return Ok(original
+                    .into_iter()
+                    .filter(|v| !patch.iter().any(|d| same(v, d)))
+                    .collect());
             }
             let merged = dedup_scalars(original.iter().chain(&patch).cloned().collect());
             let (in_patch, server_only) = partition_scalars(merged, &patch);
-            return self.normalize_element_order(in_patch, server_only, &patch, &original, "", elem, path);
+            return self.normalize_element_order(
+                in_patch,
+                server_only,
+                &patch,
+                &original,
+                "",
+                elem,
+                path,
+            );
         }
         if key.is_empty() {
             return Err(self.err(path, "cannot merge lists of objects without a merge key"));
@@ -359,10 +425,13 @@ impl Smp<'_> {
                 None => found = Some(k),
                 Some(prev) if prev != k => {
                     let all: Vec<Value> = lists.iter().map(|l| Value::Array(l.to_vec())).collect();
-                    return Err(self.err(path, format!(
-                        "list element types are not identical: {}",
-                        Value::Array(all)
-                    )));
+                    return Err(self.err(
+                        path,
+                        format!(
+                            "list element types are not identical: {}",
+                            Value::Array(all)
+                        ),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -372,7 +441,13 @@ impl Smp<'_> {
 
     /// Upstream `mergeSliceWithSpecialElements`: applies `$patch: delete` items to
     /// `original`; a `$patch: replace` item makes the plain items the whole list.
-    fn merge_special_elements(&self, mut original: Vec<Value>, patch: Vec<Value>, key: &str, path: &[String]) -> Result<(Vec<Value>, Vec<Value>), PatchError> {
+    fn merge_special_elements(
+        &self,
+        mut original: Vec<Value>,
+        patch: Vec<Value>,
+        key: &str,
+        path: &[String],
+    ) -> Result<(Vec<Value>, Vec<Value>), PatchError> {
         let mut plain = Vec::new();
         let mut replace = false;
         for v in patch {
@@ -393,13 +468,19 @@ impl Smp<'_> {
                                     kept.push(item);
                                 }
                             }
-                            _ => return Err(self.err(path, format!("list element {item} is not an object"))),
+                            _ => {
+                                return Err(
+                                    self.err(path, format!("list element {item} is not an object"))
+                                );
+                            }
                         }
                     }
                     original = kept;
                 }
                 Some("replace") => replace = true,
-                Some("merge") => return Err(self.err(path, "merging lists cannot yet be specified in the patch")),
+                Some("merge") => {
+                    return Err(self.err(path, "merging lists cannot yet be specified in the patch"));
+                }
                 _ => return Err(self.err(path, format!("unknown patch type: {d} in map: {v}"))),
             }
         }
@@ -412,14 +493,21 @@ impl Smp<'_> {
 
     /// Upstream `mergeSliceWithoutSpecialElements`: merge each patch item into the
     /// original item with the same merge key, or add it.
-    fn merge_plain_elements(&self, mut original: Vec<Value>, patch: &[Value], key: &str, path: &mut Vec<String>) -> Result<Vec<Value>, PatchError> {
+    fn merge_plain_elements(
+        &self,
+        mut original: Vec<Value>,
+        patch: &[Value],
+        key: &str,
+        path: &mut Vec<String>,
+    ) -> Result<Vec<Value>, PatchError> {
         for v in patch {
             let Some(want) = v.get(key) else {
                 return Err(self.no_merge_key(v, key, path));
             };
             match self.find_by_key(&original, key, want, path)? {
                 Some(i) => {
-                    let (Value::Object(o), Value::Object(p)) = (original[i].take(), v.clone()) else {
+                    let (Value::Object(o), Value::Object(p)) = (original[i].take(), v.clone())
+                    else {
                         return Err(self.err(path, "list elements must be objects"));
                     };
                     original[i] = Value::Object(self.merge_map(o, p, path)?);
@@ -435,7 +523,13 @@ impl Smp<'_> {
     }
 
     /// Upstream `findMapInSliceBasedOnKeyValue`.
-    fn find_by_key(&self, list: &[Value], key: &str, want: &Value, path: &[String]) -> Result<Option<usize>, PatchError> {
+    fn find_by_key(
+        &self,
+        list: &[Value],
+        key: &str,
+        want: &Value,
+        path: &[String],
+    ) -> Result<Option<usize>, PatchError> {
         for (i, item) in list.iter().enumerate() {
             let Value::Object(m) = item else {
                 return Err(self.err(path, format!("value for key {i} is not a map")));
@@ -448,11 +542,20 @@ impl Smp<'_> {
     }
 
     fn no_merge_key(&self, m: &Value, key: &str, path: &[String]) -> PatchError {
-        self.err(path, format!("map: {m} does not contain declared merge key: {key}"))
+        self.err(
+            path,
+            format!("map: {m} does not contain declared merge key: {key}"),
+        )
     }
 
     /// Upstream `partitionMapsByPresentInList`.
-    fn partition_maps(&self, merged: Vec<Value>, by: &[Value], key: &str, path: &[String]) -> Result<(Vec<Value>, Vec<Value>), PatchError> {
+    fn partition_maps(
+        &self,
+        merged: Vec<Value>,
+        by: &[Value],
+        key: &str,
+        path: &[String],
+    ) -> Result<(Vec<Value>, Vec<Value>), PatchError> {
         let (mut hit, mut miss) = (Vec::new(), Vec::new());
         for v in merged {
             let Some(want) = v.get(key).filter(|_| v.is_object()) else {
@@ -470,14 +573,36 @@ impl Smp<'_> {
     /// Upstream `normalizeElementOrder`: sort the patch items by `patch_order`,
     /// the server-only items by `server_order`, then interleave them.
     #[allow(clippy::too_many_arguments)]
-    fn normalize_element_order(&self, patch_items: Vec<Value>, server_only: Vec<Value>, patch_order: &[Value], server_order: &[Value], key: &str, elem: Kind, path: &[String]) -> Result<Vec<Value>, PatchError> {
+    fn normalize_element_order(
+        &self,
+        patch_items: Vec<Value>,
+        server_only: Vec<Value>,
+        patch_order: &[Value],
+        server_order: &[Value],
+        key: &str,
+        elem: Kind,
+        path: &[String],
+    ) -> Result<Vec<Value>, PatchError> {
         let patch_items = self.normalize_slice_order(patch_items, patch_order, key, elem, path)?;
         let server_only = self.normalize_slice_order(server_only, server_order, key, elem, path)?;
-        Ok(merge_sorted(server_only, patch_items, server_order, key, elem))
+        Ok(merge_sorted(
+            server_only,
+            patch_items,
+            server_order,
+            key,
+            elem,
+        ))
     }
 
     /// Upstream `normalizeSliceOrder`: items with `$patch: delete` go last.
-    fn normalize_slice_order(&self, items: Vec<Value>, order: &[Value], key: &str, elem: Kind, path: &[String]) -> Result<Vec<Value>, PatchError> {
+    fn normalize_slice_order(
+        &self,
+        items: Vec<Value>,
+        order: &[Value],
+        key: &str,
+        elem: Kind,
+        path: &[String],
+    ) -> Result<Vec<Value>, PatchError> {
         let (mut keep, mut delete) = (Vec::new(), Vec::new());
         if elem == Kind::Object {
             for v in items.iter().chain(order) {
@@ -507,16 +632,27 @@ impl Smp<'_> {
     }
 
     /// Upstream `applyRetainKeysDirective`.
-    fn apply_retain_keys(&self, original: &mut Obj, patch: &mut Obj, path: &[String]) -> Result<(), PatchError> {
+    fn apply_retain_keys(
+        &self,
+        original: &mut Obj,
+        patch: &mut Obj,
+        path: &[String],
+    ) -> Result<(), PatchError> {
         let Some(retain) = patch.remove(RETAIN_KEYS) else {
             return Ok(());
         };
         let Value::Array(retain) = retain else {
-            return Err(self.err(path, "invalid patch format of retainKeys: $retainKeys must be a list of field names"));
+            return Err(self.err(
+                path,
+                "invalid patch format of retainKeys: $retainKeys must be a list of field names",
+            ));
         };
         let keeps = |k: &str| retain.iter().any(|r| r.as_str() == Some(k));
         for (k, v) in patch.iter() {
-            if v.is_null() || k.starts_with(DELETE_FROM_PRIMITIVE_LIST) || k.starts_with(SET_ELEMENT_ORDER) {
+            if v.is_null()
+                || k.starts_with(DELETE_FROM_PRIMITIVE_LIST)
+                || k.starts_with(SET_ELEMENT_ORDER)
+            {
                 continue;
             }
             if !keeps(k) {
@@ -531,23 +667,51 @@ impl Smp<'_> {
 
     /// Upstream `mergePatchIntoOriginal`: each `$setElementOrder/<list>` merges its
     /// list (if the patch has one) and then imposes the given order.
-    fn merge_set_element_order(&self, original: &mut Obj, patch: &mut Obj, path: &mut Vec<String>) -> Result<(), PatchError> {
-        let keys: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
+    fn merge_set_element_order(
+        &self,
+        original: &mut Obj,
+        patch: &mut Obj,
+        path: &mut Vec<String>,
+    ) -> Result<(), PatchError> {
+        let keys: Vec<String> = patch
+            .keys()
+            .filter(|k| k.starts_with(SET_ELEMENT_ORDER))
+            .cloned()
+            .collect();
         for k in keys {
             let order = patch.remove(&k).unwrap_or(Value::Null);
             let Value::Array(order) = order else {
-                return Err(self.err(path, format!("{k} must be a list, not {}", kind_name(&order))));
+                return Err(self.err(
+                    path,
+                    format!("{k} must be a list, not {}", kind_name(&order)),
+                ));
             };
             let field = self.directive_target(&k, SET_ELEMENT_ORDER, path)?;
             let orig_list = match original.get(&field) {
                 None => None,
                 Some(Value::Array(a)) => Some(a.clone()),
-                Some(other) => return Err(self.err(path, format!("{k} orders {field}, which is {} in the object", kind_name(other)))),
+                Some(other) => {
+                    return Err(self.err(
+                        path,
+                        format!(
+                            "{k} orders {field}, which is {} in the object",
+                            kind_name(other)
+                        ),
+                    ));
+                }
             };
             let patch_list = match patch.get(&field) {
                 None => None,
                 Some(Value::Array(a)) => Some(a.clone()),
-                Some(other) => return Err(self.err(path, format!("{k} orders {field}, which is {} in the patch", kind_name(other)))),
+                Some(other) => {
+                    return Err(self.err(
+                        path,
+                        format!(
+                            "{k} orders {field}, which is {} in the patch",
+                            kind_name(other)
+                        ),
+                    ));
+                }
             };
             path.push(field.clone());
             let r = self.order_one(orig_list, patch_list, &order, path);
@@ -560,7 +724,13 @@ impl Smp<'_> {
         Ok(())
     }
 
-    fn order_one(&self, orig_list: Option<Vec<Value>>, patch_list: Option<Vec<Value>>, order: &[Value], path: &mut Vec<String>) -> Result<Option<Vec<Value>>, PatchError> {
+    fn order_one(
+        &self,
+        orig_list: Option<Vec<Value>>,
+        patch_list: Option<Vec<Value>>,
+        order: &[Value],
+        path: &mut Vec<String>,
+    ) -> Result<Option<Vec<Value>>, PatchError> {
         let key = match self.list_type(path) {
             ListType::Map(keys) => keys.into_iter().next().unwrap_or_default(),
             _ => String::new(),
@@ -580,12 +750,27 @@ impl Smp<'_> {
             self.partition_maps(merged, order, &key, path)?
         };
         let elem = self.element_kind(&[&original_value, &patch_value], path)?;
-        self.normalize_element_order(in_order, server_only, order, &original_value, &key, elem, path).map(Some)
+        self.normalize_element_order(
+            in_order,
+            server_only,
+            order,
+            &original_value,
+            &key,
+            elem,
+            path,
+        )
+        .map(Some)
     }
 
     /// Upstream `validatePatchWithSetOrderList`: the patch items appear in the
     /// `$setElementOrder` list, in the same relative order.
-    fn validate_order(&self, patch: &[Value], order: &[Value], key: &str, path: &[String]) -> Result<(), PatchError> {
+    fn validate_order(
+        &self,
+        patch: &[Value],
+        order: &[Value],
+        key: &str,
+        path: &[String],
+    ) -> Result<(), PatchError> {
         if order.is_empty() || patch.is_empty() {
             return Ok(());
         }
@@ -597,7 +782,10 @@ impl Smp<'_> {
                     return Err(self.err(path, format!("expected an object in the list, got {v}")));
                 }
             }
-            patch.iter().filter(|v| v.get(DIRECTIVE).and_then(Value::as_str) != Some("delete")).collect()
+            patch
+                .iter()
+                .filter(|v| v.get(DIRECTIVE).and_then(Value::as_str) != Some("delete"))
+                .collect()
         };
         let (mut p, mut o) = (0, 0);
         while p < items.len() && o < order.len() {
@@ -609,7 +797,11 @@ impl Smp<'_> {
                 same(items[p], &order[o])
             } else {
                 let (Some(a), Some(b)) = (items[p].get(key), order[o].get(key)) else {
-                    let missing = if items[p].get(key).is_none() { items[p] } else { &order[o] };
+                    let missing = if items[p].get(key).is_none() {
+                        items[p]
+                    } else {
+                        &order[o]
+                    };
                     return Err(self.no_merge_key(missing, key, path));
                 };
                 same(a, b)
@@ -620,11 +812,14 @@ impl Smp<'_> {
             o += 1;
         }
         if p < items.len() {
-            return Err(self.err(path, format!(
-                "the order in patch list {} doesn't match $setElementOrder list {}",
-                Value::Array(patch.to_vec()),
-                Value::Array(order.to_vec())
-            )));
+            return Err(self.err(
+                path,
+                format!(
+                    "the order in patch list {} doesn't match $setElementOrder list {}",
+                    Value::Array(patch.to_vec()),
+                    Value::Array(order.to_vec())
+                ),
+            ));
         }
         Ok(())
     }
@@ -649,7 +844,9 @@ fn dedup_scalars(mut s: Vec<Value>) -> Vec<Value> {
 }
 
 fn partition_scalars(merged: Vec<Value>, by: &[Value]) -> (Vec<Value>, Vec<Value>) {
-    merged.into_iter().partition(|v| by.iter().any(|b| same(v, b)))
+    merged
+        .into_iter()
+        .partition(|v| by.iter().any(|b| same(v, b)))
 }
 
 /// Upstream `index`: position of `v` in `l`, by merge key for objects.
@@ -668,7 +865,13 @@ fn index_of(l: &[Value], v: &Value, key: &str, elem: Kind) -> Option<usize> {
 
 /// Upstream `mergeSortedSlice`: walks both lists, taking the `left` (server-only)
 /// item first only when both items are in `server_order` and it comes first there.
-fn merge_sorted(left: Vec<Value>, right: Vec<Value>, server_order: &[Value], key: &str, elem: Kind) -> Vec<Value> {
+fn merge_sorted(
+    left: Vec<Value>,
+    right: Vec<Value>,
+    server_order: &[Value],
+    key: &str,
+    elem: Kind,
+) -> Vec<Value> {
     let mut out = Vec::with_capacity(left.len() + right.len());
     let mut left = left.into_iter().peekable();
     let mut right = right.into_iter().peekable();
@@ -723,44 +926,70 @@ mod tests {
     #[test]
     fn merge_patch_is_rfc7386() {
         let mut obj = pod();
-        merge(&mut obj, &json!({"metadata": {"labels": {"app": null, "tier": "fe"}}, "spec": {"tolerations": []}}));
+        merge(
+            &mut obj,
+            &json!({"metadata": {"labels": {"app": null, "tier": "fe"}}, "spec": {"tolerations": []}}),
+        );
         assert_eq!(obj["metadata"]["labels"], json!({"tier": "fe"}));
         // Lists are replaced whole, even mergeable ones.
         assert_eq!(obj["spec"]["tolerations"], json!([]));
-        merge(&mut obj, &json!({"spec": {"containers": [{"name": "only"}]}}));
+        merge(
+            &mut obj,
+            &json!({"spec": {"containers": [{"name": "only"}]}}),
+        );
         assert_eq!(obj["spec"]["containers"], json!([{"name": "only"}]));
     }
 
     #[test]
     fn json_patch_applies_and_rolls_back() {
         let mut obj = pod();
-        json(&mut obj, &json!([
-            {"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:1.26"},
-            {"op": "add", "path": "/metadata/labels/tier", "value": "fe"},
-            {"op": "remove", "path": "/spec/tolerations"}
-        ])).unwrap();
+        json(
+            &mut obj,
+            &json!([
+                {"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:1.26"},
+                {"op": "add", "path": "/metadata/labels/tier", "value": "fe"},
+                {"op": "remove", "path": "/spec/tolerations"}
+            ]),
+        )
+        .unwrap();
         assert_eq!(obj["spec"]["containers"][0]["image"], "nginx:1.26");
         assert_eq!(obj["metadata"]["labels"]["tier"], "fe");
         assert!(obj["spec"].get("tolerations").is_none());
 
         let before = obj.clone();
-        let err = json(&mut obj, &json!([
-            {"op": "add", "path": "/metadata/labels/x", "value": "1"},
-            {"op": "test", "path": "/status/phase", "value": "Pending"}
-        ])).unwrap_err();
+        let err = json(
+            &mut obj,
+            &json!([
+                {"op": "add", "path": "/metadata/labels/x", "value": "1"},
+                {"op": "test", "path": "/status/phase", "value": "Pending"}
+            ]),
+        )
+        .unwrap_err();
         assert!(matches!(err, PatchError::JsonPatchFailed(_)), "{err}");
-        assert_eq!(obj, before, "a failed patch must leave the object unchanged");
+        assert_eq!(
+            obj, before,
+            "a failed patch must leave the object unchanged"
+        );
     }
 
     #[test]
     fn json_patch_malformed_documents_say_what_is_wrong() {
         let mut obj = pod();
         let e = json(&mut obj, &json!({"op": "add"})).unwrap_err();
-        assert_eq!(e.to_string(), "invalid JSON patch document: expected an array of operations, not an object");
+        assert_eq!(
+            e.to_string(),
+            "invalid JSON patch document: expected an array of operations, not an object"
+        );
         let e = json(&mut obj, &json!([{"op": "frobnicate", "path": "/a"}])).unwrap_err();
-        assert!(matches!(&e, PatchError::MalformedJsonPatch(m) if m.contains("frobnicate")), "{e}");
+        assert!(
+            matches!(&e, PatchError::MalformedJsonPatch(m) if m.contains("frobnicate")),
+            "{e}"
+        );
         let e = json(&mut obj, &json!([{"op": "add", "path": "/a"}])).unwrap_err();
-        assert!(matches!(&e, PatchError::MalformedJsonPatch(m) if m.contains("value")), "{e}");
+        assert!(
+            matches!(&e, PatchError::MalformedJsonPatch(m) if m.contains("value")),
+            "{e}"
+        );
         let e = json(&mut obj, &json!([{"op": "remove", "path": "/spec/nope"}])).unwrap_err();
         assert!(e.to_string().contains("/spec/nope"), "{e}");
     }
@@ -776,12 +1005,18 @@ mod tests {
         // Patch order for the items the patch names.
         assert_eq!(cs[0], json!({"name": "sidecar", "image": "envoy:1.31"}));
         assert_eq!(cs[1]["name"], "app");
-        assert_eq!(cs[1]["image"], "nginx:1.25", "fields the patch does not mention survive");
+        assert_eq!(
+            cs[1]["image"], "nginx:1.25",
+            "fields the patch does not mention survive"
+        );
         assert_eq!(cs[1]["args"], json!(["-g", "daemon off;"]));
         // env merged by name; B changed in place, C new.
         // env merged by name: B changed in place, C added; A (server-only) keeps
         // its place before B.
-        assert_eq!(cs[1]["env"], json!([{"name": "A", "value": "1"}, {"name": "B", "value": "two"}, {"name": "C", "value": "3"}]));
+        assert_eq!(
+            cs[1]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "two"}, {"name": "C", "value": "3"}])
+        );
         // Untouched parts of the object are untouched.
         assert_eq!(out["status"], pod()["status"]);
         assert_eq!(out["metadata"], pod()["metadata"]);
@@ -791,19 +1026,50 @@ mod tests {
     fn smp_new_items_order_follows_upstream() {
         // upstream patch_test.go "preserve the order from the patch in a merging
         // int list": [1,2,3] + [3,1] = [2,3,1].
-        let types = |p: &[&str]| if p == ["list"] { ListType::Set } else { ListType::Atomic };
+        let types = |p: &[&str]| {
+            if p == ["list"] {
+                ListType::Set
+            } else {
+                ListType::Atomic
+            }
+        };
         struct T<F: Fn(&[&str]) -> ListType>(F);
         impl<F: Fn(&[&str]) -> ListType> ListTypes for T<F> {
-            fn list_type(&self, p: &[&str]) -> ListType { (self.0)(p) }
+            fn list_type(&self, p: &[&str]) -> ListType {
+                (self.0)(p)
+            }
         }
-        let out = strategic(&json!({"list": [1, 2, 3]}), &json!({"list": [3, 1]}), &T(types)).unwrap();
+        let out = strategic(
+            &json!({"list": [1, 2, 3]}),
+            &json!({"list": [3, 1]}),
+            &T(types),
+        )
+        .unwrap();
         assert_eq!(out["list"], json!([2, 3, 1]));
         // New finalizer without $setElementOrder lands first, as upstream.
-        let out = strategic(&pod(), &json!({"metadata": {"finalizers": ["c.example.com/z"]}}), &pod_types()).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["c.example.com/z", "a.example.com/x", "b.example.com/y"]));
+        let out = strategic(
+            &pod(),
+            &json!({"metadata": {"finalizers": ["c.example.com/z"]}}),
+            &pod_types(),
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["finalizers"],
+            json!(["c.example.com/z", "a.example.com/x", "b.example.com/y"])
+        );
         // A new container likewise.
-        let out = strategic(&pod(), &json!({"spec": {"containers": [{"name": "new", "image": "busybox"}]}}), &pod_types()).unwrap();
-        let names: Vec<_> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].clone()).collect();
+        let out = strategic(
+            &pod(),
+            &json!({"spec": {"containers": [{"name": "new", "image": "busybox"}]}}),
+            &pod_types(),
+        )
+        .unwrap();
+        let names: Vec<_> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].clone())
+            .collect();
         assert_eq!(names, vec![json!("new"), json!("app"), json!("sidecar")]);
     }
 
@@ -816,10 +1082,16 @@ mod tests {
             }
         });
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["a.example.com/x", "b.example.com/y", "c.example.com/z"]));
+        assert_eq!(
+            out["metadata"]["finalizers"],
+            json!(["a.example.com/x", "b.example.com/y", "c.example.com/z"])
+        );
         let patch = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example.com/x", "nope"]}});
         let out = strategic(&out, &patch, &pod_types()).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["b.example.com/y", "c.example.com/z"]));
+        assert_eq!(
+            out["metadata"]["finalizers"],
+            json!(["b.example.com/y", "c.example.com/z"])
+        );
         // Deleting from a list that is not there does not create it.
         let out = strategic(&json!({"metadata": {}}), &patch, &pod_types()).unwrap();
         assert_eq!(out, json!({"metadata": {}}));
@@ -833,9 +1105,17 @@ mod tests {
         let cs = out["spec"]["containers"].as_array().unwrap();
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0]["name"], "app");
-        assert_eq!(out["status"]["conditions"], json!([{"type": "Initialized", "status": "True"}]));
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "Initialized", "status": "True"}])
+        );
         // $patch: delete on a map empties it.
-        let out = strategic(&pod(), &json!({"metadata": {"labels": {"$patch": "delete"}}}), &pod_types()).unwrap();
+        let out = strategic(
+            &pod(),
+            &json!({"metadata": {"labels": {"$patch": "delete"}}}),
+            &pod_types(),
+        )
+        .unwrap();
         assert_eq!(out["metadata"]["labels"], json!({}));
     }
 
@@ -843,7 +1123,10 @@ mod tests {
     fn smp_patch_replace_on_list_and_map() {
         let patch = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "solo", "image": "x"}]}});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        assert_eq!(out["spec"]["containers"], json!([{"name": "solo", "image": "x"}]));
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "solo", "image": "x"}])
+        );
         let patch = json!({"metadata": {"labels": {"$patch": "replace", "only": "this"}}});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"only": "this"}));
@@ -854,10 +1137,18 @@ mod tests {
         let patch = json!({"spec": {"tolerations": [{"key": "k2", "operator": "Exists"}],
                                     "containers": [{"name": "app", "args": ["-v"]}]}});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        assert_eq!(out["spec"]["tolerations"], json!([{"key": "k2", "operator": "Exists"}]));
+        assert_eq!(
+            out["spec"]["tolerations"],
+            json!([{"key": "k2", "operator": "Exists"}])
+        );
         assert_eq!(out["spec"]["containers"][0]["args"], json!(["-v"]));
         // With no list semantics at all, even containers are replaced.
-        let out = strategic(&pod(), &json!({"spec": {"containers": [{"name": "x"}]}}), &AllAtomic).unwrap();
+        let out = strategic(
+            &pod(),
+            &json!({"spec": {"containers": [{"name": "x"}]}}),
+            &AllAtomic,
+        )
+        .unwrap();
         assert_eq!(out["spec"]["containers"], json!([{"name": "x"}]));
     }
 
@@ -874,7 +1165,12 @@ mod tests {
             "containers": [{"name": "mid", "image": "busybox"}]
         }});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        let names: Vec<_> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect();
+        let names: Vec<_> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
         assert_eq!(names, ["app", "mid", "sidecar"]);
         // Patch items out of the declared order are rejected.
         let patch = json!({"spec": {
@@ -882,18 +1178,29 @@ mod tests {
             "containers": [{"name": "sidecar", "image": "a"}, {"name": "app", "image": "b"}]
         }});
         let err = strategic(&pod(), &patch, &pod_types()).unwrap_err();
-        assert!(err.to_string().contains("doesn't match $setElementOrder"), "{err}");
+        assert!(
+            err.to_string().contains("doesn't match $setElementOrder"),
+            "{err}"
+        );
     }
 
     #[test]
     fn smp_null_deletes_and_retain_keys() {
-        let out = strategic(&pod(), &json!({"spec": {"tolerations": null}, "status": null}), &pod_types()).unwrap();
+        let out = strategic(
+            &pod(),
+            &json!({"spec": {"tolerations": null}, "status": null}),
+            &pod_types(),
+        )
+        .unwrap();
         assert!(out["spec"].get("tolerations").is_none());
         assert!(out.get("status").is_none());
         // $retainKeys clears what it does not list (volume source switch).
         let patch = json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name", "hostPath"], "hostPath": {"path": "/d"}}]}});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        assert_eq!(out["spec"]["volumes"], json!([{"name": "data", "hostPath": {"path": "/d"}}]));
+        assert_eq!(
+            out["spec"]["volumes"],
+            json!([{"name": "data", "hostPath": {"path": "/d"}}])
+        );
         let bad = json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name"], "hostPath": {"path": "/d"}}]}});
         let err = strategic(&pod(), &bad, &pod_types()).unwrap_err();
         assert!(err.to_string().contains("not in $retainKeys"), "{err}");
@@ -901,20 +1208,71 @@ mod tests {
 
     #[test]
     fn smp_errors_are_actionable() {
-        let err = strategic(&pod(), &json!({"spec": {"$frobnicate": 1}}), &pod_types()).unwrap_err();
-        assert!(err.to_string().starts_with("invalid strategic merge patch at .spec: unknown directive \"$frobnicate\""), "{err}");
-        let err = strategic(&pod(), &json!({"spec": {"containers": [{"image": "x"}]}}), &pod_types()).unwrap_err();
-        assert_eq!(err.to_string(), "invalid strategic merge patch at .spec.containers: map: {\"image\":\"x\"} does not contain declared merge key: name");
-        let err = strategic(&pod(), &json!({"metadata": {"labels": {"$patch": "merge"}}}), &pod_types()).unwrap_err();
-        assert!(err.to_string().contains("unknown patch type: \"merge\""), "{err}");
-        let err = strategic(&pod(), &json!({"spec": {"containers": [{"name": "app", "$patch": "merge"}]}}), &pod_types()).unwrap_err();
-        assert!(err.to_string().contains("merging lists cannot yet be specified"), "{err}");
-        let err = strategic(&pod(), &json!({"metadata": {"finalizers": ["x", 1]}}), &pod_types()).unwrap_err();
+        let err =
+            strategic(&pod(), &json!({"spec": {"$frobnicate": 1}}), &pod_types()).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "invalid strategic merge patch at .spec: unknown directive \"$frobnicate\""
+            ),
+            "{err}"
+        );
+        let err = strategic(
+            &pod(),
+            &json!({"spec": {"containers": [{"image": "x"}]}}),
+            &pod_types(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid strategic merge patch at .spec.containers: map: {\"image\":\"x\"} does not contain declared merge key: name"
+        );
+        let err = strategic(
+            &pod(),
+            &json!({"metadata": {"labels": {"$patch": "merge"}}}),
+            &pod_types(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("unknown patch type: \"merge\""),
+            "{err}"
+        );
+        let err = strategic(
+            &pod(),
+            &json!({"spec": {"containers": [{"name": "app", "$patch": "merge"}]}}),
+            &pod_types(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("merging lists cannot yet be specified"),
+            "{err}"
+        );
+        let err = strategic(
+            &pod(),
+            &json!({"metadata": {"finalizers": ["x", 1]}}),
+            &pod_types(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not identical"), "{err}");
         let err = strategic(&pod(), &json!([1]), &pod_types()).unwrap_err();
-        assert_eq!(err, PatchError::NotAnObject { what: "a strategic merge patch", got: "a list" });
-        let err = strategic(&pod(), &json!({"metadata": {"$deleteFromPrimitiveListfinalizers": ["a"]}}), &pod_types()).unwrap_err();
-        assert!(err.to_string().contains("invalid patch format of primitive list"), "{err}");
+        assert_eq!(
+            err,
+            PatchError::NotAnObject {
+                what: "a strategic merge patch",
+                got: "a list"
+            }
+        );
+        let err = strategic(
+            &pod(),
+            &json!({"metadata": {"$deleteFromPrimitiveListfinalizers": ["a"]}}),
+            &pod_types(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("invalid patch format of primitive list"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -922,7 +1280,13 @@ mod tests {
         let patch = json!({"spec": {"containers": [{"name": "n", "image": "i", "command": null,
                                                     "env": [{"name": "X", "$patch": "delete"}]}]}});
         let out = strategic(&pod(), &patch, &pod_types()).unwrap();
-        let new = out["spec"]["containers"].as_array().unwrap().iter().find(|c| c["name"] == "n").unwrap().clone();
+        let new = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "n")
+            .unwrap()
+            .clone();
         assert_eq!(new, json!({"name": "n", "image": "i", "env": []}));
         // $ref is a field of CRD schemas, not a directive.
         let out = strategic(&json!({}), &json!({"schema": {"$ref": "#/x"}}), &AllAtomic).unwrap();

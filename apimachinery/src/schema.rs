@@ -77,7 +77,11 @@ pub struct Cause {
 impl Cause {
     /// `"{field}: {message}"`, the line upstream prints in a 422's message.
     pub fn full_message(&self) -> String {
-        if self.field.is_empty() { self.message.clone() } else { format!("{}: {}", self.field, self.message) }
+        if self.field.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.field, self.message)
+        }
     }
 }
 
@@ -147,7 +151,10 @@ impl Structural {
         if let Some(t) = &root.typ
             && t != "object"
         {
-            return Err(err("type", format!("Invalid value: {}: must be object at the root", go_quote(t))));
+            return Err(err(
+                "type",
+                format!("Invalid value: {}: must be object at the root", go_quote(t)),
+            ));
         }
         Ok(Structural { root })
     }
@@ -170,7 +177,10 @@ impl Structural {
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
         // Upstream prunes the object as a resource root: as if the root schema
         // were x-kubernetes-embedded-resource, so apiVersion/kind/metadata stay.
-        let root = RootView { node: &self.root, embedded: true };
+        let root = RootView {
+            node: &self.root,
+            embedded: true,
+        };
         let mut out = Vec::new();
         prune(obj, Some(&root), &mut String::new(), &mut out);
         out.sort();
@@ -213,7 +223,10 @@ impl ListTypes for Structural {
 
 impl Node {
     fn property(&self, name: &str) -> Option<&Node> {
-        self.properties.iter().find(|(k, _)| k == name).map(|(_, n)| n)
+        self.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, n)| n)
     }
 }
 
@@ -228,11 +241,18 @@ struct RootView<'a> {
 // Parsing
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> SchemaError {
-    SchemaError { field: field.into(), message: message.into() }
+    SchemaError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 fn child(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, SchemaError> {
@@ -270,16 +290,26 @@ fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, SchemaError> 
     {
         return Err(err(
             child(path, "type"),
-            format!("Unsupported value: {}: supported values: {}", go_quote(t), quoted_list(&TYPES)),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                go_quote(t),
+                quoted_list(&TYPES)
+            ),
         ));
     }
     if n.embedded && n.typ.as_deref() != Some("object") {
         let field = child(path, "type");
         return Err(match &n.typ {
-            None => err(field, "Required value: must be object if x-kubernetes-embedded-resource is true"),
+            None => err(
+                field,
+                "Required value: must be object if x-kubernetes-embedded-resource is true",
+            ),
             Some(t) => err(
                 field,
-                format!("Invalid value: {}: must be object if x-kubernetes-embedded-resource is true", go_quote(t)),
+                format!(
+                    "Invalid value: {}: must be object if x-kubernetes-embedded-resource is true",
+                    go_quote(t)
+                ),
             ),
         });
     }
@@ -300,17 +330,30 @@ fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, SchemaError> 
         None | Some(Value::Null) => {}
         Some(Value::Array(a)) => {
             for r in a {
-                let r = r.as_str().ok_or_else(|| err(child(path, "required"), "Invalid value: must be an array of strings"))?;
+                let r = r.as_str().ok_or_else(|| {
+                    err(
+                        child(path, "required"),
+                        "Invalid value: must be an array of strings",
+                    )
+                })?;
                 n.required.push(r.to_string());
             }
         }
-        Some(_) => return Err(err(child(path, "required"), "Invalid value: must be an array of strings")),
+        Some(_) => {
+            return Err(err(
+                child(path, "required"),
+                "Invalid value: must be an array of strings",
+            ));
+        }
     }
     if let Some(p) = opt_string(m, path, "pattern")? {
         let re = Regex::new(&p).map_err(|e| {
             err(
                 child(path, "pattern"),
-                format!("Invalid value: {}: must be a valid regular expression, but isn't: {e}", go_quote(&p)),
+                format!(
+                    "Invalid value: {}: must be a valid regular expression, but isn't: {e}",
+                    go_quote(&p)
+                ),
             )
         })?;
         n.pattern = Some((p, re));
@@ -319,16 +362,29 @@ fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, SchemaError> 
         None | Some(Value::Null) => {}
         Some(Value::Object(props)) => {
             for (k, pv) in props {
-                let p = if path.is_empty() { format!("properties[{k}]") } else { format!("{path}.properties[{k}]") };
-                n.properties.push((k.clone(), parse_node(pv, &p, Level::Field)?));
+                let p = if path.is_empty() {
+                    format!("properties[{k}]")
+                } else {
+                    format!("{path}.properties[{k}]")
+                };
+                n.properties
+                    .push((k.clone(), parse_node(pv, &p, Level::Field)?));
             }
         }
-        Some(_) => return Err(err(child(path, "properties"), "Invalid value: must be an object")),
+        Some(_) => {
+            return Err(err(
+                child(path, "properties"),
+                "Invalid value: must be an object",
+            ));
+        }
     }
     match m.get("additionalProperties") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => {}
         Some(_) if level == Level::Root => {
-            return Err(err(child(path, "additionalProperties"), "Forbidden: must not be used at the root"));
+            return Err(err(
+                child(path, "additionalProperties"),
+                "Forbidden: must not be used at the root",
+            ));
         }
         Some(Value::Bool(true)) => n.additional = Some(None),
         Some(s @ Value::Object(_)) => {
@@ -338,45 +394,66 @@ fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, SchemaError> 
                     "Forbidden: additionalProperties and properties are mutual exclusive",
                 ));
             }
-            n.additional = Some(Some(Box::new(parse_node(s, &child(path, "additionalProperties"), Level::Field)?)));
+            n.additional = Some(Some(Box::new(parse_node(
+                s,
+                &child(path, "additionalProperties"),
+                Level::Field,
+            )?)));
         }
         Some(_) => {
-            return Err(err(child(path, "additionalProperties"), "Invalid value: must be a boolean or a schema"));
+            return Err(err(
+                child(path, "additionalProperties"),
+                "Invalid value: must be a boolean or a schema",
+            ));
         }
     }
     match m.get("items") {
         None | Some(Value::Null) => {
             if n.typ.as_deref() == Some("array") {
-                return Err(err(child(path, "items"), "Required value: must be specified"));
+                return Err(err(
+                    child(path, "items"),
+                    "Required value: must be specified",
+                ));
             }
         }
         Some(s) => n.items = Some(Box::new(parse_node(s, &child(path, "items"), Level::Item)?)),
     }
-    n.list_type = Some(match opt_string(m, path, "x-kubernetes-list-type")?.as_deref() {
-        None | Some("atomic") => ListType::Atomic,
-        Some("set") => ListType::Set,
-        Some("map") => {
-            let keys_path = child(path, "x-kubernetes-list-map-keys");
-            let keys: Vec<String> = match m.get("x-kubernetes-list-map-keys") {
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|k| k.as_str().map(str::to_string))
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| err(&keys_path, "Invalid value: must be an array of strings"))?,
-                _ => Vec::new(),
-            };
-            if keys.is_empty() {
-                return Err(err(keys_path, "Required value: must not be empty if x-kubernetes-list-type is map"));
+    n.list_type = Some(
+        match opt_string(m, path, "x-kubernetes-list-type")?.as_deref() {
+            None | Some("atomic") => ListType::Atomic,
+            Some("set") => ListType::Set,
+            Some("map") => {
+                let keys_path = child(path, "x-kubernetes-list-map-keys");
+                let keys: Vec<String> = match m.get("x-kubernetes-list-map-keys") {
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .map(|k| k.as_str().map(str::to_string))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            err(&keys_path, "Invalid value: must be an array of strings")
+                        })?,
+                    _ => Vec::new(),
+                };
+                if keys.is_empty() {
+                    return Err(err(
+                        keys_path,
+                        "Required value: must not be empty if x-kubernetes-list-type is map",
+                    ));
+                }
+                ListType::Map(keys)
             }
-            ListType::Map(keys)
-        }
-        Some(other) => {
-            return Err(err(
-                child(path, "x-kubernetes-list-type"),
-                format!("Unsupported value: {}: supported values: {}", go_quote(other), quoted_list(&["atomic", "map", "set"])),
-            ));
-        }
-    });
+            Some(other) => {
+                return Err(err(
+                    child(path, "x-kubernetes-list-type"),
+                    format!(
+                        "Unsupported value: {}: supported values: {}",
+                        go_quote(other),
+                        quoted_list(&["atomic", "map", "set"])
+                    ),
+                ));
+            }
+        },
+    );
     Ok(n)
 }
 
@@ -392,7 +469,11 @@ fn opt_bool(m: &Map<String, Value>, path: &str, key: &str) -> Result<bool, Schem
     }
 }
 
-fn opt_string(m: &Map<String, Value>, path: &str, key: &str) -> Result<Option<String>, SchemaError> {
+fn opt_string(
+    m: &Map<String, Value>,
+    path: &str,
+    key: &str,
+) -> Result<Option<String>, SchemaError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
@@ -413,7 +494,10 @@ fn opt_u64(m: &Map<String, Value>, path: &str, key: &str) -> Result<Option<u64>,
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
-        Some(_) => Err(err(child(path, key), "Invalid value: must be a non-negative integer")),
+        Some(_) => Err(err(
+            child(path, key),
+            "Invalid value: must be a non-negative integer",
+        )),
     }
 }
 
@@ -501,7 +585,12 @@ fn record(path: &str, key: &str, out: &mut Vec<String>) {
     out.push(child(path, key));
 }
 
-fn prune<S: PruneSchema + ?Sized>(x: &mut Value, s: Option<&S>, path: &mut String, out: &mut Vec<String>) {
+fn prune<S: PruneSchema + ?Sized>(
+    x: &mut Value,
+    s: Option<&S>,
+    path: &mut String,
+    out: &mut Vec<String>,
+) {
     if let Some(s) = s
         && s.node().preserve_unknown
     {
@@ -553,7 +642,12 @@ fn prune<S: PruneSchema + ?Sized>(x: &mut Value, s: Option<&S>, path: &mut Strin
     }
 }
 
-fn skip_prune<S: PruneSchema + ?Sized>(x: &mut Value, s: &S, path: &mut String, out: &mut Vec<String>) {
+fn skip_prune<S: PruneSchema + ?Sized>(
+    x: &mut Value,
+    s: &S,
+    path: &mut String,
+    out: &mut Vec<String>,
+) {
     let node = s.node();
     match x {
         Value::Object(obj) => {
@@ -600,24 +694,44 @@ fn with_index(path: &mut String, i: usize, f: impl FnOnce(&mut String)) {
 // Validation
 
 fn cause(reason: &str, field: &str, message: String) -> Cause {
-    Cause { reason: reason.to_string(), message, field: field.to_string() }
+    Cause {
+        reason: reason.to_string(),
+        message,
+        field: field.to_string(),
+    }
 }
 
 fn required(field: &str, detail: &str) -> Cause {
-    let msg = if detail.is_empty() { "Required value".to_string() } else { format!("Required value: {detail}") };
+    let msg = if detail.is_empty() {
+        "Required value".to_string()
+    } else {
+        format!("Required value: {detail}")
+    };
     cause("FieldValueRequired", field, msg)
 }
 
 fn invalid(field: &str, bad: &str, detail: &str) -> Cause {
-    cause("FieldValueInvalid", field, format!("Invalid value: {bad}: {detail}"))
+    cause(
+        "FieldValueInvalid",
+        field,
+        format!("Invalid value: {bad}: {detail}"),
+    )
 }
 
 fn type_invalid(field: &str, bad: &str, detail: &str) -> Cause {
-    cause("FieldValueTypeInvalid", field, format!("Invalid value: {bad}: {detail}"))
+    cause(
+        "FieldValueTypeInvalid",
+        field,
+        format!("Invalid value: {bad}: {detail}"),
+    )
 }
 
 fn too_many(field: &str, actual: usize, max: u64) -> Cause {
-    cause("FieldValueTooMany", field, format!("Too many: {actual}: must have at most {max} items"))
+    cause(
+        "FieldValueTooMany",
+        field,
+        format!("Too many: {actual}: must have at most {max} items"),
+    )
 }
 
 /// The JSON schema type name of a value, as kube-openapi reports it.
@@ -659,10 +773,18 @@ fn go_float(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
@@ -687,9 +809,13 @@ fn json_eq(a: &Value, b: &Value) -> bool {
             (Some(i), Some(j)) => i == j,
             _ => x.as_f64() == y.as_f64(),
         },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -710,19 +836,27 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
             out.push(type_invalid(
                 path,
                 &go_quote("null"),
-                &format!("{name} in body must be of type {}: \"null\"", types.join(",")),
+                &format!(
+                    "{name} in body must be of type {}: \"null\"",
+                    types.join(",")
+                ),
             ));
         }
         validate_enum(s, v, path, out);
         return;
     }
-    let float_int = dt == "number" && v.as_f64().is_some_and(is_integral) && types.contains(&"integer");
+    let float_int =
+        dt == "number" && v.as_f64().is_some_and(is_integral) && types.contains(&"integer");
     let int_float = dt == "integer" && types.contains(&"number");
     if !(types.is_empty() || types.contains(&dt) || float_int || int_float) {
         out.push(type_invalid(
             path,
             &go_quote(dt),
-            &format!("{name} in body must be of type {}: {}", types.join(","), go_quote(dt)),
+            &format!(
+                "{name} in body must be of type {}: {}",
+                types.join(","),
+                go_quote(dt)
+            ),
         ));
     }
 
@@ -732,22 +866,38 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
         if let Some(max) = s.max_length
             && len > max
         {
-            out.push(cause("FieldValueTooLong", path, format!("Too long: may not be more than {max} bytes")));
+            out.push(cause(
+                "FieldValueTooLong",
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+            ));
         } else if let Some(min) = s.min_length
             && len < min
         {
-            out.push(invalid(path, &go_quote(st), &format!("{name} in body should be at least {min} chars long")));
+            out.push(invalid(
+                path,
+                &go_quote(st),
+                &format!("{name} in body should be at least {min} chars long"),
+            ));
         } else if let Some((p, re)) = &s.pattern
             && !re.is_match(st)
         {
-            out.push(invalid(path, &go_quote(st), &format!("{name} in body should match '{p}'")));
+            out.push(invalid(
+                path,
+                &go_quote(st),
+                &format!("{name} in body should match '{p}'"),
+            ));
         }
         // format
         if let Some(f) = &s.format
             && let Some(ok) = check_format(f, st)
             && !ok
         {
-            out.push(type_invalid(path, &go_quote(st), &format!("{name} in body must be of type {f}: {}", go_quote(st))));
+            out.push(type_invalid(
+                path,
+                &go_quote(st),
+                &format!("{name} in body must be of type {f}: {}", go_quote(st)),
+            ));
         }
     }
 
@@ -760,19 +910,39 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
         {
             let q = x / m;
             if !(q.is_finite() && (q - q.round()).abs() <= 1e-9 * q.abs().max(1.0)) {
-                out.push(invalid(path, &shown, &format!("{name} in body should be a multiple of {}", go_float(m))));
+                out.push(invalid(
+                    path,
+                    &shown,
+                    &format!("{name} in body should be a multiple of {}", go_float(m)),
+                ));
             }
         }
         if let Some(min) = s.minimum {
-            let (bad, word) = if s.exclusive_minimum { (x <= min, "greater than") } else { (x < min, "greater than or equal to") };
+            let (bad, word) = if s.exclusive_minimum {
+                (x <= min, "greater than")
+            } else {
+                (x < min, "greater than or equal to")
+            };
             if bad {
-                out.push(invalid(path, &shown, &format!("{name} in body should be {word} {}", go_float(min))));
+                out.push(invalid(
+                    path,
+                    &shown,
+                    &format!("{name} in body should be {word} {}", go_float(min)),
+                ));
             }
         }
         if let Some(max) = s.maximum {
-            let (bad, word) = if s.exclusive_maximum { (x >= max, "less than") } else { (x > max, "less than or equal to") };
+            let (bad, word) = if s.exclusive_maximum {
+                (x >= max, "less than")
+            } else {
+                (x > max, "less than or equal to")
+            };
             if bad {
-                out.push(invalid(path, &shown, &format!("{name} in body should be {word} {}", go_float(max))));
+                out.push(invalid(
+                    path,
+                    &shown,
+                    &format!("{name} in body should be {word} {}", go_float(max)),
+                ));
             }
         }
     }
@@ -787,7 +957,11 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
         if let Some(min) = s.min_items
             && (items.len() as u64) < min
         {
-            out.push(invalid(path, &items.len().to_string(), &format!("{name} in body should have at least {min} items")));
+            out.push(invalid(
+                path,
+                &items.len().to_string(),
+                &format!("{name} in body should have at least {min} items"),
+            ));
         }
         if let Some(max) = s.max_items
             && items.len() as u64 > max
@@ -795,7 +969,11 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
             out.push(too_many(path, items.len(), max));
         }
         if s.unique_items && has_duplicates(items) {
-            out.push(invalid(path, "\"\"", &format!("{name} in body shouldn't contain duplicates")));
+            out.push(invalid(
+                path,
+                "\"\"",
+                &format!("{name} in body shouldn't contain duplicates"),
+            ));
         }
     }
 
@@ -807,7 +985,11 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
         if let Some(min) = s.min_properties
             && n < min
         {
-            out.push(invalid(path, &n.to_string(), &format!("{name} in body should have at least {min} properties")));
+            out.push(invalid(
+                path,
+                &n.to_string(),
+                &format!("{name} in body should have at least {min} properties"),
+            ));
         }
         if let Some(max) = s.max_properties
             && n > max
@@ -838,19 +1020,31 @@ fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
 }
 
 fn validate_enum(s: &Node, v: &Value, path: &str, out: &mut Vec<Cause>) {
-    let Some(allowed) = &s.enum_values else { return };
+    let Some(allowed) = &s.enum_values else {
+        return;
+    };
     if allowed.is_empty() || allowed.iter().any(|a| json_eq(a, v)) {
         return;
     }
     // Upstream lists string values as they are and others as JSON, each quoted.
     let supported: Vec<String> = allowed
         .iter()
-        .map(|a| go_quote(&a.as_str().map(str::to_string).unwrap_or_else(|| a.to_string())))
+        .map(|a| {
+            go_quote(
+                &a.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| a.to_string()),
+            )
+        })
         .collect();
     out.push(cause(
         "FieldValueNotSupported",
         path,
-        format!("Unsupported value: {}: supported values: {}", bad_value(v), supported.join(", ")),
+        format!(
+            "Unsupported value: {}: supported values: {}",
+            bad_value(v),
+            supported.join(", ")
+        ),
     ));
 }
 
@@ -860,7 +1054,9 @@ fn validate_embedded(obj: &Map<String, Value>, path: &str, out: &mut Vec<Cause>)
         let field = child(path, key);
         match obj.get(key) {
             None => out.push(required(&field, "must not be empty")),
-            Some(Value::String(s)) if s.is_empty() => out.push(invalid(&field, "\"\"", "must not be empty")),
+            Some(Value::String(s)) if s.is_empty() => {
+                out.push(invalid(&field, "\"\"", "must not be empty"))
+            }
             Some(Value::String(_)) => {}
             Some(other) => out.push(invalid(&field, &bad_value(other), "must be a string")),
         }
@@ -868,7 +1064,10 @@ fn validate_embedded(obj: &Map<String, Value>, path: &str, out: &mut Vec<Cause>)
 }
 
 fn has_duplicates(items: &[Value]) -> bool {
-    items.iter().enumerate().any(|(i, a)| items[i + 1..].iter().any(|b| json_eq(a, b)))
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[i + 1..].iter().any(|b| json_eq(a, b)))
 }
 
 /// `Some(valid)` for the formats checked here, `None` for formats ignored.
@@ -895,7 +1094,9 @@ fn is_uuid(s: &str) -> bool {
         if i > 0 {
             rest = rest.strip_prefix('-').unwrap_or(rest);
         }
-        let Some(head) = rest.get(..len) else { return false };
+        let Some(head) = rest.get(..len) else {
+            return false;
+        };
         if !head.bytes().all(|b| b.is_ascii_hexdigit()) {
             return false;
         }
@@ -905,8 +1106,12 @@ fn is_uuid(s: &str) -> bool {
 }
 
 fn is_cidr(s: &str) -> bool {
-    let Some((ip, bits)) = s.split_once('/') else { return false };
-    let Ok(bits) = bits.parse::<u8>() else { return false };
+    let Some((ip, bits)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(bits) = bits.parse::<u8>() else {
+        return false;
+    };
     match ip.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V4(_)) => bits <= 32,
         Ok(std::net::IpAddr::V6(_)) => bits <= 128,

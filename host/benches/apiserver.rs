@@ -86,7 +86,9 @@ async fn spawn(dir: &std::path::Path) -> anyhow::Result<(Proc, Duration)> {
     }
     let client = client(&proc).await?;
     // Ready = answers a request.
-    Api::<ConfigMap>::namespaced(client, "default").list(&ListParams::default().limit(1)).await?;
+    Api::<ConfigMap>::namespaced(client, "default")
+        .list(&ListParams::default().limit(1))
+        .await?;
     Ok((proc, start.elapsed()))
 }
 
@@ -96,7 +98,12 @@ async fn client(p: &Proc) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-async fn create_many(api: &Api<ConfigMap>, prefix: &str, n: usize, concurrency: usize) -> anyhow::Result<Duration> {
+async fn create_many(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    n: usize,
+    concurrency: usize,
+) -> anyhow::Result<Duration> {
     let sem = Arc::new(Semaphore::new(concurrency));
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(n);
@@ -118,18 +125,27 @@ async fn create_many(api: &Api<ConfigMap>, prefix: &str, n: usize, concurrency: 
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let objects: usize = std::env::var("BENCH_OBJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let objects: usize = std::env::var("BENCH_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
     let dir = tempfile::tempdir()?;
     let (proc, first_start) = spawn(dir.path()).await?;
     let client = client(&proc).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     println!("wasmlet embedded API server, 2-core machine, fsync on every commit (group commit)");
-    println!("cold start on an empty dir: {:.0} ms", first_start.as_secs_f64() * 1e3);
+    println!(
+        "cold start on an empty dir: {:.0} ms",
+        first_start.as_secs_f64() * 1e3
+    );
 
     // 1. Creates/s.
     let n = 10_000;
     let took = create_many(&api, "c", n, 64).await?;
-    println!("creates: {n} x 1 KiB ConfigMaps, 64 in flight: {:.0}/s (goal >= 1000/s)", n as f64 / took.as_secs_f64());
+    println!(
+        "creates: {n} x 1 KiB ConfigMaps, 64 in flight: {:.0}/s (goal >= 1000/s)",
+        n as f64 / took.as_secs_f64()
+    );
 
     // 2. LIST of 10,000.
     let mut times = Vec::new();
@@ -140,10 +156,19 @@ async fn main() -> anyhow::Result<()> {
         assert_eq!(list.items.len(), n);
     }
     times.sort_by(f64::total_cmp);
-    println!("LIST 10,000 objects (HTTPS + JSON decode in kube): median {:.0} ms, best {:.0} ms (goal <= 200 ms)", pct(&times, 0.5), times[0]);
+    println!(
+        "LIST 10,000 objects (HTTPS + JSON decode in kube): median {:.0} ms, best {:.0} ms (goal <= 200 ms)",
+        pct(&times, 0.5),
+        times[0]
+    );
 
     // 3. Watch delivery with 100 watchers, 500 writes/s.
-    let rv = api.list(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
     let watchers = 100;
     let writes = 2_500;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<f64>();
@@ -152,12 +177,19 @@ async fn main() -> anyhow::Result<()> {
         let tx = tx.clone();
         let rv = rv.clone();
         tokio::spawn(async move {
-            let mut stream = api.watch(&WatchParams::default().labels("bench=lat"), &rv).await?.boxed();
+            let mut stream = api
+                .watch(&WatchParams::default().labels("bench=lat"), &rv)
+                .await?
+                .boxed();
             let mut seen = 0;
             while let Some(ev) = stream.next().await {
                 if let Ok(WatchEvent::Added(o)) = ev {
-                    let sent: u128 = o.metadata.annotations.unwrap_or_default()["sent"].parse().unwrap_or(0);
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_micros();
+                    let sent: u128 = o.metadata.annotations.unwrap_or_default()["sent"]
+                        .parse()
+                        .unwrap_or(0);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)?
+                        .as_micros();
                     let _ = tx.send((now.saturating_sub(sent)) as f64 / 1e3);
                     seen += 1;
                     if seen == writes {
@@ -177,7 +209,9 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep_until(due.into()).await;
         let api = api.clone();
         handles.push(tokio::spawn(async move {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_micros();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_micros();
             let mut o = cm(&format!("lat-{i}"), Some(("sent", now.to_string())));
             o.metadata.labels = Some([("bench".to_string(), "lat".to_string())].into());
             api.create(&PostParams::default(), &o).await?;
@@ -212,13 +246,18 @@ async fn main() -> anyhow::Result<()> {
         create_many(&api, "bulk", objects - have, 64).await?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    println!("RSS with {objects} x 1 KiB objects stored: {:.0} MiB (goal <= 500 MiB)", rss_mib(proc.child.id()));
+    println!(
+        "RSS with {objects} x 1 KiB objects stored: {:.0} MiB (goal <= 500 MiB)",
+        rss_mib(proc.child.id())
+    );
 
     // 5. Restart on that directory.
     drop(client);
     drop(proc);
     let (proc, took) = spawn(dir.path()).await?;
-    let count = Api::<ConfigMap>::namespaced(client_of(&proc).await?, "default").list(&ListParams::default().limit(1)).await?;
+    let count = Api::<ConfigMap>::namespaced(client_of(&proc).await?, "default")
+        .list(&ListParams::default().limit(1))
+        .await?;
     println!(
         "restart on a {objects}-object dir until it answers a LIST: {:.0} ms (goal <= 3000 ms); RSS after restart {:.0} MiB; remaining={:?}",
         took.as_secs_f64() * 1e3,

@@ -30,7 +30,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
 use serde_json::{Value, json};
 use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::controller::Manager;
@@ -57,7 +60,10 @@ fn built_plugins() -> PathBuf {
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(default)
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -79,7 +85,10 @@ fn rss_kib() -> f64 {
 }
 
 fn summaries(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("examples.wasmlet.dev", "v1", KIND), "configsummaries");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", KIND),
+        "configsummaries",
+    );
     Api::namespaced_with(client.clone(), NS, &ar)
 }
 
@@ -139,7 +148,10 @@ async fn populate(client: &kube::Client, group: &str, count: usize, reconciled: 
     while s.next().await.is_some() {
         done += 1;
         if done.is_multiple_of(20_000) {
-            eprintln!("  … {done}/{count} {group} objects ({:.0}/s)", done as f64 / started.elapsed().as_secs_f64());
+            eprintln!(
+                "  … {done}/{count} {group} objects ({:.0}/s)",
+                done as f64 / started.elapsed().as_secs_f64()
+            );
         }
     }
     started.elapsed()
@@ -154,7 +166,13 @@ struct Host {
     started: Instant,
 }
 
-async fn start_host(client: &kube::Client, dir: &Path, components: &Path, config: ControllerConfig, caches: Option<Arc<Caches>>) -> Host {
+async fn start_host(
+    client: &kube::Client,
+    dir: &Path,
+    components: &Path,
+    config: ControllerConfig,
+    caches: Option<Arc<Caches>>,
+) -> Host {
     let api = Arc::new(ClusterApi::new(client.clone()));
     let caches = caches.unwrap_or_else(|| Caches::new(api.clone()));
     api.use_caches(&caches);
@@ -162,18 +180,34 @@ async fn start_host(client: &kube::Client, dir: &Path, components: &Path, config
     let errors = plugins.scan().await;
     assert!(errors.is_empty(), "plugins failed to load: {errors:?}");
     let metrics = ControllerMetrics::new();
-    let manager = Manager::new(plugins, caches.clone(), config, metrics.clone(), Arc::new(AtomicBool::new(true)));
+    let manager = Manager::new(
+        plugins,
+        caches.clone(),
+        config,
+        metrics.clone(),
+        Arc::new(AtomicBool::new(true)),
+    );
     let started = Instant::now();
     let task = tokio::spawn(manager.clone().run());
     while manager.controller("echo").await.is_none() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Host { manager, task, caches, metrics, started }
+    Host {
+        manager,
+        task,
+        caches,
+        metrics,
+        started,
+    }
 }
 
 impl Host {
     async fn synced(&self) -> Duration {
-        self.caches.existing(AV, KIND).expect("the echo controller's cache").wait_synced().await;
+        self.caches
+            .existing(AV, KIND)
+            .expect("the echo controller's cache")
+            .wait_synced()
+            .await;
         self.started.elapsed()
     }
 
@@ -181,7 +215,10 @@ impl Host {
         self.metrics
             .encode(None)
             .lines()
-            .filter(|l| l.starts_with("controller_runtime_reconcile_total{") && l.contains("controller=\"echo\""))
+            .filter(|l| {
+                l.starts_with("controller_runtime_reconcile_total{")
+                    && l.contains("controller=\"echo\"")
+            })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
     }
@@ -206,8 +243,14 @@ fn plugin_dir(root: &Path, name: &str, concurrency: usize, selector: &str) -> Pa
     let toml = std::fs::read_to_string(src.join("echo.toml"))
         .unwrap()
         .replace("concurrency = 16", &format!("concurrency = {concurrency}"))
-        .replace("label-selector = \"wasmlet.dev/test=echo\"", &format!("label-selector = \"{selector}\""));
-    assert!(toml.contains(&format!("concurrency = {concurrency}")) && toml.contains(selector), "echo.toml changed shape");
+        .replace(
+            "label-selector = \"wasmlet.dev/test=echo\"",
+            &format!("label-selector = \"{selector}\""),
+        );
+    assert!(
+        toml.contains(&format!("concurrency = {concurrency}")) && toml.contains(selector),
+        "echo.toml changed shape"
+    );
     std::fs::write(dir.join("echo.toml"), toml).unwrap();
     std::fs::copy(src.join("echo.wasm"), dir.join("echo.wasm")).unwrap();
     dir
@@ -237,20 +280,43 @@ async fn latency_run(
     let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let watch = {
         let (api, seen) = (api.clone(), seen.clone());
-        let rv = api.list(&ListParams::default().labels(&format!("bench={group}")).limit(1)).await.unwrap().metadata.resource_version.unwrap();
+        let rv = api
+            .list(
+                &ListParams::default()
+                    .labels(&format!("bench={group}"))
+                    .limit(1),
+            )
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
         let group = group.to_string();
         tokio::spawn(async move {
-            let mut s = api.watch(&WatchParams::default().labels(&format!("bench={group}")), &rv).await.unwrap().boxed();
+            let mut s = api
+                .watch(
+                    &WatchParams::default().labels(&format!("bench={group}")),
+                    &rv,
+                )
+                .await
+                .unwrap()
+                .boxed();
             while let Some(ev) = s.next().await {
                 if let Ok(WatchEvent::Modified(o) | WatchEvent::Added(o)) = ev
                     && o.data.pointer("/status/observedGeneration").is_some()
                 {
-                    seen.lock().unwrap().entry(o.metadata.name.clone().unwrap()).or_insert_with(Instant::now);
+                    seen.lock()
+                        .unwrap()
+                        .entry(o.metadata.name.clone().unwrap())
+                        .or_insert_with(Instant::now);
                 }
             }
         })
     };
-    let config = ControllerConfig { priorities, ..Default::default() };
+    let config = ControllerConfig {
+        priorities,
+        ..Default::default()
+    };
     let host = start_host(client, dir, components, config, None).await;
     let synced = host.synced().await;
 
@@ -291,7 +357,10 @@ async fn latency_run(
         if creator.is_finished() && seen.lock().unwrap().len() >= count {
             break;
         }
-        assert!(Instant::now() < deadline, "new objects not reconciled within an hour");
+        assert!(
+            Instant::now() < deadline,
+            "new objects not reconciled within an hour"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     creator.await.unwrap();
@@ -299,9 +368,16 @@ async fn latency_run(
     host.stop().await;
     let created = created.lock().unwrap();
     let seen = seen.lock().unwrap();
-    let mut samples: Vec<f64> = created.iter().map(|(n, t)| seen[n].saturating_duration_since(*t).as_secs_f64() * 1e3).collect();
+    let mut samples: Vec<f64> = created
+        .iter()
+        .map(|(n, t)| seen[n].saturating_duration_since(*t).as_secs_f64() * 1e3)
+        .collect();
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Latency { samples, drained, synced }
+    Latency {
+        samples,
+        drained,
+        synced,
+    }
 }
 
 fn line(label: &str, l: &Latency) -> String {
@@ -313,12 +389,18 @@ fn line(label: &str, l: &Latency) -> String {
         s.last().copied().unwrap_or(f64::NAN),
         s.len(),
         l.synced.as_secs_f64(),
-        l.drained.map(|d| format!("after {:.1} s", d.as_secs_f64())).unwrap_or_else(|| "not within the run".into()),
+        l.drained
+            .map(|d| format!("after {:.1} s", d.as_secs_f64()))
+            .unwrap_or_else(|| "not within the run".into()),
     )
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(bench());
 }
 
@@ -327,12 +409,18 @@ async fn bench() {
     let tput_objects = env_usize("BENCH_TPUT_OBJECTS", 10_000);
     let rate = env_usize("BENCH_RATE", 20);
     let window = Duration::from_secs(env_usize("BENCH_WINDOW_SECS", 15) as u64);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let work = tempfile::tempdir().unwrap();
     let components = work.path().join("components");
 
-    println!("wasmlet controller engine benchmark ({cores} CPUs; API server and host in one process, 2 tokio workers)");
-    println!("startup backlog: {objects} up-to-date objects; new objects at {rate}/s for {window:?}; throughput set: {tput_objects}");
+    println!(
+        "wasmlet controller engine benchmark ({cores} CPUs; API server and host in one process, 2 tokio workers)"
+    );
+    println!(
+        "startup backlog: {objects} up-to-date objects; new objects at {rate}/s for {window:?}; throughput set: {tput_objects}"
+    );
 
     let server = ApiServer::start(Config {
         data_dir: work.path().join("plane"),
@@ -342,7 +430,10 @@ async fn bench() {
     .await
     .unwrap();
     let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd()).await.unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd())
+        .await
+        .unwrap();
     let api = summaries(&client);
     for _ in 0..500 {
         if api.list(&ListParams::default().limit(1)).await.is_ok() {
@@ -358,7 +449,10 @@ async fn bench() {
         objects as f64 / took.as_secs_f64()
     );
     let took = populate(&client, "tput", tput_objects, true).await;
-    println!("setup: {tput_objects} throughput objects in {:.1} s", took.as_secs_f64());
+    println!(
+        "setup: {tput_objects} throughput objects in {:.1} s",
+        took.as_secs_f64()
+    );
     let backlog = objects + tput_objects;
     let sample = api.get("old-0").await.unwrap();
     let mut bare = sample.clone();
@@ -387,12 +481,25 @@ async fn bench() {
     let write_watch = {
         let writes = writes.clone();
         let api = api.clone();
-        let rv = api.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
+        let rv = api
+            .list(&ListParams::default().limit(1))
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
         tokio::spawn(async move {
-            let mut s = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+            let mut s = api
+                .watch(&WatchParams::default(), &rv)
+                .await
+                .unwrap()
+                .boxed();
             while let Some(ev) = s.next().await {
                 if let Ok(WatchEvent::Modified(o)) = ev
-                    && o.metadata.name.as_deref().is_some_and(|n| n.starts_with("old-") || n.starts_with("tput-"))
+                    && o.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("old-") || n.starts_with("tput-"))
                 {
                     writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
@@ -411,29 +518,69 @@ async fn bench() {
 
     // --- (1) latency while the startup backlog drains --------------------------------
     let echo_dir = plugin_dir(work.path(), "echo-16", 16, "wasmlet.dev/test=echo");
-    let prio = latency_run(&client, &echo_dir, &components, true, "new-prio", backlog, rate, window).await;
-    let fifo = latency_run(&client, &echo_dir, &components, false, "new-fifo", backlog, rate, window).await;
+    let prio = latency_run(
+        &client,
+        &echo_dir,
+        &components,
+        true,
+        "new-prio",
+        backlog,
+        rate,
+        window,
+    )
+    .await;
+    let fifo = latency_run(
+        &client,
+        &echo_dir,
+        &components,
+        false,
+        "new-fifo",
+        backlog,
+        rate,
+        window,
+    )
+    .await;
     println!();
-    println!("(1) create → first reconcile while {backlog} up-to-date objects drain (echo, concurrency 16):");
+    println!(
+        "(1) create → first reconcile while {backlog} up-to-date objects drain (echo, concurrency 16):"
+    );
     println!("{}", line("priorities (seed 002)", &prio));
     println!("{}", line("one FIFO", &fifo));
     let ratio = pct(&fifo.samples, 0.99) / pct(&prio.samples, 0.99);
     println!(
         "    p99 with priorities ≤ 1 s: {}; FIFO p99 / priorities p99 = {ratio:.0}× (goal ≥ 100×: {})",
-        if pct(&prio.samples, 0.99) <= 1000.0 { "yes" } else { "NO" },
+        if pct(&prio.samples, 0.99) <= 1000.0 {
+            "yes"
+        } else {
+            "NO"
+        },
         if ratio >= 100.0 { "yes" } else { "NO" }
     );
 
     // --- (2) reconciles/s of the no-I/O guest ----------------------------------------
     println!();
-    println!("(2) reconciles/s, echo (no I/O), {tput_objects} up-to-date objects, one FIFO, cache already synced:");
+    println!(
+        "(2) reconciles/s, echo (no I/O), {tput_objects} up-to-date objects, one FIFO, cache already synced:"
+    );
     for c in [1, 4, 16] {
-        let dir = plugin_dir(work.path(), &format!("tput-{c}"), c, "wasmlet.dev/test=echo,bench=tput");
-        let config = ControllerConfig { priorities: false, ..Default::default() };
+        let dir = plugin_dir(
+            work.path(),
+            &format!("tput-{c}"),
+            c,
+            "wasmlet.dev/test=echo,bench=tput",
+        );
+        let config = ControllerConfig {
+            priorities: false,
+            ..Default::default()
+        };
         let host = start_host(&client, &dir, &components, config, Some(shared.clone())).await;
         let t0 = Instant::now();
         while host.reconciles() < tput_objects as u64 {
-            assert!(t0.elapsed() < Duration::from_secs(1800), "throughput run stalled at {}", host.reconciles());
+            assert!(
+                t0.elapsed() < Duration::from_secs(1800),
+                "throughput run stalled at {}",
+                host.reconciles()
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let took = t0.elapsed();

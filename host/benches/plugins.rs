@@ -60,7 +60,12 @@ fn ms(d: Duration) -> f64 {
 fn summary(mut samples: Vec<f64>) -> String {
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-    format!("p50 {:>7.1} µs   p99 {:>7.1} µs   mean {:>7.1} µs", pct(&samples, 0.5), pct(&samples, 0.99), mean)
+    format!(
+        "p50 {:>7.1} µs   p99 {:>7.1} µs   mean {:>7.1} µs",
+        pct(&samples, 0.5),
+        pct(&samples, 0.99),
+        mean
+    )
 }
 
 /// The median of `n` runs of `f`, in milliseconds.
@@ -103,7 +108,10 @@ fn object(bytes: usize) -> String {
         if s.len() >= bytes {
             return s;
         }
-        spec.insert(format!("field{i:03}"), json!("0123456789abcdef0123456789abcdef0123456789ab"));
+        spec.insert(
+            format!("field{i:03}"),
+            json!("0123456789abcdef0123456789abcdef0123456789ab"),
+        );
         i += 1;
     }
 }
@@ -140,7 +148,9 @@ struct EchoSpec {
 
 fn native_guest_steps(obj: &str) -> String {
     let o: EchoObject = serde_json::from_str(obj).unwrap();
-    let status = serde_json::to_value(json!({ "echo": o.spec })).unwrap().to_string();
+    let status = serde_json::to_value(json!({ "echo": o.spec }))
+        .unwrap()
+        .to_string();
     let check: Value = serde_json::from_str(&status).unwrap();
     assert!(check.is_object());
     status
@@ -149,7 +159,10 @@ fn native_guest_steps(obj: &str) -> String {
 /// Minor page faults of this process so far.
 fn minflt() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(7)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(7))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Proportional set size of this process (shared pages divided among their mappings), KiB.
@@ -164,7 +177,10 @@ fn pss_kib() -> f64 {
 
 async fn call(echo: &Loaded, obj: &str) -> Duration {
     let started = Instant::now();
-    let (result, _) = echo.reconcile("default/bench", obj).await.expect("echo call");
+    let (result, _) = echo
+        .reconcile("default/bench", obj)
+        .await
+        .expect("echo call");
     let took = started.elapsed();
     let outcome = result.expect("echo reconciles");
     assert!(outcome.status.is_some());
@@ -172,7 +188,12 @@ async fn call(echo: &Loaded, obj: &str) -> Duration {
 }
 
 /// Per-call latencies of `calls` calls by `callers` concurrent callers, and the wall time.
-async fn run(echo: &Arc<Loaded>, obj: &Arc<String>, calls: usize, callers: usize) -> (Vec<f64>, Duration) {
+async fn run(
+    echo: &Arc<Loaded>,
+    obj: &Arc<String>,
+    calls: usize,
+    callers: usize,
+) -> (Vec<f64>, Duration) {
     let started = Instant::now();
     let tasks: Vec<_> = (0..callers)
         .map(|_| {
@@ -194,22 +215,33 @@ async fn run(echo: &Arc<Loaded>, obj: &Arc<String>, calls: usize, callers: usize
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(bench());
 }
 
 async fn bench() {
     let src = built_plugins();
-    let calls: usize = std::env::var("BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
+    let calls: usize = std::env::var("BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
     let work = tempfile::tempdir().unwrap();
     let cache = work.path().join("cache");
     let engine = PluginEngine::new(&cache).unwrap();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
 
     println!("wasmlet plugin runtime benchmark ({cores} CPUs, wasmtime 48)");
     println!("pooling allocator in use: {}", engine.pooling);
     println!();
-    println!("(1) end-to-end reconcile throughput, wasm vs native (goal ≥ 0.8×): see `cargo bench --bench throughput`");
+    println!(
+        "(1) end-to-end reconcile throughput, wasm vs native (goal ≥ 0.8×): see `cargo bench --bench throughput`"
+    );
     println!();
 
     // --- (3) first, so that the cold compile really is cold -----------------------
@@ -237,17 +269,25 @@ async fn bench() {
         std::hint::black_box(sha2::Sha256::digest(&bytes));
         started.elapsed()
     });
-    let cwasm = std::fs::read_dir(std::fs::read_dir(&cache).unwrap().next().unwrap().unwrap().path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .unwrap();
+    let cwasm = std::fs::read_dir(
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap()
+    .flatten()
+    .map(|e| e.path())
+    .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+    .unwrap();
     let cwasm_len = std::fs::metadata(&cwasm).map(|m| m.len()).unwrap_or(0);
     let deser = median_ms(30, || {
         let started = Instant::now();
         // SAFETY: written by this engine's `precompile_component` just above.
-        let c = unsafe { wasmtime::component::Component::deserialize_file(&engine.engine, &cwasm) }.unwrap();
+        let c = unsafe { wasmtime::component::Component::deserialize_file(&engine.engine, &cwasm) }
+            .unwrap();
         let t = started.elapsed();
         drop(c);
         t
@@ -255,9 +295,14 @@ async fn bench() {
     let (component, _) = engine.load(&echo_wasm, &bytes).unwrap();
     let link = median_ms(30, || {
         let started = Instant::now();
-        let mut linker: wasmtime::component::Linker<State> = wasmtime::component::Linker::new(&engine.engine);
+        let mut linker: wasmtime::component::Linker<State> =
+            wasmtime::component::Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-        ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).unwrap();
+        ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+            &mut linker,
+            |s| s,
+        )
+        .unwrap();
         let pre = linker.instantiate_pre(&component).unwrap();
         let t = started.elapsed();
         drop(pre);
@@ -267,22 +312,43 @@ async fn bench() {
     let mut versions = Vec::new();
     for _ in 0..30 {
         let started = Instant::now();
-        let loaded = set.load_version("echo", &echo_wasm, &echo_toml).await.unwrap();
+        let loaded = set
+            .load_version("echo", &echo_wasm, &echo_toml)
+            .await
+            .unwrap();
         versions.push(ms(started.elapsed()));
         drop(loaded);
     }
     versions.sort_by(|a, b| a.partial_cmp(b).unwrap());
 
     // --- (2) ------------------------------------------------------------------------
-    let echo = Arc::new(set.load_version("echo", &echo_wasm, &echo_toml).await.unwrap());
+    let echo = Arc::new(
+        set.load_version("echo", &echo_wasm, &echo_toml)
+            .await
+            .unwrap(),
+    );
     let obj = Arc::new(object(4096));
     let small = Arc::new(object(0));
-    let out_len = echo.reconcile("default/bench", &obj).await.unwrap().0.unwrap().status.unwrap().len();
+    let out_len = echo
+        .reconcile("default/bench", &obj)
+        .await
+        .unwrap()
+        .0
+        .unwrap()
+        .status
+        .unwrap()
+        .len();
     let native_out = native_echo(&obj);
-    assert_eq!(serde_json::from_str::<Value>(&native_out).unwrap()["echo"].as_object().unwrap().len(), {
-        let v: Value = serde_json::from_str(&obj).unwrap();
-        v["spec"].as_object().unwrap().len()
-    });
+    assert_eq!(
+        serde_json::from_str::<Value>(&native_out).unwrap()["echo"]
+            .as_object()
+            .unwrap()
+            .len(),
+        {
+            let v: Value = serde_json::from_str(&obj).unwrap();
+            v["spec"].as_object().unwrap().len()
+        }
+    );
     // Warm up: pool slots, allocator, caches.
     for _ in 0..300 {
         call(&echo, &obj).await;
@@ -294,8 +360,18 @@ async fn bench() {
     let (tiny, _) = run(&echo, &small, calls, 1).await;
     // The same guest with `limits.reuse-instances`: warm instances.
     let reuse_toml = work.path().join("echo-reuse.toml");
-    std::fs::write(&reuse_toml, std::fs::read_to_string(&echo_toml).unwrap().replace("[limits]", "[limits]\nreuse-instances = true")).unwrap();
-    let reused = Arc::new(set.load_version("echo-reuse", &echo_wasm, &reuse_toml).await.unwrap());
+    std::fs::write(
+        &reuse_toml,
+        std::fs::read_to_string(&echo_toml)
+            .unwrap()
+            .replace("[limits]", "[limits]\nreuse-instances = true"),
+    )
+    .unwrap();
+    let reused = Arc::new(
+        set.load_version("echo-reuse", &echo_wasm, &reuse_toml)
+            .await
+            .unwrap(),
+    );
     for _ in 0..300 {
         call(&reused, &obj).await;
     }
@@ -319,7 +395,11 @@ async fn bench() {
     let steps_wall: f64 = steps.iter().sum::<f64>() / 1e6;
 
     println!("(2) host overhead per call, fresh instance per call (goal ≤ 100 µs)");
-    println!("    object in: {} bytes, status out: {} bytes, {calls} calls each", obj.len(), out_len);
+    println!(
+        "    object in: {} bytes, status out: {} bytes, {calls} calls each",
+        obj.len(),
+        out_len
+    );
     println!(
         "    wasm echo, sequential          {}   {:>8.0} calls/s",
         summary(seq),
@@ -340,7 +420,11 @@ async fn bench() {
         summary(reuse_big),
         calls as f64 / reuse_wall.as_secs_f64()
     );
-    println!("    wasm echo, reused, {:>4} bytes  {}   (fixed cost on a warm instance; goal ≤ 20 µs)", small.len(), summary(reuse_tiny));
+    println!(
+        "    wasm echo, reused, {:>4} bytes  {}   (fixed cost on a warm instance; goal ≤ 20 µs)",
+        small.len(),
+        summary(reuse_tiny)
+    );
     println!(
         "    native, Value parse+build+ser  {}   {:>8.0} calls/s",
         summary(native),
@@ -354,13 +438,35 @@ async fn bench() {
     println!("    minor page faults per wasm call (sequential, 4 KiB): {faults_per_call:.1}");
     println!();
 
-    println!("(3) load from the precompiled cache (goal ≤ 10 ms), echo.wasm {} KiB, .cwasm {} KiB", bytes.len() / 1024, cwasm_len / 1024);
-    println!("    PluginEngine::load, cold (compile + write .cwasm)   {:>8.2} ms", ms(cold));
-    println!("    PluginEngine::load, cache hit (median of 30)        {:>8.2} ms", hit);
-    println!("      of which sha256 of the .wasm                     {:>8.2} ms", sha);
-    println!("      of which Component::deserialize_file             {:>8.2} ms", deser);
-    println!("    read the .wasm from disk                            {:>8.2} ms", read);
-    println!("    linker (WASI + contract) + instantiate_pre          {:>8.2} ms", link);
+    println!(
+        "(3) load from the precompiled cache (goal ≤ 10 ms), echo.wasm {} KiB, .cwasm {} KiB",
+        bytes.len() / 1024,
+        cwasm_len / 1024
+    );
+    println!(
+        "    PluginEngine::load, cold (compile + write .cwasm)   {:>8.2} ms",
+        ms(cold)
+    );
+    println!(
+        "    PluginEngine::load, cache hit (median of 30)        {:>8.2} ms",
+        hit
+    );
+    println!(
+        "      of which sha256 of the .wasm                     {:>8.2} ms",
+        sha
+    );
+    println!(
+        "      of which Component::deserialize_file             {:>8.2} ms",
+        deser
+    );
+    println!(
+        "    read the .wasm from disk                            {:>8.2} ms",
+        read
+    );
+    println!(
+        "    linker (WASI + contract) + instantiate_pre          {:>8.2} ms",
+        link
+    );
     println!(
         "    PluginSet::load_version from cache (median of 30)   {:>8.2} ms   (p90 {:.2} ms; manifest, read, load, link, first call)",
         pct(&versions, 0.5),
@@ -376,7 +482,11 @@ async fn bench() {
     let cs_wasm = src.join("configmap-summary.wasm");
     let cs_toml = src.join("configmap-summary.toml");
     // Compile it into the cache first, so the scan measures loads from the cache.
-    drop(set.load_version("configmap-summary", &cs_wasm, &cs_toml).await.unwrap());
+    drop(
+        set.load_version("configmap-summary", &cs_wasm, &cs_toml)
+            .await
+            .unwrap(),
+    );
     for i in 0..n {
         std::fs::copy(&cs_wasm, dir.join(format!("cs-{i:02}.wasm"))).unwrap();
         std::fs::copy(&cs_toml, dir.join(format!("cs-{i:02}.toml"))).unwrap();
@@ -399,7 +509,9 @@ async fn bench() {
     let after = rss_kib();
     let pss_after = pss_kib();
     let per = |b: f64, a: f64| (a - b) / 1024.0 / n as f64;
-    println!("(4) extra RSS per loaded idle plugin (goal ≤ 2 MiB): {n} copies of configmap-summary, one PluginSet::scan");
+    println!(
+        "(4) extra RSS per loaded idle plugin (goal ≤ 2 MiB): {n} copies of configmap-summary, one PluginSet::scan"
+    );
     println!(
         "    VmRSS   {:>7.1} MiB -> {:>7.1} MiB   {:>6.2} MiB per plugin",
         before.0 / 1024.0,
@@ -424,6 +536,10 @@ async fn bench() {
         pss_after / 1024.0,
         per(pss_before, pss_after)
     );
-    println!("    scan of {n} plugins from the cache: {:.1} ms ({:.2} ms per plugin)", ms(scan), ms(scan) / n as f64);
+    println!(
+        "    scan of {n} plugins from the cache: {:.1} ms ({:.2} ms per plugin)",
+        ms(scan),
+        ms(scan) / n as f64
+    );
     drop(many);
 }

@@ -24,7 +24,9 @@ use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::source::{Call, Fixed, Reconciler, Source};
 use wasmlet::plugin::api::ClusterApi;
 use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, ReconcileOutcome};
+use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::{
+    FinalizeOutcome, ReconcileOutcome,
+};
 use wasmlet::plugin::sandbox::CallReport;
 use wasmlet::plugin::{Manifest, PluginSet};
 
@@ -46,7 +48,14 @@ impl Reconciler for NativeEcho {
         Box::pin(async move {
             let v: Value = serde_json::from_str(obj).unwrap_or(Value::Null);
             let status = json!({"echo": v.get("spec").cloned().unwrap_or(Value::Null)}).to_string();
-            Ok((Ok(ReconcileOutcome { status: Some(status), conditions: vec![], requeue_after_ms: None }), CallReport::default()))
+            Ok((
+                Ok(ReconcileOutcome {
+                    status: Some(status),
+                    conditions: vec![],
+                    requeue_after_ms: None,
+                }),
+                CallReport::default(),
+            ))
         })
     }
 
@@ -56,13 +65,23 @@ impl Reconciler for NativeEcho {
 }
 
 fn summaries(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"), "configsummaries");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 /// Creates `n` objects in `ns`, then runs a controller over them and returns
 /// reconciles (with their status patch) per second.
-async fn run(client: &kube::Client, caches: &Arc<Caches>, ns: &str, n: usize, name: &str, source: Arc<dyn Source>) -> anyhow::Result<f64> {
+async fn run(
+    client: &kube::Client,
+    caches: &Arc<Caches>,
+    ns: &str,
+    n: usize,
+    name: &str,
+    source: Arc<dyn Source>,
+) -> anyhow::Result<f64> {
     let api = summaries(client, ns);
     let sem = Arc::new(Semaphore::new(64));
     let mut tasks = Vec::new();
@@ -90,11 +109,17 @@ async fn run(client: &kube::Client, caches: &Arc<Caches>, ns: &str, n: usize, na
         let done = done.clone();
         tokio::spawn(async move {
             let mut seen = HashSet::new();
-            let mut s = watcher(api, watcher::Config::default()).applied_objects().boxed();
+            let mut s = watcher(api, watcher::Config::default())
+                .applied_objects()
+                .boxed();
             while let Some(Ok(o)) = s.next().await {
                 // The example CRD's schema prunes `status.echo`; the host's
                 // observedGeneration marks the reconcile and its status patch.
-                if o.data.pointer("/status/observedGeneration").and_then(Value::as_i64) == o.metadata.generation {
+                if o.data
+                    .pointer("/status/observedGeneration")
+                    .and_then(Value::as_i64)
+                    == o.metadata.generation
+                {
                     seen.insert(o.metadata.name.clone().unwrap_or_default());
                     if seen.len() == n {
                         done.notify_one();
@@ -105,9 +130,20 @@ async fn run(client: &kube::Client, caches: &Arc<Caches>, ns: &str, n: usize, na
         })
     };
     let start = Instant::now();
-    let config = ControllerConfig { priorities: true, ..Default::default() };
+    let config = ControllerConfig {
+        priorities: true,
+        ..Default::default()
+    };
     let leading = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (_c, tasks) = Controller::start(name, source, caches.clone(), config, ControllerMetrics::new(), leading).await?;
+    let (_c, tasks) = Controller::start(
+        name,
+        source,
+        caches.clone(),
+        config,
+        ControllerMetrics::new(),
+        leading,
+    )
+    .await?;
     tokio::time::timeout(Duration::from_secs(600), done.notified()).await?;
     let took = start.elapsed();
     drop(tasks);
@@ -117,18 +153,36 @@ async fn run(client: &kube::Client, caches: &Arc<Caches>, ns: &str, n: usize, na
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let n: usize = std::env::var("BENCH_OBJECTS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let n: usize = std::env::var("BENCH_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    anyhow::ensure!(root.join("echo.wasm").exists(), "run scripts/build-guests first");
+    anyhow::ensure!(
+        root.join("echo.wasm").exists(),
+        "run scripts/build-guests first"
+    );
     let data = tempfile::tempdir()?;
-    let server = ApiServer::start(Config { data_dir: data.path().into(), listen: ([127, 0, 0, 1], 0).into(), history: 100_000 }).await?;
+    let server = ApiServer::start(Config {
+        data_dir: data.path().into(),
+        listen: ([127, 0, 0, 1], 0).into(),
+        history: 100_000,
+    })
+    .await?;
     let client = kube::Client::try_from(server.kube_config().await?)?;
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
-    let crd = serde_yaml::from_str(&std::fs::read_to_string(root.join("configsummary.crd.yaml"))?)?;
+    let crd = serde_yaml::from_str(&std::fs::read_to_string(
+        root.join("configsummary.crd.yaml"),
+    )?)?;
     crds.create(&PostParams::default(), &crd).await?;
     for ns in ["wasm", "reuse", "native"] {
         let nsapi: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        nsapi.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}}))?).await?;
+        nsapi
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            )
+            .await?;
     }
     let api = Arc::new(ClusterApi::new(client.clone()));
     let caches = Caches::new(api.clone());
@@ -137,8 +191,15 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     // The echo manifest, limited to one namespace per run.
     let manifest_text = std::fs::read_to_string(root.join("echo.toml"))?;
-    for (ns, file) in [("wasm", "echo-wasm"), ("reuse", "echo-reuse"), ("native", "echo-native")] {
-        let mut text = manifest_text.replace("[reconciles]", &format!("[reconciles]\nnamespace = \"{ns}\""));
+    for (ns, file) in [
+        ("wasm", "echo-wasm"),
+        ("reuse", "echo-reuse"),
+        ("native", "echo-native"),
+    ] {
+        let mut text = manifest_text.replace(
+            "[reconciles]",
+            &format!("[reconciles]\nnamespace = \"{ns}\""),
+        );
         if ns == "reuse" {
             text = text.replace("[limits]", "[limits]\nreuse-instances = true");
         }
@@ -146,19 +207,42 @@ async fn main() -> anyhow::Result<()> {
     }
     std::fs::copy(root.join("echo.wasm"), dir.join("echo-wasm.wasm"))?;
     std::fs::copy(root.join("echo.wasm"), dir.join("echo-reuse.wasm"))?;
-    let plugins = PluginSet::new(PluginEngine::new(&data.path().join("cache"))?, &dir, Some(api.clone()));
+    let plugins = PluginSet::new(
+        PluginEngine::new(&data.path().join("cache"))?,
+        &dir,
+        Some(api.clone()),
+    );
     let failures = plugins.scan().await;
     anyhow::ensure!(failures.is_empty(), "echo did not load: {failures:?}");
-    let concurrency = plugins.get("echo-wasm").map(|p| p.manifest.limits.concurrency).unwrap_or(0);
-    let native = NativeEcho { manifest: Manifest::load(&dir.join("echo-native.toml"))? };
+    let concurrency = plugins
+        .get("echo-wasm")
+        .map(|p| p.manifest.limits.concurrency)
+        .unwrap_or(0);
+    let native = NativeEcho {
+        manifest: Manifest::load(&dir.join("echo-native.toml"))?,
+    };
 
     let wasm = run(&client, &caches, "wasm", n, "echo-wasm", plugins.clone()).await?;
     let reuse = run(&client, &caches, "reuse", n, "echo-reuse", plugins.clone()).await?;
-    let native = run(&client, &caches, "native", n, "echo-native", Arc::new(Fixed(Arc::new(native)))).await?;
-    println!("end-to-end reconcile throughput (watch -> queue -> reconcile -> status patch), {n} objects, concurrency {concurrency}, 2-core machine");
+    let native = run(
+        &client,
+        &caches,
+        "native",
+        n,
+        "echo-native",
+        Arc::new(Fixed(Arc::new(native))),
+    )
+    .await?;
+    println!(
+        "end-to-end reconcile throughput (watch -> queue -> reconcile -> status patch), {n} objects, concurrency {concurrency}, 2-core machine"
+    );
     println!("  wasm echo guest (fresh instance per call): {wasm:.0} reconciles/s");
     println!("  wasm echo guest, reused instances:         {reuse:.0} reconciles/s");
     println!("  native echo, same host interface:          {native:.0} reconciles/s");
-    println!("  wasm / native = {:.2} fresh instances, {:.2} reused (goal >= 0.8)", wasm / native, reuse / native);
+    println!(
+        "  wasm / native = {:.2} fresh instances, {:.2} reused (goal >= 0.8)",
+        wasm / native,
+        reuse / native
+    );
     Ok(())
 }

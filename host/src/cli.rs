@@ -15,22 +15,26 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::apiserver::{ApiServer, Config};
+use crate::controller::Manager;
 use crate::controller::cache::Caches;
 use crate::controller::controller::ControllerConfig;
 use crate::controller::leader::{self, LeaderConfig};
 use crate::controller::metrics::ControllerMetrics;
-use crate::controller::Manager;
-use crate::plugin::api::ClusterApi;
-use crate::plugin::engine::PluginEngine;
-use crate::plugin::manifest::PluginKind;
 use crate::node::NodeAgent;
 use crate::node::agent::NodeConfig;
 use crate::node::kubelet::KubeletTls;
 use crate::node::workloads::{WorkloadConfig, WorkloadManager};
+use crate::plugin::api::ClusterApi;
+use crate::plugin::engine::PluginEngine;
+use crate::plugin::manifest::PluginKind;
 use crate::plugin::{Manifest, PluginSet};
 
 #[derive(Parser)]
-#[command(name = "wasmlet", version, about = "Kubernetes controllers and node agents as WebAssembly components")]
+#[command(
+    name = "wasmlet",
+    version,
+    about = "Kubernetes controllers and node agents as WebAssembly components"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -164,7 +168,8 @@ async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
 }
 
 async fn client_from(kubeconfig: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     Ok(kube::Client::try_from(config)?)
 }
@@ -185,7 +190,10 @@ async fn run_host(
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
 ) -> Result<Option<NodeAgent>> {
     let api = Arc::new(ClusterApi::new(client.clone()));
-    let caches = Caches::with_debug_delay(api.clone(), std::time::Duration::from_millis(host.debug_cache_delay_ms));
+    let caches = Caches::with_debug_delay(
+        api.clone(),
+        std::time::Duration::from_millis(host.debug_cache_delay_ms),
+    );
     api.use_caches(&caches);
     let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
@@ -210,14 +218,32 @@ async fn run_host(
         config.kubelet_port = n.kubelet_port;
         // Providers must be able to load before the first scan.
         plugins.set_workloads(workloads.clone());
-        let a = NodeAgent::start(client.clone(), config, plugins.clone(), &n.provider, workloads, tls).await?;
-        println!("wasmlet: node {} (kubelet API on {}:{})", a.config.name, a.config.address, a.config.kubelet_port);
+        let a = NodeAgent::start(
+            client.clone(),
+            config,
+            plugins.clone(),
+            &n.provider,
+            workloads,
+            tls,
+        )
+        .await?;
+        println!(
+            "wasmlet: node {} (kubelet API on {}:{})",
+            a.config.name, a.config.address, a.config.kubelet_port
+        );
         agent = Some(a);
     }
-    let bound = metrics.clone().serve(host.metrics_addr, plugins.clone(), ready.clone()).await?;
+    let bound = metrics
+        .clone()
+        .serve(host.metrics_addr, plugins.clone(), ready.clone())
+        .await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
-        tokio::spawn(leader::run(client.clone(), LeaderConfig::new(&identity(host)), leading.clone()));
+        tokio::spawn(leader::run(
+            client.clone(),
+            LeaderConfig::new(&identity(host)),
+            leading.clone(),
+        ));
     }
     if let Some(plugins) = plugins {
         let config = ControllerConfig {
@@ -242,7 +268,11 @@ fn node_name(n: &NodeArgs) -> String {
     n.node_name.clone().unwrap_or_else(|| {
         let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let h = h.trim().to_lowercase();
-        if h.is_empty() { "wasmlet-node".into() } else { h }
+        if h.is_empty() {
+            "wasmlet-node".into()
+        } else {
+            h
+        }
     })
 }
 
@@ -258,20 +288,45 @@ async fn plugin_check(path: &Path) -> Result<()> {
     let manifest = Manifest::load(&toml)?;
     let tmp = tempfile_dir()?;
     let engine = PluginEngine::new(&tmp)?;
-    let name = wasm.file_stem().and_then(|s| s.to_str()).unwrap_or("plugin").to_string();
+    let name = wasm
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin")
+        .to_string();
     let dir = wasm.parent().unwrap_or(Path::new("."));
     let set = PluginSet::new(engine, dir, None);
     let loaded = set.load_version(&name, &wasm, &toml).await?;
-    println!("plugin {name}: OK (wasmlet:plugin@{}, sha256 {})", manifest.plugin.contract, loaded.digest);
+    println!(
+        "plugin {name}: OK (wasmlet:plugin@{}, sha256 {})",
+        manifest.plugin.contract, loaded.digest
+    );
     println!("  kind: {:?}", manifest.plugin.kind);
     if let Some(r) = &manifest.reconciles {
-        let scope = r.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default();
-        let sel = r.label_selector.as_deref().map(|s| format!(" matching {s}")).unwrap_or_default();
+        let scope = r
+            .namespace
+            .as_deref()
+            .map(|n| format!(" in namespace {n}"))
+            .unwrap_or_default();
+        let sel = r
+            .label_selector
+            .as_deref()
+            .map(|s| format!(" matching {s}"))
+            .unwrap_or_default();
         println!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
     }
-    println!("  conditions: {}", if loaded.declared_conditions.is_empty() { "(none)".into() } else { loaded.declared_conditions.join(", ") });
+    println!(
+        "  conditions: {}",
+        if loaded.declared_conditions.is_empty() {
+            "(none)".into()
+        } else {
+            loaded.declared_conditions.join(", ")
+        }
+    );
     for o in &manifest.owns {
-        println!("  owns: {} {} (changes requeue the owner)", o.api_version, o.kind);
+        println!(
+            "  owns: {} {} (changes requeue the owner)",
+            o.api_version, o.kind
+        );
     }
     for (w, _) in &manifest.watches {
         println!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
@@ -283,8 +338,17 @@ async fn plugin_check(path: &Path) -> Result<()> {
         println!("  may call: nothing beyond its own object's status");
     }
     for r in &manifest.permissions.rules {
-        let groups: Vec<&str> = r.api_groups.iter().map(|g| if g.is_empty() { "core" } else { g.as_str() }).collect();
-        println!("  may call: {} on {} ({})", r.verbs.join(","), r.resources.join(","), groups.join(","));
+        let groups: Vec<&str> = r
+            .api_groups
+            .iter()
+            .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+            .collect();
+        println!(
+            "  may call: {} on {} ({})",
+            r.verbs.join(","),
+            r.resources.join(","),
+            groups.join(",")
+        );
     }
     for h in &manifest.permissions.http_hosts {
         println!("  may reach: https://{h}");
@@ -333,21 +397,42 @@ async fn main_async(cli: Cli) -> Result<()> {
             tokio::signal::ctrl_c().await?;
             server.shutdown();
         }
-        Command::Up { server, host, node, no_node } => {
+        Command::Up {
+            server,
+            host,
+            node,
+            no_node,
+        } => {
             let s = start_server(&server).await?;
             let client = kube::Client::try_from(s.kube_config().await?)?;
             let tls = if no_node {
                 None
             } else {
                 let (cert_pem, key_pem) = s.state.pki.node_serving_cert(&node_name(&node))?;
-                Some(KubeletTls { cert_pem, key_pem, client_ca_pem: s.state.pki.ca_pem.clone() })
+                Some(KubeletTls {
+                    cert_pem,
+                    key_pem,
+                    client_ca_pem: s.state.pki.ca_pem.clone(),
+                })
             };
-            let agent = run_host(client, &server.data_dir, &host, tls.map(|t| (&node, Some(t)))).await?;
+            let agent = run_host(
+                client,
+                &server.data_dir,
+                &host,
+                tls.map(|t| (&node, Some(t))),
+            )
+            .await?;
             tokio::signal::ctrl_c().await?;
             stop(agent).await;
             s.shutdown();
         }
-        Command::Run { kubeconfig, mode, data_dir, host, node } => {
+        Command::Run {
+            kubeconfig,
+            mode,
+            data_dir,
+            host,
+            node,
+        } => {
             std::fs::create_dir_all(&data_dir)?;
             let client = client_from(&kubeconfig).await?;
             let node_part = if mode == Mode::Cluster {
@@ -358,14 +443,25 @@ async fn main_async(cli: Cli) -> Result<()> {
                 let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
                 let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
                 let client_ca_pem = match &node.kubelet_client_ca {
-                    Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+                    Some(p) => std::fs::read_to_string(p)
+                        .with_context(|| format!("reading {}", p.display()))?,
                     None => own.ca_pem.clone(),
                 };
-                Some((&node, Some(KubeletTls { cert_pem, key_pem, client_ca_pem })))
+                Some((
+                    &node,
+                    Some(KubeletTls {
+                        cert_pem,
+                        key_pem,
+                        client_ca_pem,
+                    }),
+                ))
             };
             let mut host = host.clone();
             if mode == Mode::Node && host.plugins.is_none() {
-                anyhow::bail!("--mode node needs --plugins DIR holding the provider plugin ({})", node.provider);
+                anyhow::bail!(
+                    "--mode node needs --plugins DIR holding the provider plugin ({})",
+                    node.provider
+                );
             }
             if mode == Mode::Node {
                 // A node-only host reconciles nothing.
@@ -384,7 +480,10 @@ async fn main_async(cli: Cli) -> Result<()> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {

@@ -29,8 +29,16 @@ fn built_plugins() -> PathBuf {
 /// Copies plugin NAME (wasm + toml + CRDs) from the build output into `dir`.
 fn install(dir: &Path, name: &str) {
     let src = built_plugins();
-    std::fs::copy(src.join(format!("{name}.wasm")), dir.join(format!("{name}.wasm"))).unwrap();
-    std::fs::copy(src.join(format!("{name}.toml")), dir.join(format!("{name}.toml"))).unwrap();
+    std::fs::copy(
+        src.join(format!("{name}.wasm")),
+        dir.join(format!("{name}.wasm")),
+    )
+    .unwrap();
+    std::fs::copy(
+        src.join(format!("{name}.toml")),
+        dir.join(format!("{name}.toml")),
+    )
+    .unwrap();
     for e in std::fs::read_dir(&src).unwrap().flatten() {
         if e.file_name().to_string_lossy().ends_with(".yaml") {
             std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
@@ -47,14 +55,27 @@ struct Env {
 
 async fn env() -> Env {
     let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config { data_dir: data.path().into(), listen: ([127, 0, 0, 1], 0).into(), history: 10_000 })
-        .await
-        .unwrap();
+    let server = ApiServer::start(Config {
+        data_dir: data.path().into(),
+        listen: ([127, 0, 0, 1], 0).into(),
+        history: 10_000,
+    })
+    .await
+    .unwrap();
     let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
     let plugins = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
-    let set = PluginSet::new(engine, plugins.path(), Some(Arc::new(ClusterApi::new(client.clone()))));
-    Env { _data: data, plugins, set, client }
+    let set = PluginSet::new(
+        engine,
+        plugins.path(),
+        Some(Arc::new(ClusterApi::new(client.clone()))),
+    );
+    Env {
+        _data: data,
+        plugins,
+        set,
+        client,
+    }
 }
 
 async fn create_summary(client: &kube::Client, name: &str, labels: Value) -> String {
@@ -62,7 +83,8 @@ async fn create_summary(client: &kube::Client, name: &str, labels: Value) -> Str
         &kube::api::GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
         "configsummaries",
     );
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client.clone(), "default", &ar);
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), "default", &ar);
     let obj: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
         "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {}
@@ -73,8 +95,10 @@ async fn create_summary(client: &kube::Client, name: &str, labels: Value) -> Str
 }
 
 async fn configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) {
-    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client.clone(), "default");
-    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "default");
+    let data: serde_json::Map<String, Value> =
+        (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
     let cm = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
     }))
@@ -88,17 +112,38 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     for name in ["configmap-summary", "trap", "spin", "hog", "denied"] {
         install(env.plugins.path(), name);
     }
-    std::fs::write(env.plugins.path().join("corrupt.wasm"), b"\0asm this is not a component").unwrap();
-    std::fs::copy(env.plugins.path().join("trap.toml"), env.plugins.path().join("corrupt.toml")).unwrap();
+    std::fs::write(
+        env.plugins.path().join("corrupt.wasm"),
+        b"\0asm this is not a component",
+    )
+    .unwrap();
+    std::fs::copy(
+        env.plugins.path().join("trap.toml"),
+        env.plugins.path().join("corrupt.toml"),
+    )
+    .unwrap();
 
     let failures = env.set.scan().await;
-    assert_eq!(failures.len(), 1, "only the corrupt plugin fails: {failures:?}");
+    assert_eq!(
+        failures.len(),
+        1,
+        "only the corrupt plugin fails: {failures:?}"
+    );
     let (name, err) = &failures[0];
     assert_eq!(name, "corrupt");
     let msg = err.to_string();
-    assert!(msg.contains("corrupt.wasm") && msg.contains("not a valid WebAssembly component"), "{msg}");
-    assert_eq!(PluginMetrics::get(&env.set.metrics("corrupt").load_failures), 1);
-    assert_eq!(env.set.names(), ["configmap-summary", "denied", "hog", "spin", "trap"]);
+    assert!(
+        msg.contains("corrupt.wasm") && msg.contains("not a valid WebAssembly component"),
+        "{msg}"
+    );
+    assert_eq!(
+        PluginMetrics::get(&env.set.metrics("corrupt").load_failures),
+        1
+    );
+    assert_eq!(
+        env.set.names(),
+        ["configmap-summary", "denied", "hog", "spin", "trap"]
+    );
 
     // The example's CRD was applied when it loaded.
     let obj = create_summary(&env.client, "s1", json!({})).await;
@@ -121,8 +166,15 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let spin = env.set.get("spin").unwrap();
     let started = Instant::now();
     let e = spin.reconcile("default/s", &obj).await.unwrap_err();
-    assert!(matches!(e, CallError::Timeout(d) if d == Duration::from_millis(200)), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(2), "deadline took {:?}", started.elapsed());
+    assert!(
+        matches!(e, CallError::Timeout(d) if d == Duration::from_millis(200)),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "deadline took {:?}",
+        started.elapsed()
+    );
     assert_eq!(PluginMetrics::get(&env.set.metrics("spin").timeouts), 1);
 
     // Memory hog: capped at 16 MiB.
@@ -136,7 +188,11 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let (result, _) = denied.reconcile("default/d", &obj).await.unwrap();
     let err = result.unwrap_err();
     assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
-    assert!(err.message.contains("does not grant \"list secrets\""), "{}", err.message);
+    assert!(
+        err.message.contains("does not grant \"list secrets\""),
+        "{}",
+        err.message
+    );
     assert_eq!(PluginMetrics::get(&env.set.metrics("denied").denied), 1);
 
     // Every failure again, concurrently, while the healthy plugin keeps working.
@@ -145,7 +201,9 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
         for p in [&trap, &spin, &hog] {
             let p = p.clone();
             let obj = obj.clone();
-            bad.push(tokio::spawn(async move { p.reconcile("default/x", &obj).await.is_err() }));
+            bad.push(tokio::spawn(async move {
+                p.reconcile("default/x", &obj).await.is_err()
+            }));
         }
     }
     let started = Instant::now();
@@ -158,7 +216,10 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     for b in bad {
         assert!(b.await.unwrap(), "every bad call fails");
     }
-    assert!(ok >= 5, "healthy plugin completed only {ok} reconciles next to failing ones");
+    assert!(
+        ok >= 5,
+        "healthy plugin completed only {ok} reconciles next to failing ones"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,14 +236,20 @@ async fn hot_swap_keeps_working_version_and_rolls_back() {
     let failures = env.set.scan().await;
     assert_eq!(failures.len(), 1);
     assert_eq!(env.set.get("configmap-summary").unwrap().digest, v1.digest);
-    assert!(matches!(events.recv().await.unwrap(), wasmlet::plugin::PluginEvent::Rejected(..)));
+    assert!(matches!(
+        events.recv().await.unwrap(),
+        wasmlet::plugin::PluginEvent::Rejected(..)
+    ));
 
     // A valid new version (another component under the same manifest) swaps in.
     std::fs::copy(built_plugins().join("denied.wasm"), &wasm).unwrap();
     assert!(env.set.scan().await.is_empty());
     let v2 = env.set.get("configmap-summary").unwrap();
     assert_ne!(v2.digest, v1.digest);
-    assert_eq!(PluginMetrics::get(&env.set.metrics("configmap-summary").swaps), 1);
+    assert_eq!(
+        PluginMetrics::get(&env.set.metrics("configmap-summary").swaps),
+        1
+    );
     // An in-flight holder of v1 still calls v1.
     let obj = create_summary(&env.client, "s2", json!({})).await;
     let (r1, _) = v1.reconcile("default/s2", &obj).await.unwrap();
@@ -221,7 +288,10 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
                 "too late"
             }),
         )
-        .route("/moved", get(|| async { axum::response::Redirect::temporary("http://localhost/elsewhere") }))
+        .route(
+            "/moved",
+            get(|| async { axum::response::Redirect::temporary("http://localhost/elsewhere") }),
+        )
         .route("/big", get(|| async { "x".repeat(5 << 20) }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -241,14 +311,24 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
     let metrics = env.set.metrics("fetcher");
 
     let status = |r: Result<_, CallError>| -> Value {
-        let (result, _): (Result<wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileOutcome, _>, _) =
-            r.expect("the call completes");
+        let (result, _): (
+            Result<
+                wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileOutcome,
+                _,
+            >,
+            _,
+        ) = r.expect("the call completes");
         let outcome = result.expect("the reconcile succeeds");
         serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap()
     };
     let failure = |r: Result<_, CallError>| -> String {
-        let (result, _): (Result<_, wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileError>, _) =
-            r.expect("the call completes");
+        let (result, _): (
+            Result<
+                _,
+                wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileError,
+            >,
+            _,
+        ) = r.expect("the call completes");
         let err = result.expect_err("the reconcile fails");
         assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
         err.message
@@ -260,49 +340,104 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
     assert_eq!(s, json!({"httpStatus": 200, "body": "hello plugin"}));
 
     // A redirect is a response, not followed (its target is not even allowed).
-    let s = status(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{port}/moved"), None)).await);
+    let s = status(
+        fetcher
+            .reconcile(
+                "default/f1",
+                &fetch_target(&obj, &format!("http://127.0.0.1:{port}/moved"), None),
+            )
+            .await,
+    );
     assert_eq!(s["httpStatus"], 307, "{s}");
     assert_eq!(PluginMetrics::get(&metrics.denied), 0);
 
     // The same server by another name is not in http-hosts: denied, counted.
-    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://localhost:{port}/hello"), None)).await);
+    let msg = failure(
+        fetcher
+            .reconcile(
+                "default/f1",
+                &fetch_target(&obj, &format!("http://localhost:{port}/hello"), None),
+            )
+            .await,
+    );
     assert!(msg.contains("denied") && msg.contains("localhost"), "{msg}");
     assert_eq!(PluginMetrics::get(&metrics.denied), 1);
 
     // Credentials in the URL are refused before anything is sent.
-    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://u:p@127.0.0.1:{port}/hello"), None)).await);
+    let msg = failure(
+        fetcher
+            .reconcile(
+                "default/f1",
+                &fetch_target(&obj, &format!("http://u:p@127.0.0.1:{port}/hello"), None),
+            )
+            .await,
+    );
     assert!(msg.contains("invalid request"), "{msg}");
 
     // Nothing listens: a connection error.
-    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{closed}/"), None)).await);
+    let msg = failure(
+        fetcher
+            .reconcile(
+                "default/f1",
+                &fetch_target(&obj, &format!("http://127.0.0.1:{closed}/"), None),
+            )
+            .await,
+    );
     assert!(msg.contains("connection failed"), "{msg}");
 
     // Larger than the host's 4 MiB response cap.
-    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &format!("http://127.0.0.1:{port}/big"), None)).await);
+    let msg = failure(
+        fetcher
+            .reconcile(
+                "default/f1",
+                &fetch_target(&obj, &format!("http://127.0.0.1:{port}/big"), None),
+            )
+            .await,
+    );
     assert!(msg.contains("too large"), "{msg}");
 
     // A slow endpoint with the request's own timeout (below the 500 ms deadline):
     // the guest sees `timeout`.
     let slow = format!("http://127.0.0.1:{port}/slow");
     let started = Instant::now();
-    let msg = failure(fetcher.reconcile("default/f1", &fetch_target(&obj, &slow, Some(200))).await);
+    let msg = failure(
+        fetcher
+            .reconcile("default/f1", &fetch_target(&obj, &slow, Some(200)))
+            .await,
+    );
     assert!(msg.contains("timed out"), "{msg}");
-    assert!(started.elapsed() < Duration::from_millis(450), "timed out after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(450),
+        "timed out after {:?}",
+        started.elapsed()
+    );
 
     // With no timeout of its own the request is cut at the call's 500 ms deadline:
     // the guest sees `timeout`, or its call is stopped at the deadline if the epoch
     // tick lands first. Either way, well before the server's 3 s.
     let started = Instant::now();
-    match fetcher.reconcile("default/f1", &fetch_target(&obj, &slow, None)).await {
-        Err(e) => assert!(matches!(e, CallError::Timeout(d) if d == Duration::from_millis(500)), "{e}"),
+    match fetcher
+        .reconcile("default/f1", &fetch_target(&obj, &slow, None))
+        .await
+    {
+        Err(e) => assert!(
+            matches!(e, CallError::Timeout(d) if d == Duration::from_millis(500)),
+            "{e}"
+        ),
         Ok((Ok(o), _)) => panic!("the slow request succeeded: {o:?}"),
         Ok((Err(e), _)) => assert!(e.message.contains("timed out"), "{e:?}"),
     }
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(450) && took < Duration::from_secs(1), "deadline cut after {took:?}");
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(1),
+        "deadline cut after {took:?}"
+    );
 
     // The shared client still works after all that.
-    assert_eq!(status(fetcher.reconcile("default/f1", &hello).await)["body"], "hello plugin");
+    assert_eq!(
+        status(fetcher.reconcile("default/f1", &hello).await)["body"],
+        "hello plugin"
+    );
     assert_eq!(PluginMetrics::get(&metrics.denied), 1);
 }
 
@@ -312,7 +447,9 @@ async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
     for name in ["configmap-summary", "trap"] {
         install(env.plugins.path(), name);
         let toml = env.plugins.path().join(format!("{name}.toml"));
-        let text = std::fs::read_to_string(&toml).unwrap().replace("[limits]", "[limits]\nreuse-instances = true");
+        let text = std::fs::read_to_string(&toml)
+            .unwrap()
+            .replace("[limits]", "[limits]\nreuse-instances = true");
         std::fs::write(&toml, text).unwrap();
     }
     assert!(env.set.scan().await.is_empty());
@@ -329,7 +466,10 @@ async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
     // (not "instance poisoned" or a hang).
     let trap = env.set.get("trap").unwrap();
     for _ in 0..3 {
-        assert!(matches!(trap.reconcile("default/t", &obj).await, Err(CallError::Trap(_))));
+        assert!(matches!(
+            trap.reconcile("default/t", &obj).await,
+            Err(CallError::Trap(_))
+        ));
     }
     assert_eq!(PluginMetrics::get(&env.set.metrics("trap").traps), 3);
 }

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use wasmlet_e2e::registry::{self, Registry};
 use wasmlet::node::workloads::*;
 use wasmlet::plugin::engine::PluginEngine;
+use wasmlet_e2e::registry::{self, Registry};
 
 fn workloads_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/workloads");
@@ -31,7 +31,10 @@ fn engine() -> PluginEngine {
     static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            PluginEngine::new(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads-engine-cache")).unwrap()
+            PluginEngine::new(
+                &Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads-engine-cache"),
+            )
+            .unwrap()
         })
         .clone()
 }
@@ -45,11 +48,18 @@ fn file_url(p: &Path) -> String {
 }
 
 fn req(image: &str, policy: PullPolicy) -> FetchRequest {
-    FetchRequest { image: image.into(), pull_policy: policy, namespace: "default".into(), pull_secrets: vec![] }
+    FetchRequest {
+        image: image.into(),
+        pull_policy: policy,
+        namespace: "default".into(),
+        pull_secrets: vec![],
+    }
 }
 
 async fn fetch(m: &WorkloadManager, name: &str) -> ModuleRef {
-    m.fetch_wait(&req(&file_url(&workload(name)), PullPolicy::IfNotPresent)).await.unwrap()
+    m.fetch_wait(&req(&file_url(&workload(name)), PullPolicy::IfNotPresent))
+        .await
+        .unwrap()
 }
 
 fn target(uid: &str, container: &str, attempt: u32) -> LogTarget {
@@ -74,10 +84,16 @@ fn spec(module: &str, uid: &str, container: &str, args: &[&str]) -> SpawnSpec {
 }
 
 async fn run(m: &WorkloadManager, s: SpawnSpec) -> (WorkloadStatus, String) {
-    let (uid, container, attempt) = (s.logs.pod_uid.clone(), s.logs.container.clone(), s.logs.attempt);
+    let (uid, container, attempt) = (
+        s.logs.pod_uid.clone(),
+        s.logs.container.clone(),
+        s.logs.attempt,
+    );
     let h = m.spawn(s).unwrap();
-    let status =
-        tokio::time::timeout(Duration::from_secs(60), m.wait(h)).await.expect("workload did not finish").unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), m.wait(h))
+        .await
+        .expect("workload did not finish")
+        .unwrap();
     (status, log_text(m, &uid, &container, attempt))
 }
 
@@ -87,8 +103,8 @@ fn log_text(m: &WorkloadManager, uid: &str, container: &str, attempt: u32) -> St
     for f in m.log_files(uid, container, attempt) {
         let bytes = std::fs::read(&f).unwrap();
         for line in bytes.split_inclusive(|&b| b == b'\n') {
-            let rec =
-                parse_cri_line(line).unwrap_or_else(|| panic!("not a CRI record: {:?}", String::from_utf8_lossy(line)));
+            let rec = parse_cri_line(line)
+                .unwrap_or_else(|| panic!("not a CRI record: {:?}", String::from_utf8_lossy(line)));
             chrono::DateTime::parse_from_rfc3339(rec.timestamp).expect("RFC 3339 timestamp");
             assert!(
                 rec.timestamp.ends_with('Z') && rec.timestamp.len() == 30,
@@ -110,7 +126,10 @@ fn log_text(m: &WorkloadManager, uid: &str, container: &str, attempt: u32) -> St
 async fn wait_for_log(m: &WorkloadManager, uid: &str, container: &str, needle: &str) {
     let start = Instant::now();
     while !log_text(m, uid, container, 0).contains(needle) {
-        assert!(start.elapsed() < Duration::from_secs(30), "no {needle:?} in the log");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {needle:?} in the log"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -127,7 +146,13 @@ async fn hello_output_lands_in_a_cri_log() {
     let st = m.wait(h).await.unwrap();
     assert_eq!(st.state, RunState::Exited(0));
     assert!(st.finished_at_ms.unwrap() >= st.started_at_ms);
-    assert_eq!(tokio::time::timeout(Duration::from_secs(5), exits.recv()).await.unwrap().unwrap(), h);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), exits.recv())
+            .await
+            .unwrap()
+            .unwrap(),
+        h
+    );
 
     let path = m.log_path("default", "p", "uid-1", "main", 0);
     assert_eq!(path, tmp.path().join("pods/uid-1/logs/main/0.log"));
@@ -137,7 +162,8 @@ async fn hello_output_lands_in_a_cri_log() {
     let (ts, rest) = first.split_at(30);
     assert_eq!(rest, " stdout F hello from hello", "{first}");
     assert!(
-        chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%dT%H:%M:%S%.9fZ").is_ok() && ts.as_bytes()[19] == b'.',
+        chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%dT%H:%M:%S%.9fZ").is_ok()
+            && ts.as_bytes()[19] == b'.',
         "{first}"
     );
     let text = log_text(&m, "uid-1", "main", 0);
@@ -169,8 +195,21 @@ async fn exit_codes() {
     // WASI 0.2's `exit` carries only success/failure and Rust's std uses it (not the
     // newer `exit-with-code`), so `std::process::exit(3)` in a component arrives as 1.
     for (arg, code) in [("0", 0), ("1", 1), ("3", 1), ("err", 1)] {
-        let (st, text) = run(&m, spec(&module, "uid-x", &format!("c{code}-{arg}"), &["exitcode", arg])).await;
-        assert_eq!(st.state, RunState::Exited(code), "exitcode {arg}; log:\n{text}");
+        let (st, text) = run(
+            &m,
+            spec(
+                &module,
+                "uid-x",
+                &format!("c{code}-{arg}"),
+                &["exitcode", arg],
+            ),
+        )
+        .await;
+        assert_eq!(
+            st.state,
+            RunState::Exited(code),
+            "exitcode {arg}; log:\n{text}"
+        );
         assert!(text.contains(&format!("exiting with {arg}")));
     }
 }
@@ -182,7 +221,11 @@ async fn preview1_core_module() {
     let module = fetch(&m, "hello.p1.wasm").await;
     let (st, text) = run(&m, spec(&module, "uid-p1", "main", &["hello", "x"])).await;
     assert_eq!(st.state, RunState::Exited(0), "{text}");
-    assert!(text.contains("stdout F hello from hello\n") && text.contains("stderr F a line on stderr\n"), "{text}");
+    assert!(
+        text.contains("stdout F hello from hello\n")
+            && text.contains("stderr F a line on stderr\n"),
+        "{text}"
+    );
     let (st, _) = run(&m, spec(&module, "uid-p1", "seven", &["hello", "exit=7"])).await;
     assert_eq!(st.state, RunState::Exited(7));
     let module = fetch(&m, "exitcode.p1.wasm").await;
@@ -197,28 +240,52 @@ async fn kill_respects_grace_then_interrupts() {
     let module = fetch(&m, "sleeper.wasm").await;
 
     // Sleeping in the host: killed when the grace period ends.
-    let h = m.spawn(spec(&module, "uid-k", "sleeper", &["sleeper"])).unwrap();
+    let h = m
+        .spawn(spec(&module, "uid-k", "sleeper", &["sleeper"]))
+        .unwrap();
     wait_for_log(&m, "uid-k", "sleeper", "tick 2").await;
     let t = Instant::now();
     m.kill(h, 400).unwrap();
-    assert!(t.elapsed() < Duration::from_millis(200), "kill must not block");
-    assert_eq!(m.status(h).unwrap().state, RunState::Running, "still running during its grace period");
-    let st = tokio::time::timeout(Duration::from_secs(5), m.wait(h)).await.expect("not killed").unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "kill must not block"
+    );
+    assert_eq!(
+        m.status(h).unwrap().state,
+        RunState::Running,
+        "still running during its grace period"
+    );
+    let st = tokio::time::timeout(Duration::from_secs(5), m.wait(h))
+        .await
+        .expect("not killed")
+        .unwrap();
     let took = t.elapsed();
     assert_eq!(st.state, RunState::Exited(KILLED_EXIT_CODE));
-    assert!(took >= Duration::from_millis(380) && took < Duration::from_millis(3000), "killed after {took:?}");
+    assert!(
+        took >= Duration::from_millis(380) && took < Duration::from_millis(3000),
+        "killed after {took:?}"
+    );
     m.kill(h, 0).unwrap(); // finished: a no-op
 
     // Burning CPU without host calls: the epoch check stops it.
-    let h = m.spawn(spec(&module, "uid-k", "spinner", &["sleeper", "spin"])).unwrap();
+    let h = m
+        .spawn(spec(&module, "uid-k", "spinner", &["sleeper", "spin"]))
+        .unwrap();
     wait_for_log(&m, "uid-k", "spinner", "spinning").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(m.status(h).unwrap().state, RunState::Running);
     let t = Instant::now();
     m.kill(h, 0).unwrap();
-    let st = tokio::time::timeout(Duration::from_secs(5), m.wait(h)).await.expect("spinner not killed").unwrap();
+    let st = tokio::time::timeout(Duration::from_secs(5), m.wait(h))
+        .await
+        .expect("spinner not killed")
+        .unwrap();
     assert_eq!(st.state, RunState::Exited(KILLED_EXIT_CODE));
-    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
 
     assert_eq!(m.kill(999_999, 0), Err(WorkloadError::UnknownHandle));
     assert_eq!(m.status(999_999), Err(WorkloadError::UnknownHandle));
@@ -231,13 +298,21 @@ async fn a_spinning_workload_does_not_starve_others() {
     let sleeper = fetch(&m, "sleeper.wasm").await;
     let hello = fetch(&m, "hello.wasm").await;
     // More spinners than worker threads: they must yield to the runtime.
-    let spinners: Vec<_> =
-        (0..3).map(|i| m.spawn(spec(&sleeper, "uid-s", &format!("spin{i}"), &["s", "spin"])).unwrap()).collect();
+    let spinners: Vec<_> = (0..3)
+        .map(|i| {
+            m.spawn(spec(&sleeper, "uid-s", &format!("spin{i}"), &["s", "spin"]))
+                .unwrap()
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let t = Instant::now();
     let (st, _) = run(&m, spec(&hello, "uid-s", "hello", &["hello"])).await;
     assert_eq!(st.state, RunState::Exited(0));
-    assert!(t.elapsed() < Duration::from_secs(10), "hello took {:?} beside spinners", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "hello took {:?} beside spinners",
+        t.elapsed()
+    );
     m.release_pod("uid-s").await.unwrap();
     for h in spinners {
         assert_eq!(m.status(h), Err(WorkloadError::UnknownHandle));
@@ -263,21 +338,51 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
         source: VolumeSource::Files(
             files
                 .into_iter()
-                .map(|(p, c, mode)| VolumeFile { path: p.into(), contents: c.as_bytes().to_vec(), mode })
+                .map(|(p, c, mode)| VolumeFile {
+                    path: p.into(),
+                    contents: c.as_bytes().to_vec(),
+                    mode,
+                })
                 .collect(),
         ),
     };
-    let config = m.prepare_volume(&files(vec![("a.txt", "alpha", 0o640), ("sub/b.txt", "beta", 0o400)])).unwrap();
+    let config = m
+        .prepare_volume(&files(vec![
+            ("a.txt", "alpha", 0o640),
+            ("sub/b.txt", "beta", 0o400),
+        ]))
+        .unwrap();
     let dir = tmp.path().join("data/pods/uid-v/volumes/config");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(dir.join("a.txt")).unwrap().permissions().mode() & 0o777, 0o640);
-    assert_eq!(std::fs::metadata(dir.join("sub/b.txt")).unwrap().permissions().mode() & 0o777, 0o400);
+    assert_eq!(
+        std::fs::metadata(dir.join("a.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("sub/b.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o400
+    );
     // Same name again: same id, files rewritten, stale ones removed.
     assert_eq!(
-        m.prepare_volume(&files(vec![("a.txt", "alpha2", 0o644), ("sub/b.txt", "beta", 0o400)])).unwrap(),
+        m.prepare_volume(&files(vec![
+            ("a.txt", "alpha2", 0o644),
+            ("sub/b.txt", "beta", 0o400)
+        ]))
+        .unwrap(),
         config
     );
-    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "alpha2");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "alpha2"
+    );
     for bad in ["../x", "/etc/x", "a/../../x", ""] {
         match m.prepare_volume(&files(vec![(bad, "x", 0o644)])) {
             Err(WorkloadError::Invalid(_)) => {}
@@ -296,23 +401,36 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
     let scratch_dir = tmp.path().join("data/pods/uid-v/volumes/scratch");
     std::os::unix::fs::symlink("/etc/passwd", scratch_dir.join("passwd")).unwrap();
     std::os::unix::fs::symlink("/etc", scratch_dir.join("etc")).unwrap();
-    std::os::unix::fs::symlink(tmp.path().join("outside.txt"), scratch_dir.join("outside")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("outside.txt"), scratch_dir.join("outside"))
+        .unwrap();
     std::os::unix::fs::symlink("../config", scratch_dir.join("sibling")).unwrap();
 
     let host_path = |p: &Path, create: bool| VolumeRequest {
         pod_uid: uid.into(),
         name: format!("host{}", p.display().to_string().len()),
-        source: VolumeSource::HostPath(HostPath { path: p.display().to_string(), create }),
+        source: VolumeSource::HostPath(HostPath {
+            path: p.display().to_string(),
+            create,
+        }),
     };
-    let shared = m.prepare_volume(&host_path(&allowed.join("shared"), false)).unwrap();
+    let shared = m
+        .prepare_volume(&host_path(&allowed.join("shared"), false))
+        .unwrap();
     match m.prepare_volume(&host_path(&tmp.path().join("data"), false)) {
         Err(WorkloadError::Invalid(msg)) => {
-            assert!(msg.contains(&tmp.path().join("data").display().to_string()), "{msg}")
+            assert!(
+                msg.contains(&tmp.path().join("data").display().to_string()),
+                "{msg}"
+            )
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(m.prepare_volume(&host_path(Path::new("/etc"), false)), Err(WorkloadError::Invalid(_))));
-    m.prepare_volume(&host_path(&allowed.join("made/here"), true)).unwrap();
+    assert!(matches!(
+        m.prepare_volume(&host_path(Path::new("/etc"), false)),
+        Err(WorkloadError::Invalid(_))
+    ));
+    m.prepare_volume(&host_path(&allowed.join("made/here"), true))
+        .unwrap();
     assert!(allowed.join("made/here").is_dir());
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -345,11 +463,36 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
         ],
     );
     s.mounts = vec![
-        Mount { volume: config, guest_path: "/config".into(), sub_path: None, read_only: false },
-        Mount { volume: scratch, guest_path: "/scratch".into(), sub_path: None, read_only: false },
-        Mount { volume: scratch, guest_path: "/ro".into(), sub_path: None, read_only: true },
-        Mount { volume: shared, guest_path: "/host".into(), sub_path: None, read_only: true },
-        Mount { volume: config, guest_path: "/sub".into(), sub_path: Some("sub".into()), read_only: true },
+        Mount {
+            volume: config,
+            guest_path: "/config".into(),
+            sub_path: None,
+            read_only: false,
+        },
+        Mount {
+            volume: scratch,
+            guest_path: "/scratch".into(),
+            sub_path: None,
+            read_only: false,
+        },
+        Mount {
+            volume: scratch,
+            guest_path: "/ro".into(),
+            sub_path: None,
+            read_only: true,
+        },
+        Mount {
+            volume: shared,
+            guest_path: "/host".into(),
+            sub_path: None,
+            read_only: true,
+        },
+        Mount {
+            volume: config,
+            guest_path: "/sub".into(),
+            sub_path: Some("sub".into()),
+            read_only: true,
+        },
     ];
     let (st, text) = run(&m, s).await;
     assert_eq!(st.state, RunState::Exited(0), "{text}");
@@ -361,7 +504,10 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
     };
     let ok = |prefix: &str, want: &str| {
         let l = line(prefix);
-        assert!(l.contains(": OK ") && l.contains(want), "{prefix} should succeed with {want:?}: {l}");
+        assert!(
+            l.contains(": OK ") && l.contains(want),
+            "{prefix} should succeed with {want:?}: {l}"
+        );
     };
     let refused = |prefix: &str| {
         let l = line(prefix);
@@ -386,7 +532,10 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
     ok("list /scratch", "new.txt");
     refused(&format!("connect 127.0.0.1:{port}"));
     refused("resolve localhost");
-    assert_eq!(std::fs::read_to_string(scratch_dir.join("new.txt")).unwrap(), "written by the guest");
+    assert_eq!(
+        std::fs::read_to_string(scratch_dir.join("new.txt")).unwrap(),
+        "written by the guest"
+    );
     assert!(!dir.join("new.txt").exists());
 
     // Mounts are checked: escapes through subPath, other pods' volumes, bad paths.
@@ -397,35 +546,73 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
     };
     for (mount, what) in [
         (
-            Mount { volume: scratch, guest_path: "/x".into(), sub_path: Some("../config".into()), read_only: false },
+            Mount {
+                volume: scratch,
+                guest_path: "/x".into(),
+                sub_path: Some("../config".into()),
+                read_only: false,
+            },
             "sub ..",
         ),
         (
-            Mount { volume: scratch, guest_path: "/x".into(), sub_path: Some("etc".into()), read_only: false },
+            Mount {
+                volume: scratch,
+                guest_path: "/x".into(),
+                sub_path: Some("etc".into()),
+                read_only: false,
+            },
             "sub symlink out",
         ),
         (
-            Mount { volume: scratch, guest_path: "/x".into(), sub_path: Some("sibling".into()), read_only: false },
+            Mount {
+                volume: scratch,
+                guest_path: "/x".into(),
+                sub_path: Some("sibling".into()),
+                read_only: false,
+            },
             "sub symlink sibling",
         ),
-        (Mount { volume: scratch, guest_path: "x".into(), sub_path: None, read_only: false }, "relative guest path"),
+        (
+            Mount {
+                volume: scratch,
+                guest_path: "x".into(),
+                sub_path: None,
+                read_only: false,
+            },
+            "relative guest path",
+        ),
     ] {
         match m.spawn(bad_mount(mount)) {
             Err(WorkloadError::Invalid(_)) => {}
             other => panic!("{what}: {other:?}"),
         }
     }
-    let mut s = bad_mount(Mount { volume: scratch, guest_path: "/x".into(), sub_path: None, read_only: false });
+    let mut s = bad_mount(Mount {
+        volume: scratch,
+        guest_path: "/x".into(),
+        sub_path: None,
+        read_only: false,
+    });
     s.logs.pod_uid = "other-pod".into();
     assert!(matches!(m.spawn(s), Err(WorkloadError::Invalid(_))));
-    let s = bad_mount(Mount { volume: 987_654, guest_path: "/x".into(), sub_path: None, read_only: false });
+    let s = bad_mount(Mount {
+        volume: 987_654,
+        guest_path: "/x".into(),
+        sub_path: None,
+        read_only: false,
+    });
     assert_eq!(m.spawn(s), Err(WorkloadError::UnknownHandle));
 
     // release_pod removes the pod's directory but never a hostPath.
     m.release_pod(uid).await.unwrap();
     assert!(!tmp.path().join("data/pods/uid-v").exists());
     assert!(allowed.join("shared/host.txt").is_file());
-    let s = bad_mount(Mount { volume: scratch, guest_path: "/x".into(), sub_path: None, read_only: false });
+    let s = bad_mount(Mount {
+        volume: scratch,
+        guest_path: "/x".into(),
+        sub_path: None,
+        read_only: false,
+    });
     assert_eq!(m.spawn(s), Err(WorkloadError::UnknownHandle));
     drop(listener);
 }
@@ -463,14 +650,37 @@ async fn long_lines_are_split_and_logs_rotate() {
             pod_uid: "uid-l".into(),
             name: "f".into(),
             source: VolumeSource::Files(vec![
-                VolumeFile { path: "long".into(), contents: vec![b'x'; 40_000], mode: 0o644 },
-                VolumeFile { path: "mid".into(), contents: vec![b'y'; 3_000], mode: 0o644 },
+                VolumeFile {
+                    path: "long".into(),
+                    contents: vec![b'x'; 40_000],
+                    mode: 0o644,
+                },
+                VolumeFile {
+                    path: "mid".into(),
+                    contents: vec![b'y'; 3_000],
+                    mode: 0o644,
+                },
             ]),
         })
         .unwrap();
-    let mut s =
-        spec(&module, "uid-l", "long", &["reader", "read:/f/long", "read:/f/mid", "read:/f/mid", "read:/f/mid"]);
-    s.mounts = vec![Mount { volume: vol, guest_path: "/f".into(), sub_path: None, read_only: true }];
+    let mut s = spec(
+        &module,
+        "uid-l",
+        "long",
+        &[
+            "reader",
+            "read:/f/long",
+            "read:/f/mid",
+            "read:/f/mid",
+            "read:/f/mid",
+        ],
+    );
+    s.mounts = vec![Mount {
+        volume: vol,
+        guest_path: "/f".into(),
+        sub_path: None,
+        read_only: true,
+    }];
     let h = m.spawn(s).unwrap();
     assert_eq!(m.wait(h).await.unwrap().state, RunState::Exited(0));
     let files = m.log_files("uid-l", "long", 0);
@@ -481,8 +691,14 @@ async fn long_lines_are_split_and_logs_rotate() {
     }
     // The current file holds the last records; the rotated one the ones before.
     let current = std::fs::read(&files[1]).unwrap();
-    let recs: Vec<_> = current.split_inclusive(|&b| b == b'\n').map(|l| parse_cri_line(l).unwrap()).collect();
-    assert!(recs.iter().all(|r| !r.partial && r.text.ends_with(b"yyyy")), "current file: the mid reads");
+    let recs: Vec<_> = current
+        .split_inclusive(|&b| b == b'\n')
+        .map(|l| parse_cri_line(l).unwrap())
+        .collect();
+    assert!(
+        recs.iter().all(|r| !r.partial && r.text.ends_with(b"yyyy")),
+        "current file: the mid reads"
+    );
     assert_eq!(m.read_logs(h, 10).unwrap(), b"yyyyyyyyy\n");
 
     // Without rotation: a 40 000-byte line becomes P, P, F records.
@@ -500,7 +716,12 @@ async fn long_lines_are_split_and_logs_rotate() {
         })
         .unwrap();
     let mut s = spec(&module, "uid-l", "long", &["reader", "read:/f/long"]);
-    s.mounts = vec![Mount { volume: vol, guest_path: "/f".into(), sub_path: None, read_only: true }];
+    s.mounts = vec![Mount {
+        volume: vol,
+        guest_path: "/f".into(),
+        sub_path: None,
+        read_only: true,
+    }];
     let (st, text) = run(&m2, s).await;
     assert_eq!(st.state, RunState::Exited(0));
     let kinds: Vec<&str> = text.lines().map(|l| &l[..8]).collect();
@@ -531,38 +752,71 @@ async fn file_fetch_is_content_addressed_and_cached() {
     if let FetchProgress::Pending(again) = m.fetch_module(&r).unwrap() {
         assert_eq!(again, id);
     }
-    assert_eq!(tokio::time::timeout(Duration::from_secs(60), done.recv()).await.unwrap().unwrap(), id);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(60), done.recv())
+            .await
+            .unwrap()
+            .unwrap(),
+        id
+    );
     assert_eq!(m.poll_fetch(id), Some(Ok(digest.clone())));
     let t = Instant::now();
-    assert_eq!(m.fetch_module(&r).unwrap(), FetchProgress::Ready(digest.clone()));
-    assert!(t.elapsed() < Duration::from_millis(200), "a cached fetch took {:?}", t.elapsed());
+    assert_eq!(
+        m.fetch_module(&r).unwrap(),
+        FetchProgress::Ready(digest.clone())
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "a cached fetch took {:?}",
+        t.elapsed()
+    );
     let stored = data.join(format!("modules/sha256/{}.wasm", &digest[7..]));
     assert_eq!(std::fs::read(&stored).unwrap(), bytes);
     assert_eq!(m.module_file(&digest), Some(stored));
 
     // Always: a new fetch, whose result the repeated request collects (no endless loop).
     let always = req(&file_url(&copy), PullPolicy::Always);
-    assert!(matches!(m.fetch_module(&always).unwrap(), FetchProgress::Pending(_)));
+    assert!(matches!(
+        m.fetch_module(&always).unwrap(),
+        FetchProgress::Pending(_)
+    ));
     assert_eq!(m.fetch_wait(&always).await.unwrap(), digest);
-    assert_eq!(m.fetch_module(&always).unwrap(), FetchProgress::Ready(digest.clone()));
+    assert_eq!(
+        m.fetch_module(&always).unwrap(),
+        FetchProgress::Ready(digest.clone())
+    );
 
     // A restarted host: the reference index and the store survive; the source may be gone.
     std::fs::remove_file(&copy).unwrap();
     drop(m);
     let m = manager(&data);
     assert_eq!(m.fetch_wait(&r).await.unwrap(), digest);
-    assert_eq!(m.fetch_module(&r).unwrap(), FetchProgress::Ready(digest.clone()));
+    assert_eq!(
+        m.fetch_module(&r).unwrap(),
+        FetchProgress::Ready(digest.clone())
+    );
     let never = req(&file_url(&copy), PullPolicy::Never);
-    assert_eq!(m.fetch_module(&never).unwrap(), FetchProgress::Ready(digest.clone()));
+    assert_eq!(
+        m.fetch_module(&never).unwrap(),
+        FetchProgress::Ready(digest.clone())
+    );
     // ... and a module-ref from before the restart spawns directly.
     let m = manager(&data);
     let (st, text) = run(&m, spec(&digest, "uid-f", "main", &["hello"])).await;
     assert_eq!(st.state, RunState::Exited(0), "{text}");
     assert!(matches!(
-        m.spawn(spec(&format!("sha256:{}", "0".repeat(64)), "uid-f", "x", &[])),
+        m.spawn(spec(
+            &format!("sha256:{}", "0".repeat(64)),
+            "uid-f",
+            "x",
+            &[]
+        )),
         Err(WorkloadError::Invalid(_))
     ));
-    assert!(matches!(m.spawn(spec("hello", "uid-f", "x", &[])), Err(WorkloadError::Invalid(_))));
+    assert!(matches!(
+        m.spawn(spec("hello", "uid-f", "x", &[])),
+        Err(WorkloadError::Invalid(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -571,27 +825,55 @@ async fn bad_images() {
     let m = manager(&tmp.path().join("data"));
     let text = tmp.path().join("notes.wasm");
     std::fs::write(&text, "this is not wasm").unwrap();
-    let r = m.fetch_wait(&req(&file_url(&text), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(&file_url(&text), PullPolicy::IfNotPresent))
+        .await;
     assert!(matches!(r, Err(FetchError::NotWasm(_))), "{r:?}");
     // Valid wasm that is not a command: a core module without _start.
     let lib = tmp.path().join("lib.wasm");
     std::fs::write(&lib, b"\0asm\x01\0\0\0").unwrap();
-    let r = m.fetch_wait(&req(&file_url(&lib), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(&file_url(&lib), PullPolicy::IfNotPresent))
+        .await;
     assert!(matches!(r, Err(FetchError::NotWasm(_))), "{r:?}");
     let broken = tmp.path().join("broken.wasm");
     std::fs::write(&broken, b"\0asm\x01\0\0\0\x01\xff").unwrap();
-    let r = m.fetch_wait(&req(&file_url(&broken), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(&file_url(&broken), PullPolicy::IfNotPresent))
+        .await;
     assert!(matches!(r, Err(FetchError::NotWasm(_))), "{r:?}");
-    let r = m.fetch_wait(&req(&file_url(&tmp.path().join("missing.wasm")), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(
+            &file_url(&tmp.path().join("missing.wasm")),
+            PullPolicy::IfNotPresent,
+        ))
+        .await;
     assert!(matches!(r, Err(FetchError::NotFound(_))), "{r:?}");
-    for bad in ["file://relative/x.wasm", "file://otherhost/x.wasm", "http://example.com/x.wasm", "Not A Ref!!", ""] {
+    for bad in [
+        "file://relative/x.wasm",
+        "file://otherhost/x.wasm",
+        "http://example.com/x.wasm",
+        "Not A Ref!!",
+        "",
+    ] {
         let r = m.fetch_module(&req(bad, PullPolicy::IfNotPresent));
-        assert!(matches!(r, Err(FetchError::InvalidReference(_))), "{bad}: {r:?}");
+        assert!(
+            matches!(r, Err(FetchError::InvalidReference(_))),
+            "{bad}: {r:?}"
+        );
     }
     // Never, and not in the store: refused at once, without a pull.
-    assert_eq!(m.fetch_module(&req("127.0.0.1:1/nothing/here:v1", PullPolicy::Never)), Err(FetchError::NeverPull));
+    assert_eq!(
+        m.fetch_module(&req("127.0.0.1:1/nothing/here:v1", PullPolicy::Never)),
+        Err(FetchError::NeverPull)
+    );
     // An unreachable registry is worth retrying.
-    let r = m.fetch_wait(&req("127.0.0.1:1/nothing/here:v1", PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(
+            "127.0.0.1:1/nothing/here:v1",
+            PullPolicy::IfNotPresent,
+        ))
+        .await;
     assert!(matches!(r, Err(FetchError::Unavailable(_))), "{r:?}");
 }
 
@@ -603,9 +885,18 @@ fn docker_config_secrets() {
     }}"#;
     let secrets = PullSecret::from_docker_config(json).unwrap();
     assert_eq!(secrets.len(), 2);
-    assert_eq!((secrets[0].username.as_str(), secrets[0].password.as_str()), ("u1", "p1"));
-    assert_eq!((secrets[1].username.as_str(), secrets[1].password.as_str()), ("u2", "p2:with:colons"));
-    assert!(!format!("{:?}", secrets[0]).contains("p1"), "Debug hides the password");
+    assert_eq!(
+        (secrets[0].username.as_str(), secrets[0].password.as_str()),
+        ("u1", "p1")
+    );
+    assert_eq!(
+        (secrets[1].username.as_str(), secrets[1].password.as_str()),
+        ("u2", "p2:with:colons")
+    );
+    assert!(
+        !format!("{:?}", secrets[0]).contains("p1"),
+        "Debug hides the password"
+    );
     assert!(PullSecret::from_docker_config(b"nope").is_err());
 }
 
@@ -616,14 +907,22 @@ fn cri_lines_parse() {
     assert_eq!(rec.stream, "stderr");
     assert!(rec.partial);
     assert_eq!(rec.text, b"some text here");
-    assert_eq!(parse_cri_line(b"2026-01-01T00:00:00.000000000Z stdout F ").unwrap().text, b"");
+    assert_eq!(
+        parse_cri_line(b"2026-01-01T00:00:00.000000000Z stdout F ")
+            .unwrap()
+            .text,
+        b""
+    );
     assert!(parse_cri_line(b"garbage").is_none());
 }
 
 // ---- OCI: a real registry --------------------------------------------------------
 
 fn tar_gz(name: &str, bytes: &[u8]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::fast(),
+    ));
     let mut header = tar::Header::new_gnu();
     header.set_size(bytes.len() as u64);
     header.set_mode(0o644);
@@ -635,7 +934,10 @@ fn tar_gz(name: &str, bytes: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_from_a_real_oci_registry() {
     if !Path::new(registry::BIN).exists() {
-        eprintln!("SKIPPED pulls_from_a_real_oci_registry: {} is missing (apt-get install -y docker-registry)", registry::BIN);
+        eprintln!(
+            "SKIPPED pulls_from_a_real_oci_registry: {} is missing (apt-get install -y docker-registry)",
+            registry::BIN
+        );
         return;
     }
     let registry = Registry::start().await.unwrap();
@@ -646,10 +948,27 @@ async fn pulls_from_a_real_oci_registry() {
         format!("sha256:{}", hex::encode(sha2::Sha256::digest(&hello)))
     };
     let wasm = ("application/wasm", "application/vnd.wasm.config.v0+json");
-    registry.push("wasm/hello:v1", hello.clone(), wasm.0, wasm.1).await.unwrap();
-    let image = ("application/vnd.oci.image.layer.v1.tar+gzip", "application/vnd.oci.image.config.v1+json");
-    registry.push("images/hello:v1", tar_gz("app/hello.wasm", &hello), image.0, image.1).await.unwrap();
-    registry.push("wasm/text:v1", b"plain text".to_vec(), wasm.0, wasm.1).await.unwrap();
+    registry
+        .push("wasm/hello:v1", hello.clone(), wasm.0, wasm.1)
+        .await
+        .unwrap();
+    let image = (
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        "application/vnd.oci.image.config.v1+json",
+    );
+    registry
+        .push(
+            "images/hello:v1",
+            tar_gz("app/hello.wasm", &hello),
+            image.0,
+            image.1,
+        )
+        .await
+        .unwrap();
+    registry
+        .push("wasm/text:v1", b"plain text".to_vec(), wasm.0, wasm.1)
+        .await
+        .unwrap();
 
     let tmp = tempfile::tempdir().unwrap();
     let mut config = WorkloadConfig::new(tmp.path());
@@ -657,26 +976,55 @@ async fn pulls_from_a_real_oci_registry() {
     let m = WorkloadManager::new(config, engine()).unwrap();
 
     let artifact = req(&format!("{addr}/wasm/hello:v1"), PullPolicy::IfNotPresent);
-    assert!(matches!(m.fetch_module(&artifact).unwrap(), FetchProgress::Pending(_)));
+    assert!(matches!(
+        m.fetch_module(&artifact).unwrap(),
+        FetchProgress::Pending(_)
+    ));
     assert_eq!(m.fetch_wait(&artifact).await.unwrap(), digest);
-    assert_eq!(m.fetch_module(&artifact).unwrap(), FetchProgress::Ready(digest.clone()));
+    assert_eq!(
+        m.fetch_module(&artifact).unwrap(),
+        FetchProgress::Ready(digest.clone())
+    );
     let (st, text) = run(&m, spec(&digest, "uid-oci", "main", &["hello"])).await;
     assert_eq!(st.state, RunState::Exited(0));
     assert!(text.contains("hello from hello"), "{text}");
 
     let image = req(&format!("{addr}/images/hello:v1"), PullPolicy::Always);
-    assert_eq!(m.fetch_wait(&image).await.unwrap(), digest, "the .wasm in the image's tar layer");
+    assert_eq!(
+        m.fetch_wait(&image).await.unwrap(),
+        digest,
+        "the .wasm in the image's tar layer"
+    );
 
-    let r = m.fetch_wait(&req(&format!("{addr}/wasm/hello:nope"), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(
+            &format!("{addr}/wasm/hello:nope"),
+            PullPolicy::IfNotPresent,
+        ))
+        .await;
     assert!(matches!(r, Err(FetchError::NotFound(_))), "{r:?}");
-    let r = m.fetch_wait(&req(&format!("{addr}/wasm/missing:v1"), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(
+            &format!("{addr}/wasm/missing:v1"),
+            PullPolicy::IfNotPresent,
+        ))
+        .await;
     assert!(matches!(r, Err(FetchError::NotFound(_))), "{r:?}");
-    let r = m.fetch_wait(&req(&format!("{addr}/wasm/text:v1"), PullPolicy::IfNotPresent)).await;
+    let r = m
+        .fetch_wait(&req(
+            &format!("{addr}/wasm/text:v1"),
+            PullPolicy::IfNotPresent,
+        ))
+        .await;
     assert!(matches!(r, Err(FetchError::NotWasm(_))), "{r:?}");
     // Never: what IfNotPresent pulled is present; an unpulled tag is not.
     assert_eq!(
-        m.fetch_module(&req(&format!("{addr}/wasm/hello:v1"), PullPolicy::Never)).unwrap(),
+        m.fetch_module(&req(&format!("{addr}/wasm/hello:v1"), PullPolicy::Never))
+            .unwrap(),
         FetchProgress::Ready(digest.clone())
     );
-    assert_eq!(m.fetch_module(&req(&format!("{addr}/wasm/other:v1"), PullPolicy::Never)), Err(FetchError::NeverPull));
+    assert_eq!(
+        m.fetch_module(&req(&format!("{addr}/wasm/other:v1"), PullPolicy::Never)),
+        Err(FetchError::NeverPull)
+    );
 }

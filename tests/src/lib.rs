@@ -25,8 +25,12 @@ pub fn wasmlet_bin() -> PathBuf {
     if let Ok(p) = std::env::var("WASMLET_BIN") {
         return PathBuf::from(p);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace");
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
     target.join("debug").join("wasmlet")
 }
 
@@ -49,7 +53,13 @@ impl Plane {
     /// `wasmlet up --plugins DATA/plugins --metrics-addr 127.0.0.1:0 EXTRA...`:
     /// the control plane with the host. Put plugins into [`Plane::plugin_dir`].
     pub async fn start_up(extra: &[&str]) -> Result<Plane> {
-        let mut args = vec!["up".to_string(), "--metrics-addr".into(), "127.0.0.1:0".into(), "--kubelet-port".into(), "0".into()];
+        let mut args = vec![
+            "up".to_string(),
+            "--metrics-addr".into(),
+            "127.0.0.1:0".into(),
+            "--kubelet-port".into(),
+            "0".into(),
+        ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Plane::launch(args).await
     }
@@ -62,7 +72,11 @@ impl Plane {
             args.push("--plugins".into());
             args.push(plugins.display().to_string());
         }
-        let mut plane = Plane { dir, child: None, args };
+        let mut plane = Plane {
+            dir,
+            child: None,
+            args,
+        };
         plane.spawn().await?;
         Ok(plane)
     }
@@ -75,7 +89,10 @@ impl Plane {
     pub async fn metrics_url(&self) -> Result<String> {
         eventually(Duration::from_secs(30), "the metrics address", || async {
             let out = std::fs::read_to_string(self.dir.path().join("wasmlet.out")).ok()?;
-            out.lines().find_map(|l| l.strip_prefix("wasmlet: metrics on ").map(|u| u.trim().to_string()))
+            out.lines().find_map(|l| {
+                l.strip_prefix("wasmlet: metrics on ")
+                    .map(|u| u.trim().to_string())
+            })
         })
         .await
     }
@@ -102,20 +119,28 @@ impl Plane {
     pub async fn spawn(&mut self) -> Result<()> {
         let bin = wasmlet_bin();
         if !bin.exists() {
-            bail!("{} does not exist: build it first (cargo build -p wasmlet)", bin.display());
+            bail!(
+                "{} does not exist: build it first (cargo build -p wasmlet)",
+                bin.display()
+            );
         }
         let _ = std::fs::remove_file(self.kubeconfig());
         let log = std::fs::File::create(self.dir.path().join("wasmlet.log"))?;
         let out = std::fs::File::create(self.dir.path().join("wasmlet.out"))?;
         let mut cmd = Command::new(&bin);
-        cmd.arg(&self.args[0]).arg("--data-dir").arg(self.dir.path());
+        cmd.arg(&self.args[0])
+            .arg("--data-dir")
+            .arg(self.dir.path());
         // A test that needs a stable address (restarts) passes its own --port.
         if !self.args.iter().any(|a| a == "--port") {
             cmd.arg("--port").arg("0");
         }
         let child = cmd
             .args(&self.args[1..])
-            .env("WASMLET_LOG", std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "WASMLET_LOG",
+                std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(out)
             .stderr(log)
             .spawn()
@@ -123,11 +148,18 @@ impl Plane {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self.kubeconfig().exists() {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 bail!("wasmlet exited early ({status}); log:\n{}", self.log());
             }
             if Instant::now() > deadline {
-                bail!("wasmlet did not write its kubeconfig in 30 s; log:\n{}", self.log());
+                bail!(
+                    "wasmlet did not write its kubeconfig in 30 s; log:\n{}",
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -204,7 +236,9 @@ impl Drop for Plane {
 
 /// Where `scripts/build-guests` put the guest components.
 pub fn built_plugins() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace");
     root.join("target").join("plugins")
 }
 
@@ -213,7 +247,10 @@ pub fn built_plugins() -> PathBuf {
 pub fn install_plugin(dir: &Path, name: &str) -> Result<()> {
     let src = built_plugins();
     if !src.join(format!("{name}.wasm")).exists() {
-        bail!("{} has no {name}.wasm: run scripts/build-guests first", src.display());
+        bail!(
+            "{} has no {name}.wasm: run scripts/build-guests first",
+            src.display()
+        );
     }
     for e in std::fs::read_dir(&src)?.flatten() {
         if e.file_name().to_string_lossy().ends_with(".yaml") {
@@ -242,7 +279,9 @@ fn kill9(child: &mut Option<Child>) {
 }
 
 pub fn kubectl_bin() -> PathBuf {
-    std::env::var("KUBECTL").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("kubectl"))
+    std::env::var("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("kubectl"))
 }
 
 /// Polls `f` until it returns `Some`, or fails after `timeout`.
@@ -266,11 +305,16 @@ where
 /// A port that was free a moment ago, for a plane that must keep its address
 /// across restarts (`Plane::start(&["--port", &port])`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
 }
 
 /// The `Status` of a failed kube call, or a panic naming what came back instead.
-pub fn api_error<T: std::fmt::Debug>(r: std::result::Result<T, kube::Error>) -> Box<kube::core::Status> {
+pub fn api_error<T: std::fmt::Debug>(
+    r: std::result::Result<T, kube::Error>,
+) -> Box<kube::core::Status> {
     match r {
         Err(kube::Error::Api(s)) => s,
         other => panic!("expected an API error Status, got {other:?}"),
@@ -285,7 +329,11 @@ pub fn expect_status<T: std::fmt::Debug>(
     reason: &str,
 ) -> Box<kube::core::Status> {
     let s = api_error(r);
-    assert_eq!((s.code, s.reason.as_str()), (code, reason), "unexpected Status: {s:?}");
+    assert_eq!(
+        (s.code, s.reason.as_str()),
+        (code, reason),
+        "unexpected Status: {s:?}"
+    );
     s
 }
 
@@ -293,28 +341,49 @@ impl Plane {
     /// One raw HTTPS request with the bearer token (through `curl`, so the
     /// body and headers are exactly what is given). Returns the HTTP code and
     /// the body parsed as JSON (`Null` when it is not JSON).
-    pub fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<&[u8]>) -> Result<(u16, serde_json::Value)> {
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Result<(u16, serde_json::Value)> {
         let (server, token) = self.endpoint()?;
         let out_file = tempfile::NamedTempFile::new()?;
         let mut cmd = Command::new("curl");
         cmd.args(["-sk", "-X", method, "-o"])
             .arg(out_file.path())
-            .args(["-w", "%{http_code}", "-H", &format!("Authorization: Bearer {token}")]);
+            .args([
+                "-w",
+                "%{http_code}",
+                "-H",
+                &format!("Authorization: Bearer {token}"),
+            ]);
         if let Some(ct) = content_type {
             cmd.args(["-H", &format!("Content-Type: {ct}")]);
         }
         let body_file = tempfile::NamedTempFile::new()?;
         if let Some(b) = body {
             std::fs::write(body_file.path(), b)?;
-            cmd.arg("--data-binary").arg(format!("@{}", body_file.path().display()));
+            cmd.arg("--data-binary")
+                .arg(format!("@{}", body_file.path().display()));
         }
         cmd.arg(format!("{server}{path}"));
         let out = cmd.output().context("running curl")?;
-        let code: u16 = String::from_utf8_lossy(&out.stdout).trim().parse().with_context(|| {
-            format!("curl gave no status: {}", String::from_utf8_lossy(&out.stderr))
-        })?;
+        let code: u16 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .with_context(|| {
+                format!(
+                    "curl gave no status: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })?;
         let text = std::fs::read(out_file.path())?;
-        Ok((code, serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)))
+        Ok((
+            code,
+            serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null),
+        ))
     }
 }
 
@@ -395,7 +464,9 @@ pub async fn install_widgets(client: &kube::Client) -> Result<kube::core::ApiRes
 pub async fn install_crd(client: &kube::Client, crd: serde_json::Value) -> Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
-    kube::Api::<CustomResourceDefinition>::all(client.clone()).create(&Default::default(), &crd).await?;
+    kube::Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&Default::default(), &crd)
+        .await?;
     Ok(())
 }
 
@@ -416,15 +487,26 @@ pub fn pod(name: &str) -> k8s_openapi::api::core::v1::Pod {
 
 pub fn configmap(name: &str, data: &[(&str, &str)]) -> k8s_openapi::api::core::v1::ConfigMap {
     k8s_openapi::api::core::v1::ConfigMap {
-        metadata: kube::core::ObjectMeta { name: Some(name.into()), ..Default::default() },
-        data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        metadata: kube::core::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         ..Default::default()
     }
 }
 
 /// A resourceVersion as a number (this server's are integers).
 pub fn rv_of<K: kube::Resource>(o: &K) -> u64 {
-    o.meta().resource_version.as_deref().and_then(|r| r.parse().ok()).expect("a numeric resourceVersion")
+    o.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .expect("a numeric resourceVersion")
 }
 
 /// The sum of a metric's samples whose line contains `labels` (e.g.
@@ -448,7 +530,10 @@ impl Host {
     pub async fn start(kubeconfig: &Path, extra: &[&str]) -> Result<Host> {
         let bin = wasmlet_bin();
         if !bin.exists() {
-            bail!("{} does not exist: build it first (cargo build -p wasmlet)", bin.display());
+            bail!(
+                "{} does not exist: build it first (cargo build -p wasmlet)",
+                bin.display()
+            );
         }
         let dir = tempfile::tempdir()?;
         std::fs::create_dir_all(dir.path().join("plugins"))?;
@@ -464,19 +549,32 @@ impl Host {
             .arg(dir.path().join("plugins"))
             .args(["--metrics-addr", "127.0.0.1:0"])
             .args(extra)
-            .env("WASMLET_LOG", std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "WASMLET_LOG",
+                std::env::var("WASMLET_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(out)
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let mut host = Host { dir, child: Some(child) };
+        let mut host = Host {
+            dir,
+            child: Some(child),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while host.metrics_url_now().is_none() {
-            if let Some(status) = host.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = host
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 bail!("wasmlet run exited early ({status}); log:\n{}", host.log());
             }
             if Instant::now() > deadline {
-                bail!("wasmlet run did not serve metrics in 30 s; log:\n{}", host.log());
+                bail!(
+                    "wasmlet run did not serve metrics in 30 s; log:\n{}",
+                    host.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -490,8 +588,12 @@ impl Host {
     /// Ctrl-C (SIGINT): the graceful shutdown path. Waits up to `timeout` for
     /// the process to exit and returns whether it did.
     pub async fn interrupt(&mut self, timeout: Duration) -> Result<bool> {
-        let Some(child) = self.child.as_mut() else { return Ok(true) };
-        Command::new("kill").args(["-INT", &child.id().to_string()]).status()?;
+        let Some(child) = self.child.as_mut() else {
+            return Ok(true);
+        };
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()?;
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if child.try_wait()?.is_some() {
@@ -505,7 +607,10 @@ impl Host {
 
     fn metrics_url_now(&self) -> Option<String> {
         let out = std::fs::read_to_string(self.dir.path().join("wasmlet.out")).ok()?;
-        out.lines().find_map(|l| l.strip_prefix("wasmlet: metrics on ").map(|u| u.trim().to_string()))
+        out.lines().find_map(|l| {
+            l.strip_prefix("wasmlet: metrics on ")
+                .map(|u| u.trim().to_string())
+        })
     }
 
     /// The metrics text exposition.

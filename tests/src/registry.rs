@@ -42,16 +42,33 @@ impl Registry {
             .stderr(std::process::Stdio::null())
             .spawn()
             .context("starting docker-registry")?;
-        let registry = Registry { child, addr, _dir: dir };
-        crate::eventually(Duration::from_secs(20), "docker-registry to listen", || async {
-            tokio::net::TcpStream::connect(&registry.addr).await.ok().map(|_| ())
-        })
+        let registry = Registry {
+            child,
+            addr,
+            _dir: dir,
+        };
+        crate::eventually(
+            Duration::from_secs(20),
+            "docker-registry to listen",
+            || async {
+                tokio::net::TcpStream::connect(&registry.addr)
+                    .await
+                    .ok()
+                    .map(|_| ())
+            },
+        )
         .await?;
         Ok(registry)
     }
 
     /// Pushes one layer as `repo` (e.g. `hello:v1`) with an empty config.
-    pub async fn push(&self, repo: &str, layer: Vec<u8>, layer_type: &str, config_type: &str) -> Result<()> {
+    pub async fn push(
+        &self,
+        repo: &str,
+        layer: Vec<u8>,
+        layer_type: &str,
+        config_type: &str,
+    ) -> Result<()> {
         use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = oci_client::Client::new(ClientConfig {

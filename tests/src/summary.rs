@@ -7,11 +7,18 @@ use serde_json::{Value, json};
 
 /// ConfigSummaries in `default`.
 pub fn summaries(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"), "configsummaries");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
-pub async fn create_summary(api: &Api<DynamicObject>, name: &str, labels: Value) -> anyhow::Result<()> {
+pub async fn create_summary(
+    api: &Api<DynamicObject>,
+    name: &str,
+    labels: Value,
+) -> anyhow::Result<()> {
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
         "metadata": {"name": name, "labels": labels}, "spec": {}
@@ -21,12 +28,20 @@ pub async fn create_summary(api: &Api<DynamicObject>, name: &str, labels: Value)
 }
 
 /// A ConfigMap with `keys` data keys, labelled for ConfigSummary `summary`.
-pub async fn create_configmap(client: &kube::Client, name: &str, summary: &str, keys: usize) -> anyhow::Result<()> {
-    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+pub async fn create_configmap(
+    client: &kube::Client,
+    name: &str,
+    summary: &str,
+    keys: usize,
+) -> anyhow::Result<()> {
+    let data: serde_json::Map<String, Value> =
+        (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
     let cm: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"wasmlet.dev/summary": summary}}, "data": data
     }))?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await?;
     Ok(())
 }
 

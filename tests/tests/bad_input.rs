@@ -17,7 +17,10 @@ fn assert_status(r: (u16, Value), code: u16, reason: &str, mentions: &str) {
     assert_eq!(body["code"], code);
     assert_eq!(body["reason"], reason, "{body}");
     let msg = body["message"].as_str().unwrap_or("");
-    assert!(msg.to_lowercase().contains(&mentions.to_lowercase()), "message {msg:?} does not mention {mentions:?}");
+    assert!(
+        msg.to_lowercase().contains(&mentions.to_lowercase()),
+        "message {msg:?} does not mention {mentions:?}"
+    );
 }
 
 #[tokio::test]
@@ -26,18 +29,43 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
     let json = Some("application/json");
 
     // Malformed JSON.
-    assert_status(plane.raw("POST", CMS, json, Some(b"{\"metadata\": {\"name\": \"x\"}"))?, 400, "BadRequest", "json");
-    assert_status(plane.raw("POST", CMS, json, Some(b"[1, 2]"))?, 400, "BadRequest", "object");
-    assert_status(plane.raw("POST", CMS, json, Some(b""))?, 400, "BadRequest", "empty");
+    assert_status(
+        plane.raw("POST", CMS, json, Some(b"{\"metadata\": {\"name\": \"x\"}"))?,
+        400,
+        "BadRequest",
+        "json",
+    );
+    assert_status(
+        plane.raw("POST", CMS, json, Some(b"[1, 2]"))?,
+        400,
+        "BadRequest",
+        "object",
+    );
+    assert_status(
+        plane.raw("POST", CMS, json, Some(b""))?,
+        400,
+        "BadRequest",
+        "empty",
+    );
     // Malformed YAML, as an apply body and as a YAML create.
     let bad_yaml: &[u8] = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n";
     assert_status(
-        plane.raw("PATCH", &format!("{CMS}/x?fieldManager=t"), Some("application/apply-patch+yaml"), Some(bad_yaml))?,
+        plane.raw(
+            "PATCH",
+            &format!("{CMS}/x?fieldManager=t"),
+            Some("application/apply-patch+yaml"),
+            Some(bad_yaml),
+        )?,
         400,
         "BadRequest",
         "yaml",
     );
-    assert_status(plane.raw("POST", CMS, Some("application/yaml"), Some(bad_yaml))?, 400, "BadRequest", "yaml");
+    assert_status(
+        plane.raw("POST", CMS, Some("application/yaml"), Some(bad_yaml))?,
+        400,
+        "BadRequest",
+        "yaml",
+    );
     // Apply without a field manager.
     assert_status(
         plane.raw(
@@ -53,23 +81,42 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
 
     // Unknown resource paths and kinds: 404.
     let (code, body) = plane.raw("GET", "/api/v1/namespaces/default/widgets", None, None)?;
-    assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")), "{body}");
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (404, Some("NotFound")),
+        "{body}"
+    );
     let (code, _) = plane.raw("GET", "/apis/nosuch.example.com/v1/things", None, None)?;
     assert_eq!(code, 404);
     let (code, _) = plane.raw("GET", "/api/v7/pods", None, None)?;
     assert_eq!(code, 404);
-    let (code, _) = plane.raw("GET", "/api/v1/namespaces/default/configmaps/x/bogus-subresource", None, None)?;
+    let (code, _) = plane.raw(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/x/bogus-subresource",
+        None,
+        None,
+    )?;
     assert_eq!(code, 404);
 
     // Wrong apiVersion or kind in the body: 400 naming it.
     assert_status(
-        plane.raw("POST", CMS, json, Some(br#"{"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}"#))?,
+        plane.raw(
+            "POST",
+            CMS,
+            json,
+            Some(br#"{"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}"#),
+        )?,
         400,
         "BadRequest",
         "apps/v1",
     );
     assert_status(
-        plane.raw("POST", CMS, json, Some(br#"{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}"#))?,
+        plane.raw(
+            "POST",
+            CMS,
+            json,
+            Some(br#"{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}"#),
+        )?,
         400,
         "BadRequest",
         "Secret",
@@ -83,14 +130,36 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
     );
 
     // Names that are not DNS-1123: 422 naming metadata.name.
-    for bad in ["Upper", "under_score", "-lead", "trail-", "dots..dots", &"x".repeat(254)] {
-        let body = format!(r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "{bad}"}}}}"#);
+    for bad in [
+        "Upper",
+        "under_score",
+        "-lead",
+        "trail-",
+        "dots..dots",
+        &"x".repeat(254),
+    ] {
+        let body = format!(
+            r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "{bad}"}}}}"#
+        );
         let (code, s) = plane.raw("POST", CMS, json, Some(body.as_bytes()))?;
-        assert_eq!((code, s["reason"].as_str()), (422, Some("Invalid")), "name {bad:?}: {s}");
+        assert_eq!(
+            (code, s["reason"].as_str()),
+            (422, Some("Invalid")),
+            "name {bad:?}: {s}"
+        );
         assert_eq!(s["details"]["causes"][0]["field"], "metadata.name", "{s}");
     }
-    let (code, s) = plane.raw("POST", "/api/v1/namespaces", json, Some(br#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}}"#))?;
-    assert_eq!((code, s["reason"].as_str()), (422, Some("Invalid")), "namespaces must be DNS-1123 labels: {s}");
+    let (code, s) = plane.raw(
+        "POST",
+        "/api/v1/namespaces",
+        json,
+        Some(br#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}}"#),
+    )?;
+    assert_eq!(
+        (code, s["reason"].as_str()),
+        (422, Some("Invalid")),
+        "namespaces must be DNS-1123 labels: {s}"
+    );
     // Label values are validated too.
     let (code, s) = plane.raw(
         "POST",
@@ -117,32 +186,85 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
     assert_eq!(plane.raw("POST", CMS, json, Some(ok.as_bytes()))?.0, 201);
 
     // Unknown patch content type: 415. Protobuf bodies: 415.
-    plane.raw("POST", CMS, json, Some(br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target"}}"#))?;
+    plane.raw(
+        "POST",
+        CMS,
+        json,
+        Some(br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target"}}"#),
+    )?;
     assert_status(
-        plane.raw("PATCH", &format!("{CMS}/target"), Some("application/x-unknown-patch"), Some(b"{}"))?,
+        plane.raw(
+            "PATCH",
+            &format!("{CMS}/target"),
+            Some("application/x-unknown-patch"),
+            Some(b"{}"),
+        )?,
         415,
         "UnsupportedMediaType",
         "application/x-unknown-patch",
     );
     assert_status(
-        plane.raw("POST", CMS, Some("application/vnd.kubernetes.protobuf"), Some(b"k8s\x00"))?,
+        plane.raw(
+            "POST",
+            CMS,
+            Some("application/vnd.kubernetes.protobuf"),
+            Some(b"k8s\x00"),
+        )?,
         415,
         "UnsupportedMediaType",
         "protobuf",
     );
     // A patch that is not JSON, a JSON patch that is not a list.
     assert_status(
-        plane.raw("PATCH", &format!("{CMS}/target"), Some("application/merge-patch+json"), Some(b"{nope"))?,
+        plane.raw(
+            "PATCH",
+            &format!("{CMS}/target"),
+            Some("application/merge-patch+json"),
+            Some(b"{nope"),
+        )?,
         400,
         "BadRequest",
         "json",
     );
-    let (code, _) = plane.raw("PATCH", &format!("{CMS}/target"), Some("application/json-patch+json"), Some(br#"{"op": "add"}"#))?;
-    assert!(code == 400 || code == 422, "JSON patch that is not an array: {code}");
+    let (code, _) = plane.raw(
+        "PATCH",
+        &format!("{CMS}/target"),
+        Some("application/json-patch+json"),
+        Some(br#"{"op": "add"}"#),
+    )?;
+    assert!(
+        code == 400 || code == 422,
+        "JSON patch that is not an array: {code}"
+    );
     // Bad query parameters.
-    assert_status(plane.raw("GET", &format!("{CMS}?limit=abc"), None, None)?, 400, "BadRequest", "limit");
-    assert_status(plane.raw("GET", &format!("{CMS}?watch=true&resourceVersion=abc"), None, None)?, 400, "BadRequest", "abc");
-    assert_status(plane.raw("DELETE", &format!("{CMS}/target?propagationPolicy=Sideways"), None, None)?, 400, "BadRequest", "Sideways");
+    assert_status(
+        plane.raw("GET", &format!("{CMS}?limit=abc"), None, None)?,
+        400,
+        "BadRequest",
+        "limit",
+    );
+    assert_status(
+        plane.raw(
+            "GET",
+            &format!("{CMS}?watch=true&resourceVersion=abc"),
+            None,
+            None,
+        )?,
+        400,
+        "BadRequest",
+        "abc",
+    );
+    assert_status(
+        plane.raw(
+            "DELETE",
+            &format!("{CMS}/target?propagationPolicy=Sideways"),
+            None,
+            None,
+        )?,
+        400,
+        "BadRequest",
+        "Sideways",
+    );
     // Unsupported methods.
     let (code, _) = plane.raw("PUT", CMS, json, Some(b"{}"))?;
     assert_eq!(code, 405);
@@ -150,9 +272,16 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
     // The server still serves, and only the good writes were stored.
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let names: Vec<String> = cms.list(&Default::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let names: Vec<String> = cms
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     assert_eq!(names, ["almost", "target"]);
-    cms.create(&PostParams::default(), &configmap("after", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("after", &[]))
+        .await?;
     let (code, _) = plane.raw("GET", "/healthz", None, None)?;
     assert_eq!(code, 200);
     Ok(())

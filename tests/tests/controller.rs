@@ -13,7 +13,10 @@ use wasmlet_e2e::{Plane, eventually, install_plugin, metric};
 async fn plugin_ready(plane: &Plane, client: &kube::Client) -> anyhow::Result<()> {
     install_plugin(&plane.plugin_dir(), "configmap-summary")?;
     let api = summaries(client);
-    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async { api.list(&Default::default()).await.ok() }).await?;
+    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
     Ok(())
 }
 
@@ -32,46 +35,100 @@ async fn status_follows_changes_and_is_not_rewritten_when_nothing_changed() -> a
         (status_keys(&o) == Some(5) && ready(&o).as_deref() == Some("True")).then_some(o)
     })
     .await?;
-    assert_eq!(o.data.pointer("/status/observedGeneration").and_then(Value::as_i64), o.metadata.generation);
-    let conds = o.data.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    assert_eq!(
+        o.data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64),
+        o.metadata.generation
+    );
+    let conds = o
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for c in &conds {
-        assert_eq!(c["observedGeneration"].as_i64(), o.metadata.generation, "{c}");
+        assert_eq!(
+            c["observedGeneration"].as_i64(),
+            o.metadata.generation,
+            "{c}"
+        );
     }
 
     // Quiet: three resyncs later, still the same resourceVersion (zero writes).
     let rv = o.metadata.resource_version.clone();
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let after = api.get("s1").await?;
-    assert_eq!(after.metadata.resource_version, rv, "an up-to-date object was written again");
+    assert_eq!(
+        after.metadata.resource_version, rv,
+        "an up-to-date object was written again"
+    );
     let m = plane.metrics().await?;
-    assert!(metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\"") >= 3.0, "{m}");
+    assert!(
+        metric(
+            &m,
+            "controller_runtime_reconcile_total",
+            "controller=\"configmap-summary\""
+        ) >= 3.0,
+        "{m}"
+    );
 
     // A watched ConfigMap changes: status follows, Ready's transition time stays.
     let ready_time = |o: &DynamicObject| {
-        o.data.pointer("/status/conditions").and_then(Value::as_array).and_then(|cs| {
-            cs.iter().find(|c| c["type"] == "Ready").map(|c| c["lastTransitionTime"].clone())
-        })
+        o.data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c["type"] == "Ready")
+                    .map(|c| c["lastTransitionTime"].clone())
+            })
     };
     let t0 = ready_time(&after);
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .patch("b", &PatchParams::default(), &Patch::Merge(json!({"data": {"extra": "1"}})))
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"extra": "1"}})),
+        )
         .await?;
     let o = eventually(Duration::from_secs(20), "status.keys = 6", || async {
         let o = api.get("s1").await.ok()?;
         (status_keys(&o) == Some(6)).then_some(o)
     })
     .await?;
-    assert_eq!(ready_time(&o), t0, "Ready did not change status, so its lastTransitionTime must not move");
+    assert_eq!(
+        ready_time(&o),
+        t0,
+        "Ready did not change status, so its lastTransitionTime must not move"
+    );
 
     // A spec edit bumps generation; observedGeneration follows.
-    api.patch("s1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"keyPrefix": "k"}}))).await?;
-    let o = eventually(Duration::from_secs(20), "observedGeneration = 2", || async {
-        let o = api.get("s1").await.ok()?;
-        (o.data.pointer("/status/observedGeneration").and_then(Value::as_i64) == Some(2)).then_some(o)
-    })
+    api.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"keyPrefix": "k"}})),
+    )
+    .await?;
+    let o = eventually(
+        Duration::from_secs(20),
+        "observedGeneration = 2",
+        || async {
+            let o = api.get("s1").await.ok()?;
+            (o.data
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64)
+                == Some(2))
+            .then_some(o)
+        },
+    )
     .await?;
     assert_eq!(o.metadata.generation, Some(2));
-    assert_eq!(status_keys(&o), Some(5), "only keys starting with k: k0,k1 + k0,k1,k2");
+    assert_eq!(
+        status_keys(&o),
+        Some(5),
+        "only keys starting with k: k0,k1 + k0,k1,k2"
+    );
     Ok(())
 }
 
@@ -103,22 +160,48 @@ async fn hot_swap_under_steady_writes_misses_no_reconcile() -> anyhow::Result<()
     tokio::time::sleep(Duration::from_millis(700)).await;
     std::fs::write(&toml, format!("{text}\n# v3\n"))?;
     writer.await??;
-    eventually(Duration::from_secs(60), "every object summarised", || async {
-        let list = api.list(&Default::default()).await.ok()?;
-        let done = list
-            .items
-            .iter()
-            .filter(|o| {
-                let i: Option<usize> = o.metadata.name.as_deref().and_then(|n| n.trim_start_matches('w').parse().ok());
-                i.is_some_and(|i| status_keys(o) == Some((i % 5 + 1) as i64) && ready(o).as_deref() == Some("True"))
-            })
-            .count();
-        (done == total).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "every object summarised",
+        || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let done = list
+                .items
+                .iter()
+                .filter(|o| {
+                    let i: Option<usize> = o
+                        .metadata
+                        .name
+                        .as_deref()
+                        .and_then(|n| n.trim_start_matches('w').parse().ok());
+                    i.is_some_and(|i| {
+                        status_keys(o) == Some((i % 5 + 1) as i64)
+                            && ready(o).as_deref() == Some("True")
+                    })
+                })
+                .count();
+            (done == total).then_some(())
+        },
+    )
     .await?;
     let m = plane.metrics().await?;
-    assert!(metric(&m, "wasmlet_plugin_swaps_total", "plugin=\"configmap-summary\"") >= 2.0, "{m}");
-    assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "configmap-summary"), 0.0, "{m}");
+    assert!(
+        metric(
+            &m,
+            "wasmlet_plugin_swaps_total",
+            "plugin=\"configmap-summary\""
+        ) >= 2.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "controller_runtime_reconcile_errors_total",
+            "configmap-summary"
+        ),
+        0.0,
+        "{m}"
+    );
     Ok(())
 }
 
@@ -130,48 +213,113 @@ async fn failing_plugins_are_contained_next_to_a_healthy_one() -> anyhow::Result
     // Two reconcilers of one object would fight over its status: the healthy
     // plugin leaves the test guests' objects alone.
     let toml = plane.plugin_dir().join("configmap-summary.toml");
-    let text = std::fs::read_to_string(&toml)?.replace("[reconciles]", "[reconciles]\nlabel-selector = \"!wasmlet.dev/test\"");
+    let text = std::fs::read_to_string(&toml)?.replace(
+        "[reconciles]",
+        "[reconciles]\nlabel-selector = \"!wasmlet.dev/test\"",
+    );
     std::fs::write(&toml, text)?;
     for name in ["trap", "spin", "hog", "denied"] {
         install_plugin(&plane.plugin_dir(), name)?;
     }
-    std::fs::write(plane.plugin_dir().join("corrupt.wasm"), b"\0asm not a component")?;
-    std::fs::copy(plane.plugin_dir().join("trap.toml"), plane.plugin_dir().join("corrupt.toml"))?;
+    std::fs::write(
+        plane.plugin_dir().join("corrupt.wasm"),
+        b"\0asm not a component",
+    )?;
+    std::fs::copy(
+        plane.plugin_dir().join("trap.toml"),
+        plane.plugin_dir().join("corrupt.toml"),
+    )?;
     let api = summaries(&client);
     for name in ["trap", "spin", "hog", "denied"] {
-        create_summary(&api, &format!("bad-{name}"), json!({"wasmlet.dev/test": name})).await?;
+        create_summary(
+            &api,
+            &format!("bad-{name}"),
+            json!({"wasmlet.dev/test": name}),
+        )
+        .await?;
     }
     for i in 0..10 {
         create_summary(&api, &format!("good-{i}"), json!({})).await?;
         create_configmap(&client, &format!("good-{i}-cm"), &format!("good-{i}"), 1).await?;
     }
     // The healthy plugin summarises its objects.
-    eventually(Duration::from_secs(30), "healthy objects summarised", || async {
-        let list = api.list(&Default::default()).await.ok()?;
-        let n = list
-            .items
-            .iter()
-            .filter(|o| o.metadata.name.as_deref().is_some_and(|n| n.starts_with("good-")) && status_keys(o) == Some(1))
-            .count();
-        (n == 10).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "healthy objects summarised",
+        || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let n = list
+                .items
+                .iter()
+                .filter(|o| {
+                    o.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("good-"))
+                        && status_keys(o) == Some(1)
+                })
+                .count();
+            (n == 10).then_some(())
+        },
+    )
     .await?;
     // Each bad plugin's object carries Ready=False with the reason.
-    for (name, reason) in [("trap", "PluginFailed"), ("spin", "PluginFailed"), ("hog", "PluginFailed"), ("denied", "Forbidden")] {
-        let o = eventually(Duration::from_secs(30), &format!("{name} reported"), || async {
-            let o = api.get(&format!("bad-{name}")).await.ok()?;
-            (ready(&o).as_deref() == Some("False")).then_some(o)
-        })
+    for (name, reason) in [
+        ("trap", "PluginFailed"),
+        ("spin", "PluginFailed"),
+        ("hog", "PluginFailed"),
+        ("denied", "Forbidden"),
+    ] {
+        let o = eventually(
+            Duration::from_secs(30),
+            &format!("{name} reported"),
+            || async {
+                let o = api.get(&format!("bad-{name}")).await.ok()?;
+                (ready(&o).as_deref() == Some("False")).then_some(o)
+            },
+        )
         .await?;
-        let cond = o.data.pointer("/status/conditions").and_then(Value::as_array).unwrap().iter().find(|c| c["type"] == "Ready").cloned().unwrap();
+        let cond = o
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+            .unwrap();
         assert_eq!(cond["reason"], reason, "{name}: {cond}");
     }
     let m = plane.metrics().await?;
-    assert!(metric(&m, "wasmlet_plugin_traps_total", "plugin=\"trap\"") >= 1.0, "{m}");
-    assert!(metric(&m, "wasmlet_plugin_timeouts_total", "plugin=\"spin\"") >= 1.0, "{m}");
-    assert!(metric(&m, "wasmlet_plugin_out_of_memory_total", "plugin=\"hog\"") >= 1.0, "{m}");
-    assert!(metric(&m, "wasmlet_plugin_denied_total", "plugin=\"denied\"") >= 1.0, "{m}");
-    assert!(metric(&m, "wasmlet_plugin_load_failures_total", "plugin=\"corrupt\"") >= 1.0, "{m}");
-    assert!(plane.log().contains("corrupt.wasm: not a valid WebAssembly component"), "the log names the corrupt file");
+    assert!(
+        metric(&m, "wasmlet_plugin_traps_total", "plugin=\"trap\"") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "wasmlet_plugin_timeouts_total", "plugin=\"spin\"") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "wasmlet_plugin_out_of_memory_total", "plugin=\"hog\"") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(&m, "wasmlet_plugin_denied_total", "plugin=\"denied\"") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "wasmlet_plugin_load_failures_total",
+            "plugin=\"corrupt\""
+        ) >= 1.0,
+        "{m}"
+    );
+    assert!(
+        plane
+            .log()
+            .contains("corrupt.wasm: not a valid WebAssembly component"),
+        "the log names the corrupt file"
+    );
     Ok(())
 }

@@ -16,39 +16,68 @@ async fn create_pair(client: &kube::Client, name: &str, keys: usize) -> anyhow::
         "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
         "metadata": {"name": name}, "spec": {}
     }))?;
-    summaries(client).create(&PostParams::default(), &obj).await?;
-    let data: serde_json::Map<String, Value> = (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
+    summaries(client)
+        .create(&PostParams::default(), &obj)
+        .await?;
+    let data: serde_json::Map<String, Value> =
+        (0..keys).map(|i| (format!("k{i}"), json!("v"))).collect();
     let cm: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}-cm"), "labels": {"wasmlet.dev/summary": name}}, "data": data
     }))?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await?;
     Ok(())
 }
 
 /// Waits until ConfigSummary `name` reports `keys` keys at its generation.
-async fn summarised(client: &kube::Client, name: &str, keys: i64, timeout: Duration) -> anyhow::Result<()> {
+async fn summarised(
+    client: &kube::Client,
+    name: &str,
+    keys: i64,
+    timeout: Duration,
+) -> anyhow::Result<()> {
     let api = summaries(client);
-    eventually(timeout, &format!("{name} summarised ({keys} keys)"), || async {
-        let o = api.get(name).await.ok()?;
-        let done = o.data.pointer("/status/keys").and_then(Value::as_i64) == Some(keys)
-            && o.data.pointer("/status/observedGeneration").and_then(Value::as_i64) == o.metadata.generation;
-        done.then_some(())
-    })
+    eventually(
+        timeout,
+        &format!("{name} summarised ({keys} keys)"),
+        || async {
+            let o = api.get(name).await.ok()?;
+            let done = o.data.pointer("/status/keys").and_then(Value::as_i64) == Some(keys)
+                && o.data
+                    .pointer("/status/observedGeneration")
+                    .and_then(Value::as_i64)
+                    == o.metadata.generation;
+            done.then_some(())
+        },
+    )
     .await
 }
 
 async fn crd_served(client: &kube::Client) -> anyhow::Result<()> {
     let api = summaries(client);
-    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async { api.list(&Default::default()).await.ok() }).await?;
+    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
     Ok(())
 }
 
 fn reconciles(host: &Host) -> f64 {
-    host.metrics().map(|m| metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\"")).unwrap_or(-1.0)
+    host.metrics()
+        .map(|m| {
+            metric(
+                &m,
+                "controller_runtime_reconcile_total",
+                "controller=\"configmap-summary\"",
+            )
+        })
+        .unwrap_or(-1.0)
 }
 
 #[tokio::test]
-async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() -> anyhow::Result<()> {
+async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() -> anyhow::Result<()>
+{
     let port = free_port().to_string();
     let mut plane = Plane::start(&["--port", &port]).await?;
     let host = Host::start(&plane.kubeconfig(), &[]).await?;
@@ -64,14 +93,23 @@ async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() ->
     plane.spawn().await?;
     let client = plane.client().await?;
     create_pair(&client, "after", 3).await?;
-    eventually(Duration::from_secs(30), "the host noticing its watches broke", || async {
-        host.log().contains("watch failed").then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the host noticing its watches broke",
+        || async { host.log().contains("watch failed").then_some(()) },
+    )
     .await?;
-    summarised(&client, "after", 3, Duration::from_secs(60)).await.map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;
+    summarised(&client, "after", 3, Duration::from_secs(60))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;
     // A change to an object the host knew before the restart is seen too.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.patch("before-cm", &Default::default(), &kube::api::Patch::Merge(json!({"data": {"extra": "1"}}))).await?;
+    cms.patch(
+        "before-cm",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"data": {"extra": "1"}})),
+    )
+    .await?;
     summarised(&client, "before", 3, Duration::from_secs(30)).await?;
     Ok(())
 }
@@ -89,12 +127,25 @@ async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
         create_pair(&client, &format!("s{i}"), i + 1).await?;
     }
     for i in 0..3 {
-        summarised(&client, &format!("s{i}"), i as i64 + 1, Duration::from_secs(30)).await?;
+        summarised(
+            &client,
+            &format!("s{i}"),
+            i as i64 + 1,
+            Duration::from_secs(30),
+        )
+        .await?;
     }
     // Both hosts see every object; only the lease holder may reconcile.
     let (ra, rb) = (reconciles(&a), reconciles(&b));
-    assert!((ra > 0.0) != (rb > 0.0), "exactly one host reconciles: a {ra}, b {rb}");
-    let (leader, follower) = if ra > 0.0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    assert!(
+        (ra > 0.0) != (rb > 0.0),
+        "exactly one host reconciles: a {ra}, b {rb}"
+    );
+    let (leader, follower) = if ra > 0.0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(reconciles(follower), 0.0, "the follower stays idle");
 
@@ -104,9 +155,14 @@ async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
         create_pair(&client, &format!("s{i}"), i + 1).await?;
     }
     for i in 3..6 {
-        summarised(&client, &format!("s{i}"), i as i64 + 1, Duration::from_secs(40).saturating_sub(killed.elapsed()))
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}; follower log:\n{}", follower.log()))?;
+        summarised(
+            &client,
+            &format!("s{i}"),
+            i as i64 + 1,
+            Duration::from_secs(40).saturating_sub(killed.elapsed()),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; follower log:\n{}", follower.log()))?;
     }
     let took = killed.elapsed();
     eprintln!("the follower took over and reconciled in {took:?} after the leader's kill -9");

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
@@ -18,18 +20,28 @@ use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric};
 const FINALIZER: &str = "examples.wasmlet.dev/cleanup";
 
 fn configsets(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "ConfigSet"), "configsets");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "ConfigSet"),
+        "configsets",
+    );
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
 async fn served(what: &str, api: &Api<DynamicObject>) -> anyhow::Result<()> {
-    eventually(Duration::from_secs(30), what, || async { api.list(&Default::default()).await.ok() }).await?;
+    eventually(Duration::from_secs(30), what, || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
     Ok(())
 }
 
 /// Installs plugin `name` from the guest build with its manifest passed through
 /// `edit` (CRDs first, then the manifest, the module last).
-fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> anyhow::Result<()> {
+fn install_plugin_with(
+    dir: &Path,
+    name: &str,
+    edit: impl Fn(String) -> String,
+) -> anyhow::Result<()> {
     let src = built_plugins();
     for e in std::fs::read_dir(&src)?.flatten() {
         if e.file_name().to_string_lossy().ends_with(".yaml") {
@@ -38,25 +50,43 @@ fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) 
     }
     let toml = edit(std::fs::read_to_string(src.join(format!("{name}.toml")))?);
     std::fs::write(dir.join(format!(".{name}.toml")), toml)?;
-    std::fs::rename(dir.join(format!(".{name}.toml")), dir.join(format!("{name}.toml")))?;
-    std::fs::copy(src.join(format!("{name}.wasm")), dir.join(format!(".{name}.wasm")))?;
-    std::fs::rename(dir.join(format!(".{name}.wasm")), dir.join(format!("{name}.wasm")))?;
+    std::fs::rename(
+        dir.join(format!(".{name}.toml")),
+        dir.join(format!("{name}.toml")),
+    )?;
+    std::fs::copy(
+        src.join(format!("{name}.wasm")),
+        dir.join(format!(".{name}.wasm")),
+    )?;
+    std::fs::rename(
+        dir.join(format!(".{name}.wasm")),
+        dir.join(format!("{name}.wasm")),
+    )?;
     Ok(())
 }
 
 fn observed(o: &DynamicObject) -> Option<i64> {
-    o.data.pointer("/status/observedGeneration").and_then(Value::as_i64)
+    o.data
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64)
 }
 
 fn has_finalizer(o: &DynamicObject) -> bool {
-    o.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+    o.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
 }
 
 #[tokio::test]
-async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize() -> anyhow::Result<()> {
+async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
+-> anyhow::Result<()> {
     let plane = Plane::start_up(&[]).await?;
     let client = plane.client().await?;
-    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |t| format!("finalizer = \"{FINALIZER}\"\n{t}"))?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |t| {
+        format!("finalizer = \"{FINALIZER}\"\n{t}")
+    })?;
     let api = summaries(&client);
     served("the ConfigSummary CRD", &api).await?;
 
@@ -69,10 +99,15 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
             let mut s = watcher(api, watcher::Config::default().fields("metadata.name=f1")).boxed();
             while let Some(ev) = s.next().await {
                 let row = match ev {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                        (has_finalizer(&o), observed(&o).is_some(), o.metadata.deletion_timestamp.is_some(), false)
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (
+                        has_finalizer(&o),
+                        observed(&o).is_some(),
+                        o.metadata.deletion_timestamp.is_some(),
+                        false,
+                    ),
+                    Ok(watcher::Event::Delete(o)) => {
+                        (has_finalizer(&o), observed(&o).is_some(), true, true)
                     }
-                    Ok(watcher::Event::Delete(o)) => (has_finalizer(&o), observed(&o).is_some(), true, true),
                     _ => continue,
                 };
                 seen.lock().unwrap().push(row);
@@ -87,36 +122,82 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
         (status_keys(&o) == Some(2) && ready(&o).as_deref() == Some("True")).then_some(o)
     })
     .await?;
-    assert!(has_finalizer(&o), "a reconciled object carries the plugin's finalizer: {:?}", o.metadata.finalizers);
+    assert!(
+        has_finalizer(&o),
+        "a reconciled object carries the plugin's finalizer: {:?}",
+        o.metadata.finalizers
+    );
     {
         let rows = seen.lock().unwrap().clone();
-        let first_status = rows.iter().position(|r| r.1).expect("the watcher saw the status");
-        assert!(rows[..first_status].iter().any(|r| r.0 && !r.1), "the finalizer must appear before the first status: {rows:?}");
-        assert!(rows[first_status..].iter().all(|r| r.0), "status without the finalizer: {rows:?}");
+        let first_status = rows
+            .iter()
+            .position(|r| r.1)
+            .expect("the watcher saw the status");
+        assert!(
+            rows[..first_status].iter().any(|r| r.0 && !r.1),
+            "the finalizer must appear before the first status: {rows:?}"
+        );
+        assert!(
+            rows[first_status..].iter().all(|r| r.0),
+            "status without the finalizer: {rows:?}"
+        );
     }
 
-    let calls_before = metric(&plane.metrics().await?, "wasmlet_plugin_calls_total", "plugin=\"configmap-summary\"");
+    let calls_before = metric(
+        &plane.metrics().await?,
+        "wasmlet_plugin_calls_total",
+        "plugin=\"configmap-summary\"",
+    );
     // The delete answers with the object still there, marked for deletion.
     let answer = api.delete("f1", &DeleteParams::default()).await?;
-    let o = answer.left().expect("f1 was deleted at once despite the finalizer");
-    assert!(o.metadata.deletion_timestamp.is_some(), "the answer to the delete has a deletionTimestamp");
-    assert!(has_finalizer(&o), "and still our finalizer: {:?}", o.metadata.finalizers);
+    let o = answer
+        .left()
+        .expect("f1 was deleted at once despite the finalizer");
+    assert!(
+        o.metadata.deletion_timestamp.is_some(),
+        "the answer to the delete has a deletionTimestamp"
+    );
+    assert!(
+        has_finalizer(&o),
+        "and still our finalizer: {:?}",
+        o.metadata.finalizers
+    );
     eventually(Duration::from_secs(30), "f1 gone", || async {
         matches!(api.get_opt("f1").await, Ok(None)).then_some(())
     })
     .await?;
-    let calls_after = metric(&plane.metrics().await?, "wasmlet_plugin_calls_total", "plugin=\"configmap-summary\"");
-    assert!(calls_after > calls_before, "finalize was called before the finalizer went ({calls_before} → {calls_after} calls)");
-    let rows = eventually(Duration::from_secs(10), "the watcher saw the delete", || async {
-        let rows = seen.lock().unwrap().clone();
-        rows.last().is_some_and(|r| r.3).then_some(rows)
-    })
+    let calls_after = metric(
+        &plane.metrics().await?,
+        "wasmlet_plugin_calls_total",
+        "plugin=\"configmap-summary\"",
+    );
+    assert!(
+        calls_after > calls_before,
+        "finalize was called before the finalizer went ({calls_before} → {calls_after} calls)"
+    );
+    let rows = eventually(
+        Duration::from_secs(10),
+        "the watcher saw the delete",
+        || async {
+            let rows = seen.lock().unwrap().clone();
+            rows.last().is_some_and(|r| r.3).then_some(rows)
+        },
+    )
     .await?;
-    let deleting = rows.iter().position(|r| r.2).expect("a state with a deletionTimestamp");
-    assert!(rows[deleting].0, "while deleting, the finalizer holds the object: {rows:?}");
+    let deleting = rows
+        .iter()
+        .position(|r| r.2)
+        .expect("a state with a deletionTimestamp");
+    assert!(
+        rows[deleting].0,
+        "while deleting, the finalizer holds the object: {rows:?}"
+    );
     // As upstream, the DELETED event carries the object as the finalizer-removing
     // update left it: without our finalizer.
-    assert!(!rows.last().expect("rows").0, "the DELETED event still has the finalizer: {rows:?}");
+    assert!(
+        !rows.last().expect("rows").0,
+        "the DELETED event still has the finalizer: {rows:?}"
+    );
     watch.abort();
     Ok(())
 }
@@ -162,7 +243,8 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
                         c.live.insert(name);
                     }
                     Ok(watcher::Event::Delete(o)) => {
-                        c.live.remove(o.metadata.name.as_deref().unwrap_or_default());
+                        c.live
+                            .remove(o.metadata.name.as_deref().unwrap_or_default());
                     }
                     _ => continue,
                 }
@@ -188,19 +270,42 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
             done.then_some(())
         }
     };
-    eventually(Duration::from_secs(60), "5 ConfigMaps, seen by the guest", || settled(1, 5)).await?;
+    eventually(
+        Duration::from_secs(60),
+        "5 ConfigMaps, seen by the guest",
+        || settled(1, 5),
+    )
+    .await?;
     // Quiet: a guest acting on the stale cache would overshoot now.
     tokio::time::sleep(quiet).await;
     {
         let c = census.lock().unwrap();
-        assert_eq!(c.max, 5, "at most 5 ConfigMaps may ever exist at once for replicas 5");
-        assert_eq!(c.ever.len(), 5, "exactly 5 ConfigMaps were ever created: {:?}", c.ever);
+        assert_eq!(
+            c.max, 5,
+            "at most 5 ConfigMaps may ever exist at once for replicas 5"
+        );
+        assert_eq!(
+            c.ever.len(),
+            5,
+            "exactly 5 ConfigMaps were ever created: {:?}",
+            c.ever
+        );
         assert_eq!(c.live.len(), 5);
     }
 
     census.lock().unwrap().mark();
-    sets.patch("rs1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await?;
-    eventually(Duration::from_secs(60), "3 ConfigMaps, seen by the guest", || settled(2, 3)).await?;
+    sets.patch(
+        "rs1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await?;
+    eventually(
+        Duration::from_secs(60),
+        "3 ConfigMaps, seen by the guest",
+        || settled(2, 3),
+    )
+    .await?;
     tokio::time::sleep(quiet).await;
     {
         let c = census.lock().unwrap();
@@ -211,7 +316,15 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
     }
     watch.abort();
     let m = plane.metrics().await?;
-    assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "controller=\"replicaset\""), 0.0, "{m}");
+    assert_eq!(
+        metric(
+            &m,
+            "controller_runtime_reconcile_errors_total",
+            "controller=\"replicaset\""
+        ),
+        0.0,
+        "{m}"
+    );
     Ok(())
 }
 
@@ -243,9 +356,16 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
     create_summary(&api, "t1", json!({"wasmlet.dev/test": "trap"})).await?;
     let count = || async {
         let m = plane.metrics().await.ok()?;
-        Some(metric(&m, "controller_runtime_reconcile_total", "controller=\"trap\""))
+        Some(metric(
+            &m,
+            "controller_runtime_reconcile_total",
+            "controller=\"trap\"",
+        ))
     };
-    let first = eventually(Duration::from_secs(30), "the first trap", || async { count().await.filter(|c| *c >= 1.0) }).await?;
+    let first = eventually(Duration::from_secs(30), "the first trap", || async {
+        count().await.filter(|c| *c >= 1.0)
+    })
+    .await?;
     let t0 = Instant::now();
     // The measurement window is the point here: fixed sleeps.
     tokio::time::sleep(Duration::from_secs(2).saturating_sub(t0.elapsed())).await;
@@ -254,9 +374,18 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
     let at4 = count().await.unwrap();
     eprintln!("trap reconciles: {first} at the first, {at2} after 2 s, {at4} after 4 s");
     // 5 ms, doubling: retries at ~5, 15, 35, 75, 155, 315, 635, 1275, 2555 ms.
-    assert!((4.0..=20.0).contains(&at4), "{at4} reconciles in ~4 s: not exponential back-off from 5 ms");
-    assert!(at2 - first >= 3.0, "retries start fast: {first} → {at2} in the first 2 s");
-    assert!(at4 - at2 <= 3.0, "and slow down: {at2} → {at4} in the next 2 s");
+    assert!(
+        (4.0..=20.0).contains(&at4),
+        "{at4} reconciles in ~4 s: not exponential back-off from 5 ms"
+    );
+    assert!(
+        at2 - first >= 3.0,
+        "retries start fast: {first} → {at2} in the first 2 s"
+    );
+    assert!(
+        at4 - at2 <= 3.0,
+        "and slow down: {at2} → {at4} in the next 2 s"
+    );
     let o = api.get("t1").await?;
     assert_eq!(ready(&o).as_deref(), Some("False"));
     Ok(())
@@ -288,7 +417,8 @@ async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()>
                         "labels": {format!("storm-{w}"): tick.to_string()},
                         "annotations": {"storm/tick": format!("{w}-{tick}")},
                     }});
-                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await?;
                     tick += 1;
                 }
                 anyhow::Ok(tick)
@@ -308,26 +438,56 @@ async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()>
     for w in writers {
         patches += w.await??;
     }
-    eventually(Duration::from_secs(30), "every object summarised", || async {
-        let list = api.list(&Default::default()).await.ok()?;
-        let done = list
-            .items
-            .iter()
-            .filter(|o| {
-                let i: usize = o.metadata.name.as_deref().and_then(|s| s[1..].parse().ok()).unwrap_or(usize::MAX);
-                status_keys(o) == Some(4 * (i as i64 + 1)) && ready(o).as_deref() == Some("True") && observed(o) == o.metadata.generation
-            })
-            .count();
-        (done == n).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "every object summarised",
+        || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let done = list
+                .items
+                .iter()
+                .filter(|o| {
+                    let i: usize = o
+                        .metadata
+                        .name
+                        .as_deref()
+                        .and_then(|s| s[1..].parse().ok())
+                        .unwrap_or(usize::MAX);
+                    status_keys(o) == Some(4 * (i as i64 + 1))
+                        && ready(o).as_deref() == Some("True")
+                        && observed(o) == o.metadata.generation
+                })
+                .count();
+            (done == n).then_some(())
+        },
+    )
     .await?;
     let m = plane.metrics().await?;
-    let conflicts = metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\",result=\"requeue\"");
+    let conflicts = metric(
+        &m,
+        "controller_runtime_reconcile_total",
+        "controller=\"configmap-summary\",result=\"requeue\"",
+    );
     eprintln!("{patches} storm patches; {conflicts} reconciles ended in a retry-soon requeue");
-    assert!(conflicts >= 1.0, "the storm caused no 409 at all ({patches} patches): the test proved nothing\n{m}");
-    assert_eq!(metric(&m, "controller_runtime_reconcile_errors_total", "controller=\"configmap-summary\""), 0.0, "{m}");
+    assert!(
+        conflicts >= 1.0,
+        "the storm caused no 409 at all ({patches} patches): the test proved nothing\n{m}"
+    );
     assert_eq!(
-        metric(&m, "controller_runtime_reconcile_total", "controller=\"configmap-summary\",result=\"error\""),
+        metric(
+            &m,
+            "controller_runtime_reconcile_errors_total",
+            "controller=\"configmap-summary\""
+        ),
+        0.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "controller_runtime_reconcile_total",
+            "controller=\"configmap-summary\",result=\"error\""
+        ),
         0.0,
         "409 is retry-soon, not an error\n{m}"
     );

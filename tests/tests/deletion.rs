@@ -17,8 +17,10 @@ async fn gone<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    eventually(WAIT, &format!("{name} to be deleted"), || async { api.get_opt(name).await.ok()?.is_none().then_some(()) })
-        .await
+    eventually(WAIT, &format!("{name} to be deleted"), || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
 }
 
 fn owned_by(name: &str, owner: &ConfigMap) -> ConfigMap {
@@ -29,11 +31,17 @@ fn owned_by(name: &str, owner: &ConfigMap) -> ConfigMap {
 }
 
 fn with_finalizer(name: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "finalizers": ["example.com/hold"]}})).unwrap()
+    serde_json::from_value(json!({"metadata": {"name": name, "finalizers": ["example.com/hold"]}}))
+        .unwrap()
 }
 
 async fn drop_finalizers(api: &Api<ConfigMap>, name: &str) -> anyhow::Result<()> {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await?;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
     Ok(())
 }
 
@@ -42,15 +50,27 @@ async fn finalizers_hold_an_object_until_removed() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &with_finalizer("held")).await?;
+    cms.create(&PostParams::default(), &with_finalizer("held"))
+        .await?;
     let r = cms.delete("held", &DeleteParams::default()).await?;
     let marked = r.left().expect("the object is returned while it waits");
     assert!(marked.metadata.deletion_timestamp.is_some());
     let got = cms.get("held").await?;
-    assert!(got.metadata.deletion_timestamp.is_some(), "deletionTimestamp not set");
-    assert_eq!(got.metadata.finalizers.as_deref(), Some(&["example.com/hold".to_string()][..]));
+    assert!(
+        got.metadata.deletion_timestamp.is_some(),
+        "deletionTimestamp not set"
+    );
+    assert_eq!(
+        got.metadata.finalizers.as_deref(),
+        Some(&["example.com/hold".to_string()][..])
+    );
     // Other updates still work while it waits; a second delete changes nothing.
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}}))).await?;
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await?;
     cms.delete("held", &DeleteParams::default()).await?;
     assert!(cms.get("held").await?.metadata.deletion_timestamp.is_some());
     // Removing the last finalizer deletes it.
@@ -76,20 +96,51 @@ async fn bound_pods_delete_gracefully_unbound_pods_at_once() -> anyhow::Result<(
     pods.create(&PostParams::default(), &bound).await?;
     pods.delete("bound", &DeleteParams::default()).await?;
     let p = pods.get("bound").await?;
-    assert!(p.metadata.deletion_timestamp.is_some(), "no deletionTimestamp");
+    assert!(
+        p.metadata.deletion_timestamp.is_some(),
+        "no deletionTimestamp"
+    );
     assert_eq!(p.metadata.deletion_grace_period_seconds, Some(30));
     // A shorter grace period shortens it.
-    pods.delete("bound", &DeleteParams { grace_period_seconds: Some(5), ..Default::default() }).await?;
-    assert_eq!(pods.get("bound").await?.metadata.deletion_grace_period_seconds, Some(5));
+    pods.delete(
+        "bound",
+        &DeleteParams {
+            grace_period_seconds: Some(5),
+            ..Default::default()
+        },
+    )
+    .await?;
+    assert_eq!(
+        pods.get("bound")
+            .await?
+            .metadata
+            .deletion_grace_period_seconds,
+        Some(5)
+    );
     // Still there a moment later: nothing deletes it but its node agent.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(pods.get_opt("bound").await?.is_some());
     // Its node agent reports status while the workloads stop: that write must not
     // delete it (only removing the last finalizer, or a grace of 0, does).
     let patch = serde_json::json!({"status": {"phase": "Running"}});
-    pods.patch_status("bound", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await?;
-    assert!(pods.get_opt("bound").await?.is_some(), "a status write during the grace period deleted the pod");
-    pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
+    pods.patch_status(
+        "bound",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await?;
+    assert!(
+        pods.get_opt("bound").await?.is_some(),
+        "a status write during the grace period deleted the pod"
+    );
+    pods.delete(
+        "bound",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await?;
     expect_status(pods.get("bound").await, 404, "NotFound");
     Ok(())
 }
@@ -99,14 +150,22 @@ async fn background_cascade_deletes_dependents() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let owner = cms.create(&PostParams::default(), &configmap("owner", &[])).await?;
+    let owner = cms
+        .create(&PostParams::default(), &configmap("owner", &[]))
+        .await?;
     for i in 0..3 {
-        cms.create(&PostParams::default(), &owned_by(&format!("dep-{i}"), &owner)).await?;
+        cms.create(
+            &PostParams::default(),
+            &owned_by(&format!("dep-{i}"), &owner),
+        )
+        .await?;
     }
     // A grandchild of a dependent goes too.
     let dep0 = cms.get("dep-0").await?;
-    cms.create(&PostParams::default(), &owned_by("grandchild", &dep0)).await?;
-    cms.create(&PostParams::default(), &configmap("bystander", &[])).await?;
+    cms.create(&PostParams::default(), &owned_by("grandchild", &dep0))
+        .await?;
+    cms.create(&PostParams::default(), &configmap("bystander", &[]))
+        .await?;
 
     cms.delete("owner", &DeleteParams::background()).await?;
     expect_status(cms.get("owner").await, 404, "NotFound");
@@ -115,7 +174,11 @@ async fn background_cascade_deletes_dependents() -> anyhow::Result<()> {
     }
     assert!(cms.get_opt("bystander").await?.is_some());
     // A dependent created with an owner uid that does not exist is collected too.
-    cms.create(&PostParams::default(), &owned_by("orphaned-at-birth", &owner)).await?;
+    cms.create(
+        &PostParams::default(),
+        &owned_by("orphaned-at-birth", &owner),
+    )
+    .await?;
     gone(&cms, "orphaned-at-birth").await?;
     Ok(())
 }
@@ -125,8 +188,11 @@ async fn foreground_cascade_keeps_owner_until_dependents_are_gone() -> anyhow::R
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let owner = cms.create(&PostParams::default(), &configmap("owner", &[])).await?;
-    cms.create(&PostParams::default(), &owned_by("dep", &owner)).await?;
+    let owner = cms
+        .create(&PostParams::default(), &configmap("owner", &[]))
+        .await?;
+    cms.create(&PostParams::default(), &owned_by("dep", &owner))
+        .await?;
     let mut held = owned_by("held-dep", &owner);
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &held).await?;
@@ -135,11 +201,19 @@ async fn foreground_cascade_keeps_owner_until_dependents_are_gone() -> anyhow::R
     // The free dependent goes; the held one waits on its finalizer.
     gone(&cms, "dep").await?;
     let h = cms.get("held-dep").await?;
-    assert!(h.metadata.deletion_timestamp.is_some(), "the dependent was not deleted");
+    assert!(
+        h.metadata.deletion_timestamp.is_some(),
+        "the dependent was not deleted"
+    );
     // Meanwhile the owner stays, marked, with the foregroundDeletion finalizer.
     let o = cms.get("owner").await?;
     assert!(o.metadata.deletion_timestamp.is_some());
-    assert!(o.metadata.finalizers.unwrap_or_default().contains(&"foregroundDeletion".to_string()));
+    assert!(
+        o.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"foregroundDeletion".to_string())
+    );
     drop_finalizers(&cms, "held-dep").await?;
     gone(&cms, "held-dep").await?;
     gone(&cms, "owner").await?;
@@ -151,21 +225,41 @@ async fn orphan_keeps_dependents_and_drops_their_owner_references() -> anyhow::R
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let owner = cms.create(&PostParams::default(), &configmap("owner", &[])).await?;
-    let other = cms.create(&PostParams::default(), &configmap("other-owner", &[])).await?;
-    cms.create(&PostParams::default(), &owned_by("dep", &owner)).await?;
+    let owner = cms
+        .create(&PostParams::default(), &configmap("owner", &[]))
+        .await?;
+    let other = cms
+        .create(&PostParams::default(), &configmap("other-owner", &[]))
+        .await?;
+    cms.create(&PostParams::default(), &owned_by("dep", &owner))
+        .await?;
     // Two owners: only the deleted one's reference goes.
     let mut two = owned_by("dep-two-owners", &owner);
-    two.metadata.owner_references.as_mut().unwrap().push(owned_by("x", &other).metadata.owner_references.unwrap().remove(0));
+    two.metadata.owner_references.as_mut().unwrap().push(
+        owned_by("x", &other)
+            .metadata
+            .owner_references
+            .unwrap()
+            .remove(0),
+    );
     cms.create(&PostParams::default(), &two).await?;
 
     cms.delete("owner", &DeleteParams::orphan()).await?;
     gone(&cms, "owner").await?;
     let d = cms.get("dep").await?;
-    assert!(d.metadata.owner_references.unwrap_or_default().is_empty(), "ownerReferences kept");
+    assert!(
+        d.metadata.owner_references.unwrap_or_default().is_empty(),
+        "ownerReferences kept"
+    );
     assert!(d.metadata.deletion_timestamp.is_none());
     let d2 = cms.get("dep-two-owners").await?;
-    let refs: Vec<String> = d2.metadata.owner_references.unwrap_or_default().into_iter().map(|r| r.name).collect();
+    let refs: Vec<String> = d2
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
     assert_eq!(refs, ["other-owner"]);
     // Still there a moment later (the collector does not come back for them).
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -178,14 +272,20 @@ async fn deleting_a_namespace_deletes_its_contents_then_itself() -> anyhow::Resu
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "doomed"}}))?).await?;
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "doomed"}}))?,
+    )
+    .await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "doomed");
     let ar = install_widgets(&client).await?;
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "doomed", &ar);
     for i in 0..5 {
-        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[])).await?;
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"))).await?;
+        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[]))
+            .await?;
+        pods.create(&PostParams::default(), &pod(&format!("p{i}")))
+            .await?;
     }
     widgets
         .create(
@@ -193,9 +293,12 @@ async fn deleting_a_namespace_deletes_its_contents_then_itself() -> anyhow::Resu
             &dynamic(json!({"apiVersion": "test.wasmlet.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}})),
         )
         .await?;
-    cms.create(&PostParams::default(), &with_finalizer("held")).await?;
+    cms.create(&PostParams::default(), &with_finalizer("held"))
+        .await?;
     // A bystander in another namespace.
-    Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &configmap("c0", &[])).await?;
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &configmap("c0", &[]))
+        .await?;
 
     nss.delete("doomed", &DeleteParams::default()).await?;
     // Everything that can go goes; the namespace waits for the held object.
@@ -206,11 +309,21 @@ async fn deleting_a_namespace_deletes_its_contents_then_itself() -> anyhow::Resu
     assert!(ns.metadata.deletion_timestamp.is_some());
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
     // No new content in a terminating namespace: 403 Forbidden.
-    expect_status(cms.create(&PostParams::default(), &configmap("late", &[])).await, 403, "Forbidden");
+    expect_status(
+        cms.create(&PostParams::default(), &configmap("late", &[]))
+            .await,
+        403,
+        "Forbidden",
+    );
     drop_finalizers(&cms, "held").await?;
     gone(&nss, "doomed").await?;
     assert!(cms.list(&Default::default()).await?.items.is_empty());
-    assert!(Api::<ConfigMap>::namespaced(client.clone(), "default").get_opt("c0").await?.is_some());
+    assert!(
+        Api::<ConfigMap>::namespaced(client.clone(), "default")
+            .get_opt("c0")
+            .await?
+            .is_some()
+    );
     Ok(())
 }
 
@@ -233,38 +346,76 @@ async fn eviction_respects_pod_disruption_budgets() -> anyhow::Result<()> {
         &serde_json::from_value(json!({"metadata": {"name": "budget"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}))?,
     )
     .await?;
-    pdbs.patch_status("budget", &PatchParams::default(), &Patch::Merge(pdb(0))).await?;
+    pdbs.patch_status("budget", &PatchParams::default(), &Patch::Merge(pdb(0)))
+        .await?;
     let mut p = pod("running");
     p.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
     pods.create(&PostParams::default(), &p).await?;
-    pods.patch_status("running", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}}))).await?;
+    pods.patch_status(
+        "running",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await?;
 
     // No disruption allowed: 429 with upstream's message, the pod stays.
-    let s = expect_status(pods.evict("running", &EvictParams::default()).await, 429, "TooManyRequests");
-    assert_eq!(s.message, "Cannot evict pod as it would violate the pod's disruption budget.");
-    assert!(s.details.unwrap().causes.iter().any(|c| c.reason == "DisruptionBudget"));
+    let s = expect_status(
+        pods.evict("running", &EvictParams::default()).await,
+        429,
+        "TooManyRequests",
+    );
+    assert_eq!(
+        s.message,
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert!(
+        s.details
+            .unwrap()
+            .causes
+            .iter()
+            .any(|c| c.reason == "DisruptionBudget")
+    );
     assert!(pods.get_opt("running").await?.is_some());
 
     // One allowed: admitted, the budget spent, the pod deleted.
-    pdbs.patch_status("budget", &PatchParams::default(), &Patch::Merge(pdb(1))).await?;
+    pdbs.patch_status("budget", &PatchParams::default(), &Patch::Merge(pdb(1)))
+        .await?;
     let s = pods.evict("running", &EvictParams::default()).await?;
     assert!(s.is_success(), "{s:?}");
     expect_status(pods.get("running").await, 404, "NotFound");
     let b = pdbs.get("budget").await?;
     let st = b.status.unwrap();
     assert_eq!(st.disruptions_allowed, 0);
-    assert!(st.disrupted_pods.unwrap_or_default().contains_key("running"));
+    assert!(
+        st.disrupted_pods
+            .unwrap_or_default()
+            .contains_key("running")
+    );
 
     // A pod that is not running is evicted without a budget check (budget at 0 again).
     let mut pending = pod("pending");
     pending.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
     pods.create(&PostParams::default(), &pending).await?;
-    assert_eq!(pods.get("pending").await?.status.unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(
+        pods.get("pending").await?.status.unwrap().phase.as_deref(),
+        Some("Pending")
+    );
     pods.evict("pending", &EvictParams::default()).await?;
     expect_status(pods.get("pending").await, 404, "NotFound");
-    assert_eq!(pdbs.get("budget").await?.status.unwrap().disruptions_allowed, 0);
+    assert_eq!(
+        pdbs.get("budget")
+            .await?
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        0
+    );
     // Evicting a pod that does not exist: 404.
-    expect_status(pods.evict("nope", &EvictParams::default()).await, 404, "NotFound");
+    expect_status(
+        pods.evict("nope", &EvictParams::default()).await,
+        404,
+        "NotFound",
+    );
     Ok(())
 }
 
@@ -274,12 +425,33 @@ async fn delete_collection_by_label() -> anyhow::Result<()> {
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     for (name, app) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
-        cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}}}))?).await?;
+        cms.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}}}))?,
+        )
+        .await?;
     }
-    let r = cms.delete_collection(&DeleteParams::default(), &kube::api::ListParams::default().labels("app=a")).await?;
-    let deleted: Vec<String> = r.left().expect("the deleted list").items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let r = cms
+        .delete_collection(
+            &DeleteParams::default(),
+            &kube::api::ListParams::default().labels("app=a"),
+        )
+        .await?;
+    let deleted: Vec<String> = r
+        .left()
+        .expect("the deleted list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     assert_eq!(deleted, ["a1", "a2"]);
-    let left: Vec<String> = cms.list(&Default::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let left: Vec<String> = cms
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     assert_eq!(left, ["b1"]);
     Ok(())
 }

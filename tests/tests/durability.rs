@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use futures::StreamExt;
 use rand::Rng;
 use wasmlet_e2e::*;
 
@@ -26,7 +26,13 @@ async fn kill9_loses_no_acknowledged_write() -> anyhow::Result<()> {
             tasks.push(tokio::spawn(async move {
                 for i in 0.. {
                     let name = format!("r{round}-t{t}-{i}");
-                    match cms.create(&PostParams::default(), &configmap(&name, &[("round", &round.to_string())])).await {
+                    match cms
+                        .create(
+                            &PostParams::default(),
+                            &configmap(&name, &[("round", &round.to_string())]),
+                        )
+                        .await
+                    {
                         Ok(c) => {
                             acked.lock().unwrap().insert(name, rv_of(&c));
                         }
@@ -39,38 +45,81 @@ async fn kill9_loses_no_acknowledged_write() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(delay)).await;
         plane.kill9();
         for t in tasks {
-            tokio::time::timeout(Duration::from_secs(10), t).await.expect("a writer hung after the kill")?;
+            tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("a writer hung after the kill")?;
         }
         let before = acked.lock().unwrap().clone();
         let max_rv = before.values().copied().max().unwrap_or(0);
-        assert!(before.len() > 8, "round {round}: too few writes acknowledged ({}) to prove anything", before.len());
+        assert!(
+            before.len() > 8,
+            "round {round}: too few writes acknowledged ({}) to prove anything",
+            before.len()
+        );
 
         plane.spawn().await?;
         let client = plane.client().await?;
         let cms: Api<ConfigMap> = Api::namespaced(client, "default");
         let list = cms.list(&ListParams::default()).await?;
-        let stored: BTreeMap<String, u64> =
-            list.items.iter().map(|c| (c.metadata.name.clone().unwrap(), rv_of(c))).collect();
+        let stored: BTreeMap<String, u64> = list
+            .items
+            .iter()
+            .map(|c| (c.metadata.name.clone().unwrap(), rv_of(c)))
+            .collect();
         let lost: Vec<&String> = before.keys().filter(|n| !stored.contains_key(*n)).collect();
-        assert!(lost.is_empty(), "round {round}: {} acknowledged creates lost, e.g. {:?}", lost.len(), lost.first());
+        assert!(
+            lost.is_empty(),
+            "round {round}: {} acknowledged creates lost, e.g. {:?}",
+            lost.len(),
+            lost.first()
+        );
         for (name, rv) in &before {
-            assert_eq!(stored[name], *rv, "{name} changed its resourceVersion across the restart");
+            assert_eq!(
+                stored[name], *rv,
+                "{name} changed its resourceVersion across the restart"
+            );
         }
         let list_rv: u64 = list.metadata.resource_version.unwrap().parse()?;
-        assert!(list_rv >= max_rv, "the counter went back: list at {list_rv}, acknowledged up to {max_rv}");
-        let probe = cms.create(&PostParams::default(), &configmap(&format!("probe-{round}"), &[])).await?;
-        assert!(rv_of(&probe) > max_rv.max(list_rv), "new write's rv {} not above {max_rv}", rv_of(&probe));
-        acked.lock().unwrap().insert(format!("probe-{round}"), rv_of(&probe));
+        assert!(
+            list_rv >= max_rv,
+            "the counter went back: list at {list_rv}, acknowledged up to {max_rv}"
+        );
+        let probe = cms
+            .create(
+                &PostParams::default(),
+                &configmap(&format!("probe-{round}"), &[]),
+            )
+            .await?;
+        assert!(
+            rv_of(&probe) > max_rv.max(list_rv),
+            "new write's rv {} not above {max_rv}",
+            rv_of(&probe)
+        );
+        acked
+            .lock()
+            .unwrap()
+            .insert(format!("probe-{round}"), rv_of(&probe));
     }
 
     // The history survives a restart too: a watch from an old revision replays.
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let first_probe = acked.lock().unwrap()["probe-0"];
-    let mut s = cms.watch(&WatchParams::default().disable_bookmarks(), &(first_probe - 1).to_string()).await?.boxed();
+    let mut s = cms
+        .watch(
+            &WatchParams::default().disable_bookmarks(),
+            &(first_probe - 1).to_string(),
+        )
+        .await?
+        .boxed();
     match tokio::time::timeout(Duration::from_secs(5), s.next()).await {
-        Ok(Some(Ok(WatchEvent::Added(c)))) => assert_eq!(c.metadata.name.as_deref(), Some("probe-0")),
-        other => panic!("expected probe-0 replayed, got {:?}", other.map(|o| o.map(|e| e.map(|_| ())))),
+        Ok(Some(Ok(WatchEvent::Added(c)))) => {
+            assert_eq!(c.metadata.name.as_deref(), Some("probe-0"))
+        }
+        other => panic!(
+            "expected probe-0 replayed, got {:?}",
+            other.map(|o| o.map(|e| e.map(|_| ())))
+        ),
     }
     Ok(())
 }

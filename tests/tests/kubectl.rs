@@ -67,19 +67,40 @@ spec:
 async fn api_resources_apply_get_and_patch() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let out = plane.kubectl_ok(&["api-resources"])?;
-    for r in ["pods", "configmaps", "namespaces", "customresourcedefinitions", "leases", "statefulsets", "poddisruptionbudgets", "events"] {
-        assert!(out.lines().any(|l| l.split_whitespace().next() == Some(r)), "api-resources lacks {r}:\n{out}");
+    for r in [
+        "pods",
+        "configmaps",
+        "namespaces",
+        "customresourcedefinitions",
+        "leases",
+        "statefulsets",
+        "poddisruptionbudgets",
+        "events",
+    ] {
+        assert!(
+            out.lines().any(|l| l.split_whitespace().next() == Some(r)),
+            "api-resources lacks {r}:\n{out}"
+        );
     }
 
     // apply -f a CRD, then (a second invocation) custom resources; no --validate=false.
     let crd = plane.data_dir().join("crd.yaml");
     std::fs::write(&crd, CRD_YAML)?;
     let out = plane.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()])?;
-    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/widgets.test.wasmlet.dev created"), "{out}");
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/widgets.test.wasmlet.dev created"
+        ),
+        "{out}"
+    );
     let crs = plane.data_dir().join("widgets.yaml");
     std::fs::write(&crs, WIDGETS_YAML)?;
     let out = plane.kubectl_ok(&["apply", "-f", crs.to_str().unwrap()])?;
-    assert!(out.contains("widget.test.wasmlet.dev/small created") && out.contains("widget.test.wasmlet.dev/large created"), "{out}");
+    assert!(
+        out.contains("widget.test.wasmlet.dev/small created")
+            && out.contains("widget.test.wasmlet.dev/large created"),
+        "{out}"
+    );
     // Re-applying is a no-op; a changed file is configured.
     let out = plane.kubectl_ok(&["apply", "-f", crs.to_str().unwrap()])?;
     assert!(out.contains("small unchanged"), "{out}");
@@ -88,7 +109,10 @@ async fn api_resources_apply_get_and_patch() -> anyhow::Result<()> {
     assert!(out.contains("large configured"), "{out}");
     // Invalid objects are refused with the field named (server-side schema).
     let bad = plane.data_dir().join("bad.yaml");
-    std::fs::write(&bad, "apiVersion: test.wasmlet.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  size: 50\n")?;
+    std::fs::write(
+        &bad,
+        "apiVersion: test.wasmlet.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  size: 50\n",
+    )?;
     let out = plane.kubectl(&["apply", "-f", bad.to_str().unwrap()])?;
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -106,27 +130,89 @@ async fn api_resources_apply_get_and_patch() -> anyhow::Result<()> {
     assert!(out.contains("small") && !out.contains("large"), "{out}");
 
     // patch --type merge | json | strategic, and --subresource=status.
-    plane.kubectl_ok(&["patch", "widget", "small", "--type", "merge", "-p", r#"{"spec":{"color":"green"}}"#])?;
-    plane.kubectl_ok(&["patch", "widget", "small", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/size","value":3}]"#])?;
-    plane.kubectl_ok(&["patch", "widget", "small", "--subresource", "status", "--type", "merge", "-p", r#"{"status":{"phase":"Ready"}}"#])?;
+    plane.kubectl_ok(&[
+        "patch",
+        "widget",
+        "small",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"color":"green"}}"#,
+    ])?;
+    plane.kubectl_ok(&[
+        "patch",
+        "widget",
+        "small",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/size","value":3}]"#,
+    ])?;
+    plane.kubectl_ok(&[
+        "patch",
+        "widget",
+        "small",
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"phase":"Ready"}}"#,
+    ])?;
     let client = plane.client().await?;
     let ar = widget_resource("widgets", "Widget", "v1");
-    let w = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar).get("small").await?;
+    let w = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar)
+        .get("small")
+        .await?;
     assert_eq!(w.data["spec"]["color"], "green");
     assert_eq!(w.data["spec"]["size"], 3);
     assert_eq!(w.data["status"]["phase"], "Ready");
 
     let pods = plane.data_dir().join("pod.yaml");
-    std::fs::write(&pods, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: a\n    image: img-a:1\n  - name: b\n    image: img-b:1\n")?;
+    std::fs::write(
+        &pods,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: a\n    image: img-a:1\n  - name: b\n    image: img-b:1\n",
+    )?;
     plane.kubectl_ok(&["apply", "-f", pods.to_str().unwrap()])?;
-    plane.kubectl_ok(&["patch", "pod", "web", "--type", "strategic", "-p", r#"{"spec":{"containers":[{"name":"b","image":"img-b:2"}]}}"#])?;
-    plane.kubectl_ok(&["patch", "pod", "web", "--subresource=status", "-p", r#"{"status":{"phase":"Running"}}"#])?;
-    let p = Api::<Pod>::namespaced(client.clone(), "default").get("web").await?;
-    let images: Vec<String> = p.spec.unwrap().containers.into_iter().filter_map(|c| c.image).collect();
+    plane.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"b","image":"img-b:2"}]}}"#,
+    ])?;
+    plane.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "--subresource=status",
+        "-p",
+        r#"{"status":{"phase":"Running"}}"#,
+    ])?;
+    let p = Api::<Pod>::namespaced(client.clone(), "default")
+        .get("web")
+        .await?;
+    let images: Vec<String> = p
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .filter_map(|c| c.image)
+        .collect();
     assert_eq!(images, ["img-a:1", "img-b:2"]);
     assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"));
     // A patch on a custom resource with --type strategic is refused (as upstream).
-    let out = plane.kubectl(&["patch", "widget", "small", "--type", "strategic", "-p", r#"{"spec":{"size":2}}"#])?;
+    let out = plane.kubectl(&[
+        "patch",
+        "widget",
+        "small",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"size":2}}"#,
+    ])?;
     assert!(!out.status.success());
     Ok(())
 }
@@ -136,7 +222,8 @@ async fn get_watch_streams_changes() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &configmap("existing", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("existing", &[]))
+        .await?;
 
     let mut child = Command::new(kubectl_bin())
         .arg("--kubeconfig")
@@ -159,19 +246,30 @@ async fn get_watch_streams_changes() -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(8);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).map_err(|_| anyhow::anyhow!("kubectl get -w never printed {what}"))?;
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| anyhow::anyhow!("kubectl get -w never printed {what}"))?;
             if line.split_whitespace().next() == Some(what) {
                 return Ok(line);
             }
         }
     };
     wait_line("existing")?;
-    cms.create(&PostParams::default(), &configmap("fresh", &[("a", "1")])).await?;
+    cms.create(&PostParams::default(), &configmap("fresh", &[("a", "1")]))
+        .await?;
     let l = wait_line("fresh")?;
     assert!(l.split_whitespace().nth(1) == Some("1"), "DATA column: {l}");
-    cms.patch("fresh", &PatchParams::default(), &Patch::Merge(json!({"data": {"b": "2"}}))).await?;
+    cms.patch(
+        "fresh",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"b": "2"}})),
+    )
+    .await?;
     let l = wait_line("fresh")?;
-    assert!(l.split_whitespace().nth(1) == Some("2"), "DATA column after the update: {l}");
+    assert!(
+        l.split_whitespace().nth(1) == Some("2"),
+        "DATA column after the update: {l}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     Ok(())
@@ -182,7 +280,9 @@ async fn delete_waits_for_finalizer() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let held: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}))?;
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )?;
     cms.create(&PostParams::default(), &held).await?;
 
     let kubeconfig = plane.kubeconfig();
@@ -200,17 +300,37 @@ async fn delete_waits_for_finalizer() -> anyhow::Result<()> {
     });
     // The delete marks it; kubectl keeps waiting while the finalizer holds it.
     eventually(Duration::from_secs(5), "deletionTimestamp", || async {
-        cms.get("held").await.ok()?.metadata.deletion_timestamp.map(|_| ())
+        cms.get("held")
+            .await
+            .ok()?
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!deleter.is_finished(), "kubectl delete returned while the finalizer was still there");
+    assert!(
+        !deleter.is_finished(),
+        "kubectl delete returned while the finalizer was still there"
+    );
     let released = Instant::now();
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await?;
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
     let (out, done) = tokio::task::spawn_blocking(move || deleter.join().unwrap()).await?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("configmap \"held\" deleted"));
-    assert!(done >= released, "kubectl returned before the finalizer went");
+    assert!(
+        done >= released,
+        "kubectl returned before the finalizer went"
+    );
     assert!(done - started < Duration::from_secs(15));
     expect_status(cms.get("held").await, 404, "NotFound");
     Ok(())

@@ -27,12 +27,20 @@ use wasmlet_e2e::{Host, Plane, eventually, install_plugin};
 /// `file:///…/target/workloads/NAME`: a module built by `scripts/build-workloads`.
 fn workload(name: &str) -> String {
     let path = workloads_dir().join(name);
-    assert!(path.exists(), "{} is missing: run scripts/build-workloads first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-workloads first",
+        path.display()
+    );
     format!("file://{}", path.display())
 }
 
 fn workloads_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").join("target").join("workloads")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .join("target")
+        .join("workloads")
 }
 
 /// `wasmlet up --node-name NODE [--provider P] EXTRA...` with provider P installed;
@@ -44,9 +52,11 @@ async fn node_plane(node: &str, provider: &str, extra: &[&str]) -> Result<(Plane
     install_plugin(&plane.plugin_dir(), provider)?;
     let client = plane.client().await?;
     let nodes: Api<Node> = Api::all(client.clone());
-    let registered = eventually(Duration::from_secs(30), "the Node to be registered", || async {
-        nodes.get_opt(node).await.ok().flatten()
-    })
+    let registered = eventually(
+        Duration::from_secs(30),
+        "the Node to be registered",
+        || async { nodes.get_opt(node).await.ok().flatten() },
+    )
     .await;
     if let Err(e) = registered {
         bail!("{e}; log:\n{}", log_tail(&plane));
@@ -64,8 +74,10 @@ fn log_tail(plane: &Plane) -> String {
 fn node_pod(name: &str, node: &str, mut spec: Value) -> Pod {
     spec["nodeName"] = json!(node);
     spec["tolerations"] = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
-    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}))
-        .expect("a valid pod")
+    serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}),
+    )
+    .expect("a valid pod")
 }
 
 fn container(name: &str, image: &str, args: &[&str]) -> Value {
@@ -73,13 +85,22 @@ fn container(name: &str, image: &str, args: &[&str]) -> Value {
 }
 
 async fn create(api: &Api<Pod>, pod: &Pod) -> Result<()> {
-    api.create(&PostParams::default(), pod).await.with_context(|| format!("creating pod {:?}", pod.metadata.name))?;
+    api.create(&PostParams::default(), pod)
+        .await
+        .with_context(|| format!("creating pod {:?}", pod.metadata.name))?;
     Ok(())
 }
 
 /// Polls pod `name` until `pred` holds; on time-out the error carries its last
 /// status and the tail of the wasmlet log.
-async fn wait_pod(plane: &Plane, api: &Api<Pod>, name: &str, secs: u64, what: &str, pred: impl Fn(&Pod) -> bool) -> Result<Pod> {
+async fn wait_pod(
+    plane: &Plane,
+    api: &Api<Pod>,
+    name: &str,
+    secs: u64,
+    what: &str,
+    pred: impl Fn(&Pod) -> bool,
+) -> Result<Pod> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut last = None;
     loop {
@@ -90,7 +111,9 @@ async fn wait_pod(plane: &Plane, api: &Api<Pod>, name: &str, secs: u64, what: &s
             last = Some(p);
         }
         if Instant::now() > deadline {
-            let status = last.and_then(|p| p.status).map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
+            let status = last
+                .and_then(|p| p.status)
+                .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
             bail!(
                 "timed out after {secs} s waiting for pod {name}: {what}\nlast status: {}\nlog:\n{}",
                 status.unwrap_or_else(|| "(no pod)".into()),
@@ -102,7 +125,10 @@ async fn wait_pod(plane: &Plane, api: &Api<Pod>, name: &str, secs: u64, what: &s
 }
 
 fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 fn status_json(p: &Pod) -> Value {
@@ -111,11 +137,17 @@ fn status_json(p: &Pod) -> Value {
 
 /// `status.containerStatuses[0]` (or the init container's at `index`) as JSON.
 fn cstatus(p: &Pod) -> Value {
-    status_json(p).pointer("/containerStatuses/0").cloned().unwrap_or(Value::Null)
+    status_json(p)
+        .pointer("/containerStatuses/0")
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 fn waiting_reason(p: &Pod) -> Option<String> {
-    cstatus(p).pointer("/state/waiting/reason").and_then(Value::as_str).map(str::to_string)
+    cstatus(p)
+        .pointer("/state/waiting/reason")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 fn restart_count(p: &Pod) -> i64 {
@@ -123,7 +155,13 @@ fn restart_count(p: &Pod) -> i64 {
 }
 
 fn condition(p: &Pod, type_: &str) -> Option<String> {
-    p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.clone())
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
 }
 
 /// Every version of pod `name` a watch delivers, with when it arrived: short-lived
@@ -185,14 +223,30 @@ async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String,
     let mut out = Vec::new();
     let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
     if let Ok(list) = core.list(&Default::default()).await {
-        for e in list.items.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)) {
-            out.push((e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.message.unwrap_or_default()));
+        for e in list
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        {
+            out.push((
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            ));
         }
     }
     let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
     if let Ok(list) = v1.list(&Default::default()).await {
-        for e in list.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)) {
-            out.push((e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()));
+        for e in list
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        {
+            out.push((
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            ));
         }
     }
     out
@@ -200,18 +254,31 @@ async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String,
 
 /// Waits for an Event about pod `name` with this type and reason whose message
 /// contains `text`; returns its message.
-async fn expect_event(client: &kube::Client, name: &str, type_: &str, reason: &str, text: &str) -> Result<String> {
-    let found = eventually(Duration::from_secs(20), &format!("a {type_} event {reason} about {name}"), || async {
-        events_about(client, name)
-            .await
-            .into_iter()
-            .find(|(t, r, m)| t == type_ && r == reason && m.contains(text))
-            .map(|(_, _, m)| m)
-    })
+async fn expect_event(
+    client: &kube::Client,
+    name: &str,
+    type_: &str,
+    reason: &str,
+    text: &str,
+) -> Result<String> {
+    let found = eventually(
+        Duration::from_secs(20),
+        &format!("a {type_} event {reason} about {name}"),
+        || async {
+            events_about(client, name)
+                .await
+                .into_iter()
+                .find(|(t, r, m)| t == type_ && r == reason && m.contains(text))
+                .map(|(_, _, m)| m)
+        },
+    )
     .await;
     match found {
         Ok(m) => Ok(m),
-        Err(e) => bail!("{e}; the pod's events: {:?}", events_about(client, name).await),
+        Err(e) => bail!(
+            "{e}; the pod's events: {:?}",
+            events_about(client, name).await
+        ),
     }
 }
 
@@ -234,28 +301,54 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
     let mut spec = json!({"restartPolicy": "Never", "containers": [container("main", &workload("hello.wasm"), &["a", "b"])]});
     spec["containers"][0]["env"] = json!([{"name": "GREETING", "value": "hi"}]);
     create(&pods, &node_pod("hello", node_name, spec)).await?;
-    let p = wait_pod(&plane, &pods, "hello", 60, "phase Succeeded", |p| phase(p) == "Succeeded").await?;
+    let p = wait_pod(&plane, &pods, "hello", 60, "phase Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await?;
     let cs = cstatus(&p);
-    assert_eq!(cs.pointer("/state/terminated/exitCode"), Some(&json!(0)), "{cs}");
-    assert_eq!(cs.pointer("/state/terminated/reason"), Some(&json!("Completed")), "{cs}");
+    assert_eq!(
+        cs.pointer("/state/terminated/exitCode"),
+        Some(&json!(0)),
+        "{cs}"
+    );
+    assert_eq!(
+        cs.pointer("/state/terminated/reason"),
+        Some(&json!("Completed")),
+        "{cs}"
+    );
     let st = status_json(&p);
     assert_eq!(st["hostIP"], "127.0.0.1", "{st}");
     assert!(st["startTime"].is_string(), "{st}");
 
     // kubectl logs (proxied by the API server to the node's kubelet API).
     let logs = plane.kubectl_ok(&["logs", "hello"])?;
-    for want in ["hello from main", "args: a b", "GREETING=hi", "a line on stderr"] {
-        assert!(logs.contains(want), "`kubectl logs hello` lacks {want:?}:\n{logs}");
+    for want in [
+        "hello from main",
+        "args: a b",
+        "GREETING=hi",
+        "a line on stderr",
+    ] {
+        assert!(
+            logs.contains(want),
+            "`kubectl logs hello` lacks {want:?}:\n{logs}"
+        );
     }
     let lines: Vec<&str> = logs.lines().collect();
     let tail = plane.kubectl_ok(&["logs", "hello", "--tail", "1"])?;
-    assert_eq!(tail.lines().collect::<Vec<_>>(), vec![*lines.last().unwrap()], "--tail 1 of:\n{logs}");
+    assert_eq!(
+        tail.lines().collect::<Vec<_>>(),
+        vec![*lines.last().unwrap()],
+        "--tail 1 of:\n{logs}"
+    );
     let stamped = plane.kubectl_ok(&["logs", "hello", "--timestamps"])?;
     let stamped: Vec<&str> = stamped.lines().collect();
     assert_eq!(stamped.len(), lines.len(), "{stamped:?}");
     for (s, l) in stamped.iter().zip(&lines) {
         let (ts, rest) = s.split_once(' ').unwrap_or((s, ""));
-        assert!(ts.len() >= 20 && ts.contains('T') && ts.ends_with('Z'), "not an RFC 3339 timestamp: {s:?}");
+        assert!(
+            ts.len() >= 20 && ts.contains('T') && ts.ends_with('Z'),
+            "not an RFC 3339 timestamp: {s:?}"
+        );
         assert_eq!(rest, *l);
     }
 
@@ -263,39 +356,93 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(node_name).await?;
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get("kubernetes.io/arch").map(String::as_str), Some("wasm32-wasi"));
-    assert_eq!(labels.get("kubernetes.io/os").map(String::as_str), Some("wasi"));
-    assert_eq!(labels.get("kubernetes.io/hostname").map(String::as_str), Some(node_name));
-    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    assert_eq!(
+        labels.get("kubernetes.io/arch").map(String::as_str),
+        Some("wasm32-wasi")
+    );
+    assert_eq!(
+        labels.get("kubernetes.io/os").map(String::as_str),
+        Some("wasi")
+    );
+    assert_eq!(
+        labels.get("kubernetes.io/hostname").map(String::as_str),
+        Some(node_name)
+    );
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
     for effect in ["NoSchedule", "NoExecute"] {
         assert!(
-            taints.iter().any(|t| t.key == "kubernetes.io/arch" && t.value.as_deref() == Some("wasm32-wasi") && t.effect == effect),
+            taints.iter().any(|t| t.key == "kubernetes.io/arch"
+                && t.value.as_deref() == Some("wasm32-wasi")
+                && t.effect == effect),
             "no {effect} taint: {taints:?}"
         );
     }
     let ns = serde_json::to_value(node.status.as_ref().context("the node has no status")?)?;
     for field in ["capacity", "allocatable"] {
         for r in ["cpu", "memory", "pods"] {
-            assert!(ns[field][r].as_str().is_some_and(|v| !v.is_empty() && v != "0"), "status.{field}.{r}: {ns}");
+            assert!(
+                ns[field][r]
+                    .as_str()
+                    .is_some_and(|v| !v.is_empty() && v != "0"),
+                "status.{field}.{r}: {ns}"
+            );
         }
     }
-    assert!(ns.pointer("/nodeInfo/kubeletVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with('v')), "{ns}");
-    assert_eq!(ns.pointer("/nodeInfo/architecture"), Some(&json!("wasm32-wasi")), "{ns}");
-    let port = ns.pointer("/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(0);
+    assert!(
+        ns.pointer("/nodeInfo/kubeletVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.starts_with('v')),
+        "{ns}"
+    );
+    assert_eq!(
+        ns.pointer("/nodeInfo/architecture"),
+        Some(&json!("wasm32-wasi")),
+        "{ns}"
+    );
+    let port = ns
+        .pointer("/daemonEndpoints/kubeletEndpoint/Port")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     assert!(port > 0, "daemonEndpoints.kubeletEndpoint.Port: {ns}");
-    let ready = ns["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready")).cloned();
-    assert_eq!(ready.as_ref().map(|c| &c["status"]), Some(&json!("True")), "{ns}");
+    let ready = ns["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned();
+    assert_eq!(
+        ready.as_ref().map(|c| &c["status"]),
+        Some(&json!("True")),
+        "{ns}"
+    );
 
     // The lease is renewed (every 10 s).
     let lease = leases.get(node_name).await?;
-    assert_eq!(lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()), Some(node_name));
+    assert_eq!(
+        lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref()),
+        Some(node_name)
+    );
     let renewed = eventually(Duration::from_secs(25), "a lease renewal", || async {
-        let t = leases.get_opt(node_name).await.ok().flatten()?.spec?.renew_time?;
+        let t = leases
+            .get_opt(node_name)
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .renew_time?;
         (t.0 > first_renewal.0).then_some(t)
     })
     .await?;
     let gap = renewed.0.duration_since(first_renewal.0).as_secs_f64();
-    assert!((5.0..=20.0).contains(&gap), "renewed {gap} s after the previous renewal (period 10 s)");
+    assert!(
+        (5.0..=20.0).contains(&gap),
+        "renewed {gap} s after the previous renewal (period 10 s)"
+    );
     Ok(())
 }
 
@@ -313,13 +460,22 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     })
     .await?;
     let cs = cstatus(&p);
-    assert!(cs.pointer("/state/running/startedAt").and_then(Value::as_str).is_some(), "{cs}");
+    assert!(
+        cs.pointer("/state/running/startedAt")
+            .and_then(Value::as_str)
+            .is_some(),
+        "{cs}"
+    );
     assert_eq!(cs["ready"], true, "{cs}");
     assert_eq!(condition(&p, "ContainersReady").as_deref(), Some("True"));
     assert_eq!(condition(&p, "PodScheduled").as_deref(), Some("True"));
 
     // `kubectl logs -f` streams lines as they are written.
-    let ticks_now = plane.kubectl_ok(&["logs", "sleeper"])?.lines().filter(|l| l.starts_with("tick ")).count();
+    let ticks_now = plane
+        .kubectl_ok(&["logs", "sleeper"])?
+        .lines()
+        .filter(|l| l.starts_with("tick "))
+        .count();
     let mut follow = std::process::Command::new(wasmlet_e2e::kubectl_bin())
         .arg("--kubeconfig")
         .arg(plane.kubeconfig())
@@ -331,7 +487,10 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     let stdout = follow.stdout.take().context("no stdout")?;
     let (tx, rx) = std::sync::mpsc::channel::<(Instant, String)>();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(|l| l.ok())
+        {
             if tx.send((Instant::now(), line)).is_err() {
                 return;
             }
@@ -347,7 +506,9 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
             bail!("`kubectl logs -f` gave no line for 10 s");
         };
         let first = *first_at.get_or_insert(at);
-        if let Some(n) = line.strip_prefix("tick ").and_then(|n| n.parse::<u64>().ok())
+        if let Some(n) = line
+            .strip_prefix("tick ")
+            .and_then(|n| n.parse::<u64>().ok())
             && n >= goal
         {
             break at.duration_since(first);
@@ -355,12 +516,22 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     };
     let _ = follow.kill();
     let _ = follow.wait();
-    assert!(streamed >= Duration::from_secs(1), "all lines came at once ({streamed:?}): not streamed");
+    assert!(
+        streamed >= Duration::from_secs(1),
+        "all lines came at once ({streamed:?}): not streamed"
+    );
 
     // Deletion with a 2 s grace: sleeper never exits by itself, so it is killed
     // after the grace and the pod is removed.
     let start = Instant::now();
-    plane.kubectl_ok(&["delete", "pod", "sleeper", "--grace-period=2", "--wait=true", "--timeout=30s"])?;
+    plane.kubectl_ok(&[
+        "delete",
+        "pod",
+        "sleeper",
+        "--grace-period=2",
+        "--wait=true",
+        "--timeout=30s",
+    ])?;
     let gone = eventually(Duration::from_secs(30), "the pod to be gone", || async {
         matches!(pods.get_opt("sleeper").await, Ok(None)).then_some(())
     })
@@ -369,8 +540,14 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         bail!("{e}\nlog:\n{}", log_tail(&plane));
     }
     let took = start.elapsed();
-    assert!(took >= Duration::from_millis(1500), "the pod went in {took:?}: the 2 s grace period was not given");
-    assert!(took <= Duration::from_secs(8), "the pod went only after {took:?} (grace period 2 s)");
+    assert!(
+        took >= Duration::from_millis(1500),
+        "the pod went in {took:?}: the 2 s grace period was not given"
+    );
+    assert!(
+        took <= Duration::from_secs(8),
+        "the pod went only after {took:?} (grace period 2 s)"
+    );
     Ok(())
 }
 
@@ -385,8 +562,15 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     let spec = json!({"restartPolicy": "Always", "containers": [container("main", &workload("exitcode.wasm"), &["1"])]});
     create(&pods, &node_pod("crash", node, spec)).await?;
     // 10 s, then 20 s of back-off: the second restart comes ~30 s after the first exit.
-    let p = wait_pod(&plane, &pods, "crash", 50, "restartCount 2", |p| restart_count(p) >= 2).await?;
-    assert_eq!(phase(&p), "Running", "kubelet reports a crash-looping pod with restartPolicy Always as Running");
+    let p = wait_pod(&plane, &pods, "crash", 50, "restartCount 2", |p| {
+        restart_count(p) >= 2
+    })
+    .await?;
+    assert_eq!(
+        phase(&p),
+        "Running",
+        "kubelet reports a crash-looping pod with restartPolicy Always as Running"
+    );
 
     let backing_off = |count: i64, secs: u64| {
         move |p: &Pod| {
@@ -398,32 +582,75 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
                     .is_some_and(|m| m.contains(&format!("back-off {secs}s")))
         }
     };
-    let (t0, p0) = history.first(backing_off(0, 10)).context("never CrashLoopBackOff with back-off 10s at restartCount 0")?;
+    let (t0, p0) = history
+        .first(backing_off(0, 10))
+        .context("never CrashLoopBackOff with back-off 10s at restartCount 0")?;
     let last = cstatus(&p0);
-    assert_eq!(last.pointer("/lastState/terminated/exitCode"), Some(&json!(1)), "{last}");
-    assert_eq!(last.pointer("/lastState/terminated/reason"), Some(&json!("Error")), "{last}");
-    let (t1, _) = history.first(|p| restart_count(p) == 1).context("restartCount 1 never seen")?;
-    let (t1b, _) = history.first(backing_off(1, 20)).context("never CrashLoopBackOff with back-off 20s at restartCount 1")?;
-    let (t2, _) = history.first(|p| restart_count(p) == 2).context("restartCount 2 never seen")?;
-    let (gap1, gap2) = (t1.duration_since(t0).as_secs_f64(), t2.duration_since(t1b).as_secs_f64());
-    assert!((8.5..=14.0).contains(&gap1), "first back-off lasted {gap1:.1} s, expected 10 s");
-    assert!((18.5..=25.0).contains(&gap2), "second back-off lasted {gap2:.1} s, expected 20 s");
+    assert_eq!(
+        last.pointer("/lastState/terminated/exitCode"),
+        Some(&json!(1)),
+        "{last}"
+    );
+    assert_eq!(
+        last.pointer("/lastState/terminated/reason"),
+        Some(&json!("Error")),
+        "{last}"
+    );
+    let (t1, _) = history
+        .first(|p| restart_count(p) == 1)
+        .context("restartCount 1 never seen")?;
+    let (t1b, _) = history
+        .first(backing_off(1, 20))
+        .context("never CrashLoopBackOff with back-off 20s at restartCount 1")?;
+    let (t2, _) = history
+        .first(|p| restart_count(p) == 2)
+        .context("restartCount 2 never seen")?;
+    let (gap1, gap2) = (
+        t1.duration_since(t0).as_secs_f64(),
+        t2.duration_since(t1b).as_secs_f64(),
+    );
+    assert!(
+        (8.5..=14.0).contains(&gap1),
+        "first back-off lasted {gap1:.1} s, expected 10 s"
+    );
+    assert!(
+        (18.5..=25.0).contains(&gap2),
+        "second back-off lasted {gap2:.1} s, expected 20 s"
+    );
 
     // The previous attempt's output.
     let previous = plane.kubectl_ok(&["logs", "crash", "--previous"])?;
-    assert!(previous.contains("exiting with 1"), "kubectl logs --previous: {previous:?}");
-    expect_event(&client, "crash", "Warning", "BackOff", "Back-off restarting failed container").await?;
+    assert!(
+        previous.contains("exiting with 1"),
+        "kubectl logs --previous: {previous:?}"
+    );
+    expect_event(
+        &client,
+        "crash",
+        "Warning",
+        "BackOff",
+        "Back-off restarting failed container",
+    )
+    .await?;
     // Repeats of one event (same pod, reason, action, type) are aggregated into
     // a series, as kube-runtime's recorder does, and read back through both
     // Event APIs (stored once as core/v1).
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
-    let series = eventually(Duration::from_secs(20), "the BackOff event aggregated into a series", || async {
-        let list = events.list(&Default::default()).await.ok()?;
-        list.items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("BackOff") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crash"))
-            .find_map(|e| e.series.filter(|s| s.count >= 2))
-    })
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let series = eventually(
+        Duration::from_secs(20),
+        "the BackOff event aggregated into a series",
+        || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some("BackOff")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crash")
+                })
+                .find_map(|e| e.series.filter(|s| s.count >= 2))
+        },
+    )
     .await?;
     assert!(series.count >= 2, "{series:?}");
     Ok(())
@@ -451,18 +678,28 @@ async fn init_containers_run_in_order_and_share_an_empty_dir() -> Result<()> {
         spec.pointer_mut(c).unwrap()["volumeMounts"] = mount.clone();
     }
     create(&pods, &node_pod("init", node, spec)).await?;
-    let p = wait_pod(&plane, &pods, "init", 60, "phase Succeeded", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    let p = wait_pod(&plane, &pods, "init", 60, "phase Succeeded", |p| {
+        matches!(phase(p), "Succeeded" | "Failed")
+    })
+    .await?;
     assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
     assert_eq!(condition(&p, "Initialized").as_deref(), Some("True"));
     let st = status_json(&p);
     for i in 0..2 {
         let s = &st["initContainerStatuses"][i];
-        assert_eq!(s.pointer("/state/terminated/reason"), Some(&json!("Completed")), "{st}");
+        assert_eq!(
+            s.pointer("/state/terminated/reason"),
+            Some(&json!("Completed")),
+            "{st}"
+        );
     }
     // The second init container saw the first one's file; main saw the second's.
     let second = plane.kubectl_ok(&["logs", "init", "-c", "second"])?;
     assert!(second.contains("read /work/x: OK from-first"), "{second}");
-    assert!(second.contains("write /work/x=from-second: OK written"), "{second}");
+    assert!(
+        second.contains("write /work/x=from-second: OK written"),
+        "{second}"
+    );
     let main = plane.kubectl_ok(&["logs", "init", "-c", "main"])?;
     assert!(main.contains("read /work/x: OK from-second"), "{main}");
     assert!(main.contains("read /work/y: OK second-was-here"), "{main}");
@@ -488,16 +725,26 @@ async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() ->
     let (plane, client) = node_plane(node, "wasi-runner", &["--host-path-allow", &allow]).await?;
     let (_, api_port) = {
         let (server, _) = plane.endpoint()?;
-        let port = server.rsplit(':').next().unwrap_or("").trim_end_matches('/').to_string();
+        let port = server
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_string();
         (server, port)
     };
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("cfg", &[("greeting", "hi there")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("cfg", &[("greeting", "hi there")]),
+        )
         .await?;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "sec"}, "data": {"password": "czNjcmV0"}, // "s3cret"
     }))?;
-    Api::<Secret>::namespaced(client.clone(), "default").create(&PostParams::default(), &secret).await?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let connect = format!("connect:127.0.0.1:{api_port}");
@@ -532,15 +779,24 @@ async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() ->
         {"name": "host", "mountPath": "/host", "readOnly": true},
     ]);
     create(&pods, &node_pod("probe", node, spec)).await?;
-    let p = wait_pod(&plane, &pods, "probe", 60, "a terminal phase", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    let p = wait_pod(&plane, &pods, "probe", 60, "a terminal phase", |p| {
+        matches!(phase(p), "Succeeded" | "Failed")
+    })
+    .await?;
     assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
     let out = plane.kubectl_ok(&["logs", "probe"])?;
     let line = |op: &str| -> String {
-        out.lines().find(|l| l.starts_with(&format!("{}: ", op.replacen(':', " ", 1)))).unwrap_or("(no line)").to_string()
+        out.lines()
+            .find(|l| l.starts_with(&format!("{}: ", op.replacen(':', " ", 1))))
+            .unwrap_or("(no line)")
+            .to_string()
     };
     let ok = |op: &str, want: &str| {
         let l = line(op);
-        assert!(l.contains(": OK ") && l.ends_with(want), "{op}: expected OK {want:?}, got {l:?}\nall output:\n{out}");
+        assert!(
+            l.contains(": OK ") && l.ends_with(want),
+            "{op}: expected OK {want:?}, got {l:?}\nall output:\n{out}"
+        );
     };
     ok("read:/cfg/greeting", "hi there");
     ok("read:/sec/password", "s3cret");
@@ -548,8 +804,14 @@ async fn config_and_secret_volumes_are_readable_and_nothing_outside_them_is() ->
     ok("read:/host/ok.txt", "inside");
     for op in &args[4..] {
         let l = line(op);
-        assert!(l.contains(": ERR "), "{op} must fail: {l:?}\nall output:\n{out}");
-        assert!(!l.contains("root:") && !l.contains("outside secret"), "{op} leaked: {l:?}");
+        assert!(
+            l.contains(": ERR "),
+            "{op} must fail: {l:?}\nall output:\n{out}"
+        );
+        assert!(
+            !l.contains("root:") && !l.contains("outside secret"),
+            "{op} leaked: {l:?}"
+        );
     }
     Ok(())
 }
@@ -566,7 +828,14 @@ async fn pulls_a_module_from_a_local_oci_registry() -> Result<()> {
     let registry = Registry::start().await?;
     let addr = registry.addr.clone();
     let module = std::fs::read(workloads_dir().join("hello.wasm"))?;
-    registry.push("hello:v1", module, "application/wasm", "application/vnd.wasm.config.v0+json").await?;
+    registry
+        .push(
+            "hello:v1",
+            module,
+            "application/wasm",
+            "application/vnd.wasm.config.v0+json",
+        )
+        .await?;
 
     let node = "node-oci";
     let (plane, client) = node_plane(node, "wasi-runner", &["--insecure-registry", &addr]).await?;
@@ -574,16 +843,25 @@ async fn pulls_a_module_from_a_local_oci_registry() -> Result<()> {
     let history = History::start(&pods, "missing");
 
     let image = format!("{addr}/hello:v1");
-    let spec = json!({"restartPolicy": "Never", "containers": [container("main", &image, &["pulled"])]});
+    let spec =
+        json!({"restartPolicy": "Never", "containers": [container("main", &image, &["pulled"])]});
     create(&pods, &node_pod("pulled", node, spec)).await?;
     let wrong = format!("{addr}/nothing-here:v1");
     let spec = json!({"restartPolicy": "Never", "containers": [container("main", &wrong, &[])]});
     create(&pods, &node_pod("missing", node, spec)).await?;
 
-    let p = wait_pod(&plane, &pods, "pulled", 60, "phase Succeeded", |p| matches!(phase(p), "Succeeded" | "Failed")).await?;
+    let p = wait_pod(&plane, &pods, "pulled", 60, "phase Succeeded", |p| {
+        matches!(phase(p), "Succeeded" | "Failed")
+    })
+    .await?;
     assert_eq!(phase(&p), "Succeeded", "{}", status_json(&p));
     let cs = cstatus(&p);
-    assert!(cs["imageID"].as_str().is_some_and(|d| d.contains("sha256:")), "imageID: {cs}");
+    assert!(
+        cs["imageID"]
+            .as_str()
+            .is_some_and(|d| d.contains("sha256:")),
+        "imageID: {cs}"
+    );
     let logs = plane.kubectl_ok(&["logs", "pulled"])?;
     assert!(logs.contains("args: pulled"), "{logs}");
 
@@ -596,11 +874,31 @@ async fn pulls_a_module_from_a_local_oci_registry() -> Result<()> {
     let reasons = history.reasons();
     let err = reasons.iter().position(|r| r == "ErrImagePull");
     let backoff = reasons.iter().position(|r| r == "ImagePullBackOff");
-    assert!(matches!((err, backoff), (Some(e), Some(b)) if e < b), "waiting reasons seen: {reasons:?}");
-    let (_, errp) = history.first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull")).unwrap();
-    let msg = cstatus(&errp).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
-    assert!(!msg.is_empty(), "ErrImagePull without a message: {}", cstatus(&errp));
-    expect_event(&client, "missing", "Warning", "Failed", "Failed to pull image").await?;
+    assert!(
+        matches!((err, backoff), (Some(e), Some(b)) if e < b),
+        "waiting reasons seen: {reasons:?}"
+    );
+    let (_, errp) = history
+        .first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull"))
+        .unwrap();
+    let msg = cstatus(&errp)
+        .pointer("/state/waiting/message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        !msg.is_empty(),
+        "ErrImagePull without a message: {}",
+        cstatus(&errp)
+    );
+    expect_event(
+        &client,
+        "missing",
+        "Warning",
+        "Failed",
+        "Failed to pull image",
+    )
+    .await?;
     drop(registry);
     Ok(())
 }
@@ -614,11 +912,27 @@ async fn illegal_provider_edge_is_stopped_with_an_event() -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let spec = json!({"containers": [container("main", &workload("hello.wasm"), &[])]});
     create(&pods, &node_pod("edgy", node, spec)).await?;
-    let msg = expect_event(&client, "edgy", "Warning", "IllegalTransition", "Registered -> Done").await?;
-    assert!(msg.contains("bad-edge"), "the event should name the provider: {msg}");
+    let msg = expect_event(
+        &client,
+        "edgy",
+        "Warning",
+        "IllegalTransition",
+        "Registered -> Done",
+    )
+    .await?;
+    assert!(
+        msg.contains("bad-edge"),
+        "the event should name the provider: {msg}"
+    );
     // The host moved the pod to the provider's error state, not to `Done`.
-    let p = wait_pod(&plane, &pods, "edgy", 20, "phase Failed", |p| phase(p) == "Failed").await?;
-    assert_eq!(p.status.as_ref().and_then(|s| s.reason.as_deref()), Some("ProviderError"));
+    let p = wait_pod(&plane, &pods, "edgy", 20, "phase Failed", |p| {
+        phase(p) == "Failed"
+    })
+    .await?;
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.reason.as_deref()),
+        Some("ProviderError")
+    );
     Ok(())
 }
 
@@ -636,46 +950,103 @@ async fn bad_input_is_reported_and_other_pods_are_unaffected() -> Result<()> {
 
     let hello = workload("hello.wasm");
     let never = |c: Value| json!({"restartPolicy": "Never", "containers": [c]});
-    create(&pods, &node_pod("nofile", node, never(container("main", "file:///nonexistent.wasm", &[])))).await?;
+    create(
+        &pods,
+        &node_pod(
+            "nofile",
+            node,
+            never(container("main", "file:///nonexistent.wasm", &[])),
+        ),
+    )
+    .await?;
     let image = format!("file://{}", not_wasm.display());
-    create(&pods, &node_pod("notwasm", node, never(container("main", &image, &[])))).await?;
+    create(
+        &pods,
+        &node_pod("notwasm", node, never(container("main", &image, &[]))),
+    )
+    .await?;
     let mut spec = never(container("main", &hello, &["configured"]));
     spec["volumes"] = json!([{"name": "cfg", "configMap": {"name": "absent"}}]);
     spec["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/cfg"}]);
     create(&pods, &node_pod("nocm", node, spec)).await?;
-    create(&pods, &node_pod("fine", node, never(container("main", &hello, &["fine"])))).await?;
+    create(
+        &pods,
+        &node_pod("fine", node, never(container("main", &hello, &["fine"]))),
+    )
+    .await?;
 
     // A good pod next to the bad ones runs.
-    wait_pod(&plane, &pods, "fine", 60, "phase Succeeded", |p| phase(p) == "Succeeded").await?;
+    wait_pod(&plane, &pods, "fine", 60, "phase Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await?;
     assert!(plane.kubectl_ok(&["logs", "fine"])?.contains("args: fine"));
 
-    for (name, hist, text) in [("nofile", &hist_nofile, "nonexistent.wasm"), ("notwasm", &hist_notwasm, "wasm")] {
+    for (name, hist, text) in [
+        ("nofile", &hist_nofile, "nonexistent.wasm"),
+        ("notwasm", &hist_notwasm, "wasm"),
+    ] {
         let p = wait_pod(&plane, &pods, name, 30, "ImagePullBackOff", |p| {
             waiting_reason(p).as_deref() == Some("ImagePullBackOff")
         })
         .await?;
         assert_eq!(phase(&p), "Pending", "{name}");
         let reasons = hist.reasons();
-        assert!(reasons.contains(&"ErrImagePull".to_string()), "{name}: waiting reasons seen: {reasons:?}");
-        let (_, errp) = hist.first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull")).unwrap();
-        let msg = cstatus(&errp).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
-        assert!(msg.contains(text), "{name}: ErrImagePull message {msg:?} should mention {text:?}");
+        assert!(
+            reasons.contains(&"ErrImagePull".to_string()),
+            "{name}: waiting reasons seen: {reasons:?}"
+        );
+        let (_, errp) = hist
+            .first(|p| waiting_reason(p).as_deref() == Some("ErrImagePull"))
+            .unwrap();
+        let msg = cstatus(&errp)
+            .pointer("/state/waiting/message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            msg.contains(text),
+            "{name}: ErrImagePull message {msg:?} should mention {text:?}"
+        );
         expect_event(&client, name, "Warning", "Failed", "Failed to pull image").await?;
     }
 
     // The missing ConfigMap: CreateContainerConfigError and an Event, then it runs
     // once the ConfigMap exists (retried every 10 s).
-    let p = wait_pod(&plane, &pods, "nocm", 30, "CreateContainerConfigError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
-    })
+    let p = wait_pod(
+        &plane,
+        &pods,
+        "nocm",
+        30,
+        "CreateContainerConfigError",
+        |p| waiting_reason(p).as_deref() == Some("CreateContainerConfigError"),
+    )
     .await?;
-    let msg = cstatus(&p).pointer("/state/waiting/message").and_then(Value::as_str).unwrap_or("").to_string();
-    assert!(msg.contains("absent"), "the message should name the ConfigMap: {msg:?}");
+    let msg = cstatus(&p)
+        .pointer("/state/waiting/message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        msg.contains("absent"),
+        "the message should name the ConfigMap: {msg:?}"
+    );
     expect_event(&client, "nocm", "Warning", "FailedMount", "absent").await?;
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("absent", &[("k", "v")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("absent", &[("k", "v")]),
+        )
         .await?;
-    wait_pod(&plane, &pods, "nocm", 30, "phase Succeeded once the ConfigMap exists", |p| phase(p) == "Succeeded").await?;
+    wait_pod(
+        &plane,
+        &pods,
+        "nocm",
+        30,
+        "phase Succeeded once the ConfigMap exists",
+        |p| phase(p) == "Succeeded",
+    )
+    .await?;
     Ok(())
 }
 
@@ -688,14 +1059,27 @@ async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() ->
     let ca = ca.to_str().context("utf-8 path")?;
     let mut host = Host::start(
         &plane.kubeconfig(),
-        &["--mode", "node", "--node-name", "node-run", "--kubelet-port", "0", "--kubelet-client-ca", ca],
+        &[
+            "--mode",
+            "node",
+            "--node-name",
+            "node-run",
+            "--kubelet-port",
+            "0",
+            "--kubelet-client-ca",
+            ca,
+        ],
     )
     .await?;
     install_plugin(&host.plugin_dir(), "wasi-runner")?;
     let client = plane.client().await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let ready = |n: &Node| {
-        n.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready")).map(|c| c.status.clone())
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone())
     };
     eventually(Duration::from_secs(30), "node-run Ready", || async {
         let n = nodes.get_opt("node-run").await.ok().flatten()?;
@@ -703,17 +1087,39 @@ async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() ->
     })
     .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    create(&pods, &node_pod("tick", "node-run", json!({"containers": [container("main", &workload("sleeper.wasm"), &[])]}))).await?;
-    wait_pod(&plane, &pods, "tick", 30, "Running", |p| phase(p) == "Running").await?;
-    // `kubectl logs` goes plane -> this agent's kubelet endpoint (client certificate).
-    let logs = eventually(Duration::from_secs(20), "logs through the plane", || async {
-        plane.kubectl_ok(&["logs", "tick", "--tail", "1"]).ok().filter(|l| l.contains("tick"))
+    create(
+        &pods,
+        &node_pod(
+            "tick",
+            "node-run",
+            json!({"containers": [container("main", &workload("sleeper.wasm"), &[])]}),
+        ),
+    )
+    .await?;
+    wait_pod(&plane, &pods, "tick", 30, "Running", |p| {
+        phase(p) == "Running"
     })
+    .await?;
+    // `kubectl logs` goes plane -> this agent's kubelet endpoint (client certificate).
+    let logs = eventually(
+        Duration::from_secs(20),
+        "logs through the plane",
+        || async {
+            plane
+                .kubectl_ok(&["logs", "tick", "--tail", "1"])
+                .ok()
+                .filter(|l| l.contains("tick"))
+        },
+    )
     .await?;
     assert!(logs.contains("tick"), "{logs}");
     // Ctrl-C: the node reports NotReady and the agent exits after giving its
     // workload the grace period.
-    assert!(host.interrupt(Duration::from_secs(30)).await?, "the node agent did not exit; log:\n{}", host.log());
+    assert!(
+        host.interrupt(Duration::from_secs(30)).await?,
+        "the node agent did not exit; log:\n{}",
+        host.log()
+    );
     let n = nodes.get("node-run").await?;
     assert_eq!(ready(&n).as_deref(), Some("False"), "{:?}", n.status);
     Ok(())

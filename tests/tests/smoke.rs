@@ -16,12 +16,22 @@ async fn serves_kube_client_and_refuses_anonymous() -> anyhow::Result<()> {
         .filter_map(|n| n.metadata.name)
         .collect();
     for ns in ["default", "kube-system", "kube-node-lease"] {
-        assert!(names.contains(&ns.to_string()), "{ns} missing from {names:?}");
+        assert!(
+            names.contains(&ns.to_string()),
+            "{ns} missing from {names:?}"
+        );
     }
     // No token: 401 with a Status body.
     let (server, _) = plane.endpoint()?;
     let out = std::process::Command::new("curl")
-        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &format!("{server}/api/v1/namespaces")])
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{server}/api/v1/namespaces"),
+        ])
         .output()?;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
     Ok(())

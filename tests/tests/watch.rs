@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use wasmlet_e2e::*;
@@ -56,17 +58,35 @@ async fn watch_from_resource_version_in_order() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &configmap("before", &[])).await?;
-    let start = cms.list(&ListParams::default()).await?.metadata.resource_version.unwrap();
+    cms.create(&PostParams::default(), &configmap("before", &[]))
+        .await?;
+    let start = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap();
 
     // Writes before the watch starts, after `start`: replayed from history.
-    cms.create(&PostParams::default(), &configmap("a", &[])).await?;
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await?;
+    cms.create(&PostParams::default(), &configmap("a", &[]))
+        .await?;
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await?;
     let mut s = watch(&cms, &quiet(), &start).await?;
     // Writes after it starts: live.
-    cms.create(&PostParams::default(), &configmap("b", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("b", &[]))
+        .await?;
     cms.delete("a", &DeleteParams::default()).await?;
-    cms.patch("b", &PatchParams::default(), &Patch::Merge(json!({"data": {"y": "2"}}))).await?;
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"y": "2"}})),
+    )
+    .await?;
 
     let mut got = Vec::new();
     let mut last = start.parse::<u64>()?;
@@ -77,13 +97,21 @@ async fn watch_from_resource_version_in_order() -> anyhow::Result<()> {
         last = rv;
         got.push(describe(&e));
     }
-    let want: Vec<(String, String)> = [("ADDED", "a"), ("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a"), ("MODIFIED", "b")]
-        .iter()
-        .map(|(t, n)| (t.to_string(), n.to_string()))
-        .collect();
+    let want: Vec<(String, String)> = [
+        ("ADDED", "a"),
+        ("MODIFIED", "a"),
+        ("ADDED", "b"),
+        ("DELETED", "a"),
+        ("MODIFIED", "b"),
+    ]
+    .iter()
+    .map(|(t, n)| (t.to_string(), n.to_string()))
+    .collect();
     assert_eq!(got, want);
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), s.next()).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(300), s.next())
+            .await
+            .is_err(),
         "an extra event arrived (nothing was written)"
     );
 
@@ -99,11 +127,29 @@ async fn watch_from_resource_version_in_order() -> anyhow::Result<()> {
 
     // A label-selected watch sees an object leave its selector as DELETED.
     let mut s = watch(&cms, &quiet().labels("app=x"), &last.to_string()).await?;
-    cms.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}}))).await?;
-    cms.patch("before", &PatchParams::default(), &Patch::Merge(json!({"data": {"z": "1"}}))).await?;
-    cms.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}}))).await?;
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await?;
+    cms.patch(
+        "before",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"z": "1"}})),
+    )
+    .await?;
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
+    )
+    .await?;
     assert_eq!(describe(&next(&mut s).await), ("ADDED".into(), "b".into()));
-    assert_eq!(describe(&next(&mut s).await), ("DELETED".into(), "b".into()));
+    assert_eq!(
+        describe(&next(&mut s).await),
+        ("DELETED".into(), "b".into())
+    );
     Ok(())
 }
 
@@ -112,34 +158,76 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let c = cms.create(&PostParams::default(), &configmap("a", &[])).await?;
+    let c = cms
+        .create(&PostParams::default(), &configmap("a", &[]))
+        .await?;
     let rv = c.metadata.resource_version.clone().unwrap();
 
     // Two idle watches from the same revision: with and without bookmarks.
     let mut with = watch(&cms, &WatchParams::default().timeout(20), &rv).await?;
-    let mut without = watch(&cms, &WatchParams::default().disable_bookmarks().timeout(20), &rv).await?;
-    let later = cms.create(&PostParams::default(), &configmap("b", &[])).await?;
-    assert_eq!(describe(&next(&mut with).await), ("ADDED".into(), "b".into()));
-    assert_eq!(describe(&next(&mut without).await), ("ADDED".into(), "b".into()));
+    let mut without = watch(
+        &cms,
+        &WatchParams::default().disable_bookmarks().timeout(20),
+        &rv,
+    )
+    .await?;
+    let later = cms
+        .create(&PostParams::default(), &configmap("b", &[]))
+        .await?;
+    assert_eq!(
+        describe(&next(&mut with).await),
+        ("ADDED".into(), "b".into())
+    );
+    assert_eq!(
+        describe(&next(&mut without).await),
+        ("ADDED".into(), "b".into())
+    );
 
     // timeoutSeconds ends the stream (cleanly, no error).
     let started = Instant::now();
-    let mut s = watch(&cms, &WatchParams::default().timeout(1), &later.metadata.resource_version.clone().unwrap()).await?;
-    let end = tokio::time::timeout(Duration::from_secs(5), s.next()).await.expect("the watch outlived its timeout");
-    assert!(end.is_none(), "expected the stream to end, got {:?}", end.map(|e| e.map(|e| describe(&e))));
-    assert!(started.elapsed() >= Duration::from_millis(900), "ended too early: {:?}", started.elapsed());
+    let mut s = watch(
+        &cms,
+        &WatchParams::default().timeout(1),
+        &later.metadata.resource_version.clone().unwrap(),
+    )
+    .await?;
+    let end = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .expect("the watch outlived its timeout");
+    assert!(
+        end.is_none(),
+        "expected the stream to end, got {:?}",
+        end.map(|e| e.map(|e| describe(&e)))
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "ended too early: {:?}",
+        started.elapsed()
+    );
 
     // allowWatchBookmarks: the idle watch is told the current revision.
-    let e = tokio::time::timeout(Duration::from_secs(8), with.next()).await.expect("no bookmark in 8 s").unwrap()?;
+    let e = tokio::time::timeout(Duration::from_secs(8), with.next())
+        .await
+        .expect("no bookmark in 8 s")
+        .unwrap()?;
     match e {
         WatchEvent::Bookmark(b) => {
             let brv: u64 = b.metadata.resource_version.parse()?;
-            assert!(brv >= rv_of(&later), "bookmark {brv} behind the last event {}", rv_of(&later));
+            assert!(
+                brv >= rv_of(&later),
+                "bookmark {brv} behind the last event {}",
+                rv_of(&later)
+            );
         }
         other => panic!("expected a bookmark, got {:?}", describe(&other)),
     }
     // Without allowWatchBookmarks, none arrived in the same time.
-    assert!(tokio::time::timeout(Duration::from_millis(500), without.next()).await.is_err(), "an unasked-for event arrived");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), without.next())
+            .await
+            .is_err(),
+        "an unasked-for event arrived"
+    );
     Ok(())
 }
 
@@ -148,9 +236,12 @@ async fn watch_older_than_history_gets_410() -> anyhow::Result<()> {
     let plane = Plane::start(&["--watch-history", "5"]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let first = cms.create(&PostParams::default(), &configmap("first", &[])).await?;
+    let first = cms
+        .create(&PostParams::default(), &configmap("first", &[]))
+        .await?;
     for i in 0..10 {
-        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[])).await?;
+        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[]))
+            .await?;
     }
     let mut s = watch(&cms, &quiet(), &first.metadata.resource_version.unwrap()).await?;
     match next(&mut s).await {
@@ -161,10 +252,19 @@ async fn watch_older_than_history_gets_410() -> anyhow::Result<()> {
         other => panic!("expected a 410 ERROR event, got {:?}", describe(&other)),
     }
     // A recent revision still works.
-    let recent = cms.list(&ListParams::default()).await?.metadata.resource_version.unwrap();
+    let recent = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap();
     let mut s = watch(&cms, &quiet(), &recent).await?;
-    cms.create(&PostParams::default(), &configmap("new", &[])).await?;
-    assert_eq!(describe(&next(&mut s).await), ("ADDED".into(), "new".into()));
+    cms.create(&PostParams::default(), &configmap("new", &[]))
+        .await?;
+    assert_eq!(
+        describe(&next(&mut s).await),
+        ("ADDED".into(), "new".into())
+    );
     Ok(())
 }
 
@@ -174,7 +274,15 @@ type State = BTreeMap<String, String>;
 fn state_of(items: &[ConfigMap]) -> State {
     items
         .iter()
-        .map(|c| (c.metadata.name.clone().unwrap(), c.data.as_ref().and_then(|d| d.get("v").cloned()).unwrap_or_default()))
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap(),
+                c.data
+                    .as_ref()
+                    .and_then(|d| d.get("v").cloned())
+                    .unwrap_or_default(),
+            )
+        })
         .collect()
 }
 
@@ -184,7 +292,11 @@ async fn list_then_watch_loses_nothing_while_writes_continue() -> anyhow::Result
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     for i in 0..20 {
-        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[("v", "0")])).await?;
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("c{i}"), &[("v", "0")]),
+        )
+        .await?;
     }
     // Writers: creates, updates and deletes from 4 tasks.
     let mut writers = Vec::new();
@@ -195,9 +307,22 @@ async fn list_then_watch_loses_nothing_while_writes_continue() -> anyhow::Result
                 let name = format!("c{}", (i * 7 + w * 5) % 30);
                 let v = format!("{w}-{i}");
                 let r = match i % 4 {
-                    0 | 1 => cms.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"v": v}}))).await.map(|_| ()),
-                    2 => cms.delete(&name, &DeleteParams::default()).await.map(|_| ()),
-                    _ => cms.create(&PostParams::default(), &configmap(&name, &[("v", &v)])).await.map(|_| ()),
+                    0 | 1 => cms
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"data": {"v": v}})),
+                        )
+                        .await
+                        .map(|_| ()),
+                    2 => cms
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .map(|_| ()),
+                    _ => cms
+                        .create(&PostParams::default(), &configmap(&name, &[("v", &v)]))
+                        .await
+                        .map(|_| ()),
                 };
                 // 404 / 409 AlreadyExists are expected in the race.
                 if let Err(kube::Error::Api(s)) = &r {
@@ -218,7 +343,12 @@ async fn list_then_watch_loses_nothing_while_writes_continue() -> anyhow::Result
         w.await?;
     }
     let final_list = cms.list(&ListParams::default()).await?;
-    let final_rv: u64 = final_list.metadata.resource_version.clone().unwrap().parse()?;
+    let final_rv: u64 = final_list
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap()
+        .parse()?;
 
     let mut last = list_rv;
     let mut seen = BTreeSet::new();
@@ -230,16 +360,29 @@ async fn list_then_watch_loses_nothing_while_writes_continue() -> anyhow::Result
         last = rv;
         match e {
             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                state.insert(o.metadata.name.clone().unwrap(), o.data.as_ref().and_then(|d| d.get("v").cloned()).unwrap_or_default());
+                state.insert(
+                    o.metadata.name.clone().unwrap(),
+                    o.data
+                        .as_ref()
+                        .and_then(|d| d.get("v").cloned())
+                        .unwrap_or_default(),
+                );
             }
             WatchEvent::Deleted(o) => {
-                assert!(state.remove(o.metadata.name.as_deref().unwrap()).is_some(), "DELETED for an unknown object");
+                assert!(
+                    state.remove(o.metadata.name.as_deref().unwrap()).is_some(),
+                    "DELETED for an unknown object"
+                );
             }
             other => panic!("unexpected {:?}", describe(&other)),
         }
     }
     assert_eq!(last, final_rv);
-    assert_eq!(state, state_of(&final_list.items), "LIST + WATCH does not rebuild the final state");
+    assert_eq!(
+        state,
+        state_of(&final_list.items),
+        "LIST + WATCH does not rebuild the final state"
+    );
     Ok(())
 }
 
@@ -248,14 +391,20 @@ async fn two_hundred_watchers_see_every_event() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = cms.list(&ListParams::default()).await?.metadata.resource_version.unwrap();
+    let rv = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap();
     let mut streams = Vec::new();
     for _ in 0..200 {
         streams.push(watch(&cms, &quiet(), &rv).await?);
     }
     const N: usize = 30;
     for i in 0..N {
-        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[])).await?;
+        cms.create(&PostParams::default(), &configmap(&format!("c{i}"), &[]))
+            .await?;
     }
     let want: Vec<String> = (0..N).map(|i| format!("c{i}")).collect();
     let results = futures::future::join_all(streams.into_iter().map(|mut s| {
@@ -265,15 +414,30 @@ async fn two_hundred_watchers_see_every_event() -> anyhow::Result<()> {
             while got.len() < want.len() {
                 match tokio::time::timeout(Duration::from_secs(10), s.next()).await {
                     Ok(Some(Ok(WatchEvent::Added(o)))) => got.push(o.metadata.name.unwrap()),
-                    other => return Err(format!("after {} events: {:?}", got.len(), other.map(|o| o.map(|e| e.map(|e| describe(&e)))))),
+                    other => {
+                        return Err(format!(
+                            "after {} events: {:?}",
+                            got.len(),
+                            other.map(|o| o.map(|e| e.map(|e| describe(&e))))
+                        ));
+                    }
                 }
             }
-            if got == want { Ok(()) } else { Err(format!("got {got:?}")) }
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("got {got:?}"))
+            }
         }
     }))
     .await;
     let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(failed.is_empty(), "{} of 200 watchers missed events: {:?}", failed.len(), failed.first());
+    assert!(
+        failed.is_empty(),
+        "{} of 200 watchers missed events: {:?}",
+        failed.len(),
+        failed.first()
+    );
     Ok(())
 }
 
@@ -282,7 +446,12 @@ async fn slow_watcher_stalls_neither_writers_nor_other_watchers() -> anyhow::Res
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = cms.list(&ListParams::default()).await?.metadata.resource_version.unwrap();
+    let rv = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap();
     // A watcher that is opened and never read from, on its own connection.
     let slow_client = plane.client().await?;
     let slow_api: Api<ConfigMap> = Api::namespaced(slow_client, "default");
@@ -297,7 +466,10 @@ async fn slow_watcher_stalls_neither_writers_nor_other_watchers() -> anyhow::Res
         while n < N {
             match tokio::time::timeout(Duration::from_secs(10), fast.next()).await {
                 Ok(Some(Ok(WatchEvent::Added(_)))) => n += 1,
-                other => panic!("fast watcher after {n}: {:?}", other.map(|o| o.map(|e| e.map(|e| describe(&e))))),
+                other => panic!(
+                    "fast watcher after {n}: {:?}",
+                    other.map(|o| o.map(|e| e.map(|e| describe(&e))))
+                ),
             }
         }
         n
@@ -309,16 +481,31 @@ async fn slow_watcher_stalls_neither_writers_nor_other_watchers() -> anyhow::Res
         let big = big.clone();
         tasks.push(tokio::spawn(async move {
             for i in (w..N).step_by(4) {
-                cms.create(&PostParams::default(), &configmap(&format!("c{i:03}"), &[("big", &big)])).await.unwrap();
+                cms.create(
+                    &PostParams::default(),
+                    &configmap(&format!("c{i:03}"), &[("big", &big)]),
+                )
+                .await
+                .unwrap();
             }
         }));
     }
     for t in tasks {
-        tokio::time::timeout(Duration::from_secs(20), t).await.expect("writers stalled")?;
+        tokio::time::timeout(Duration::from_secs(20), t)
+            .await
+            .expect("writers stalled")?;
     }
     let write_time = started.elapsed();
-    assert_eq!(tokio::time::timeout(Duration::from_secs(20), reader).await.expect("fast watcher stalled")?, N);
-    assert!(write_time < Duration::from_secs(15), "writes took {write_time:?}");
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(20), reader)
+            .await
+            .expect("fast watcher stalled")?,
+        N
+    );
+    assert!(
+        write_time < Duration::from_secs(15),
+        "writes took {write_time:?}"
+    );
     Ok(())
 }
 
@@ -328,7 +515,8 @@ async fn runtime_watcher_resumes_across_restart() -> anyhow::Result<()> {
     let mut plane = Plane::start(&["--port", &port]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &configmap("before", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("before", &[]))
+        .await?;
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let cfg = watcher::Config::default().timeout(30);
@@ -350,13 +538,15 @@ async fn runtime_watcher_resumes_across_restart() -> anyhow::Result<()> {
         }
     });
     wait_for(&mut rx, "apply", "before").await;
-    cms.create(&PostParams::default(), &configmap("live", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("live", &[]))
+        .await?;
     wait_for(&mut rx, "apply", "live").await;
 
     plane.kill9();
     plane.spawn().await?;
     // The same address and credentials: the original client works again.
-    cms.create(&PostParams::default(), &configmap("after-restart", &[])).await?;
+    cms.create(&PostParams::default(), &configmap("after-restart", &[]))
+        .await?;
     cms.delete("live", &DeleteParams::default()).await?;
     wait_for(&mut rx, "apply", "after-restart").await;
     wait_for(&mut rx, "delete", "live").await;
@@ -364,7 +554,11 @@ async fn runtime_watcher_resumes_across_restart() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for(rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, String)>, kind: &str, name: &str) {
+async fn wait_for(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, String)>,
+    kind: &str,
+    name: &str,
+) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -382,21 +576,49 @@ async fn await_condition_on_one_object() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &configmap("target", &[])).await?;
-    cms.create(&PostParams::default(), &configmap("other", &[])).await?;
-    let waiter = tokio::spawn(kube::runtime::wait::await_condition(cms.clone(), "target", |c: Option<&ConfigMap>| {
-        c.and_then(|c| c.data.as_ref()).is_some_and(|d| d.get("ready").map(String::as_str) == Some("yes"))
-    }));
-    cms.patch("other", &PatchParams::default(), &Patch::Merge(json!({"data": {"ready": "yes"}}))).await?;
+    cms.create(&PostParams::default(), &configmap("target", &[]))
+        .await?;
+    cms.create(&PostParams::default(), &configmap("other", &[]))
+        .await?;
+    let waiter = tokio::spawn(kube::runtime::wait::await_condition(
+        cms.clone(),
+        "target",
+        |c: Option<&ConfigMap>| {
+            c.and_then(|c| c.data.as_ref())
+                .is_some_and(|d| d.get("ready").map(String::as_str) == Some("yes"))
+        },
+    ));
+    cms.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"ready": "yes"}})),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished(), "another object's change satisfied the wait");
-    cms.patch("target", &PatchParams::default(), &Patch::Merge(json!({"data": {"ready": "yes"}}))).await?;
-    let got = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("await_condition never returned")??;
+    assert!(
+        !waiter.is_finished(),
+        "another object's change satisfied the wait"
+    );
+    cms.patch(
+        "target",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"ready": "yes"}})),
+    )
+    .await?;
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("await_condition never returned")??;
     assert_eq!(got.unwrap().metadata.name.as_deref(), Some("target"));
     // The deletion of a watched object ends a wait for "gone".
-    let gone = tokio::spawn(kube::runtime::wait::await_condition(cms.clone(), "target", kube::runtime::wait::conditions::is_deleted("")));
+    let gone = tokio::spawn(kube::runtime::wait::await_condition(
+        cms.clone(),
+        "target",
+        kube::runtime::wait::conditions::is_deleted(""),
+    ));
     tokio::time::sleep(Duration::from_millis(100)).await;
     cms.delete("target", &DeleteParams::default()).await?;
-    tokio::time::timeout(Duration::from_secs(5), gone).await.expect("is_deleted never fired")??;
+    tokio::time::timeout(Duration::from_secs(5), gone)
+        .await
+        .expect("is_deleted never fired")??;
     Ok(())
 }

@@ -40,7 +40,10 @@ impl PathElement {
     pub fn key(fields: &[(&str, &Value)]) -> PathElement {
         let mut sorted: Vec<_> = fields.to_vec();
         sorted.sort_by(|a, b| a.0.cmp(b.0));
-        let obj: Map<String, Value> = sorted.into_iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let obj: Map<String, Value> = sorted
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         PathElement(format!("k:{}", Value::Object(obj)))
     }
 
@@ -57,7 +60,9 @@ impl PathElement {
 
     /// Parses a `fieldsV1` key, canonicalising `k:` keys (sorted fields).
     pub fn parse(s: &str) -> Result<PathElement, String> {
-        let (kind, rest) = s.split_at_checked(2).ok_or_else(|| format!("{s:?} is not a path element"))?;
+        let (kind, rest) = s
+            .split_at_checked(2)
+            .ok_or_else(|| format!("{s:?} is not a path element"))?;
         match kind {
             "f:" => Ok(PathElement(s.to_string())),
             "v:" => {
@@ -66,13 +71,17 @@ impl PathElement {
             }
             "k:" => match serde_json::from_str::<Value>(rest) {
                 Ok(Value::Object(m)) => {
-                    let fields: Vec<(&str, &Value)> = m.iter().map(|(k, v)| (k.as_str(), v)).collect();
+                    let fields: Vec<(&str, &Value)> =
+                        m.iter().map(|(k, v)| (k.as_str(), v)).collect();
                     Ok(PathElement::key(&fields))
                 }
                 Ok(_) => Err(format!("{s:?}: a k: element must hold a JSON object")),
                 Err(e) => Err(format!("{s:?}: {e}")),
             },
-            "i:" => rest.parse::<usize>().map(PathElement::index).map_err(|e| format!("{s:?}: {e}")),
+            "i:" => rest
+                .parse::<usize>()
+                .map(PathElement::index)
+                .map_err(|e| format!("{s:?}: {e}")),
             _ => Err(format!("{s:?} is not a path element (f:, k:, v: or i:)")),
         }
     }
@@ -132,7 +141,8 @@ impl fmt::Display for PathElement {
             "f:" => write!(f, ".{rest}"),
             "k:" => match serde_json::from_str::<Value>(rest) {
                 Ok(Value::Object(m)) => {
-                    let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", show(v))).collect();
+                    let parts: Vec<String> =
+                        m.iter().map(|(k, v)| format!("{k}={}", show(v))).collect();
                     write!(f, "[{}]", parts.join(","))
                 }
                 _ => write!(f, "[{rest}]"),
@@ -215,7 +225,11 @@ impl Set {
         let children = self
             .children
             .iter()
-            .filter_map(|(pe, c)| o.children.get(pe).map(|oc| (pe.clone(), c.intersection(oc))))
+            .filter_map(|(pe, c)| {
+                o.children
+                    .get(pe)
+                    .map(|oc| (pe.clone(), c.intersection(oc)))
+            })
             .filter(|(_, c)| !c.is_empty())
             .collect();
         Set { members, children }
@@ -278,8 +292,17 @@ impl Set {
     /// names (struct fields); with no schema, every field counts as named.
     pub(crate) fn with_named_fields_as_members(&self) -> Set {
         let mut members = self.members.clone();
-        members.extend(self.children.keys().filter(|pe| pe.field_name().is_some()).cloned());
-        let children = self.children.iter().map(|(pe, c)| (pe.clone(), c.with_named_fields_as_members())).collect();
+        members.extend(
+            self.children
+                .keys()
+                .filter(|pe| pe.field_name().is_some())
+                .cloned(),
+        );
+        let children = self
+            .children
+            .iter()
+            .map(|(pe, c)| (pe.clone(), c.with_named_fields_as_members()))
+            .collect();
         Set { members, children }
     }
 
@@ -354,7 +377,11 @@ mod tests {
         assert!(set.has(&[f("spec"), f("containers"), c.clone()]));
         assert!(set.has(&[f("spec"), f("containers"), c.clone(), f("image")]));
         assert!(!set.has(&[f("spec"), f("containers")]));
-        assert!(set.has(&[f("metadata"), f("finalizers"), PathElement::value(&json!("a/b"))]));
+        assert!(set.has(&[
+            f("metadata"),
+            f("finalizers"),
+            PathElement::value(&json!("a/b"))
+        ]));
         assert_eq!(set.to_fields_v1(), wire);
         // k: keys are canonicalised: field order in the wire form does not matter.
         let swapped = json!({"k:{\"protocol\":\"TCP\",\"containerPort\":80}": {}});
@@ -390,10 +417,29 @@ mod tests {
 
     #[test]
     fn display_matches_upstream() {
-        let p = vec![f("spec"), f("containers"), PathElement::key(&[("name", &json!("c"))]), f("image")];
+        let p = vec![
+            f("spec"),
+            f("containers"),
+            PathElement::key(&[("name", &json!("c"))]),
+            f("image"),
+        ];
         assert_eq!(path_string(&p), ".spec.containers[name=\"c\"].image");
-        let p = vec![f("spec"), f("ports"), PathElement::key(&[("protocol", &json!("TCP")), ("containerPort", &json!(80))])];
-        assert_eq!(path_string(&p), ".spec.ports[containerPort=80,protocol=\"TCP\"]");
-        assert_eq!(path_string(&[f("metadata"), f("finalizers"), PathElement::value(&json!("x"))]), ".metadata.finalizers[=\"x\"]");
+        let p = vec![
+            f("spec"),
+            f("ports"),
+            PathElement::key(&[("protocol", &json!("TCP")), ("containerPort", &json!(80))]),
+        ];
+        assert_eq!(
+            path_string(&p),
+            ".spec.ports[containerPort=80,protocol=\"TCP\"]"
+        );
+        assert_eq!(
+            path_string(&[
+                f("metadata"),
+                f("finalizers"),
+                PathElement::value(&json!("x"))
+            ]),
+            ".metadata.finalizers[=\"x\"]"
+        );
     }
 }

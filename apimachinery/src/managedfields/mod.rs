@@ -67,7 +67,7 @@ pub mod fieldpath;
 mod walk;
 
 use crate::listtype::ListTypes;
-use fieldpath::{path_string, PathElement, Set};
+use fieldpath::{PathElement, Set, path_string};
 use serde_json::{Map, Value};
 use std::fmt;
 use walk::{Comparison, Walker};
@@ -128,7 +128,12 @@ impl Conflict {
     }
 
     fn identifier(&self) -> String {
-        identifier(&self.manager, &self.operation, &self.api_version, self.subresource.as_deref().unwrap_or(""))
+        identifier(
+            &self.manager,
+            &self.operation,
+            &self.api_version,
+            self.subresource.as_deref().unwrap_or(""),
+        )
     }
 }
 
@@ -139,14 +144,22 @@ pub struct Conflicts(pub Vec<Conflict>);
 impl Conflicts {
     /// `(message, field)` of each `FieldManagerConflict` status cause.
     pub fn causes(&self) -> Vec<(String, String)> {
-        self.0.iter().map(|c| (c.message(), c.field.clone())).collect()
+        self.0
+            .iter()
+            .map(|c| (c.message(), c.field.clone()))
+            .collect()
     }
 }
 
 impl fmt::Display for Conflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let [c] = self.0.as_slice() {
-            return write!(f, "Apply failed with 1 conflict: conflict with {}: {}", c.who(), c.field);
+            return write!(
+                f,
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                c.who(),
+                c.field
+            );
         }
         let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
         for c in &self.0 {
@@ -162,7 +175,12 @@ impl fmt::Display for Conflicts {
             lines.push(format!("conflicts with {who}:"));
             lines.extend(fields.into_iter().map(|p| format!("- {p}")));
         }
-        write!(f, "Apply failed with {} conflicts: {}", self.0.len(), lines.join("\n"))
+        write!(
+            f,
+            "Apply failed with {} conflicts: {}",
+            self.0.len(),
+            lines.join("\n")
+        )
     }
 }
 
@@ -203,7 +221,12 @@ struct Entry {
 
 impl Entry {
     fn id(&self) -> String {
-        identifier(&self.manager, &self.operation, &self.api_version, &self.subresource)
+        identifier(
+            &self.manager,
+            &self.operation,
+            &self.api_version,
+            &self.subresource,
+        )
     }
 
     fn decode(v: &Value) -> Option<Entry> {
@@ -256,7 +279,13 @@ impl Entry {
             .as_deref()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
             .map_or(0, |t| t.timestamp());
-        (self.operation.clone(), secs, self.manager.clone(), self.api_version.clone(), self.subresource.clone())
+        (
+            self.operation.clone(),
+            secs,
+            self.manager.clone(),
+            self.api_version.clone(),
+            self.subresource.clone(),
+        )
     }
 }
 
@@ -290,9 +319,14 @@ fn set_managed_fields(obj: &mut Value, mut entries: Vec<Entry>) {
         }
         return;
     }
-    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(meta) = meta {
-        meta.insert("managedFields".into(), Value::Array(entries.iter().map(Entry::encode).collect()));
+        meta.insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(Entry::encode).collect()),
+        );
     }
 }
 
@@ -306,7 +340,17 @@ fn stripped() -> Set {
     s.insert(&[f("apiVersion")]);
     s.insert(&[f("kind")]);
     s.insert(&[f("metadata")]);
-    for m in ["name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation", "managedFields", "resourceVersion"] {
+    for m in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
         s.insert(&[f("metadata"), f(m)]);
     }
     s
@@ -332,20 +376,52 @@ fn exclude(c: Comparison, ignored: &Set) -> Comparison {
 /// Server-side apply of `applied` by `manager` onto `live` (`None`: create).
 /// Returns the object to store, with `metadata.managedFields` updated; `now` is
 /// the RFC 3339 time stamped on this manager's entry.
-pub fn apply(live: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, lists: &dyn ListTypes, now: &str) -> Result<Value, ApplyError> {
-    apply_scoped(live, applied, manager, api_version, force, lists, now, &Scope::default())
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+    lists: &dyn ListTypes,
+    now: &str,
+) -> Result<Value, ApplyError> {
+    apply_scoped(
+        live,
+        applied,
+        manager,
+        api_version,
+        force,
+        lists,
+        now,
+        &Scope::default(),
+    )
 }
 
 /// [`apply`] for a subresource and/or with fields the request may not own.
 #[allow(clippy::too_many_arguments)]
-pub fn apply_scoped(live: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, lists: &dyn ListTypes, now: &str, scope: &Scope) -> Result<Value, ApplyError> {
+pub fn apply_scoped(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+    lists: &dyn ListTypes,
+    now: &str,
+    scope: &Scope,
+) -> Result<Value, ApplyError> {
     if !applied.is_object() {
-        return Err(ApplyError::Invalid("the configuration must be a JSON object".into()));
+        return Err(ApplyError::Invalid(
+            "the configuration must be a JSON object".into(),
+        ));
     }
     let live_obj = match live {
         None => Value::Object(Map::new()),
         Some(v) if v.is_object() => v.clone(),
-        Some(_) => return Err(ApplyError::Invalid("the live object is not a JSON object".into())),
+        Some(_) => {
+            return Err(ApplyError::Invalid(
+                "the live object is not a JSON object".into(),
+            ));
+        }
     };
     let mut managers = decode(&live_obj);
     let live_obj = without_managed_fields(live_obj);
@@ -377,7 +453,10 @@ pub fn apply_scoped(live: Option<&Value>, applied: &Value, manager: &str, api_ve
         set: w.to_field_set(&config).recursive_difference(&ignored),
     };
     let my_id = me.id();
-    let last = managers.iter().find(|e| e.id() == my_id).map(|e| e.set.clone());
+    let last = managers
+        .iter()
+        .find(|e| e.id() == my_id)
+        .map(|e| e.set.clone());
     managers.retain(|e| e.id() != my_id);
     managers.push(me);
 
@@ -391,13 +470,17 @@ pub fn apply_scoped(live: Option<&Value>, applied: &Value, manager: &str, api_ve
     let conflicts: Vec<Conflict> = others
         .iter()
         .flat_map(|e| {
-            e.set.intersection(&changed).paths().into_iter().map(|p| Conflict {
-                manager: e.manager.clone(),
-                operation: e.operation.clone(),
-                api_version: e.api_version.clone(),
-                subresource: Some(e.subresource.clone()).filter(|s| !s.is_empty()),
-                field: path_string(&p),
-            })
+            e.set
+                .intersection(&changed)
+                .paths()
+                .into_iter()
+                .map(|p| Conflict {
+                    manager: e.manager.clone(),
+                    operation: e.operation.clone(),
+                    api_version: e.api_version.clone(),
+                    subresource: Some(e.subresource.clone()).filter(|s| !s.is_empty()),
+                    field: path_string(&p),
+                })
         })
         .collect();
     if !force && !conflicts.is_empty() {
@@ -418,11 +501,16 @@ pub fn apply_scoped(live: Option<&Value>, applied: &Value, manager: &str, api_ve
 /// Upstream `Updater.prune`: removes from `merged` what this manager applied
 /// last time (`last`), no longer applies, and nobody else owns.
 fn prune(w: &Walker, merged: Value, managers: &[Entry], last: Option<Set>) -> Value {
-    let Some(last) = last.filter(|s| !s.is_empty()) else { return merged };
+    let Some(last) = last.filter(|s| !s.is_empty()) else {
+        return merged;
+    };
     let last = last.with_named_fields_as_members();
     let pruned = w.remove_items(&merged, &last);
     // addBackOwnedItems: put back whatever someone (this apply included) owns.
-    let managed = managers.iter().fold(Set::new(), |acc, e| acc.union(&e.set)).with_named_fields_as_members();
+    let managed = managers
+        .iter()
+        .fold(Set::new(), |acc, e| acc.union(&e.set))
+        .with_named_fields_as_members();
     let merged_set = w.to_field_set(&merged).with_named_fields_as_members();
     let pruned_set = w.to_field_set(&pruned).with_named_fields_as_members();
     let pruned = w.remove_items(&merged, &merged_set.difference(&pruned_set.union(&managed)));
@@ -439,8 +527,23 @@ fn prune(w: &Walker, merged: Value, managers: &[Entry], last: Option<Set>) -> Va
 
 /// Field ownership for a create (`old: None`), update or non-apply patch by
 /// `manager`: returns `new` with `metadata.managedFields` updated.
-pub fn update(old: Option<&Value>, new: &Value, manager: &str, api_version: &str, lists: &dyn ListTypes, now: &str) -> Value {
-    update_scoped(old, new, manager, api_version, lists, now, &Scope::default())
+pub fn update(
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    api_version: &str,
+    lists: &dyn ListTypes,
+    now: &str,
+) -> Value {
+    update_scoped(
+        old,
+        new,
+        manager,
+        api_version,
+        lists,
+        now,
+        &Scope::default(),
+    )
 }
 
 /// [`update`] for a subresource and/or with fields the request may not own.
@@ -449,19 +552,39 @@ pub fn update(old: Option<&Value>, new: &Value, manager: &str, api_version: &str
 /// ones in `new` are used when present and decodable, and `[]` (or `[{}]`) resets
 /// them; otherwise those of `old` are kept. Writes to a subresource always keep
 /// `old`'s.
-pub fn update_scoped(old: Option<&Value>, new: &Value, manager: &str, api_version: &str, lists: &dyn ListTypes, now: &str, scope: &Scope) -> Value {
+pub fn update_scoped(
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    api_version: &str,
+    lists: &dyn ListTypes,
+    now: &str,
+    scope: &Scope,
+) -> Value {
     if !new.is_object() {
         return new.clone();
     }
-    let old_obj = old.filter(|v| v.is_object()).cloned().unwrap_or_else(|| Value::Object(Map::new()));
+    let old_obj = old
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
     let mut managers = match new.pointer("/metadata/managedFields") {
         _ if scope.subresource.is_some() => decode(&old_obj),
-        Some(Value::Array(a)) if a.is_empty() || (a.len() == 1 && a[0] == Value::Object(Map::new())) => Vec::new(),
-        Some(Value::Array(_)) => Some(decode(new)).filter(|d| !d.is_empty()).unwrap_or_else(|| decode(&old_obj)),
+        Some(Value::Array(a))
+            if a.is_empty() || (a.len() == 1 && a[0] == Value::Object(Map::new())) =>
+        {
+            Vec::new()
+        }
+        Some(Value::Array(_)) => Some(decode(new))
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| decode(&old_obj)),
         _ => decode(&old_obj),
     };
     let untracked = managers.is_empty()
-        && old_obj.pointer("/metadata/uid").and_then(Value::as_str).is_some_and(|u| !u.is_empty());
+        && old_obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .is_some_and(|u| !u.is_empty());
     let old_obj = without_managed_fields(old_obj);
     let mut out = without_managed_fields(new.clone());
     if untracked {

@@ -34,11 +34,16 @@ fn stored(mut v: Value) -> Value {
 }
 
 fn entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
-    obj["metadata"]["managedFields"].as_array()?.iter().find(|e| e["manager"] == manager)
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager)
 }
 
 fn owns(obj: &Value, manager: &str, path: &[&str]) -> bool {
-    let Some(e) = entry(obj, manager) else { return false };
+    let Some(e) = entry(obj, manager) else {
+        return false;
+    };
     let mut node = &e["fieldsV1"];
     for p in path {
         node = &node[*p];
@@ -48,7 +53,16 @@ fn owns(obj: &Value, manager: &str, path: &[&str]) -> bool {
 
 #[test]
 fn create_by_apply_owns_exactly_the_applied_fields() {
-    let obj = apply(None, &cfg(3, "postgres:16"), "kubectl", "apps/v1", false, &sts(), T0).unwrap();
+    let obj = apply(
+        None,
+        &cfg(3, "postgres:16"),
+        "kubectl",
+        "apps/v1",
+        false,
+        &sts(),
+        T0,
+    )
+    .unwrap();
     assert_eq!(obj["spec"]["replicas"], 3);
     let mf = obj["metadata"]["managedFields"].as_array().unwrap();
     assert_eq!(mf.len(), 1);
@@ -83,36 +97,103 @@ fn applied_managed_fields_are_ignored() {
                                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
     let obj = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap();
     assert!(entry(&obj, "evil").is_none());
-    assert_eq!(obj["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        obj["metadata"]["managedFields"].as_array().unwrap().len(),
+        1
+    );
 }
 
 #[test]
 fn second_applier_with_a_different_value_conflicts() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
-    let err = apply(Some(&live), &cfg(5, "postgres:16"), "bob", "apps/v1", false, &sts(), T1).unwrap_err();
-    let ApplyError::Conflicts(c) = &err else { panic!("{err}") };
-    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas");
-    assert_eq!(c.causes(), vec![("conflict with \"alice\"".to_string(), ".spec.replicas".to_string())]);
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
+    let err = apply(
+        Some(&live),
+        &cfg(5, "postgres:16"),
+        "bob",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
+    let ApplyError::Conflicts(c) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas"
+    );
+    assert_eq!(
+        c.causes(),
+        vec![(
+            "conflict with \"alice\"".to_string(),
+            ".spec.replicas".to_string()
+        )]
+    );
 }
 
 #[test]
 fn conflict_with_an_update_manager_names_its_api_version() {
-    let created = update(None, &stored(cfg(3, "postgres:16")), "kubectl-client-side-apply", "apps/v1", &sts(), T0);
-    let err = apply(Some(&created), &cfg(5, "postgres:16"), "argo", "apps/v1", false, &sts(), T1).unwrap_err();
+    let created = update(
+        None,
+        &stored(cfg(3, "postgres:16")),
+        "kubectl-client-side-apply",
+        "apps/v1",
+        &sts(),
+        T0,
+    );
+    let err = apply(
+        Some(&created),
+        &cfg(5, "postgres:16"),
+        "argo",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
     );
-    let err = apply(Some(&created), &cfg(5, "postgres:17"), "argo", "apps/v1", false, &sts(), T1).unwrap_err();
+    let err = apply(
+        Some(&created),
+        &cfg(5, "postgres:17"),
+        "argo",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using apps/v1:\n\
          - .spec.replicas\n\
          - .spec.template.spec.containers[name=\"pg\"].image"
     );
-    let ApplyError::Conflicts(c) = err else { panic!() };
-    assert_eq!(c.0[1].field, ".spec.template.spec.containers[name=\"pg\"].image");
-    assert_eq!(c.0[1].message(), "conflict with \"kubectl-client-side-apply\" using apps/v1");
+    let ApplyError::Conflicts(c) = err else {
+        panic!()
+    };
+    assert_eq!(
+        c.0[1].field,
+        ".spec.template.spec.containers[name=\"pg\"].image"
+    );
+    assert_eq!(
+        c.0[1].message(),
+        "conflict with \"kubectl-client-side-apply\" using apps/v1"
+    );
 }
 
 #[test]
@@ -131,8 +212,28 @@ fn conflicts_group_by_manager_in_sorted_order() {
 
 #[test]
 fn force_takes_ownership() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
-    let obj = apply(Some(&live), &cfg(5, "postgres:16"), "bob", "apps/v1", true, &sts(), T1).unwrap();
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
+    let obj = apply(
+        Some(&live),
+        &cfg(5, "postgres:16"),
+        "bob",
+        "apps/v1",
+        true,
+        &sts(),
+        T1,
+    )
+    .unwrap();
     assert_eq!(obj["spec"]["replicas"], 5);
     assert!(owns(&obj, "bob", &["f:spec", "f:replicas"]));
     assert!(!owns(&obj, "alice", &["f:spec", "f:replicas"]));
@@ -157,18 +258,43 @@ fn a_field_dropped_by_its_sole_owner_is_removed() {
     let second = cfg(3, "postgres:16"); // no tier label, no exporter, a port added
     let obj = apply(Some(&live), &second, "alice", "apps/v1", false, &sts(), T1).unwrap();
     assert_eq!(obj["metadata"]["labels"], json!({"app": "db"}));
-    let containers = obj["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    let containers = obj["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
     assert_eq!(containers.len(), 1);
     assert_eq!(containers[0]["name"], "pg");
     assert!(!owns(&obj, "alice", &["f:metadata", "f:labels", "f:tier"]));
-    assert_eq!(obj["metadata"]["uid"], live["metadata"]["uid"], "server fields survive pruning");
+    assert_eq!(
+        obj["metadata"]["uid"], live["metadata"]["uid"],
+        "server fields survive pruning"
+    );
     assert_eq!(obj["metadata"]["name"], "db");
 }
 
 #[test]
 fn a_co_owned_field_is_no_conflict_and_survives_when_one_owner_drops_it() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
-    let live = apply(Some(&live), &cfg(3, "postgres:16"), "bob", "apps/v1", false, &sts(), T1).unwrap();
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
+    let live = apply(
+        Some(&live),
+        &cfg(3, "postgres:16"),
+        "bob",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap();
     assert!(owns(&live, "alice", &["f:spec", "f:replicas"]));
     assert!(owns(&live, "bob", &["f:spec", "f:replicas"]));
     let mut without = cfg(3, "postgres:16");
@@ -181,13 +307,27 @@ fn a_co_owned_field_is_no_conflict_and_survives_when_one_owner_drops_it() {
 
 #[test]
 fn a_field_owned_by_an_updater_survives_the_appliers_drop() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
     // An HPA-like controller scales through a plain update.
     let mut scaled = live.clone();
     scaled["spec"]["replicas"] = json!(7);
     let live = update(Some(&live), &scaled, "autoscaler", "apps/v1", &sts(), T1);
     assert!(owns(&live, "autoscaler", &["f:spec", "f:replicas"]));
-    assert!(!owns(&live, "alice", &["f:spec", "f:replicas"]), "update took it from the applier");
+    assert!(
+        !owns(&live, "alice", &["f:spec", "f:replicas"]),
+        "update took it from the applier"
+    );
     let mut without = cfg(3, "postgres:16");
     without["spec"].as_object_mut().unwrap().remove("replicas");
     let obj = apply(Some(&live), &without, "alice", "apps/v1", false, &sts(), T1).unwrap();
@@ -196,23 +336,52 @@ fn a_field_owned_by_an_updater_survives_the_appliers_drop() {
 
 #[test]
 fn update_moves_ownership_of_changed_fields_only() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
     let mut edited = live.clone();
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("postgres:17");
     edited["metadata"]["annotations"] = json!({"note": "x"});
     let out = update(Some(&live), &edited, "kubectl-edit", "apps/v1", &sts(), T1);
-    let img = ["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"pg\"}", "f:image"];
+    let img = [
+        "f:spec",
+        "f:template",
+        "f:spec",
+        "f:containers",
+        "k:{\"name\":\"pg\"}",
+        "f:image",
+    ];
     assert!(owns(&out, "kubectl-edit", &img));
     assert!(!owns(&out, "alice", &img));
-    assert!(owns(&out, "alice", &["f:spec", "f:replicas"]), "unchanged fields stay with their owner");
+    assert!(
+        owns(&out, "alice", &["f:spec", "f:replicas"]),
+        "unchanged fields stay with their owner"
+    );
     assert!(!owns(&out, "kubectl-edit", &["f:spec", "f:replicas"]));
     let e = entry(&out, "kubectl-edit").unwrap();
     assert_eq!(e["operation"], "Update");
     assert_eq!(e["time"], T1);
     // A new map is owned itself and field by field, as upstream records it.
-    assert_eq!(e["fieldsV1"]["f:metadata"], json!({"f:annotations": {".": {}, "f:note": {}}}));
+    assert_eq!(
+        e["fieldsV1"]["f:metadata"],
+        json!({"f:annotations": {".": {}, "f:note": {}}})
+    );
     // Entries are sorted: Apply before Update.
-    let ops: Vec<_> = out["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["operation"].clone()).collect();
+    let ops: Vec<_> = out["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["operation"].clone())
+        .collect();
     assert_eq!(ops, vec![json!("Apply"), json!("Update")]);
     // A no-op update changes nothing.
     let again = update(Some(&out), &out, "someone", "apps/v1", &sts(), T1);
@@ -228,8 +397,15 @@ fn update_drops_entries_whose_fields_are_all_taken_or_removed() {
     v2["data"]["a"] = json!("2");
     let v2 = update(Some(&v1), &v2, "two", "v1", &lists, T1);
     // "one" keeps only the map it created; the changed key moved to "two".
-    assert_eq!(entry(&v2, "one").unwrap()["fieldsV1"], json!({"f:data": {}}), "{v2}");
-    assert_eq!(entry(&v2, "two").unwrap()["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+    assert_eq!(
+        entry(&v2, "one").unwrap()["fieldsV1"],
+        json!({"f:data": {}}),
+        "{v2}"
+    );
+    assert_eq!(
+        entry(&v2, "two").unwrap()["fieldsV1"],
+        json!({"f:data": {"f:a": {}}})
+    );
     // Removing a field removes it from its owner; an empty owner disappears.
     let mut v3 = v2.clone();
     v3.as_object_mut().unwrap().remove("data");
@@ -245,7 +421,10 @@ fn update_honours_client_sent_managed_fields() {
     let mut reset = v1.clone();
     reset["metadata"]["managedFields"] = json!([]);
     let out = update(Some(&v1), &reset, "two", "v1", &lists, T1);
-    assert!(out["metadata"].get("managedFields").is_none(), "[] resets and nothing changed: {out}");
+    assert!(
+        out["metadata"].get("managedFields").is_none(),
+        "[] resets and nothing changed: {out}"
+    );
 }
 
 #[test]
@@ -266,10 +445,24 @@ fn map_lists_merge_by_key_with_defaulted_keys() {
     });
     let obj = apply(Some(&live), &applied, "me", "v1", false, &pod_lists, T1).unwrap();
     let cs = obj["spec"]["containers"].as_array().unwrap();
-    assert_eq!(cs.len(), 2, "the sidecar is kept: merged by name, not replaced");
-    assert_eq!(cs[0]["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]), "port matched through the TCP default");
+    assert_eq!(
+        cs.len(),
+        2,
+        "the sidecar is kept: merged by name, not replaced"
+    );
+    assert_eq!(
+        cs[0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}]),
+        "port matched through the TCP default"
+    );
     assert_eq!(cs[0]["terminationMessagePath"], "/dev/termination-log");
-    let port = ["f:spec", "f:containers", "k:{\"name\":\"app\"}", "f:ports", "k:{\"containerPort\":80,\"protocol\":\"TCP\"}"];
+    let port = [
+        "f:spec",
+        "f:containers",
+        "k:{\"name\":\"app\"}",
+        "f:ports",
+        "k:{\"containerPort\":80,\"protocol\":\"TCP\"}",
+    ];
     assert!(owns(&obj, "me", &port));
     assert!(owns(&obj, "creator", &port), "same value: shared");
 }
@@ -282,20 +475,53 @@ fn set_lists_merge_by_value() {
     let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "finalizers": ["b/y"]}});
     let obj = apply(Some(&live), &applied, "me", "v1", false, &lists, T1).unwrap();
     assert_eq!(obj["metadata"]["finalizers"], json!(["a/x", "b/y"]));
-    assert!(owns(&obj, "me", &["f:metadata", "f:finalizers", "v:\"b/y\""]));
-    assert!(owns(&obj, "ctrl", &["f:metadata", "f:finalizers", "v:\"a/x\""]));
+    assert!(owns(
+        &obj,
+        "me",
+        &["f:metadata", "f:finalizers", "v:\"b/y\""]
+    ));
+    assert!(owns(
+        &obj,
+        "ctrl",
+        &["f:metadata", "f:finalizers", "v:\"a/x\""]
+    ));
 }
 
 #[test]
 fn atomic_lists_are_replaced_and_owned_whole() {
-    let live = stored(apply(None, &cfg(3, "postgres:16"), "alice", "apps/v1", false, &sts(), T0).unwrap());
+    let live = stored(
+        apply(
+            None,
+            &cfg(3, "postgres:16"),
+            "alice",
+            "apps/v1",
+            false,
+            &sts(),
+            T0,
+        )
+        .unwrap(),
+    );
     let mut c = cfg(3, "postgres:16");
     c["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-c", "max_connections=50"]);
     let obj = apply(Some(&live), &c, "alice", "apps/v1", false, &sts(), T1).unwrap();
     c["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-c"]);
     let obj = apply(Some(&obj), &c, "alice", "apps/v1", false, &sts(), T1).unwrap();
-    assert_eq!(obj["spec"]["template"]["spec"]["containers"][0]["args"], json!(["-c"]));
-    assert!(owns(&obj, "alice", &["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"pg\"}", "f:args"]));
+    assert_eq!(
+        obj["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["-c"])
+    );
+    assert!(owns(
+        &obj,
+        "alice",
+        &[
+            "f:spec",
+            "f:template",
+            "f:spec",
+            "f:containers",
+            "k:{\"name\":\"pg\"}",
+            "f:args"
+        ]
+    ));
 }
 
 #[test]
@@ -310,19 +536,48 @@ fn invalid_configurations_are_errors_not_panics() {
     );
     c["spec"]["template"]["spec"]["containers"] = json!([{"name": "a"}, {"name": "a"}]);
     let err = apply(None, &c, "me", "apps/v1", false, &sts(), T0).unwrap_err();
-    assert!(err.to_string().contains("duplicate entries for key [name=\"a\"]"), "{err}");
-    assert!(matches!(apply(None, &json!([]), "me", "v1", false, &sts(), T0), Err(ApplyError::Invalid(_))));
+    assert!(
+        err.to_string()
+            .contains("duplicate entries for key [name=\"a\"]"),
+        "{err}"
+    );
+    assert!(matches!(
+        apply(None, &json!([]), "me", "v1", false, &sts(), T0),
+        Err(ApplyError::Invalid(_))
+    ));
     // Garbage managedFields in the live object are dropped, not fatal.
     let mut live = stored(cfg(3, "postgres:16"));
     live["metadata"]["managedFields"] = json!([{"manager": 1}, "x", {"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"bad": {}}}]);
-    let obj = apply(Some(&live), &cfg(4, "postgres:16"), "me", "apps/v1", true, &sts(), T0).unwrap();
-    let managers: Vec<_> = obj["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].clone()).collect();
-    assert_eq!(managers, vec![json!("me"), json!(BEFORE_FIRST_APPLY)], "undecodable entries dropped");
+    let obj = apply(
+        Some(&live),
+        &cfg(4, "postgres:16"),
+        "me",
+        "apps/v1",
+        true,
+        &sts(),
+        T0,
+    )
+    .unwrap();
+    let managers: Vec<_> = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["manager"].clone())
+        .collect();
+    assert_eq!(
+        managers,
+        vec![json!("me"), json!(BEFORE_FIRST_APPLY)],
+        "undecodable entries dropped"
+    );
     // Duplicate keys in the stored object: that list is handled atomically.
     let mut dup = stored(cfg(3, "postgres:16"));
     dup["spec"]["template"]["spec"]["containers"] = json!([{"name": "a"}, {"name": "a"}]);
     let out = update(None, &dup, "me", "apps/v1", &sts(), T0);
-    assert!(owns(&out, "me", &["f:spec", "f:template", "f:spec", "f:containers"]));
+    assert!(owns(
+        &out,
+        "me",
+        &["f:spec", "f:template", "f:spec", "f:containers"]
+    ));
 }
 
 #[test]
@@ -330,13 +585,19 @@ fn scope_ignores_fields_and_records_the_subresource() {
     let lists = BuiltinListTypes::for_apply("", "Pod");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                      "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Pending"}});
-    let main = Scope { subresource: None, ignored: vec![vec!["status".into()]] };
+    let main = Scope {
+        subresource: None,
+        ignored: vec![vec!["status".into()]],
+    };
     let live = update_scoped(None, &pod, "kubelet-ish", "v1", &lists, T0, &main);
     assert!(!owns(&live, "kubelet-ish", &["f:status"]));
     assert!(owns(&live, "kubelet-ish", &["f:spec"]));
     let mut running = live.clone();
     running["status"]["phase"] = json!("Running");
-    let status = Scope { subresource: Some("status".into()), ignored: vec![vec!["spec".into()]] };
+    let status = Scope {
+        subresource: Some("status".into()),
+        ignored: vec![vec!["spec".into()]],
+    };
     let out = update_scoped(Some(&live), &running, "kubelet", "v1", &lists, T1, &status);
     let e = entry(&out, "kubelet").unwrap();
     assert_eq!(e["subresource"], "status");
@@ -359,9 +620,30 @@ fn untracked_objects_start_tracking_at_the_first_apply() {
     let out = update(Some(&untracked), &scaled, "scaler", "apps/v1", &sts(), T1);
     assert!(out["metadata"].get("managedFields").is_none(), "{out}");
     // The first apply gives what was there to before-first-apply.
-    let err = apply(Some(&out), &cfg(5, "postgres:16"), "me", "apps/v1", false, &sts(), T1).unwrap_err();
-    assert_eq!(err.to_string(), "Apply failed with 1 conflict: conflict with \"before-first-apply\" using apps/v1: .spec.replicas");
-    let obj = apply(Some(&out), &cfg(4, "postgres:16"), "me", "apps/v1", false, &sts(), T1).unwrap();
+    let err = apply(
+        Some(&out),
+        &cfg(5, "postgres:16"),
+        "me",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"before-first-apply\" using apps/v1: .spec.replicas"
+    );
+    let obj = apply(
+        Some(&out),
+        &cfg(4, "postgres:16"),
+        "me",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap();
     assert!(owns(&obj, BEFORE_FIRST_APPLY, &["f:spec", "f:replicas"]));
     assert!(owns(&obj, "me", &["f:spec", "f:replicas"]));
 }
@@ -370,7 +652,12 @@ fn untracked_objects_start_tracking_at_the_first_apply() {
 fn odd_inputs_never_panic() {
     let lists = BuiltinListTypes::for_apply("", "Pod");
     let odd = [
-        json!(null), json!(1), json!("x"), json!([]), json!({}), json!({"metadata": 1}),
+        json!(null),
+        json!(1),
+        json!("x"),
+        json!([]),
+        json!({}),
+        json!({"metadata": 1}),
         json!({"metadata": {"managedFields": "nope"}, "spec": {"containers": "x"}}),
         json!({"spec": {"containers": [1, null, [], {"name": null}]}}),
         json!({"spec": {"containers": [{"name": "a", "ports": [{"protocol": "UDP"}, {}]}]}}),

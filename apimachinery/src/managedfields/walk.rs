@@ -31,7 +31,12 @@ impl Walker<'_> {
     /// the list is a leaf (atomic). With `strict` (the applied configuration), an
     /// element that cannot be keyed or a duplicate key is an error, as upstream;
     /// otherwise (stored objects) such a list is treated as atomic.
-    pub fn list_elements(&self, names: &Names, list: &[Value], strict: bool) -> Result<Option<Vec<PathElement>>, String> {
+    pub fn list_elements(
+        &self,
+        names: &Names,
+        list: &[Value],
+        strict: bool,
+    ) -> Result<Option<Vec<PathElement>>, String> {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let keys = match self.lists.list_type(&refs) {
             ListType::Atomic => return Ok(None),
@@ -40,7 +45,11 @@ impl Walker<'_> {
         };
         let mut pes: Vec<PathElement> = Vec::with_capacity(list.len());
         for (i, item) in list.iter().enumerate() {
-            let pe = if keys.is_empty() { set_element(item) } else { self.keyed_element(&refs, &keys, item) };
+            let pe = if keys.is_empty() {
+                set_element(item)
+            } else {
+                self.keyed_element(&refs, &keys, item)
+            };
             let failure = match pe {
                 Ok(pe) if pes.contains(&pe) => format!("duplicate entries for key {pe}"),
                 Ok(pe) => {
@@ -54,9 +63,16 @@ impl Walker<'_> {
         Ok(Some(pes))
     }
 
-    fn keyed_element(&self, names: &[&str], keys: &[String], item: &Value) -> Result<PathElement, String> {
+    fn keyed_element(
+        &self,
+        names: &[&str],
+        keys: &[String],
+        item: &Value,
+    ) -> Result<PathElement, String> {
         let m = match item {
-            Value::Null => return Err("associative list with keys may not have a null element".into()),
+            Value::Null => {
+                return Err("associative list with keys may not have a null element".into());
+            }
             Value::Object(m) => m,
             _ => return Err("associative list with keys may not have non-map elements".into()),
         };
@@ -65,7 +81,10 @@ impl Walker<'_> {
             .filter(|k| !m.contains_key(*k))
             .filter_map(|k| self.lists.key_default(names, k).map(|d| (k.clone(), d)))
             .collect();
-        let mut fields: Vec<(&str, &Value)> = keys.iter().filter_map(|k| m.get(k).map(|v| (k.as_str(), v))).collect();
+        let mut fields: Vec<(&str, &Value)> = keys
+            .iter()
+            .filter_map(|k| m.get(k).map(|v| (k.as_str(), v)))
+            .collect();
         fields.extend(defaults.iter().map(|(k, v)| (k.as_str(), v)));
         if fields.is_empty() {
             return Err(format!(
@@ -154,11 +173,24 @@ impl Walker<'_> {
     /// every granular node that appeared or disappeared.
     pub fn compare(&self, lhs: &Value, rhs: &Value) -> Comparison {
         let mut c = Comparison::default();
-        self.cmp(Some(lhs), Some(rhs), &mut Vec::new(), &mut Vec::new(), &mut c);
+        self.cmp(
+            Some(lhs),
+            Some(rhs),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut c,
+        );
         c
     }
 
-    fn cmp(&self, l: Option<&Value>, r: Option<&Value>, names: &mut Names, path: &mut Path, c: &mut Comparison) {
+    fn cmp(
+        &self,
+        l: Option<&Value>,
+        r: Option<&Value>,
+        names: &mut Names,
+        path: &mut Path,
+        c: &mut Comparison,
+    ) {
         let granular = match (l, r) {
             (Some(Value::Object(_)) | None, Some(Value::Object(_)) | None) => {
                 let (lm, rm) = (l.and_then(Value::as_object), r.and_then(Value::as_object));
@@ -181,7 +213,11 @@ impl Walker<'_> {
                 let empty = Vec::new();
                 let la = l.and_then(Value::as_array).unwrap_or(&empty);
                 let ra = r.and_then(Value::as_array).unwrap_or(&empty);
-                match (la.is_empty() && ra.is_empty(), self.list_elements(names, la, false).ok().flatten(), self.list_elements(names, ra, false).ok().flatten()) {
+                match (
+                    la.is_empty() && ra.is_empty(),
+                    self.list_elements(names, la, false).ok().flatten(),
+                    self.list_elements(names, ra, false).ok().flatten(),
+                ) {
                     (false, Some(lp), Some(rp)) => {
                         let mut seen: Vec<&PathElement> = Vec::new();
                         for pe in lp.iter().chain(rp.iter()) {
@@ -220,12 +256,15 @@ impl Walker<'_> {
     /// merge field by field, keyed lists element by element, leaves take `rhs`.
     /// A field that merges to `null` is left out (typed decoding drops it upstream).
     pub fn merge(&self, lhs: &Value, rhs: &Value) -> Value {
-        self.mrg(Some(lhs), Some(rhs), &mut Vec::new()).unwrap_or(Value::Object(Map::new()))
+        self.mrg(Some(lhs), Some(rhs), &mut Vec::new())
+            .unwrap_or(Value::Object(Map::new()))
     }
 
     fn mrg(&self, l: Option<&Value>, r: Option<&Value>, names: &mut Names) -> Option<Value> {
         match (l, r) {
-            (Some(Value::Object(lm)), Some(Value::Object(rm))) if !(lm.is_empty() && rm.is_empty()) => {
+            (Some(Value::Object(lm)), Some(Value::Object(rm)))
+                if !(lm.is_empty() && rm.is_empty()) =>
+            {
                 let mut out = Map::new();
                 for k in lm.keys().chain(rm.keys().filter(|k| !lm.contains_key(*k))) {
                     names.push(k.clone());
@@ -237,11 +276,15 @@ impl Walker<'_> {
                 }
                 Some(Value::Object(out))
             }
-            (Some(Value::Array(la)), Some(Value::Array(ra))) if !(la.is_empty() && ra.is_empty()) => {
+            (Some(Value::Array(la)), Some(Value::Array(ra)))
+                if !(la.is_empty() && ra.is_empty()) =>
+            {
                 let lp = self.list_elements(names, la, false).ok().flatten();
                 let rp = self.list_elements(names, ra, false).ok().flatten();
                 match (lp, rp) {
-                    (Some(lp), Some(rp)) => Some(Value::Array(self.merge_items(la, &lp, ra, &rp, names))),
+                    (Some(lp), Some(rp)) => {
+                        Some(Value::Array(self.merge_items(la, &lp, ra, &rp, names)))
+                    }
                     _ => Some(Value::Array(ra.clone())),
                 }
             }
@@ -253,7 +296,14 @@ impl Walker<'_> {
     /// Upstream `visitListItems` of the merging walker: keeps the live order,
     /// takes shared items in the applied order, and puts new items after the
     /// applied item they follow.
-    fn merge_items(&self, la: &[Value], lp: &[PathElement], ra: &[Value], rp: &[PathElement], names: &mut Names) -> Vec<Value> {
+    fn merge_items(
+        &self,
+        la: &[Value],
+        lp: &[PathElement],
+        ra: &[Value],
+        rp: &[PathElement],
+        names: &mut Names,
+    ) -> Vec<Value> {
         let find = |pes: &[PathElement], pe: &PathElement| pes.iter().position(|x| x == pe);
         let mut out = Vec::with_capacity(la.len().max(ra.len()));
         let mut shared = rp.iter().filter(|pe| find(lp, pe).is_some());
@@ -303,7 +353,8 @@ impl Walker<'_> {
     /// Upstream `RemoveItems`: drops every member of `set` from `v`; objects and
     /// lists emptied by it disappear (`None`), as the nil they become upstream.
     pub fn remove_items(&self, v: &Value, set: &Set) -> Value {
-        self.rm(v, set, &mut Vec::new()).unwrap_or(Value::Object(Map::new()))
+        self.rm(v, set, &mut Vec::new())
+            .unwrap_or(Value::Object(Map::new()))
     }
 
     fn rm(&self, v: &Value, set: &Set, names: &mut Names) -> Option<Value> {
@@ -358,7 +409,10 @@ impl Walker<'_> {
 fn drop_null_fields(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), drop_null_fields(v))).collect(),
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), drop_null_fields(v)))
+                .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(drop_null_fields).collect()),
         other => other.clone(),
@@ -367,9 +421,13 @@ fn drop_null_fields(v: &Value) -> Value {
 
 fn set_element(item: &Value) -> Result<PathElement, String> {
     match item {
-        Value::Object(_) => Err("associative list without keys has an element that's a map type".into()),
+        Value::Object(_) => {
+            Err("associative list without keys has an element that's a map type".into())
+        }
         Value::Array(_) => Err("not supported: associative list with lists as elements".into()),
-        Value::Null => Err("associative list without keys has an element that's an explicit null".into()),
+        Value::Null => {
+            Err("associative list without keys has an element that's an explicit null".into())
+        }
         scalar => Ok(PathElement::value(scalar)),
     }
 }

@@ -41,6 +41,6 @@ pub mod reconciler {
     });
 }
 
-pub use provider::wasmlet::plugin::{client, http, log, types, workloads};
 pub use provider::exports::wasmlet::plugin::provider as provider_exports;
+pub use provider::wasmlet::plugin::{client, http, log, types, workloads};
 pub use reconciler::exports::wasmlet::plugin::reconciler as reconciler_exports;

@@ -54,7 +54,10 @@ pub enum ClientError {
 impl ClientError {
     /// Whether retrying soon (not with exponential back-off) is the right response.
     pub fn is_retry_soon(&self) -> bool {
-        matches!(self, ClientError::Conflict(_) | ClientError::TooManyRequests)
+        matches!(
+            self,
+            ClientError::Conflict(_) | ClientError::TooManyRequests
+        )
     }
 
     /// A short UpperCamelCase reason, as used in conditions and events.
@@ -115,7 +118,10 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     /// The object of type `K` called `name` in `namespace` (`None`: cluster-scoped).
-    pub fn of<'a, K: Resource<DynamicType = ()>>(namespace: impl Into<Option<&'a str>>, name: &str) -> Self {
+    pub fn of<'a, K: Resource<DynamicType = ()>>(
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Self {
         ObjectRef {
             api_version: K::api_version(&()).into_owned(),
             kind: K::kind(&()).into_owned(),
@@ -172,7 +178,10 @@ impl ListParams {
 
     /// Everything in `namespace`.
     pub fn namespaced(namespace: &str) -> Self {
-        Self { namespace: Some(namespace.to_owned()), ..Self::default() }
+        Self {
+            namespace: Some(namespace.to_owned()),
+            ..Self::default()
+        }
     }
 
     /// Restricts to `namespace`.
@@ -204,7 +213,11 @@ pub enum Patch {
     /// Strategic merge patch (built-in kinds only).
     Strategic(serde_json::Value),
     /// Server-side apply as `field_manager`.
-    Apply { body: serde_json::Value, field_manager: String, force: bool },
+    Apply {
+        body: serde_json::Value,
+        field_manager: String,
+        force: bool,
+    },
 }
 
 impl Patch {
@@ -225,7 +238,11 @@ impl Patch {
 
     /// Server-side apply of `body` (a partial object with apiVersion and kind) as `field_manager`.
     pub fn apply(body: impl Serialize, field_manager: &str) -> Self {
-        Patch::Apply { body: to_value(body), field_manager: field_manager.to_owned(), force: false }
+        Patch::Apply {
+            body: to_value(body),
+            field_manager: field_manager.to_owned(),
+            force: false,
+        }
     }
 
     /// For [`Patch::apply`]: take over fields other managers own.
@@ -241,8 +258,15 @@ impl Patch {
             Patch::Merge(v) => (raw::PatchType::Merge, v),
             Patch::Json(v) => (raw::PatchType::Json, v),
             Patch::Strategic(v) => (raw::PatchType::Strategic, v),
-            Patch::Apply { body, field_manager, force } => (
-                raw::PatchType::Apply(raw::ApplyOptions { field_manager: field_manager.clone(), force: *force }),
+            Patch::Apply {
+                body,
+                field_manager,
+                force,
+            } => (
+                raw::PatchType::Apply(raw::ApplyOptions {
+                    field_manager: field_manager.clone(),
+                    force: *force,
+                }),
                 body,
             ),
         }
@@ -278,17 +302,26 @@ pub struct DeleteParams {
 impl DeleteParams {
     /// Dependents are deleted in the background.
     pub fn background() -> Self {
-        Self { propagation: Some(Propagation::Background), ..Self::default() }
+        Self {
+            propagation: Some(Propagation::Background),
+            ..Self::default()
+        }
     }
 
     /// The object stays until its dependents are gone.
     pub fn foreground() -> Self {
-        Self { propagation: Some(Propagation::Foreground), ..Self::default() }
+        Self {
+            propagation: Some(Propagation::Foreground),
+            ..Self::default()
+        }
     }
 
     /// Dependents are left behind.
     pub fn orphan() -> Self {
-        Self { propagation: Some(Propagation::Orphan), ..Self::default() }
+        Self {
+            propagation: Some(Propagation::Orphan),
+            ..Self::default()
+        }
     }
 
     /// Deletes only the object with this uid (not a namesake created since).
@@ -309,14 +342,15 @@ impl DeleteParams {
     }
 
     fn to_raw(&self) -> raw::DeleteOptions {
-        let preconditions = if self.precondition_uid.is_some() || self.precondition_resource_version.is_some() {
-            Some(raw::Preconditions {
-                uid: self.precondition_uid.clone(),
-                resource_version: self.precondition_resource_version.clone(),
-            })
-        } else {
-            None
-        };
+        let preconditions =
+            if self.precondition_uid.is_some() || self.precondition_resource_version.is_some() {
+                Some(raw::Preconditions {
+                    uid: self.precondition_uid.clone(),
+                    resource_version: self.precondition_resource_version.clone(),
+                })
+            } else {
+                None
+            };
         raw::DeleteOptions {
             propagation: self.propagation.map(|p| match p {
                 Propagation::Orphan => raw::Propagation::Orphan,
@@ -403,7 +437,11 @@ impl Client {
 
     /// The object `name` of type `K` (from the host's cache). `namespace` is a `&str`
     /// for namespaced kinds and `None` for cluster-scoped ones.
-    pub fn get<'a, K>(&self, namespace: impl Into<Option<&'a str>>, name: &str) -> Result<K, ClientError>
+    pub fn get<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<K, ClientError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
@@ -413,7 +451,11 @@ impl Client {
     }
 
     /// As [`Client::get`], with `None` when the object does not exist.
-    pub fn get_opt<'a, K>(&self, namespace: impl Into<Option<&'a str>>, name: &str) -> Result<Option<K>, ClientError>
+    pub fn get_opt<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<Option<K>, ClientError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
@@ -429,7 +471,10 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let of = types::TypeRef { api_version: K::api_version(&()).into_owned(), kind: K::kind(&()).into_owned() };
+        let of = types::TypeRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+        };
         let params = raw::ListParams {
             namespace: params.namespace.clone(),
             label_selector: params.label_selector.clone(),
@@ -458,7 +503,12 @@ impl Client {
     }
 
     /// Patches the object and returns it as stored.
-    pub fn patch<'a, K>(&self, namespace: impl Into<Option<&'a str>>, name: &str, patch: &Patch) -> Result<K, ClientError>
+    pub fn patch<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<K, ClientError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
@@ -479,10 +529,17 @@ impl Client {
         self.patch_impl(ObjectRef::of::<K>(namespace, name), patch, true)
     }
 
-    fn patch_impl<K: DeserializeOwned>(&self, target: ObjectRef, patch: &Patch, status: bool) -> Result<K, ClientError> {
+    fn patch_impl<K: DeserializeOwned>(
+        &self,
+        target: ObjectRef,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<K, ClientError> {
         let (how, body) = patch.split();
         let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
-        decode(&with_host(|h| h.patch(&target.to_raw(), &how, &body, status))?)
+        decode(&with_host(|h| {
+            h.patch(&target.to_raw(), &how, &body, status)
+        })?)
     }
 
     /// Deletes the object.
@@ -505,7 +562,12 @@ impl Client {
     }
 
     /// [`Client::evict`] with delete options (grace period, preconditions).
-    pub fn evict_with(&self, namespace: &str, name: &str, params: &DeleteParams) -> Result<(), ClientError> {
+    pub fn evict_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), ClientError> {
         Ok(with_host(|h| h.evict(namespace, name, &params.to_raw()))?)
     }
 
@@ -535,6 +597,7 @@ fn encode<K: Serialize>(obj: &K) -> Result<String, ClientError> {
 }
 
 fn decode<K: DeserializeOwned>(json: &str) -> Result<K, ClientError> {
-    serde_json::from_str(json)
-        .map_err(|e| ClientError::Decode(format!("{} from the host: {e}", std::any::type_name::<K>())))
+    serde_json::from_str(json).map_err(|e| {
+        ClientError::Decode(format!("{} from the host: {e}", std::any::type_name::<K>()))
+    })
 }

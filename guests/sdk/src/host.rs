@@ -8,7 +8,9 @@
 //! The trait speaks the contract's own types (`crate::bindings`): it is the WIT
 //! interface as a Rust trait, one method per import function.
 
-use crate::bindings::{client as raw, http as raw_http, log as raw_log, types, workloads as raw_wl};
+use crate::bindings::{
+    client as raw, http as raw_http, log as raw_log, types, workloads as raw_wl,
+};
 
 /// One method per contract import. Implement it to fake the host in native tests
 /// (or use [`crate::testing::FakeHost`]); every method has a default that fails with
@@ -18,7 +20,11 @@ pub trait Host {
     fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
         Err(unsupported("client.get"))
     }
-    fn list(&self, of: &types::TypeRef, params: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+    fn list(
+        &self,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
         Err(unsupported("client.list"))
     }
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
@@ -37,10 +43,19 @@ pub trait Host {
     ) -> Result<String, raw::ClientError> {
         Err(unsupported("client.patch"))
     }
-    fn delete(&self, target: &types::ObjectRef, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn delete(
+        &self,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         Err(unsupported("client.delete"))
     }
-    fn evict(&self, namespace: &str, name: &str, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         Err(unsupported("client.evict"))
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
@@ -50,11 +65,21 @@ pub trait Host {
         true
     }
     fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {}
-    fn http_fetch(&self, req: &raw_http::Request) -> Result<raw_http::Response, raw_http::HttpError> {
-        Err(raw_http::HttpError::Other("http.fetch is not supported by this test host".into()))
+    fn http_fetch(
+        &self,
+        req: &raw_http::Request,
+    ) -> Result<raw_http::Response, raw_http::HttpError> {
+        Err(raw_http::HttpError::Other(
+            "http.fetch is not supported by this test host".into(),
+        ))
     }
-    fn fetch_module(&self, req: &raw_wl::FetchRequest) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
-        Err(raw_wl::FetchError::Other("workloads.fetch-module is not supported by this test host".into()))
+    fn fetch_module(
+        &self,
+        req: &raw_wl::FetchRequest,
+    ) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
+        Err(raw_wl::FetchError::Other(
+            "workloads.fetch-module is not supported by this test host".into(),
+        ))
     }
     fn prepare_volume(&self, req: &raw_wl::VolumeRequest) -> Result<u64, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.prepare-volume"))
@@ -62,7 +87,10 @@ pub trait Host {
     fn spawn(&self, spec: &raw_wl::SpawnSpec) -> Result<u64, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.spawn"))
     }
-    fn workload_status(&self, handle: u64) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
+    fn workload_status(
+        &self,
+        handle: u64,
+    ) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.status"))
     }
     fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), raw_wl::WorkloadError> {
@@ -138,7 +166,11 @@ impl Host for Imports {
     fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
         raw::get(target)
     }
-    fn list(&self, of: &types::TypeRef, params: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+    fn list(
+        &self,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
         raw::list(of, params)
     }
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
@@ -154,12 +186,25 @@ impl Host for Imports {
         body: &str,
         status: bool,
     ) -> Result<String, raw::ClientError> {
-        if status { raw::patch_status(target, how, body) } else { raw::patch(target, how, body) }
+        if status {
+            raw::patch_status(target, how, body)
+        } else {
+            raw::patch(target, how, body)
+        }
     }
-    fn delete(&self, target: &types::ObjectRef, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn delete(
+        &self,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         raw::delete(target, options)
     }
-    fn evict(&self, namespace: &str, name: &str, options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         raw::evict(namespace, name, options)
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
@@ -171,10 +216,16 @@ impl Host for Imports {
     fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {
         raw_log::log(level, message, fields)
     }
-    fn http_fetch(&self, req: &raw_http::Request) -> Result<raw_http::Response, raw_http::HttpError> {
+    fn http_fetch(
+        &self,
+        req: &raw_http::Request,
+    ) -> Result<raw_http::Response, raw_http::HttpError> {
         raw_http::fetch(req)
     }
-    fn fetch_module(&self, req: &raw_wl::FetchRequest) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
+    fn fetch_module(
+        &self,
+        req: &raw_wl::FetchRequest,
+    ) -> Result<raw_wl::FetchProgress, raw_wl::FetchError> {
         raw_wl::fetch_module(req)
     }
     fn prepare_volume(&self, req: &raw_wl::VolumeRequest) -> Result<u64, raw_wl::WorkloadError> {
@@ -183,7 +234,10 @@ impl Host for Imports {
     fn spawn(&self, spec: &raw_wl::SpawnSpec) -> Result<u64, raw_wl::WorkloadError> {
         raw_wl::spawn(spec)
     }
-    fn workload_status(&self, handle: u64) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
+    fn workload_status(
+        &self,
+        handle: u64,
+    ) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
         raw_wl::status(handle)
     }
     fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), raw_wl::WorkloadError> {

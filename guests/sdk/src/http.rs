@@ -35,7 +35,13 @@ pub struct Request {
 
 impl Request {
     pub fn new(method: &str, url: &str) -> Self {
-        Request { method: method.to_owned(), url: url.to_owned(), headers: Vec::new(), body: Vec::new(), timeout: None }
+        Request {
+            method: method.to_owned(),
+            url: url.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout: None,
+        }
     }
 
     pub fn get(url: &str) -> Self {
@@ -79,7 +85,10 @@ pub struct Response {
 impl Response {
     /// The first header called `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn text(&self) -> String {
@@ -138,8 +147,14 @@ pub fn fetch(req: &Request) -> Result<Response, HttpError> {
         url: req.url.clone(),
         headers: req.headers.clone(),
         body: req.body.clone(),
-        timeout_ms: req.timeout.map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX)),
+        timeout_ms: req
+            .timeout
+            .map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX)),
     };
     let resp = with_host(|h| h.http_fetch(&raw_req))?;
-    Ok(Response { status: resp.status, headers: resp.headers, body: resp.body })
+    Ok(Response {
+        status: resp.status,
+        headers: resp.headers,
+        body: resp.body,
+    })
 }

@@ -99,7 +99,9 @@ pub use serde_json;
 
 /// What a reconciler module usually needs.
 pub mod prelude {
-    pub use crate::client::{Client, ClientError, DeleteParams, Event, ListParams, ObjectRef, Patch};
+    pub use crate::client::{
+        Client, ClientError, DeleteParams, Event, ListParams, ObjectRef, Patch,
+    };
     pub use crate::log::Level;
     pub use crate::reconciler::{Action, Condition, ConditionStatus, Context, Error, Finalize};
 }

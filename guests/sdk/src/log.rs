@@ -42,7 +42,10 @@ pub fn enabled(level: Level) -> bool {
 
 /// Writes one record with key/value `fields`.
 pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
-    let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     with_host(|h| h.log(level.to_raw(), message, &fields));
 }
 

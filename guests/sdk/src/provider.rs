@@ -85,7 +85,12 @@ pub trait State<S: PodState>: Serialize + DeserializeOwned + Sized + 'static {
 
     /// Handles the state: called on entering it (`wake` is `None`) and again after each
     /// [`Transition::wait`] with the event that ended the wait. Must not block.
-    fn next(self, pod: &Pod, pod_state: &mut S, wake: Option<&WakeEvent>) -> Result<Transition<S>, StateError>;
+    fn next(
+        self,
+        pod: &Pod,
+        pod_state: &mut S,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<S>, StateError>;
 
     /// The pod status fragment to patch on entering this state (phase, reason,
     /// message, containerStatuses, ...). Default: nothing.
@@ -148,8 +153,14 @@ impl<E: std::error::Error> From<E> for StateError {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Step {
-    Next { to: &'static str, data: Result<Value, String> },
-    Wait { on: Vec<WaitOn>, data: Result<Value, String> },
+    Next {
+        to: &'static str,
+        data: Result<Value, String>,
+    },
+    Wait {
+        on: Vec<WaitOn>,
+        data: Result<Value, String>,
+    },
 }
 
 /// A handler's answer: move to another state, or wait in this one.
@@ -169,13 +180,25 @@ impl<S: PodState> Transition<S> {
         O: State<S>,
     {
         drop(from);
-        Transition { step: Step::Next { to: O::name(), data: to_json(&to) }, _machine: PhantomData }
+        Transition {
+            step: Step::Next {
+                to: O::name(),
+                data: to_json(&to),
+            },
+            _machine: PhantomData,
+        }
     }
 
     /// Stays in `this` state (keeping its value) until one of `on` happens. An empty
     /// `on` waits for nothing: a final state.
     pub fn wait<I: State<S>>(this: I, on: impl IntoIterator<Item = WaitOn>) -> Self {
-        Transition { step: Step::Wait { on: on.into_iter().collect(), data: to_json(&this) }, _machine: PhantomData }
+        Transition {
+            step: Step::Wait {
+                on: on.into_iter().collect(),
+                data: to_json(&this),
+            },
+            _machine: PhantomData,
+        }
     }
 
     /// The target state's name, or `None` for a wait (for tests).
@@ -196,7 +219,12 @@ impl<S: PodState> Transition<S> {
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<Value, String> {
-    serde_json::to_value(v).map_err(|e| format!("state {} did not serialise: {e}", std::any::type_name::<T>()))
+    serde_json::to_value(v).map_err(|e| {
+        format!(
+            "state {} did not serialise: {e}",
+            std::any::type_name::<T>()
+        )
+    })
 }
 
 /// The last path segment of a type's name (`wasi_runner::states::Running` -> `Running`).
@@ -218,7 +246,12 @@ pub trait Machine: PodState {
         pod_state: &mut Self,
         wake: Option<&WakeEvent>,
     ) -> Option<Result<Transition<Self>, StateError>>;
-    fn status_of(state: &str, data: Value, pod: &Pod, pod_state: &Self) -> Option<Result<Value, StateError>>;
+    fn status_of(
+        state: &str,
+        data: Value,
+        pod: &Pod,
+        pod_state: &Self,
+    ) -> Option<Result<Value, StateError>>;
 }
 
 #[doc(hidden)]
@@ -234,7 +267,11 @@ pub fn __handle_as<S: PodState, T: State<S>>(
 }
 
 #[doc(hidden)]
-pub fn __status_as<S: PodState, T: State<S>>(data: Value, pod: &Pod, pod_state: &S) -> Result<Value, StateError> {
+pub fn __status_as<S: PodState, T: State<S>>(
+    data: Value,
+    pod: &Pod,
+    pod_state: &S,
+) -> Result<Value, StateError> {
     let state: T = serde_json::from_value(data)
         .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::name())))?;
     Ok(state.status(pod, pod_state))
@@ -252,15 +289,23 @@ fn decode_pod(pod: &str) -> Result<Pod, String> {
 }
 
 fn decode_envelope<S: PodState>(data: &str) -> Result<Envelope<S>, String> {
-    serde_json::from_str(data).map_err(|e| format!("the provider's state data does not decode: {e}"))
+    serde_json::from_str(data)
+        .map_err(|e| format!("the provider's state data does not decode: {e}"))
 }
 
 /// The `graph` export. Used by [`crate::provider!`].
 #[doc(hidden)]
-pub fn __graph<S: Machine>(initial: &str, on_delete: &str, error: &str, backoff: &[&str]) -> raw::StateGraph {
+pub fn __graph<S: Machine>(
+    initial: &str,
+    on_delete: &str,
+    error: &str,
+    backoff: &[&str],
+) -> raw::StateGraph {
     let edges = S::edges();
     let mut states: Vec<String> = Vec::new();
-    let named = [initial, on_delete, error].into_iter().chain(backoff.iter().copied());
+    let named = [initial, on_delete, error]
+        .into_iter()
+        .chain(backoff.iter().copied());
     for name in named.chain(edges.iter().flat_map(|(a, b)| [*a, *b])) {
         if !states.iter().any(|s| s == name) {
             states.push(name.to_owned());
@@ -268,7 +313,10 @@ pub fn __graph<S: Machine>(initial: &str, on_delete: &str, error: &str, backoff:
     }
     raw::StateGraph {
         states,
-        edges: edges.into_iter().map(|(a, b)| (a.to_owned(), b.to_owned())).collect(),
+        edges: edges
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect(),
         initial: initial.to_owned(),
         on_delete: on_delete.to_owned(),
         error_state: error.to_owned(),
@@ -282,7 +330,11 @@ pub fn __init<S: Machine, I: State<S> + Default>(pod: String) -> Result<String, 
     let pod = decode_pod(&pod)?;
     let pod_state = S::new(&pod).map_err(|e| e.0)?;
     let state = to_json(&I::default())?;
-    serde_json::to_string(&Envelope { pod: pod_state, state }).map_err(|e| e.to_string())
+    serde_json::to_string(&Envelope {
+        pod: pod_state,
+        state,
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// A state the [`crate::provider!`] macro dispatches by name besides those on declared
@@ -297,7 +349,11 @@ pub struct Named<S> {
 
 impl<S: PodState> Named<S> {
     pub fn of<T: State<S>>() -> Self {
-        Named { name: T::name(), handle: __handle_as::<S, T>, status: __status_as::<S, T> }
+        Named {
+            name: T::name(),
+            handle: __handle_as::<S, T>,
+            status: __status_as::<S, T>,
+        }
     }
 }
 
@@ -322,7 +378,10 @@ pub fn __handle_in<S: Machine>(
     event: Option<raw::WakeEvent>,
 ) -> Result<raw::HandlerOutcome, String> {
     let pod = decode_pod(&pod)?;
-    let Envelope { pod: mut pod_state, state: value } = decode_envelope::<S>(&data)?;
+    let Envelope {
+        pod: mut pod_state,
+        state: value,
+    } = decode_envelope::<S>(&data)?;
     let wake = event.map(|e| match e {
         raw::WakeEvent::WorkloadExited(h) => WakeEvent::WorkloadExited(h),
         raw::WakeEvent::TimerElapsed => WakeEvent::TimerElapsed,
@@ -330,22 +389,34 @@ pub fn __handle_in<S: Machine>(
         raw::WakeEvent::FetchDone(id) => WakeEvent::FetchDone(id),
     });
     let transition = S::handle_state(&state, value.clone(), &pod, &mut pod_state, wake.as_ref())
-        .or_else(|| named.iter().find(|n| n.name == state).map(|n| (n.handle)(value, &pod, &mut pod_state, wake.as_ref())))
+        .or_else(|| {
+            named
+                .iter()
+                .find(|n| n.name == state)
+                .map(|n| (n.handle)(value, &pod, &mut pod_state, wake.as_ref()))
+        })
         .ok_or_else(|| format!("unknown state {state:?}"))?
         .map_err(|e| format!("{state}: {e}"))?;
     let envelope = |value: Value| {
-        serde_json::to_string(&Envelope { pod: &pod_state, state: value }).map_err(|e| e.to_string())
+        serde_json::to_string(&Envelope {
+            pod: &pod_state,
+            state: value,
+        })
+        .map_err(|e| e.to_string())
     };
     Ok(match transition.step {
-        Step::Next { to, data } => {
-            raw::HandlerOutcome::Transition(raw::Transition { to: to.to_owned(), state_data: envelope(data?)? })
-        }
+        Step::Next { to, data } => raw::HandlerOutcome::Transition(raw::Transition {
+            to: to.to_owned(),
+            state_data: envelope(data?)?,
+        }),
         Step::Wait { on, data } => raw::HandlerOutcome::Wait(raw::Wait {
             on: on
                 .into_iter()
                 .map(|w| match w {
                     WaitOn::WorkloadExited(h) => raw::WaitOn::WorkloadExited(h),
-                    WaitOn::Timer(d) => raw::WaitOn::Timer(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                    WaitOn::Timer(d) => {
+                        raw::WaitOn::Timer(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    }
                     WaitOn::PodChanged => raw::WaitOn::PodChanged,
                     WaitOn::FetchDone(id) => raw::WaitOn::FetchDone(id),
                 })
@@ -364,19 +435,33 @@ pub fn __status<S: Machine>(state: String, pod: String, data: String) -> String 
 
 /// The `status` export, also for the `named` states (see [`Named`]).
 #[doc(hidden)]
-pub fn __status_in<S: Machine>(named: &[Named<S>], state: String, pod: String, data: String) -> String {
+pub fn __status_in<S: Machine>(
+    named: &[Named<S>],
+    state: String,
+    pod: String,
+    data: String,
+) -> String {
     let result = (|| -> Result<Value, String> {
         let pod = decode_pod(&pod)?;
         let envelope = decode_envelope::<S>(&data)?;
         S::status_of(&state, envelope.state.clone(), &pod, &envelope.pod)
-            .or_else(|| named.iter().find(|n| n.name == state).map(|n| (n.status)(envelope.state, &pod, &envelope.pod)))
+            .or_else(|| {
+                named
+                    .iter()
+                    .find(|n| n.name == state)
+                    .map(|n| (n.status)(envelope.state, &pod, &envelope.pod))
+            })
             .ok_or_else(|| format!("unknown state {state:?}"))?
             .map_err(|e| e.0)
     })();
     match result {
         Ok(v) => v.to_string(),
         Err(e) => {
-            crate::log::log(crate::log::Level::Warn, "provider status failed", &[("state", &state), ("error", &e)]);
+            crate::log::log(
+                crate::log::Level::Warn,
+                "provider status failed",
+                &[("state", &state), ("error", &e)],
+            );
             "{}".to_owned()
         }
     }

@@ -31,7 +31,10 @@ pub struct Context {
 impl Context {
     /// A context for reconciling `object` (the SDK makes these; tests may too).
     pub fn new(object: ObjectRef) -> Self {
-        Context { client: Client::new(), object }
+        Context {
+            client: Client::new(),
+            object,
+        }
     }
 
     /// A context for reconciling `obj`.
@@ -112,7 +115,12 @@ pub struct Condition {
 
 impl Condition {
     pub fn new(type_: &str, status: ConditionStatus) -> Self {
-        Condition { type_: type_.to_owned(), status, reason: String::new(), message: String::new() }
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: String::new(),
+            message: String::new(),
+        }
     }
 
     /// `type_` is True.
@@ -184,7 +192,11 @@ pub struct Action {
 impl Action {
     /// Nothing more to do until something changes (same as [`Action::await_change`]).
     pub fn done() -> Self {
-        Action { requeue_after: None, status: None, conditions: Vec::new() }
+        Action {
+            requeue_after: None,
+            status: None,
+            conditions: Vec::new(),
+        }
     }
 
     /// Reconcile again only when the object, something it owns or watches, changes.
@@ -194,7 +206,10 @@ impl Action {
 
     /// Reconcile again after `after` even if nothing changes.
     pub fn requeue(after: Duration) -> Self {
-        Action { requeue_after: Some(after), ..Self::done() }
+        Action {
+            requeue_after: Some(after),
+            ..Self::done()
+        }
     }
 
     /// The status fields this reconciler owns (a struct or `json!` object, without
@@ -260,7 +275,13 @@ impl Error {
     }
 
     pub fn new(kind: ErrorKind, reason: &str, message: impl Into<String>) -> Self {
-        Error { kind, reason: reason.to_owned(), message: message.into(), status: None, conditions: Vec::new() }
+        Error {
+            kind,
+            reason: reason.to_owned(),
+            message: message.into(),
+            status: None,
+            conditions: Vec::new(),
+        }
     }
 
     /// Status to write even though the reconcile failed.
@@ -299,7 +320,9 @@ impl std::error::Error for Error {}
 impl From<ClientError> for Error {
     fn from(e: ClientError) -> Self {
         let kind = match e {
-            ClientError::Denied(_) | ClientError::Invalid(_) | ClientError::Decode(_) => ErrorKind::Terminal,
+            ClientError::Denied(_) | ClientError::Invalid(_) | ClientError::Decode(_) => {
+                ErrorKind::Terminal
+            }
             _ => ErrorKind::Transient,
         };
         Error::new(kind, e.reason(), e.to_string())
@@ -335,7 +358,10 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn split_status(status: StatusValue, conditions: &[Condition]) -> Result<(Option<String>, Vec<raw::Condition>), raw::ReconcileError> {
+fn split_status(
+    status: StatusValue,
+    conditions: &[Condition],
+) -> Result<(Option<String>, Vec<raw::Condition>), raw::ReconcileError> {
     let status = match status {
         None => None,
         Some(Ok(v)) => Some(v.to_string()),
@@ -370,13 +396,18 @@ fn error_to_raw(e: Error) -> raw::ReconcileError {
 }
 
 fn decode_object<K: DeserializeOwned>(obj: &str) -> Result<Arc<K>, raw::ReconcileError> {
-    serde_json::from_str(obj).map(Arc::new).map_err(|e| raw::ReconcileError {
-        kind: raw::ErrorKind::Terminal,
-        reason: "InvalidObject".into(),
-        message: format!("the object does not decode as {}: {e}", std::any::type_name::<K>()),
-        status: None,
-        conditions: Vec::new(),
-    })
+    serde_json::from_str(obj)
+        .map(Arc::new)
+        .map_err(|e| raw::ReconcileError {
+            kind: raw::ErrorKind::Terminal,
+            reason: "InvalidObject".into(),
+            message: format!(
+                "the object does not decode as {}: {e}",
+                std::any::type_name::<K>()
+            ),
+            status: None,
+            conditions: Vec::new(),
+        })
 }
 
 /// The `reconcile` export: decode, call, encode. Used by [`crate::reconciler!`].
@@ -393,7 +424,11 @@ where
     match f(obj, &ctx) {
         Ok(action) => {
             let (status, conditions) = split_status(action.status, &action.conditions)?;
-            Ok(raw::ReconcileOutcome { status, conditions, requeue_after_ms: action.requeue_after.map(millis) })
+            Ok(raw::ReconcileOutcome {
+                status,
+                conditions,
+                requeue_after_ms: action.requeue_after.map(millis),
+            })
         }
         Err(e) => Err(error_to_raw(e)),
     }

@@ -110,8 +110,19 @@ impl FakeHost {
     }
 
     /// The stored object, if any.
-    pub fn object(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
-        let key = (api_version.to_owned(), kind.to_owned(), namespace.map(str::to_owned), name.to_owned());
+    pub fn object(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let key = (
+            api_version.to_owned(),
+            kind.to_owned(),
+            namespace.map(str::to_owned),
+            name.to_owned(),
+        );
         self.inner.objects.borrow().get(&key).cloned()
     }
 
@@ -148,14 +159,25 @@ impl FakeHost {
 
     /// `image` is in the module store as `digest`.
     pub fn add_module(&self, image: &str, digest: &str) {
-        self.inner.wl.borrow_mut().modules.insert(image.to_owned(), FakeModule::Ready(digest.to_owned()));
+        self.inner
+            .wl
+            .borrow_mut()
+            .modules
+            .insert(image.to_owned(), FakeModule::Ready(digest.to_owned()));
     }
 
     /// `image` answers `pending(id)` until [`FakeHost::finish_fetch`]`(id)`; returns the id.
     pub fn add_pending_module(&self, image: &str, digest: &str) -> u64 {
         let mut w = self.inner.wl.borrow_mut();
         let id = w.id();
-        w.modules.insert(image.to_owned(), FakeModule::Pending { id, digest: digest.to_owned(), done: false });
+        w.modules.insert(
+            image.to_owned(),
+            FakeModule::Pending {
+                id,
+                digest: digest.to_owned(),
+                done: false,
+            },
+        );
         id
     }
 
@@ -172,7 +194,11 @@ impl FakeHost {
 
     /// Fetching `image` fails with `error`.
     pub fn fail_module(&self, image: &str, error: wl::FetchError) {
-        self.inner.wl.borrow_mut().modules.insert(image.to_owned(), FakeModule::Failed(error));
+        self.inner
+            .wl
+            .borrow_mut()
+            .modules
+            .insert(image.to_owned(), FakeModule::Failed(error));
     }
 
     /// Sets the fake clock (milliseconds since the epoch) used for workload times.
@@ -200,7 +226,11 @@ impl FakeHost {
 
     /// What `read-logs` returns for `handle`.
     pub fn set_logs(&self, handle: u64, logs: &[u8]) {
-        self.inner.wl.borrow_mut().logs.insert(handle, logs.to_vec());
+        self.inner
+            .wl
+            .borrow_mut()
+            .logs
+            .insert(handle, logs.to_vec());
     }
 
     /// Fetch requests so far.
@@ -236,8 +266,15 @@ impl FakeHost {
     }
 
     fn record(&self, verb: &str, key: &Key) {
-        let ns = key.2.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
-        self.inner.writes.borrow_mut().push(format!("{verb} {} {ns}{}", key.1, key.3));
+        let ns = key
+            .2
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default();
+        self.inner
+            .writes
+            .borrow_mut()
+            .push(format!("{verb} {} {ns}{}", key.1, key.3));
     }
 
     fn bump(&self, obj: &mut Value) {
@@ -245,7 +282,8 @@ impl FakeHost {
         *v += 1;
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(v.to_string()));
-            meta.entry("uid").or_insert_with(|| Value::String(format!("uid-{v}")));
+            meta.entry("uid")
+                .or_insert_with(|| Value::String(format!("uid-{v}")));
         }
     }
 }
@@ -254,13 +292,20 @@ fn key_of(obj: &Value) -> Option<Key> {
     Some((
         obj.get("apiVersion")?.as_str()?.to_owned(),
         obj.get("kind")?.as_str()?.to_owned(),
-        obj.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_owned),
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         obj.pointer("/metadata/name")?.as_str()?.to_owned(),
     ))
 }
 
 fn raw_key(r: &types::ObjectRef) -> Key {
-    (r.api_version.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone())
+    (
+        r.api_version.clone(),
+        r.kind.clone(),
+        r.namespace.clone(),
+        r.name.clone(),
+    )
 }
 
 fn parse(json: &str) -> Result<Value, raw::ClientError> {
@@ -269,33 +314,41 @@ fn parse(json: &str) -> Result<Value, raw::ClientError> {
 
 /// Whether `labels` satisfies `selector` (equality- and existence-based terms).
 pub fn labels_match(selector: &str, labels: &serde_json::Map<String, Value>) -> bool {
-    selector.split(',').map(str::trim).filter(|t| !t.is_empty()).all(|term| {
-        let get = |k: &str| labels.get(k.trim()).and_then(Value::as_str);
-        if let Some((k, v)) = term.split_once("!=") {
-            get(k) != Some(v.trim())
-        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            get(k) == Some(v.trim())
-        } else if let Some(k) = term.strip_prefix('!') {
-            get(k).is_none()
-        } else {
-            get(term).is_some()
-        }
-    })
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|term| {
+            let get = |k: &str| labels.get(k.trim()).and_then(Value::as_str);
+            if let Some((k, v)) = term.split_once("!=") {
+                get(k) != Some(v.trim())
+            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                get(k) == Some(v.trim())
+            } else if let Some(k) = term.strip_prefix('!') {
+                get(k).is_none()
+            } else {
+                get(term).is_some()
+            }
+        })
 }
 
 fn fields_match(selector: &str, obj: &Value) -> bool {
-    selector.split(',').map(str::trim).filter(|t| !t.is_empty()).all(|term| {
-        let (path, want, equal) = match term.split_once("!=") {
-            Some((p, v)) => (p, v, false),
-            None => match term.split_once("==").or_else(|| term.split_once('=')) {
-                Some((p, v)) => (p, v, true),
-                None => return false,
-            },
-        };
-        let pointer = format!("/{}", path.trim().replace('.', "/"));
-        let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
-        (have == want.trim()) == equal
-    })
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|term| {
+            let (path, want, equal) = match term.split_once("!=") {
+                Some((p, v)) => (p, v, false),
+                None => match term.split_once("==").or_else(|| term.split_once('=')) {
+                    Some((p, v)) => (p, v, true),
+                    None => return false,
+                },
+            };
+            let pointer = format!("/{}", path.trim().replace('.', "/"));
+            let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
+            (have == want.trim()) == equal
+        })
 }
 
 /// RFC 7386 JSON merge patch.
@@ -322,20 +375,37 @@ impl Host for FakeHost {
     fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
         self.check(&target.kind, "get")?;
         let objects = self.inner.objects.borrow();
-        objects.get(&raw_key(target)).map(Value::to_string).ok_or(raw::ClientError::NotFound)
+        objects
+            .get(&raw_key(target))
+            .map(Value::to_string)
+            .ok_or(raw::ClientError::NotFound)
     }
 
-    fn list(&self, of: &types::TypeRef, params: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+    fn list(
+        &self,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
         self.check(&of.kind, "list")?;
         let empty = serde_json::Map::new();
         let objects = self.inner.objects.borrow();
         Ok(objects
             .iter()
-            .filter(|((av, kind, ns, _), _)| *av == of.api_version && *kind == of.kind && (params.namespace.is_none() || *ns == params.namespace))
+            .filter(|((av, kind, ns, _), _)| {
+                *av == of.api_version
+                    && *kind == of.kind
+                    && (params.namespace.is_none() || *ns == params.namespace)
+            })
             .filter(|(_, obj)| {
-                let labels = obj.pointer("/metadata/labels").and_then(Value::as_object).unwrap_or(&empty);
+                let labels = obj
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .unwrap_or(&empty);
                 labels_match(&params.label_selector, labels)
-                    && params.field_selector.as_deref().is_none_or(|f| fields_match(f, obj))
+                    && params
+                        .field_selector
+                        .as_deref()
+                        .is_none_or(|f| fields_match(f, obj))
             })
             .map(|(_, obj)| obj.to_string())
             .collect())
@@ -343,10 +413,14 @@ impl Host for FakeHost {
 
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
         let mut obj = parse(obj)?;
-        let key = key_of(&obj).ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
+        let key = key_of(&obj)
+            .ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
         self.check(&key.1, "create")?;
         if self.inner.objects.borrow().contains_key(&key) {
-            return Err(raw::ClientError::Conflict(format!("{} {} already exists", key.1, key.3)));
+            return Err(raw::ClientError::Conflict(format!(
+                "{} {} already exists",
+                key.1, key.3
+            )));
         }
         self.bump(&mut obj);
         self.record("create", &key);
@@ -356,12 +430,21 @@ impl Host for FakeHost {
 
     fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
         let mut obj = parse(obj)?;
-        let key = key_of(&obj).ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
+        let key = key_of(&obj)
+            .ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
         self.check(&key.1, "update")?;
-        let current = self.inner.objects.borrow().get(&key).cloned().ok_or(raw::ClientError::NotFound)?;
+        let current = self
+            .inner
+            .objects
+            .borrow()
+            .get(&key)
+            .cloned()
+            .ok_or(raw::ClientError::NotFound)?;
         let rv = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
         if rv(&obj).is_some() && rv(&obj) != rv(&current) {
-            return Err(raw::ClientError::Conflict("resourceVersion is stale".into()));
+            return Err(raw::ClientError::Conflict(
+                "resourceVersion is stale".into(),
+            ));
         }
         self.bump(&mut obj);
         self.record("update", &key);
@@ -369,16 +452,33 @@ impl Host for FakeHost {
         Ok(obj.to_string())
     }
 
-    fn patch(&self, target: &types::ObjectRef, how: &raw::PatchType, body: &str, status: bool) -> Result<String, raw::ClientError> {
+    fn patch(
+        &self,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
         self.check(&target.kind, "patch")?;
         if matches!(how, raw::PatchType::Json) {
-            return Err(raw::ClientError::Invalid("the fake host does not apply JSON patches".into()));
+            return Err(raw::ClientError::Invalid(
+                "the fake host does not apply JSON patches".into(),
+            ));
         }
         let key = raw_key(target);
-        let mut obj = self.inner.objects.borrow().get(&key).cloned().ok_or(raw::ClientError::NotFound)?;
+        let mut obj = self
+            .inner
+            .objects
+            .borrow()
+            .get(&key)
+            .cloned()
+            .ok_or(raw::ClientError::NotFound)?;
         let body = parse(body)?;
         if status {
-            merge(&mut obj, &serde_json::json!({ "status": body.get("status").cloned().unwrap_or(Value::Null) }));
+            merge(
+                &mut obj,
+                &serde_json::json!({ "status": body.get("status").cloned().unwrap_or(Value::Null) }),
+            );
         } else {
             merge(&mut obj, &body);
         }
@@ -388,18 +488,40 @@ impl Host for FakeHost {
         Ok(obj.to_string())
     }
 
-    fn delete(&self, target: &types::ObjectRef, _options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn delete(
+        &self,
+        target: &types::ObjectRef,
+        _options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         self.check(&target.kind, "delete")?;
         let key = raw_key(target);
-        self.inner.objects.borrow_mut().remove(&key).ok_or(raw::ClientError::NotFound)?;
+        self.inner
+            .objects
+            .borrow_mut()
+            .remove(&key)
+            .ok_or(raw::ClientError::NotFound)?;
         self.record("delete", &key);
         Ok(())
     }
 
-    fn evict(&self, namespace: &str, name: &str, _options: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
+    fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        _options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
         self.check("Pod", "evict")?;
-        let key = ("v1".to_owned(), "Pod".to_owned(), Some(namespace.to_owned()), name.to_owned());
-        self.inner.objects.borrow_mut().remove(&key).ok_or(raw::ClientError::NotFound)?;
+        let key = (
+            "v1".to_owned(),
+            "Pod".to_owned(),
+            Some(namespace.to_owned()),
+            name.to_owned(),
+        );
+        self.inner
+            .objects
+            .borrow_mut()
+            .remove(&key)
+            .ok_or(raw::ClientError::NotFound)?;
         self.record("evict", &key);
         Ok(())
     }
@@ -417,25 +539,38 @@ impl Host for FakeHost {
             raw_log::Level::Warn => "warn",
             raw_log::Level::Error => "error",
         };
-        self.inner.logs.borrow_mut().push((level.to_owned(), message.to_owned()));
+        self.inner
+            .logs
+            .borrow_mut()
+            .push((level.to_owned(), message.to_owned()));
     }
 
     fn fetch_module(&self, req: &wl::FetchRequest) -> Result<wl::FetchProgress, wl::FetchError> {
         let mut w = self.inner.wl.borrow_mut();
         w.fetches.push(req.clone());
         match w.modules.get(&req.image) {
-            Some(FakeModule::Ready(d)) | Some(FakeModule::Pending { digest: d, done: true, .. }) => {
-                Ok(wl::FetchProgress::Ready(d.clone()))
-            }
+            Some(FakeModule::Ready(d))
+            | Some(FakeModule::Pending {
+                digest: d,
+                done: true,
+                ..
+            }) => Ok(wl::FetchProgress::Ready(d.clone())),
             Some(FakeModule::Pending { id, .. }) => Ok(wl::FetchProgress::Pending(*id)),
             Some(FakeModule::Failed(e)) => Err(e.clone()),
-            None => Err(wl::FetchError::NotFound(format!("{}: no such module", req.image))),
+            None => Err(wl::FetchError::NotFound(format!(
+                "{}: no such module",
+                req.image
+            ))),
         }
     }
 
     fn prepare_volume(&self, req: &wl::VolumeRequest) -> Result<u64, wl::WorkloadError> {
         let mut w = self.inner.wl.borrow_mut();
-        let known = w.volumes.iter().find(|(_, r)| r.pod_uid == req.pod_uid && r.name == req.name).map(|(id, _)| *id);
+        let known = w
+            .volumes
+            .iter()
+            .find(|(_, r)| r.pod_uid == req.pod_uid && r.name == req.name)
+            .map(|(id, _)| *id);
         let id = match known {
             Some(id) => id,
             None => w.id(),
@@ -452,13 +587,26 @@ impl Host for FakeHost {
         let handle = w.id();
         let started_at_ms = w.clock_ms;
         w.spawned.push((handle, spec.clone()));
-        w.status.insert(handle, wl::WorkloadStatus { state: wl::RunState::Running, started_at_ms, finished_at_ms: None });
+        w.status.insert(
+            handle,
+            wl::WorkloadStatus {
+                state: wl::RunState::Running,
+                started_at_ms,
+                finished_at_ms: None,
+            },
+        );
         w.pod_of.insert(handle, spec.logs.pod_uid.clone());
         Ok(handle)
     }
 
     fn workload_status(&self, handle: u64) -> Result<wl::WorkloadStatus, wl::WorkloadError> {
-        self.inner.wl.borrow().status.get(&handle).cloned().ok_or(wl::WorkloadError::UnknownHandle)
+        self.inner
+            .wl
+            .borrow()
+            .status
+            .get(&handle)
+            .cloned()
+            .ok_or(wl::WorkloadError::UnknownHandle)
     }
 
     fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), wl::WorkloadError> {
@@ -483,7 +631,12 @@ impl Host for FakeHost {
     fn release_pod(&self, pod_uid: &str) {
         let mut w = self.inner.wl.borrow_mut();
         w.released.push(pod_uid.to_owned());
-        let gone: Vec<u64> = w.pod_of.iter().filter(|(_, uid)| *uid == pod_uid).map(|(h, _)| *h).collect();
+        let gone: Vec<u64> = w
+            .pod_of
+            .iter()
+            .filter(|(_, uid)| *uid == pod_uid)
+            .map(|(h, _)| *h)
+            .collect();
         for h in gone {
             w.status.remove(&h);
             w.pod_of.remove(&h);

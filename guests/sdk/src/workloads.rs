@@ -27,9 +27,9 @@ use std::time::Duration;
 use crate::host::with_host;
 
 pub use crate::bindings::workloads::{
-    EmptyDir, FetchError, FetchId, FetchProgress, FetchRequest, HostPath, LogTarget, ModuleRef, Mount, PullPolicy,
-    RunState, SpawnSpec, VolumeFile, VolumeId, VolumeRequest, VolumeSource, WorkloadError, WorkloadHandle,
-    WorkloadStatus,
+    EmptyDir, FetchError, FetchId, FetchProgress, FetchRequest, HostPath, LogTarget, ModuleRef,
+    Mount, PullPolicy, RunState, SpawnSpec, VolumeFile, VolumeId, VolumeRequest, VolumeSource,
+    WorkloadError, WorkloadHandle, WorkloadStatus,
 };
 
 /// Finds a module in the host's store or starts pulling it.

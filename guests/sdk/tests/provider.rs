@@ -34,18 +34,35 @@ struct Running {
 struct Terminated;
 
 impl State<Runner> for Registered {
-    fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+    fn next(
+        self,
+        _: &Pod,
+        _: &mut Runner,
+        _: Option<&WakeEvent>,
+    ) -> Result<Transition<Runner>, StateError> {
         Ok(Transition::next(self, ImagePull))
     }
 }
 
 impl State<Runner> for ImagePull {
-    fn next(self, pod: &Pod, st: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        st: &mut Runner,
+        _: Option<&WakeEvent>,
+    ) -> Result<Transition<Runner>, StateError> {
         st.pulls += 1;
-        let image = pod.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone());
+        let image = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone());
         match image.as_deref() {
             Some("good") => Ok(Transition::next(self, Running { handle: 42 })),
-            Some(_) => Ok(Transition::next(self, ImagePullBackOff { delay_ms: 10_000 })),
+            Some(_) => Ok(Transition::next(
+                self,
+                ImagePullBackOff { delay_ms: 10_000 },
+            )),
             None => Err(StateError::new("no image")),
         }
     }
@@ -55,21 +72,36 @@ impl State<Runner> for ImagePull {
 }
 
 impl State<Runner> for ImagePullBackOff {
-    fn next(self, _: &Pod, _: &mut Runner, wake: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+    fn next(
+        self,
+        _: &Pod,
+        _: &mut Runner,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<Runner>, StateError> {
         match wake {
             Some(WakeEvent::TimerElapsed) => Ok(Transition::next(self, ImagePull)),
             _ => {
                 let delay = Duration::from_millis(self.delay_ms);
-                Ok(Transition::wait(self, [WaitOn::Timer(delay), WaitOn::PodChanged]))
+                Ok(Transition::wait(
+                    self,
+                    [WaitOn::Timer(delay), WaitOn::PodChanged],
+                ))
             }
         }
     }
 }
 
 impl State<Runner> for Running {
-    fn next(self, _: &Pod, _: &mut Runner, wake: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+    fn next(
+        self,
+        _: &Pod,
+        _: &mut Runner,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<Runner>, StateError> {
         match wake {
-            Some(WakeEvent::WorkloadExited(h)) if *h == self.handle => Ok(Transition::next(self, Terminated)),
+            Some(WakeEvent::WorkloadExited(h)) if *h == self.handle => {
+                Ok(Transition::next(self, Terminated))
+            }
             _ => {
                 let on = [WaitOn::WorkloadExited(self.handle)];
                 Ok(Transition::wait(self, on))
@@ -79,7 +111,12 @@ impl State<Runner> for Running {
 }
 
 impl State<Runner> for Terminated {
-    fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
+    fn next(
+        self,
+        _: &Pod,
+        _: &mut Runner,
+        _: Option<&WakeEvent>,
+    ) -> Result<Transition<Runner>, StateError> {
         Ok(Transition::wait(self, []))
     }
     fn status(&self, _: &Pod, _: &Runner) -> serde_json::Value {
@@ -96,8 +133,13 @@ wasmlet_sdk::edges! {
     }
 }
 
-wasmlet_sdk::provider!(Runner, initial = Registered, on_delete = Terminated, error = Terminated,
-    backoff = [ImagePullBackOff]);
+wasmlet_sdk::provider!(
+    Runner,
+    initial = Registered,
+    on_delete = Terminated,
+    error = Terminated,
+    backoff = [ImagePullBackOff]
+);
 
 fn pod(image: &str) -> String {
     json!({
@@ -111,25 +153,38 @@ fn pod(image: &str) -> String {
 fn expect_transition(out: raw::HandlerOutcome) -> raw::Transition {
     match out {
         raw::HandlerOutcome::Transition(t) => t,
-        raw::HandlerOutcome::Wait(w) => panic!("expected a transition, got a wait on {} events", w.on.len()),
+        raw::HandlerOutcome::Wait(w) => {
+            panic!("expected a transition, got a wait on {} events", w.on.len())
+        }
     }
 }
 
 fn expect_wait(out: raw::HandlerOutcome) -> raw::Wait {
     match out {
         raw::HandlerOutcome::Wait(w) => w,
-        raw::HandlerOutcome::Transition(t) => panic!("expected a wait, got a transition to {}", t.to),
+        raw::HandlerOutcome::Transition(t) => {
+            panic!("expected a wait, got a transition to {}", t.to)
+        }
     }
 }
 
 #[test]
 fn graph_lists_states_and_declared_edges() {
-    let g = wasmlet_sdk::provider::__graph::<Runner>("Registered", "Terminated", "Terminated", &["ImagePullBackOff"]);
+    let g = wasmlet_sdk::provider::__graph::<Runner>(
+        "Registered",
+        "Terminated",
+        "Terminated",
+        &["ImagePullBackOff"],
+    );
     assert_eq!(g.initial, "Registered");
     assert_eq!(g.on_delete, "Terminated");
     assert_eq!(g.error_state, "Terminated");
     assert_eq!(g.backoff_states, vec!["ImagePullBackOff"]);
-    let edges: Vec<(&str, &str)> = g.edges.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let edges: Vec<(&str, &str)> = g
+        .edges
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     assert_eq!(
         edges,
         vec![
@@ -142,29 +197,67 @@ fn graph_lists_states_and_declared_edges() {
     );
     let mut states = g.states.clone();
     states.sort();
-    assert_eq!(states, vec!["ImagePull", "ImagePullBackOff", "Registered", "Running", "Terminated"]);
+    assert_eq!(
+        states,
+        vec![
+            "ImagePull",
+            "ImagePullBackOff",
+            "Registered",
+            "Running",
+            "Terminated"
+        ]
+    );
 }
 
 #[test]
 fn a_pod_runs_to_completion_through_waits() {
     let p = pod("good");
     let data = wasmlet_sdk::provider::__init::<Runner, Registered>(p.clone()).unwrap();
-    let t = expect_transition(wasmlet_sdk::provider::__handle::<Runner>("Registered".into(), p.clone(), data, None).unwrap());
+    let t = expect_transition(
+        wasmlet_sdk::provider::__handle::<Runner>("Registered".into(), p.clone(), data, None)
+            .unwrap(),
+    );
     assert_eq!(t.to, "ImagePull");
-    let status = wasmlet_sdk::provider::__status::<Runner>("ImagePull".into(), p.clone(), t.state_data.clone());
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&status).unwrap(), json!({ "phase": "Pending", "reason": "Pulling" }));
+    let status = wasmlet_sdk::provider::__status::<Runner>(
+        "ImagePull".into(),
+        p.clone(),
+        t.state_data.clone(),
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&status).unwrap(),
+        json!({ "phase": "Pending", "reason": "Pulling" })
+    );
 
-    let t = expect_transition(wasmlet_sdk::provider::__handle::<Runner>("ImagePull".into(), p.clone(), t.state_data, None).unwrap());
+    let t = expect_transition(
+        wasmlet_sdk::provider::__handle::<Runner>(
+            "ImagePull".into(),
+            p.clone(),
+            t.state_data,
+            None,
+        )
+        .unwrap(),
+    );
     assert_eq!(t.to, "Running");
     // The shared pod state travelled with the data.
     let envelope: serde_json::Value = serde_json::from_str(&t.state_data).unwrap();
-    assert_eq!(envelope, json!({ "pod": { "pulls": 1 }, "state": { "handle": 42 } }));
+    assert_eq!(
+        envelope,
+        json!({ "pod": { "pulls": 1 }, "state": { "handle": 42 } })
+    );
 
-    let w = expect_wait(wasmlet_sdk::provider::__handle::<Runner>("Running".into(), p.clone(), t.state_data, None).unwrap());
+    let w = expect_wait(
+        wasmlet_sdk::provider::__handle::<Runner>("Running".into(), p.clone(), t.state_data, None)
+            .unwrap(),
+    );
     assert!(matches!(w.on.as_slice(), [raw::WaitOn::WorkloadExited(42)]));
     let t = expect_transition(
-        wasmlet_sdk::provider::__handle::<Runner>("Running".into(), p.clone(), w.state_data, Some(raw::WakeEvent::WorkloadExited(42)))
-            .unwrap(),
+        wasmlet_sdk::provider::__handle::<Runner>(
+            "Running".into(),
+            p.clone(),
+            w.state_data,
+            Some(raw::WakeEvent::WorkloadExited(42)),
+        )
+        .unwrap(),
     );
     assert_eq!(t.to, "Terminated");
 }
@@ -173,13 +266,26 @@ fn a_pod_runs_to_completion_through_waits() {
 fn back_off_waits_on_a_timer_then_retries() {
     let p = pod("bad");
     let data = wasmlet_sdk::provider::__init::<Runner, Registered>(p.clone()).unwrap();
-    let t = expect_transition(wasmlet_sdk::provider::__handle::<Runner>("ImagePull".into(), p.clone(), data, None).unwrap());
-    assert_eq!(t.to, "ImagePullBackOff");
-    let w = expect_wait(wasmlet_sdk::provider::__handle::<Runner>(t.to, p.clone(), t.state_data, None).unwrap());
-    assert!(matches!(w.on.as_slice(), [raw::WaitOn::Timer(10_000), raw::WaitOn::PodChanged]));
     let t = expect_transition(
-        wasmlet_sdk::provider::__handle::<Runner>("ImagePullBackOff".into(), p, w.state_data, Some(raw::WakeEvent::TimerElapsed))
+        wasmlet_sdk::provider::__handle::<Runner>("ImagePull".into(), p.clone(), data, None)
             .unwrap(),
+    );
+    assert_eq!(t.to, "ImagePullBackOff");
+    let w = expect_wait(
+        wasmlet_sdk::provider::__handle::<Runner>(t.to, p.clone(), t.state_data, None).unwrap(),
+    );
+    assert!(matches!(
+        w.on.as_slice(),
+        [raw::WaitOn::Timer(10_000), raw::WaitOn::PodChanged]
+    ));
+    let t = expect_transition(
+        wasmlet_sdk::provider::__handle::<Runner>(
+            "ImagePullBackOff".into(),
+            p,
+            w.state_data,
+            Some(raw::WakeEvent::TimerElapsed),
+        )
+        .unwrap(),
     );
     assert_eq!(t.to, "ImagePull");
 }
@@ -188,9 +294,16 @@ fn back_off_waits_on_a_timer_then_retries() {
 fn handler_errors_and_unknown_states_are_reported() {
     let p = json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p" }, "spec": { "containers": [] } }).to_string();
     let data = wasmlet_sdk::provider::__init::<Runner, Registered>(p.clone()).unwrap();
-    let err = wasmlet_sdk::provider::__handle::<Runner>("ImagePull".into(), p.clone(), data.clone(), None).unwrap_err();
+    let err = wasmlet_sdk::provider::__handle::<Runner>(
+        "ImagePull".into(),
+        p.clone(),
+        data.clone(),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(err, "ImagePull: no image");
-    let err = wasmlet_sdk::provider::__handle::<Runner>("Nowhere".into(), p, data, None).unwrap_err();
+    let err =
+        wasmlet_sdk::provider::__handle::<Runner>("Nowhere".into(), p, data, None).unwrap_err();
     assert!(err.contains("unknown state"), "{err}");
 }
 
@@ -198,6 +311,7 @@ fn handler_errors_and_unknown_states_are_reported() {
 fn transition_values_are_inspectable_in_unit_tests() {
     let t: Transition<Runner> = Transition::next(Registered, ImagePull);
     assert_eq!(t.target(), Some("ImagePull"));
-    let w: Transition<Runner> = Transition::wait(Running { handle: 1 }, [WaitOn::WorkloadExited(1)]);
+    let w: Transition<Runner> =
+        Transition::wait(Running { handle: 1 }, [WaitOn::WorkloadExited(1)]);
     assert_eq!(w.waits_on(), Some(&[WaitOn::WorkloadExited(1)][..]));
 }

@@ -23,12 +23,19 @@ fn config_map(name: &str, labels: serde_json::Value, data: serde_json::Value) ->
 fn reconcile(obj: Arc<ConfigMap>, ctx: &Context) -> Result<Action, Error> {
     let selector = format!("summary={}", obj.name_any());
     let maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced("ns").labels(&selector))?;
-    let keys: usize = maps.iter().map(|m| m.data.as_ref().map_or(0, |d| d.len())).sum();
+    let keys: usize = maps
+        .iter()
+        .map(|m| m.data.as_ref().map_or(0, |d| d.len()))
+        .sum();
     ctx.info("listed");
     ctx.event(Event::normal("Summarised", "Reconcile").note(format!("{keys} keys")))?;
     Ok(Action::requeue(Duration::from_millis(1500))
         .status(json!({ "keys": keys }))
-        .condition(Condition::is_true("Summarised").reason("Listed").message(format!("{keys} keys"))))
+        .condition(
+            Condition::is_true("Summarised")
+                .reason("Listed")
+                .message(format!("{keys} keys")),
+        ))
 }
 
 wasmlet_sdk::reconciler!(ConfigMap, reconcile, conditions = ["Summarised"]);
@@ -36,29 +43,53 @@ wasmlet_sdk::reconciler!(ConfigMap, reconcile, conditions = ["Summarised"]);
 #[test]
 fn reconcile_glue_encodes_status_conditions_and_requeue() {
     let host = FakeHost::new();
-    host.insert(config_map("a", json!({ "summary": "owner" }), json!({ "x": "1", "y": "2" })));
-    host.insert(config_map("b", json!({ "summary": "owner" }), json!({ "z": "3" })));
-    host.insert(config_map("c", json!({ "summary": "other" }), json!({ "w": "4" })));
+    host.insert(config_map(
+        "a",
+        json!({ "summary": "owner" }),
+        json!({ "x": "1", "y": "2" }),
+    ));
+    host.insert(config_map(
+        "b",
+        json!({ "summary": "owner" }),
+        json!({ "z": "3" }),
+    ));
+    host.insert(config_map(
+        "c",
+        json!({ "summary": "other" }),
+        json!({ "w": "4" }),
+    ));
     let _guard = host.install();
 
     let owner = config_map("owner", json!({}), json!({})).to_string();
-    let out = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>(owner, reconcile).expect("reconcile succeeds");
+    let out = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>(owner, reconcile)
+        .expect("reconcile succeeds");
     assert_eq!(out.requeue_after_ms, Some(1500));
     let status: serde_json::Value = serde_json::from_str(out.status.as_deref().unwrap()).unwrap();
     assert_eq!(status, json!({ "keys": 3 }));
     assert_eq!(out.conditions.len(), 1);
     assert_eq!(out.conditions[0].type_, "Summarised");
-    assert!(matches!(out.conditions[0].status, raw::ConditionStatus::True));
+    assert!(matches!(
+        out.conditions[0].status,
+        raw::ConditionStatus::True
+    ));
     assert_eq!(out.conditions[0].message, "3 keys");
     // The event defaults to the reconciled object.
-    assert_eq!(host.events(), vec![("Normal".to_owned(), "Summarised".to_owned(), "3 keys".to_owned())]);
+    assert_eq!(
+        host.events(),
+        vec![(
+            "Normal".to_owned(),
+            "Summarised".to_owned(),
+            "3 keys".to_owned()
+        )]
+    );
     assert_eq!(host.logs(), vec![("info".to_owned(), "listed".to_owned())]);
 }
 
 #[test]
 fn an_object_that_does_not_decode_is_a_terminal_error() {
     let _guard = FakeHost::new().install();
-    let err = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>("{\"kind\": 3}".into(), reconcile).unwrap_err();
+    let err = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>("{\"kind\": 3}".into(), reconcile)
+        .unwrap_err();
     assert!(matches!(err.kind, raw::ErrorKind::Terminal));
     assert_eq!(err.reason, "InvalidObject");
 }
@@ -73,8 +104,11 @@ fn denied_calls_surface_as_terminal_errors_with_status_kept() {
         assert!(matches!(e, ClientError::Denied(_)));
         Err(Error::from(e).condition(Condition::is_false("Summarised").reason("Forbidden")))
     };
-    let err = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>(config_map("o", json!({}), json!({})).to_string(), f)
-        .unwrap_err();
+    let err = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>(
+        config_map("o", json!({}), json!({})).to_string(),
+        f,
+    )
+    .unwrap_err();
     assert!(matches!(err.kind, raw::ErrorKind::Terminal));
     assert_eq!(err.reason, "Forbidden");
     assert_eq!(err.conditions.len(), 1);
@@ -84,7 +118,10 @@ fn denied_calls_surface_as_terminal_errors_with_status_kept() {
 fn conflicts_are_transient_and_retry_soon() {
     let e = ClientError::Conflict("stale".into());
     assert!(e.is_retry_soon());
-    assert_eq!(Error::from(e).kind, wasmlet_sdk::reconciler::ErrorKind::Transient);
+    assert_eq!(
+        Error::from(e).kind,
+        wasmlet_sdk::reconciler::ErrorKind::Transient
+    );
     assert!(ClientError::TooManyRequests.is_retry_soon());
     assert!(!ClientError::NotFound.is_retry_soon());
 }
@@ -103,18 +140,56 @@ fn typed_client_round_trips() {
     assert!(created.metadata.resource_version.is_some());
     assert_eq!(client.get::<Pod>("ns", "p").unwrap().name_any(), "p");
     assert!(client.get_opt::<Pod>("ns", "missing").unwrap().is_none());
-    assert_eq!(client.get::<Pod>("ns", "missing").unwrap_err(), ClientError::NotFound);
-    let patched: Pod =
-        client.patch("ns", "p", &Patch::merge(json!({ "metadata": { "labels": { "seen": "yes" } } }))).unwrap();
-    assert_eq!(patched.labels().get("seen").map(String::as_str), Some("yes"));
-    assert_eq!(client.list::<Pod>(&ListParams::all().labels("app=web,seen")).unwrap().len(), 1);
-    assert_eq!(client.list::<Pod>(&ListParams::all().labels("app!=web")).unwrap().len(), 0);
-    assert_eq!(client.list::<Pod>(&ListParams::all().fields("metadata.name=p")).unwrap().len(), 1);
+    assert_eq!(
+        client.get::<Pod>("ns", "missing").unwrap_err(),
+        ClientError::NotFound
+    );
+    let patched: Pod = client
+        .patch(
+            "ns",
+            "p",
+            &Patch::merge(json!({ "metadata": { "labels": { "seen": "yes" } } })),
+        )
+        .unwrap();
+    assert_eq!(
+        patched.labels().get("seen").map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(
+        client
+            .list::<Pod>(&ListParams::all().labels("app=web,seen"))
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        client
+            .list::<Pod>(&ListParams::all().labels("app!=web"))
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        client
+            .list::<Pod>(&ListParams::all().fields("metadata.name=p"))
+            .unwrap()
+            .len(),
+        1
+    );
     // A stale update conflicts.
     let mut stale = created.clone();
     stale.metadata.labels = None;
-    assert!(matches!(client.update(&stale), Err(ClientError::Conflict(_))));
+    assert!(matches!(
+        client.update(&stale),
+        Err(ClientError::Conflict(_))
+    ));
     client.evict("ns", "p").unwrap();
-    assert_eq!(client.delete::<Pod>("ns", "p", &DeleteParams::background()), Err(ClientError::NotFound));
-    assert_eq!(host.writes(), vec!["create Pod ns/p", "patch Pod ns/p", "evict Pod ns/p"]);
+    assert_eq!(
+        client.delete::<Pod>("ns", "p", &DeleteParams::background()),
+        Err(ClientError::NotFound)
+    );
+    assert_eq!(
+        host.writes(),
+        vec!["create Pod ns/p", "patch Pod ns/p", "evict Pod ns/p"]
+    );
 }

@@ -22,8 +22,8 @@ mod volumes;
 
 pub use pod::PodData;
 use states::{
-    Completed, ContainerConfigError, CrashLoopBackOff, Error, ImagePull, ImagePullBackOff, Initializing, Registered,
-    Running, Starting, Terminated, VolumeMount,
+    Completed, ContainerConfigError, CrashLoopBackOff, Error, ImagePull, ImagePullBackOff,
+    Initializing, Registered, Running, Starting, Terminated, VolumeMount,
 };
 
 wasmlet_sdk::edges! {
@@ -47,8 +47,13 @@ wasmlet_sdk::edges! {
 
 // `Terminated` (on delete) is entered by the host only, so it is on no edge; the SDK
 // dispatches the initial, on-delete and error states by name.
-wasmlet_sdk::provider!(PodData, initial = Registered, on_delete = Terminated, error = Error,
-    backoff = [ImagePullBackOff, CrashLoopBackOff, ContainerConfigError]);
+wasmlet_sdk::provider!(
+    PodData,
+    initial = Registered,
+    on_delete = Terminated,
+    error = Error,
+    backoff = [ImagePullBackOff, CrashLoopBackOff, ContainerConfigError]
+);
 
 #[cfg(test)]
 mod tests;

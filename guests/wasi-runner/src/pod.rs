@@ -69,14 +69,28 @@ pub struct Ctr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum CState {
-    Waiting { reason: String, message: Option<String> },
-    Running { started_ms: u64 },
-    Terminated { exit_code: i32, reason: String, message: Option<String>, started_ms: u64, finished_ms: u64 },
+    Waiting {
+        reason: String,
+        message: Option<String>,
+    },
+    Running {
+        started_ms: u64,
+    },
+    Terminated {
+        exit_code: i32,
+        reason: String,
+        message: Option<String>,
+        started_ms: u64,
+        finished_ms: u64,
+    },
 }
 
 impl CState {
     pub fn waiting(reason: &str, message: Option<String>) -> Self {
-        CState::Waiting { reason: reason.to_owned(), message }
+        CState::Waiting {
+            reason: reason.to_owned(),
+            message,
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -88,8 +102,16 @@ impl CState {
                 }
                 json!({ "waiting": w })
             }
-            CState::Running { started_ms } => json!({ "running": { "startedAt": rfc3339(*started_ms) } }),
-            CState::Terminated { exit_code, reason, message, started_ms, finished_ms } => {
+            CState::Running { started_ms } => {
+                json!({ "running": { "startedAt": rfc3339(*started_ms) } })
+            }
+            CState::Terminated {
+                exit_code,
+                reason,
+                message,
+                started_ms,
+                finished_ms,
+            } => {
                 let mut t = json!({
                     "exitCode": exit_code,
                     "reason": reason,
@@ -152,7 +174,12 @@ impl Ctr {
     }
 
     /// Records a finished workload (`status` is the host's).
-    pub fn finished(&mut self, status: &WorkloadStatus, terminating: bool, log_tail: Option<String>) {
+    pub fn finished(
+        &mut self,
+        status: &WorkloadStatus,
+        terminating: bool,
+        log_tail: Option<String>,
+    ) {
         let started_ms = status.started_at_ms;
         let finished_ms = status.finished_at_ms.unwrap_or_else(now_ms);
         let (exit_code, reason, message) = match &status.state {
@@ -178,7 +205,13 @@ impl Ctr {
             RunState::Running => return,
         };
         self.handle = None;
-        self.state = CState::Terminated { exit_code, reason, message, started_ms, finished_ms };
+        self.state = CState::Terminated {
+            exit_code,
+            reason,
+            message,
+            started_ms,
+            finished_ms,
+        };
     }
 
     /// Records a spawn the host refused.
@@ -201,7 +234,11 @@ impl Ctr {
     /// How long the last run lasted, if it has ended.
     fn ran_ms(&self) -> Option<u64> {
         match self.state {
-            CState::Terminated { started_ms, finished_ms, .. } => Some(finished_ms.saturating_sub(started_ms)),
+            CState::Terminated {
+                started_ms,
+                finished_ms,
+                ..
+            } => Some(finished_ms.saturating_sub(started_ms)),
             _ => None,
         }
     }
@@ -243,19 +280,31 @@ impl Ctr {
 /// kubelet's back-off step: the first delay, or double the last (at most 300 s);
 /// back to the first after a long run.
 pub fn next_backoff(last_ms: u64, reset: bool) -> u64 {
-    if last_ms == 0 || reset { BACKOFF_INITIAL_MS } else { (last_ms * 2).min(BACKOFF_MAX_MS) }
+    if last_ms == 0 || reset {
+        BACKOFF_INITIAL_MS
+    } else {
+        (last_ms * 2).min(BACKOFF_MAX_MS)
+    }
 }
 
 impl PodState for PodData {
     fn new(pod: &Pod) -> Result<Self, StateError> {
         let spec = spec(pod)?;
         let inits = spec.init_containers.as_deref().unwrap_or_default();
-        let default_reason = if inits.is_empty() { "ContainerCreating" } else { "PodInitializing" };
+        let default_reason = if inits.is_empty() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
         Ok(PodData {
             uid: pod_uid(pod),
             start_time: rfc3339(now_ms()),
             init: inits.iter().map(|c| Ctr::new(c, default_reason)).collect(),
-            main: spec.containers.iter().map(|c| Ctr::new(c, default_reason)).collect(),
+            main: spec
+                .containers
+                .iter()
+                .map(|c| Ctr::new(c, default_reason))
+                .collect(),
             ..PodData::default()
         })
     }
@@ -264,12 +313,20 @@ impl PodState for PodData {
 impl PodData {
     /// Every container with a live workload (init ones first).
     pub fn running_handles(&self) -> Vec<WorkloadHandle> {
-        self.init.iter().chain(&self.main).filter(|c| c.is_running()).filter_map(|c| c.handle).collect()
+        self.init
+            .iter()
+            .chain(&self.main)
+            .filter(|c| c.is_running())
+            .filter_map(|c| c.handle)
+            .collect()
     }
 
     /// The container (init or main) running `handle`.
     pub fn by_handle(&mut self, handle: WorkloadHandle) -> Option<&mut Ctr> {
-        self.init.iter_mut().chain(self.main.iter_mut()).find(|c| c.handle == Some(handle) && c.is_running())
+        self.init
+            .iter_mut()
+            .chain(self.main.iter_mut())
+            .find(|c| c.handle == Some(handle) && c.is_running())
     }
 
     /// Asks the host where each running workload stands and records exits. Returns
@@ -277,7 +334,9 @@ impl PodData {
     pub fn refresh(&mut self, pod: &Pod, terminating: bool) -> bool {
         let mut lost = false;
         for c in self.init.iter_mut().chain(self.main.iter_mut()) {
-            let Some(h) = c.handle.filter(|_| c.is_running()) else { continue };
+            let Some(h) = c.handle.filter(|_| c.is_running()) else {
+                continue;
+            };
             match workloads::status(h) {
                 Ok(st) if st.state == RunState::Running => {}
                 Ok(st) => {
@@ -287,7 +346,10 @@ impl PodData {
                 Err(workloads::WorkloadError::UnknownHandle) => {
                     lost = true;
                     c.handle = None;
-                    c.state = CState::waiting("ContainerCreating", Some("the node agent restarted".into()));
+                    c.state = CState::waiting(
+                        "ContainerCreating",
+                        Some("the node agent restarted".into()),
+                    );
                 }
                 Err(e) => {
                     wasmlet_sdk::log::log(
@@ -308,7 +370,12 @@ impl PodData {
 }
 
 /// `FallbackToLogsOnError`: the last 2 KiB of a failed container's output.
-fn termination_log(pod: &Pod, name: &str, handle: WorkloadHandle, st: &WorkloadStatus) -> Option<String> {
+fn termination_log(
+    pod: &Pod,
+    name: &str,
+    handle: WorkloadHandle,
+    st: &WorkloadStatus,
+) -> Option<String> {
     if matches!(st.state, RunState::Exited(0)) {
         return None;
     }
@@ -323,21 +390,33 @@ fn termination_log(pod: &Pod, name: &str, handle: WorkloadHandle, st: &WorkloadS
 
 /// The pod's spec (every pod has one; a missing one is a handler error).
 pub fn spec(pod: &Pod) -> Result<&PodSpec, StateError> {
-    pod.spec.as_ref().ok_or_else(|| StateError::new("the pod has no spec"))
+    pod.spec
+        .as_ref()
+        .ok_or_else(|| StateError::new("the pod has no spec"))
 }
 
 /// A container or init container of the pod, by name.
 pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     let spec = pod.spec.as_ref()?;
-    spec.init_containers.iter().flatten().chain(&spec.containers).find(|c| c.name == name)
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .find(|c| c.name == name)
 }
 
 pub fn pod_uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_else(|| format!("{}/{}", namespace(pod), name(pod)))
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", namespace(pod), name(pod)))
 }
 
 pub fn namespace(pod: &Pod) -> String {
-    pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned())
+    pod.metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned())
 }
 
 pub fn name(pod: &Pod) -> String {
@@ -379,7 +458,11 @@ pub fn grace_period(pod: &Pod) -> Duration {
     let secs = pod
         .metadata
         .deletion_grace_period_seconds
-        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
         .unwrap_or(30);
     Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
@@ -397,23 +480,38 @@ pub enum Verdict {
 
 pub fn verdict(pod: &Pod, d: &PodData) -> Verdict {
     let policy = restart_policy(pod);
-    let restart: Vec<i32> =
-        d.main.iter().filter_map(Ctr::exit_code).filter(|code| should_restart(policy, *code)).collect();
+    let restart: Vec<i32> = d
+        .main
+        .iter()
+        .filter_map(Ctr::exit_code)
+        .filter(|code| should_restart(policy, *code))
+        .collect();
     if !restart.is_empty() {
-        return Verdict::Restart { failed: restart.iter().any(|c| *c != 0) };
+        return Verdict::Restart {
+            failed: restart.iter().any(|c| *c != 0),
+        };
     }
     if d.main.iter().any(|c| c.is_running() || c.is_waiting()) {
         return Verdict::KeepRunning;
     }
-    Verdict::Done { succeeded: d.main.iter().all(Ctr::succeeded) }
+    Verdict::Done {
+        succeeded: d.main.iter().all(Ctr::succeeded),
+    }
 }
 
 /// kubelet's `getPhase`, from the containers' states.
 pub fn phase(pod: &Pod, d: &PodData) -> &'static str {
     let policy = restart_policy(pod);
     if d.pending_init().is_some() {
-        let failed = d.init.iter().any(|c| c.exit_code().is_some_and(|code| code != 0));
-        return if failed && policy == RestartPolicy::Never { "Failed" } else { "Pending" };
+        let failed = d
+            .init
+            .iter()
+            .any(|c| c.exit_code().is_some_and(|code| code != 0));
+        return if failed && policy == RestartPolicy::Never {
+            "Failed"
+        } else {
+            "Pending"
+        };
     }
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
     for c in &d.main {
@@ -467,12 +565,28 @@ pub fn render(pod: &Pod, d: &PodData, r: Render) -> Value {
             json!({ "type": type_, "status": "False", "reason": reason, "message": message })
         }
     };
-    let names = |cs: Vec<&Ctr>| cs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ");
+    let names = |cs: Vec<&Ctr>| {
+        cs.iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
 
     let incomplete: Vec<&Ctr> = d.init.iter().filter(|c| !c.succeeded()).collect();
-    let unready: Vec<&Ctr> = d.main.iter().filter(|c| !c.is_running() || r.terminating).collect();
-    let ready_reason = if terminal { "PodCompleted" } else { "ContainersNotReady" };
-    let unready_msg = format!("containers with unready status: [{}]", names(unready.clone()));
+    let unready: Vec<&Ctr> = d
+        .main
+        .iter()
+        .filter(|c| !c.is_running() || r.terminating)
+        .collect();
+    let ready_reason = if terminal {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
+    let unready_msg = format!(
+        "containers with unready status: [{}]",
+        names(unready.clone())
+    );
     let mut status = json!({
         "phase": phase,
         "startTime": d.start_time,
@@ -486,8 +600,12 @@ pub fn render(pod: &Pod, d: &PodData, r: Render) -> Value {
         "containerStatuses": d.main.iter().map(|c| c.to_json(module(c), r.terminating)).collect::<Vec<_>>(),
     });
     if !d.init.is_empty() {
-        status["initContainerStatuses"] =
-            json!(d.init.iter().map(|c| c.to_json(module(c), r.terminating)).collect::<Vec<_>>());
+        status["initContainerStatuses"] = json!(
+            d.init
+                .iter()
+                .map(|c| c.to_json(module(c), r.terminating))
+                .collect::<Vec<_>>()
+        );
     }
     if let Some(reason) = r.reason {
         status["reason"] = json!(reason);
@@ -500,7 +618,11 @@ pub fn render(pod: &Pod, d: &PodData, r: Render) -> Value {
 
 /// Records an Event about the pod (best effort: events never fail a handler).
 pub fn event(pod: &Pod, warning: bool, reason: &str, action: &str, note: impl Into<String>) {
-    let ev = if warning { Event::warning(reason, action) } else { Event::normal(reason, action) };
+    let ev = if warning {
+        Event::warning(reason, action)
+    } else {
+        Event::normal(reason, action)
+    };
     let regarding = ObjectRef {
         api_version: "v1".to_owned(),
         kind: "Pod".to_owned(),
@@ -508,12 +630,18 @@ pub fn event(pod: &Pod, warning: bool, reason: &str, action: &str, note: impl In
         name: name(pod),
     };
     if let Err(e) = Client::new().event(&ev.note(note).regarding(regarding)) {
-        wasmlet_sdk::log::log(wasmlet_sdk::log::Level::Debug, "event not recorded", &[("error", &e.to_string())]);
+        wasmlet_sdk::log::log(
+            wasmlet_sdk::log::Level::Debug,
+            "event not recorded",
+            &[("error", &e.to_string())],
+        );
     }
 }
 
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `ms` since the epoch as RFC 3339 in UTC, second precision (`2024-05-01T12:00:00Z`).
@@ -530,14 +658,21 @@ pub fn rfc3339(ms: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// A state value the host may hand over from another state (it moves a pod to the
 /// on-delete or error state with the data it had): decodes `{ tag: T }` and anything
 /// else as `None`.
 pub fn tagged<T: serde::de::DeserializeOwned>(value: &Value, tag: &str) -> Option<T> {
-    value.get(tag).and_then(|v| serde_json::from_value(v.clone()).ok())
+    value
+        .get(tag)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
 #[cfg(test)]

@@ -23,11 +23,21 @@ pub enum SpawnError {
 }
 
 /// Starts `c` (one of `d.init` or `d.main`, by `init` and index) and records it.
-pub fn start(pod: &Pod, d: &mut PodData, init: bool, index: usize) -> Result<WorkloadHandle, SpawnError> {
+pub fn start(
+    pod: &Pod,
+    d: &mut PodData,
+    init: bool,
+    index: usize,
+) -> Result<WorkloadHandle, SpawnError> {
     let ctr: &Ctr = if init { &d.init[index] } else { &d.main[index] };
-    let c = pod::container(pod, &ctr.name)
-        .ok_or_else(|| SpawnError::Start(format!("container {} is not in the pod spec", ctr.name)))?;
-    let module = d.modules.get(&ctr.image).cloned().ok_or(SpawnError::NoModule)?;
+    let c = pod::container(pod, &ctr.name).ok_or_else(|| {
+        SpawnError::Start(format!("container {} is not in the pod spec", ctr.name))
+    })?;
+    let module = d
+        .modules
+        .get(&ctr.image)
+        .cloned()
+        .ok_or(SpawnError::NoModule)?;
     let env = environment(pod, c).map_err(SpawnError::Config)?;
     let args = argv(c, &env);
     let mounts = mounts(c, d).map_err(SpawnError::Start)?;
@@ -37,7 +47,11 @@ pub fn start(pod: &Pod, d: &mut PodData, init: bool, index: usize) -> Result<Wor
         .and_then(|r| r.limits.as_ref())
         .and_then(|l| l.get("memory"))
         .and_then(|q| parse_quantity(&q.0));
-    let ctr = if init { &mut d.init[index] } else { &mut d.main[index] };
+    let ctr = if init {
+        &mut d.init[index]
+    } else {
+        &mut d.main[index]
+    };
     let spec = SpawnSpec {
         module,
         args,
@@ -49,7 +63,11 @@ pub fn start(pod: &Pod, d: &mut PodData, init: bool, index: usize) -> Result<Wor
             pod_name: pod::name(pod),
             pod_uid: pod::pod_uid(pod),
             container: ctr.name.clone(),
-            attempt: if ctr.started_once { ctr.restarts + 1 } else { 0 },
+            attempt: if ctr.started_once {
+                ctr.restarts + 1
+            } else {
+                0
+            },
         },
     };
     match workloads::spawn(&spec) {
@@ -119,7 +137,10 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
     let ns = pod::namespace(pod);
     let client = Client::new();
     let mut env: Vec<(String, String)> = Vec::new();
-    let set = |env: &mut Vec<(String, String)>, k: String, v: String| match env.iter_mut().find(|(n, _)| *n == k) {
+    let set = |env: &mut Vec<(String, String)>, k: String, v: String| match env
+        .iter_mut()
+        .find(|(n, _)| *n == k)
+    {
         Some(slot) => slot.1 = v,
         None => env.push((k, v)),
     };
@@ -140,7 +161,11 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
             let optional = r.optional.unwrap_or(false);
             if let Some(s) = get_secret(&client, &ns, &r.name, optional)? {
                 for (k, v) in s.data.unwrap_or_default() {
-                    set(&mut env, format!("{prefix}{k}"), String::from_utf8_lossy(&v.0).into_owned());
+                    set(
+                        &mut env,
+                        format!("{prefix}{k}"),
+                        String::from_utf8_lossy(&v.0).into_owned(),
+                    );
                 }
             }
         }
@@ -148,7 +173,8 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
     for var in c.env.iter().flatten() {
         let value = match &var.value_from {
             None => {
-                let vars: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let vars: BTreeMap<&str, &str> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
                 Some(expand(var.value.as_deref().unwrap_or(""), &vars))
             }
             Some(src) => {
@@ -162,7 +188,12 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
                         Some(cm) => match cm.data.as_ref().and_then(|d| d.get(&k.key)) {
                             Some(v) => Some(v.clone()),
                             None if optional => None,
-                            None => return Err(format!("couldn't find key {} in ConfigMap {ns}/{}", k.key, k.name)),
+                            None => {
+                                return Err(format!(
+                                    "couldn't find key {} in ConfigMap {ns}/{}",
+                                    k.key, k.name
+                                ));
+                            }
                         },
                         None => None,
                     }
@@ -172,7 +203,12 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
                         Some(s) => match s.data.as_ref().and_then(|d| d.get(&k.key)) {
                             Some(v) => Some(String::from_utf8_lossy(&v.0).into_owned()),
                             None if optional => None,
-                            None => return Err(format!("couldn't find key {} in Secret {ns}/{}", k.key, k.name)),
+                            None => {
+                                return Err(format!(
+                                    "couldn't find key {} in Secret {ns}/{}",
+                                    k.key, k.name
+                                ));
+                            }
                         },
                         None => None,
                     }
@@ -190,7 +226,12 @@ pub fn environment(pod: &Pod, c: &Container) -> Result<Vec<(String, String)>, St
 
 /// A ConfigMap, `None` when it is missing and optional; a missing required one is the
 /// `CreateContainerConfigError` message.
-pub fn get_config_map(client: &Client, ns: &str, name: &str, optional: bool) -> Result<Option<ConfigMap>, String> {
+pub fn get_config_map(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<ConfigMap>, String> {
     match client.get_opt::<ConfigMap>(ns, name) {
         Ok(Some(cm)) => Ok(Some(cm)),
         Ok(None) if optional => Ok(None),
@@ -200,7 +241,12 @@ pub fn get_config_map(client: &Client, ns: &str, name: &str, optional: bool) -> 
 }
 
 /// As [`get_config_map`], for a Secret.
-pub fn get_secret(client: &Client, ns: &str, name: &str, optional: bool) -> Result<Option<Secret>, String> {
+pub fn get_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<Secret>, String> {
     match client.get_opt::<Secret>(ns, name) {
         Ok(Some(s)) => Ok(Some(s)),
         Ok(None) if optional => Ok(None),
@@ -224,17 +270,29 @@ pub fn field_value(pod: &Pod, path: &str) -> String {
             .map(str::to_owned)
     };
     if let Some(k) = map_key("metadata.labels['") {
-        return m.labels.as_ref().and_then(|l| l.get(&k)).cloned().unwrap_or_default();
+        return m
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(&k))
+            .cloned()
+            .unwrap_or_default();
     }
     if let Some(k) = map_key("metadata.annotations['") {
-        return m.annotations.as_ref().and_then(|a| a.get(&k)).cloned().unwrap_or_default();
+        return m
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&k))
+            .cloned()
+            .unwrap_or_default();
     }
     match path {
         "metadata.name" => m.name.clone().unwrap_or_default(),
         "metadata.namespace" => pod::namespace(pod),
         "metadata.uid" => m.uid.clone().unwrap_or_default(),
         "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
         "status.hostIP" => status.and_then(|s| s.host_ip.clone()).unwrap_or_default(),
         "status.podIP" => status.and_then(|s| s.pod_ip.clone()).unwrap_or_default(),
         _ => String::new(),
@@ -243,17 +301,25 @@ pub fn field_value(pod: &Pod, path: &str) -> String {
 
 /// `resourceFieldRef` (default divisor): memory in bytes, cpu in whole cores (rounded up).
 fn resource_value(_pod: &Pod, c: &Container, resource: &str) -> String {
-    let Some((kind, what)) = resource.split_once('.') else { return String::new() };
+    let Some((kind, what)) = resource.split_once('.') else {
+        return String::new();
+    };
     let res = c.resources.as_ref();
     let map = match kind {
         "limits" => res.and_then(|r| r.limits.as_ref()),
         "requests" => res.and_then(|r| r.requests.as_ref()),
         _ => None,
     };
-    let Some(q) = map.and_then(|m| m.get(what)) else { return String::new() };
+    let Some(q) = map.and_then(|m| m.get(what)) else {
+        return String::new();
+    };
     match what {
-        "cpu" => parse_millis(&q.0).map(|m| m.div_ceil(1000).to_string()).unwrap_or_default(),
-        _ => parse_quantity(&q.0).map(|b| b.to_string()).unwrap_or_default(),
+        "cpu" => parse_millis(&q.0)
+            .map(|m| m.div_ceil(1000).to_string())
+            .unwrap_or_default(),
+        _ => parse_quantity(&q.0)
+            .map(|b| b.to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -285,7 +351,9 @@ pub fn parse_quantity(q: &str) -> Option<u64> {
 /// A quantity in thousandths of its unit.
 fn parse_millis(q: &str) -> Option<u64> {
     let q = q.trim();
-    let split = q.find(|ch: char| !(ch.is_ascii_digit() || ch == '.')).unwrap_or(q.len());
+    let split = q
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+        .unwrap_or(q.len());
     let (num, suffix) = q.split_at(split);
     let num: f64 = num.parse().ok()?;
     let factor: f64 = match suffix {

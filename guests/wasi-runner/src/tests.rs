@@ -14,7 +14,11 @@ use crate::states::{Error, Registered, Terminated};
 const HELLO: &str = "file:///modules/hello.wasm";
 
 fn named() -> [Named<PodData>; 3] {
-    [Named::of::<Registered>(), Named::of::<Terminated>(), Named::of::<Error>()]
+    [
+        Named::of::<Registered>(),
+        Named::of::<Terminated>(),
+        Named::of::<Error>(),
+    ]
 }
 
 fn graph() -> raw::StateGraph {
@@ -22,7 +26,11 @@ fn graph() -> raw::StateGraph {
         "Registered",
         "Terminated",
         "Error",
-        &["ImagePullBackOff", "CrashLoopBackOff", "ContainerConfigError"],
+        &[
+            "ImagePullBackOff",
+            "CrashLoopBackOff",
+            "ContainerConfigError",
+        ],
     )
 }
 
@@ -60,7 +68,12 @@ impl Agent {
     fn enter(&mut self, state: &str) {
         self.state = state.to_owned();
         self.visited.push(state.to_owned());
-        let status = sdk::__status_in::<PodData>(&named(), state.to_owned(), self.pod.to_string(), self.data.clone());
+        let status = sdk::__status_in::<PodData>(
+            &named(),
+            state.to_owned(),
+            self.pod.to_string(),
+            self.data.clone(),
+        );
         self.status = serde_json::from_str(&status).expect("status is JSON");
         self.history.push((state.to_owned(), self.status.clone()));
     }
@@ -69,8 +82,14 @@ impl Agent {
     fn run(&mut self, mut event: Option<raw::WakeEvent>) -> Vec<raw::WaitOn> {
         let g = graph();
         for _ in 0..50 {
-            let out = sdk::__handle_in::<PodData>(&named(), self.state.clone(), self.pod.to_string(), self.data.clone(), event.take())
-                .unwrap_or_else(|e| panic!("handler error in {}: {e}", self.state));
+            let out = sdk::__handle_in::<PodData>(
+                &named(),
+                self.state.clone(),
+                self.pod.to_string(),
+                self.data.clone(),
+                event.take(),
+            )
+            .unwrap_or_else(|e| panic!("handler error in {}: {e}", self.state));
             match out {
                 raw::HandlerOutcome::Transition(t) => {
                     assert!(
@@ -129,11 +148,25 @@ fn pod(spec: Value) -> Value {
 }
 
 fn exited(on: &[raw::WaitOn]) -> Vec<u64> {
-    on.iter().filter_map(|w| if let raw::WaitOn::WorkloadExited(h) = w { Some(*h) } else { None }).collect()
+    on.iter()
+        .filter_map(|w| {
+            if let raw::WaitOn::WorkloadExited(h) = w {
+                Some(*h)
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 fn timer(on: &[raw::WaitOn]) -> Option<u64> {
-    on.iter().find_map(|w| if let raw::WaitOn::Timer(ms) = w { Some(*ms) } else { None })
+    on.iter().find_map(|w| {
+        if let raw::WaitOn::Timer(ms) = w {
+            Some(*ms)
+        } else {
+            None
+        }
+    })
 }
 
 #[test]
@@ -142,10 +175,25 @@ fn graph_is_valid() {
     assert_eq!(g.initial, "Registered");
     assert_eq!(g.on_delete, "Terminated");
     assert_eq!(g.error_state, "Error");
-    for s in ["Registered", "ImagePull", "ImagePullBackOff", "VolumeMount", "ContainerConfigError", "Initializing",
-        "Starting", "Running", "Completed", "Error", "CrashLoopBackOff", "Terminated"]
-    {
-        assert!(g.states.iter().any(|x| x == s), "{s} missing from {:?}", g.states);
+    for s in [
+        "Registered",
+        "ImagePull",
+        "ImagePullBackOff",
+        "VolumeMount",
+        "ContainerConfigError",
+        "Initializing",
+        "Starting",
+        "Running",
+        "Completed",
+        "Error",
+        "CrashLoopBackOff",
+        "Terminated",
+    ] {
+        assert!(
+            g.states.iter().any(|x| x == s),
+            "{s} missing from {:?}",
+            g.states
+        );
     }
 }
 
@@ -174,7 +222,10 @@ fn hello_pod_walks_to_completed() {
         })),
     );
     assert_eq!(a.status["phase"], "Pending");
-    assert_eq!(a.container(0)["state"]["waiting"]["reason"], "ContainerCreating");
+    assert_eq!(
+        a.container(0)["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
 
     // The pull is pending: wait for it.
     let on = a.run(None);
@@ -182,23 +233,59 @@ fn hello_pod_walks_to_completed() {
     assert_eq!(on, vec![raw::WaitOn::FetchDone(fetch)]);
     host.finish_fetch(fetch);
     let on = a.wake(raw::WakeEvent::FetchDone(fetch));
-    assert_eq!(a.visited, ["Registered", "ImagePull", "VolumeMount", "Initializing", "Starting", "Running"]);
+    assert_eq!(
+        a.visited,
+        [
+            "Registered",
+            "ImagePull",
+            "VolumeMount",
+            "Initializing",
+            "Starting",
+            "Running"
+        ]
+    );
 
     let spawned = host.spawned();
     assert_eq!(spawned.len(), 1);
     let (h, spec) = &spawned[0];
-    assert_eq!(on, vec![raw::WaitOn::WorkloadExited(*h), raw::WaitOn::PodChanged]);
+    assert_eq!(
+        on,
+        vec![raw::WaitOn::WorkloadExited(*h), raw::WaitOn::PodChanged]
+    );
     assert_eq!(spec.module, "sha256:aa");
     assert_eq!(spec.args, ["hello.wasm", "--greet", "world"]);
-    let env: Vec<(&str, &str)> = spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    assert_eq!(env, [("WHO", "world"), ("POD", "hello"), ("NS", "ns"), ("NODE", "node-1"), ("IP", "")]);
+    let env: Vec<(&str, &str)> = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("WHO", "world"),
+            ("POD", "hello"),
+            ("NS", "ns"),
+            ("NODE", "node-1"),
+            ("IP", "")
+        ]
+    );
     assert_eq!(spec.memory_limit, Some(64 << 20));
-    assert_eq!((spec.logs.pod_uid.as_str(), spec.logs.container.as_str(), spec.logs.attempt), ("uid-1", "main", 0));
+    assert_eq!(
+        (
+            spec.logs.pod_uid.as_str(),
+            spec.logs.container.as_str(),
+            spec.logs.attempt
+        ),
+        ("uid-1", "main", 0)
+    );
 
     // Running: the status on entry.
     assert_eq!(a.status["phase"], "Running");
     assert_eq!(a.status["startTime"].as_str().map(str::len), Some(20));
-    assert_eq!(a.container(0)["state"]["running"]["startedAt"], "2024-05-01T12:00:00Z");
+    assert_eq!(
+        a.container(0)["state"]["running"]["startedAt"],
+        "2024-05-01T12:00:00Z"
+    );
     assert_eq!(a.container(0)["ready"], true);
     assert_eq!(a.container(0)["containerID"], format!("wasmlet://{h}"));
     assert_eq!(a.container(0)["imageID"], "sha256:aa");
@@ -220,18 +307,28 @@ fn hello_pod_walks_to_completed() {
     assert_eq!(a.state, "Completed");
     assert_eq!(a.status["phase"], "Succeeded");
     let t = &a.container(0)["state"]["terminated"];
-    assert_eq!((t["exitCode"].as_i64(), t["reason"].as_str()), (Some(0), Some("Completed")));
+    assert_eq!(
+        (t["exitCode"].as_i64(), t["reason"].as_str()),
+        (Some(0), Some("Completed"))
+    );
     assert_eq!(t["finishedAt"], "2024-05-01T12:00:05Z");
     assert_eq!(a.container(0)["ready"], false);
     assert_eq!(a.condition("Ready"), "False");
-    assert!(host.events().iter().any(|(_, reason, _)| reason == "Started"));
+    assert!(
+        host.events()
+            .iter()
+            .any(|(_, reason, _)| reason == "Started")
+    );
 }
 
 #[test]
 fn exit_1_with_restart_always_crash_loops_with_growing_back_off() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let mut a = Agent::new(&host, pod(json!({ "containers": [{ "name": "crash", "image": HELLO }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "containers": [{ "name": "crash", "image": HELLO }] })),
+    );
     let mut on = a.run(None);
     assert_eq!(a.state, "Running");
 
@@ -243,13 +340,22 @@ fn exit_1_with_restart_always_crash_loops_with_growing_back_off() {
         assert_eq!(&a.visited[states_before..], ["Error", "CrashLoopBackOff"]);
         // Error shows the termination, CrashLoopBackOff the back-off.
         let (_, error) = &a.history[a.history.len() - 2];
-        assert_eq!(error["containerStatuses"][0]["state"]["terminated"]["reason"], "Error");
-        assert_eq!(error["containerStatuses"][0]["state"]["terminated"]["exitCode"], 1);
+        assert_eq!(
+            error["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Error"
+        );
+        assert_eq!(
+            error["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            1
+        );
         assert_eq!(timer(&on), Some(delay), "round {round}");
         assert_eq!(a.status["phase"], "Running");
         let w = &a.container(0)["state"]["waiting"];
         assert_eq!(w["reason"], "CrashLoopBackOff");
-        assert!(w["message"].as_str().unwrap().starts_with(&format!("back-off {}s restarting failed container=crash", delay / 1000)));
+        assert!(w["message"].as_str().unwrap().starts_with(&format!(
+            "back-off {}s restarting failed container=crash",
+            delay / 1000
+        )));
         assert_eq!(a.container(0)["lastState"]["terminated"]["exitCode"], 1);
         assert_eq!(a.container(0)["restartCount"], round);
 
@@ -258,7 +364,11 @@ fn exit_1_with_restart_always_crash_loops_with_growing_back_off() {
         assert_eq!(a.container(0)["restartCount"], round + 1);
         assert_eq!(host.spawned().last().unwrap().1.logs.attempt, round + 1);
     }
-    assert!(host.events().iter().any(|(t, reason, _)| t == "Warning" && reason == "BackOff"));
+    assert!(
+        host.events()
+            .iter()
+            .any(|(t, reason, _)| t == "Warning" && reason == "BackOff")
+    );
 
     // A run of 10 minutes resets the back-off.
     let h = exited(&on)[0];
@@ -272,14 +382,19 @@ fn exit_1_with_restart_always_crash_loops_with_growing_back_off() {
 fn restart_on_failure_stops_after_success() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let spec = json!({ "restartPolicy": "OnFailure", "containers": [{ "name": "c", "image": HELLO }] });
+    let spec =
+        json!({ "restartPolicy": "OnFailure", "containers": [{ "name": "c", "image": HELLO }] });
     let mut a = Agent::new(&host, pod(spec));
     let on = a.run(None);
     let h = exited(&on)[0];
     host.exit(h, 2);
     let on = a.wake(raw::WakeEvent::WorkloadExited(h));
     assert_eq!(a.state, "CrashLoopBackOff");
-    let on = a.wake(if timer(&on).is_some() { raw::WakeEvent::TimerElapsed } else { unreachable!() });
+    let on = a.wake(if timer(&on).is_some() {
+        raw::WakeEvent::TimerElapsed
+    } else {
+        unreachable!()
+    });
     let h = exited(&on)[0];
     host.exit(h, 0);
     a.wake(raw::WakeEvent::WorkloadExited(h));
@@ -292,7 +407,10 @@ fn restart_on_failure_stops_after_success() {
 fn never_restarting_failure_fails_the_pod() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let mut a = Agent::new(&host, pod(json!({ "restartPolicy": "Never", "containers": [{ "name": "c", "image": HELLO }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "restartPolicy": "Never", "containers": [{ "name": "c", "image": HELLO }] })),
+    );
     let h = exited(&a.run(None))[0];
     host.exit(h, 3);
     let on = a.wake(raw::WakeEvent::WorkloadExited(h));
@@ -319,20 +437,37 @@ fn init_containers_run_in_order_and_share_an_empty_dir() {
             "volumes": [{ "name": "work", "emptyDir": { "sizeLimit": "1Mi" } }],
         })),
     );
-    assert_eq!(a.container(0)["state"]["waiting"]["reason"], "PodInitializing");
+    assert_eq!(
+        a.container(0)["state"]["waiting"]["reason"],
+        "PodInitializing"
+    );
     let on = a.run(None);
-    let names = |h: &FakeHost| h.spawned().iter().map(|(_, s)| s.logs.container.clone()).collect::<Vec<_>>();
+    let names = |h: &FakeHost| {
+        h.spawned()
+            .iter()
+            .map(|(_, s)| s.logs.container.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(names(&host), ["first"]);
     assert_eq!(a.state, "Initializing");
     assert_eq!(a.status["phase"], "Pending");
-    assert_eq!(a.status["initContainerStatuses"][0]["state"]["running"].is_object(), true);
+    assert_eq!(
+        a.status["initContainerStatuses"][0]["state"]["running"].is_object(),
+        true
+    );
     assert_eq!(a.condition("Initialized"), "False");
 
     host.exit(exited(&on)[0], 0);
     let on = a.wake(raw::WakeEvent::WorkloadExited(exited(&on)[0]));
     assert_eq!(names(&host), ["first", "second"]);
-    assert_eq!(a.status["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
-    assert_eq!(a.status["initContainerStatuses"][1]["state"]["running"].is_object(), true);
+    assert_eq!(
+        a.status["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    assert_eq!(
+        a.status["initContainerStatuses"][1]["state"]["running"].is_object(),
+        true
+    );
 
     host.exit(exited(&on)[0], 0);
     a.wake(raw::WakeEvent::WorkloadExited(exited(&on)[0]));
@@ -342,11 +477,16 @@ fn init_containers_run_in_order_and_share_an_empty_dir() {
 
     let volumes = host.volumes();
     assert_eq!(volumes.len(), 1);
-    assert!(matches!(&volumes[0].1.source, VolumeSource::EmptyDir(e) if e.size_limit == Some(1 << 20)));
+    assert!(
+        matches!(&volumes[0].1.source, VolumeSource::EmptyDir(e) if e.size_limit == Some(1 << 20))
+    );
     let vid = volumes[0].0;
     for (_, spec) in host.spawned() {
         assert_eq!(spec.mounts.len(), 1);
-        assert_eq!((spec.mounts[0].volume, spec.mounts[0].guest_path.as_str()), (vid, "/work"));
+        assert_eq!(
+            (spec.mounts[0].volume, spec.mounts[0].guest_path.as_str()),
+            (vid, "/work")
+        );
     }
 }
 
@@ -381,7 +521,10 @@ fn failing_init_container_follows_restart_policy() {
     assert_eq!(a.state, "CrashLoopBackOff");
     assert_eq!(timer(&on), Some(10_000));
     assert_eq!(a.status["phase"], "Pending");
-    assert_eq!(a.status["initContainerStatuses"][0]["state"]["waiting"]["reason"], "CrashLoopBackOff");
+    assert_eq!(
+        a.status["initContainerStatuses"][0]["state"]["waiting"]["reason"],
+        "CrashLoopBackOff"
+    );
     let on = a.wake(raw::WakeEvent::TimerElapsed);
     assert_eq!(a.state, "Initializing");
     assert_eq!(host.spawned().len(), 2);
@@ -438,16 +581,43 @@ fn missing_config_map_is_create_container_config_error_then_recovers() {
     a.wake(raw::WakeEvent::TimerElapsed);
     assert_eq!(a.state, "Running");
     let volumes = host.volumes();
-    let files = |name: &str| match &volumes.iter().rev().find(|(_, r)| r.name == name).unwrap().1.source {
-        VolumeSource::Files(f) => f.iter().map(|f| (f.path.clone(), f.contents.clone(), f.mode)).collect::<Vec<_>>(),
+    let files = |name: &str| match &volumes
+        .iter()
+        .rev()
+        .find(|(_, r)| r.name == name)
+        .unwrap()
+        .1
+        .source
+    {
+        VolumeSource::Files(f) => f
+            .iter()
+            .map(|f| (f.path.clone(), f.contents.clone(), f.mode))
+            .collect::<Vec<_>>(),
         _ => panic!("not files"),
     };
-    assert_eq!(files("cfg"), [("dir/a.txt".to_owned(), b"alpha".to_vec(), 0o400)]);
-    assert_eq!(files("sec"), [("token".to_owned(), b"secret".to_vec(), 0o600)]);
+    assert_eq!(
+        files("cfg"),
+        [("dir/a.txt".to_owned(), b"alpha".to_vec(), 0o400)]
+    );
+    assert_eq!(
+        files("sec"),
+        [("token".to_owned(), b"secret".to_vec(), 0o600)]
+    );
     let (_, spec) = &host.spawned()[0];
-    let env: Vec<(&str, &str)> = spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    assert_eq!(env, [("CFG_a", "alpha"), ("CFG_b", "beta"), ("TOKEN", "secret")]);
-    assert!(spec.mounts.iter().any(|m| m.guest_path == "/etc/cfg" && m.read_only));
+    let env: Vec<(&str, &str)> = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        env,
+        [("CFG_a", "alpha"), ("CFG_b", "beta"), ("TOKEN", "secret")]
+    );
+    assert!(
+        spec.mounts
+            .iter()
+            .any(|m| m.guest_path == "/etc/cfg" && m.read_only)
+    );
 }
 
 #[test]
@@ -461,7 +631,10 @@ fn missing_env_secret_is_create_container_config_error() {
     );
     a.run(None);
     assert_eq!(a.state, "ContainerConfigError");
-    assert_eq!(a.container(0)["state"]["waiting"]["message"], "secret \"nope\" not found");
+    assert_eq!(
+        a.container(0)["state"]["waiting"]["message"],
+        "secret \"nope\" not found"
+    );
 }
 
 #[test]
@@ -504,7 +677,12 @@ fn deletion_from_running_kills_with_grace_and_releases() {
 fn deletion_uses_the_spec_grace_and_releases_after_the_timer() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let mut a = Agent::new(&host, pod(json!({ "terminationGracePeriodSeconds": 3, "containers": [{ "name": "a", "image": HELLO }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(
+            json!({ "terminationGracePeriodSeconds": 3, "containers": [{ "name": "a", "image": HELLO }] }),
+        ),
+    );
     let h = exited(&a.run(None))[0];
     let on = a.delete(None);
     assert_eq!(host.kills(), vec![(h, 3000)]);
@@ -516,7 +694,10 @@ fn deletion_uses_the_spec_grace_and_releases_after_the_timer() {
 #[test]
 fn deletion_before_anything_runs_just_releases() {
     let host = FakeHost::new();
-    let mut a = Agent::new(&host, pod(json!({ "containers": [{ "name": "a", "image": "file:///missing.wasm" }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "containers": [{ "name": "a", "image": "file:///missing.wasm" }] })),
+    );
     a.run(None);
     assert_eq!(a.state, "ImagePullBackOff");
     assert!(a.delete(Some(0)).is_empty());
@@ -527,7 +708,10 @@ fn deletion_before_anything_runs_just_releases() {
 #[test]
 fn unsupported_fields_fail_the_pod() {
     for (spec, field) in [
-        (json!({ "hostNetwork": true, "containers": [{ "name": "a", "image": HELLO }] }), "spec.hostNetwork"),
+        (
+            json!({ "hostNetwork": true, "containers": [{ "name": "a", "image": HELLO }] }),
+            "spec.hostNetwork",
+        ),
         (
             json!({ "containers": [{ "name": "a", "image": HELLO, "securityContext": { "privileged": true } }] }),
             "spec.containers[0].securityContext.privileged",
@@ -548,8 +732,16 @@ fn unsupported_fields_fail_the_pod() {
         assert_eq!(a.visited, ["Registered", "Error"]);
         assert_eq!(a.status["phase"], "Failed");
         assert_eq!(a.status["reason"], "Unsupported");
-        assert!(a.status["message"].as_str().unwrap().starts_with(field), "{}", a.status["message"]);
-        assert!(host.events().iter().any(|(t, r, n)| t == "Warning" && r == "Unsupported" && n.starts_with(field)));
+        assert!(
+            a.status["message"].as_str().unwrap().starts_with(field),
+            "{}",
+            a.status["message"]
+        );
+        assert!(
+            host.events()
+                .iter()
+                .any(|(t, r, n)| t == "Warning" && r == "Unsupported" && n.starts_with(field))
+        );
         assert!(host.fetches().is_empty());
     }
 }
@@ -560,11 +752,17 @@ fn probes_are_accepted_and_said_to_be_ignored() {
     host.add_module(HELLO, "sha256:aa");
     let mut a = Agent::new(
         &host,
-        pod(json!({ "containers": [{ "name": "a", "image": HELLO, "readinessProbe": { "exec": { "command": ["true"] } } }] })),
+        pod(
+            json!({ "containers": [{ "name": "a", "image": HELLO, "readinessProbe": { "exec": { "command": ["true"] } } }] }),
+        ),
     );
     a.run(None);
     assert_eq!(a.state, "Running");
-    assert!(host.events().iter().any(|(_, r, n)| r == "Ignored" && n.contains("a.readinessProbe")));
+    assert!(
+        host.events()
+            .iter()
+            .any(|(_, r, n)| r == "Ignored" && n.contains("a.readinessProbe"))
+    );
 }
 
 #[test]
@@ -572,15 +770,40 @@ fn failed_pull_shows_err_image_pull_then_back_off() {
     let host = FakeHost::new();
     let image = "registry.local/nope:1";
     host.fail_module(image, FetchError::NotFound("manifest unknown".into()));
-    let mut a = Agent::new(&host, pod(json!({ "containers": [{ "name": "a", "image": image }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "containers": [{ "name": "a", "image": image }] })),
+    );
     let on = a.run(None);
-    assert_eq!(a.visited, ["Registered", "ImagePull", "ImagePullBackOff", "ImagePullBackOff"]);
+    assert_eq!(
+        a.visited,
+        [
+            "Registered",
+            "ImagePull",
+            "ImagePullBackOff",
+            "ImagePullBackOff"
+        ]
+    );
     let (_, first) = &a.history[2];
-    assert_eq!(first["containerStatuses"][0]["state"]["waiting"]["reason"], "ErrImagePull");
-    assert!(first["containerStatuses"][0]["state"]["waiting"]["message"].as_str().unwrap().contains("manifest unknown"));
-    assert_eq!(a.container(0)["state"]["waiting"]["reason"], "ImagePullBackOff");
+    assert_eq!(
+        first["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ErrImagePull"
+    );
+    assert!(
+        first["containerStatuses"][0]["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("manifest unknown")
+    );
+    assert_eq!(
+        a.container(0)["state"]["waiting"]["reason"],
+        "ImagePullBackOff"
+    );
     assert_eq!(timer(&on), Some(10_000));
-    assert_eq!(host.fetches()[0].pull_policy, wasmlet_sdk::workloads::PullPolicy::IfNotPresent);
+    assert_eq!(
+        host.fetches()[0].pull_policy,
+        wasmlet_sdk::workloads::PullPolicy::IfNotPresent
+    );
 
     let on = a.wake(raw::WakeEvent::TimerElapsed);
     assert_eq!(a.state, "ImagePullBackOff");
@@ -589,14 +812,21 @@ fn failed_pull_shows_err_image_pull_then_back_off() {
     host.add_module(image, "sha256:cc");
     a.wake(raw::WakeEvent::TimerElapsed);
     assert_eq!(a.state, "Running");
-    assert!(host.events().iter().any(|(t, r, _)| t == "Warning" && r == "Failed"));
+    assert!(
+        host.events()
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "Failed")
+    );
 }
 
 #[test]
 fn spawn_failure_is_a_start_error_that_restarts() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let mut a = Agent::new(&host, pod(json!({ "containers": [{ "name": "a", "image": HELLO }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "containers": [{ "name": "a", "image": HELLO }] })),
+    );
     // The host forgets the module between pull and spawn: spawn is refused.
     let data: Value = serde_json::from_str(&a.data).unwrap();
     assert!(data["pod"]["main"].is_array());
@@ -608,7 +838,10 @@ fn spawn_failure_is_a_start_error_that_restarts() {
     let on = a.run(None);
     assert_eq!(a.state, "CrashLoopBackOff");
     let last = &a.container(0)["lastState"]["terminated"];
-    assert_eq!((last["exitCode"].as_i64(), last["reason"].as_str()), (Some(128), Some("StartError")));
+    assert_eq!(
+        (last["exitCode"].as_i64(), last["reason"].as_str()),
+        (Some(128), Some("StartError"))
+    );
     assert_eq!(timer(&on), Some(10_000));
 }
 
@@ -616,7 +849,10 @@ fn spawn_failure_is_a_start_error_that_restarts() {
 fn handler_failure_data_reads_as_provider_error() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
-    let mut a = Agent::new(&host, pod(json!({ "containers": [{ "name": "a", "image": HELLO }] })));
+    let mut a = Agent::new(
+        &host,
+        pod(json!({ "containers": [{ "name": "a", "image": HELLO }] })),
+    );
     let h = exited(&a.run(None))[0];
     // The host moves the pod to the error state with Running's data.
     a.enter("Error");

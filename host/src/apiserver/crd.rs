@@ -16,17 +16,30 @@ use super::status::Cause;
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 fn invalid(field: &str, message: impl Into<String>) -> Cause {
-    Cause { reason: "FieldValueInvalid".into(), message: message.into(), field: field.into() }
+    Cause {
+        reason: "FieldValueInvalid".into(),
+        message: message.into(),
+        field: field.into(),
+    }
 }
 
 fn required(field: &str) -> Cause {
-    Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: field.into() }
+    Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
 }
 
 /// The served type a CRD declares, or every reason it cannot be served.
 pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let mut causes = Vec::new();
-    let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| {
+        crd.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let group = s("/spec/group");
     let plural = s("/spec/names/plural");
     let kind = s("/spec/names/kind");
@@ -37,13 +50,19 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     if group.is_empty() {
         causes.push(required("spec.group"));
     } else if !group.contains('.') {
-        causes.push(invalid("spec.group", format!("Invalid value: \"{group}\": should be a domain with at least one dot")));
+        causes.push(invalid(
+            "spec.group",
+            format!("Invalid value: \"{group}\": should be a domain with at least one dot"),
+        ));
     }
     if plural.is_empty() {
         causes.push(required("spec.names.plural"));
     } else {
         for e in names::is_dns1123_label(&plural) {
-            causes.push(invalid("spec.names.plural", format!("Invalid value: \"{plural}\": {e}")));
+            causes.push(invalid(
+                "spec.names.plural",
+                format!("Invalid value: \"{plural}\": {e}"),
+            ));
         }
     }
     if kind.is_empty() {
@@ -51,7 +70,10 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     }
     let name = meta::name(crd);
     if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
-        causes.push(invalid("metadata.name", format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")));
+        causes.push(invalid(
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
     let namespaced = match s("/spec/scope").as_str() {
         "Namespaced" => true,
@@ -63,19 +85,28 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         other => {
             causes.push(Cause {
                 reason: "FieldValueNotSupported".into(),
-                message: format!("Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""),
+                message: format!(
+                    "Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+                ),
                 field: "spec.scope".into(),
             });
             true
         }
     };
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if versions.is_empty() {
         causes.push(required("spec.versions"));
     }
     let storage: Vec<&Value> = versions.iter().filter(|v| v["storage"] == true).collect();
     if !versions.is_empty() && storage.len() != 1 {
-        causes.push(invalid("spec.versions", "Invalid value: must have exactly one version marked as storage version"));
+        causes.push(invalid(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
     }
     let mut served = Vec::new();
     let mut schemas = BTreeMap::new();
@@ -100,22 +131,38 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
                     format!("Invalid value: {e}"),
                 )),
             },
-            None => causes.push(required(&format!("spec.versions[{i}].schema.openAPIV3Schema"))),
+            None => causes.push(required(&format!(
+                "spec.versions[{i}].schema.openAPIV3Schema"
+            ))),
         }
         let is_storage = v["storage"] == true;
         if v["served"] == true {
-            if is_storage { served.insert(0, vname.clone()) } else { served.push(vname.clone()) }
+            if is_storage {
+                served.insert(0, vname.clone())
+            } else {
+                served.push(vname.clone())
+            }
         }
         // Subresources and columns follow the storage version (upstream allows
         // them per version; kubectl reads the preferred one).
         if is_storage {
             status = v.pointer("/subresources/status").is_some();
             scale = v.pointer("/subresources/scale").map(|sc| ScaleSpec {
-                spec_replicas: sc["specReplicasPath"].as_str().unwrap_or(".spec.replicas").into(),
-                status_replicas: sc["statusReplicasPath"].as_str().unwrap_or(".status.replicas").into(),
+                spec_replicas: sc["specReplicasPath"]
+                    .as_str()
+                    .unwrap_or(".spec.replicas")
+                    .into(),
+                status_replicas: sc["statusReplicasPath"]
+                    .as_str()
+                    .unwrap_or(".status.replicas")
+                    .into(),
                 label_selector: sc["labelSelectorPath"].as_str().map(str::to_string),
             });
-            for c in v["additionalPrinterColumns"].as_array().into_iter().flatten() {
+            for c in v["additionalPrinterColumns"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 printer_columns.push(PrinterColumn {
                     name: c["name"].as_str().unwrap_or("").into(),
                     type_: c["type"].as_str().unwrap_or("string").into(),
@@ -126,7 +173,10 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         }
     }
     if served.is_empty() && !versions.is_empty() {
-        causes.push(invalid("spec.versions", "Invalid value: must have at least one served version"));
+        causes.push(invalid(
+            "spec.versions",
+            "Invalid value: must have at least one served version",
+        ));
     }
     if !causes.is_empty() {
         return Err(causes);
@@ -134,7 +184,11 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let strs = |p: &str| -> Vec<String> {
         crd.pointer(p)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     Ok(ResourceType {
@@ -175,7 +229,11 @@ pub fn established(crd: &Value) -> Option<Value> {
         .filter(|v| v["storage"] == true)
         .map(|v| v["name"].clone())
         .collect();
-    let mut stored = crd.pointer("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut stored = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for v in storage {
         if !stored.contains(&v) {
             stored.push(v);

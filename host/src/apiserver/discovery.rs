@@ -28,8 +28,10 @@ pub fn api_versions(addr: &str) -> Value {
 }
 
 fn group_doc(group: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> =
-        versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
     json!({
         "kind": "APIGroup",
         "apiVersion": "v1",
@@ -40,12 +42,20 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
 }
 
 pub fn api_groups(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry.groups().iter().map(|(g, vs)| group_doc(g, vs)).collect();
+    let groups: Vec<Value> = registry
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 pub fn api_group(registry: &Registry, group: &str) -> Option<Value> {
-    registry.groups().into_iter().find(|(g, _)| g == group).map(|(g, vs)| group_doc(&g, &vs))
+    registry
+        .groups()
+        .into_iter()
+        .find(|(g, _)| g == group)
+        .map(|(g, vs)| group_doc(&g, &vs))
 }
 
 fn resource_entry(rt: &ResourceType) -> Value {
@@ -65,7 +75,13 @@ fn resource_entry(rt: &ResourceType) -> Value {
     e
 }
 
-fn sub_entry(rt: &ResourceType, sub: &str, kind: &str, group_version: Option<(&str, &str)>, verbs: &[&str]) -> Value {
+fn sub_entry(
+    rt: &ResourceType,
+    sub: &str,
+    kind: &str,
+    group_version: Option<(&str, &str)>,
+    verbs: &[&str],
+) -> Value {
     let mut e = json!({
         "name": format!("{}/{sub}", rt.resource),
         "singularName": "",
@@ -88,15 +104,33 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         }
         resources.push(resource_entry(&rt));
         if rt.status {
-            resources.push(sub_entry(&rt, "status", &rt.kind, None, &["get", "patch", "update"]));
+            resources.push(sub_entry(
+                &rt,
+                "status",
+                &rt.kind,
+                None,
+                &["get", "patch", "update"],
+            ));
         }
         if rt.scale.is_some() {
-            resources.push(sub_entry(&rt, "scale", "Scale", Some(("autoscaling", "v1")), &["get", "patch", "update"]));
+            resources.push(sub_entry(
+                &rt,
+                "scale",
+                "Scale",
+                Some(("autoscaling", "v1")),
+                &["get", "patch", "update"],
+            ));
         }
         for extra in &rt.extras {
             resources.push(match extra {
                 Extra::Binding => sub_entry(&rt, "binding", "Binding", None, &["create"]),
-                Extra::Eviction => sub_entry(&rt, "eviction", "Eviction", Some(("policy", "v1")), &["create"]),
+                Extra::Eviction => sub_entry(
+                    &rt,
+                    "eviction",
+                    "Eviction",
+                    Some(("policy", "v1")),
+                    &["create"],
+                ),
                 Extra::Log => sub_entry(&rt, "log", &rt.kind, None, &["get"]),
                 Extra::Finalize => sub_entry(&rt, "finalize", &rt.kind, None, &["update"]),
             });
@@ -105,6 +139,12 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }

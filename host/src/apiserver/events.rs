@@ -18,7 +18,9 @@ const RENAMES: &[(&str, &str)] = &[
 ];
 
 fn rename(v: &Value, api_version: &str, to_core: bool) -> Value {
-    let Some(o) = v.as_object() else { return v.clone() };
+    let Some(o) = v.as_object() else {
+        return v.clone();
+    };
     let mut out = Map::new();
     for (k, val) in o {
         let k2 = RENAMES

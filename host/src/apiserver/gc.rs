@@ -34,7 +34,10 @@ impl Index {
     fn add(&mut self, s: &Stored, v: &Value) {
         self.keys.insert(meta::uid(v).to_string(), s.key.clone());
         for owner in meta::owner_uids(v) {
-            self.dependents.entry(owner).or_default().insert(s.key.clone());
+            self.dependents
+                .entry(owner)
+                .or_default()
+                .insert(s.key.clone());
         }
     }
 
@@ -70,7 +73,10 @@ fn split_key(key: &str) -> Option<(&str, &str, &str, &str)> {
 
 impl Controllers {
     pub fn new(resources: Resources) -> Controllers {
-        Controllers { resources, index: Index::default() }
+        Controllers {
+            resources,
+            index: Index::default(),
+        }
     }
 
     fn type_of(&self, key: &str) -> Option<Arc<ResourceType>> {
@@ -127,22 +133,32 @@ impl Controllers {
     /// Everything that depends on one object's current state.
     async fn reconcile(&mut self, s: &Arc<Stored>) {
         let v = s.value();
-        let Some(rt) = self.type_of(&s.key) else { return };
+        let Some(rt) = self.type_of(&s.key) else {
+            return;
+        };
         let (ns, name) = s.namespace_name();
         let (ns, name) = (ns.to_string(), name.to_string());
         if rt.group == "apiextensions.k8s.io" && !meta::is_deleting(&v) {
-            if let Err(e) = self.resources.modify(&rt, "", &name, crd::established).await {
+            if let Err(e) = self
+                .resources
+                .modify(&rt, "", &name, crd::established)
+                .await
+            {
                 tracing::warn!(crd = %name, error = %e, "establishing CRD failed");
             }
         }
         let owners = meta::owner_uids(&v);
         if !owners.is_empty() {
-            let live: Vec<&String> = owners.iter().filter(|u| self.index.keys.contains_key(*u)).collect();
+            let live: Vec<&String> = owners
+                .iter()
+                .filter(|u| self.index.keys.contains_key(*u))
+                .collect();
             if live.is_empty() {
                 self.delete(&rt, &ns, &name, None).await;
             } else if live.len() < owners.len() {
                 let keep: Vec<String> = live.into_iter().cloned().collect();
-                self.drop_refs(&rt, &ns, &name, |u| keep.contains(&u.to_string())).await;
+                self.drop_refs(&rt, &ns, &name, |u| keep.contains(&u.to_string()))
+                    .await;
             }
         }
         if meta::is_deleting(&v) {
@@ -159,7 +175,12 @@ impl Controllers {
         {
             self.resources.registry.remove(&t.group, &t.resource);
         }
-        let dependents: Vec<Arc<str>> = self.index.dependents.get(&uid).map(|d| d.iter().cloned().collect()).unwrap_or_default();
+        let dependents: Vec<Arc<str>> = self
+            .index
+            .dependents
+            .get(&uid)
+            .map(|d| d.iter().cloned().collect())
+            .unwrap_or_default();
         for key in dependents {
             if let Some(d) = self.resources.store.get(&key) {
                 self.reconcile(&d).await;
@@ -175,7 +196,11 @@ impl Controllers {
         }
         let (_, _, ns, _) = split_key(&s.key).unwrap_or_default();
         if !ns.is_empty() {
-            let nsrt = self.resources.registry.lookup("", "v1", "namespaces").expect("built in");
+            let nsrt = self
+                .resources
+                .registry
+                .lookup("", "v1", "namespaces")
+                .expect("built in");
             if let Some(n) = self.resources.store.get(&nsrt.key("", ns))
                 && meta::is_deleting(&n.value())
             {
@@ -186,7 +211,11 @@ impl Controllers {
             && let Some(rt) = self.type_of(&s.key)
             && !rt.builtin
         {
-            let crd_rt = self.resources.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+            let crd_rt = self.resources.registry.lookup(
+                "apiextensions.k8s.io",
+                "v1",
+                "customresourcedefinitions",
+            );
             let crd_name = format!("{}.{g}", rt.resource);
             if let Some(crd_rt) = crd_rt
                 && let Some(c) = self.resources.store.get(&crd_rt.key("", &crd_name))
@@ -200,8 +229,12 @@ impl Controllers {
     async fn finish_deletion(&mut self, rt: &ResourceType, v: &Value, ns: &str, name: &str) {
         let finalizers = meta::finalizers(v);
         let uid = meta::uid(v).to_string();
-        let dependents: Vec<Arc<str>> =
-            self.index.dependents.get(&uid).map(|d| d.iter().cloned().collect()).unwrap_or_default();
+        let dependents: Vec<Arc<str>> = self
+            .index
+            .dependents
+            .get(&uid)
+            .map(|d| d.iter().cloned().collect())
+            .unwrap_or_default();
         if finalizers.iter().any(|f| f == "orphan") {
             for key in &dependents {
                 if let Some(drt) = self.type_of(key)
@@ -215,13 +248,15 @@ impl Controllers {
         }
         if finalizers.iter().any(|f| f == "foregroundDeletion") {
             if dependents.is_empty() {
-                self.remove_finalizer(rt, ns, name, "foregroundDeletion").await;
+                self.remove_finalizer(rt, ns, name, "foregroundDeletion")
+                    .await;
             } else {
                 for key in &dependents {
                     if let Some(drt) = self.type_of(key)
                         && let Some((_, _, dns, dname)) = split_key(key)
                     {
-                        self.delete(&drt, dns, dname, Some(Propagation::Foreground)).await;
+                        self.delete(&drt, dns, dname, Some(Propagation::Foreground))
+                            .await;
                     }
                 }
             }
@@ -235,19 +270,25 @@ impl Controllers {
     }
 
     async fn empty_namespace(&mut self, v: &Value, ns: &str) {
-        let waiting =
-            v.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| a.iter().any(|f| f == "kubernetes"));
+        let waiting = v
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|f| f == "kubernetes"));
         if !waiting {
             return;
         }
         let snap = self.resources.store.snapshot();
         let mut remaining = 0;
         for (key, _) in snap.objects.iter() {
-            let Some((_, _, kns, kname)) = split_key(key) else { continue };
+            let Some((_, _, kns, kname)) = split_key(key) else {
+                continue;
+            };
             if kns != ns {
                 continue;
             }
-            let Some(rt) = self.type_of(key) else { continue };
+            let Some(rt) = self.type_of(key) else {
+                continue;
+            };
             if !rt.namespaced {
                 continue;
             }
@@ -255,7 +296,11 @@ impl Controllers {
             self.delete(&rt, kns, kname, None).await;
         }
         if remaining == 0 {
-            let nsrt = self.resources.registry.lookup("", "v1", "namespaces").expect("built in");
+            let nsrt = self
+                .resources
+                .registry
+                .lookup("", "v1", "namespaces")
+                .expect("built in");
             let r = self
                 .resources
                 .modify(&nsrt, "", ns, |old| {
@@ -277,13 +322,15 @@ impl Controllers {
 
     async fn empty_crd(&mut self, v: &Value, crd_rt: &ResourceType, name: &str) {
         let Ok(t) = crd::resource_type(v) else {
-            self.remove_finalizer(crd_rt, "", name, CLEANUP_FINALIZER).await;
+            self.remove_finalizer(crd_rt, "", name, CLEANUP_FINALIZER)
+                .await;
             return;
         };
         let snap = self.resources.store.snapshot();
         let items: Vec<Arc<Stored>> = snap.range(&t.prefix(None), None).cloned().collect();
         if items.is_empty() {
-            self.remove_finalizer(crd_rt, "", name, CLEANUP_FINALIZER).await;
+            self.remove_finalizer(crd_rt, "", name, CLEANUP_FINALIZER)
+                .await;
             return;
         }
         for s in items {
@@ -292,27 +339,49 @@ impl Controllers {
         }
     }
 
-    async fn delete(&self, rt: &ResourceType, ns: &str, name: &str, propagation: Option<Propagation>) {
+    async fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        propagation: Option<Propagation>,
+    ) {
         if let Some(s) = self.resources.store.get(&rt.key(ns, name))
             && meta::is_deleting(&s.value())
         {
             return;
         }
-        let opts = DeleteOptions { propagation, ..Default::default() };
+        let opts = DeleteOptions {
+            propagation,
+            ..Default::default()
+        };
         match self.resources.delete(rt, ns, name, &opts).await {
             Ok(_) => tracing::debug!(kind = %rt.kind, %ns, %name, "garbage collected"),
             Err(e) if e.code == 404 => {}
-            Err(e) => tracing::warn!(kind = %rt.kind, %ns, %name, error = %e, "garbage collection failed"),
+            Err(e) => {
+                tracing::warn!(kind = %rt.kind, %ns, %name, error = %e, "garbage collection failed")
+            }
         }
     }
 
-    async fn drop_refs(&self, rt: &ResourceType, ns: &str, name: &str, keep: impl Fn(&str) -> bool) {
+    async fn drop_refs(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        keep: impl Fn(&str) -> bool,
+    ) {
         let r = self
             .resources
             .modify(rt, ns, name, |old| {
-                let refs = old.pointer("/metadata/ownerReferences").and_then(Value::as_array)?;
-                let kept: Vec<Value> =
-                    refs.iter().filter(|r| keep(r["uid"].as_str().unwrap_or(""))).cloned().collect();
+                let refs = old
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)?;
+                let kept: Vec<Value> = refs
+                    .iter()
+                    .filter(|r| keep(r["uid"].as_str().unwrap_or("")))
+                    .cloned()
+                    .collect();
                 if kept.len() == refs.len() {
                     return None;
                 }
@@ -339,7 +408,10 @@ impl Controllers {
                     return None;
                 }
                 let mut new = old.clone();
-                meta::set_finalizers(&mut new, list.into_iter().filter(|f| f != finalizer).collect());
+                meta::set_finalizers(
+                    &mut new,
+                    list.into_iter().filter(|f| f != finalizer).collect(),
+                );
                 Some(new)
             })
             .await;

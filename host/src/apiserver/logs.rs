@@ -23,13 +23,23 @@ pub struct KubeletClients {
 }
 
 fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
-    let mut clients = state.kubelets.clients.lock().unwrap_or_else(|p| p.into_inner());
+    let mut clients = state
+        .kubelets
+        .clients
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     if let Some(c) = clients.get(url) {
         return Ok(c.clone());
     }
-    let (cert, key) = state.pki.client_cert("kube-apiserver-kubelet-client").map_err(|e| ApiError::internal(e.to_string()))?;
+    let (cert, key) = state
+        .pki
+        .client_cert("kube-apiserver-kubelet-client")
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     let b64 = base64::engine::general_purpose::STANDARD;
-    let mut config = kube::Config::new(url.parse().map_err(|e| ApiError::internal(format!("{url}: {e}")))?);
+    let mut config = kube::Config::new(
+        url.parse()
+            .map_err(|e| ApiError::internal(format!("{url}: {e}")))?,
+    );
     let ca = rustls_pemfile::certs(&mut state.pki.ca_pem.as_bytes())
         .filter_map(Result::ok)
         .map(|c| c.to_vec())
@@ -49,9 +59,20 @@ fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
     Ok(client)
 }
 
-pub async fn proxy(state: &ApiState, pod: &Value, node: &str, query: &Query) -> ApiResult<Response> {
-    let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+pub async fn proxy(
+    state: &ApiState,
+    pod: &Value,
+    node: &str,
+    query: &Query,
+) -> ApiResult<Response> {
+    let ns = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let containers: Vec<&str> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -65,7 +86,9 @@ pub async fn proxy(state: &ApiState, pod: &Value, node: &str, query: &Query) -> 
     let container = match query.get("container").filter(|c| !c.is_empty()) {
         Some(c) if containers.contains(&c.as_str()) || inits.contains(&c.as_str()) => c.clone(),
         Some(c) => {
-            return Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}")));
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
         }
         None if containers.len() == 1 => containers[0].to_string(),
         None => {
@@ -75,9 +98,14 @@ pub async fn proxy(state: &ApiState, pod: &Value, node: &str, query: &Query) -> 
             )));
         }
     };
-    let nodes = state.registry.lookup("", "v1", "nodes").expect("nodes are built in");
+    let nodes = state
+        .registry
+        .lookup("", "v1", "nodes")
+        .expect("nodes are built in");
     let node_obj = state.resources.get(&nodes, "", node)?.value();
-    let port = node_obj.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64);
+    let port = node_obj
+        .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
+        .and_then(Value::as_i64);
     let ip = node_obj
         .pointer("/status/addresses")
         .and_then(Value::as_array)
@@ -85,14 +113,29 @@ pub async fn proxy(state: &ApiState, pod: &Value, node: &str, query: &Query) -> 
         .and_then(|x| x["address"].as_str())
         .map(str::to_string);
     let (Some(port), Some(ip)) = (port, ip) else {
-        return Err(ApiError::new(503, "ServiceUnavailable", format!("node {node} publishes no kubelet endpoint")));
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("node {node} publishes no kubelet endpoint"),
+        ));
     };
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip };
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip
+    };
     let base = format!("https://{host}:{port}");
     // The serializer is not Send: finish it before any await.
     let q = {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
-        for k in ["follow", "tailLines", "sinceSeconds", "timestamps", "previous", "limitBytes"] {
+        for k in [
+            "follow",
+            "tailLines",
+            "sinceSeconds",
+            "timestamps",
+            "previous",
+            "limitBytes",
+        ] {
             if let Some(v) = query.get(k) {
                 q.append_pair(k, v);
             }
@@ -101,16 +144,34 @@ pub async fn proxy(state: &ApiState, pod: &Value, node: &str, query: &Query) -> 
     };
     let path = format!("/containerLogs/{ns}/{name}/{container}?{q}");
     let client = client_for(state, &base)?;
-    let req = http::Request::get(path).body(kube::client::Body::empty()).map_err(|e| ApiError::internal(e.to_string()))?;
-    let res = client
-        .send(req)
-        .await
-        .map_err(|e| ApiError::new(503, "ServiceUnavailable", format!("node {node}'s kubelet at {base}: {e}")))?;
+    let req = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let res = client.send(req).await.map_err(|e| {
+        ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("node {node}'s kubelet at {base}: {e}"),
+        )
+    })?;
     let status = res.status();
     if !status.is_success() {
-        let body = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
         let msg = String::from_utf8_lossy(&body).trim().to_string();
-        return Err(ApiError::new(status.as_u16(), if status.as_u16() == 404 { "NotFound" } else { "BadRequest" }, msg));
+        return Err(ApiError::new(
+            status.as_u16(),
+            if status.as_u16() == 404 {
+                "NotFound"
+            } else {
+                "BadRequest"
+            },
+            msg,
+        ));
     }
     let stream = res.into_body().into_data_stream();
     Ok(([("content-type", "text/plain")], Body::from_stream(stream)).into_response())

@@ -9,12 +9,16 @@ pub fn now_rfc3339() -> String {
 }
 
 pub fn rfc3339_in(seconds: i64) -> String {
-    (chrono::Utc::now() + chrono::Duration::seconds(seconds)).format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    (chrono::Utc::now() + chrono::Duration::seconds(seconds))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Micro-second timestamps, as `MicroTime` fields (leases, events.k8s.io) use.
 pub fn now_micro() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
 }
 
 pub fn new_uid() -> String {
@@ -26,7 +30,9 @@ pub fn new_uid() -> String {
 pub fn generate_name(base: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    let suffix: String = (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
     let base = if base.len() > 58 { &base[..58] } else { base };
     format!("{base}{suffix}")
 }
@@ -39,7 +45,9 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = Value::Object(Map::new());
     }
-    obj["metadata"].as_object_mut().expect("metadata was just made an object")
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
 }
 
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
@@ -58,7 +66,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -79,7 +91,11 @@ pub fn owner_uids(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -101,14 +117,22 @@ pub fn spec_part(obj: &Value, has_status: bool) -> Value {
 /// Dotted path (`.spec.replicas`) lookup, as scale subresource paths are written.
 pub fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
-    for part in path.trim_start_matches('.').split('.').filter(|p| !p.is_empty()) {
+    for part in path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|p| !p.is_empty())
+    {
         cur = cur.get(part)?;
     }
     Some(cur)
 }
 
 pub fn set_path(obj: &mut Value, path: &str, value: Value) {
-    let parts: Vec<&str> = path.trim_start_matches('.').split('.').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|p| !p.is_empty())
+        .collect();
     let mut cur = obj;
     for (i, part) in parts.iter().enumerate() {
         if !cur.is_object() {
@@ -119,6 +143,8 @@ pub fn set_path(obj: &mut Value, path: &str, value: Value) {
             o.insert(part.to_string(), value);
             return;
         }
-        cur = o.entry(part.to_string()).or_insert_with(|| Value::Object(Map::new()));
+        cur = o
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
     }
 }

@@ -73,7 +73,11 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { data_dir: PathBuf::from(".data"), listen: ([127, 0, 0, 1], 6443).into(), history: 10_000 }
+        Config {
+            data_dir: PathBuf::from(".data"),
+            listen: ([127, 0, 0, 1], 6443).into(),
+            history: 10_000,
+        }
     }
 }
 
@@ -101,8 +105,13 @@ impl ApiServer {
             .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
         let pki = pki::Pki::load_or_create(&config.data_dir)?;
         let db = config.data_dir.join("state.db");
-        let store = Store::open(&db, StoreConfig { history: config.history })
-            .with_context(|| format!("opening {}", db.display()))?;
+        let store = Store::open(
+            &db,
+            StoreConfig {
+                history: config.history,
+            },
+        )
+        .with_context(|| format!("opening {}", db.display()))?;
         let registry = Arc::new(Registry::with_builtins());
         let resources = Resources::new(store, registry.clone());
         resources.load_crds();
@@ -134,7 +143,12 @@ impl ApiServer {
         });
         let kubeconfig = pki.write_kubeconfig(&config.data_dir, addr)?;
         tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "API server listening");
-        Ok(ApiServer { addr, kubeconfig, state, handle })
+        Ok(ApiServer {
+            addr,
+            kubeconfig,
+            state,
+            handle,
+        })
     }
 
     /// A `kube::Config` for this server, from the kubeconfig it wrote.
@@ -151,11 +165,17 @@ impl ApiServer {
 
 /// The namespaces every cluster has from the start.
 async fn bootstrap(resources: &Resources) -> Result<()> {
-    let nsrt = resources.registry.lookup("", "v1", "namespaces").expect("built in");
+    let nsrt = resources
+        .registry
+        .lookup("", "v1", "namespaces")
+        .expect("built in");
     for ns in ["default", "kube-system", "kube-node-lease", "kube-public"] {
         if resources.store.get(&nsrt.key("", ns)).is_none() {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            match resources.create(&nsrt, "v1", "", obj, &WriteOptions::default()).await {
+            match resources
+                .create(&nsrt, "v1", "", obj, &WriteOptions::default())
+                .await
+            {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(anyhow::anyhow!("creating namespace {ns}: {e}")),
@@ -167,40 +187,75 @@ async fn bootstrap(resources: &Resources) -> Result<()> {
 
 fn router(state: Arc<ApiState>) -> Router {
     Router::new()
-        .route("/version", get(|| async { rest::value_response(200, &discovery::version()) }))
-        .route("/api", get(|State(s): State<Arc<ApiState>>| async move { json(discovery::api_versions(&s.addr.to_string())) }))
-        .route("/apis", get(|State(s): State<Arc<ApiState>>| async move { json(discovery::api_groups(&s.registry)) }))
+        .route(
+            "/version",
+            get(|| async { rest::value_response(200, &discovery::version()) }),
+        )
+        .route(
+            "/api",
+            get(|State(s): State<Arc<ApiState>>| async move {
+                json(discovery::api_versions(&s.addr.to_string()))
+            }),
+        )
+        .route(
+            "/apis",
+            get(|State(s): State<Arc<ApiState>>| async move {
+                json(discovery::api_groups(&s.registry))
+            }),
+        )
         .route(
             "/apis/{group}",
-            get(|State(s): State<Arc<ApiState>>, Path(g): Path<String>| async move {
-                discovery::api_group(&s.registry, &g).map(json).unwrap_or_else(not_found)
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, Path(g): Path<String>| async move {
+                    discovery::api_group(&s.registry, &g)
+                        .map(json)
+                        .unwrap_or_else(not_found)
+                },
+            ),
         )
         .route(
             "/api/{version}",
-            get(|State(s): State<Arc<ApiState>>, Path(v): Path<String>| async move {
-                discovery::resource_list(&s.registry, "", &v).map(json).unwrap_or_else(not_found)
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, Path(v): Path<String>| async move {
+                    discovery::resource_list(&s.registry, "", &v)
+                        .map(json)
+                        .unwrap_or_else(not_found)
+                },
+            ),
         )
         .route(
             "/apis/{group}/{version}",
-            get(|State(s): State<Arc<ApiState>>, Path((g, v)): Path<(String, String)>| async move {
-                discovery::resource_list(&s.registry, &g, &v).map(json).unwrap_or_else(not_found)
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, Path((g, v)): Path<(String, String)>| async move {
+                    discovery::resource_list(&s.registry, &g, &v)
+                        .map(json)
+                        .unwrap_or_else(not_found)
+                },
+            ),
         )
-        .route("/openapi/v2", get(|| async { rest::value_response(200, &openapi::v2()) }))
-        .route("/openapi/v3", get(|State(s): State<Arc<ApiState>>| async move { json(openapi::v3_root(&s.registry)) }))
+        .route(
+            "/openapi/v2",
+            get(|| async { rest::value_response(200, &openapi::v2()) }),
+        )
+        .route(
+            "/openapi/v3",
+            get(
+                |State(s): State<Arc<ApiState>>| async move { json(openapi::v3_root(&s.registry)) },
+            ),
+        )
         .route(
             "/openapi/v3/{*path}",
-            get(|State(s): State<Arc<ApiState>>, Path(p): Path<String>| async move {
-                let parts: Vec<&str> = p.split('/').collect();
-                let doc = match parts.as_slice() {
-                    ["api", v] => openapi::v3_doc(&s.registry, "", v),
-                    ["apis", g, v] => openapi::v3_doc(&s.registry, g, v),
-                    _ => None,
-                };
-                doc.map(json).unwrap_or_else(not_found)
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, Path(p): Path<String>| async move {
+                    let parts: Vec<&str> = p.split('/').collect();
+                    let doc = match parts.as_slice() {
+                        ["api", v] => openapi::v3_doc(&s.registry, "", v),
+                        ["apis", g, v] => openapi::v3_doc(&s.registry, g, v),
+                        _ => None,
+                    };
+                    doc.map(json).unwrap_or_else(not_found)
+                },
+            ),
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -215,11 +270,21 @@ fn json(v: serde_json::Value) -> Response {
 }
 
 fn not_found() -> Response {
-    ApiError::new(404, "NotFound", "the server could not find the requested resource").into_response()
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+    .into_response()
 }
 
 /// Bearer-token authentication; health probes stay open as upstream's are.
-async fn authenticate(State(state): State<Arc<ApiState>>, headers: HeaderMap, req: Request, next: Next) -> Response {
+async fn authenticate(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     if matches!(path, "/healthz" | "/livez" | "/readyz") {
         return next.run(req).await;

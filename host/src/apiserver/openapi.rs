@@ -13,7 +13,11 @@ use serde_json::{Map, Value, json};
 use super::registry::{Registry, ResourceType};
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 pub fn v3_root(registry: &Registry) -> Value {
@@ -28,20 +32,30 @@ pub fn v3_root(registry: &Registry) -> Value {
     }
     for (g, v) in gvs {
         let p = gv_path(&g, &v);
-        let doc = serde_json::to_vec(&v3_doc(registry, &g, &v).unwrap_or_default()).unwrap_or_default();
+        let doc =
+            serde_json::to_vec(&v3_doc(registry, &g, &v).unwrap_or_default()).unwrap_or_default();
         // The hash lets clients cache documents until they change.
         let hash = format!("{:016X}", fxhash(&doc));
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}),
+        );
     }
     json!({"paths": paths})
 }
 
 fn fxhash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 fn schema_name(rt: &ResourceType, version: &str) -> String {
-    let group = if rt.group.is_empty() { "core".to_string() } else { rt.group.clone() };
+    let group = if rt.group.is_empty() {
+        "core".to_string()
+    } else {
+        rt.group.clone()
+    };
     format!("{group}.{version}.{}", rt.kind)
 }
 
@@ -56,16 +70,29 @@ fn operation(rt: &ResourceType, version: &str, action: &str, schema_ref: &str) -
     let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
     match action {
         "patch" => {
-            op["parameters"] = json!([query("dryRun"), query("fieldManager"), query("fieldValidation"), query("force")]);
+            op["parameters"] = json!([
+                query("dryRun"),
+                query("fieldManager"),
+                query("fieldValidation"),
+                query("force")
+            ]);
             let mut content = Map::new();
             let body = json!({"schema": {"type": "object"}});
-            for ct in ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"] {
+            for ct in [
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ] {
                 content.insert(ct.into(), body.clone());
             }
             op["requestBody"] = json!({"content": content, "required": true});
         }
         "post" | "put" => {
-            op["parameters"] = json!([query("dryRun"), query("fieldManager"), query("fieldValidation")]);
+            op["parameters"] = json!([
+                query("dryRun"),
+                query("fieldManager"),
+                query("fieldValidation")
+            ]);
             op["requestBody"] = json!({"content": {"application/json": {"schema": {"$ref": schema_ref}}}, "required": true});
         }
         _ => {}
@@ -84,10 +111,13 @@ pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> 
         let name = schema_name(&rt, version);
         let schema_ref = format!("#/components/schemas/{name}");
         let mut schema = match rt.schemas.get(version) {
-            Some(_) => rt.openapi_schema(version).unwrap_or_else(|| json!({"type": "object"})),
+            Some(_) => rt
+                .openapi_schema(version)
+                .unwrap_or_else(|| json!({"type": "object"})),
             None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
         };
-        schema["x-kubernetes-group-version-kind"] = json!([{"group": rt.group, "version": version, "kind": rt.kind}]);
+        schema["x-kubernetes-group-version-kind"] =
+            json!([{"group": rt.group, "version": version, "kind": rt.kind}]);
         schemas.insert(name, schema);
         let collection = if rt.namespaced {
             format!("{base}/namespaces/{{namespace}}/{}", rt.resource)

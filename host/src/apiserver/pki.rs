@@ -11,7 +11,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use base64::Engine;
 use rand::Rng;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    SanType,
+};
 
 pub struct Pki {
     pub dir: PathBuf,
@@ -25,7 +28,12 @@ pub struct Pki {
 fn write_private(path: &Path, contents: &str) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     std::io::Write::write_all(&mut f, contents.as_bytes())?;
     f.sync_all()?;
     fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
@@ -36,13 +44,20 @@ impl Pki {
     pub fn load_or_create(data_dir: &Path) -> Result<Pki> {
         let dir = data_dir.join("pki");
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (ca, ca_key, cert, key, token) =
-            (dir.join("ca.crt"), dir.join("ca.key"), dir.join("apiserver.crt"), dir.join("apiserver.key"), dir.join("token"));
+        let (ca, ca_key, cert, key, token) = (
+            dir.join("ca.crt"),
+            dir.join("ca.key"),
+            dir.join("apiserver.crt"),
+            dir.join("apiserver.key"),
+            dir.join("token"),
+        );
         if !(ca.exists() && ca_key.exists()) {
             let key = KeyPair::generate()?;
             let mut params = CertificateParams::new(Vec::<String>::new())?;
             params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params.distinguished_name.push(DnType::CommonName, "wasmlet-ca");
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "wasmlet-ca");
             params.not_after = rcgen::date_time_ymd(2100, 1, 1);
             let cert = params.self_signed(&key)?;
             write_private(&ca_key, &key.serialize_pem())?;
@@ -72,8 +87,10 @@ impl Pki {
     }
 
     pub fn rustls_config(&self) -> Result<Arc<rustls::ServerConfig>> {
-        let certs = rustls_pemfile::certs(&mut self.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
-        let key = rustls_pemfile::private_key(&mut self.key_pem.as_bytes())?.context("apiserver.key holds no key")?;
+        let certs =
+            rustls_pemfile::certs(&mut self.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+        let key = rustls_pemfile::private_key(&mut self.key_pem.as_bytes())?
+            .context("apiserver.key holds no key")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -111,7 +128,9 @@ impl Pki {
     pub fn client_cert(&self, common_name: &str) -> Result<(String, String)> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let issuer = Issuer::from_ca_cert_pem(&self.ca_pem, KeyPair::from_pem(&self.ca_key_pem)?)?;
         let cert = params.signed_by(&key, &issuer)?;
@@ -128,9 +147,15 @@ fn sign_serving(ca_pem: &str, ca_key_pem: &str, extra_names: &[&str]) -> Result<
     let mut names = vec!["localhost".to_string()];
     names.extend(extra_names.iter().map(|n| n.to_string()));
     let mut params = CertificateParams::new(names)?;
-    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V6(Ipv6Addr::LOCALHOST)));
-    params.distinguished_name.push(DnType::CommonName, "wasmlet-apiserver");
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V6(Ipv6Addr::LOCALHOST)));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "wasmlet-apiserver");
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.not_after = rcgen::date_time_ymd(2100, 1, 1);
     let issuer = Issuer::from_ca_cert_pem(ca_pem, KeyPair::from_pem(ca_key_pem)?)?;

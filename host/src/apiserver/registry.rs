@@ -60,11 +60,19 @@ pub struct ResourceType {
 impl ResourceType {
     /// `pods`, or `statefulsets.apps`: how upstream names a resource in messages.
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.resource.clone() } else { format!("{}.{}", self.resource, self.group) }
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
     }
 
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
     }
 
     pub fn storage_version(&self) -> &str {
@@ -75,7 +83,11 @@ impl ResourceType {
     /// The group objects are stored under: events.k8s.io Events are core
     /// Events in another form (see [`super::events`]).
     fn storage_group(&self) -> &str {
-        if self.group.is_empty() || super::events::is_view(&self.group, &self.resource) { "core" } else { &self.group }
+        if self.group.is_empty() || super::events::is_view(&self.group, &self.resource) {
+            "core"
+        } else {
+            &self.group
+        }
     }
 
     pub fn prefix(&self, namespace: Option<&str>) -> String {
@@ -99,7 +111,16 @@ impl ResourceType {
         if self.create_only {
             return vec!["create"];
         }
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
     }
 }
 
@@ -127,25 +148,115 @@ const fn b(
     short: &'static [&'static str],
     status: bool,
 ) -> Builtin {
-    Builtin { group, version, resource, singular, kind, namespaced, short, status, scale: false, extras: &[], create_only: false }
+    Builtin {
+        group,
+        version,
+        resource,
+        singular,
+        kind,
+        namespaced,
+        short,
+        status,
+        scale: false,
+        extras: &[],
+        create_only: false,
+    }
 }
 
 const BUILTINS: &[Builtin] = &[
-    Builtin { extras: &[Extra::Finalize], ..b("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true) },
+    Builtin {
+        extras: &[Extra::Finalize],
+        ..b(
+            "",
+            "v1",
+            "namespaces",
+            "namespace",
+            "Namespace",
+            false,
+            &["ns"],
+            true,
+        )
+    },
     Builtin {
         extras: &[Extra::Binding, Extra::Eviction, Extra::Log],
         ..b("", "v1", "pods", "pod", "Pod", true, &["po"], true)
     },
     b("", "v1", "nodes", "node", "Node", false, &["no"], true),
-    b("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], false),
+    b(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        &["cm"],
+        false,
+    ),
     b("", "v1", "secrets", "secret", "Secret", true, &[], false),
     b("", "v1", "events", "event", "Event", true, &["ev"], false),
-    b("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false),
-    b("events.k8s.io", "v1", "events", "event", "Event", true, &["ev"], false),
-    b("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false),
-    Builtin { scale: true, ..b("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, &["sts"], true) },
-    b("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", true, &[], false),
-    b("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], true),
+    b(
+        "",
+        "v1",
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        false,
+    ),
+    b(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        &["ev"],
+        false,
+    ),
+    b(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        true,
+        &[],
+        false,
+    ),
+    Builtin {
+        scale: true,
+        ..b(
+            "apps",
+            "v1",
+            "statefulsets",
+            "statefulset",
+            "StatefulSet",
+            true,
+            &["sts"],
+            true,
+        )
+    },
+    b(
+        "apps",
+        "v1",
+        "controllerrevisions",
+        "controllerrevision",
+        "ControllerRevision",
+        true,
+        &[],
+        false,
+    ),
+    b(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+    ),
     b(
         "apiextensions.k8s.io",
         "v1",
@@ -156,7 +267,19 @@ const BUILTINS: &[Builtin] = &[
         &["crd", "crds"],
         true,
     ),
-    Builtin { create_only: true, ..b("authentication.k8s.io", "v1", "tokenreviews", "tokenreview", "TokenReview", false, &[], false) },
+    Builtin {
+        create_only: true,
+        ..b(
+            "authentication.k8s.io",
+            "v1",
+            "tokenreviews",
+            "tokenreview",
+            "TokenReview",
+            false,
+            &[],
+            false,
+        )
+    },
 ];
 
 fn builtin(def: &Builtin) -> ResourceType {
@@ -168,7 +291,11 @@ fn builtin(def: &Builtin) -> ResourceType {
         kind: def.kind.into(),
         namespaced: def.namespaced,
         short_names: def.short.iter().map(|s| s.to_string()).collect(),
-        categories: if matches!(def.resource, "pods" | "statefulsets") { vec!["all".into()] } else { vec![] },
+        categories: if matches!(def.resource, "pods" | "statefulsets") {
+            vec!["all".into()]
+        } else {
+            vec![]
+        },
         status: def.status,
         scale: def.scale.then(|| ScaleSpec {
             spec_replicas: ".spec.replicas".into(),
@@ -207,7 +334,10 @@ impl Registry {
 
     pub fn remove(&self, group: &str, resource: &str) {
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
-        if types.get(&(group.to_string(), resource.to_string())).is_some_and(|t| !t.builtin) {
+        if types
+            .get(&(group.to_string(), resource.to_string()))
+            .is_some_and(|t| !t.builtin)
+        {
             types.remove(&(group.to_string(), resource.to_string()));
         }
     }
@@ -224,12 +354,17 @@ impl Registry {
     /// The type stored as `group`/`resource`, whatever versions it serves.
     pub fn get(&self, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
-        types.get(&(group.to_string(), resource.to_string())).cloned()
+        types
+            .get(&(group.to_string(), resource.to_string()))
+            .cloned()
     }
 
     pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
-        types.values().find(|t| t.group == group && t.kind == kind).cloned()
+        types
+            .values()
+            .find(|t| t.group == group && t.kind == kind)
+            .cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<ResourceType>> {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use wasmlet_apimachinery::listtype::{AllAtomic, ListTypes};
 use wasmlet_apimachinery::builtin::BuiltinListTypes;
+use wasmlet_apimachinery::listtype::{AllAtomic, ListTypes};
 use wasmlet_apimachinery::managedfields::{self, ApplyError, Scope};
 use wasmlet_apimachinery::patch as patches;
 
@@ -122,7 +122,10 @@ fn delete_during_update(rt: &ResourceType, old: &Value) -> bool {
     if strategy::has_pending_finalizers(rt, old) {
         return true;
     }
-    old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
+    old.pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        == 0
 }
 
 fn comparable(v: &Value) -> Value {
@@ -141,7 +144,12 @@ impl Resources {
 
     /// How lists merge: for strategic merge patch (`apply == false`) or for
     /// managed fields and server-side apply (which use `listType` keys).
-    fn list_types(&self, rt: &ResourceType, version: &str, apply: bool) -> Box<dyn ListTypes + Send + Sync> {
+    fn list_types(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        apply: bool,
+    ) -> Box<dyn ListTypes + Send + Sync> {
         if rt.builtin {
             Box::new(if apply {
                 BuiltinListTypes::for_apply(&rt.group, &rt.kind)
@@ -165,13 +173,20 @@ impl Resources {
         match super::crd::resource_type(&v) {
             Ok(t) if gone => self.registry.remove(&t.group, &t.resource),
             Ok(t) => self.registry.insert(t),
-            Err(causes) => tracing::warn!(crd = meta::name(&v), ?causes, "stored CRD cannot be served"),
+            Err(causes) => {
+                tracing::warn!(crd = meta::name(&v), ?causes, "stored CRD cannot be served")
+            }
         }
     }
 
     /// Serves every stored CRD (at start).
     pub fn load_crds(&self) {
-        let Some(rt) = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions") else { return };
+        let Some(rt) =
+            self.registry
+                .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        else {
+            return;
+        };
         let snap = self.store.snapshot();
         for s in snap.range(&rt.prefix(None), None) {
             self.after_write(&rt, s, false);
@@ -179,14 +194,19 @@ impl Resources {
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
-        self.store.get(&rt.key(ns, name)).ok_or_else(|| ApiError::not_found(rt, name))
+        self.store
+            .get(&rt.key(ns, name))
+            .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
     /// The object's JSON as the client asked for it (`apiVersion` of the
     /// requested version; custom resources convert with strategy `None`).
     pub fn render(&self, rt: &ResourceType, version: &str, stored: &Stored) -> Bytes {
         if super::events::is_view(&rt.group, &rt.resource) {
-            return Bytes::from(serde_json::to_vec(&super::events::to_events_v1(&stored.value())).unwrap_or_default());
+            return Bytes::from(
+                serde_json::to_vec(&super::events::to_events_v1(&stored.value()))
+                    .unwrap_or_default(),
+            );
         }
         let want = rt.api_version(version);
         // The hot path (every LIST item, every watch event for every watcher):
@@ -203,7 +223,10 @@ impl Resources {
         if !rt.namespaced {
             return Ok(());
         }
-        let nsrt = self.registry.lookup("", "v1", "namespaces").expect("namespaces are built in");
+        let nsrt = self
+            .registry
+            .lookup("", "v1", "namespaces")
+            .expect("namespaces are built in");
         match self.store.get(&nsrt.key("", ns)) {
             None => Err(ApiError::namespace_not_found(ns)),
             Some(n) if meta::is_deleting(&n.value()) => Err(ApiError::forbidden(format!(
@@ -217,9 +240,18 @@ impl Resources {
 
     /// Checks `apiVersion`/`kind` of a body against the URL, fills them in when
     /// absent, and places the object in the request's namespace.
-    fn normalize(&self, rt: &ResourceType, version: &str, ns: &str, obj: &mut Value) -> ApiResult<()> {
+    fn normalize(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        obj: &mut Value,
+    ) -> ApiResult<()> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request(format!("the body of a {} must be a JSON object", rt.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the body of a {} must be a JSON object",
+                rt.kind
+            )));
         }
         let want = rt.api_version(version);
         match obj.get("apiVersion").and_then(Value::as_str) {
@@ -265,18 +297,34 @@ impl Resources {
 
     /// Defaults, prunes and validates a custom resource against its schema,
     /// and validates built-in kinds.
-    fn admit(&self, rt: &ResourceType, version: &str, obj: &mut Value, opts: &WriteOptions) -> ApiResult<()> {
+    fn admit(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        obj: &mut Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<()> {
         if let Some(schema) = rt.schemas.get(version) {
             schema.default(obj);
             let unknown = schema.prune(obj);
             if !unknown.is_empty() && opts.field_validation == FieldValidation::Strict {
-                let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-                return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {}",
+                    list.join(", ")
+                )));
             }
             let causes: Vec<Cause> = schema
                 .validate(obj)
                 .into_iter()
-                .map(|c| Cause { reason: c.reason, message: c.message, field: c.field })
+                .map(|c| Cause {
+                    reason: c.reason,
+                    message: c.message,
+                    field: c.field,
+                })
                 .collect();
             if !causes.is_empty() {
                 return Err(ApiError::invalid(rt, meta::name(obj), causes));
@@ -300,7 +348,11 @@ impl Resources {
         self.normalize(rt, version, ns, &mut obj)?;
         {
             let m = meta::meta_mut(&mut obj);
-            let name = m.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            let name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             if name.is_empty() {
                 match m.get("generateName").and_then(Value::as_str) {
                     Some(g) if !g.is_empty() => {
@@ -320,11 +372,19 @@ impl Resources {
                     }
                 }
             }
-            for server_set in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+            for server_set in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+            ] {
                 m.remove(server_set);
             }
             m.insert("uid".into(), Value::String(meta::new_uid()));
-            m.insert("creationTimestamp".into(), Value::String(meta::now_rfc3339()));
+            m.insert(
+                "creationTimestamp".into(),
+                Value::String(meta::now_rfc3339()),
+            );
             m.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(rt, &mut obj);
@@ -345,7 +405,12 @@ impl Resources {
         }
         if opts.dry_run {
             let json = Bytes::from(serde_json::to_vec(&obj).unwrap_or_default());
-            return Ok(Arc::new(super::store::make_stored(Arc::from(rt.key(ns, &name)), 0, json, &obj)));
+            return Ok(Arc::new(super::store::make_stored(
+                Arc::from(rt.key(ns, &name)),
+                0,
+                json,
+                &obj,
+            )));
         }
         let event = self
             .store
@@ -402,20 +467,32 @@ impl Resources {
             let old_meta = meta::meta(old).cloned().unwrap_or_default();
             let m = meta::meta_mut(&mut new);
             m.insert("name".into(), Value::String(name.clone()));
-            for kept in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for kept in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 match old_meta.get(kept) {
                     Some(v) => m.insert(kept.into(), v.clone()),
                     None => m.remove(kept),
                 };
             }
-            let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+            let generation = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             if meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status) {
                 meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));
             }
             // Finalizers cannot be added to an object on its way out.
             if meta::is_deleting(old) {
                 let before = meta::finalizers(old);
-                let after: Vec<String> = meta::finalizers(&new).into_iter().filter(|f| before.contains(f)).collect();
+                let after: Vec<String> = meta::finalizers(&new)
+                    .into_iter()
+                    .filter(|f| before.contains(f))
+                    .collect();
                 meta::set_finalizers(&mut new, after);
             }
         }
@@ -454,10 +531,21 @@ impl Resources {
         }
         if opts.dry_run {
             let json = Bytes::from(serde_json::to_vec(&new).unwrap_or_default());
-            return Ok(Arc::new(super::store::make_stored(old.key.clone(), old.rv, json, &new)));
+            return Ok(Arc::new(super::store::make_stored(
+                old.key.clone(),
+                old.rv,
+                json,
+                &new,
+            )));
         }
-        if meta::is_deleting(&new) && !strategy::has_pending_finalizers(rt, &new) && delete_during_update(rt, old_value) {
-            let event = self.store.delete_as(&old.key, Expect::Rv(old.rv), new).await?;
+        if meta::is_deleting(&new)
+            && !strategy::has_pending_finalizers(rt, &new)
+            && delete_during_update(rt, old_value)
+        {
+            let event = self
+                .store
+                .delete_as(&old.key, Expect::Rv(old.rv), new)
+                .await?;
             self.after_write(rt, &event.object, true);
             return Ok(event.object.clone());
         }
@@ -477,19 +565,27 @@ impl Resources {
         obj: Value,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
-        let client_rv = meta::meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+        let client_rv = meta::meta_str(&obj, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         if self.store.get(&rt.key(ns, name)).is_none() {
             if strategy::allow_create_on_update(rt) && sub == Sub::Main {
                 let mut obj = obj;
                 meta::meta_mut(&mut obj).insert("name".into(), Value::String(name.into()));
                 let object = self.create(rt, version, ns, obj, opts).await?;
-                return Ok(Written { object, created: true });
+                return Ok(Written {
+                    object,
+                    created: true,
+                });
             }
             return Err(ApiError::not_found(rt, name));
         };
         let expected = match &client_rv {
             Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("invalid resourceVersion \"{rv}\" for {} \"{name}\"", rt.qualified()))
+                ApiError::bad_request(format!(
+                    "invalid resourceVersion \"{rv}\" for {} \"{name}\"",
+                    rt.qualified()
+                ))
             })?),
             None if strategy::allow_unconditional_update(rt) || sub == Sub::Status => None,
             None => {
@@ -504,12 +600,25 @@ impl Resources {
                 ));
             }
         };
-        self.read_modify_write(rt, version, ns, name, expected, sub, |old_value| {
-            let new = self.prepare_update(rt, version, ns, old_value, obj.clone(), sub, opts)?;
-            Ok((new, false))
-        }, opts)
+        self.read_modify_write(
+            rt,
+            version,
+            ns,
+            name,
+            expected,
+            sub,
+            |old_value| {
+                let new =
+                    self.prepare_update(rt, version, ns, old_value, obj.clone(), sub, opts)?;
+                Ok((new, false))
+            },
+            opts,
+        )
         .await
-        .map(|object| Written { object, created: false })
+        .map(|object| Written {
+            object,
+            created: false,
+        })
     }
 
     /// Reads, applies `mutate`, and compare-and-swaps; retries on a lost race
@@ -528,7 +637,10 @@ impl Resources {
         let key = rt.key(ns, name);
         let deadline = std::time::Instant::now() + RETRY_FOR;
         while retrying(deadline) {
-            let old = self.store.get(&key).ok_or_else(|| ApiError::not_found(rt, name))?;
+            let old = self
+                .store
+                .get(&key)
+                .ok_or_else(|| ApiError::not_found(rt, name))?;
             if let Some(rv) = client_rv
                 && rv != old.rv
             {
@@ -536,14 +648,21 @@ impl Resources {
             }
             let old_value = old.value();
             let (new, managed) = mutate(&old_value)?;
-            match self.commit_update(rt, version, &old, &old_value, new, opts, managed, sub).await {
+            match self
+                .commit_update(rt, version, &old, &old_value, new, opts, managed, sub)
+                .await
+            {
                 Ok(obj) => return Ok(obj),
                 Err(StoreError::Conflict { .. }) if client_rv.is_none() => continue,
                 Err(StoreError::NotFound) if client_rv.is_none() => continue,
                 Err(e) => return Err(store_error(rt, name, e)),
             }
         }
-        Err(ApiError::conflict_msg(rt, name, "too many concurrent writers; try again"))
+        Err(ApiError::conflict_msg(
+            rt,
+            name,
+            "too many concurrent writers; try again",
+        ))
     }
 
     /// PATCH of every kind, including server-side apply (which may create).
@@ -562,7 +681,11 @@ impl Resources {
         {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json",
-                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
+                &[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ],
             ));
         }
         let key = rt.key(ns, name);
@@ -588,7 +711,12 @@ impl Resources {
             )
             .map_err(apply_error)?;
             match self.create(rt, version, ns, obj, opts).await {
-                Ok(object) => return Ok(Written { object, created: true }),
+                Ok(object) => {
+                    return Ok(Written {
+                        object,
+                        created: true,
+                    });
+                }
                 // Lost a race with another creator: fall through to the update path.
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
@@ -596,60 +724,82 @@ impl Resources {
         }
         let client_rv = patch_rv(&body);
         let object = self
-            .read_modify_write(rt, version, ns, name, client_rv, sub, |stored| {
-                // Patches apply to the object as the client sees it.
-                let view;
-                let old = if super::events::is_view(&rt.group, &rt.resource) {
-                    view = super::events::to_events_v1(stored);
-                    &view
-                } else {
-                    stored
-                };
-                let (patched, managed) = match &body {
-                    PatchBody::Merge(p) => {
-                        let mut v = old.clone();
-                        patches::merge(&mut v, p);
-                        (v, false)
-                    }
-                    PatchBody::Json(p) => {
-                        let mut v = old.clone();
-                        patches::json(&mut v, p).map_err(|e| ApiError::invalid_patch(e.to_string()))?;
-                        (v, false)
-                    }
-                    PatchBody::Strategic(p) => {
-                        let v = patches::strategic(old, p, smp_lists.as_ref())
-                            .map_err(|e| ApiError::invalid_patch(e.to_string()))?;
-                        (v, false)
-                    }
-                    PatchBody::Apply(applied) => {
-                        let v = managedfields::apply_scoped(
-                            Some(old),
-                            applied,
-                            &opts.field_manager,
-                            &rt.api_version(version),
-                            opts.force,
-                            lists.as_ref(),
-                            &meta::now_rfc3339(),
-                            &scope(rt, sub),
-                        )
-                        .map_err(apply_error)?;
-                        (v, true)
-                    }
-                };
-                let new = self.prepare_update(rt, version, ns, stored, patched, sub, opts)?;
-                Ok((new, managed))
-            }, opts)
+            .read_modify_write(
+                rt,
+                version,
+                ns,
+                name,
+                client_rv,
+                sub,
+                |stored| {
+                    // Patches apply to the object as the client sees it.
+                    let view;
+                    let old = if super::events::is_view(&rt.group, &rt.resource) {
+                        view = super::events::to_events_v1(stored);
+                        &view
+                    } else {
+                        stored
+                    };
+                    let (patched, managed) = match &body {
+                        PatchBody::Merge(p) => {
+                            let mut v = old.clone();
+                            patches::merge(&mut v, p);
+                            (v, false)
+                        }
+                        PatchBody::Json(p) => {
+                            let mut v = old.clone();
+                            patches::json(&mut v, p)
+                                .map_err(|e| ApiError::invalid_patch(e.to_string()))?;
+                            (v, false)
+                        }
+                        PatchBody::Strategic(p) => {
+                            let v = patches::strategic(old, p, smp_lists.as_ref())
+                                .map_err(|e| ApiError::invalid_patch(e.to_string()))?;
+                            (v, false)
+                        }
+                        PatchBody::Apply(applied) => {
+                            let v = managedfields::apply_scoped(
+                                Some(old),
+                                applied,
+                                &opts.field_manager,
+                                &rt.api_version(version),
+                                opts.force,
+                                lists.as_ref(),
+                                &meta::now_rfc3339(),
+                                &scope(rt, sub),
+                            )
+                            .map_err(apply_error)?;
+                            (v, true)
+                        }
+                    };
+                    let new = self.prepare_update(rt, version, ns, stored, patched, sub, opts)?;
+                    Ok((new, managed))
+                },
+                opts,
+            )
             .await?;
-        Ok(Written { object, created: false })
+        Ok(Written {
+            object,
+            created: false,
+        })
     }
 
     /// DELETE: finalizers and grace periods make it a mark (deletionTimestamp);
     /// otherwise the object is gone at once.
-    pub async fn delete(&self, rt: &ResourceType, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Deleted> {
+    pub async fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Deleted> {
         let key = rt.key(ns, name);
         let deadline = std::time::Instant::now() + RETRY_FOR;
         while retrying(deadline) {
-            let old = self.store.get(&key).ok_or_else(|| ApiError::not_found(rt, name))?;
+            let old = self
+                .store
+                .get(&key)
+                .ok_or_else(|| ApiError::not_found(rt, name))?;
             let mut value = old.value();
             if let Some(uid) = &opts.precondition_uid
                 && uid != meta::uid(&value)
@@ -657,7 +807,10 @@ impl Resources {
                 return Err(ApiError::conflict_msg(
                     rt,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&value)),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta::uid(&value)
+                    ),
                 ));
             }
             if let Some(rv) = &opts.precondition_rv
@@ -674,15 +827,22 @@ impl Resources {
             }
             let mut finalizers = meta::finalizers(&value);
             match opts.propagation {
-                Some(Propagation::Orphan) if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
-                Some(Propagation::Foreground) if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                Some(Propagation::Orphan) if !finalizers.iter().any(|f| f == "orphan") => {
+                    finalizers.push("orphan".into())
+                }
+                Some(Propagation::Foreground)
+                    if !finalizers.iter().any(|f| f == "foregroundDeletion") =>
+                {
                     finalizers.push("foregroundDeletion".into())
                 }
                 _ => {}
             }
             let graceful = strategy::needs_graceful_delete(rt, &value);
             let grace = if graceful {
-                opts.grace_period_seconds.or_else(|| strategy::default_grace(rt, &value)).unwrap_or(0).max(0)
+                opts.grace_period_seconds
+                    .or_else(|| strategy::default_grace(rt, &value))
+                    .unwrap_or(0)
+                    .max(0)
             } else {
                 0
             };
@@ -690,12 +850,18 @@ impl Resources {
             let pending = strategy::has_pending_finalizers(rt, &value);
             if !pending && grace == 0 {
                 if opts.dry_run {
-                    return Ok(Deleted { object: old, gone: true });
+                    return Ok(Deleted {
+                        object: old,
+                        gone: true,
+                    });
                 }
                 match self.store.delete(&key, Expect::Rv(old.rv)).await {
                     Ok(e) => {
                         self.after_write(rt, &e.object, true);
-                        return Ok(Deleted { object: e.object.clone(), gone: true });
+                        return Ok(Deleted {
+                            object: e.object.clone(),
+                            gone: true,
+                        });
                     }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(store_error(rt, name, e)),
@@ -705,7 +871,10 @@ impl Resources {
             let m = meta::meta_mut(&mut value);
             let existing = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
             if m.get("deletionTimestamp").is_none() || existing.is_some_and(|g| grace < g) {
-                m.insert("deletionTimestamp".into(), Value::String(meta::rfc3339_in(grace)));
+                m.insert(
+                    "deletionTimestamp".into(),
+                    Value::String(meta::rfc3339_in(grace)),
+                );
                 if graceful || existing.is_some() {
                     m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }
@@ -714,15 +883,27 @@ impl Resources {
                 value["status"]["phase"] = json!("Terminating");
             }
             if opts.dry_run {
-                return Ok(Deleted { object: old, gone: false });
+                return Ok(Deleted {
+                    object: old,
+                    gone: false,
+                });
             }
             match self.store.put(&key, Expect::Rv(old.rv), value).await {
-                Ok(e) => return Ok(Deleted { object: e.object.clone(), gone: false }),
+                Ok(e) => {
+                    return Ok(Deleted {
+                        object: e.object.clone(),
+                        gone: false,
+                    });
+                }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(rt, name, e)),
             }
         }
-        Err(ApiError::conflict_msg(rt, name, "too many concurrent writers; try again"))
+        Err(ApiError::conflict_msg(
+            rt,
+            name,
+            "too many concurrent writers; try again",
+        ))
     }
 
     /// Read-modify-write for the server's own controllers: `mutate` returns the
@@ -736,21 +917,35 @@ impl Resources {
         mut mutate: impl FnMut(&Value) -> Option<Value>,
     ) -> ApiResult<Option<Arc<Stored>>> {
         let key = rt.key(ns, name);
-        let opts = WriteOptions { field_manager: "wasmlet-apiserver".into(), ..Default::default() };
+        let opts = WriteOptions {
+            field_manager: "wasmlet-apiserver".into(),
+            ..Default::default()
+        };
         let deadline = std::time::Instant::now() + RETRY_FOR;
         while retrying(deadline) {
-            let Some(old) = self.store.get(&key) else { return Ok(None) };
+            let Some(old) = self.store.get(&key) else {
+                return Ok(None);
+            };
             let old_value = old.value();
-            let Some(new) = mutate(&old_value) else { return Ok(Some(old)) };
+            let Some(new) = mutate(&old_value) else {
+                return Ok(Some(old));
+            };
             let version = rt.storage_version().to_string();
-            match self.commit_update(rt, &version, &old, &old_value, new, &opts, false, Sub::Main).await {
+            match self
+                .commit_update(rt, &version, &old, &old_value, new, &opts, false, Sub::Main)
+                .await
+            {
                 Ok(obj) => return Ok(Some(obj)),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound) => return Ok(None),
                 Err(e) => return Err(store_error(rt, name, e)),
             }
         }
-        Err(ApiError::conflict_msg(rt, name, "too many concurrent writers; try again"))
+        Err(ApiError::conflict_msg(
+            rt,
+            name,
+            "too many concurrent writers; try again",
+        ))
     }
 }
 
@@ -766,9 +961,18 @@ fn patch_rv(body: &PatchBody) -> Option<u64> {
 /// writes of kinds with a status subresource own everything but status.
 fn scope(rt: &ResourceType, sub: Sub) -> Scope {
     match sub {
-        Sub::Status => Scope { subresource: Some("status".into()), ignored: vec![vec!["spec".into()]] },
-        Sub::Main if rt.status => Scope { subresource: None, ignored: vec![vec!["status".into()]] },
-        Sub::Main => Scope { subresource: None, ignored: vec![] },
+        Sub::Status => Scope {
+            subresource: Some("status".into()),
+            ignored: vec![vec!["spec".into()]],
+        },
+        Sub::Main if rt.status => Scope {
+            subresource: None,
+            ignored: vec![vec!["status".into()]],
+        },
+        Sub::Main => Scope {
+            subresource: None,
+            ignored: vec![],
+        },
     }
 }
 

@@ -28,7 +28,12 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { code, reason, message: message.into(), details: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, details: Value) -> ApiError {
@@ -37,8 +42,12 @@ impl ApiError {
     }
 
     pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
-        ApiError::new(404, "NotFound", format!("{} \"{name}\" not found", rt.qualified()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+        ApiError::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", rt.qualified()),
+        )
+        .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
     pub fn namespace_not_found(ns: &str) -> ApiError {
@@ -47,8 +56,12 @@ impl ApiError {
     }
 
     pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
-        ApiError::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.qualified()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", rt.qualified()),
+        )
+        .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
     pub fn conflict(rt: &ResourceType, name: &str) -> ApiError {
@@ -60,20 +73,42 @@ impl ApiError {
     }
 
     pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> ApiError {
-        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.qualified()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
+        ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                rt.qualified()
+            ),
+        )
+        .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
-        let list: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
-        let summary = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+        let list: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let summary = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
         let causes: Vec<Value> = causes
             .iter()
             .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
             .collect();
-        let kind = if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) };
-        ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {summary}"))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}))
+        let kind = if rt.group.is_empty() {
+            rt.kind.clone()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {summary}"),
+        )
+        .with_details(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}))
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -89,7 +124,11 @@ impl ApiError {
     }
 
     pub fn method_not_allowed() -> ApiError {
-        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> ApiError {
@@ -112,7 +151,11 @@ impl ApiError {
     }
 
     pub fn too_large() -> ApiError {
-        ApiError::new(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            "Request entity too large: limit is 3145728",
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {

@@ -9,7 +9,11 @@ use super::registry::ResourceType;
 use super::status::Cause;
 
 fn cause(reason: &str, field: &str, message: impl Into<String>) -> Cause {
-    Cause { reason: reason.into(), message: message.into(), field: field.into() }
+    Cause {
+        reason: reason.into(),
+        message: message.into(),
+        field: field.into(),
+    }
 }
 
 fn required(field: &str) -> Cause {
@@ -21,9 +25,12 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
             let mut status = json!({"phase": "Pending", "qosClass": "BestEffort"});
-            if obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()) {
-                status["conditions"] =
-                    json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": meta::now_rfc3339()}]);
+            if obj
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+            {
+                status["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": meta::now_rfc3339()}]);
             }
             obj["status"] = status;
         }
@@ -59,17 +66,32 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             _ => names::is_dns1123_subdomain(name),
         };
         for e in errs {
-            causes.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: \"{name}\": {e}")));
+            causes.push(cause(
+                "FieldValueInvalid",
+                "metadata.name",
+                format!("Invalid value: \"{name}\": {e}"),
+            ));
         }
     }
-    if let Some(labels) = meta::meta(obj).and_then(|m| m.get("labels")).and_then(Value::as_object) {
+    if let Some(labels) = meta::meta(obj)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+    {
         for (k, v) in labels {
             for e in names::is_qualified_name(k) {
-                causes.push(cause("FieldValueInvalid", "metadata.labels", format!("Invalid value: \"{k}\": {e}")));
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "metadata.labels",
+                    format!("Invalid value: \"{k}\": {e}"),
+                ));
             }
             let value = v.as_str().unwrap_or_default();
             if !v.is_string() {
-                causes.push(cause("FieldValueTypeInvalid", &format!("metadata.labels.{k}"), "must be a string"));
+                causes.push(cause(
+                    "FieldValueTypeInvalid",
+                    &format!("metadata.labels.{k}"),
+                    "must be a string",
+                ));
             }
             for e in names::is_valid_label_value(value) {
                 causes.push(cause(
@@ -88,10 +110,18 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
                 Some(list) if list.is_empty() => causes.push(required("spec.containers")),
                 Some(list) => {
                     for (i, c) in list.iter().enumerate() {
-                        if c.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
+                        if c.get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .is_empty()
+                        {
                             causes.push(required(&format!("spec.containers[{i}].name")));
                         }
-                        if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
+                        if c.get("image")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .is_empty()
+                        {
                             causes.push(required(&format!("spec.containers[{i}].image")));
                         }
                     }
@@ -115,7 +145,12 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             for field in ["data", "binaryData", "stringData"] {
                 if let Some(data) = obj.get(field).and_then(Value::as_object) {
                     for k in data.keys() {
-                        if k.is_empty() || k.len() > 253 || !k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                        if k.is_empty()
+                            || k.len() > 253
+                            || !k
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                        {
                             causes.push(cause(
                                 "FieldValueInvalid",
                                 &format!("{field}[{k}]"),
@@ -144,7 +179,11 @@ fn path_segment_errors(name: &str) -> Vec<String> {
 /// The grace period a DELETE gets when it names none; `None` deletes at once.
 pub fn default_grace(rt: &ResourceType, obj: &Value) -> Option<i64> {
     if rt.group.is_empty() && rt.resource == "pods" {
-        return Some(obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30));
+        return Some(
+            obj.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(30),
+        );
     }
     None
 }
@@ -155,8 +194,14 @@ pub fn needs_graceful_delete(rt: &ResourceType, obj: &Value) -> bool {
     if !(rt.group.is_empty() && rt.resource == "pods") {
         return false;
     }
-    let bound = obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    let phase = obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+    let bound = obj
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let phase = obj
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     bound && phase != "Succeeded" && phase != "Failed"
 }
 
@@ -178,5 +223,8 @@ pub fn has_pending_finalizers(rt: &ResourceType, obj: &Value) -> bool {
     }
     rt.group.is_empty()
         && rt.resource == "namespaces"
-        && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
 }

@@ -8,9 +8,17 @@ use super::meta;
 use super::registry::ResourceType;
 
 fn age(obj: &Value) -> String {
-    let Some(ts) = meta::meta_str(obj, "creationTimestamp") else { return "<unknown>".into() };
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else { return "<unknown>".into() };
-    human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0))
+    let Some(ts) = meta::meta_str(obj, "creationTimestamp") else {
+        return "<unknown>".into();
+    };
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
+        return "<unknown>".into();
+    };
+    human_duration(
+        (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+            .num_seconds()
+            .max(0),
+    )
 }
 
 /// kubectl's short durations: 45s, 3m12s, 5h, 2d.
@@ -46,11 +54,18 @@ fn pod_status(pod: &Value) -> String {
         reason = r.into();
     }
     for list in ["/status/initContainerStatuses", "/status/containerStatuses"] {
-        for cs in pod.pointer(list).and_then(Value::as_array).into_iter().flatten() {
+        for cs in pod
+            .pointer(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(r) = cs.pointer("/state/waiting/reason").and_then(Value::as_str) {
                 return r.into();
             }
-            if let Some(r) = cs.pointer("/state/terminated/reason").and_then(Value::as_str)
+            if let Some(r) = cs
+                .pointer("/state/terminated/reason")
+                .and_then(Value::as_str)
                 && list.ends_with("/containerStatuses")
                 && reason == "Running"
             {
@@ -65,15 +80,36 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     let name = json!(meta::name(obj));
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
-            let statuses = obj.pointer("/status/containerStatuses").and_then(Value::as_array);
-            let total = obj.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+            let statuses = obj
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array);
+            let total = obj
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
             let ready = statuses.map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
-            let restarts: i64 = statuses.map_or(0, |s| s.iter().filter_map(|c| c["restartCount"].as_i64()).sum());
+            let restarts: i64 = statuses.map_or(0, |s| {
+                s.iter().filter_map(|c| c["restartCount"].as_i64()).sum()
+            });
             (
-                vec![col("Name", "string", 0), col("Ready", "string", 0), col("Status", "string", 0),
-                     col("Restarts", "string", 0), col("Age", "string", 0), col("IP", "string", 1), col("Node", "string", 1)],
-                vec![name, json!(format!("{ready}/{total}")), json!(pod_status(obj)), json!(restarts.to_string()),
-                     json!(age(obj)), json!(text(obj.pointer("/status/podIP"))), json!(text(obj.pointer("/spec/nodeName")))],
+                vec![
+                    col("Name", "string", 0),
+                    col("Ready", "string", 0),
+                    col("Status", "string", 0),
+                    col("Restarts", "string", 0),
+                    col("Age", "string", 0),
+                    col("IP", "string", 1),
+                    col("Node", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(format!("{ready}/{total}")),
+                    json!(pod_status(obj)),
+                    json!(restarts.to_string()),
+                    json!(age(obj)),
+                    json!(text(obj.pointer("/status/podIP"))),
+                    json!(text(obj.pointer("/spec/nodeName"))),
+                ],
             )
         }
         ("", "nodes") => {
@@ -81,26 +117,64 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 .pointer("/status/conditions")
                 .and_then(Value::as_array)
                 .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| if c["status"] == "True" { "Ready" } else { "NotReady" })
+                .map(|c| {
+                    if c["status"] == "True" {
+                        "Ready"
+                    } else {
+                        "NotReady"
+                    }
+                })
                 .unwrap_or("Unknown");
             (
-                vec![col("Name", "string", 0), col("Status", "string", 0), col("Roles", "string", 0),
-                     col("Age", "string", 0), col("Version", "string", 0)],
-                vec![name, json!(ready), json!("<none>"), json!(age(obj)), json!(text(obj.pointer("/status/nodeInfo/kubeletVersion")))],
+                vec![
+                    col("Name", "string", 0),
+                    col("Status", "string", 0),
+                    col("Roles", "string", 0),
+                    col("Age", "string", 0),
+                    col("Version", "string", 0),
+                ],
+                vec![
+                    name,
+                    json!(ready),
+                    json!("<none>"),
+                    json!(age(obj)),
+                    json!(text(obj.pointer("/status/nodeInfo/kubeletVersion"))),
+                ],
             )
         }
         ("", "configmaps") => {
-            let n = ["data", "binaryData"].iter().filter_map(|f| obj.get(*f).and_then(Value::as_object)).map(|m| m.len()).sum::<usize>();
+            let n = ["data", "binaryData"]
+                .iter()
+                .filter_map(|f| obj.get(*f).and_then(Value::as_object))
+                .map(|m| m.len())
+                .sum::<usize>();
             (
-                vec![col("Name", "string", 0), col("Data", "string", 0), col("Age", "string", 0)],
+                vec![
+                    col("Name", "string", 0),
+                    col("Data", "string", 0),
+                    col("Age", "string", 0),
+                ],
                 vec![name, json!(n.to_string()), json!(age(obj))],
             )
         }
         ("", "secrets") => {
-            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len());
             (
-                vec![col("Name", "string", 0), col("Type", "string", 0), col("Data", "string", 0), col("Age", "string", 0)],
-                vec![name, json!(text(obj.get("type"))), json!(n.to_string()), json!(age(obj))],
+                vec![
+                    col("Name", "string", 0),
+                    col("Type", "string", 0),
+                    col("Data", "string", 0),
+                    col("Age", "string", 0),
+                ],
+                vec![
+                    name,
+                    json!(text(obj.get("type"))),
+                    json!(n.to_string()),
+                    json!(age(obj)),
+                ],
             )
         }
         ("", "events") | ("events.k8s.io", "events") => {
@@ -109,28 +183,69 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 .or_else(|| obj.get("eventTime"))
                 .and_then(Value::as_str)
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .map(|t| human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0)))
+                .map(|t| {
+                    human_duration(
+                        (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                            .num_seconds()
+                            .max(0),
+                    )
+                })
                 .unwrap_or_else(|| age(obj));
             let inv = obj.get("involvedObject").or_else(|| obj.get("regarding"));
             let object = inv
-                .map(|i| format!("{}/{}", i["kind"].as_str().unwrap_or("").to_lowercase(), i["name"].as_str().unwrap_or("")))
+                .map(|i| {
+                    format!(
+                        "{}/{}",
+                        i["kind"].as_str().unwrap_or("").to_lowercase(),
+                        i["name"].as_str().unwrap_or("")
+                    )
+                })
                 .unwrap_or_default();
             let message = obj.get("message").or_else(|| obj.get("note"));
             (
-                vec![col("Last Seen", "string", 0), col("Type", "string", 0), col("Reason", "string", 0),
-                     col("Object", "string", 0), col("Message", "string", 0)],
-                vec![json!(last), json!(text(obj.get("type"))), json!(text(obj.get("reason"))), json!(object), json!(text(message))],
+                vec![
+                    col("Last Seen", "string", 0),
+                    col("Type", "string", 0),
+                    col("Reason", "string", 0),
+                    col("Object", "string", 0),
+                    col("Message", "string", 0),
+                ],
+                vec![
+                    json!(last),
+                    json!(text(obj.get("type"))),
+                    json!(text(obj.get("reason"))),
+                    json!(object),
+                    json!(text(message)),
+                ],
             )
         }
         ("", "namespaces") => (
-            vec![col("Name", "string", 0), col("Status", "string", 0), col("Age", "string", 0)],
-            vec![name, json!(text(obj.pointer("/status/phase"))), json!(age(obj))],
+            vec![
+                col("Name", "string", 0),
+                col("Status", "string", 0),
+                col("Age", "string", 0),
+            ],
+            vec![
+                name,
+                json!(text(obj.pointer("/status/phase"))),
+                json!(age(obj)),
+            ],
         ),
         ("apps", "statefulsets") => {
-            let ready = obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0);
-            let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+            let ready = obj
+                .pointer("/status/readyReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let want = obj
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             (
-                vec![col("Name", "string", 0), col("Ready", "string", 0), col("Age", "string", 0)],
+                vec![
+                    col("Name", "string", 0),
+                    col("Ready", "string", 0),
+                    col("Age", "string", 0),
+                ],
                 vec![name, json!(format!("{ready}/{want}")), json!(age(obj))],
             )
         }
@@ -143,7 +258,11 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 row.push(match (c.type_.as_str(), v) {
                     ("date", Some(Value::String(ts))) => json!(
                         chrono::DateTime::parse_from_rfc3339(ts)
-                            .map(|t| human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0)))
+                            .map(|t| human_duration(
+                                (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                                    .num_seconds()
+                                    .max(0)
+                            ))
                             .unwrap_or_else(|_| ts.clone())
                     ),
                     (_, v) => json!(text(v)),
@@ -155,11 +274,19 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
             }
             (defs, row)
         }
-        _ => (vec![col("Name", "string", 0), col("Age", "string", 0)], vec![name, json!(age(obj))]),
+        _ => (
+            vec![col("Name", "string", 0), col("Age", "string", 0)],
+            vec![name, json!(age(obj))],
+        ),
     }
 }
 
-pub fn table(rt: &ResourceType, objects: &[Value], continue_token: Option<&str>, rv: &str) -> Value {
+pub fn table(
+    rt: &ResourceType,
+    objects: &[Value],
+    continue_token: Option<&str>,
+    rv: &str,
+) -> Value {
     let mut defs = None;
     let mut rows = Vec::new();
     for obj in objects {

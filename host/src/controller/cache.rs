@@ -21,7 +21,10 @@ use crate::plugin::api::{ClientError, ClusterApi, Resolved};
 #[derive(Debug, Clone)]
 pub enum CacheEvent {
     /// Created or changed; `initial` during a (re)list.
-    Applied { object: Arc<DynamicObject>, initial: bool },
+    Applied {
+        object: Arc<DynamicObject>,
+        initial: bool,
+    },
     Deleted(Arc<DynamicObject>),
     /// A (re)list finished: the cache is complete.
     Synced,
@@ -82,7 +85,12 @@ impl KindCache {
     }
 
     /// Objects matching a namespace and selectors, from memory.
-    pub fn list(&self, namespace: Option<&str>, labels: &LabelSelector, fields: &FieldSelector) -> Vec<Arc<DynamicObject>> {
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Vec<Arc<DynamicObject>> {
         self.store
             .state()
             .into_iter()
@@ -130,16 +138,28 @@ impl Caches {
     /// As [`Caches::new`], with every watch event delayed by `delay` before it
     /// reaches the store (a lagging cache, for tests of expectations).
     pub fn with_debug_delay(api: Arc<ClusterApi>, delay: std::time::Duration) -> Arc<Caches> {
-        Arc::new(Caches { api, kinds: Mutex::new(HashMap::new()), debug_delay: delay })
+        Arc::new(Caches {
+            api,
+            kinds: Mutex::new(HashMap::new()),
+            debug_delay: delay,
+        })
     }
 
     /// The cache for a kind if one is running.
     pub fn existing(&self, api_version: &str, kind: &str) -> Option<Arc<KindCache>> {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(&(api_version.to_string(), kind.to_string())).cloned()
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(api_version.to_string(), kind.to_string()))
+            .cloned()
     }
 
     /// The cache for a kind, started on first use.
-    pub async fn cache(&self, api_version: &str, kind: &str) -> Result<Arc<KindCache>, ClientError> {
+    pub async fn cache(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Arc<KindCache>, ClientError> {
         if let Some(c) = self.existing(api_version, kind) {
             return Ok(c);
         }
@@ -197,17 +217,29 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
             };
             let out = match ev {
                 watcher::Event::Init => continue,
-                watcher::Event::InitApply(o) => CacheEvent::Applied { object: Arc::new(o), initial: true },
+                watcher::Event::InitApply(o) => CacheEvent::Applied {
+                    object: Arc::new(o),
+                    initial: true,
+                },
                 watcher::Event::InitDone => {
                     flag.done.store(true, Ordering::Release);
                     flag.notify.notify_waiters();
                     CacheEvent::Synced
                 }
-                watcher::Event::Apply(o) => CacheEvent::Applied { object: Arc::new(o), initial: false },
+                watcher::Event::Apply(o) => CacheEvent::Applied {
+                    object: Arc::new(o),
+                    initial: false,
+                },
                 watcher::Event::Delete(o) => CacheEvent::Deleted(Arc::new(o)),
             };
             let _ = tx.send(out);
         }
     });
-    KindCache { resolved, store, events, synced, task }
+    KindCache {
+        resolved,
+        store,
+        events,
+        synced,
+        task,
+    }
 }

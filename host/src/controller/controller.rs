@@ -15,11 +15,13 @@ use wasmlet_apimachinery::selector::LabelSelector;
 use super::cache::{CacheEvent, Caches, KindCache};
 use super::expectations::{Expectations, Seen};
 use super::metrics::ControllerMetrics;
+use super::source::Source;
 use super::status::{GuestCondition, GuestResult, desired_status, status_of};
 use super::workqueue::{Priority, QueueConfig, WorkQueue};
-use super::source::Source;
 use crate::plugin::api::ClientError;
-use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{ConditionStatus, ErrorKind, FinalizeOutcome};
+use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{
+    ConditionStatus, ErrorKind, FinalizeOutcome,
+};
 use crate::plugin::manifest::{Manifest, MapFn};
 
 /// Settings every controller shares.
@@ -107,11 +109,20 @@ impl Controller {
         metrics: ControllerMetrics,
         leading: Arc<std::sync::atomic::AtomicBool>,
     ) -> anyhow::Result<(Arc<Controller>, JoinSet<()>)> {
-        let loaded = source.current(name).ok_or_else(|| anyhow::anyhow!("plugin {name} is not loaded"))?;
+        let loaded = source
+            .current(name)
+            .ok_or_else(|| anyhow::anyhow!("plugin {name} is not loaded"))?;
         let manifest = Arc::new(loaded.manifest().clone());
-        let rec = manifest.reconciles.clone().ok_or_else(|| anyhow::anyhow!("plugin {name} reconciles nothing"))?;
-        let primary = caches.cache(&rec.api_version, &rec.kind).await.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let selector = LabelSelector::parse(rec.label_selector.as_deref().unwrap_or("")).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let rec = manifest
+            .reconciles
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("plugin {name} reconciles nothing"))?;
+        let primary = caches
+            .cache(&rec.api_version, &rec.kind)
+            .await
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let selector = LabelSelector::parse(rec.label_selector.as_deref().unwrap_or(""))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let queue = WorkQueue::new(name, config.queue.clone(), Some(metrics.queue()));
         let controller = Arc::new(Controller {
             name: name.to_string(),
@@ -137,13 +148,19 @@ impl Controller {
             tasks.spawn(async move { c.pump_primary(rx).await });
         }
         for owned in &manifest.owns {
-            let cache = caches.cache(&owned.api_version, &owned.kind).await.map_err(|e| anyhow::anyhow!("{name}: owns {}: {e}", owned.kind))?;
+            let cache = caches
+                .cache(&owned.api_version, &owned.kind)
+                .await
+                .map_err(|e| anyhow::anyhow!("{name}: owns {}: {e}", owned.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
             tasks.spawn(async move { c.pump_related(rx, None).await });
         }
         for (w, map) in &manifest.watches {
-            let cache = caches.cache(&w.api_version, &w.kind).await.map_err(|e| anyhow::anyhow!("{name}: watches {}: {e}", w.kind))?;
+            let cache = caches
+                .cache(&w.api_version, &w.kind)
+                .await
+                .map_err(|e| anyhow::anyhow!("{name}: watches {}: {e}", w.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
             let map = map.clone();
@@ -162,7 +179,11 @@ impl Controller {
 
     fn selected(&self, o: &DynamicObject) -> bool {
         let rec = self.manifest.reconciles.as_ref().expect("checked at start");
-        if rec.namespace.as_ref().is_some_and(|ns| o.metadata.namespace.as_ref() != Some(ns)) {
+        if rec
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| o.metadata.namespace.as_ref() != Some(ns))
+        {
             return false;
         }
         super::cache::selects(&self.selector, o)
@@ -174,22 +195,41 @@ impl Controller {
         if !self.selected(o) {
             return;
         }
-        let Some(name) = o.metadata.name.as_deref() else { return };
+        let Some(name) = o.metadata.name.as_deref() else {
+            return;
+        };
         let key = key_of(o.metadata.namespace.as_deref(), name);
         let generation = o.metadata.generation.unwrap_or(0);
-        let observed = o.data.pointer("/status/observedGeneration").and_then(Value::as_i64);
+        let observed = o
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
         let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
-        let priority = if self.config.priorities && initial && up_to_date { Priority::Low } else { Priority::High };
-        self.queue.add(key, if self.config.priorities { priority } else { Priority::High });
+        let priority = if self.config.priorities && initial && up_to_date {
+            Priority::Low
+        } else {
+            Priority::High
+        };
+        self.queue.add(
+            key,
+            if self.config.priorities {
+                priority
+            } else {
+                Priority::High
+            },
+        );
     }
 
     async fn pump_primary(self: Arc<Self>, mut rx: tokio::sync::broadcast::Receiver<CacheEvent>) {
         loop {
             match rx.recv().await {
-                Ok(CacheEvent::Applied { object, initial }) => self.enqueue_primary(&object, initial),
+                Ok(CacheEvent::Applied { object, initial }) => {
+                    self.enqueue_primary(&object, initial)
+                }
                 Ok(CacheEvent::Deleted(o)) => {
                     if let Some(n) = o.metadata.name.as_deref() {
-                        self.expectations.forget(&key_of(o.metadata.namespace.as_deref(), n));
+                        self.expectations
+                            .forget(&key_of(o.metadata.namespace.as_deref(), n));
                     }
                 }
                 Ok(CacheEvent::Synced) => {}
@@ -206,9 +246,17 @@ impl Controller {
 
     /// Owned (`map == None`: requeue the owner named in ownerReferences) or
     /// watched objects (requeue the key the map function names).
-    async fn pump_related(self: Arc<Self>, mut rx: tokio::sync::broadcast::Receiver<CacheEvent>, map: Option<MapFn>) {
+    async fn pump_related(
+        self: Arc<Self>,
+        mut rx: tokio::sync::broadcast::Receiver<CacheEvent>,
+        map: Option<MapFn>,
+    ) {
         let rec = self.manifest.reconciles.clone().expect("checked at start");
-        let owner_group = rec.api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+        let owner_group = rec
+            .api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("");
         loop {
             let o = match rx.recv().await {
                 Ok(CacheEvent::Applied { object, .. }) | Ok(CacheEvent::Deleted(object)) => object,
@@ -233,8 +281,15 @@ impl Controller {
                 }
                 Some(m) => {
                     let target = match m {
-                        MapFn::Label(k) => o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned(),
-                        MapFn::Annotation(k) => o.metadata.annotations.as_ref().and_then(|a| a.get(k)).cloned(),
+                        MapFn::Label(k) => {
+                            o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned()
+                        }
+                        MapFn::Annotation(k) => o
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(k))
+                            .cloned(),
                         MapFn::Field(p) => {
                             let mut cur = &o.data;
                             let mut ok = true;
@@ -247,7 +302,11 @@ impl Controller {
                                     }
                                 }
                             }
-                            if ok { cur.as_str().map(str::to_string) } else { None }
+                            if ok {
+                                cur.as_str().map(str::to_string)
+                            } else {
+                                None
+                            }
                         }
                     };
                     if let Some(t) = target.filter(|t| !t.is_empty()) {
@@ -269,7 +328,8 @@ impl Controller {
                 if self.selected(&o)
                     && let Some(n) = o.metadata.name.as_deref()
                 {
-                    self.queue.add(key_of(o.metadata.namespace.as_deref(), n), Priority::Low);
+                    self.queue
+                        .add(key_of(o.metadata.namespace.as_deref(), n), Priority::Low);
                 }
             }
         }
@@ -290,7 +350,8 @@ impl Controller {
             let span = tracing::info_span!("reconcile", plugin = %self.name, key = %key, generation = tracing::field::Empty, outcome = tracing::field::Empty);
             let outcome = self.reconcile(&key).instrument(span.clone()).await;
             span.record("outcome", outcome.as_str());
-            self.metrics.reconciled(&self.name, outcome, started.elapsed());
+            self.metrics
+                .reconciled(&self.name, outcome, started.elapsed());
             self.metrics.active_workers(&self.name, -1);
             self.queue.done(&key);
         }
@@ -302,7 +363,12 @@ impl Controller {
             let o = cache.get(ns, name)?;
             Some(Seen {
                 uid: o.metadata.uid.clone().unwrap_or_default(),
-                resource_version: o.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0),
+                resource_version: o
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
                 deleting: o.metadata.deletion_timestamp.is_some(),
             })
         }
@@ -316,16 +382,27 @@ impl Controller {
     fn api_in(&self, ns: Option<&str>) -> Api<DynamicObject> {
         let r = &self.primary.resolved;
         match ns {
-            Some(ns) if r.namespaced => Api::namespaced_with(self.caches.api.client.clone(), ns, &r.resource),
+            Some(ns) if r.namespaced => {
+                Api::namespaced_with(self.caches.api.client.clone(), ns, &r.resource)
+            }
             _ => self.api(),
         }
     }
 
     /// Writes finalizers with the object's resourceVersion as precondition.
-    async fn set_finalizers(&self, o: &DynamicObject, list: Vec<String>) -> Result<(), ClientError> {
-        let (ns, name) = (o.metadata.namespace.as_deref(), o.metadata.name.as_deref().unwrap_or_default());
+    async fn set_finalizers(
+        &self,
+        o: &DynamicObject,
+        list: Vec<String>,
+    ) -> Result<(), ClientError> {
+        let (ns, name) = (
+            o.metadata.namespace.as_deref(),
+            o.metadata.name.as_deref().unwrap_or_default(),
+        );
         let patch = json!({"metadata": {"resourceVersion": o.metadata.resource_version, "finalizers": list}});
-        self.api_in(ns).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        self.api_in(ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
         Ok(())
     }
 
@@ -340,11 +417,14 @@ impl Controller {
         };
         if let Err(wait) = self.expectations.check(key, self.lookup()) {
             // Our own writes are not in the cache yet: acting now would act twice.
-            self.queue.add_after(key.to_string(), wait.min(Duration::from_secs(1)));
+            self.queue
+                .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
             return Outcome::RequeueAfter;
         }
         tracing::Span::current().record("generation", obj.metadata.generation.unwrap_or(0));
-        let Some(plugin) = self.source.current(&self.name) else { return Outcome::Error };
+        let Some(plugin) = self.source.current(&self.name) else {
+            return Outcome::Error;
+        };
         let finalizer = self.manifest.finalizer.clone();
         let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
         let obj_json = {
@@ -355,10 +435,14 @@ impl Controller {
         };
 
         if obj.metadata.deletion_timestamp.is_some() {
-            let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else { return Outcome::Success };
+            let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else {
+                return Outcome::Success;
+            };
             return match plugin.finalize(key, &obj_json).await {
                 Ok((Ok(FinalizeOutcome::Done), report)) => {
-                    self.expectations.record(key, &report.writes, |av, k| self.caches.existing(av, k).is_some());
+                    self.expectations.record(key, &report.writes, |av, k| {
+                        self.caches.existing(av, k).is_some()
+                    });
                     finalizers.retain(|x| *x != f);
                     match self.set_finalizers(&obj, finalizers).await {
                         Ok(()) => {
@@ -369,7 +453,8 @@ impl Controller {
                     }
                 }
                 Ok((Ok(FinalizeOutcome::RetryAfterMs(ms)), _)) => {
-                    self.queue.add_after(key.to_string(), Duration::from_millis(ms));
+                    self.queue
+                        .add_after(key.to_string(), Duration::from_millis(ms));
                     Outcome::RequeueAfter
                 }
                 Ok((Err(e), _)) => {
@@ -397,38 +482,68 @@ impl Controller {
 
         let (result, outcome) = match plugin.reconcile(key, &obj_json).await {
             Ok((Ok(o), report)) => {
-                self.expectations.record(key, &report.writes, |av, k| self.caches.existing(av, k).is_some());
+                self.expectations.record(key, &report.writes, |av, k| {
+                    self.caches.existing(av, k).is_some()
+                });
                 let requeue = o.requeue_after_ms;
                 let result = GuestResult {
-                    status: o.status.as_deref().and_then(|s| serde_json::from_str(s).ok()),
+                    status: o
+                        .status
+                        .as_deref()
+                        .and_then(|s| serde_json::from_str(s).ok()),
                     conditions: o.conditions.iter().map(condition).collect(),
                     error: None,
                 };
                 (result, Ok((requeue, report.retry_soon)))
             }
             Ok((Err(e), report)) => {
-                self.expectations.record(key, &report.writes, |av, k| self.caches.existing(av, k).is_some());
+                self.expectations.record(key, &report.writes, |av, k| {
+                    self.caches.existing(av, k).is_some()
+                });
                 let result = GuestResult {
-                    status: e.status.as_deref().and_then(|s| serde_json::from_str(s).ok()),
+                    status: e
+                        .status
+                        .as_deref()
+                        .and_then(|s| serde_json::from_str(s).ok()),
                     conditions: e.conditions.iter().map(condition).collect(),
                     error: Some((e.reason.clone(), e.message.clone())),
                 };
                 tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = matches!(e.kind, ErrorKind::Terminal), "reconcile returned an error");
-                (result, Err((matches!(e.kind, ErrorKind::Terminal), report.retry_soon)))
+                (
+                    result,
+                    Err((matches!(e.kind, ErrorKind::Terminal), report.retry_soon)),
+                )
             }
             Err(call) => {
-                let result = GuestResult { status: None, conditions: vec![], error: Some(("PluginFailed".into(), call.to_string())) };
+                let result = GuestResult {
+                    status: None,
+                    conditions: vec![],
+                    error: Some(("PluginFailed".into(), call.to_string())),
+                };
                 (result, Err((false, false)))
             }
         };
         let generation = obj.metadata.generation.unwrap_or(0);
         let current = status_of(&obj.data);
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let desired = desired_status(&current, &result, plugin.declared_conditions(), generation, &now);
+        let desired = desired_status(
+            &current,
+            &result,
+            plugin.declared_conditions(),
+            generation,
+            &now,
+        );
         if desired != current {
             let patch = json!({"metadata": {"resourceVersion": obj.metadata.resource_version}, "status": desired});
-            let params = PatchParams { field_manager: Some(self.config.field_manager.clone()), ..Default::default() };
-            if let Err(e) = self.api_in(ns).patch_status(name, &params, &Patch::Merge(patch)).await {
+            let params = PatchParams {
+                field_manager: Some(self.config.field_manager.clone()),
+                ..Default::default()
+            };
+            if let Err(e) = self
+                .api_in(ns)
+                .patch_status(name, &params, &Patch::Merge(patch))
+                .await
+            {
                 return self.retry(key, &e.into());
             }
         }
@@ -439,7 +554,8 @@ impl Controller {
             }
             Ok((Some(ms), _)) => {
                 self.queue.forget(&key.to_string());
-                self.queue.add_after(key.to_string(), Duration::from_millis(ms));
+                self.queue
+                    .add_after(key.to_string(), Duration::from_millis(ms));
                 Outcome::RequeueAfter
             }
             Ok((None, _)) => {
@@ -475,7 +591,9 @@ impl Controller {
     }
 }
 
-fn condition(c: &crate::plugin::imports::exports::wasmlet::plugin::reconciler::Condition) -> GuestCondition {
+fn condition(
+    c: &crate::plugin::imports::exports::wasmlet::plugin::reconciler::Condition,
+) -> GuestCondition {
     let status = match c.status {
         ConditionStatus::True => "True",
         ConditionStatus::False => "False",

@@ -14,11 +14,28 @@ use crate::plugin::sandbox::Write;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
     /// The object exists with this uid.
-    Created { api_version: String, kind: String, namespace: Option<String>, name: String, uid: String },
+    Created {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        uid: String,
+    },
     /// The object is at this resourceVersion or a later one (or gone).
-    Updated { api_version: String, kind: String, namespace: Option<String>, name: String, resource_version: u64 },
+    Updated {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        resource_version: u64,
+    },
     /// The object is gone or being deleted.
-    Deleted { api_version: String, kind: String, namespace: Option<String>, name: String },
+    Deleted {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+    },
 }
 
 /// What a cache knows of one object.
@@ -40,7 +57,10 @@ pub struct Expectations {
 
 impl Expectations {
     pub fn new(timeout: Duration) -> Expectations {
-        Expectations { pending: Mutex::new(HashMap::new()), timeout }
+        Expectations {
+            pending: Mutex::new(HashMap::new()),
+            timeout,
+        }
     }
 
     /// Remembers `writes` for `key`, keeping only kinds `cached` says are watched
@@ -49,14 +69,26 @@ impl Expectations {
         let items: Vec<Expect> = writes
             .iter()
             .filter_map(|w| match w {
-                Write::Created { api_version, kind, namespace, name, uid } if cached(api_version, kind) => Some(Expect::Created {
+                Write::Created {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                    uid,
+                } if cached(api_version, kind) => Some(Expect::Created {
                     api_version: api_version.clone(),
                     kind: kind.clone(),
                     namespace: namespace.clone(),
                     name: name.clone(),
                     uid: uid.clone(),
                 }),
-                Write::Updated { api_version, kind, namespace, name, resource_version } if cached(api_version, kind) => {
+                Write::Updated {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                    resource_version,
+                } if cached(api_version, kind) => {
                     resource_version.parse().ok().map(|rv| Expect::Updated {
                         api_version: api_version.clone(),
                         kind: kind.clone(),
@@ -65,18 +97,25 @@ impl Expectations {
                         resource_version: rv,
                     })
                 }
-                Write::Deleted { api_version, kind, namespace, name } if cached(api_version, kind) => Some(Expect::Deleted {
+                Write::Deleted {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                } if cached(api_version, kind) => Some(Expect::Deleted {
                     api_version: api_version.clone(),
                     kind: kind.clone(),
                     namespace: namespace.clone(),
                     name: name.clone(),
                 }),
-                Write::Evicted { namespace, name } if cached("v1", "Pod") => Some(Expect::Deleted {
-                    api_version: "v1".into(),
-                    kind: "Pod".into(),
-                    namespace: Some(namespace.clone()),
-                    name: name.clone(),
-                }),
+                Write::Evicted { namespace, name } if cached("v1", "Pod") => {
+                    Some(Expect::Deleted {
+                        api_version: "v1".into(),
+                        kind: "Pod".into(),
+                        namespace: Some(namespace.clone()),
+                        name: name.clone(),
+                    })
+                }
                 _ => None,
             })
             .collect();
@@ -84,7 +123,10 @@ impl Expectations {
         if items.is_empty() {
             return;
         }
-        let entry = pending.entry(key.to_string()).or_insert_with(|| Pending { items: Vec::new(), since: Instant::now() });
+        let entry = pending.entry(key.to_string()).or_insert_with(|| Pending {
+            items: Vec::new(),
+            since: Instant::now(),
+        });
         entry.items.extend(items);
         entry.since = Instant::now();
     }
@@ -97,7 +139,9 @@ impl Expectations {
         lookup: impl Fn(&str, &str, Option<&str>, &str) -> Option<Seen>,
     ) -> Result<(), Duration> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(p) = pending.get_mut(key) else { return Ok(()) };
+        let Some(p) = pending.get_mut(key) else {
+            return Ok(());
+        };
         p.items.retain(|e| !seen(e, &lookup));
         let age = p.since.elapsed();
         if p.items.is_empty() {
@@ -113,22 +157,39 @@ impl Expectations {
     }
 
     pub fn forget(&self, key: &str) {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 }
 
 fn seen(e: &Expect, lookup: &impl Fn(&str, &str, Option<&str>, &str) -> Option<Seen>) -> bool {
     match e {
-        Expect::Created { api_version, kind, namespace, name, uid } => {
-            lookup(api_version, kind, namespace.as_deref(), name).is_some_and(|s| s.uid == *uid)
-        }
-        Expect::Updated { api_version, kind, namespace, name, resource_version } => {
+        Expect::Created {
+            api_version,
+            kind,
+            namespace,
+            name,
+            uid,
+        } => lookup(api_version, kind, namespace.as_deref(), name).is_some_and(|s| s.uid == *uid),
+        Expect::Updated {
+            api_version,
+            kind,
+            namespace,
+            name,
+            resource_version,
+        } => {
             // Gone counts: a later delete superseded the update.
-            lookup(api_version, kind, namespace.as_deref(), name).is_none_or(|s| s.resource_version >= *resource_version)
+            lookup(api_version, kind, namespace.as_deref(), name)
+                .is_none_or(|s| s.resource_version >= *resource_version)
         }
-        Expect::Deleted { api_version, kind, namespace, name } => {
-            lookup(api_version, kind, namespace.as_deref(), name).is_none_or(|s| s.deleting)
-        }
+        Expect::Deleted {
+            api_version,
+            kind,
+            namespace,
+            name,
+        } => lookup(api_version, kind, namespace.as_deref(), name).is_none_or(|s| s.deleting),
     }
 }
 
@@ -138,31 +199,76 @@ mod tests {
     use std::cell::RefCell;
 
     fn created(name: &str, uid: &str) -> Write {
-        Write::Created { api_version: "v1".into(), kind: "Pod".into(), namespace: Some("ns".into()), name: name.into(), uid: uid.into() }
+        Write::Created {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+            uid: uid.into(),
+        }
     }
 
     #[test]
     fn waits_until_the_cache_shows_every_create() {
         let e = Expectations::new(Duration::from_secs(300));
-        e.record("ns/rs", &[created("p1", "u1"), created("p2", "u2")], |_, _| true);
+        e.record(
+            "ns/rs",
+            &[created("p1", "u1"), created("p2", "u2")],
+            |_, _| true,
+        );
         let cache: RefCell<Vec<(String, String)>> = RefCell::new(vec![("p1".into(), "u1".into())]);
         let lookup = |_: &str, _: &str, _: Option<&str>, n: &str| {
-            cache.borrow().iter().find(|(name, _)| name == n).map(|(_, uid)| Seen { uid: uid.clone(), resource_version: 1, deleting: false })
+            cache
+                .borrow()
+                .iter()
+                .find(|(name, _)| name == n)
+                .map(|(_, uid)| Seen {
+                    uid: uid.clone(),
+                    resource_version: 1,
+                    deleting: false,
+                })
         };
         assert!(e.check("ns/rs", lookup).is_err());
         cache.borrow_mut().push(("p2".into(), "u2".into()));
         assert!(e.check("ns/rs", lookup).is_ok());
-        assert!(e.check("ns/rs", |_, _, _, _| None).is_ok(), "satisfied expectations are gone");
+        assert!(
+            e.check("ns/rs", |_, _, _, _| None).is_ok(),
+            "satisfied expectations are gone"
+        );
     }
 
     #[test]
     fn deletes_count_when_gone_or_terminating_and_unwatched_kinds_are_ignored() {
         let e = Expectations::new(Duration::from_secs(300));
-        let del = Write::Deleted { api_version: "v1".into(), kind: "Pod".into(), namespace: Some("ns".into()), name: "p".into() };
-        let cm = Write::Deleted { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("ns".into()), name: "c".into() };
+        let del = Write::Deleted {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("ns".into()),
+            name: "p".into(),
+        };
+        let cm = Write::Deleted {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: "c".into(),
+        };
         e.record("k", &[del, cm], |_, kind| kind == "Pod");
-        assert!(e.check("k", |_, _, _, _| Some(Seen { uid: "u".into(), resource_version: 5, deleting: false })).is_err());
-        assert!(e.check("k", |_, _, _, _| Some(Seen { uid: "u".into(), resource_version: 6, deleting: true })).is_ok());
+        assert!(
+            e.check("k", |_, _, _, _| Some(Seen {
+                uid: "u".into(),
+                resource_version: 5,
+                deleting: false
+            }))
+            .is_err()
+        );
+        assert!(
+            e.check("k", |_, _, _, _| Some(Seen {
+                uid: "u".into(),
+                resource_version: 6,
+                deleting: true
+            }))
+            .is_ok()
+        );
     }
 
     #[test]

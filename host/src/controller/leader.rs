@@ -65,7 +65,8 @@ pub async fn run(client: kube::Client, config: LeaderConfig, leading: Arc<Atomic
             }
             Err(e) => {
                 tracing::warn!(identity = %config.identity, error = %e, "lease renewal failed");
-                if leading.load(Ordering::Acquire) && last_renew.elapsed() >= config.renew_deadline {
+                if leading.load(Ordering::Acquire) && last_renew.elapsed() >= config.renew_deadline
+                {
                     leading.store(false, Ordering::Release);
                     tracing::warn!(identity = %config.identity, "could not renew within the deadline; stopping reconciles");
                 }
@@ -92,7 +93,10 @@ async fn try_acquire_or_renew(
     let lease = match api.get_opt(&config.name).await? {
         None => {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(config.name.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(config.name.clone()),
+                    ..Default::default()
+                },
                 spec: Some(spec(0, None)),
             };
             return match api.create(&PostParams::default(), &lease).await {
@@ -104,7 +108,10 @@ async fn try_acquire_or_renew(
         Some(l) => l,
     };
     let s = lease.spec.clone().unwrap_or_default();
-    let record = (s.holder_identity.clone(), s.renew_time.as_ref().map(|t| t.0.to_string()));
+    let record = (
+        s.holder_identity.clone(),
+        s.renew_time.as_ref().map(|t| t.0.to_string()),
+    );
     if observed.as_ref() != Some(&record) {
         *observed = Some(record);
         *observed_at = Instant::now();
@@ -121,7 +128,10 @@ async fn try_acquire_or_renew(
     new.spec = Some(spec(transitions, acquire));
     // The resourceVersion in `new` makes this a compare-and-swap: of two
     // candidates taking over at once, one gets 409.
-    match api.replace(&config.name, &PostParams::default(), &new).await {
+    match api
+        .replace(&config.name, &PostParams::default(), &new)
+        .await
+    {
         Ok(l) => {
             let s = l.spec.unwrap_or_default();
             *observed = Some((s.holder_identity, s.renew_time.map(|t| t.0.to_string())));

@@ -40,7 +40,10 @@ struct PluginLabels {
 /// The plugin counters exported, by name.
 const PLUGIN_COUNTERS: &[(&str, &str)] = &[
     ("calls", "Calls into the plugin"),
-    ("traps", "Calls that trapped (panic, unreachable, bad memory access)"),
+    (
+        "traps",
+        "Calls that trapped (panic, unreachable, bad memory access)",
+    ),
     ("timeouts", "Calls stopped at their CPU deadline"),
     ("out_of_memory", "Calls that hit their memory cap"),
     ("malformed", "Calls that returned a malformed result"),
@@ -87,15 +90,31 @@ impl ControllerMetrics {
         let mut registry = Registry::default();
         let queue = QueueMetrics::new(&mut registry);
         let reconcile_total = Family::<ResultLabels, Counter>::default();
-        registry.register("controller_runtime_reconcile", "Reconciles per controller and result", reconcile_total.clone());
+        registry.register(
+            "controller_runtime_reconcile",
+            "Reconciles per controller and result",
+            reconcile_total.clone(),
+        );
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
-        registry.register("controller_runtime_reconcile_errors", "Reconcile errors per controller", reconcile_errors.clone());
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Reconcile errors per controller",
+            reconcile_errors.clone(),
+        );
         let reconcile_time = Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 18))
         });
-        registry.register("controller_runtime_reconcile_time_seconds", "Time per reconcile", reconcile_time.clone());
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Time per reconcile",
+            reconcile_time.clone(),
+        );
         let active_workers = Family::<ControllerLabels, Gauge>::default();
-        registry.register("controller_runtime_active_workers", "Workers reconciling now", active_workers.clone());
+        registry.register(
+            "controller_runtime_active_workers",
+            "Workers reconciling now",
+            active_workers.clone(),
+        );
         let mut plugin = Vec::new();
         for (name, help) in PLUGIN_COUNTERS {
             let f = Family::<PluginLabels, Counter>::default();
@@ -119,16 +138,29 @@ impl ControllerMetrics {
     }
 
     pub fn reconciled(&self, controller: &str, outcome: Outcome, took: Duration) {
-        let c = ControllerLabels { controller: controller.to_string() };
-        self.reconcile_total.get_or_create(&ResultLabels { controller: controller.into(), result: outcome.as_str().into() }).inc();
+        let c = ControllerLabels {
+            controller: controller.to_string(),
+        };
+        self.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: controller.into(),
+                result: outcome.as_str().into(),
+            })
+            .inc();
         if outcome == Outcome::Error {
             self.reconcile_errors.get_or_create(&c).inc();
         }
-        self.reconcile_time.get_or_create(&c).observe(took.as_secs_f64());
+        self.reconcile_time
+            .get_or_create(&c)
+            .observe(took.as_secs_f64());
     }
 
     pub fn active_workers(&self, controller: &str, delta: i64) {
-        self.active_workers.get_or_create(&ControllerLabels { controller: controller.to_string() }).inc_by(delta);
+        self.active_workers
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .inc_by(delta);
     }
 
     /// The text exposition, with plugin counters brought up to date.
@@ -141,7 +173,11 @@ impl ControllerMetrics {
                     let now = plugin_counter(&m, counter);
                     let last = exported.entry((name.clone(), counter.clone())).or_default();
                     if now > *last {
-                        family.get_or_create(&PluginLabels { plugin: name.clone() }).inc_by(now - *last);
+                        family
+                            .get_or_create(&PluginLabels {
+                                plugin: name.clone(),
+                            })
+                            .inc_by(now - *last);
                         *last = now;
                     }
                 }
@@ -170,7 +206,13 @@ impl ControllerMetrics {
                     let m = self.clone();
                     let p = plugins.clone();
                     async move {
-                        ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], m.encode(p.as_deref()))
+                        (
+                            [(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )],
+                            m.encode(p.as_deref()),
+                        )
                     }
                 }),
             )

@@ -57,7 +57,13 @@ pub struct Manager {
 }
 
 impl Manager {
-    pub fn new(plugins: Arc<PluginSet>, caches: Arc<Caches>, config: ControllerConfig, metrics: ControllerMetrics, leading: Arc<AtomicBool>) -> Arc<Manager> {
+    pub fn new(
+        plugins: Arc<PluginSet>,
+        caches: Arc<Caches>,
+        config: ControllerConfig,
+        metrics: ControllerMetrics,
+        leading: Arc<AtomicBool>,
+    ) -> Arc<Manager> {
         let (retry_tx, retry_rx) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Manager {
             plugins,
@@ -72,7 +78,11 @@ impl Manager {
     }
 
     pub async fn controller(&self, name: &str) -> Option<Arc<Controller>> {
-        self.running.lock().await.get(name).map(|r| r.controller.clone())
+        self.running
+            .lock()
+            .await
+            .get(name)
+            .map(|r| r.controller.clone())
     }
 
     fn shape(&self, name: &str) -> Option<String> {
@@ -81,7 +91,21 @@ impl Manager {
             return None;
         }
         let m = &p.manifest;
-        Some(format!("{:?}|{:?}|{:?}|{}", m.reconciles.as_ref().map(|r| (&r.api_version, &r.kind, &r.namespace, &r.label_selector)), m.owns, m.watches.iter().map(|(w, _)| w.map.clone()).collect::<Vec<_>>(), m.limits.concurrency))
+        Some(format!(
+            "{:?}|{:?}|{:?}|{}",
+            m.reconciles.as_ref().map(|r| (
+                &r.api_version,
+                &r.kind,
+                &r.namespace,
+                &r.label_selector
+            )),
+            m.owns,
+            m.watches
+                .iter()
+                .map(|(w, _)| w.map.clone())
+                .collect::<Vec<_>>(),
+            m.limits.concurrency
+        ))
     }
 
     /// Starts, restarts or stops the controller of `name` to match the plugin set.
@@ -101,10 +125,26 @@ impl Manager {
                     r.controller.queue.shutdown();
                 }
                 self.warn_overlaps(name, &running);
-                match Controller::start(name, self.plugins.clone() as Arc<dyn source::Source>, self.caches.clone(), self.config.clone(), self.metrics.clone(), self.leading.clone()).await {
+                match Controller::start(
+                    name,
+                    self.plugins.clone() as Arc<dyn source::Source>,
+                    self.caches.clone(),
+                    self.config.clone(),
+                    self.metrics.clone(),
+                    self.leading.clone(),
+                )
+                .await
+                {
                     Ok((controller, tasks)) => {
                         tracing::info!(plugin = %name, "controller started");
-                        running.insert(name.to_string(), Running { controller, _tasks: tasks, shape: s });
+                        running.insert(
+                            name.to_string(),
+                            Running {
+                                controller,
+                                _tasks: tasks,
+                                shape: s,
+                            },
+                        );
                     }
                     Err(e) => {
                         // Typically a CRD that is not served yet: try again shortly.
@@ -125,12 +165,27 @@ impl Manager {
     /// Two reconcilers of the same objects would fight over their status:
     /// say so when their kinds match and their selectors may overlap.
     fn warn_overlaps(&self, name: &str, running: &HashMap<String, Running>) {
-        let Some(me) = self.plugins.get(name).and_then(|p| p.manifest.reconciles.clone()) else { return };
+        let Some(me) = self
+            .plugins
+            .get(name)
+            .and_then(|p| p.manifest.reconciles.clone())
+        else {
+            return;
+        };
         for other in running.keys().filter(|n| *n != name) {
-            let Some(o) = self.plugins.get(other).and_then(|p| p.manifest.reconciles.clone()) else { continue };
+            let Some(o) = self
+                .plugins
+                .get(other)
+                .and_then(|p| p.manifest.reconciles.clone())
+            else {
+                continue;
+            };
             let disjoint_ns = matches!((&me.namespace, &o.namespace), (Some(a), Some(b)) if a != b);
-            let disjoint_sel = me.label_selector.is_some() && o.label_selector.is_some() && me.label_selector != o.label_selector;
-            if me.api_version == o.api_version && me.kind == o.kind && !disjoint_ns && !disjoint_sel {
+            let disjoint_sel = me.label_selector.is_some()
+                && o.label_selector.is_some()
+                && me.label_selector != o.label_selector;
+            if me.api_version == o.api_version && me.kind == o.kind && !disjoint_ns && !disjoint_sel
+            {
                 tracing::warn!(
                     plugin = %name, other = %other, kind = %me.kind,
                     "two plugins may reconcile the same objects; their status writes will fight (give them disjoint namespaces or label selectors)"
@@ -142,7 +197,9 @@ impl Manager {
     /// Follows the plugin set until it goes away.
     pub async fn run(self: Arc<Self>) {
         let mut events = self.plugins.subscribe();
-        let Some(mut retries) = self.retry_rx.lock().await.take() else { return };
+        let Some(mut retries) = self.retry_rx.lock().await.take() else {
+            return;
+        };
         for name in self.plugins.names() {
             self.sync(&name).await;
         }
@@ -155,7 +212,9 @@ impl Manager {
                 }
             };
             match event {
-                Ok(PluginEvent::Added(n) | PluginEvent::Replaced(n) | PluginEvent::Removed(n)) => self.sync(&n).await,
+                Ok(PluginEvent::Added(n) | PluginEvent::Replaced(n) | PluginEvent::Removed(n)) => {
+                    self.sync(&n).await
+                }
                 Ok(PluginEvent::Rejected(..)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     let mut names: Vec<String> = self.plugins.names();

@@ -6,11 +6,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, ReconcileError, ReconcileOutcome};
+use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{
+    FinalizeOutcome, ReconcileError, ReconcileOutcome,
+};
 use crate::plugin::sandbox::CallReport;
 use crate::plugin::{CallError, Loaded, Manifest, PluginSet};
 
-pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<(Result<T, ReconcileError>, CallReport), CallError>> + Send + 'a>>;
+pub type Call<'a, T> = Pin<
+    Box<
+        dyn Future<Output = Result<(Result<T, ReconcileError>, CallReport), CallError>> + Send + 'a,
+    >,
+>;
 
 /// One reconciler version, as the controller uses it.
 pub trait Reconciler: Send + Sync {

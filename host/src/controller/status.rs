@@ -32,7 +32,12 @@ pub struct GuestCondition {
 
 impl GuestCondition {
     pub fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
-        GuestCondition { type_: type_.into(), status: status.into(), reason: reason.into(), message: message.into() }
+        GuestCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -52,7 +57,11 @@ fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, no
         "True" | "False" => c.status.as_str(),
         _ => "Unknown",
     };
-    let reason = if c.reason.is_empty() { status } else { c.reason.as_str() };
+    let reason = if c.reason.is_empty() {
+        status
+    } else {
+        c.reason.as_str()
+    };
     match conds.iter_mut().find(|x| x["type"] == c.type_.as_str()) {
         Some(existing) => {
             if existing["status"] != status {
@@ -71,7 +80,13 @@ fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, no
 }
 
 /// The status the object should have after this reconcile.
-pub fn desired_status(current: &Value, result: &GuestResult, declared: &[String], generation: i64, now: &str) -> Value {
+pub fn desired_status(
+    current: &Value,
+    result: &GuestResult,
+    declared: &[String],
+    generation: i64,
+    now: &str,
+) -> Value {
     let mut status = current.as_object().cloned().unwrap_or_default();
     if let Some(Value::Object(guest)) = &result.status {
         let mut patch = Value::Object(guest.clone());
@@ -84,10 +99,19 @@ pub fn desired_status(current: &Value, result: &GuestResult, declared: &[String]
         json_patch::merge(&mut merged, &patch);
         status = merged.as_object().cloned().unwrap_or_default();
     }
-    let mut conds: Vec<Value> = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut conds: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for d in declared {
         if !conds.iter().any(|c| c["type"] == d.as_str()) {
-            set_condition(&mut conds, &GuestCondition::new(d, "Unknown", "Reconciling", ""), generation, now);
+            set_condition(
+                &mut conds,
+                &GuestCondition::new(d, "Unknown", "Reconciling", ""),
+                generation,
+                now,
+            );
         }
     }
     for c in &result.conditions {
@@ -105,8 +129,15 @@ pub fn desired_status(current: &Value, result: &GuestResult, declared: &[String]
                 .filter(|c| c["type"] != READY && declared.iter().any(|d| c["type"] == d.as_str()))
                 .collect();
             let (status, reason, message) = if deps.iter().any(|c| c["status"] == "False") {
-                let bad = deps.iter().find(|c| c["status"] == "False").expect("checked above");
-                ("False", bad["reason"].as_str().unwrap_or("NotReady").to_string(), bad["message"].as_str().unwrap_or("").to_string())
+                let bad = deps
+                    .iter()
+                    .find(|c| c["status"] == "False")
+                    .expect("checked above");
+                (
+                    "False",
+                    bad["reason"].as_str().unwrap_or("NotReady").to_string(),
+                    bad["message"].as_str().unwrap_or("").to_string(),
+                )
             } else if deps.iter().all(|c| c["status"] == "True") {
                 ("True", "Ready".to_string(), String::new())
             } else {
@@ -131,7 +162,9 @@ pub fn changed(current: &Value, desired: &Value) -> bool {
 
 /// `status` of an object, `{}` when absent.
 pub fn status_of(obj: &Value) -> Value {
-    obj.get("status").cloned().unwrap_or_else(|| Value::Object(Map::new()))
+    obj.get("status")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 #[cfg(test)]
@@ -142,21 +175,57 @@ mod tests {
     const T1: &str = "2026-01-01T00:05:00Z";
 
     fn result(conds: Vec<GuestCondition>) -> GuestResult {
-        GuestResult { status: Some(json!({"keys": 1})), conditions: conds, error: None }
+        GuestResult {
+            status: Some(json!({"keys": 1})),
+            conditions: conds,
+            error: None,
+        }
     }
 
     #[test]
     fn declared_conditions_start_unknown_and_ready_follows() {
-        let s = desired_status(&json!({}), &GuestResult::default(), &["A".into(), "B".into()], 1, T0);
-        let types: Vec<&str> = s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let s = desired_status(
+            &json!({}),
+            &GuestResult::default(),
+            &["A".into(), "B".into()],
+            1,
+            T0,
+        );
+        let types: Vec<&str> = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
         assert_eq!(types, ["A", "B", "Ready"]);
         assert_eq!(s["conditions"][2]["status"], "Unknown");
 
-        let s = desired_status(&s, &result(vec![GuestCondition::new("A", "True", "Ok", "")]), &["A".into(), "B".into()], 1, T1);
-        assert_eq!(s["conditions"][2]["status"], "Unknown", "B is still unknown");
-        let s = desired_status(&s, &result(vec![GuestCondition::new("B", "True", "Ok", "")]), &["A".into(), "B".into()], 1, T1);
+        let s = desired_status(
+            &s,
+            &result(vec![GuestCondition::new("A", "True", "Ok", "")]),
+            &["A".into(), "B".into()],
+            1,
+            T1,
+        );
+        assert_eq!(
+            s["conditions"][2]["status"], "Unknown",
+            "B is still unknown"
+        );
+        let s = desired_status(
+            &s,
+            &result(vec![GuestCondition::new("B", "True", "Ok", "")]),
+            &["A".into(), "B".into()],
+            1,
+            T1,
+        );
         assert_eq!(s["conditions"][2]["status"], "True");
-        let s = desired_status(&s, &result(vec![GuestCondition::new("A", "False", "Broken", "disk")]), &["A".into(), "B".into()], 1, T1);
+        let s = desired_status(
+            &s,
+            &result(vec![GuestCondition::new("A", "False", "Broken", "disk")]),
+            &["A".into(), "B".into()],
+            1,
+            T1,
+        );
         assert_eq!(s["conditions"][2]["status"], "False");
         assert_eq!(s["conditions"][2]["reason"], "Broken");
     }
@@ -164,13 +233,31 @@ mod tests {
     #[test]
     fn transition_time_moves_only_when_status_moves() {
         let declared = ["A".to_string()];
-        let s0 = desired_status(&json!({}), &result(vec![GuestCondition::new("A", "True", "Ok", "one")]), &declared, 1, T0);
-        let s1 = desired_status(&s0, &result(vec![GuestCondition::new("A", "True", "Ok", "two")]), &declared, 2, T1);
+        let s0 = desired_status(
+            &json!({}),
+            &result(vec![GuestCondition::new("A", "True", "Ok", "one")]),
+            &declared,
+            1,
+            T0,
+        );
+        let s1 = desired_status(
+            &s0,
+            &result(vec![GuestCondition::new("A", "True", "Ok", "two")]),
+            &declared,
+            2,
+            T1,
+        );
         assert_eq!(s1["conditions"][0]["lastTransitionTime"], T0);
         assert_eq!(s1["conditions"][0]["message"], "two");
         assert_eq!(s1["conditions"][0]["observedGeneration"], 2);
         assert_eq!(s1["observedGeneration"], 2);
-        let s2 = desired_status(&s1, &result(vec![GuestCondition::new("A", "False", "Bad", "")]), &declared, 2, T1);
+        let s2 = desired_status(
+            &s1,
+            &result(vec![GuestCondition::new("A", "False", "Bad", "")]),
+            &declared,
+            2,
+            T1,
+        );
         assert_eq!(s2["conditions"][0]["lastTransitionTime"], T1);
     }
 

@@ -34,7 +34,10 @@ impl NodeConfig {
             name: name.into(),
             address: IpAddr::from([127, 0, 0, 1]),
             kubelet_port: 10250,
-            cpu: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).to_string(),
+            cpu: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .to_string(),
             memory: total_memory().unwrap_or_else(|| "1Gi".into()),
             pods: 110,
         }
@@ -43,7 +46,13 @@ impl NodeConfig {
 
 fn total_memory() -> Option<String> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
     Some(format!("{kb}Ki"))
 }
 
@@ -57,13 +66,23 @@ pub fn kubelet_version() -> String {
 
 fn conditions(ready: bool, since: &str) -> Value {
     let now = now_rfc3339();
-    let pressure = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since})
-    };
+    let pressure = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since});
     json!([
-        pressure("MemoryPressure", "KubeletHasSufficientMemory", "wasmlet has sufficient memory available"),
-        pressure("DiskPressure", "KubeletHasNoDiskPressure", "wasmlet has no disk pressure"),
-        pressure("PIDPressure", "KubeletHasSufficientPID", "wasmlet has sufficient PID available"),
+        pressure(
+            "MemoryPressure",
+            "KubeletHasSufficientMemory",
+            "wasmlet has sufficient memory available"
+        ),
+        pressure(
+            "DiskPressure",
+            "KubeletHasNoDiskPressure",
+            "wasmlet has no disk pressure"
+        ),
+        pressure(
+            "PIDPressure",
+            "KubeletHasSufficientPID",
+            "wasmlet has sufficient PID available"
+        ),
         if ready {
             json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "wasmlet is posting ready status",
                    "lastHeartbeatTime": now, "lastTransitionTime": since})
@@ -129,9 +148,17 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
         }
     } else {
         let patch = json!({"metadata": {"labels": labels}, "spec": {"taints": taints}});
-        nodes.patch(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        nodes
+            .patch(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
     }
-    nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(json!({"status": status(cfg, true, &since)}))).await?;
+    nodes
+        .patch_status(
+            &cfg.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status(cfg, true, &since)})),
+        )
+        .await?;
     tracing::info!(node = %cfg.name, "node registered");
     Ok(())
 }
@@ -147,10 +174,18 @@ async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube
     match leases.get_opt(&cfg.name).await? {
         Some(mut lease) => {
             lease.spec = Some(spec);
-            leases.replace(&cfg.name, &PostParams::default(), &lease).await?;
+            leases
+                .replace(&cfg.name, &PostParams::default(), &lease)
+                .await?;
         }
         None => {
-            let lease = Lease { metadata: ObjectMeta { name: Some(cfg.name.clone()), ..Default::default() }, spec: Some(spec) };
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(cfg.name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(spec),
+            };
             leases.create(&PostParams::default(), &lease).await?;
         }
     }
@@ -181,9 +216,14 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig) {
         }
         if last_status.elapsed() >= STATUS_EVERY {
             let patch = json!({"status": {"conditions": conditions(true, &since)}});
-            match nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            match nodes
+                .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
                 Ok(_) => last_status = std::time::Instant::now(),
-                Err(e) => tracing::warn!(node = %cfg.name, error = %e, "node status heartbeat failed; retrying"),
+                Err(e) => {
+                    tracing::warn!(node = %cfg.name, error = %e, "node status heartbeat failed; retrying")
+                }
             }
         }
     }
@@ -193,7 +233,10 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig) {
 pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
     let patch = json!({"status": {"conditions": conditions(false, &now_rfc3339())}});
-    if let Err(e) = nodes.patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch)).await {
+    if let Err(e) = nodes
+        .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
         tracing::warn!(node = %cfg.name, error = %e, "could not mark the node NotReady");
     }
 }

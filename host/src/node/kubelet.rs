@@ -74,11 +74,16 @@ pub async fn serve(
     for c in rustls_pemfile::certs(&mut tls.client_ca_pem.as_bytes()) {
         roots.add(c?)?;
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()?;
-    let certs = rustls_pemfile::certs(&mut tls.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
-    let key = rustls_pemfile::private_key(&mut tls.key_pem.as_bytes())?.ok_or_else(|| anyhow::anyhow!("no kubelet key"))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
+    let certs =
+        rustls_pemfile::certs(&mut tls.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+    let key = rustls_pemfile::private_key(&mut tls.key_pem.as_bytes())?
+        .ok_or_else(|| anyhow::anyhow!("no kubelet key"))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -88,22 +93,39 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let app = Router::new()
-        .route("/containerLogs/{namespace}/{pod}/{container}", get(container_logs))
+        .route(
+            "/containerLogs/{namespace}/{pod}/{container}",
+            get(container_logs),
+        )
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(Kubelet { client, node, workloads });
+        .with_state(Kubelet {
+            client,
+            node,
+            workloads,
+        });
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let acceptor = acceptor.clone();
             let app = app.clone();
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
-                let verified = tls.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let verified = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .is_some_and(|c| !c.is_empty());
                 let app = app.layer(Extension(ClientCert(verified)));
                 let service = hyper_util::service::TowerToHyperService::new(app);
-                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                .await;
             });
         }
     });
@@ -124,7 +146,10 @@ async fn authenticated(k: &Kubelet, cert: ClientCert, headers: &HeaderMap) -> bo
     };
     let reviews: Api<TokenReview> = Api::all(k.client.clone());
     let review = TokenReview {
-        spec: TokenReviewSpec { token: Some(token.trim().to_string()), ..Default::default() },
+        spec: TokenReviewSpec {
+            token: Some(token.trim().to_string()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     match reviews.create(&PostParams::default(), &review).await {
@@ -139,17 +164,23 @@ async fn authenticated(k: &Kubelet, cert: ClientCert, headers: &HeaderMap) -> bo
 /// Renders log lines: `sinceSeconds`, `tailLines`, `timestamps`; partial
 /// lines (`P`) are joined to the next.
 fn render(raw: &[u8], q: &LogQuery) -> Vec<u8> {
-    let since = q.since_seconds.map(|s| chrono::Utc::now() - chrono::Duration::seconds(s));
+    let since = q
+        .since_seconds
+        .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s));
     let mut lines: Vec<Vec<u8>> = Vec::new();
     let mut pending: Option<(String, Vec<u8>)> = None;
     for line in raw.split_inclusive(|b| *b == b'\n') {
-        let Some(l) = parse_cri_line(line) else { continue };
+        let Some(l) = parse_cri_line(line) else {
+            continue;
+        };
         if let Some(cut) = since
             && chrono::DateTime::parse_from_rfc3339(l.timestamp).is_ok_and(|t| t < cut)
         {
             continue;
         }
-        let (ts, mut text) = pending.take().unwrap_or_else(|| (l.timestamp.to_string(), Vec::new()));
+        let (ts, mut text) = pending
+            .take()
+            .unwrap_or_else(|| (l.timestamp.to_string(), Vec::new()));
         text.extend_from_slice(l.text);
         if l.partial {
             pending = Some((ts, text));
@@ -180,7 +211,10 @@ fn render(raw: &[u8], q: &LogQuery) -> Vec<u8> {
 }
 
 fn read_all(files: &[PathBuf]) -> Vec<u8> {
-    files.iter().flat_map(|f| std::fs::read(f).unwrap_or_default()).collect()
+    files
+        .iter()
+        .flat_map(|f| std::fs::read(f).unwrap_or_default())
+        .collect()
 }
 
 async fn container_logs(
@@ -196,17 +230,33 @@ async fn container_logs(
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), &namespace);
     let p = match pods.get_opt(&pod).await {
         Ok(Some(p)) => p,
-        Ok(None) => return status(StatusCode::NOT_FOUND, format!("pod {namespace}/{pod} not found")),
+        Ok(None) => {
+            return status(
+                StatusCode::NOT_FOUND,
+                format!("pod {namespace}/{pod} not found"),
+            );
+        }
         Err(e) => return status(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     };
     if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(k.node.as_str()) {
-        return status(StatusCode::NOT_FOUND, format!("pod {namespace}/{pod} does not run on node {}", k.node));
+        return status(
+            StatusCode::NOT_FOUND,
+            format!("pod {namespace}/{pod} does not run on node {}", k.node),
+        );
     }
     let uid = p.metadata.uid.clone().unwrap_or_default();
     let attempts = k.workloads.log_attempts(&uid, &container);
-    let attempt = if q.previous == Some(true) { attempts.iter().rev().nth(1) } else { attempts.last() };
+    let attempt = if q.previous == Some(true) {
+        attempts.iter().rev().nth(1)
+    } else {
+        attempts.last()
+    };
     let Some(&attempt) = attempt else {
-        let what = if q.previous == Some(true) { "previous terminated container" } else { "container" };
+        let what = if q.previous == Some(true) {
+            "previous terminated container"
+        } else {
+            "container"
+        };
         return status(
             StatusCode::BAD_REQUEST,
             format!("{what} \"{container}\" in pod \"{pod}\" not found (it has not started yet)"),
@@ -219,9 +269,15 @@ async fn container_logs(
     }
     // follow: stream what is appended to the attempt's file until the
     // container stops (or a newer attempt starts) and nothing more arrives.
-    let current = files.last().cloned().unwrap_or_else(|| k.workloads.log_path(&namespace, &pod, &uid, &container, attempt));
+    let current = files.last().cloned().unwrap_or_else(|| {
+        k.workloads
+            .log_path(&namespace, &pod, &uid, &container, attempt)
+    });
     let mut offset = std::fs::metadata(&current).map(|m| m.len()).unwrap_or(0);
-    let follow_q = LogQuery { timestamps: q.timestamps, ..Default::default() };
+    let follow_q = LogQuery {
+        timestamps: q.timestamps,
+        ..Default::default()
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let _ = tx.try_send(Ok(Bytes::from(first)));
     tokio::spawn(async move {
@@ -233,9 +289,17 @@ async fn container_logs(
                 let data = std::fs::read(&current).unwrap_or_default();
                 let start = (offset as usize).min(data.len());
                 // Only whole lines; the rest waits for the next round.
-                let end = data[start..].iter().rposition(|b| *b == b'\n').map(|i| start + i + 1).unwrap_or(start);
+                let end = data[start..]
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map(|i| start + i + 1)
+                    .unwrap_or(start);
                 if end > start {
-                    if tx.send(Ok(Bytes::from(render(&data[start..end], &follow_q)))).await.is_err() {
+                    if tx
+                        .send(Ok(Bytes::from(render(&data[start..end], &follow_q))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                     offset = end as u64;
@@ -247,7 +311,12 @@ async fn container_logs(
             // Every 2 s of silence, check whether the container is still running.
             if idle % 10 == 0 {
                 let running = k.workloads.log_attempts(&uid, &container).last() == Some(&attempt)
-                    && pods.get_opt(&pod).await.ok().flatten().is_some_and(|p| container_running(&p, &container));
+                    && pods
+                        .get_opt(&pod)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some_and(|p| container_running(&p, &container));
                 if !running {
                     return;
                 }
@@ -258,14 +327,23 @@ async fn container_logs(
         }
     });
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    ([(header::CONTENT_TYPE, "text/plain")], Body::from_stream(stream)).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(stream),
+    )
+        .into_response()
 }
 
 fn container_running(p: &Pod, container: &str) -> bool {
     let s = p.status.as_ref();
-    let all = s.and_then(|s| s.container_statuses.clone()).unwrap_or_default().into_iter().chain(
-        s.and_then(|s| s.init_container_statuses.clone()).unwrap_or_default(),
-    );
+    let all = s
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            s.and_then(|s| s.init_container_statuses.clone())
+                .unwrap_or_default(),
+        );
     for cs in all {
         if cs.name == container {
             return cs.state.and_then(|st| st.running).is_some();
@@ -287,14 +365,27 @@ mod tests {
     #[test]
     fn renders_like_kubelet() {
         assert_eq!(render(LOG, &LogQuery::default()), b"one\ntwo\nthree\n");
-        let q = LogQuery { tail_lines: Some(2), ..Default::default() };
+        let q = LogQuery {
+            tail_lines: Some(2),
+            ..Default::default()
+        };
         assert_eq!(render(LOG, &q), b"two\nthree\n");
-        let q = LogQuery { timestamps: Some(true), tail_lines: Some(1), ..Default::default() };
+        let q = LogQuery {
+            timestamps: Some(true),
+            tail_lines: Some(1),
+            ..Default::default()
+        };
         assert_eq!(render(LOG, &q), b"2026-01-01T00:00:02.000000000Z three\n");
-        let q = LogQuery { limit_bytes: Some(5), ..Default::default() };
+        let q = LogQuery {
+            limit_bytes: Some(5),
+            ..Default::default()
+        };
         assert_eq!(render(LOG, &q), b"one\nt");
         // Everything is older than 10 s.
-        let q = LogQuery { since_seconds: Some(10), ..Default::default() };
+        let q = LogQuery {
+            since_seconds: Some(10),
+            ..Default::default()
+        };
         assert_eq!(render(LOG, &q), b"");
     }
 }

@@ -21,7 +21,11 @@ use self::workloads::WorkloadManager;
 
 /// The WIT `workloads` import on top of the [`WorkloadManager`].
 impl provider::Workloads for WorkloadManager {
-    fn fetch_module(&self, req: w::FetchRequest, docker_configs: Vec<Vec<u8>>) -> Result<w::FetchProgress, w::FetchError> {
+    fn fetch_module(
+        &self,
+        req: w::FetchRequest,
+        docker_configs: Vec<Vec<u8>>,
+    ) -> Result<w::FetchProgress, w::FetchError> {
         let pull_secrets = docker_configs
             .iter()
             .filter_map(|c| workloads::PullSecret::from_docker_config(c).ok())
@@ -54,13 +58,37 @@ impl provider::Workloads for WorkloadManager {
 
     fn prepare_volume(&self, req: w::VolumeRequest) -> Result<u64, w::WorkloadError> {
         let source = match req.source {
-            w::VolumeSource::EmptyDir(e) => workloads::VolumeSource::EmptyDir(workloads::EmptyDir { size_limit: e.size_limit }),
+            w::VolumeSource::EmptyDir(e) => {
+                workloads::VolumeSource::EmptyDir(workloads::EmptyDir {
+                    size_limit: e.size_limit,
+                })
+            }
             w::VolumeSource::Files(files) => workloads::VolumeSource::Files(
-                files.into_iter().map(|f| workloads::VolumeFile { path: f.path, contents: f.contents, mode: f.mode }).collect(),
+                files
+                    .into_iter()
+                    .map(|f| workloads::VolumeFile {
+                        path: f.path,
+                        contents: f.contents,
+                        mode: f.mode,
+                    })
+                    .collect(),
             ),
-            w::VolumeSource::HostPath(h) => workloads::VolumeSource::HostPath(workloads::HostPath { path: h.path, create: h.create }),
+            w::VolumeSource::HostPath(h) => {
+                workloads::VolumeSource::HostPath(workloads::HostPath {
+                    path: h.path,
+                    create: h.create,
+                })
+            }
         };
-        WorkloadManager::prepare_volume(self, &workloads::VolumeRequest { pod_uid: req.pod_uid, name: req.name, source }).map_err(err)
+        WorkloadManager::prepare_volume(
+            self,
+            &workloads::VolumeRequest {
+                pod_uid: req.pod_uid,
+                name: req.name,
+                source,
+            },
+        )
+        .map_err(err)
     }
 
     fn spawn(&self, spec: w::SpawnSpec) -> Result<u64, w::WorkloadError> {
@@ -71,7 +99,12 @@ impl provider::Workloads for WorkloadManager {
             mounts: spec
                 .mounts
                 .into_iter()
-                .map(|m| workloads::Mount { volume: m.volume, guest_path: m.guest_path, sub_path: m.sub_path, read_only: m.read_only })
+                .map(|m| workloads::Mount {
+                    volume: m.volume,
+                    guest_path: m.guest_path,
+                    sub_path: m.sub_path,
+                    read_only: m.read_only,
+                })
                 .collect(),
             memory_limit: spec.memory_limit,
             logs: workloads::LogTarget {
@@ -143,7 +176,14 @@ impl NodeAgent {
         let mut config = config;
         if let Some(tls) = tls {
             let addr = std::net::SocketAddr::new(config.address, config.kubelet_port);
-            let bound = kubelet::serve(addr, tls, client.clone(), config.name.clone(), workloads.clone()).await?;
+            let bound = kubelet::serve(
+                addr,
+                tls,
+                client.clone(),
+                config.name.clone(),
+                workloads.clone(),
+            )
+            .await?;
             config.kubelet_port = bound.port();
         }
         agent::register(&client, &config).await?;
@@ -180,7 +220,12 @@ impl NodeAgent {
             });
         }
         tokio::spawn(runner.clone().run());
-        Ok(NodeAgent { config, workloads, runner, client })
+        Ok(NodeAgent {
+            config,
+            workloads,
+            runner,
+            client,
+        })
     }
 
     /// NotReady, then every workload gets `grace` to finish.

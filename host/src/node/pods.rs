@@ -60,13 +60,35 @@ pub struct PodRunner {
 }
 
 fn key_of(pod: &Pod) -> String {
-    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
 }
 
 impl PodRunner {
-    pub fn new(client: kube::Client, plugins: Arc<PluginSet>, provider: &str, node: NodeConfig) -> Arc<PodRunner> {
-        let recorder = Recorder::new(client.clone(), Reporter { controller: "wasmlet-node".into(), instance: Some(node.name.clone()) });
-        Arc::new(PodRunner { client, plugins, provider: provider.into(), node, routes: Mutex::new(Routes::default()), recorder })
+    pub fn new(
+        client: kube::Client,
+        plugins: Arc<PluginSet>,
+        provider: &str,
+        node: NodeConfig,
+    ) -> Arc<PodRunner> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "wasmlet-node".into(),
+                instance: Some(node.name.clone()),
+            },
+        );
+        Arc::new(PodRunner {
+            client,
+            plugins,
+            provider: provider.into(),
+            node,
+            routes: Mutex::new(Routes::default()),
+            recorder,
+        })
     }
 
     fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
@@ -97,7 +119,8 @@ impl PodRunner {
     /// Watches this node's pods and runs a machine for each, forever.
     pub async fn run(self: Arc<Self>) {
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node.name));
+        let config =
+            watcher::Config::default().fields(&format!("spec.nodeName={}", self.node.name));
         let mut stream = watcher(pods, config).default_backoff().boxed();
         while let Some(ev) = stream.next().await {
             match ev {
@@ -109,7 +132,9 @@ impl PodRunner {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(node = %self.node.name, error = %e, "pod watch failed; retrying"),
+                Err(e) => {
+                    tracing::warn!(node = %self.node.name, error = %e, "pod watch failed; retrying")
+                }
             }
         }
     }
@@ -129,7 +154,15 @@ impl PodRunner {
         let me = self.clone();
         tokio::spawn(async move {
             let key = key_of(&pod);
-            Machine { runner: me.clone(), uid: uid.clone(), key, pod, rx }.run().await;
+            Machine {
+                runner: me.clone(),
+                uid: uid.clone(),
+                key,
+                pod,
+                rx,
+            }
+            .run()
+            .await;
             let mut r = me.routes();
             r.machines.remove(&uid);
             r.handles.retain(|_, u| *u != uid);
@@ -149,7 +182,13 @@ impl PodRunner {
             uid: pod.metadata.uid.clone(),
             ..Default::default()
         };
-        let ev = Event { type_, reason: reason.into(), note: Some(note), action: "Run".into(), secondary: None };
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Run".into(),
+            secondary: None,
+        };
         if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::warn!(error = %e, "could not record a pod event");
         }
@@ -175,29 +214,57 @@ impl Machine {
 
     /// Patches the provider's status for `state`, merged with what the host owns.
     async fn enter(&self, state: &str, data: &str) {
-        let Some(provider) = self.runner.plugins.get(&self.runner.provider) else { return };
-        let fragment = match provider.provider_status(&self.key, state, &self.pod_json(), data).await {
+        let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
+            return;
+        };
+        let fragment = match provider
+            .provider_status(&self.key, state, &self.pod_json(), data)
+            .await
+        {
             Ok(s) => serde_json::from_str::<Value>(&s).unwrap_or_else(|_| json!({})),
             Err(e) => {
                 tracing::warn!(pod = %self.key, %state, error = %e, "provider status call failed");
                 json!({})
             }
         };
-        let mut status = if fragment.is_object() { fragment } else { json!({}) };
+        let mut status = if fragment.is_object() {
+            fragment
+        } else {
+            json!({})
+        };
         let host = self.runner.node.address.to_string();
         status["hostIP"] = json!(host);
         status["hostIPs"] = json!([{"ip": host}]);
-        if self.pod.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none() && status.get("startTime").is_none() {
-            status["startTime"] = json!(chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string());
+        if self
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_none()
+            && status.get("startTime").is_none()
+        {
+            status["startTime"] =
+                json!(chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string());
         }
-        let mut conds: Vec<Value> = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut conds: Vec<Value> = status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if !conds.iter().any(|c| c["type"] == "PodScheduled") {
             conds.push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()}));
         }
         status["conditions"] = Value::Array(conds);
         let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
-        if let Err(e) = pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+        if let Err(e) = pods
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+        {
             tracing::warn!(pod = %self.key, %state, error = %e, "pod status patch failed");
         }
     }
@@ -218,26 +285,45 @@ impl Machine {
                 },
             }
         };
-        let Some(graph) = provider.graph.clone() else { return };
+        let Some(graph) = provider.graph.clone() else {
+            return;
+        };
         let mut data = match provider.provider_init(&self.key, &self.pod_json()).await {
             Ok(Ok(d)) => d,
             Ok(Err(msg)) => {
-                self.runner.event(&self.pod, EventType::Warning, "ProviderInitFailed", msg).await;
+                self.runner
+                    .event(&self.pod, EventType::Warning, "ProviderInitFailed", msg)
+                    .await;
                 "{}".to_string()
             }
             Err(e) => {
-                self.runner.event(&self.pod, EventType::Warning, "ProviderFailed", e.to_string()).await;
+                self.runner
+                    .event(
+                        &self.pod,
+                        EventType::Warning,
+                        "ProviderFailed",
+                        e.to_string(),
+                    )
+                    .await;
                 "{}".to_string()
             }
         };
-        let mut state = if deleting(&self.pod) { graph.on_delete.clone() } else { graph.initial.clone() };
+        let mut state = if deleting(&self.pod) {
+            graph.on_delete.clone()
+        } else {
+            graph.initial.clone()
+        };
         // Status is patched where the machine comes to rest: states it passes
         // straight through would be overwritten within milliseconds anyway.
         let mut unpatched = true;
         let mut event: Option<WakeEvent> = None;
         loop {
-            let Some(provider) = self.runner.plugins.get(&self.runner.provider) else { return };
-            let outcome = provider.provider_handle(&self.key, &state, &self.pod_json(), &data, event.take()).await;
+            let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
+                return;
+            };
+            let outcome = provider
+                .provider_handle(&self.key, &state, &self.pod_json(), &data, event.take())
+                .await;
             let (on, new_data) = match outcome {
                 Ok(Ok(HandlerOutcome::Transition(t))) => {
                     // A self-edge is how a provider publishes an intermediate
@@ -249,9 +335,14 @@ impl Machine {
                     if graph.allows(&state, &t.to) {
                         state = t.to;
                     } else {
-                        let note = format!("provider {} took the undeclared edge {state} -> {}", self.runner.provider, t.to);
+                        let note = format!(
+                            "provider {} took the undeclared edge {state} -> {}",
+                            self.runner.provider, t.to
+                        );
                         tracing::warn!(pod = %self.key, "{note}");
-                        self.runner.event(&self.pod, EventType::Warning, "IllegalTransition", note).await;
+                        self.runner
+                            .event(&self.pod, EventType::Warning, "IllegalTransition", note)
+                            .await;
                         state = graph.error_state.clone();
                     }
                     unpatched = true;
@@ -266,7 +357,10 @@ impl Machine {
                     (vec![WaitOn::PodChanged], data.clone())
                 }
                 Err(e) => {
-                    if self.fail(&graph.error_state, &mut state, e.to_string()).await {
+                    if self
+                        .fail(&graph.error_state, &mut state, e.to_string())
+                        .await
+                    {
                         unpatched = true;
                         continue;
                     }
@@ -338,11 +432,19 @@ impl Machine {
                             break;
                         }
                     }
-                    Some(Wake::WorkloadExited(h)) if on.iter().any(|w| matches!(w, WaitOn::WorkloadExited(x) if *x == h)) => {
+                    Some(Wake::WorkloadExited(h))
+                        if on
+                            .iter()
+                            .any(|w| matches!(w, WaitOn::WorkloadExited(x) if *x == h)) =>
+                    {
                         event = Some(WakeEvent::WorkloadExited(h));
                         break;
                     }
-                    Some(Wake::FetchDone(f)) if on.iter().any(|w| matches!(w, WaitOn::FetchDone(x) if *x == f)) => {
+                    Some(Wake::FetchDone(f))
+                        if on
+                            .iter()
+                            .any(|w| matches!(w, WaitOn::FetchDone(x) if *x == f)) =>
+                    {
                         event = Some(WakeEvent::FetchDone(f));
                         break;
                     }
@@ -355,11 +457,20 @@ impl Machine {
     /// A wait whose event already happened (a workload that exited between
     /// `spawn` and the wait).
     fn already_done(&self, on: &[WaitOn]) -> Option<WakeEvent> {
-        let w = self.runner.plugins.get(&self.runner.provider)?.ctx.workloads.clone()?;
+        let w = self
+            .runner
+            .plugins
+            .get(&self.runner.provider)?
+            .ctx
+            .workloads
+            .clone()?;
         for o in on {
             if let WaitOn::WorkloadExited(h) = o
                 && let Ok(s) = w.status(*h)
-                && !matches!(s.state, crate::plugin::provider::wasmlet::plugin::workloads::RunState::Running)
+                && !matches!(
+                    s.state,
+                    crate::plugin::provider::wasmlet::plugin::workloads::RunState::Running
+                )
             {
                 return Some(WakeEvent::WorkloadExited(*h));
             }
@@ -372,7 +483,14 @@ impl Machine {
     /// state's own handler that failed: then the pod waits for a change).
     async fn fail(&self, error_state: &str, state: &mut String, msg: String) -> bool {
         tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
-        self.runner.event(&self.pod, EventType::Warning, "ProviderError", format!("in state {state}: {msg}")).await;
+        self.runner
+            .event(
+                &self.pod,
+                EventType::Warning,
+                "ProviderError",
+                format!("in state {state}: {msg}"),
+            )
+            .await;
         if state == error_state {
             return false;
         }
@@ -381,7 +499,12 @@ impl Machine {
     }
 
     async fn release(&self) {
-        if let Some(w) = self.runner.plugins.get(&self.runner.provider).and_then(|p| p.ctx.workloads.clone()) {
+        if let Some(w) = self
+            .runner
+            .plugins
+            .get(&self.runner.provider)
+            .and_then(|p| p.ctx.workloads.clone())
+        {
             w.release_pod(&self.uid);
         }
     }
@@ -393,7 +516,10 @@ impl Machine {
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(self.uid.clone()), resource_version: None }),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
             ..Default::default()
         };
         match pods.delete(name, &dp).await {

@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy, Preconditions};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams, Preconditions, PropagationPolicy,
+};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;
 
@@ -74,9 +77,11 @@ impl Delete {
         DeleteParams {
             propagation_policy: self.propagation.clone(),
             grace_period_seconds: self.grace_period_seconds,
-            preconditions: (self.uid.is_some() || self.resource_version.is_some()).then(|| Preconditions {
-                uid: self.uid.clone(),
-                resource_version: self.resource_version.clone(),
+            preconditions: (self.uid.is_some() || self.resource_version.is_some()).then(|| {
+                Preconditions {
+                    uid: self.uid.clone(),
+                    resource_version: self.resource_version.clone(),
+                }
             }),
             ..Default::default()
         }
@@ -98,34 +103,60 @@ fn split_api_version(av: &str) -> (&str, &str) {
 
 impl ClusterApi {
     pub fn new(client: kube::Client) -> ClusterApi {
-        ClusterApi { client, kinds: Mutex::new(HashMap::new()), caches: Default::default() }
+        ClusterApi {
+            client,
+            kinds: Mutex::new(HashMap::new()),
+            caches: Default::default(),
+        }
     }
 
     pub fn use_caches(&self, caches: &std::sync::Arc<crate::controller::cache::Caches>) {
-        *self.caches.write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::downgrade(caches));
+        *self.caches.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::sync::Arc::downgrade(caches));
     }
 
     fn cached(&self, r: &Resolved) -> Option<std::sync::Arc<crate::controller::cache::KindCache>> {
-        let caches = self.caches.read().unwrap_or_else(|p| p.into_inner()).as_ref()?.upgrade()?;
-        caches.existing(&r.resource.api_version, &r.resource.kind).filter(|c| c.is_synced())
+        let caches = self
+            .caches
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()?
+            .upgrade()?;
+        caches
+            .existing(&r.resource.api_version, &r.resource.kind)
+            .filter(|c| c.is_synced())
     }
 
     /// The resource behind `apiVersion` + `kind` (discovery, cached).
     pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, ClientError> {
         let key = (api_version.to_string(), kind.to_string());
-        if let Some(r) = self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some(r) = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok(r.clone());
         }
         let (group, version) = split_api_version(api_version);
         let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps): (ApiResource, ApiCapabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|e| match e {
-                kube::Error::Discovery(_) => ClientError::Invalid(format!("the server does not serve {kind} in {api_version}")),
-                other => ClientError::from(other),
-            })?;
-        let r = Resolved { resource, namespaced: caps.scope == Scope::Namespaced };
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).insert(key, r.clone());
+        let (resource, caps): (ApiResource, ApiCapabilities) =
+            kube::discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Discovery(_) => ClientError::Invalid(format!(
+                        "the server does not serve {kind} in {api_version}"
+                    )),
+                    other => ClientError::from(other),
+                })?;
+        let r = Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, r.clone());
         Ok(r)
     }
 
@@ -144,9 +175,17 @@ impl ClusterApi {
         v.to_string()
     }
 
-    pub async fn get(&self, r: &Resolved, namespace: Option<&str>, name: &str) -> Result<String, ClientError> {
+    pub async fn get(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<String, ClientError> {
         if let Some(cache) = self.cached(r) {
-            return cache.get(namespace, name).map(|o| Self::encode(&o, r)).ok_or(ClientError::NotFound);
+            return cache
+                .get(namespace, name)
+                .map(|o| Self::encode(&o, r))
+                .ok_or(ClientError::NotFound);
         }
         let obj = self.api(r, namespace).get(name).await?;
         Ok(Self::encode(&obj, r))
@@ -160,10 +199,15 @@ impl ClusterApi {
         fields: Option<&str>,
     ) -> Result<Vec<String>, ClientError> {
         if let Some(cache) = self.cached(r) {
-            let labels = wasmlet_apimachinery::selector::LabelSelector::parse(labels).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let labels = wasmlet_apimachinery::selector::LabelSelector::parse(labels)
+                .map_err(|e| ClientError::Invalid(e.to_string()))?;
             let fields = wasmlet_apimachinery::selector::FieldSelector::parse(fields.unwrap_or(""))
                 .map_err(|e| ClientError::Invalid(e.to_string()))?;
-            return Ok(cache.list(namespace, &labels, &fields).iter().map(|o| Self::encode(o, r)).collect());
+            return Ok(cache
+                .list(namespace, &labels, &fields)
+                .iter()
+                .map(|o| Self::encode(o, r))
+                .collect());
         }
         let mut lp = ListParams::default();
         if !labels.is_empty() {
@@ -176,15 +220,34 @@ impl ClusterApi {
         Ok(list.items.iter().map(|o| Self::encode(o, r)).collect())
     }
 
-    pub async fn create(&self, r: &Resolved, namespace: Option<&str>, obj: &Value) -> Result<String, ClientError> {
-        let obj: DynamicObject = serde_json::from_value(obj.clone()).map_err(|e| ClientError::Invalid(e.to_string()))?;
-        let created = self.api(r, namespace).create(&PostParams::default(), &obj).await?;
+    pub async fn create(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        obj: &Value,
+    ) -> Result<String, ClientError> {
+        let obj: DynamicObject =
+            serde_json::from_value(obj.clone()).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let created = self
+            .api(r, namespace)
+            .create(&PostParams::default(), &obj)
+            .await?;
         Ok(Self::encode(&created, r))
     }
 
-    pub async fn update(&self, r: &Resolved, namespace: Option<&str>, name: &str, obj: &Value) -> Result<String, ClientError> {
-        let obj: DynamicObject = serde_json::from_value(obj.clone()).map_err(|e| ClientError::Invalid(e.to_string()))?;
-        let updated = self.api(r, namespace).replace(name, &PostParams::default(), &obj).await?;
+    pub async fn update(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+        obj: &Value,
+    ) -> Result<String, ClientError> {
+        let obj: DynamicObject =
+            serde_json::from_value(obj.clone()).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let updated = self
+            .api(r, namespace)
+            .replace(name, &PostParams::default(), &obj)
+            .await?;
         Ok(Self::encode(&updated, r))
     }
 
@@ -201,7 +264,8 @@ impl ClusterApi {
             PatchKind::Merge => (PatchParams::default(), Patch::Merge(body)),
             PatchKind::Strategic => (PatchParams::default(), Patch::Strategic(body)),
             PatchKind::Json => {
-                let ops: json_patch::Patch = serde_json::from_value(body).map_err(|e| ClientError::Invalid(e.to_string()))?;
+                let ops: json_patch::Patch = serde_json::from_value(body)
+                    .map_err(|e| ClientError::Invalid(e.to_string()))?;
                 (PatchParams::default(), Patch::Json(ops))
             }
             PatchKind::Apply { manager, force } => {
@@ -213,18 +277,40 @@ impl ClusterApi {
             }
         };
         let api = self.api(r, namespace);
-        let obj = if status { api.patch_status(name, &params, &patch).await? } else { api.patch(name, &params, &patch).await? };
+        let obj = if status {
+            api.patch_status(name, &params, &patch).await?
+        } else {
+            api.patch(name, &params, &patch).await?
+        };
         Ok(Self::encode(&obj, r))
     }
 
-    pub async fn delete(&self, r: &Resolved, namespace: Option<&str>, name: &str, opts: &Delete) -> Result<(), ClientError> {
+    pub async fn delete(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &Delete,
+    ) -> Result<(), ClientError> {
         self.api(r, namespace).delete(name, &opts.params()).await?;
         Ok(())
     }
 
-    pub async fn evict(&self, namespace: &str, name: &str, opts: &Delete) -> Result<(), ClientError> {
+    pub async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        opts: &Delete,
+    ) -> Result<(), ClientError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        api.evict(name, &EvictParams { delete_options: Some(opts.params()), ..Default::default() }).await?;
+        api.evict(
+            name,
+            &EvictParams {
+                delete_options: Some(opts.params()),
+                ..Default::default()
+            },
+        )
+        .await?;
         Ok(())
     }
 }

@@ -57,7 +57,10 @@ impl PluginEngine {
             Ok(e) => (e, true),
             Err(e) => {
                 tracing::info!(error = %e, "pooling allocator unavailable, using on-demand allocation");
-                (Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?, false)
+                (
+                    Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?,
+                    false,
+                )
             }
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -65,41 +68,63 @@ impl PluginEngine {
         let cache_dir = cache_dir.join(format!("{:016x}", h.finish()));
         std::fs::create_dir_all(&cache_dir)?;
         let ticker = engine.weak();
-        std::thread::Builder::new().name("epoch-ticker".into()).spawn(move || {
-            // A sleep loop skips missed ticks by construction: one increment per wake.
-            while let Some(engine) = ticker.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })?;
-        Ok(PluginEngine { engine, cache_dir, pooling })
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                // A sleep loop skips missed ticks by construction: one increment per wake.
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?;
+        Ok(PluginEngine {
+            engine,
+            cache_dir,
+            pooling,
+        })
     }
 
     /// The component in `bytes`, from the cache or compiled (and cached) now.
-    pub fn load(&self, path: &Path, bytes: &[u8]) -> Result<(Arc<Component>, String), CompileError> {
+    pub fn load(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Arc<Component>, String), CompileError> {
         let digest = hex::encode(Sha256::digest(bytes));
         let cached = self.cache_dir.join(format!("{digest}.cwasm"));
-        let io = |e: std::io::Error| CompileError::Io { path: path.display().to_string(), message: e.to_string() };
+        let io = |e: std::io::Error| CompileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
         if cached.exists() {
             // SAFETY: files in the cache directory are written only by
             // `precompile_component` of an engine with this compatibility hash.
             match unsafe { Component::deserialize_file(&self.engine, &cached) } {
                 Ok(c) => return Ok((Arc::new(c), digest)),
-                Err(e) => tracing::warn!(file = %cached.display(), error = %e, "cached component unusable, recompiling"),
+                Err(e) => {
+                    tracing::warn!(file = %cached.display(), error = %e, "cached component unusable, recompiling")
+                }
             }
         }
-        let compiled = self.engine.precompile_component(bytes).map_err(|e| CompileError::Invalid {
-            path: path.display().to_string(),
-            message: format!("{e:#}"),
-        })?;
+        let compiled =
+            self.engine
+                .precompile_component(bytes)
+                .map_err(|e| CompileError::Invalid {
+                    path: path.display().to_string(),
+                    message: format!("{e:#}"),
+                })?;
         let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, &compiled).map_err(io)?;
         std::fs::rename(&tmp, &cached).map_err(io)?;
         // SAFETY: written just above by this engine.
-        let component = unsafe { Component::deserialize_file(&self.engine, &cached) }.map_err(|e| {
-            CompileError::Invalid { path: path.display().to_string(), message: format!("{e:#}") }
-        })?;
+        let component =
+            unsafe { Component::deserialize_file(&self.engine, &cached) }.map_err(|e| {
+                CompileError::Invalid {
+                    path: path.display().to_string(),
+                    message: format!("{e:#}"),
+                }
+            })?;
         Ok((Arc::new(component), digest))
     }
 

@@ -37,8 +37,17 @@ pub const MAX_RESPONSE_BODY: usize = 4 << 20;
 
 /// Headers the host sets itself: the target (`host`) and the framing of a
 /// buffered message. A guest-supplied one could desynchronise or redirect the request.
-const RESERVED_HEADERS: &[&str] =
-    &["host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "proxy-connection"];
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+];
 
 /// The outbound client, shared by every plugin's calls (connection pool included).
 pub struct HttpClient {
@@ -68,7 +77,9 @@ impl HttpClient {
             Ok(b) => b.with_no_client_auth(),
             Err(e) => {
                 tracing::warn!(error = %e, "no platform root certificates: plugins' https requests will fail certificate checks");
-                builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth()
+                builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth()
             }
         };
         let mut http = HttpConnector::new();
@@ -83,13 +94,25 @@ impl HttpClient {
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(8)
             .build(https);
-        HttpClient { client, default_timeout: DEFAULT_TIMEOUT, max_body: MAX_RESPONSE_BODY }
+        HttpClient {
+            client,
+            default_timeout: DEFAULT_TIMEOUT,
+            max_body: MAX_RESPONSE_BODY,
+        }
     }
 
     /// Sends `req` to `url` (already parsed with [`parse_url`] and allowed by
     /// the manifest), waiting at most `budget` beyond the request's own timeout.
-    pub async fn fetch(&self, req: Request, url: &url::Url, budget: Duration) -> Result<Response, HttpError> {
-        let timeout = req.timeout_ms.map_or(self.default_timeout, |ms| Duration::from_millis(ms.into())).min(budget);
+    pub async fn fetch(
+        &self,
+        req: Request,
+        url: &url::Url,
+        budget: Duration,
+    ) -> Result<Response, HttpError> {
+        let timeout = req
+            .timeout_ms
+            .map_or(self.default_timeout, |ms| Duration::from_millis(ms.into()))
+            .min(budget);
         let request = build_request(req, url)?;
         match tokio::time::timeout(timeout, self.send(request)).await {
             Ok(r) => r,
@@ -99,24 +122,45 @@ impl HttpClient {
 
     async fn send(&self, request: http::Request<Full<Bytes>>) -> Result<Response, HttpError> {
         let resp = self.client.request(request).await.map_err(|e| {
-            if e.is_connect() { HttpError::Connection(chain(&e)) } else { HttpError::Other(chain(&e)) }
+            if e.is_connect() {
+                HttpError::Connection(chain(&e))
+            } else {
+                HttpError::Other(chain(&e))
+            }
         })?;
         let (parts, body) = resp.into_parts();
-        let declared = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_body as u64) {
             return Err(HttpError::TooLarge);
         }
         let body = match Limited::new(body, self.max_body).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) if e.is::<LengthLimitError>() => return Err(HttpError::TooLarge),
-            Err(e) => return Err(HttpError::Connection(format!("reading the response body: {}", chain(&*e)))),
+            Err(e) => {
+                return Err(HttpError::Connection(format!(
+                    "reading the response body: {}",
+                    chain(&*e)
+                )));
+            }
         };
         let headers = parts
             .headers
             .iter()
-            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
-        Ok(Response { status: parts.status.as_u16(), headers, body: body.to_vec() })
+        Ok(Response {
+            status: parts.status.as_u16(),
+            headers,
+            body: body.to_vec(),
+        })
     }
 }
 
@@ -137,7 +181,10 @@ pub fn parse_url(s: &str) -> Result<url::Url, HttpError> {
         return Err(invalid("no host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(HttpError::InvalidRequest("URLs with credentials (user:password@) are not allowed; send an authorization header".into()));
+        return Err(HttpError::InvalidRequest(
+            "URLs with credentials (user:password@) are not allowed; send an authorization header"
+                .into(),
+        ));
     }
     Ok(url)
 }
@@ -151,19 +198,26 @@ fn build_request(req: Request, url: &url::Url) -> Result<http::Request<Full<Byte
     // The fragment never goes on the wire.
     let mut target = url.clone();
     target.set_fragment(None);
-    let uri: http::Uri = target.as_str().parse().map_err(|e| HttpError::InvalidRequest(format!("{}: {e}", req.url)))?;
+    let uri: http::Uri = target
+        .as_str()
+        .parse()
+        .map_err(|e| HttpError::InvalidRequest(format!("{}: {e}", req.url)))?;
     let mut builder = http::Request::builder().method(method).uri(uri);
     for (name, value) in &req.headers {
         let n = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| HttpError::InvalidRequest(format!("invalid header name {name:?}")))?;
         if RESERVED_HEADERS.contains(&n.as_str()) {
-            return Err(HttpError::InvalidRequest(format!("header {name:?} is set by the host")));
+            return Err(HttpError::InvalidRequest(format!(
+                "header {name:?} is set by the host"
+            )));
         }
         let v = http::HeaderValue::from_str(value)
             .map_err(|_| HttpError::InvalidRequest(format!("invalid value for header {name:?}")))?;
         builder = builder.header(n, v);
     }
-    builder.body(Full::new(Bytes::from(req.body))).map_err(|e| HttpError::InvalidRequest(e.to_string()))
+    builder
+        .body(Full::new(Bytes::from(req.body)))
+        .map_err(|e| HttpError::InvalidRequest(e.to_string()))
 }
 
 /// An error with its sources, `outer: inner: root`, duplicates dropped.
@@ -189,7 +243,10 @@ mod tests {
         Request {
             method: method.into(),
             url: "http://127.0.0.1:1/x#frag".into(),
-            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             body: b"hi".to_vec(),
             timeout_ms: None,
         }
@@ -199,8 +256,18 @@ mod tests {
     fn urls_must_be_absolute_http_without_credentials() {
         assert!(parse_url("https://a.example.com/x?y=1").is_ok());
         assert!(parse_url("http://127.0.0.1:8080").is_ok());
-        for bad in ["ftp://a.example.com/", "file:///etc/passwd", "/relative", "http://u:p@127.0.0.1/", "http://u@127.0.0.1/", "data:text/plain,x"] {
-            assert!(matches!(parse_url(bad), Err(HttpError::InvalidRequest(_))), "{bad}");
+        for bad in [
+            "ftp://a.example.com/",
+            "file:///etc/passwd",
+            "/relative",
+            "http://u:p@127.0.0.1/",
+            "http://u@127.0.0.1/",
+            "data:text/plain,x",
+        ] {
+            assert!(
+                matches!(parse_url(bad), Err(HttpError::InvalidRequest(_))),
+                "{bad}"
+            );
         }
     }
 
@@ -220,7 +287,13 @@ mod tests {
             ("POST", vec![("content-length", "1000")]),
             ("POST", vec![("Transfer-Encoding", "chunked")]),
         ] {
-            assert!(matches!(build_request(req(m, &h), &url), Err(HttpError::InvalidRequest(_))), "{m} {h:?}");
+            assert!(
+                matches!(
+                    build_request(req(m, &h), &url),
+                    Err(HttpError::InvalidRequest(_))
+                ),
+                "{m} {h:?}"
+            );
         }
     }
 }

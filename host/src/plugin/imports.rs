@@ -46,7 +46,10 @@ fn delete_of(o: &DeleteOptions) -> Delete {
             Propagation::Foreground => kube::api::PropagationPolicy::Foreground,
         }),
         uid: o.preconditions.as_ref().and_then(|p| p.uid.clone()),
-        resource_version: o.preconditions.as_ref().and_then(|p| p.resource_version.clone()),
+        resource_version: o
+            .preconditions
+            .as_ref()
+            .and_then(|p| p.resource_version.clone()),
         grace_period_seconds: o.grace_period_seconds,
     }
 }
@@ -61,11 +64,9 @@ impl State {
         sub: Option<&str>,
         verb: &str,
     ) -> Result<(std::sync::Arc<super::api::ClusterApi>, Resolved), ClientError> {
-        let api = self
-            .plugin
-            .api
-            .clone()
-            .ok_or_else(|| ClientError::Unavailable("this host has no Kubernetes API connected".into()))?;
+        let api = self.plugin.api.clone().ok_or_else(|| {
+            ClientError::Unavailable("this host has no Kubernetes API connected".into())
+        })?;
         let r = api.resolve(api_version, kind).await?;
         let resource = match sub {
             Some(s) => format!("{}/{s}", r.resource.plural),
@@ -74,7 +75,14 @@ impl State {
         let group = group_of(api_version);
         if !self.plugin.manifest.allows(group, &resource, verb) {
             PluginMetrics::inc(&self.plugin.metrics.denied);
-            let what = format!("{verb} {resource}{}", if group.is_empty() { String::new() } else { format!(".{group}") });
+            let what = format!(
+                "{verb} {resource}{}",
+                if group.is_empty() {
+                    String::new()
+                } else {
+                    format!(".{group}")
+                }
+            );
             tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, "plugin call denied by its manifest");
             return Err(ClientError::Denied(format!(
                 "the manifest of plugin {} does not grant \"{what}\" ({})",
@@ -91,15 +99,26 @@ fn parse_json(s: &str) -> Result<Value, ClientError> {
 }
 
 fn meta_of(v: &Value) -> (String, String, Option<String>, String) {
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-    let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let ns = v
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     (s("/apiVersion"), s("/kind"), ns, s("/metadata/name"))
 }
 
 impl State {
     /// Notes 409/429 so the controller retries soon instead of backing off.
     fn note<T>(&mut self, r: Result<T, ApiClientError>) -> Result<T, ClientError> {
-        if matches!(r, Err(ApiClientError::Conflict(_)) | Err(ApiClientError::TooManyRequests)) {
+        if matches!(
+            r,
+            Err(ApiClientError::Conflict(_)) | Err(ApiClientError::TooManyRequests)
+        ) {
             self.retry_soon = true;
         }
         r.map_err(ClientError::from)
@@ -108,14 +127,29 @@ impl State {
 
 impl client::Host for State {
     async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
-        let (api, r) = self.authorize(&target.api_version, &target.kind, None, "get").await?;
+        let (api, r) = self
+            .authorize(&target.api_version, &target.kind, None, "get")
+            .await?;
         let r = api.get(&r, target.namespace.as_deref(), &target.name).await;
         self.note(r)
     }
 
-    async fn list(&mut self, of: TypeRef, params: client::ListParams) -> Result<Vec<String>, ClientError> {
-        let (api, r) = self.authorize(&of.api_version, &of.kind, None, "list").await?;
-        let r = api.list(&r, params.namespace.as_deref(), &params.label_selector, params.field_selector.as_deref()).await;
+    async fn list(
+        &mut self,
+        of: TypeRef,
+        params: client::ListParams,
+    ) -> Result<Vec<String>, ClientError> {
+        let (api, r) = self
+            .authorize(&of.api_version, &of.kind, None, "list")
+            .await?;
+        let r = api
+            .list(
+                &r,
+                params.namespace.as_deref(),
+                &params.label_selector,
+                params.field_selector.as_deref(),
+            )
+            .await;
         self.note(r)
     }
 
@@ -127,8 +161,18 @@ impl client::Host for State {
         let created = self.note(created)?;
         let c = parse_json(&created)?;
         let (_, _, ns, name) = meta_of(&c);
-        let uid = c.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-        self.writes.push(Write::Created { api_version: av, kind, namespace: ns, name, uid });
+        let uid = c
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.writes.push(Write::Created {
+            api_version: av,
+            kind,
+            namespace: ns,
+            name,
+            uid,
+        });
         Ok(created)
     }
 
@@ -138,22 +182,55 @@ impl client::Host for State {
         let (api, r) = self.authorize(&av, &kind, None, "update").await?;
         let updated = api.update(&r, ns.as_deref(), &name, &v).await;
         let updated = self.note(updated)?;
-        let rv = parse_json(&updated)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        self.writes.push(Write::Updated { api_version: av, kind, namespace: ns, name, resource_version: rv });
+        let rv = parse_json(&updated)?
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.writes.push(Write::Updated {
+            api_version: av,
+            kind,
+            namespace: ns,
+            name,
+            resource_version: rv,
+        });
         Ok(updated)
     }
 
-    async fn patch(&mut self, target: ObjectRef, how: PatchType, body: String) -> Result<String, ClientError> {
+    async fn patch(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
         self.patch_any(target, how, body, false).await
     }
 
-    async fn patch_status(&mut self, target: ObjectRef, how: PatchType, body: String) -> Result<String, ClientError> {
+    async fn patch_status(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
         self.patch_any(target, how, body, true).await
     }
 
-    async fn delete(&mut self, target: ObjectRef, options: DeleteOptions) -> Result<(), ClientError> {
-        let (api, r) = self.authorize(&target.api_version, &target.kind, None, "delete").await?;
-        let r = api.delete(&r, target.namespace.as_deref(), &target.name, &delete_of(&options)).await;
+    async fn delete(
+        &mut self,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        let (api, r) = self
+            .authorize(&target.api_version, &target.kind, None, "delete")
+            .await?;
+        let r = api
+            .delete(
+                &r,
+                target.namespace.as_deref(),
+                &target.name,
+                &delete_of(&options),
+            )
+            .await;
         self.note(r)?;
         self.writes.push(Write::Deleted {
             api_version: target.api_version,
@@ -164,15 +241,27 @@ impl client::Host for State {
         Ok(())
     }
 
-    async fn evict(&mut self, namespace: String, name: String, options: DeleteOptions) -> Result<(), ClientError> {
+    async fn evict(
+        &mut self,
+        namespace: String,
+        name: String,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
         let allowed = self.plugin.manifest.allows("", "pods", "evict")
             || self.plugin.manifest.allows("", "pods/eviction", "create");
         if !allowed {
             PluginMetrics::inc(&self.plugin.metrics.denied);
             tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = "evict pods", "plugin call denied by its manifest");
-            return Err(ClientError::Denied(format!("the manifest of plugin {} does not grant \"evict pods\"", self.plugin.name)));
+            return Err(ClientError::Denied(format!(
+                "the manifest of plugin {} does not grant \"evict pods\"",
+                self.plugin.name
+            )));
         }
-        let api = self.plugin.api.clone().ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
+        let api = self
+            .plugin
+            .api
+            .clone()
+            .ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
         let r = api.evict(&namespace, &name, &delete_of(&options)).await;
         self.note(r)?;
         self.writes.push(Write::Evicted { namespace, name });
@@ -181,7 +270,9 @@ impl client::Host for State {
 
     async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
         let Some(recorder) = self.plugin.recorder.clone() else {
-            return Err(ClientError::Unavailable("this host records no events".into()));
+            return Err(ClientError::Unavailable(
+                "this host records no events".into(),
+            ));
         };
         let reference = |o: &ObjectRef| k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(o.api_version.clone()),
@@ -202,29 +293,59 @@ impl client::Host for State {
             action: event.action.clone(),
             secondary: event.related.as_ref().map(reference),
         };
-        recorder.publish(&ev, &reference(&event.regarding)).await.map_err(ApiClientError::from)?;
+        recorder
+            .publish(&ev, &reference(&event.regarding))
+            .await
+            .map_err(ApiClientError::from)?;
         Ok(())
     }
 }
 
 impl State {
-    async fn patch_any(&mut self, target: ObjectRef, how: PatchType, body: String, status: bool) -> Result<String, ClientError> {
+    async fn patch_any(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+        status: bool,
+    ) -> Result<String, ClientError> {
         let sub = status.then_some("status");
-        let (api, r) = self.authorize(&target.api_version, &target.kind, sub, "patch").await?;
+        let (api, r) = self
+            .authorize(&target.api_version, &target.kind, sub, "patch")
+            .await?;
         let kind = match how {
             PatchType::Merge => PatchKind::Merge,
             PatchType::Json => PatchKind::Json,
             PatchType::Strategic => PatchKind::Strategic,
             PatchType::Apply(o) => {
                 if names::is_qualified_name(&o.field_manager).len() > 1 {
-                    return Err(ClientError::Invalid(format!("field manager \"{}\" is not valid", o.field_manager)));
+                    return Err(ClientError::Invalid(format!(
+                        "field manager \"{}\" is not valid",
+                        o.field_manager
+                    )));
                 }
-                PatchKind::Apply { manager: o.field_manager, force: o.force }
+                PatchKind::Apply {
+                    manager: o.field_manager,
+                    force: o.force,
+                }
             }
         };
-        let patched = api.patch(&r, target.namespace.as_deref(), &target.name, kind, parse_json(&body)?, status).await;
+        let patched = api
+            .patch(
+                &r,
+                target.namespace.as_deref(),
+                &target.name,
+                kind,
+                parse_json(&body)?,
+                status,
+            )
+            .await;
         let patched = self.note(patched)?;
-        let rv = parse_json(&patched)?.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let rv = parse_json(&patched)?
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         self.writes.push(Write::Updated {
             api_version: target.api_version,
             kind: target.kind,
@@ -252,14 +373,28 @@ impl log::Host for State {
     async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
         // Guest field names are dynamic; tracing fields are static, so they
         // travel as one `fields` value.
-        let fields: String = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect::<Vec<_>>().join(" ");
+        let fields: String = fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         let (plugin, key) = (&self.plugin.name, &self.key);
         match level {
-            log::Level::Trace => tracing::trace!(target: "plugin", %plugin, %key, %fields, "{message}"),
-            log::Level::Debug => tracing::debug!(target: "plugin", %plugin, %key, %fields, "{message}"),
-            log::Level::Info => tracing::info!(target: "plugin", %plugin, %key, %fields, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "plugin", %plugin, %key, %fields, "{message}"),
-            log::Level::Error => tracing::error!(target: "plugin", %plugin, %key, %fields, "{message}"),
+            log::Level::Trace => {
+                tracing::trace!(target: "plugin", %plugin, %key, %fields, "{message}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "plugin", %plugin, %key, %fields, "{message}")
+            }
+            log::Level::Info => {
+                tracing::info!(target: "plugin", %plugin, %key, %fields, "{message}")
+            }
+            log::Level::Warn => {
+                tracing::warn!(target: "plugin", %plugin, %key, %fields, "{message}")
+            }
+            log::Level::Error => {
+                tracing::error!(target: "plugin", %plugin, %key, %fields, "{message}")
+            }
         }
     }
 }
@@ -268,24 +403,41 @@ impl http::Host for State {
     async fn fetch(&mut self, req: http::Request) -> Result<http::Response, http::HttpError> {
         let url = super::http::parse_url(&req.url)?;
         let host = url.host_str().unwrap_or("").to_string();
-        if !self.plugin.manifest.allows_http_host(&host, url.port_or_known_default()) {
+        if !self
+            .plugin
+            .manifest
+            .allows_http_host(&host, url.port_or_known_default())
+        {
             PluginMetrics::inc(&self.plugin.metrics.denied);
             tracing::warn!(plugin = %self.plugin.name, key = %self.key, %host, "plugin HTTP request denied by its manifest");
-            return Err(http::HttpError::Denied(format!("{host} is not in the http-hosts of plugin {}", self.plugin.name)));
+            return Err(http::HttpError::Denied(format!(
+                "{host} is not in the http-hosts of plugin {}",
+                self.plugin.name
+            )));
         }
         let Some(client) = self.plugin.http.clone() else {
-            return Err(http::HttpError::Other("outbound HTTP is not available on this host".into()));
+            return Err(http::HttpError::Other(
+                "outbound HTTP is not available on this host".into(),
+            ));
         };
         // Never wait past the call's deadline (it runs from the start of the call).
         let deadline = std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms);
         let budget = deadline.saturating_sub(self.started.elapsed());
         // Logged without the query, which may carry credentials.
-        let (method, path, started) = (req.method.clone(), url.path().to_string(), std::time::Instant::now());
+        let (method, path, started) = (
+            req.method.clone(),
+            url.path().to_string(),
+            std::time::Instant::now(),
+        );
         let result = client.fetch(req, &url, budget).await;
         let ms = started.elapsed().as_millis() as u64;
         match &result {
-            Ok(r) => tracing::debug!(plugin = %self.plugin.name, key = %self.key, %method, %host, %path, status = r.status, ms, "plugin HTTP request"),
-            Err(e) => tracing::debug!(plugin = %self.plugin.name, key = %self.key, %method, %host, %path, error = ?e, ms, "plugin HTTP request failed"),
+            Ok(r) => {
+                tracing::debug!(plugin = %self.plugin.name, key = %self.key, %method, %host, %path, status = r.status, ms, "plugin HTTP request")
+            }
+            Err(e) => {
+                tracing::debug!(plugin = %self.plugin.name, key = %self.key, %method, %host, %path, error = ?e, ms, "plugin HTTP request failed")
+            }
         }
         result
     }

@@ -12,11 +12,13 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};
 
 use super::engine::PluginEngine;
-use super::imports::exports::wasmlet::plugin::reconciler::{FinalizeOutcome, ReconcileError, ReconcileOutcome};
+use super::imports::exports::wasmlet::plugin::reconciler::{
+    FinalizeOutcome, ReconcileError, ReconcileOutcome,
+};
 use super::imports::{ReconcilerPlugin, ReconcilerPluginPre};
-use super::provider::{HandlerOutcome, ProviderPlugin, ProviderPluginPre, StateGraph, WakeEvent};
 use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
+use super::provider::{HandlerOutcome, ProviderPlugin, ProviderPluginPre, StateGraph, WakeEvent};
 use super::sandbox::{CallReport, PluginCtx, State};
 
 /// Why a plugin version could not be loaded.
@@ -85,12 +87,21 @@ struct Warm {
     instance: Instance,
 }
 
-type CallFuture<'a, R> = std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+type CallFuture<'a, R> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// Refuses components built against another contract version, naming it.
-fn check_contract(engine: &PluginEngine, component: &Component, path: &Path, kind: PluginKind) -> Result<(), LoadError> {
+fn check_contract(
+    engine: &PluginEngine,
+    component: &Component,
+    path: &Path,
+    kind: PluginKind,
+) -> Result<(), LoadError> {
     let ty = component.component_type();
-    let mut names: Vec<String> = ty.exports(&engine.engine).map(|(n, _)| n.to_string()).collect();
+    let mut names: Vec<String> = ty
+        .exports(&engine.engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
     names.extend(ty.imports(&engine.engine).map(|(n, _)| n.to_string()));
     for n in &names {
         if let Some(rest) = n.strip_prefix("wasmlet:plugin/")
@@ -119,22 +130,47 @@ fn check_contract(engine: &PluginEngine, component: &Component, path: &Path, kin
 }
 
 impl Loaded {
-    pub async fn load(engine: &PluginEngine, wasm: &Path, manifest: Arc<Manifest>, ctx: Arc<PluginCtx>) -> Result<Loaded, LoadError> {
+    pub async fn load(
+        engine: &PluginEngine,
+        wasm: &Path,
+        manifest: Arc<Manifest>,
+        ctx: Arc<PluginCtx>,
+    ) -> Result<Loaded, LoadError> {
         let started = Instant::now();
-        let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io { path: wasm.display().to_string(), message: e.to_string() })?;
+        let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io {
+            path: wasm.display().to_string(),
+            message: e.to_string(),
+        })?;
         let (component, digest) = engine.load(wasm, &bytes)?;
         check_contract(engine, &component, wasm, manifest.plugin.kind)?;
-        let link = |e: wasmtime::Error| LoadError::Link { path: wasm.display().to_string(), message: format!("{e:#}") };
+        let link = |e: wasmtime::Error| LoadError::Link {
+            path: wasm.display().to_string(),
+            message: format!("{e:#}"),
+        };
         let mut linker: Linker<State> = Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         let pre = match manifest.plugin.kind {
             PluginKind::Reconciler => {
-                ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
-                Pre::Reconciler(ReconcilerPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?)
+                ReconcilerPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+                    &mut linker,
+                    |s| s,
+                )
+                .map_err(link)?;
+                Pre::Reconciler(
+                    ReconcilerPluginPre::new(linker.instantiate_pre(&component).map_err(link)?)
+                        .map_err(link)?,
+                )
             }
             PluginKind::Provider => {
-                ProviderPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s).map_err(link)?;
-                Pre::Provider(ProviderPluginPre::new(linker.instantiate_pre(&component).map_err(link)?).map_err(link)?)
+                ProviderPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+                    &mut linker,
+                    |s| s,
+                )
+                .map_err(link)?;
+                Pre::Provider(
+                    ProviderPluginPre::new(linker.instantiate_pre(&component).map_err(link)?)
+                        .map_err(link)?,
+                )
             }
         };
         let mut loaded = Loaded {
@@ -151,22 +187,39 @@ impl Loaded {
             idle: std::sync::Mutex::new(Vec::new()),
         };
         // The first call doubles as the check that the new version works at all.
-        let first = |error| LoadError::FirstCall { path: wasm.display().to_string(), error };
+        let first = |error| LoadError::FirstCall {
+            path: wasm.display().to_string(),
+            error,
+        };
         if loaded.manifest.plugin.kind == PluginKind::Provider {
             let graph = loaded
-                .call("(load)", |inst, s| Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_graph(s).await }))
+                .call("(load)", |inst, s| {
+                    Box::pin(async move {
+                        provider(inst)?
+                            .wasmlet_plugin_provider()
+                            .call_graph(s)
+                            .await
+                    })
+                })
                 .await
                 .map_err(first)?
                 .0;
-            super::provider::validate_graph(&graph)
-                .map_err(|m| LoadError::Contract { path: wasm.display().to_string(), message: format!("state graph: {m}") })?;
+            super::provider::validate_graph(&graph).map_err(|m| LoadError::Contract {
+                path: wasm.display().to_string(),
+                message: format!("state graph: {m}"),
+            })?;
             loaded.graph = Some(graph);
             loaded.load_time = started.elapsed();
             return Ok(loaded);
         }
         let conditions = loaded
             .call("(load)", |inst, s| {
-                Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_declared_conditions(s).await })
+                Box::pin(async move {
+                    reconciler(inst)?
+                        .wasmlet_plugin_reconciler()
+                        .call_declared_conditions(s)
+                        .await
+                })
             })
             .await
             .map_err(first)?
@@ -188,12 +241,23 @@ impl Loaded {
         key: &str,
         f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
     ) -> Result<(R, CallReport), CallError> {
-        let _slot = self.slots.acquire().await.map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
         let reuse = self.manifest.limits.reuse_instances;
-        let warm = if reuse { self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() } else { None };
+        let warm = if reuse {
+            self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
+        } else {
+            None
+        };
         let (mut store, instance) = match warm {
-            Some(Warm { mut store, instance }) => {
+            Some(Warm {
+                mut store,
+                instance,
+            }) => {
                 let data = store.data_mut();
                 data.key = key.to_string();
                 data.writes.clear();
@@ -202,7 +266,10 @@ impl Loaded {
                 (store, Some(instance))
             }
             None => {
-                let mut store = Store::new(&self.engine.engine, State::new(self.ctx.clone(), key.to_string()));
+                let mut store = Store::new(
+                    &self.engine.engine,
+                    State::new(self.ctx.clone(), key.to_string()),
+                );
                 store.limiter(|s| &mut s.limiter);
                 store.epoch_deadline_trap();
                 (store, None)
@@ -213,8 +280,14 @@ impl Loaded {
             Some(i) => i,
             None => {
                 let made = match &self.pre {
-                    Pre::Reconciler(p) => p.instantiate_async(&mut store).await.map(Instance::Reconciler),
-                    Pre::Provider(p) => p.instantiate_async(&mut store).await.map(Instance::Provider),
+                    Pre::Reconciler(p) => p
+                        .instantiate_async(&mut store)
+                        .await
+                        .map(Instance::Reconciler),
+                    Pre::Provider(p) => p
+                        .instantiate_async(&mut store)
+                        .await
+                        .map(Instance::Provider),
                 };
                 match made {
                     Ok(i) => i,
@@ -226,9 +299,15 @@ impl Loaded {
         match result {
             Ok(r) => {
                 let data = store.data_mut();
-                let report = CallReport { writes: std::mem::take(&mut data.writes), retry_soon: data.retry_soon };
+                let report = CallReport {
+                    writes: std::mem::take(&mut data.writes),
+                    retry_soon: data.retry_soon,
+                };
                 if reuse {
-                    self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(Warm { store, instance });
+                    self.idle
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(Warm { store, instance });
                 }
                 Ok((r, report))
             }
@@ -255,11 +334,20 @@ impl Loaded {
 
     /// `reconcile` on a fresh instance. Returns the guest's result and the
     /// writes it made.
-    pub async fn reconcile(&self, key: &str, obj: &str) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
+    pub async fn reconcile(
+        &self,
+        key: &str,
+        obj: &str,
+    ) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
             .call(key, move |inst, s| {
-                Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_reconcile(s, &obj).await })
+                Box::pin(async move {
+                    reconciler(inst)?
+                        .wasmlet_plugin_reconciler()
+                        .call_reconcile(s, &obj)
+                        .await
+                })
             })
             .await?;
         let status = match &result {
@@ -270,24 +358,45 @@ impl Loaded {
             && !serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.is_object())
         {
             PluginMetrics::inc(&self.ctx.metrics.malformed);
-            return Err(CallError::Malformed(format!("status is not a JSON object: {}", truncate(s))));
+            return Err(CallError::Malformed(format!(
+                "status is not a JSON object: {}",
+                truncate(s)
+            )));
         }
         Ok((result, report))
     }
 
-    pub async fn finalize(&self, key: &str, obj: &str) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
+    pub async fn finalize(
+        &self,
+        key: &str,
+        obj: &str,
+    ) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
         let obj = obj.to_string();
         self.call(key, move |inst, s| {
-            Box::pin(async move { reconciler(inst)?.wasmlet_plugin_reconciler().call_finalize(s, &obj).await })
+            Box::pin(async move {
+                reconciler(inst)?
+                    .wasmlet_plugin_reconciler()
+                    .call_finalize(s, &obj)
+                    .await
+            })
         })
         .await
     }
 
     /// Provider: the initial state data for a pod.
-    pub async fn provider_init(&self, key: &str, pod: &str) -> Result<Result<String, String>, CallError> {
+    pub async fn provider_init(
+        &self,
+        key: &str,
+        pod: &str,
+    ) -> Result<Result<String, String>, CallError> {
         let pod = pod.to_string();
         self.call(key, move |inst, s| {
-            Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_init(s, &pod).await })
+            Box::pin(async move {
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_init(s, &pod)
+                    .await
+            })
         })
         .await
         .map(|(r, _)| r)
@@ -305,7 +414,10 @@ impl Loaded {
         let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
         self.call(key, move |inst, s| {
             Box::pin(async move {
-                provider(inst)?.wasmlet_plugin_provider().call_handle(s, &state, &pod, &data, event).await
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_handle(s, &state, &pod, &data, event)
+                    .await
             })
         })
         .await
@@ -313,10 +425,21 @@ impl Loaded {
     }
 
     /// Provider: the status fragment for a state.
-    pub async fn provider_status(&self, key: &str, state: &str, pod: &str, data: &str) -> Result<String, CallError> {
+    pub async fn provider_status(
+        &self,
+        key: &str,
+        state: &str,
+        pod: &str,
+        data: &str,
+    ) -> Result<String, CallError> {
         let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
         self.call(key, move |inst, s| {
-            Box::pin(async move { provider(inst)?.wasmlet_plugin_provider().call_status(s, &state, &pod, &data).await })
+            Box::pin(async move {
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_status(s, &state, &pod, &data)
+                    .await
+            })
         })
         .await
         .map(|(r, _)| r)
@@ -333,12 +456,18 @@ fn reconciler(inst: &Instance) -> wasmtime::Result<&ReconcilerPlugin> {
 fn provider(inst: &Instance) -> wasmtime::Result<&ProviderPlugin> {
     match inst {
         Instance::Provider(p) => Ok(p),
-        Instance::Reconciler(_) => Err(wasmtime::Error::msg("a reconciler has no provider exports")),
+        Instance::Reconciler(_) => {
+            Err(wasmtime::Error::msg("a reconciler has no provider exports"))
+        }
     }
 }
 
 fn truncate(s: &str) -> String {
-    if s.len() <= 80 { s.to_string() } else { format!("{}...", &s[..s.floor_char_boundary(80)]) }
+    if s.len() <= 80 {
+        s.to_string()
+    } else {
+        format!("{}...", &s[..s.floor_char_boundary(80)])
+    }
 }
 
 #[cfg(test)]
@@ -347,15 +476,27 @@ mod tests {
 
     fn component(engine: &PluginEngine, wat: &str) -> Arc<Component> {
         let bytes = wat::parse_str(wat).expect("valid WAT");
-        engine.load(Path::new("t.wasm"), &bytes).expect("compiles").0
+        engine
+            .load(Path::new("t.wasm"), &bytes)
+            .expect("compiles")
+            .0
     }
 
     #[test]
     fn refuses_another_contract_version_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let engine = PluginEngine::new(dir.path()).unwrap();
-        let c = component(&engine, r#"(component (import "wasmlet:plugin/log@0.2.0" (instance)))"#);
-        let e = check_contract(&engine, &c, Path::new("/plugins/new.wasm"), PluginKind::Reconciler).unwrap_err();
+        let c = component(
+            &engine,
+            r#"(component (import "wasmlet:plugin/log@0.2.0" (instance)))"#,
+        );
+        let e = check_contract(
+            &engine,
+            &c,
+            Path::new("/plugins/new.wasm"),
+            PluginKind::Reconciler,
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "/plugins/new.wasm: built against wasmlet:plugin@0.2.0 (wasmlet:plugin/log@0.2.0); this host provides wasmlet:plugin@0.1.0"
@@ -366,8 +507,15 @@ mod tests {
     fn refuses_a_component_without_the_world_its_manifest_names() {
         let dir = tempfile::tempdir().unwrap();
         let engine = PluginEngine::new(dir.path()).unwrap();
-        let c = component(&engine, r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#);
+        let c = component(
+            &engine,
+            r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#,
+        );
         let e = check_contract(&engine, &c, Path::new("x.wasm"), PluginKind::Provider).unwrap_err();
-        assert!(e.to_string().contains("does not export wasmlet:plugin/provider@0.1.0"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("does not export wasmlet:plugin/provider@0.1.0"),
+            "{e}"
+        );
     }
 }

@@ -108,7 +108,12 @@ fn default_deadline() -> u64 {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { concurrency: 1, memory_mib: default_memory(), deadline_ms: default_deadline(), reuse_instances: false }
+        Limits {
+            concurrency: 1,
+            memory_mib: default_memory(),
+            deadline_ms: default_deadline(),
+            reuse_instances: false,
+        }
     }
 }
 
@@ -144,19 +149,28 @@ pub struct Manifest {
     pub limits: Limits,
 }
 
-const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "evict", "*"];
+const VERBS: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete", "evict", "*",
+];
 
 impl Manifest {
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ManifestError { file: file.clone(), field: "-".into(), message: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+            file: file.clone(),
+            field: "-".into(),
+            message: e.to_string(),
+        })?;
         Manifest::parse(&text, path)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
         let file = path.display().to_string();
-        let err = |field: &str, message: String| ManifestError { file: file.clone(), field: field.into(), message };
+        let err = |field: &str, message: String| ManifestError {
+            file: file.clone(),
+            field: field.into(),
+            message,
+        };
         let raw: Raw = toml::from_str(text).map_err(|e| {
             // toml names the key path in its message; keep it on one line.
             let msg = e.message().to_string();
@@ -178,10 +192,17 @@ impl Manifest {
         }
         match (raw.plugin.kind, &raw.reconciles) {
             (PluginKind::Reconciler, None) => {
-                return Err(err("reconciles", "a reconciler must say what it reconciles ([reconciles] api-version, kind)".into()));
+                return Err(err(
+                    "reconciles",
+                    "a reconciler must say what it reconciles ([reconciles] api-version, kind)"
+                        .into(),
+                ));
             }
             (PluginKind::Provider, Some(_)) => {
-                return Err(err("reconciles", "providers run pods; [reconciles] does not apply".into()));
+                return Err(err(
+                    "reconciles",
+                    "providers run pods; [reconciles] does not apply".into(),
+                ));
             }
             (PluginKind::Provider, None) if raw.finalizer.is_some() => {
                 return Err(err("finalizer", "providers have no finalizer".into()));
@@ -196,13 +217,17 @@ impl Manifest {
                 return Err(err("reconciles.kind", "must not be empty".into()));
             }
             if let Some(sel) = &r.label_selector {
-                LabelSelector::parse(sel).map_err(|e| err("reconciles.label-selector", e.to_string()))?;
+                LabelSelector::parse(sel)
+                    .map_err(|e| err("reconciles.label-selector", e.to_string()))?;
             }
         }
         if let Some(f) = &raw.finalizer
             && (f.is_empty() || !f.contains('/'))
         {
-            return Err(err("finalizer", format!("\"{f}\" should be a qualified name like example.com/cleanup")));
+            return Err(err(
+                "finalizer",
+                format!("\"{f}\" should be a qualified name like example.com/cleanup"),
+            ));
         }
         let mut watches = Vec::new();
         for (i, w) in raw.watches.iter().enumerate() {
@@ -213,7 +238,10 @@ impl Manifest {
                 _ => {
                     return Err(err(
                         &format!("watches[{i}].map"),
-                        format!("\"{}\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"", w.map),
+                        format!(
+                            "\"{}\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"",
+                            w.map
+                        ),
                     ));
                 }
             };
@@ -229,14 +257,20 @@ impl Manifest {
                 }
             }
             if rule.resources.is_empty() {
-                return Err(err(&format!("permissions.rules[{i}].resources"), "must name at least one resource".into()));
+                return Err(err(
+                    &format!("permissions.rules[{i}].resources"),
+                    "must name at least one resource".into(),
+                ));
             }
         }
         if raw.limits.concurrency == 0 {
             return Err(err("limits.concurrency", "must be at least 1".into()));
         }
         if raw.limits.memory_mib == 0 || raw.limits.memory_mib > 4096 {
-            return Err(err("limits.memory-mib", format!("{} is outside 1..=4096", raw.limits.memory_mib)));
+            return Err(err(
+                "limits.memory-mib",
+                format!("{} is outside 1..=4096", raw.limits.memory_mib),
+            ));
         }
         if raw.limits.deadline_ms == 0 {
             return Err(err("limits.deadline-ms", "must be at least 1".into()));
@@ -246,7 +280,10 @@ impl Manifest {
         for (i, c) in raw.crds.iter().enumerate() {
             let p = dir.join(c);
             if !p.exists() {
-                return Err(err(&format!("crds[{i}]"), format!("{} does not exist", p.display())));
+                return Err(err(
+                    &format!("crds[{i}]"),
+                    format!("{} does not exist", p.display()),
+                ));
             }
             crds.push(p);
         }
@@ -309,14 +346,28 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_field() {
-        let e = parse(&format!("{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"nope\"\n")).unwrap_err();
-        assert_eq!(e.to_string(), "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"");
+        let e = parse(&format!(
+            "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"nope\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\""
+        );
         let e = parse(&BASE.replace("0.1.0", "0.2.0")).unwrap_err();
-        assert!(e.to_string().contains("plugin.contract: the plugin wants wasmlet:plugin@0.2.0"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("plugin.contract: the plugin wants wasmlet:plugin@0.2.0"),
+            "{e}"
+        );
         let e = parse(&format!("{BASE}[limits]\nmemory-mb = 3\n")).unwrap_err();
         assert!(e.to_string().contains("unknown field `memory-mb`"), "{e}");
         let e = parse(&format!("{BASE}[permissions]\nrules = [{{ api-groups = [\"\"], resources = [\"pods\"], verbs = [\"read\"] }}]\n")).unwrap_err();
-        assert!(e.to_string().contains("permissions.rules[0].verbs[0]: unknown verb \"read\""), "{e}");
+        assert!(
+            e.to_string()
+                .contains("permissions.rules[0].verbs[0]: unknown verb \"read\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@ wasmtime::component::bindgen!({
 
 pub use self::exports::wasmlet::plugin::provider::{HandlerOutcome, StateGraph, WaitOn, WakeEvent};
 use self::wasmlet::plugin::workloads::{
-    self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError, WorkloadStatus,
+    self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
+    WorkloadStatus,
 };
 
 /// What runs a provider's workloads: the node agent's workload manager.
@@ -30,7 +31,11 @@ use self::wasmlet::plugin::workloads::{
 pub trait Workloads: Send + Sync {
     /// `docker_configs`: the `.dockerconfigjson` of each of the request's pull
     /// secrets that exists (looked up by the host with its own credentials).
-    fn fetch_module(&self, req: FetchRequest, docker_configs: Vec<Vec<u8>>) -> Result<FetchProgress, FetchError>;
+    fn fetch_module(
+        &self,
+        req: FetchRequest,
+        docker_configs: Vec<Vec<u8>>,
+    ) -> Result<FetchProgress, FetchError>;
     fn prepare_volume(&self, req: VolumeRequest) -> Result<u64, WorkloadError>;
     fn spawn(&self, spec: SpawnSpec) -> Result<u64, WorkloadError>;
     fn status(&self, handle: u64) -> Result<WorkloadStatus, WorkloadError>;
@@ -40,7 +45,9 @@ pub trait Workloads: Send + Sync {
 }
 
 fn backend(state: &State) -> Result<Arc<dyn Workloads>, WorkloadError> {
-    state.plugin.workloads.clone().ok_or_else(|| WorkloadError::Failed("this host runs no workloads (not a node agent)".into()))
+    state.plugin.workloads.clone().ok_or_else(|| {
+        WorkloadError::Failed("this host runs no workloads (not a node agent)".into())
+    })
 }
 
 impl w::Host for State {
@@ -48,7 +55,8 @@ impl w::Host for State {
         let b = backend(self).map_err(|e| FetchError::Other(format!("{e:?}")))?;
         let mut configs = Vec::new();
         if let Some(api) = self.plugin.api.clone() {
-            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(api.client.clone(), &req.namespace);
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+                kube::Api::namespaced(api.client.clone(), &req.namespace);
             for name in &req.pull_secrets {
                 match secrets.get_opt(name).await {
                     Ok(Some(s)) => {
@@ -57,8 +65,12 @@ impl w::Host for State {
                         }
                     }
                     // Like kubelet: a missing pull secret is skipped (and the pull may then fail).
-                    Ok(None) => tracing::warn!(namespace = %req.namespace, secret = %name, "image pull secret not found"),
-                    Err(e) => tracing::warn!(namespace = %req.namespace, secret = %name, error = %e, "image pull secret unreadable"),
+                    Ok(None) => {
+                        tracing::warn!(namespace = %req.namespace, secret = %name, "image pull secret not found")
+                    }
+                    Err(e) => {
+                        tracing::warn!(namespace = %req.namespace, secret = %name, error = %e, "image pull secret unreadable")
+                    }
                 }
             }
         }
@@ -95,9 +107,15 @@ impl w::Host for State {
 /// Checks a graph the provider declares: every named state exists.
 pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
     let known = |s: &str| g.states.iter().any(|x| x == s);
-    for (what, s) in [("initial", &g.initial), ("on-delete", &g.on_delete), ("error-state", &g.error_state)] {
+    for (what, s) in [
+        ("initial", &g.initial),
+        ("on-delete", &g.on_delete),
+        ("error-state", &g.error_state),
+    ] {
         if !known(s) {
-            return Err(format!("{what} state \"{s}\" is not among the declared states"));
+            return Err(format!(
+                "{what} state \"{s}\" is not among the declared states"
+            ));
         }
     }
     for (from, to) in &g.edges {
@@ -107,7 +125,9 @@ pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
     }
     for b in &g.backoff_states {
         if !known(b) {
-            return Err(format!("back-off state \"{b}\" is not among the declared states"));
+            return Err(format!(
+                "back-off state \"{b}\" is not among the declared states"
+            ));
         }
     }
     Ok(())

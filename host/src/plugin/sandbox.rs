@@ -15,10 +15,30 @@ use super::metrics::PluginMetrics;
 /// A write a guest made through `client`, for the controller's expectations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
-    Created { api_version: String, kind: String, namespace: Option<String>, name: String, uid: String },
-    Updated { api_version: String, kind: String, namespace: Option<String>, name: String, resource_version: String },
-    Deleted { api_version: String, kind: String, namespace: Option<String>, name: String },
-    Evicted { namespace: String, name: String },
+    Created {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        uid: String,
+    },
+    Updated {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        resource_version: String,
+    },
+    Deleted {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+    },
+    Evicted {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// Everything a plugin version's imports need, shared by its calls.
@@ -44,22 +64,38 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn new(memory_bytes: Option<usize>) -> Limiter {
-        let mut b = StoreLimitsBuilder::new().instances(64).tables(64).memories(16);
+        let mut b = StoreLimitsBuilder::new()
+            .instances(64)
+            .tables(64)
+            .memories(16);
         if let Some(m) = memory_bytes {
             b = b.memory_size(m);
         }
-        Limiter { limits: b.build(), hit: false }
+        Limiter {
+            limits: b.build(),
+            hit: false,
+        }
     }
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let ok = self.limits.memory_growing(current, desired, maximum)?;
         self.hit |= !ok;
         Ok(ok)
     }
 
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let ok = self.limits.table_growing(current, desired, maximum)?;
         self.hit |= !ok;
         Ok(ok)
@@ -102,7 +138,9 @@ pub struct CallReport {
 impl State {
     pub fn new(plugin: Arc<PluginCtx>, key: String) -> State {
         let mut wasi = WasiCtx::builder();
-        wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        wasi.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         let memory = plugin.manifest.limits.memory_mib as usize * 1024 * 1024;
         State {
             wasi: wasi.build(),
@@ -119,6 +157,9 @@ impl State {
 
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }

@@ -96,7 +96,11 @@ impl PluginSet {
     }
 
     pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        self.slots.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+        self.slots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Loaded>> {
@@ -104,23 +108,47 @@ impl PluginSet {
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.slots.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.slots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Every plugin name that has counters, loaded or not (a rejected
     /// version still counts its load failures).
     pub fn metric_names(&self) -> Vec<String> {
-        self.metrics.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.metrics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub fn metrics(&self, name: &str) -> Arc<PluginMetrics> {
-        self.metrics.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().clone()
+        self.metrics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name.to_string())
+            .or_default()
+            .clone()
     }
 
     /// Swaps the previous version back in. Returns false when there is none.
     pub fn rollback(&self, name: &str) -> bool {
-        let Some(slot) = self.slot(name) else { return false };
-        let Some(prev) = slot.previous.lock().unwrap_or_else(|p| p.into_inner()).take() else { return false };
+        let Some(slot) = self.slot(name) else {
+            return false;
+        };
+        let Some(prev) = slot
+            .previous
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return false;
+        };
         let now = slot.current.swap(prev);
         *slot.previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
         PluginMetrics::inc(&slot.metrics.swaps);
@@ -130,12 +158,20 @@ impl PluginSet {
     }
 
     /// Loads one plugin version from `wasm` + `toml` without installing it.
-    pub async fn load_version(&self, name: &str, wasm: &Path, toml: &Path) -> Result<Loaded, LoadError> {
+    pub async fn load_version(
+        &self,
+        name: &str,
+        wasm: &Path,
+        toml: &Path,
+    ) -> Result<Loaded, LoadError> {
         let manifest = Arc::new(Manifest::load(toml)?);
         let recorder = self.api.as_ref().map(|api| {
             kube::runtime::events::Recorder::new(
                 api.client.clone(),
-                kube::runtime::events::Reporter { controller: format!("wasmlet-{name}"), instance: hostname() },
+                kube::runtime::events::Reporter {
+                    controller: format!("wasmlet-{name}"),
+                    instance: hostname(),
+                },
             )
         });
         let ctx = Arc::new(PluginCtx {
@@ -144,7 +180,11 @@ impl PluginSet {
             api: self.api.clone(),
             metrics: self.metrics(name),
             recorder,
-            workloads: self.workloads.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            workloads: self
+                .workloads
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             http: Some(super::http::HttpClient::shared()),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
@@ -176,33 +216,56 @@ impl PluginSet {
                 continue;
             }
             present.insert(name.clone());
-            let Ok(fp) = fingerprint(&wasm, &toml) else { continue };
+            let Ok(fp) = fingerprint(&wasm, &toml) else {
+                continue;
+            };
             if let Some(slot) = self.slot(&name)
                 && *slot.fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fp
             {
                 continue;
             }
-            if self.rejected.lock().unwrap_or_else(|p| p.into_inner()).get(&name) == Some(&fp) {
+            if self
+                .rejected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                == Some(&fp)
+            {
                 continue;
             }
             match self.load_version(&name, &wasm, &toml).await {
                 Ok(loaded) => {
-                    self.rejected.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+                    self.rejected
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&name);
                     self.apply_crds(&name, &loaded.manifest).await;
                     self.install(&name, loaded, fp);
                 }
                 Err(e) => {
                     PluginMetrics::inc(&self.metrics(&name).load_failures);
                     tracing::error!(plugin = %name, error = %e, "plugin version rejected; the running version (if any) stays");
-                    self.rejected.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), fp);
-                    let _ = self.events.send(PluginEvent::Rejected(name.clone(), e.to_string()));
+                    self.rejected
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), fp);
+                    let _ = self
+                        .events
+                        .send(PluginEvent::Rejected(name.clone(), e.to_string()));
                     failures.push((name, e));
                 }
             }
         }
-        let gone: Vec<String> = self.names().into_iter().filter(|n| !present.contains(n)).collect();
+        let gone: Vec<String> = self
+            .names()
+            .into_iter()
+            .filter(|n| !present.contains(n))
+            .collect();
         for name in gone {
-            self.slots.write().unwrap_or_else(|p| p.into_inner()).remove(&name);
+            self.slots
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
             tracing::info!(plugin = %name, "plugin removed");
             let _ = self.events.send(PluginEvent::Removed(name));
         }
@@ -231,7 +294,10 @@ impl PluginSet {
                     metrics: self.metrics(name),
                     fingerprint: Mutex::new(fp),
                 });
-                self.slots.write().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), slot);
+                self.slots
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.to_string(), slot);
                 tracing::info!(plugin = %name, %digest, ?took, "plugin loaded");
                 let _ = self.events.send(PluginEvent::Added(name.to_string()));
             }
@@ -253,11 +319,21 @@ impl PluginSet {
             for doc in docs {
                 let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
                     kube::Api::all(api.client.clone());
-                let crd_name = doc.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                let params = kube::api::PatchParams::apply(&format!("wasmlet-plugin-{name}")).force();
-                match crds.patch(&crd_name, &params, &kube::api::Patch::Apply(doc)).await {
+                let crd_name = doc
+                    .pointer("/metadata/name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                let params =
+                    kube::api::PatchParams::apply(&format!("wasmlet-plugin-{name}")).force();
+                match crds
+                    .patch(&crd_name, &params, &kube::api::Patch::Apply(doc))
+                    .await
+                {
                     Ok(_) => tracing::info!(plugin = %name, crd = %crd_name, "CRD applied"),
-                    Err(e) => tracing::warn!(plugin = %name, crd = %crd_name, error = %e, "CRD not applied"),
+                    Err(e) => {
+                        tracing::warn!(plugin = %name, crd = %crd_name, error = %e, "CRD not applied")
+                    }
                 }
             }
         }
@@ -299,5 +375,7 @@ pub fn read_yaml_documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>
 }
 
 fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
 }

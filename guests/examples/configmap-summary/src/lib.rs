@@ -17,10 +17,17 @@ pub const SUMMARY_LABEL: &str = "wasmlet.dev/summary";
 
 /// Desired state: which keys to count.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(group = "examples.wasmlet.dev", version = "v1", kind = "ConfigSummary", namespaced)]
+#[kube(
+    group = "examples.wasmlet.dev",
+    version = "v1",
+    kind = "ConfigSummary",
+    namespaced
+)]
 #[kube(status = "ConfigSummaryStatus", shortname = "csum")]
 #[kube(printcolumn = r#"{"name":"Keys","type":"integer","jsonPath":".status.keys"}"#)]
-#[kube(printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigSummarySpec {
     /// Count only keys starting with this prefix (all keys when absent).
@@ -69,7 +76,12 @@ pub struct StatusCondition {
 pub fn count_keys(maps: &[ConfigMap], prefix: Option<&str>) -> u32 {
     let keys = maps
         .iter()
-        .flat_map(|cm| cm.data.iter().flat_map(|d| d.keys()).chain(cm.binary_data.iter().flat_map(|d| d.keys())))
+        .flat_map(|cm| {
+            cm.data
+                .iter()
+                .flat_map(|d| d.keys())
+                .chain(cm.binary_data.iter().flat_map(|d| d.keys()))
+        })
         .filter(|k| prefix.is_none_or(|p| k.starts_with(p)))
         .count();
     u32::try_from(keys).unwrap_or(u32::MAX)
@@ -77,19 +89,35 @@ pub fn count_keys(maps: &[ConfigMap], prefix: Option<&str>) -> u32 {
 
 fn reconcile(obj: Arc<ConfigSummary>, ctx: &Context) -> Result<Action, Error> {
     let Some(ns) = obj.namespace() else {
-        return Err(Error::terminal("NotNamespaced", "a ConfigSummary must live in a namespace"));
+        return Err(Error::terminal(
+            "NotNamespaced",
+            "a ConfigSummary must live in a namespace",
+        ));
     };
     let selector = format!("{SUMMARY_LABEL}={}", obj.name_any());
     let maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced(&ns).labels(&selector))?;
     let keys = count_keys(&maps, obj.spec.key_prefix.as_deref());
     let config_maps = u32::try_from(maps.len()).unwrap_or(u32::MAX);
-    ctx.log(Level::Debug, "summarised", &[("configMaps", &config_maps.to_string()), ("keys", &keys.to_string())]);
+    ctx.log(
+        Level::Debug,
+        "summarised",
+        &[
+            ("configMaps", &config_maps.to_string()),
+            ("keys", &keys.to_string()),
+        ],
+    );
     Ok(Action::await_change()
-        .status(ConfigSummaryStatus { keys, config_maps, ..Default::default() })
+        .status(ConfigSummaryStatus {
+            keys,
+            config_maps,
+            ..Default::default()
+        })
         .condition(
             Condition::is_true("Summarised")
                 .reason("Counted")
-                .message(format!("{keys} keys in {config_maps} ConfigMaps labelled {selector}")),
+                .message(format!(
+                    "{keys} keys in {config_maps} ConfigMaps labelled {selector}"
+                )),
         ))
 }
 
@@ -103,13 +131,19 @@ mod tests {
     use wasmlet_sdk::testing::FakeHost;
 
     fn summary(name: &str, prefix: Option<&str>) -> ConfigSummary {
-        let mut s = ConfigSummary::new(name, ConfigSummarySpec { key_prefix: prefix.map(str::to_owned) });
+        let mut s = ConfigSummary::new(
+            name,
+            ConfigSummarySpec {
+                key_prefix: prefix.map(str::to_owned),
+            },
+        );
         s.metadata.namespace = Some("ns".into());
         s
     }
 
     fn config_map(name: &str, summary: &str, keys: &[&str]) -> serde_json::Value {
-        let data: serde_json::Map<String, serde_json::Value> = keys.iter().map(|k| ((*k).to_owned(), json!("v"))).collect();
+        let data: serde_json::Map<String, serde_json::Value> =
+            keys.iter().map(|k| ((*k).to_owned(), json!("v"))).collect();
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": { "name": name, "namespace": "ns", "labels": { SUMMARY_LABEL: summary } },
@@ -127,13 +161,19 @@ mod tests {
 
         let obj = Arc::new(summary("s1", None));
         let action = reconcile(obj.clone(), &Context::for_object(&*obj)).unwrap();
-        assert_eq!(action.status_json(), Some(&json!({ "keys": 3, "configMaps": 2 })));
+        assert_eq!(
+            action.status_json(),
+            Some(&json!({ "keys": 3, "configMaps": 2 }))
+        );
         assert_eq!(action.conditions()[0].type_, "Summarised");
         assert_eq!(action.requeue_after(), None);
 
         let obj = Arc::new(summary("s1", Some("app.")));
         let action = reconcile(obj.clone(), &Context::for_object(&*obj)).unwrap();
-        assert_eq!(action.status_json(), Some(&json!({ "keys": 1, "configMaps": 2 })));
+        assert_eq!(
+            action.status_json(),
+            Some(&json!({ "keys": 1, "configMaps": 2 }))
+        );
     }
 
     /// The shipped CRD is generated from the Rust types; regenerate it with
@@ -146,6 +186,9 @@ mod tests {
             std::fs::write(path, &generated).unwrap();
         }
         let shipped = std::fs::read_to_string(path).unwrap_or_default();
-        assert_eq!(shipped, generated, "{path} is stale: rerun with UPDATE_CRDS=1");
+        assert_eq!(
+            shipped, generated,
+            "{path} is stale: rerun with UPDATE_CRDS=1"
+        );
     }
 }

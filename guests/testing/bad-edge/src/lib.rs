@@ -27,12 +27,23 @@ impl Guest for BadEdge {
         Ok("{}".to_owned())
     }
 
-    fn handle(state: String, _pod: String, state_data: String, _event: Option<WakeEvent>) -> Result<HandlerOutcome, String> {
+    fn handle(
+        state: String,
+        _pod: String,
+        state_data: String,
+        _event: Option<WakeEvent>,
+    ) -> Result<HandlerOutcome, String> {
         Ok(match state.as_str() {
             // The illegal move under test.
-            "Registered" => HandlerOutcome::Transition(Transition { to: "Done".to_owned(), state_data }),
+            "Registered" => HandlerOutcome::Transition(Transition {
+                to: "Done".to_owned(),
+                state_data,
+            }),
             // Everything else rests.
-            _ => HandlerOutcome::Wait(Wait { on: vec![], state_data }),
+            _ => HandlerOutcome::Wait(Wait {
+                on: vec![],
+                state_data,
+            }),
         })
     }
 

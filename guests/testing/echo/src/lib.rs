@@ -8,7 +8,13 @@ use wasmlet_sdk::prelude::*;
 /// The example's kind (guests/examples/configmap-summary) with its spec kept as
 /// arbitrary JSON; the manifest selects only objects labelled for this guest.
 #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[kube(group = "examples.wasmlet.dev", version = "v1", kind = "ConfigSummary", namespaced, schema = "disabled")]
+#[kube(
+    group = "examples.wasmlet.dev",
+    version = "v1",
+    kind = "ConfigSummary",
+    namespaced,
+    schema = "disabled"
+)]
 pub struct ConfigSummarySpec {
     #[serde(flatten)]
     pub fields: serde_json::Map<String, serde_json::Value>,

@@ -8,7 +8,13 @@ use wasmlet_sdk::prelude::*;
 /// The example's kind (guests/examples/configmap-summary), reduced to what this guest
 /// needs; the manifest selects only objects labelled for this guest.
 #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[kube(group = "examples.wasmlet.dev", version = "v1", kind = "ConfigSummary", namespaced, schema = "disabled")]
+#[kube(
+    group = "examples.wasmlet.dev",
+    version = "v1",
+    kind = "ConfigSummary",
+    namespaced,
+    schema = "disabled"
+)]
 pub struct ConfigSummarySpec {}
 
 fn reconcile(_obj: Arc<ConfigSummary>, _ctx: &Context) -> Result<Action, Error> {

@@ -18,14 +18,23 @@ use wasmlet_sdk::prelude::*;
 pub const SET_LABEL: &str = "testing.wasmlet.dev/set";
 
 #[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[kube(group = "testing.wasmlet.dev", version = "v1", kind = "ConfigSet", namespaced, schema = "disabled")]
+#[kube(
+    group = "testing.wasmlet.dev",
+    version = "v1",
+    kind = "ConfigSet",
+    namespaced,
+    schema = "disabled"
+)]
 pub struct ConfigSetSpec {
     pub replicas: i64,
 }
 
 fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
     let Some(ns) = obj.namespace() else {
-        return Err(Error::terminal("NotNamespaced", "a ConfigSet must live in a namespace"));
+        return Err(Error::terminal(
+            "NotNamespaced",
+            "a ConfigSet must live in a namespace",
+        ));
     };
     let name = obj.name_any();
     let selector = format!("{SET_LABEL}={name}");
@@ -54,13 +63,19 @@ fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
                 data: Some(BTreeMap::from([("set".to_string(), name.clone())])),
                 ..Default::default()
             };
-            ctx.create(&cm).map_err(|e| Error::transient("CreateFailed", e.to_string()))?;
+            ctx.create(&cm)
+                .map_err(|e| Error::transient("CreateFailed", e.to_string()))?;
         }
     } else if have > want {
         // Newest first: creation time, then resourceVersion (this server's are numbers).
         maps.sort_by_key(|m| {
             let created = m.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            let rv: u64 = m.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
+            let rv: u64 = m
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0);
             std::cmp::Reverse((created, rv))
         });
         for m in &maps[..have - want] {
@@ -68,7 +83,11 @@ fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
                 .map_err(|e| Error::transient("DeleteFailed", e.to_string()))?;
         }
     }
-    ctx.log(Level::Debug, "scaled", &[("had", &have.to_string()), ("want", &want.to_string())]);
+    ctx.log(
+        Level::Debug,
+        "scaled",
+        &[("had", &have.to_string()), ("want", &want.to_string())],
+    );
     Ok(Action::await_change().status(serde_json::json!({ "replicas": want, "seen": have })))
 }
 

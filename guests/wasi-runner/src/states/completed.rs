@@ -12,11 +12,23 @@ use crate::pod::{PodData, Render, render};
 pub struct Completed;
 
 impl State<PodData> for Completed {
-    fn next(self, _pod: &Pod, _d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        _pod: &Pod,
+        _d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         Ok(Transition::wait(self, []))
     }
 
     fn status(&self, pod: &Pod, d: &PodData) -> Value {
-        render(pod, d, Render { phase: Some("Succeeded"), ..Render::default() })
+        render(
+            pod,
+            d,
+            Render {
+                phase: Some("Succeeded"),
+                ..Render::default()
+            },
+        )
     }
 }

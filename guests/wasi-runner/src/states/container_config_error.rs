@@ -19,7 +19,12 @@ pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
 pub struct ContainerConfigError;
 
 impl State<PodData> for ContainerConfigError {
-    fn next(self, pod: &Pod, d: &mut PodData, wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         if wake == Some(&WakeEvent::TimerElapsed) {
             return Ok(Transition::next(self, VolumeMount));
         }

@@ -29,8 +29,18 @@ impl CrashLoopBackOff {
         let mut delay = 0;
         let pending_init = d.pending_init();
         let due: Vec<&mut crate::pod::Ctr> = match pending_init {
-            Some(i) => d.init[i..=i].iter_mut().filter(|c| c.exit_code().is_some()).collect(),
-            None => d.main.iter_mut().filter(|c| c.exit_code().is_some_and(|code| should_restart(policy, code))).collect(),
+            Some(i) => d.init[i..=i]
+                .iter_mut()
+                .filter(|c| c.exit_code().is_some())
+                .collect(),
+            None => d
+                .main
+                .iter_mut()
+                .filter(|c| {
+                    c.exit_code()
+                        .is_some_and(|code| should_restart(policy, code))
+                })
+                .collect(),
         };
         let mut names = Vec::new();
         for c in due {
@@ -38,14 +48,28 @@ impl CrashLoopBackOff {
             names.push(c.name.clone());
         }
         for name in names {
-            event(pod, true, "BackOff", "Restart", format!("Back-off restarting failed container {name} in pod {key}"));
+            event(
+                pod,
+                true,
+                "BackOff",
+                "Restart",
+                format!("Back-off restarting failed container {name} in pod {key}"),
+            );
         }
-        CrashLoopBackOff { delay_ms: delay, until_ms: None }
+        CrashLoopBackOff {
+            delay_ms: delay,
+            until_ms: None,
+        }
     }
 }
 
 impl State<PodData> for CrashLoopBackOff {
-    fn next(self, pod: &Pod, d: &mut PodData, wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         d.refresh(pod, false);
         let left = match (wake, self.until_ms) {
             (Some(WakeEvent::TimerElapsed), _) => 0,
@@ -62,7 +86,13 @@ impl State<PodData> for CrashLoopBackOff {
         let until = self.until_ms.unwrap_or_else(|| now_ms() + self.delay_ms);
         let mut on = vec![WaitOn::Timer(Duration::from_millis(left))];
         on.extend(d.running_handles().into_iter().map(WaitOn::WorkloadExited));
-        Ok(Transition::wait(CrashLoopBackOff { until_ms: Some(until), ..self }, on))
+        Ok(Transition::wait(
+            CrashLoopBackOff {
+                until_ms: Some(until),
+                ..self
+            },
+            on,
+        ))
     }
 
     fn status(&self, pod: &Pod, d: &PodData) -> Value {

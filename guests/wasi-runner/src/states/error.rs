@@ -30,7 +30,12 @@ impl Error {
     }
 
     pub fn fatal(reason: &str, message: impl Into<String>) -> Self {
-        Error { fatal: Some(Fatal { reason: reason.to_owned(), message: message.into() }) }
+        Error {
+            fatal: Some(Fatal {
+                reason: reason.to_owned(),
+                message: message.into(),
+            }),
+        }
     }
 }
 
@@ -41,7 +46,10 @@ struct Tagged {
 
 impl Serialize for Error {
     fn serialize<Ser: Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
-        Tagged { error: self.fatal.clone() }.serialize(s)
+        Tagged {
+            error: self.fatal.clone(),
+        }
+        .serialize(s)
     }
 }
 
@@ -50,15 +58,30 @@ impl<'de> Deserialize<'de> for Error {
     /// the state whose handler failed.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
-        Ok(match v.as_object().filter(|o| o.len() == 1 && o.contains_key("error")) {
-            Some(_) => Error { fatal: pod::tagged::<Option<Fatal>>(&v, "error").flatten() },
-            None => Error::fatal("ProviderError", "the provider failed to handle the pod; see its events"),
-        })
+        Ok(
+            match v
+                .as_object()
+                .filter(|o| o.len() == 1 && o.contains_key("error"))
+            {
+                Some(_) => Error {
+                    fatal: pod::tagged::<Option<Fatal>>(&v, "error").flatten(),
+                },
+                None => Error::fatal(
+                    "ProviderError",
+                    "the provider failed to handle the pod; see its events",
+                ),
+            },
+        )
     }
 }
 
 impl State<PodData> for Error {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         if self.fatal.is_some() {
             // The pod is Failed: nothing of it may run on.
             let grace = pod::grace_period(pod);
@@ -93,7 +116,12 @@ impl State<PodData> for Error {
             Some(f) => render(
                 pod,
                 d,
-                Render { phase: Some("Failed"), reason: Some(f.reason.clone()), message: Some(f.message.clone()), ..Render::default() },
+                Render {
+                    phase: Some("Failed"),
+                    reason: Some(f.reason.clone()),
+                    message: Some(f.message.clone()),
+                    ..Render::default()
+                },
             ),
             None => render(pod, d, Render::default()),
         }

@@ -13,13 +13,23 @@ use super::{Error, ImagePullBackOff, VolumeMount, clear_waiting};
 use crate::pod::{self, CState, PodData, Render, event, next_backoff, render};
 
 /// Waiting reasons this state sets (and clears once the modules are there).
-pub(crate) const PULL_REASONS: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"];
+pub(crate) const PULL_REASONS: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct ImagePull;
 
 impl State<PodData> for ImagePull {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         let spec = pod::spec(pod)?;
         // Images are mutable in a pod spec: follow them.
         for c in d.init.iter_mut().chain(d.main.iter_mut()) {
@@ -27,18 +37,33 @@ impl State<PodData> for ImagePull {
                 c.image = sc.image.clone().unwrap_or_default();
             }
         }
-        let pull_secrets: Vec<String> =
-            spec.image_pull_secrets.iter().flatten().map(|s| s.name.clone()).collect();
+        let pull_secrets: Vec<String> = spec
+            .image_pull_secrets
+            .iter()
+            .flatten()
+            .map(|s| s.name.clone())
+            .collect();
         let mut seen = BTreeSet::new();
         let mut pending = Vec::new();
         let mut failures = Vec::new();
-        for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+        {
             let image = c.image.clone().unwrap_or_default();
             if !seen.insert(image.clone()) || d.modules.contains_key(&image) {
                 continue;
             }
             if image.is_empty() {
-                return Ok(Transition::next(self, Error::fatal("InvalidImageName", format!("container {} has no image", c.name))));
+                return Ok(Transition::next(
+                    self,
+                    Error::fatal(
+                        "InvalidImageName",
+                        format!("container {} has no image", c.name),
+                    ),
+                ));
             }
             let req = FetchRequest {
                 image: image.clone(),
@@ -57,13 +82,27 @@ impl State<PodData> for ImagePull {
         if !failures.is_empty() {
             for (image, e) in failures {
                 let (reason, message) = describe(&image, e);
-                for c in d.init.iter_mut().chain(d.main.iter_mut()).filter(|c| c.image == image && c.is_waiting()) {
+                for c in d
+                    .init
+                    .iter_mut()
+                    .chain(d.main.iter_mut())
+                    .filter(|c| c.image == image && c.is_waiting())
+                {
                     c.state = CState::waiting(reason, Some(message.clone()));
                 }
-                event(pod, true, "Failed", "Pull", format!("Failed to pull image \"{image}\": {message}"));
+                event(
+                    pod,
+                    true,
+                    "Failed",
+                    "Pull",
+                    format!("Failed to pull image \"{image}\": {message}"),
+                );
             }
             d.image_backoff_ms = next_backoff(d.image_backoff_ms, false);
-            return Ok(Transition::next(self, ImagePullBackOff::new(d.image_backoff_ms)));
+            return Ok(Transition::next(
+                self,
+                ImagePullBackOff::new(d.image_backoff_ms),
+            ));
         }
         if !pending.is_empty() {
             return Ok(Transition::wait(self, pending));
@@ -99,10 +138,14 @@ fn pull_policy(c: &Container, image: &str) -> PullPolicy {
 /// kubelet's waiting reason and a message for a failed fetch.
 fn describe(image: &str, e: FetchError) -> (&'static str, String) {
     match e {
-        FetchError::InvalidReference(m) => ("InvalidImageName", format!("Failed to apply default image tag \"{image}\": {m}")),
-        FetchError::NeverPull => {
-            ("ErrImageNeverPull", format!("Container image \"{image}\" is not present with pull policy of Never"))
-        }
+        FetchError::InvalidReference(m) => (
+            "InvalidImageName",
+            format!("Failed to apply default image tag \"{image}\": {m}"),
+        ),
+        FetchError::NeverPull => (
+            "ErrImageNeverPull",
+            format!("Container image \"{image}\" is not present with pull policy of Never"),
+        ),
         FetchError::NotFound(m) => ("ErrImagePull", format!("not found: {m}")),
         FetchError::Unauthorized(m) => ("ErrImagePull", format!("unauthorized: {m}")),
         FetchError::NotWasm(m) => ("ErrImagePull", format!("not a wasm module: {m}")),

@@ -23,12 +23,21 @@ pub struct ImagePullBackOff {
 
 impl ImagePullBackOff {
     pub fn new(delay_ms: u64) -> Self {
-        ImagePullBackOff { delay_ms, showing: false, until_ms: None }
+        ImagePullBackOff {
+            delay_ms,
+            showing: false,
+            until_ms: None,
+        }
     }
 }
 
 impl State<PodData> for ImagePullBackOff {
-    fn next(self, pod: &Pod, d: &mut PodData, wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         if !self.showing {
             // As kubelet: ErrImagePull for the failed attempt, then ImagePullBackOff.
             for c in d.init.iter_mut().chain(d.main.iter_mut()) {
@@ -37,20 +46,41 @@ impl State<PodData> for ImagePullBackOff {
                     c.state = CState::waiting("ImagePullBackOff", Some(message));
                 }
             }
-            event(pod, false, "BackOff", "Pull", format!("Back-off pulling image; retrying in {}s", self.delay_ms / 1000));
-            let shown = ImagePullBackOff { showing: true, ..ImagePullBackOff::new(self.delay_ms) };
+            event(
+                pod,
+                false,
+                "BackOff",
+                "Pull",
+                format!(
+                    "Back-off pulling image; retrying in {}s",
+                    self.delay_ms / 1000
+                ),
+            );
+            let shown = ImagePullBackOff {
+                showing: true,
+                ..ImagePullBackOff::new(self.delay_ms)
+            };
             return Ok(Transition::next(self, shown));
         }
         match (wake, self.until_ms) {
             (Some(WakeEvent::TimerElapsed), _) => Ok(Transition::next(self, ImagePull)),
             (None, _) | (_, None) => {
                 let delay = self.delay_ms;
-                let this = ImagePullBackOff { until_ms: Some(now_ms() + delay), ..self };
-                Ok(Transition::wait(this, [WaitOn::Timer(Duration::from_millis(delay))]))
+                let this = ImagePullBackOff {
+                    until_ms: Some(now_ms() + delay),
+                    ..self
+                };
+                Ok(Transition::wait(
+                    this,
+                    [WaitOn::Timer(Duration::from_millis(delay))],
+                ))
             }
             (Some(_), Some(until)) => match until.checked_sub(now_ms()).filter(|ms| *ms > 0) {
                 None => Ok(Transition::next(self, ImagePull)),
-                Some(left) => Ok(Transition::wait(self, [WaitOn::Timer(Duration::from_millis(left))])),
+                Some(left) => Ok(Transition::wait(
+                    self,
+                    [WaitOn::Timer(Duration::from_millis(left))],
+                )),
             },
         }
     }

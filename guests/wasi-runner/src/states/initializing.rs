@@ -15,7 +15,12 @@ use crate::spawn::{self, SpawnError};
 pub struct Initializing;
 
 impl State<PodData> for Initializing {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         if d.refresh(pod, false) {
             return Ok(Transition::next(self, VolumeMount));
         }
@@ -23,11 +28,19 @@ impl State<PodData> for Initializing {
             return Ok(Transition::next(self, Starting));
         };
         match (&d.init[i].state, d.init[i].handle) {
-            (CState::Running { .. }, Some(h)) => Ok(Transition::wait(self, [WaitOn::WorkloadExited(h)])),
+            (CState::Running { .. }, Some(h)) => {
+                Ok(Transition::wait(self, [WaitOn::WorkloadExited(h)]))
+            }
             (CState::Terminated { .. }, _) => Ok(Transition::next(self, Error::container_failed())),
             _ => match spawn::start(pod, d, true, i) {
                 Ok(_) => {
-                    event(pod, false, "Started", "Start", format!("Started init container {}", d.init[i].name));
+                    event(
+                        pod,
+                        false,
+                        "Started",
+                        "Start",
+                        format!("Started init container {}", d.init[i].name),
+                    );
                     Ok(Transition::next(self, Initializing))
                 }
                 Err(SpawnError::Config(message)) => {

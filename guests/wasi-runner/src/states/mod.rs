@@ -32,12 +32,22 @@ use crate::pod::{CState, PodData, event};
 
 /// The waiting reason of containers not yet created.
 pub(crate) fn default_reason(d: &PodData) -> &'static str {
-    if d.init.is_empty() { "ContainerCreating" } else { "PodInitializing" }
+    if d.init.is_empty() {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    }
 }
 
 /// A ConfigMap, Secret or key the pod needs is missing: every container not yet
 /// running waits with `CreateContainerConfigError` and `message`; an Event says so.
-pub(crate) fn config_error(pod: &Pod, d: &mut PodData, event_reason: &str, note: String, message: &str) {
+pub(crate) fn config_error(
+    pod: &Pod,
+    d: &mut PodData,
+    event_reason: &str,
+    note: String,
+    message: &str,
+) {
     for c in d.init.iter_mut().chain(d.main.iter_mut()) {
         if c.is_waiting() {
             c.state = CState::waiting("CreateContainerConfigError", Some(message.to_owned()));

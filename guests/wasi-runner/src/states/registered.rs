@@ -13,14 +13,25 @@ use crate::unsupported;
 pub struct Registered;
 
 impl State<PodData> for Registered {
-    fn next(self, pod: &Pod, _d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        _d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         if let Some(message) = unsupported::check(pod) {
             event(pod, true, "Unsupported", "Admit", message.clone());
             return Ok(Transition::next(self, Error::fatal("Unsupported", message)));
         }
         let ignored = unsupported::ignored(pod);
         if !ignored.is_empty() {
-            event(pod, false, "Ignored", "Admit", format!("wasi-runner accepts but ignores: {}", ignored.join(", ")));
+            event(
+                pod,
+                false,
+                "Ignored",
+                "Admit",
+                format!("wasi-runner accepts but ignores: {}", ignored.join(", ")),
+            );
         }
         Ok(Transition::next(self, ImagePull))
     }

@@ -14,7 +14,12 @@ use crate::pod::{PodData, Render, Verdict, render, verdict};
 pub struct Running;
 
 impl State<PodData> for Running {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         let before = d.main.clone();
         if d.refresh(pod, false) {
             // The host lost the workloads (it restarted): prepare and start again.
@@ -29,7 +34,8 @@ impl State<PodData> for Running {
                 } else if d.main != before {
                     Transition::next(self, Running)
                 } else {
-                    let mut on: Vec<WaitOn> = handles.into_iter().map(WaitOn::WorkloadExited).collect();
+                    let mut on: Vec<WaitOn> =
+                        handles.into_iter().map(WaitOn::WorkloadExited).collect();
                     on.push(WaitOn::PodChanged);
                     Transition::wait(self, on)
                 }

@@ -14,25 +14,44 @@ use crate::spawn::{self, SpawnError};
 pub struct Starting;
 
 impl State<PodData> for Starting {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         for i in 0..d.main.len() {
             if !d.main[i].is_waiting() {
                 continue;
             }
             match spawn::start(pod, d, false, i) {
-                Ok(_) => event(pod, false, "Started", "Start", format!("Started container {}", d.main[i].name)),
+                Ok(_) => event(
+                    pod,
+                    false,
+                    "Started",
+                    "Start",
+                    format!("Started container {}", d.main[i].name),
+                ),
                 Err(SpawnError::Config(message)) => {
                     config_error(pod, d, "Failed", format!("Error: {message}"), &message);
                     return Ok(Transition::next(self, ContainerConfigError));
                 }
                 Err(SpawnError::NoModule) => return Ok(Transition::next(self, ImagePull)),
                 Err(SpawnError::Start(message)) => {
-                    event(pod, true, "Failed", "Start", format!("Error: container {}: {message}", d.main[i].name));
+                    event(
+                        pod,
+                        true,
+                        "Failed",
+                        "Start",
+                        format!("Error: container {}: {message}", d.main[i].name),
+                    );
                 }
             }
         }
         Ok(match verdict(pod, d) {
-            Verdict::KeepRunning | Verdict::Done { succeeded: true } => Transition::next(self, Running),
+            Verdict::KeepRunning | Verdict::Done { succeeded: true } => {
+                Transition::next(self, Running)
+            }
             Verdict::Restart { failed: false } => {
                 let backoff = CrashLoopBackOff::enter(pod, d);
                 Transition::next(self, backoff)

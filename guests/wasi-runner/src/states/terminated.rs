@@ -33,7 +33,10 @@ struct Tagged {
 
 impl Serialize for Terminated {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        Tagged { terminated: self.0.clone() }.serialize(s)
+        Tagged {
+            terminated: self.0.clone(),
+        }
+        .serialize(s)
     }
 }
 
@@ -42,12 +45,19 @@ impl<'de> Deserialize<'de> for Terminated {
     /// teardown not yet begun.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
-        Ok(Terminated(pod::tagged(&v, "terminated").unwrap_or_default()))
+        Ok(Terminated(
+            pod::tagged(&v, "terminated").unwrap_or_default(),
+        ))
     }
 }
 
 impl State<PodData> for Terminated {
-    fn next(self, pod: &Pod, d: &mut PodData, wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         let mut t = self.0.clone();
         if t.released {
             return Ok(Transition::wait(self, []));
@@ -59,7 +69,13 @@ impl State<PodData> for Terminated {
             for c in d.init.iter().chain(&d.main).filter(|c| c.is_running()) {
                 let Some(h) = c.handle else { continue };
                 if workloads::kill(h, grace).is_ok() {
-                    event(pod, false, "Killing", "Kill", format!("Stopping container {}", c.name));
+                    event(
+                        pod,
+                        false,
+                        "Killing",
+                        "Kill",
+                        format!("Stopping container {}", c.name),
+                    );
                 }
             }
             t.deadline_ms = Some(now_ms() + (grace + KILL_MARGIN).as_millis() as u64);
@@ -81,6 +97,13 @@ impl State<PodData> for Terminated {
     }
 
     fn status(&self, pod: &Pod, d: &PodData) -> Value {
-        render(pod, d, Render { terminating: true, ..Render::default() })
+        render(
+            pod,
+            d,
+            Render {
+                terminating: true,
+                ..Render::default()
+            },
+        )
     }
 }

@@ -15,18 +15,30 @@ use crate::volumes;
 pub struct VolumeMount;
 
 impl State<PodData> for VolumeMount {
-    fn next(self, pod: &Pod, d: &mut PodData, _wake: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+    fn next(
+        self,
+        pod: &Pod,
+        d: &mut PodData,
+        _wake: Option<&WakeEvent>,
+    ) -> Result<Transition<PodData>, StateError> {
         let spec = pod::spec(pod)?;
         for v in spec.volumes.iter().flatten() {
             let source = match volumes::source(pod, v) {
                 Ok(source) => source,
                 Err(message) => {
-                    let note = format!("MountVolume.SetUp failed for volume \"{}\" : {message}", v.name);
+                    let note = format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : {message}",
+                        v.name
+                    );
                     config_error(pod, d, "FailedMount", note, &message);
                     return Ok(Transition::next(self, ContainerConfigError::default()));
                 }
             };
-            let req = VolumeRequest { pod_uid: d.uid.clone(), name: v.name.clone(), source };
+            let req = VolumeRequest {
+                pod_uid: d.uid.clone(),
+                name: v.name.clone(),
+                source,
+            };
             match workloads::prepare_volume(&req) {
                 Ok(id) => {
                     d.volumes.insert(v.name.clone(), id);
@@ -37,10 +49,16 @@ impl State<PodData> for VolumeMount {
                     return Ok(Transition::next(self, Error::fatal("FailedMount", message)));
                 }
                 Err(WorkloadError::Failed(m)) => {
-                    return Err(StateError::new(format!("preparing volume \"{}\": {m}", v.name)));
+                    return Err(StateError::new(format!(
+                        "preparing volume \"{}\": {m}",
+                        v.name
+                    )));
                 }
                 Err(WorkloadError::UnknownHandle) => {
-                    return Err(StateError::new(format!("preparing volume \"{}\": unknown to the host", v.name)));
+                    return Err(StateError::new(format!(
+                        "preparing volume \"{}\": unknown to the host",
+                        v.name
+                    )));
                 }
             }
         }

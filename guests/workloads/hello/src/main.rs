@@ -3,7 +3,10 @@
 //! wasm32-wasip1 (a core module), where an argument `exit=N` makes it `proc_exit(N)`.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    println!("hello from {}", args.first().map(String::as_str).unwrap_or("?"));
+    println!(
+        "hello from {}",
+        args.first().map(String::as_str).unwrap_or("?")
+    );
     println!("args: {}", args[1..].join(" "));
     match std::env::var("GREETING") {
         Ok(g) => println!("GREETING={g}"),

@@ -13,24 +13,37 @@ fn main() {
             "read" => std::fs::read_to_string(rest).map_err(|e| e.to_string()),
             "write" => {
                 let (path, text) = rest.split_once('=').unwrap_or((rest, ""));
-                std::fs::write(path, text).map(|_| "written".to_string()).map_err(|e| e.to_string())
+                std::fs::write(path, text)
+                    .map(|_| "written".to_string())
+                    .map_err(|e| e.to_string())
             }
             "list" => std::fs::read_dir(rest).map_err(|e| e.to_string()).map(|d| {
-                let mut names: Vec<String> =
-                    d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                let mut names: Vec<String> = d
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
                 names.sort();
                 names.join(",")
             }),
-            "connect" => std::net::TcpStream::connect(rest).map(|_| "connected".to_string()).map_err(|e| e.to_string()),
+            "connect" => std::net::TcpStream::connect(rest)
+                .map(|_| "connected".to_string())
+                .map_err(|e| e.to_string()),
             "resolve" => {
                 use std::net::ToSocketAddrs;
-                (rest, 80).to_socket_addrs().map(|a| format!("{:?}", a.collect::<Vec<_>>())).map_err(|e| e.to_string())
+                (rest, 80)
+                    .to_socket_addrs()
+                    .map(|a| format!("{:?}", a.collect::<Vec<_>>()))
+                    .map_err(|e| e.to_string())
             }
             "alloc" => {
                 let mib: usize = rest.parse().unwrap_or(1);
                 let mut v: Vec<u8> = Vec::with_capacity(mib << 20);
                 v.resize(mib << 20, 1);
-                Ok(format!("allocated {} bytes, sum {}", v.len(), v.iter().map(|&b| b as usize).sum::<usize>()))
+                Ok(format!(
+                    "allocated {} bytes, sum {}",
+                    v.len(),
+                    v.iter().map(|&b| b as usize).sum::<usize>()
+                ))
             }
             _ => Err(format!("unknown op {op}")),
         };

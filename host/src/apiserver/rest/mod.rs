@@ -36,7 +36,11 @@ pub struct Target {
 impl Target {
     /// The namespace objects are stored under ("" for cluster-scoped kinds).
     pub fn ns(&self) -> &str {
-        if self.rt.namespaced { self.namespace.as_deref().unwrap_or("") } else { "" }
+        if self.rt.namespaced {
+            self.namespace.as_deref().unwrap_or("")
+        } else {
+            ""
+        }
     }
 }
 
@@ -44,7 +48,11 @@ pub type Query = HashMap<String, String>;
 
 pub fn parse_query(uri: &axum::http::Uri) -> Query {
     uri.query()
-        .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -54,17 +62,36 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
     let (group, version, rest) = match segs.as_slice() {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource")),
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
     };
     let mut rest: Vec<&str> = rest.to_vec();
     if rest.first() == Some(&"watch") {
         rest.remove(0);
     }
-    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
-    let lookup = |resource: &str| state.registry.lookup(group, version, resource).ok_or_else(not_found);
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
+    let lookup = |resource: &str| {
+        state
+            .registry
+            .lookup(group, version, resource)
+            .ok_or_else(not_found)
+    };
     let (namespace, resource, name, sub) = match rest.as_slice() {
         [r] => (None, *r, None, None),
-        ["namespaces", ns, r] if !matches!(*r, "status" | "finalize") => (Some(*ns), *r, None, None),
+        ["namespaces", ns, r] if !matches!(*r, "status" | "finalize") => {
+            (Some(*ns), *r, None, None)
+        }
         ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n), None),
         ["namespaces", ns, r, n, s] => (Some(*ns), *r, Some(*n), Some(*s)),
         [r, n] => (None, *r, Some(*n), None),
@@ -110,7 +137,9 @@ pub fn value_response(code: u16, v: &Value) -> Response {
 
 /// Reads the body, enforcing the size limit.
 pub async fn read_body(body: Body) -> ApiResult<Bytes> {
-    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError::too_large())
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError::too_large())
 }
 
 /// Parses a JSON or YAML body into an object.
@@ -125,9 +154,11 @@ pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
         return Err(ApiError::bad_request("the request body is empty"));
     }
     let v: Value = if content_type.contains("yaml") {
-        serde_yaml::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+        serde_yaml::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
     } else {
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
     };
     if !v.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));
@@ -148,18 +179,40 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let target = parse_target(&state, parts.uri.path())?;
     let query = parse_query(&parts.uri);
     let watch_path = parts.uri.path().contains("/watch/");
-    let content_type =
-        parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
-    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let user_agent =
-        parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_string();
     if target.rt.create_only && parts.method != Method::POST {
         return Err(ApiError::method_not_allowed());
     }
-    let req = write::Req { query: &query, content_type: &content_type, user_agent: &user_agent };
-    match (&parts.method, target.name.is_some(), target.subresource.as_deref()) {
+    let req = write::Req {
+        query: &query,
+        content_type: &content_type,
+        user_agent: &user_agent,
+    };
+    match (
+        &parts.method,
+        target.name.is_some(),
+        target.subresource.as_deref(),
+    ) {
         (&Method::GET, false, _) => {
-            let watching = watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
+            let watching =
+                watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
             if watching {
                 watch::watch(&state, &target, &query, &accept).await
             } else {
@@ -169,20 +222,30 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         (&Method::GET, true, Some("scale")) => subresources::get_scale(&state, &target),
         (&Method::GET, true, Some("log")) => subresources::log(&state, &target, &query).await,
         (&Method::GET, true, _) => read::get(&state, &target, &accept),
-        (&Method::POST, false, _) => write::create(&state, &target, read_body(body).await?, &req).await,
-        (&Method::POST, true, Some("binding")) => subresources::bind(&state, &target, read_body(body).await?).await,
+        (&Method::POST, false, _) => {
+            write::create(&state, &target, read_body(body).await?, &req).await
+        }
+        (&Method::POST, true, Some("binding")) => {
+            subresources::bind(&state, &target, read_body(body).await?).await
+        }
         (&Method::POST, true, Some("eviction")) => {
             subresources::evict(&state, &target, read_body(body).await?).await
         }
         (&Method::PUT, true, Some("scale")) => {
             subresources::put_scale(&state, &target, read_body(body).await?, &req).await
         }
-        (&Method::PUT, true, _) => write::update(&state, &target, read_body(body).await?, &req).await,
+        (&Method::PUT, true, _) => {
+            write::update(&state, &target, read_body(body).await?, &req).await
+        }
         (&Method::PATCH, true, Some("scale")) => {
             subresources::patch_scale(&state, &target, read_body(body).await?, &req).await
         }
-        (&Method::PATCH, true, _) => write::patch(&state, &target, read_body(body).await?, &req).await,
-        (&Method::DELETE, true, None) => write::delete(&state, &target, read_body(body).await?, &query).await,
+        (&Method::PATCH, true, _) => {
+            write::patch(&state, &target, read_body(body).await?, &req).await
+        }
+        (&Method::DELETE, true, None) => {
+            write::delete(&state, &target, read_body(body).await?, &query).await
+        }
         (&Method::DELETE, false, None) => {
             write::delete_collection(&state, &target, read_body(body).await?, &query).await
         }

@@ -29,29 +29,50 @@ pub struct Filter {
 /// selectable fields for each form.
 fn event_field(group: &str, field: &str) -> Option<String> {
     let core = [
-        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-        "reason", "reportingComponent", "source", "type",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
     ];
     if group.is_empty() {
-        return core.contains(&field).then(|| if field == "source" { "source.component".into() } else { field.into() });
+        return core.contains(&field).then(|| {
+            if field == "source" {
+                "source.component".into()
+            } else {
+                field.into()
+            }
+        });
     }
     match field {
         "reason" | "type" => Some(field.into()),
         "reportingController" => Some("reportingComponent".into()),
-        f => f.strip_prefix("regarding.").filter(|r| core.contains(&format!("involvedObject.{r}").as_str())).map(|r| format!("involvedObject.{r}")),
+        f => f
+            .strip_prefix("regarding.")
+            .filter(|r| core.contains(&format!("involvedObject.{r}").as_str()))
+            .map(|r| format!("involvedObject.{r}")),
     }
 }
 
 impl Filter {
     pub fn from_query(rt: &ResourceType, query: &Query) -> ApiResult<Filter> {
-        let labels = LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-        let fields = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let labels =
+            LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields =
+            FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
+                .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
         for field in fields.fields() {
             let ok = matches!(field, "metadata.name" | "metadata.namespace")
-                || (rt.group.is_empty() && rt.resource == "pods" && matches!(field, "spec.nodeName" | "status.phase"))
+                || (rt.group.is_empty()
+                    && rt.resource == "pods"
+                    && matches!(field, "spec.nodeName" | "status.phase"))
                 || (rt.resource == "events" && event_field(&rt.group, field).is_some());
             if !ok {
                 return Err(ApiError::bad_request(format!(
@@ -60,7 +81,12 @@ impl Filter {
                 )));
             }
         }
-        Ok(Filter { labels, fields, events: rt.resource == "events", group: rt.group.clone() })
+        Ok(Filter {
+            labels,
+            fields,
+            events: rt.resource == "events",
+            group: rt.group.clone(),
+        })
     }
 
     pub fn matches(&self, s: &Stored) -> bool {
@@ -68,7 +94,11 @@ impl Filter {
             return false;
         }
         let (ns, name) = s.namespace_name();
-        let value = if self.events && !self.fields.is_empty() { Some(s.value()) } else { None };
+        let value = if self.events && !self.fields.is_empty() {
+            Some(s.value())
+        } else {
+            None
+        };
         self.fields.matches(|f| match f {
             "metadata.name" => Some(name.to_string()),
             "metadata.namespace" => Some(ns.to_string()),
@@ -94,9 +124,15 @@ pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let stored = state.resources.get(&t.rt, t.ns(), name)?;
     if wants_table(accept) {
-        return Ok(super::value_response(200, &table::table(&t.rt, &[stored.value()], None, "")));
+        return Ok(super::value_response(
+            200,
+            &table::table(&t.rt, &[stored.value()], None, ""),
+        ));
     }
-    Ok(json_response(200, state.resources.render(&t.rt, &t.version, &stored)))
+    Ok(json_response(
+        200,
+        state.resources.render(&t.rt, &t.version, &stored),
+    ))
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -106,7 +142,11 @@ struct ContinueToken {
 }
 
 fn encode_continue(rv: u64, start: &str) -> String {
-    let token = serde_json::to_vec(&ContinueToken { rv, start: start.to_string() }).unwrap_or_default();
+    let token = serde_json::to_vec(&ContinueToken {
+        rv,
+        start: start.to_string(),
+    })
+    .unwrap_or_default();
     base64::engine::general_purpose::STANDARD.encode(token)
 }
 
@@ -115,15 +155,24 @@ fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
         .decode(s)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| ApiError::bad_request("continue key is not valid: not a token this server issued"))
+        .ok_or_else(|| {
+            ApiError::bad_request("continue key is not valid: not a token this server issued")
+        })
 }
 
 fn parse_rv(s: &str) -> ApiResult<u64> {
-    s.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{s}\": must be an integer")))
+    s.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "invalid resource version \"{s}\": must be an integer"
+        ))
+    })
 }
 
 /// Picks the snapshot a LIST reads, per resourceVersion and resourceVersionMatch.
-pub fn list_snapshot(state: &ApiState, query: &Query) -> ApiResult<(Arc<Snapshot>, Option<String>)> {
+pub fn list_snapshot(
+    state: &ApiState,
+    query: &Query,
+) -> ApiResult<(Arc<Snapshot>, Option<String>)> {
     if let Some(token) = query.get("continue").filter(|c| !c.is_empty()) {
         let token = decode_continue(token)?;
         let snap = state.resources.store.snapshot_at(token.rv).map_err(|_| {
@@ -134,7 +183,10 @@ pub fn list_snapshot(state: &ApiState, query: &Query) -> ApiResult<(Arc<Snapshot
         })?;
         return Ok((Arc::new(snap), Some(token.start)));
     }
-    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let rv = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
     let exact = query.get("resourceVersionMatch").map(String::as_str);
     match (rv, exact) {
         ("", Some(m)) if !m.is_empty() => Err(ApiError::bad_request(
@@ -145,7 +197,10 @@ pub fn list_snapshot(state: &ApiState, query: &Query) -> ApiResult<(Arc<Snapshot
             let rv = parse_rv(rv)?;
             let now = state.resources.store.snapshot();
             if rv > now.rv {
-                return Err(ApiError::timeout(format!("Too large resource version: {rv}, current: {}", now.rv)));
+                return Err(ApiError::timeout(format!(
+                    "Too large resource version: {rv}, current: {}",
+                    now.rv
+                )));
             }
             let snap = state
                 .resources
@@ -158,7 +213,10 @@ pub fn list_snapshot(state: &ApiState, query: &Query) -> ApiResult<(Arc<Snapshot
             let rv = parse_rv(rv)?;
             let now = state.resources.store.snapshot();
             if rv > now.rv {
-                return Err(ApiError::timeout(format!("Too large resource version: {rv}, current: {}", now.rv)));
+                return Err(ApiError::timeout(format!(
+                    "Too large resource version: {rv}, current: {}",
+                    now.rv
+                )));
             }
             Ok((now, None))
         }
@@ -172,7 +230,9 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
     let filter = Filter::from_query(&t.rt, query)?;
     let limit: usize = match query.get("limit").map(String::as_str) {
         None | Some("") | Some("0") => usize::MAX,
-        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
     };
     let (snap, after) = list_snapshot(state, query)?;
     let prefix = t.rt.prefix(t.namespace.as_deref());
@@ -199,7 +259,10 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
     }
     if wants_table(accept) {
         let values: Vec<Value> = items.iter().map(|s| s.value()).collect();
-        return Ok(super::value_response(200, &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string())));
+        return Ok(super::value_response(
+            200,
+            &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string()),
+        ));
     }
     // Items are concatenated as stored: no re-encoding on the hot path.
     let head = json!({
@@ -208,7 +271,9 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
         "metadata": metadata,
     });
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let mut out = BytesMut::with_capacity(head.len() + items.iter().map(|s| s.json.len() + 1).sum::<usize>() + 16);
+    let mut out = BytesMut::with_capacity(
+        head.len() + items.iter().map(|s| s.json.len() + 1).sum::<usize>() + 16,
+    );
     out.put_slice(&head[..head.len() - 1]);
     out.put_slice(b",\"items\":[");
     for (i, s) in items.iter().enumerate() {

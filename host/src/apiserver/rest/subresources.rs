@@ -17,9 +17,16 @@ use super::{Query, Target, parse_object, value_response};
 fn scale_of(state: &ApiState, t: &Target) -> ApiResult<(Value, Value)> {
     let name = t.name.as_deref().unwrap_or_default();
     let obj = state.resources.get(&t.rt, t.ns(), name)?.value();
-    let spec = t.rt.scale.as_ref().expect("routing only sends scalable kinds here");
-    let replicas = meta::get_path(&obj, &spec.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
-    let status_replicas = meta::get_path(&obj, &spec.status_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let spec =
+        t.rt.scale
+            .as_ref()
+            .expect("routing only sends scalable kinds here");
+    let replicas = meta::get_path(&obj, &spec.spec_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status_replicas = meta::get_path(&obj, &spec.status_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     let selector = if t.rt.builtin {
         obj.pointer("/spec/selector")
             .and_then(|s| LabelSelector::from_label_selector(s).ok())
@@ -51,20 +58,36 @@ pub fn get_scale(state: &ApiState, t: &Target) -> ApiResult<Response> {
     Ok(value_response(200, &scale_of(state, t)?.0))
 }
 
-async fn write_scale(state: &ApiState, t: &Target, new_scale: &Value, precondition: Option<&str>) -> ApiResult<Response> {
-    let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).ok_or_else(|| {
-        ApiError::invalid(&t.rt, t.name.as_deref().unwrap_or_default(), vec![super::super::status::Cause {
-            reason: "FieldValueRequired".into(),
-            message: "Required value".into(),
-            field: "spec.replicas".into(),
-        }])
-    })?;
+async fn write_scale(
+    state: &ApiState,
+    t: &Target,
+    new_scale: &Value,
+    precondition: Option<&str>,
+) -> ApiResult<Response> {
+    let replicas = new_scale
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                &t.rt,
+                t.name.as_deref().unwrap_or_default(),
+                vec![super::super::status::Cause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value".into(),
+                    field: "spec.replicas".into(),
+                }],
+            )
+        })?;
     if replicas < 0 {
-        return Err(ApiError::invalid(&t.rt, t.name.as_deref().unwrap_or_default(), vec![super::super::status::Cause {
-            reason: "FieldValueInvalid".into(),
-            message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-            field: "spec.replicas".into(),
-        }]));
+        return Err(ApiError::invalid(
+            &t.rt,
+            t.name.as_deref().unwrap_or_default(),
+            vec![super::super::status::Cause {
+                reason: "FieldValueInvalid".into(),
+                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                field: "spec.replicas".into(),
+            }],
+        ));
     }
     let name = t.name.as_deref().unwrap_or_default();
     if let Some(rv) = precondition
@@ -82,7 +105,10 @@ async fn write_scale(state: &ApiState, t: &Target, new_scale: &Value, preconditi
             let mut new = old.clone();
             meta::set_path(&mut new, &path, json!(replicas));
             // A scale is a spec change: bump generation as a main-resource write does.
-            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));
             Some(new)
         })
@@ -91,17 +117,32 @@ async fn write_scale(state: &ApiState, t: &Target, new_scale: &Value, preconditi
     get_scale(state, t)
 }
 
-pub async fn put_scale(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+pub async fn put_scale(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
     let scale = parse_object(&body, req.content_type)?;
-    let rv = meta::meta_str(&scale, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+    let rv = meta::meta_str(&scale, "resourceVersion")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
     write_scale(state, t, &scale, rv.as_deref()).await
 }
 
-pub async fn patch_scale(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+pub async fn patch_scale(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
     let (mut scale, _) = scale_of(state, t)?;
     match parse_patch(&body, req.content_type)? {
-        PatchBody::Merge(p) | PatchBody::Strategic(p) | PatchBody::Apply(p) => patches::merge(&mut scale, &p),
-        PatchBody::Json(p) => patches::json(&mut scale, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+        PatchBody::Merge(p) | PatchBody::Strategic(p) | PatchBody::Apply(p) => {
+            patches::merge(&mut scale, &p)
+        }
+        PatchBody::Json(p) => patches::json(&mut scale, &p)
+            .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
     }
     write_scale(state, t, &scale, None).await
 }
@@ -109,13 +150,21 @@ pub async fn patch_scale(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_
 pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
     let binding = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
-    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if node.is_empty() {
-        return Err(ApiError::invalid(&t.rt, name, vec![super::super::status::Cause {
-            reason: "FieldValueRequired".into(),
-            message: "Required value".into(),
-            field: "target.name".into(),
-        }]));
+        return Err(ApiError::invalid(
+            &t.rt,
+            name,
+            vec![super::super::status::Cause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value".into(),
+                field: "target.name".into(),
+            }],
+        ));
     }
     let mut already = None;
     state
@@ -144,8 +193,16 @@ pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respon
         .await?
         .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
     match already {
-        Some(n) if n.is_empty() => Err(ApiError::conflict_msg(&t.rt, name, "pod is being deleted, cannot be assigned to a host")),
-        Some(n) => Err(ApiError::conflict_msg(&t.rt, name, &format!("pod {name} is already assigned to node \"{n}\""))),
+        Some(n) if n.is_empty() => Err(ApiError::conflict_msg(
+            &t.rt,
+            name,
+            "pod is being deleted, cannot be assigned to a host",
+        )),
+        Some(n) => Err(ApiError::conflict_msg(
+            &t.rt,
+            name,
+            &format!("pod {name} is already assigned to node \"{n}\""),
+        )),
         None => Ok(value_response(201, &success(201))),
     }
 }
@@ -162,13 +219,22 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
         Some(d) => delete_options(&serde_json::to_vec(d).unwrap_or_default(), &Query::new())?,
         None => DeleteOptions::default(),
     };
-    let pdb_rt = state.registry.lookup("policy", "v1", "poddisruptionbudgets").expect("built in");
+    let pdb_rt = state
+        .registry
+        .lookup("policy", "v1", "poddisruptionbudgets")
+        .expect("built in");
     for _ in 0..8 {
         let pod = state.resources.get(&t.rt, &ns, name)?.value();
-        let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let running = phase == "Running" && !meta::is_deleting(&pod);
         if running {
-            let labels = pod.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
+            let labels = pod
+                .pointer("/metadata/labels")
+                .cloned()
+                .unwrap_or(json!({}));
             let snap = state.resources.store.snapshot();
             let pdbs: Vec<Value> = snap
                 .range(&pdb_rt.prefix(Some(&ns)), None)
@@ -192,27 +258,54 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
                         vec![json!({"reason": "DisruptionBudget", "message": why})],
                     )
                 };
-                let generation = pdb.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
-                let observed = pdb.pointer("/status/observedGeneration").and_then(Value::as_i64).unwrap_or(0);
+                let generation = pdb
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let observed = pdb
+                    .pointer("/status/observedGeneration")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
                 if observed < generation {
-                    return Err(refuse(format!("The disruption budget {pdb_name} is still being processed by the server.")));
+                    return Err(refuse(format!(
+                        "The disruption budget {pdb_name} is still being processed by the server."
+                    )));
                 }
-                let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+                let allowed = pdb
+                    .pointer("/status/disruptionsAllowed")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
                 if allowed <= 0 {
-                    let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
-                    let current = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+                    let desired = pdb
+                        .pointer("/status/desiredHealthy")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    let current = pdb
+                        .pointer("/status/currentHealthy")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
                     return Err(refuse(format!(
                         "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
                     )));
                 }
-                let pdb_rv = meta::meta_str(pdb, "resourceVersion").unwrap_or("").to_string();
+                let pdb_rv = meta::meta_str(pdb, "resourceVersion")
+                    .unwrap_or("")
+                    .to_string();
                 let mut new = pdb.clone();
                 new["status"]["disruptionsAllowed"] = json!(allowed - 1);
                 new["status"]["disruptedPods"][name] = json!(meta::now_rfc3339());
                 meta::meta_mut(&mut new).insert("resourceVersion".into(), json!(pdb_rv));
                 let written = state
                     .resources
-                    .update(&pdb_rt, "v1", &ns, &pdb_name, super::super::resources::Sub::Status, new, &Default::default())
+                    .update(
+                        &pdb_rt,
+                        "v1",
+                        &ns,
+                        &pdb_name,
+                        super::super::resources::Sub::Status,
+                        new,
+                        &Default::default(),
+                    )
                     .await;
                 match written {
                     Ok(_) => {}
@@ -225,12 +318,18 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
         state.resources.delete(&t.rt, &ns, name, &opts).await?;
         return Ok(value_response(201, &success(201)));
     }
-    Err(ApiError::too_many_requests("Too many concurrent evictions; try again.", vec![]))
+    Err(ApiError::too_many_requests(
+        "Too many concurrent evictions; try again.",
+        vec![],
+    ))
 }
 
 pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
-    let finalizers = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+    let finalizers = obj
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
     let stored = state
         .resources
         .modify(&t.rt, "", name, |old| {
@@ -240,16 +339,24 @@ pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> Api
         })
         .await?
         .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
-    Ok(super::json_response(200, state.resources.render(&t.rt, &t.version, &stored)))
+    Ok(super::json_response(
+        200,
+        state.resources.render(&t.rt, &t.version, &stored),
+    ))
 }
 
 /// `pods/log` goes to the node agent that runs the pod.
 pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let pod = state.resources.get(&t.rt, t.ns(), name)?.value();
-    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if node.is_empty() {
-        return Err(ApiError::bad_request(format!("pod {name} is not scheduled to a node yet; it has no logs")));
+        return Err(ApiError::bad_request(format!(
+            "pod {name} is not scheduled to a node yet; it has no logs"
+        )));
     }
     super::super::logs::proxy(state, &pod, node, query).await
 }
@@ -260,7 +367,10 @@ pub async fn create_only(state: &ApiState, t: &Target, mut obj: Value) -> ApiRes
     if t.rt.resource != "tokenreviews" {
         return Err(ApiError::method_not_allowed());
     }
-    let token = obj.pointer("/spec/token").and_then(Value::as_str).unwrap_or("");
+    let token = obj
+        .pointer("/spec/token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let ok = !token.is_empty() && token == state.token;
     obj["status"] = if ok {
         json!({"authenticated": true, "user": {"username": "wasmlet-admin", "groups": ["system:masters", "system:authenticated"]}})

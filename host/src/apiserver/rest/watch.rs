@@ -90,7 +90,10 @@ impl Stream {
 
     async fn next(&mut self) -> Option<Bytes> {
         if let Some(e) = self.error.take() {
-            return Some(line("ERROR", &serde_json::to_vec(&e.status()).unwrap_or_default()));
+            return Some(line(
+                "ERROR",
+                &serde_json::to_vec(&e.status()).unwrap_or_default(),
+            ));
         }
         if let Some(s) = self.initial.pop_front() {
             return Some(line("ADDED", &self.object(&s)));
@@ -104,7 +107,11 @@ impl Stream {
             }
         }
         loop {
-            let wake = if self.bookmarks { self.next_bookmark.min(self.deadline) } else { self.deadline };
+            let wake = if self.bookmarks {
+                self.next_bookmark.min(self.deadline)
+            } else {
+                self.deadline
+            };
             tokio::select! {
                 e = self.live.recv() => {
                     let e = e?;
@@ -128,16 +135,25 @@ impl Stream {
     }
 }
 
-pub async fn watch(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiResult<Response> {
+pub async fn watch(
+    state: &ApiState,
+    t: &Target,
+    query: &Query,
+    accept: &str,
+) -> ApiResult<Response> {
     let filter = Filter::from_query(&t.rt, query)?;
     let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
     let timeout = match query.get("timeoutSeconds").map(String::as_str) {
         None | Some("") => DEFAULT_TIMEOUT,
         Some(s) => Duration::from_secs(
-            s.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds \"{s}\"")))?,
+            s.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds \"{s}\"")))?,
         ),
     };
-    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let rv = query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
     let send_initial = query.get("sendInitialEvents").map(|v| v == "true");
     let prefix = t.rt.prefix(t.namespace.as_deref());
     let store = &state.resources.store;
@@ -147,9 +163,11 @@ pub async fn watch(state: &ApiState, t: &Target, query: &Query, accept: &str) ->
         // Upstream: "" and "0" start with the current state as ADDED events.
         "" | "0" => (0, send_initial != Some(false)),
         rv => {
-            let rv: u64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\": must be an integer")))?;
+            let rv: u64 = rv.parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid resource version \"{rv}\": must be an integer"
+                ))
+            })?;
             (rv, send_initial == Some(true))
         }
     };
@@ -193,5 +211,9 @@ pub async fn watch(state: &ApiState, t: &Target, query: &Query, accept: &str) ->
         let b = s.next().await?;
         Some((Ok::<Bytes, std::io::Error>(b), s))
     });
-    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(body)).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response())
 }

@@ -6,7 +6,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::super::ApiState;
-use super::super::resources::{DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions};
+use super::super::resources::{
+    DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
+};
 use super::super::status::{ApiError, ApiResult};
 use super::{Query, Target, json_response, parse_object, value_response};
 
@@ -42,15 +44,35 @@ pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
         .get("fieldManager")
         .filter(|m| !m.is_empty())
         .cloned()
-        .unwrap_or_else(|| req.user_agent.split('/').next().unwrap_or("unknown").to_string());
-    Ok(WriteOptions { field_manager, dry_run, field_validation, force: q.get("force").is_some_and(|f| f == "true") })
+        .unwrap_or_else(|| {
+            req.user_agent
+                .split('/')
+                .next()
+                .unwrap_or("unknown")
+                .to_string()
+        });
+    Ok(WriteOptions {
+        field_manager,
+        dry_run,
+        field_validation,
+        force: q.get("force").is_some_and(|f| f == "true"),
+    })
 }
 
 fn sub_of(t: &Target) -> Sub {
-    if t.subresource.as_deref() == Some("status") { Sub::Status } else { Sub::Main }
+    if t.subresource.as_deref() == Some("status") {
+        Sub::Status
+    } else {
+        Sub::Main
+    }
 }
 
-pub async fn create(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+pub async fn create(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
     if t.rt.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed());
     }
@@ -59,25 +81,43 @@ pub async fn create(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) ->
         return super::subresources::create_only(state, t, obj).await;
     }
     let opts = write_options(req)?;
-    let stored = state.resources.create(&t.rt, &t.version, t.ns(), obj, &opts).await?;
-    Ok(json_response(201, state.resources.render(&t.rt, &t.version, &stored)))
+    let stored = state
+        .resources
+        .create(&t.rt, &t.version, t.ns(), obj, &opts)
+        .await?;
+    Ok(json_response(
+        201,
+        state.resources.render(&t.rt, &t.version, &stored),
+    ))
 }
 
-pub async fn update(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+pub async fn update(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
     let obj = parse_object(&body, req.content_type)?;
     let opts = write_options(req)?;
     let name = t.name.as_deref().unwrap_or_default();
     if t.subresource.as_deref() == Some("finalize") {
         return super::subresources::finalize_namespace(state, t, obj).await;
     }
-    let w = state.resources.update(&t.rt, &t.version, t.ns(), name, sub_of(t), obj, &opts).await?;
-    Ok(json_response(if w.created { 201 } else { 200 }, state.resources.render(&t.rt, &t.version, &w.object)))
+    let w = state
+        .resources
+        .update(&t.rt, &t.version, t.ns(), name, sub_of(t), obj, &opts)
+        .await?;
+    Ok(json_response(
+        if w.created { 201 } else { 200 },
+        state.resources.render(&t.rt, &t.version, &w.object),
+    ))
 }
 
 pub fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
     let ct = content_type.split(';').next().unwrap_or("").trim();
     let json = |b: &[u8]| -> ApiResult<Value> {
-        serde_json::from_slice(b).map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
+        serde_json::from_slice(b)
+            .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
     };
     match ct {
         "application/merge-patch+json" => Ok(PatchBody::Merge(json(body)?)),
@@ -98,18 +138,35 @@ pub fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
     }
 }
 
-pub async fn patch(state: &ApiState, t: &Target, body: Bytes, req: &Req<'_>) -> ApiResult<Response> {
+pub async fn patch(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
     let patch = parse_patch(&body, req.content_type)?;
     let opts = write_options(req)?;
-    if matches!(patch, PatchBody::Apply(_)) && req.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
-        return Err(ApiError::bad_request("PATCH with apply requires a fieldManager query parameter"));
+    if matches!(patch, PatchBody::Apply(_))
+        && req.query.get("fieldManager").is_none_or(|m| m.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "PATCH with apply requires a fieldManager query parameter",
+        ));
     }
     if !matches!(patch, PatchBody::Apply(_)) && req.query.contains_key("force") {
-        return Err(ApiError::bad_request("force is only allowed for apply patches"));
+        return Err(ApiError::bad_request(
+            "force is only allowed for apply patches",
+        ));
     }
     let name = t.name.as_deref().unwrap_or_default();
-    let w = state.resources.patch(&t.rt, &t.version, t.ns(), name, sub_of(t), patch, &opts).await?;
-    Ok(json_response(if w.created { 201 } else { 200 }, state.resources.render(&t.rt, &t.version, &w.object)))
+    let w = state
+        .resources
+        .patch(&t.rt, &t.version, t.ns(), name, sub_of(t), patch, &opts)
+        .await?;
+    Ok(json_response(
+        if w.created { 201 } else { 200 },
+        state.resources.render(&t.rt, &t.version, &w.object),
+    ))
 }
 
 pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
@@ -117,18 +174,23 @@ pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
     let grace = q
         .get("gracePeriodSeconds")
-        .map(|g| g.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds \"{g}\""))))
+        .map(|g| {
+            g.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds \"{g}\"")))
+        })
         .transpose()?
         .or_else(|| body.get("gracePeriodSeconds").and_then(Value::as_i64));
     opts.grace_period_seconds = grace;
-    let policy = q
-        .get("propagationPolicy")
-        .cloned()
-        .or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(str::to_string));
+    let policy = q.get("propagationPolicy").cloned().or_else(|| {
+        body.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     opts.propagation = match policy.as_deref() {
         None | Some("") => None,
         Some("Orphan") => Some(Propagation::Orphan),
@@ -147,10 +209,19 @@ pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     if opts.propagation.is_none() && orphan == Some(true) {
         opts.propagation = Some(Propagation::Orphan);
     }
-    opts.precondition_uid = body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
-    opts.precondition_rv = body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string);
+    opts.precondition_uid = body
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    opts.precondition_rv = body
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     opts.dry_run = q.get("dryRun").is_some_and(|d| d == "All")
-        || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        || body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
     Ok(opts)
 }
 
@@ -158,10 +229,18 @@ pub async fn delete(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> Api
     let opts = delete_options(&body, q)?;
     let name = t.name.as_deref().unwrap_or_default();
     let d = state.resources.delete(&t.rt, t.ns(), name, &opts).await?;
-    Ok(json_response(200, state.resources.render(&t.rt, &t.version, &d.object)))
+    Ok(json_response(
+        200,
+        state.resources.render(&t.rt, &t.version, &d.object),
+    ))
 }
 
-pub async fn delete_collection(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> ApiResult<Response> {
+pub async fn delete_collection(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    q: &Query,
+) -> ApiResult<Response> {
     let opts = delete_options(&body, q)?;
     let filter = super::read::Filter::from_query(&t.rt, q)?;
     let snap = state.resources.store.snapshot();

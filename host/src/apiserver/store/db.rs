@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Event, EventType, Stored, StoreError, make_stored};
+use super::{Event, EventType, StoreError, Stored, make_stored};
 
 pub(crate) struct Db {
     conn: Connection,
@@ -51,7 +51,9 @@ impl Db {
     fn meta(&self, name: &str) -> Result<u64, StoreError> {
         let v: Option<i64> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
             .optional()
             .map_err(internal)?;
         Ok(v.unwrap_or(0) as u64)
@@ -62,7 +64,10 @@ impl Db {
         let compacted = self.meta("compacted")?;
         let mut objects = im::OrdMap::new();
         {
-            let mut stmt = self.conn.prepare("SELECT key, rv, value FROM objects").map_err(internal)?;
+            let mut stmt = self
+                .conn
+                .prepare("SELECT key, rv, value FROM objects")
+                .map_err(internal)?;
             let mut rows = stmt.query([]).map_err(internal)?;
             while let Some(row) = rows.next().map_err(internal)? {
                 let key: String = row.get(0).map_err(internal)?;
@@ -100,24 +105,50 @@ impl Db {
                     EVENT_MODIFIED => EventType::Modified,
                     _ => EventType::Deleted,
                 };
-                history.push_back(Arc::new(Event { rv: erv as u64, kind, object, prev }));
+                history.push_back(Arc::new(Event {
+                    rv: erv as u64,
+                    kind,
+                    object,
+                    prev,
+                }));
             }
         }
         // A log that was never compacted starts at revision 1.
-        let compacted = history.front().map(|e| e.rv - 1).unwrap_or(rv).min(rv).max(compacted);
-        Ok(Loaded { rv, compacted, objects, history })
+        let compacted = history
+            .front()
+            .map(|e| e.rv - 1)
+            .unwrap_or(rv)
+            .min(rv)
+            .max(compacted);
+        Ok(Loaded {
+            rv,
+            compacted,
+            objects,
+            history,
+        })
     }
 
     /// Writes one batch of events in one transaction and fsyncs it.
-    pub fn commit(&mut self, events: &[Arc<Event>], rv: u64, compact_to: Option<u64>) -> Result<(), StoreError> {
+    pub fn commit(
+        &mut self,
+        events: &[Arc<Event>],
+        rv: u64,
+        compact_to: Option<u64>,
+    ) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(internal)?;
         {
             let mut put = tx
-                .prepare_cached("INSERT OR REPLACE INTO objects (key, rv, value) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO objects (key, rv, value) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(internal)?;
-            let mut del = tx.prepare_cached("DELETE FROM objects WHERE key = ?1").map_err(internal)?;
+            let mut del = tx
+                .prepare_cached("DELETE FROM objects WHERE key = ?1")
+                .map_err(internal)?;
             let mut log = tx
-                .prepare_cached("INSERT INTO log (rv, key, type, value, prev) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare_cached(
+                    "INSERT INTO log (rv, key, type, value, prev) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
                 .map_err(internal)?;
             for e in events {
                 let key: &str = &e.object.key;
@@ -129,17 +160,26 @@ impl Db {
                 if e.kind == EventType::Deleted {
                     del.execute([key]).map_err(internal)?;
                 } else {
-                    put.execute(params![key, e.rv as i64, &e.object.json[..]]).map_err(internal)?;
+                    put.execute(params![key, e.rv as i64, &e.object.json[..]])
+                        .map_err(internal)?;
                 }
                 let prev = e.prev.as_ref().map(|p| &p.json[..]);
-                log.execute(params![e.rv as i64, key, ty, &e.object.json[..], prev]).map_err(internal)?;
-            }
-            tx.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('rv', ?1)", [rv as i64])
-                .map_err(internal)?;
-            if let Some(c) = compact_to {
-                tx.execute("DELETE FROM log WHERE rv <= ?1", [c as i64]).map_err(internal)?;
-                tx.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted', ?1)", [c as i64])
+                log.execute(params![e.rv as i64, key, ty, &e.object.json[..], prev])
                     .map_err(internal)?;
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('rv', ?1)",
+                [rv as i64],
+            )
+            .map_err(internal)?;
+            if let Some(c) = compact_to {
+                tx.execute("DELETE FROM log WHERE rv <= ?1", [c as i64])
+                    .map_err(internal)?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted', ?1)",
+                    [c as i64],
+                )
+                .map_err(internal)?;
             }
         }
         tx.commit().map_err(internal)

@@ -50,9 +50,17 @@ pub(crate) struct Hub {
 
 impl Hub {
     pub fn new(history: usize, ring: VecDeque<Arc<Event>>, compacted: u64, rv: u64) -> Hub {
-        let mut inner = Inner { ring, compacted, published: rv, db_compacted: compacted, subscribers: Vec::new() };
+        let mut inner = Inner {
+            ring,
+            compacted,
+            published: rv,
+            db_compacted: compacted,
+            subscribers: Vec::new(),
+        };
         trim(&mut inner, history);
-        Hub { inner: Mutex::new(inner) }
+        Hub {
+            inner: Mutex::new(inner),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -108,13 +116,23 @@ impl Hub {
     pub fn subscribe(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
         let mut inner = self.lock();
         if from < inner.compacted {
-            return Err(WatchError::Gone { requested: from, oldest: inner.compacted + 1 });
+            return Err(WatchError::Gone {
+                requested: from,
+                oldest: inner.compacted + 1,
+            });
         }
         let start = inner.ring.partition_point(|e| e.rv <= from);
-        let backlog =
-            inner.ring.range(start..).filter(|e| e.object.key.starts_with(prefix)).cloned().collect();
+        let backlog = inner
+            .ring
+            .range(start..)
+            .filter(|e| e.object.key.starts_with(prefix))
+            .cloned()
+            .collect();
         let (tx, live) = mpsc::channel(WATCHER_QUEUE);
-        inner.subscribers.push(Subscriber { prefix: Arc::from(prefix), tx });
+        inner.subscribers.push(Subscriber {
+            prefix: Arc::from(prefix),
+            tx,
+        });
         Ok(Subscription { backlog, live })
     }
 
@@ -122,7 +140,10 @@ impl Hub {
     pub fn rewind(&self, now: &Snapshot, rv: u64) -> Result<Snapshot, WatchError> {
         let inner = self.lock();
         if rv < inner.compacted {
-            return Err(WatchError::Gone { requested: rv, oldest: inner.compacted + 1 });
+            return Err(WatchError::Gone {
+                requested: rv,
+                oldest: inner.compacted + 1,
+            });
         }
         let mut objects = now.objects.clone();
         for e in inner.ring.iter().rev().take_while(|e| e.rv > rv) {

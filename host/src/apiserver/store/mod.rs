@@ -58,7 +58,6 @@ impl Stored {
         let ns = parts.next().unwrap_or("");
         (ns, name)
     }
-
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,9 +138,17 @@ pub enum Expect {
 }
 
 pub(crate) enum Op {
-    Put { key: Arc<str>, expect: Expect, object: Value },
+    Put {
+        key: Arc<str>,
+        expect: Expect,
+        object: Value,
+    },
     /// `last`: the state the DELETED event carries (default: the stored one).
-    Delete { key: Arc<str>, expect: Expect, last: Option<Value> },
+    Delete {
+        key: Arc<str>,
+        expect: Expect,
+        last: Option<Value>,
+    },
 }
 
 pub struct StoreConfig {
@@ -167,7 +174,10 @@ pub(crate) struct Shared {
     /// revision, and rewinding once per page would make paging quadratic.
     rewound: std::sync::Mutex<Option<Snapshot>>,
     hub: hub::Hub,
-    ops: std::sync::mpsc::Sender<(Op, tokio::sync::oneshot::Sender<Result<Arc<Event>, StoreError>>)>,
+    ops: std::sync::mpsc::Sender<(
+        Op,
+        tokio::sync::oneshot::Sender<Result<Arc<Event>, StoreError>>,
+    )>,
 }
 
 impl Store {
@@ -176,10 +186,18 @@ impl Store {
     pub fn open(path: &Path, config: StoreConfig) -> Result<Store, StoreError> {
         let mut db = db::Db::open(path)?;
         let loaded = db.load()?;
-        let snapshot = Snapshot { rv: loaded.rv, objects: loaded.objects };
+        let snapshot = Snapshot {
+            rv: loaded.rv,
+            objects: loaded.objects,
+        };
         let hub = hub::Hub::new(config.history, loaded.history, loaded.compacted, loaded.rv);
         let (tx, rx) = std::sync::mpsc::channel();
-        let shared = Arc::new(Shared { snapshot: ArcSwap::from_pointee(snapshot), rewound: Default::default(), hub, ops: tx });
+        let shared = Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            rewound: Default::default(),
+            hub,
+            ops: tx,
+        });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("store-writer".into())
@@ -199,7 +217,11 @@ impl Store {
         if rv >= now.rv {
             return Ok((*now).clone());
         }
-        let mut cached = self.shared.rewound.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cached = self
+            .shared
+            .rewound
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(s) = cached.as_ref().filter(|s| s.rv == rv) {
             return Ok(s.clone());
         }
@@ -214,18 +236,43 @@ impl Store {
 
     /// Creates, or replaces when `expect` allows. The writer stamps
     /// `metadata.resourceVersion` with the new revision.
-    pub async fn put(&self, key: &str, expect: Expect, object: Value) -> Result<Arc<Event>, StoreError> {
-        self.submit(Op::Put { key: Arc::from(key), expect, object }).await
+    pub async fn put(
+        &self,
+        key: &str,
+        expect: Expect,
+        object: Value,
+    ) -> Result<Arc<Event>, StoreError> {
+        self.submit(Op::Put {
+            key: Arc::from(key),
+            expect,
+            object,
+        })
+        .await
     }
 
     pub async fn delete(&self, key: &str, expect: Expect) -> Result<Arc<Event>, StoreError> {
-        self.submit(Op::Delete { key: Arc::from(key), expect, last: None }).await
+        self.submit(Op::Delete {
+            key: Arc::from(key),
+            expect,
+            last: None,
+        })
+        .await
     }
 
     /// Deletes with `last` as the object's final state: an update that
     /// removed the last finalizer is seen by watchers as that update.
-    pub async fn delete_as(&self, key: &str, expect: Expect, last: Value) -> Result<Arc<Event>, StoreError> {
-        self.submit(Op::Delete { key: Arc::from(key), expect, last: Some(last) }).await
+    pub async fn delete_as(
+        &self,
+        key: &str,
+        expect: Expect,
+        last: Value,
+    ) -> Result<Arc<Event>, StoreError> {
+        self.submit(Op::Delete {
+            key: Arc::from(key),
+            expect,
+            last: Some(last),
+        })
+        .await
     }
 
     async fn submit(&self, op: Op) -> Result<Arc<Event>, StoreError> {
@@ -234,7 +281,8 @@ impl Store {
             .ops
             .send((op, tx))
             .map_err(|_| StoreError::Internal("the store writer has stopped".into()))?;
-        rx.await.map_err(|_| StoreError::Internal("the store writer has stopped".into()))?
+        rx.await
+            .map_err(|_| StoreError::Internal("the store writer has stopped".into()))?
     }
 
     /// Events under `prefix` after revision `from`, then live ones.

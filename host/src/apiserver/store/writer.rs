@@ -19,7 +19,9 @@ const MAX_BATCH: usize = 2048;
 
 pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, history: usize) {
     while let Ok(first) = rx.recv() {
-        let Some(shared) = shared.upgrade() else { return };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -58,7 +60,9 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
             continue;
         }
         let snapshot = Arc::new(Snapshot { rv, objects });
-        shared.hub.publish_with(&events, history, || shared.snapshot.store(snapshot));
+        shared
+            .hub
+            .publish_with(&events, history, || shared.snapshot.store(snapshot));
         for (reply, result) in outcomes {
             let _ = reply.send(result);
         }
@@ -84,21 +88,40 @@ fn stamp(key: Arc<str>, rv: u64, mut object: Value) -> Result<Stored, StoreError
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     } else {
-        return Err(StoreError::Internal(format!("object {key} has no metadata")));
+        return Err(StoreError::Internal(format!(
+            "object {key} has no metadata"
+        )));
     }
     let json = serde_json::to_vec(&object).map_err(|e| StoreError::Internal(e.to_string()))?;
     Ok(make_stored(key, rv, Bytes::from(json), &object))
 }
 
-fn apply(objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>, rv: u64, op: Op) -> Result<Arc<Event>, StoreError> {
+fn apply(
+    objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>,
+    rv: u64,
+    op: Op,
+) -> Result<Arc<Event>, StoreError> {
     match op {
-        Op::Put { key, expect, object } => {
+        Op::Put {
+            key,
+            expect,
+            object,
+        } => {
             let prev = objects.get(&key).cloned();
             check(expect, current_rv(objects, &key))?;
             let stored = Arc::new(stamp(key.clone(), rv, object)?);
             objects.insert(key, stored.clone());
-            let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-            Ok(Arc::new(Event { rv, kind, object: stored, prev }))
+            let kind = if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            Ok(Arc::new(Event {
+                rv,
+                kind,
+                object: stored,
+                prev,
+            }))
         }
         Op::Delete { key, expect, last } => {
             let prev = objects.get(&key).cloned().ok_or(StoreError::NotFound)?;
@@ -106,7 +129,12 @@ fn apply(objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>, rv: u64, op: Op) -> Re
             objects.remove(&key);
             // Upstream sends the last state stamped with the deletion's revision.
             let last = Arc::new(stamp(key, rv, last.unwrap_or_else(|| prev.value()))?);
-            Ok(Arc::new(Event { rv, kind: EventType::Deleted, object: last, prev: Some(prev) }))
+            Ok(Arc::new(Event {
+                rv,
+                kind: EventType::Deleted,
+                object: last,
+                prev: Some(prev),
+            }))
         }
     }
 }

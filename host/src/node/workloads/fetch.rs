@@ -24,7 +24,8 @@ use sha2::{Digest, Sha256};
 use wasmtime_wasi::p2::bindings::CommandPre;
 
 use super::{
-    FetchError, FetchId, FetchProgress, FetchRequest, Inner, LoadedModule, ModuleRef, PullPolicy, PullSecret, Runnable,
+    FetchError, FetchId, FetchProgress, FetchRequest, Inner, LoadedModule, ModuleRef, PullPolicy,
+    PullSecret, Runnable,
 };
 
 /// How long a finished fetch's result is handed to callers repeating the request.
@@ -76,7 +77,11 @@ impl FetchTable {
         let expired: Vec<FetchId> = self
             .entries
             .iter()
-            .filter(|(_, e)| e.result.as_ref().is_some_and(|(_, at)| now.duration_since(*at) > RESULT_TTL))
+            .filter(|(_, e)| {
+                e.result
+                    .as_ref()
+                    .is_some_and(|(_, at)| now.duration_since(*at) > RESULT_TTL)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
@@ -93,17 +98,26 @@ impl FetchTable {
 fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
     let image = image.trim();
     if image.starts_with("file:") {
-        let url = url::Url::parse(image).map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
-        if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+        let url = url::Url::parse(image)
+            .map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
+        if url
+            .host_str()
+            .is_some_and(|h| !h.is_empty() && h != "localhost")
+        {
             return Err(FetchError::InvalidReference(format!(
                 "{image}: a file URL must name a local path (file:///...)"
             )));
         }
-        let path = url
-            .to_file_path()
-            .map_err(|_| FetchError::InvalidReference(format!("{image}: not an absolute file path")))?;
-        if path.components().any(|c| c == std::path::Component::ParentDir) {
-            return Err(FetchError::InvalidReference(format!("{image}: '..' is not allowed")));
+        let path = url.to_file_path().map_err(|_| {
+            FetchError::InvalidReference(format!("{image}: not an absolute file path"))
+        })?;
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(FetchError::InvalidReference(format!(
+                "{image}: '..' is not allowed"
+            )));
         }
         let key = format!("file://{}", path.display());
         return Ok((Source::File(path), key));
@@ -113,7 +127,9 @@ fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
             "{image}: only file:// URLs and OCI references are supported"
         )));
     }
-    let reference: Reference = image.parse().map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
+    let reference: Reference = image
+        .parse()
+        .map_err(|e| FetchError::InvalidReference(format!("{image}: {e}")))?;
     let key = reference.whole();
     Ok((Source::Oci(reference), key))
 }
@@ -125,7 +141,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// `sha256:<64 hex>` → the hex.
 pub(crate) fn digest_hex(module: &str) -> Option<&str> {
     let hex = module.strip_prefix("sha256:")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())).then_some(hex)
+    (hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+    .then_some(hex)
 }
 
 impl Inner {
@@ -134,11 +154,15 @@ impl Inner {
     }
 
     pub(crate) fn module_path(&self, hex: &str) -> PathBuf {
-        self.modules_dir().join("sha256").join(format!("{hex}.wasm"))
+        self.modules_dir()
+            .join("sha256")
+            .join(format!("{hex}.wasm"))
     }
 
     fn ref_path(&self, key: &str) -> PathBuf {
-        self.modules_dir().join("refs").join(sha256_hex(key.as_bytes()))
+        self.modules_dir()
+            .join("refs")
+            .join(sha256_hex(key.as_bytes()))
     }
 
     fn lookup_ref(&self, key: &str) -> Option<String> {
@@ -149,12 +173,18 @@ impl Inner {
         let mut lines = text.lines();
         let hex = digest_hex(lines.next()?)?.to_string();
         (lines.next()? == key).then_some(())?;
-        self.refs.lock().unwrap().insert(key.to_string(), hex.clone());
+        self.refs
+            .lock()
+            .unwrap()
+            .insert(key.to_string(), hex.clone());
         Some(hex)
     }
 
     fn record_ref(&self, key: &str, hex: &str) {
-        self.refs.lock().unwrap().insert(key.to_string(), hex.to_string());
+        self.refs
+            .lock()
+            .unwrap()
+            .insert(key.to_string(), hex.to_string());
         let path = self.ref_path(key);
         if let Err(e) = write_atomic(&path, format!("sha256:{hex}\n{key}\n").as_bytes()) {
             tracing::warn!(file = %path.display(), error = %e, "cannot record module reference");
@@ -165,7 +195,10 @@ impl Inner {
         self.modules.lock().unwrap().get(hex).cloned()
     }
 
-    pub(crate) fn fetch_module(self: &Arc<Self>, req: &FetchRequest) -> Result<FetchProgress, FetchError> {
+    pub(crate) fn fetch_module(
+        self: &Arc<Self>,
+        req: &FetchRequest,
+    ) -> Result<FetchProgress, FetchError> {
         let (source, key) = parse_image(&req.image)?;
         let fetch_key = {
             let mut h = Sha256::new();
@@ -206,12 +239,22 @@ impl Inner {
             None if req.pull_policy == PullPolicy::Never && matches!(source, Source::Oci(_)) => {
                 return Err(FetchError::NeverPull);
             }
-            None => Job::Pull { source, key, secrets: req.pull_secrets.clone() },
+            None => Job::Pull {
+                source,
+                key,
+                secrets: req.pull_secrets.clone(),
+            },
         };
         let id = self.next_id();
         {
             let mut table = self.fetches.lock().unwrap();
-            table.entries.insert(id, FetchEntry { key: fetch_key.clone(), result: None });
+            table.entries.insert(
+                id,
+                FetchEntry {
+                    key: fetch_key.clone(),
+                    result: None,
+                },
+            );
             table.by_key.insert(fetch_key, id);
         }
         let inner = self.clone();
@@ -219,7 +262,9 @@ impl Inner {
             let timeout = inner.config.pull_timeout;
             let result = match tokio::time::timeout(timeout, inner.clone().run_job(job)).await {
                 Ok(r) => r,
-                Err(_) => Err(FetchError::Unavailable(format!("timed out after {timeout:?}"))),
+                Err(_) => Err(FetchError::Unavailable(format!(
+                    "timed out after {timeout:?}"
+                ))),
             };
             if let Err(e) = &result {
                 tracing::info!(fetch = id, error = %e, "module fetch failed");
@@ -234,22 +279,35 @@ impl Inner {
 
     pub(crate) fn poll_fetch(&self, id: FetchId) -> Option<Result<ModuleRef, FetchError>> {
         let table = self.fetches.lock().unwrap();
-        table.entries.get(&id)?.result.as_ref().map(|(r, _)| r.clone())
+        table
+            .entries
+            .get(&id)?
+            .result
+            .as_ref()
+            .map(|(r, _)| r.clone())
     }
 
     async fn run_job(self: Arc<Self>, job: Job) -> Result<ModuleRef, FetchError> {
         match job {
             Job::Stored(hex) => {
                 let path = self.module_path(&hex);
-                let bytes =
-                    tokio::fs::read(&path).await.map_err(|e| FetchError::Other(format!("{}: {e}", path.display())))?;
+                let bytes = tokio::fs::read(&path)
+                    .await
+                    .map_err(|e| FetchError::Other(format!("{}: {e}", path.display())))?;
                 if sha256_hex(&bytes) != hex {
-                    return Err(FetchError::Other(format!("{} is corrupt (digest mismatch)", path.display())));
+                    return Err(FetchError::Other(format!(
+                        "{} is corrupt (digest mismatch)",
+                        path.display()
+                    )));
                 }
                 self.clone().load_blocking(hex.clone(), bytes).await?;
                 Ok(format!("sha256:{hex}"))
             }
-            Job::Pull { source, key, secrets } => {
+            Job::Pull {
+                source,
+                key,
+                secrets,
+            } => {
                 let bytes = match &source {
                     Source::File(path) => self.read_file(path).await?,
                     Source::Oci(reference) => self.pull_oci(reference, &secrets).await?,
@@ -258,8 +316,9 @@ impl Inner {
                 let hex = sha256_hex(&bytes);
                 let path = self.module_path(&hex);
                 if !path.is_file() {
-                    write_atomic(&path, &bytes)
-                        .map_err(|e| FetchError::Other(format!("storing {}: {e}", path.display())))?;
+                    write_atomic(&path, &bytes).map_err(|e| {
+                        FetchError::Other(format!("storing {}: {e}", path.display()))
+                    })?;
                 }
                 if self.loaded(&hex).is_none() {
                     self.clone().load_blocking(hex.clone(), bytes).await?;
@@ -272,41 +331,64 @@ impl Inner {
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, FetchError> {
         let shown = path.display().to_string();
-        let md = tokio::fs::metadata(path).await.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => FetchError::NotFound(format!("{shown}: no such file")),
-            _ => FetchError::Other(format!("{shown}: {e}")),
-        })?;
+        let md = tokio::fs::metadata(path)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    FetchError::NotFound(format!("{shown}: no such file"))
+                }
+                _ => FetchError::Other(format!("{shown}: {e}")),
+            })?;
         if !md.is_file() {
-            return Err(FetchError::NotWasm(format!("{shown} is not a regular file")));
+            return Err(FetchError::NotWasm(format!(
+                "{shown} is not a regular file"
+            )));
         }
         if md.len() > self.config.max_module_bytes {
-            return Err(FetchError::NotWasm(format!("{shown} is larger than {} bytes", self.config.max_module_bytes)));
+            return Err(FetchError::NotWasm(format!(
+                "{shown} is larger than {} bytes",
+                self.config.max_module_bytes
+            )));
         }
-        tokio::fs::read(path).await.map_err(|e| FetchError::Other(format!("{shown}: {e}")))
+        tokio::fs::read(path)
+            .await
+            .map_err(|e| FetchError::Other(format!("{shown}: {e}")))
     }
 
     /// Compiles and links `bytes` (digest `hex`) off the async threads.
-    async fn load_blocking(self: Arc<Self>, hex: String, bytes: Vec<u8>) -> Result<Arc<LoadedModule>, FetchError> {
+    async fn load_blocking(
+        self: Arc<Self>,
+        hex: String,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<LoadedModule>, FetchError> {
         tokio::task::spawn_blocking(move || self.load_module(&hex, &bytes))
             .await
             .map_err(|e| FetchError::Other(format!("compile task: {e}")))?
     }
 
     /// Compiles (or takes from the precompiled cache) and pre-links a module.
-    pub(crate) fn load_module(&self, hex: &str, bytes: &[u8]) -> Result<Arc<LoadedModule>, FetchError> {
+    pub(crate) fn load_module(
+        &self,
+        hex: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<LoadedModule>, FetchError> {
         if let Some(m) = self.loaded(hex) {
             return Ok(m);
         }
         let path = self.module_path(hex);
         let shown = format!("sha256:{hex}");
         let runnable = if is_component(bytes) {
-            let (component, _) = self.engine.load(&path, bytes).map_err(|e| FetchError::NotWasm(e.to_string()))?;
-            let pre = self
-                .p2_linker
-                .instantiate_pre(&component)
-                .map_err(|e| FetchError::NotWasm(format!("{shown}: cannot be linked with WASI 0.2: {e:#}")))?;
+            let (component, _) = self
+                .engine
+                .load(&path, bytes)
+                .map_err(|e| FetchError::NotWasm(e.to_string()))?;
+            let pre = self.p2_linker.instantiate_pre(&component).map_err(|e| {
+                FetchError::NotWasm(format!("{shown}: cannot be linked with WASI 0.2: {e:#}"))
+            })?;
             let pre = CommandPre::new(pre).map_err(|e| {
-                FetchError::NotWasm(format!("{shown}: not a WASI command (no wasi:cli/run export): {e:#}"))
+                FetchError::NotWasm(format!(
+                    "{shown}: not a WASI command (no wasi:cli/run export): {e:#}"
+                ))
             })?;
             Runnable::Component(pre)
         } else {
@@ -319,14 +401,21 @@ impl Inner {
                     )));
                 }
             }
-            let pre = self
-                .p1_linker
-                .instantiate_pre(&module)
-                .map_err(|e| FetchError::NotWasm(format!("{shown}: cannot be linked with WASI preview 1: {e:#}")))?;
+            let pre = self.p1_linker.instantiate_pre(&module).map_err(|e| {
+                FetchError::NotWasm(format!(
+                    "{shown}: cannot be linked with WASI preview 1: {e:#}"
+                ))
+            })?;
             Runnable::Core(pre)
         };
-        let loaded = Arc::new(LoadedModule { digest: format!("sha256:{hex}"), runnable });
-        self.modules.lock().unwrap().insert(hex.to_string(), loaded.clone());
+        let loaded = Arc::new(LoadedModule {
+            digest: format!("sha256:{hex}"),
+            runnable,
+        });
+        self.modules
+            .lock()
+            .unwrap()
+            .insert(hex.to_string(), loaded.clone());
         Ok(loaded)
     }
 
@@ -334,25 +423,38 @@ impl Inner {
         let engine = &self.engine.engine;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        let cached =
-            self.modules_dir().join("compiled").join(format!("{:016x}", h.finish())).join(format!("{hex}.cwasm"));
+        let cached = self
+            .modules_dir()
+            .join("compiled")
+            .join(format!("{:016x}", h.finish()))
+            .join(format!("{hex}.cwasm"));
         if cached.is_file() {
             // SAFETY: this directory is written only below, by an engine with the same
             // compatibility hash (part of the path).
             match unsafe { wasmtime::Module::deserialize_file(engine, &cached) } {
                 Ok(m) => return Ok(m),
-                Err(e) => tracing::warn!(file = %cached.display(), error = %e, "cached module unusable, recompiling"),
+                Err(e) => {
+                    tracing::warn!(file = %cached.display(), error = %e, "cached module unusable, recompiling")
+                }
             }
         }
-        let compiled = engine
-            .precompile_module(bytes)
-            .map_err(|e| FetchError::NotWasm(format!("sha256:{hex}: not a valid WebAssembly module: {e:#}")))?;
-        write_atomic(&cached, &compiled).map_err(|e| FetchError::Other(format!("{}: {e}", cached.display())))?;
+        let compiled = engine.precompile_module(bytes).map_err(|e| {
+            FetchError::NotWasm(format!(
+                "sha256:{hex}: not a valid WebAssembly module: {e:#}"
+            ))
+        })?;
+        write_atomic(&cached, &compiled)
+            .map_err(|e| FetchError::Other(format!("{}: {e}", cached.display())))?;
         // SAFETY: written just above by this engine.
-        unsafe { wasmtime::Module::deserialize_file(engine, &cached) }.map_err(|e| FetchError::Other(format!("{e:#}")))
+        unsafe { wasmtime::Module::deserialize_file(engine, &cached) }
+            .map_err(|e| FetchError::Other(format!("{e:#}")))
     }
 
-    async fn pull_oci(&self, reference: &Reference, secrets: &[PullSecret]) -> Result<Vec<u8>, FetchError> {
+    async fn pull_oci(
+        &self,
+        reference: &Reference,
+        secrets: &[PullSecret],
+    ) -> Result<Vec<u8>, FetchError> {
         // reqwest is built without a bundled crypto provider: use ring, like the rest
         // of the host (a no-op when a process default is already installed).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -365,11 +467,15 @@ impl Inner {
         };
         // A client per pull: its token cache must not carry one namespace's
         // credentials over to another namespace's pull.
-        let client = Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
+        let client =
+            Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
         let auth = auth_for(reference, secrets);
         let mut accepted: Vec<&str> = WASM_LAYER_TYPES.to_vec();
         accepted.extend_from_slice(TAR_LAYER_TYPES);
-        let image = client.pull(reference, &auth, accepted).await.map_err(|e| classify_oci(reference, e))?;
+        let image = client
+            .pull(reference, &auth, accepted)
+            .await
+            .map_err(|e| classify_oci(reference, e))?;
         let size: usize = image.layers.iter().map(|l| l.data.len()).sum();
         if size as u64 > self.config.max_module_bytes {
             return Err(FetchError::NotWasm(format!(
@@ -413,10 +519,15 @@ fn auth_for(reference: &Reference, secrets: &[PullSecret]) -> RegistryAuth {
 /// `https://index.docker.io/v1/` → `docker.io`; `http://host:5000/x` → `host:5000`.
 fn normalize_registry(r: &str) -> String {
     let r = r.trim();
-    let r = r.strip_prefix("https://").or_else(|| r.strip_prefix("http://")).unwrap_or(r);
+    let r = r
+        .strip_prefix("https://")
+        .or_else(|| r.strip_prefix("http://"))
+        .unwrap_or(r);
     let host = r.split('/').next().unwrap_or(r).to_ascii_lowercase();
     match host.as_str() {
-        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => "docker.io".into(),
+        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
+            "docker.io".into()
+        }
         _ => host,
     }
 }
@@ -424,9 +535,8 @@ fn normalize_registry(r: &str) -> String {
 fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
     let msg = format!("{reference}: {e}");
     match &e {
-        OciDistributionError::AuthenticationFailure(_) | OciDistributionError::UnauthorizedError { .. } => {
-            FetchError::Unauthorized(msg)
-        }
+        OciDistributionError::AuthenticationFailure(_)
+        | OciDistributionError::UnauthorizedError { .. } => FetchError::Unauthorized(msg),
         OciDistributionError::ImageManifestNotFoundError(_) => FetchError::NotFound(msg),
         OciDistributionError::RegistryError { envelope, .. } => {
             let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
@@ -440,9 +550,15 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
                 )
             }) {
                 FetchError::NotFound(msg)
-            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+            } else if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
                 FetchError::Unauthorized(msg)
-            } else if codes.iter().any(|c| matches!(c, OciErrorCode::NameInvalid | OciErrorCode::TagInvalid)) {
+            } else if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::NameInvalid | OciErrorCode::TagInvalid))
+            {
                 FetchError::InvalidReference(msg)
             } else {
                 FetchError::Unavailable(msg)
@@ -453,13 +569,15 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
             401 | 403 => FetchError::Unauthorized(msg),
             _ => FetchError::Unavailable(msg),
         },
-        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => FetchError::Unavailable(msg),
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
+            FetchError::Unavailable(msg)
+        }
         OciDistributionError::IncompatibleLayerMediaTypeError(_)
         | OciDistributionError::PullNoLayersError
         | OciDistributionError::UnsupportedMediaTypeError(_)
-        | OciDistributionError::ImageIndexParsingNoPlatformResolverError => {
-            FetchError::NotWasm(format!("{msg} (not a wasm artifact or single-layer wasm image)"))
-        }
+        | OciDistributionError::ImageIndexParsingNoPlatformResolverError => FetchError::NotWasm(
+            format!("{msg} (not a wasm artifact or single-layer wasm image)"),
+        ),
         _ => FetchError::Other(msg),
     }
 }
@@ -468,33 +586,49 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
 /// image's single tar layer.
 fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, FetchError> {
     let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
-    let wasm: Vec<&ImageLayer> = layers.iter().filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str())).collect();
+    let wasm: Vec<&ImageLayer> = layers
+        .iter()
+        .filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str()))
+        .collect();
     match wasm.len() {
         1 => return Ok(wasm[0].data.to_vec()),
         0 => {}
         n => return Err(not_wasm(format!("{n} wasm layers; expected one"))),
     }
     if layers.len() != 1 {
-        return Err(not_wasm(format!("{} image layers; expected a single layer holding a .wasm file", layers.len())));
+        return Err(not_wasm(format!(
+            "{} image layers; expected a single layer holding a .wasm file",
+            layers.len()
+        )));
     }
     let layer = &layers[0];
     let data: &[u8] = &layer.data;
     let gz = layer.media_type.ends_with("gzip") || data.starts_with(&[0x1f, 0x8b]);
-    let reader: Box<dyn std::io::Read> = if gz { Box::new(flate2::read::GzDecoder::new(data)) } else { Box::new(data) };
+    let reader: Box<dyn std::io::Read> = if gz {
+        Box::new(flate2::read::GzDecoder::new(data))
+    } else {
+        Box::new(data)
+    };
     let mut archive = tar::Archive::new(reader);
     let mut found: Vec<(String, Vec<u8>)> = Vec::new();
-    let entries = archive.entries().map_err(|e| not_wasm(format!("image layer is not a tar archive: {e}")))?;
+    let entries = archive
+        .entries()
+        .map_err(|e| not_wasm(format!("image layer is not a tar archive: {e}")))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| not_wasm(format!("image layer: {e}")))?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
-        let name = entry.path().map(|p| p.display().to_string()).unwrap_or_default();
+        let name = entry
+            .path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         if !name.ends_with(".wasm") {
             continue;
         }
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut buf).map_err(|e| not_wasm(format!("image layer: {e}")))?;
+        std::io::Read::read_to_end(&mut entry, &mut buf)
+            .map_err(|e| not_wasm(format!("image layer: {e}")))?;
         found.push((name, buf));
     }
     match found.len() {
@@ -502,7 +636,11 @@ fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, 
         0 => Err(not_wasm("the image layer holds no .wasm file".into())),
         _ => Err(not_wasm(format!(
             "the image layer holds several .wasm files ({})",
-            found.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -513,7 +651,9 @@ fn is_component(bytes: &[u8]) -> bool {
 
 fn check_magic(bytes: &[u8], what: &str) -> Result<(), FetchError> {
     if bytes.len() < 8 || bytes[..4] != *b"\0asm" {
-        return Err(FetchError::NotWasm(format!("{what}: not a WebAssembly module or component (no \\0asm header)")));
+        return Err(FetchError::NotWasm(format!(
+            "{what}: not a WebAssembly module or component (no \\0asm header)"
+        )));
     }
     Ok(())
 }
@@ -522,7 +662,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension(format!("tmp{}.{}", std::process::id(), rand::random::<u32>()));
+    let tmp = path.with_extension(format!(
+        "tmp{}.{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
@@ -535,7 +679,8 @@ impl PullSecret {
     /// {"auth": base64("user:pass")}}}`.
     pub fn from_docker_config(json: &[u8]) -> Result<Vec<PullSecret>, String> {
         use base64::Engine;
-        let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
         let auths = match v.get("auths") {
             Some(a) => a,
             None => &v,
@@ -543,22 +688,35 @@ impl PullSecret {
         let map = auths.as_object().ok_or("no \"auths\" object")?;
         let mut out = Vec::new();
         for (registry, entry) in map {
-            let s = |k: &str| entry.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+            let s = |k: &str| {
+                entry
+                    .get(k)
+                    .and_then(|x| x.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
             let (mut username, mut password) = (s("username"), s("password"));
             let auth = s("auth");
             if username.is_empty() && !auth.is_empty() {
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(auth.trim())
                     .map_err(|e| format!("{registry}: auth is not base64: {e}"))?;
-                let decoded = String::from_utf8(decoded).map_err(|_| format!("{registry}: auth is not UTF-8"))?;
-                let (u, p) = decoded.split_once(':').ok_or_else(|| format!("{registry}: auth is not user:password"))?;
+                let decoded = String::from_utf8(decoded)
+                    .map_err(|_| format!("{registry}: auth is not UTF-8"))?;
+                let (u, p) = decoded
+                    .split_once(':')
+                    .ok_or_else(|| format!("{registry}: auth is not user:password"))?;
                 username = u.to_string();
                 password = p.to_string();
             }
             if username.is_empty() && password.is_empty() {
                 continue;
             }
-            out.push(PullSecret { registry: registry.clone(), username, password });
+            out.push(PullSecret {
+                registry: registry.clone(),
+                username,
+                password,
+            });
         }
         Ok(out)
     }

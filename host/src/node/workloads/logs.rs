@@ -72,7 +72,12 @@ pub fn parse_cri_line(line: &[u8]) -> Option<CriLine<'_>> {
         _ => return None,
     };
     let text = parts.next().unwrap_or(b"");
-    Some(CriLine { timestamp, stream, partial, text })
+    Some(CriLine {
+        timestamp,
+        stream,
+        partial,
+        text,
+    })
 }
 
 /// The timestamp format of the records.
@@ -97,7 +102,10 @@ impl LogSink {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(LogSink {
             path,
@@ -191,7 +199,11 @@ impl LogSink {
         if let Err(e) = std::fs::rename(&self.path, &old) {
             tracing::warn!(file = %self.path.display(), error = %e, "cannot rotate workload log");
         }
-        self.file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path).ok();
+        self.file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .ok();
         self.written = 0;
     }
 }
@@ -209,7 +221,11 @@ fn split_long(line: &[u8]) -> Vec<(bool, &[u8])> {
     }
     let chunks: Vec<&[u8]> = line.chunks(MAX_LINE).collect();
     let n = chunks.len();
-    chunks.into_iter().enumerate().map(|(i, c)| (i + 1 < n, c)).collect()
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (i + 1 < n, c))
+        .collect()
 }
 
 /// A guest's stdout or stderr, writing into its attempt's [`LogSink`].
@@ -221,7 +237,10 @@ pub(crate) struct Capture {
 
 impl Capture {
     fn put(&self, bytes: &[u8]) {
-        self.sink.lock().unwrap_or_else(|p| p.into_inner()).write(self.stream, bytes);
+        self.sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(self.stream, bytes);
     }
 }
 
@@ -262,7 +281,11 @@ impl OutputStream for Capture {
 }
 
 impl AsyncWrite for Capture {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.put(buf);
         Poll::Ready(Ok(buf.len()))
     }

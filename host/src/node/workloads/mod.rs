@@ -121,7 +121,13 @@ pub struct VolumeFile {
 
 impl std::fmt::Debug for VolumeFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "VolumeFile({:?}, {} bytes, {:o})", self.path, self.contents.len(), self.mode)
+        write!(
+            f,
+            "VolumeFile({:?}, {} bytes, {:o})",
+            self.path,
+            self.contents.len(),
+            self.mode
+        )
     }
 }
 
@@ -276,16 +282,27 @@ impl Inner {
     }
 
     fn log_path(&self, uid: &str, container: &str, attempt: u32) -> PathBuf {
-        self.pod_dir(uid).join("logs").join(container).join(format!("{attempt}.log"))
+        self.pod_dir(uid)
+            .join("logs")
+            .join(container)
+            .join(format!("{attempt}.log"))
     }
 
     fn workload(&self, handle: WorkloadHandle) -> Result<Arc<run::Workload>, WorkloadError> {
-        self.workloads.lock().unwrap().get(&handle).cloned().ok_or(WorkloadError::UnknownHandle)
+        self.workloads
+            .lock()
+            .unwrap()
+            .get(&handle)
+            .cloned()
+            .ok_or(WorkloadError::UnknownHandle)
     }
 }
 
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Runs pods' WASI workloads; cheap to clone (shared state).
@@ -297,8 +314,9 @@ pub struct WorkloadManager {
 impl WorkloadManager {
     /// Must be called inside a tokio runtime: fetches and workloads run on it.
     pub fn new(config: WorkloadConfig, engine: PluginEngine) -> anyhow::Result<WorkloadManager> {
-        let rt = tokio::runtime::Handle::try_current()
-            .map_err(|_| anyhow::anyhow!("WorkloadManager::new must be called inside a tokio runtime"))?;
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| {
+            anyhow::anyhow!("WorkloadManager::new must be called inside a tokio runtime")
+        })?;
         for d in ["modules/sha256", "modules/refs", "pods"] {
             std::fs::create_dir_all(config.data_dir.join(d))?;
         }
@@ -365,7 +383,9 @@ impl WorkloadManager {
             }
             match done.recv().await {
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return Err(FetchError::Other("shut down".into())),
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err(FetchError::Other("shut down".into()));
+                }
             }
         }
     }
@@ -404,9 +424,17 @@ impl WorkloadManager {
     }
 
     /// The last `max_bytes` of the workload's raw stdout+stderr (up to [`TAIL_BYTES`]).
-    pub fn read_logs(&self, handle: WorkloadHandle, max_bytes: u32) -> Result<Vec<u8>, WorkloadError> {
+    pub fn read_logs(
+        &self,
+        handle: WorkloadHandle,
+        max_bytes: u32,
+    ) -> Result<Vec<u8>, WorkloadError> {
         let w = self.inner.workload(handle)?;
-        let tail = w.sink.lock().unwrap_or_else(|p| p.into_inner()).tail(max_bytes as usize);
+        let tail = w
+            .sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tail(max_bytes as usize);
         Ok(tail)
     }
 
@@ -431,15 +459,20 @@ impl WorkloadManager {
     pub fn release_pod(&self, pod_uid: &str) -> tokio::task::JoinHandle<()> {
         let gone: Vec<Arc<run::Workload>> = {
             let mut map = self.inner.workloads.lock().unwrap();
-            let handles: Vec<WorkloadHandle> =
-                map.iter().filter(|(_, w)| w.pod_uid == pod_uid).map(|(h, _)| *h).collect();
+            let handles: Vec<WorkloadHandle> = map
+                .iter()
+                .filter(|(_, w)| w.pod_uid == pod_uid)
+                .map(|(h, _)| *h)
+                .collect();
             handles.iter().filter_map(|h| map.remove(h)).collect()
         };
         for w in &gone {
             w.kill.fire();
         }
         self.inner.volumes.lock().unwrap().remove_pod(pod_uid);
-        let dir = volumes::check_segment(pod_uid, "pod uid").ok().map(|_| self.inner.pod_dir(pod_uid));
+        let dir = volumes::check_segment(pod_uid, "pod uid")
+            .ok()
+            .map(|_| self.inner.pod_dir(pod_uid));
         self.inner.rt.spawn(async move {
             for w in gone {
                 let mut rx = w.status.subscribe();
@@ -463,8 +496,14 @@ impl WorkloadManager {
     /// Stops every workload: `grace` to finish, then killed; waits for all of them
     /// (node shutdown).
     pub async fn shutdown(&self, grace: Duration) {
-        let all: Vec<(WorkloadHandle, Arc<run::Workload>)> =
-            self.inner.workloads.lock().unwrap().iter().map(|(h, w)| (*h, w.clone())).collect();
+        let all: Vec<(WorkloadHandle, Arc<run::Workload>)> = self
+            .inner
+            .workloads
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(h, w)| (*h, w.clone()))
+            .collect();
         for (h, _) in &all {
             let _ = self.kill(*h, grace.as_millis().min(u32::MAX as u128) as u32);
         }
@@ -476,7 +515,14 @@ impl WorkloadManager {
 
     /// Where the attempt's log file is (`DATA/pods/<uid>/logs/<container>/<attempt>.log`);
     /// namespace and pod name are not part of the path (the uid is unique).
-    pub fn log_path(&self, _namespace: &str, _pod: &str, uid: &str, container: &str, attempt: u32) -> PathBuf {
+    pub fn log_path(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        uid: &str,
+        container: &str,
+        attempt: u32,
+    ) -> PathBuf {
         self.inner.log_path(uid, container, attempt)
     }
 
@@ -484,13 +530,18 @@ impl WorkloadManager {
     /// only those that exist.
     pub fn log_files(&self, uid: &str, container: &str, attempt: u32) -> Vec<PathBuf> {
         let current = self.inner.log_path(uid, container, attempt);
-        [logs::rotated_path(&current), current].into_iter().filter(|p| p.is_file()).collect()
+        [logs::rotated_path(&current), current]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect()
     }
 
     /// The attempts with a log file for the container, ascending: the last is the current
     /// one, the one before it `--previous`.
     pub fn log_attempts(&self, uid: &str, container: &str) -> Vec<u32> {
-        if volumes::check_segment(uid, "").is_err() || volumes::check_segment(container, "").is_err() {
+        if volumes::check_segment(uid, "").is_err()
+            || volumes::check_segment(container, "").is_err()
+        {
             return Vec::new();
         }
         let dir = self.inner.pod_dir(uid).join("logs").join(container);

@@ -21,7 +21,8 @@ use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::logs::{Capture, LogSink, LogStream};
 use super::volumes::check_segment;
 use super::{
-    Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle, WorkloadStatus, now_ms,
+    Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle,
+    WorkloadStatus, now_ms,
 };
 
 /// Epoch ticks (5 ms each) of CPU between yields to the async runtime.
@@ -37,7 +38,10 @@ pub(crate) struct P2State {
 
 impl WasiView for P2State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.ctx, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -86,8 +90,17 @@ enum Prepared {
 /// Yields every [`YIELD_TICKS`] of CPU; traps once the kill switch is set.
 fn deadline_callback<T>(
     kill: Arc<KillSwitch>,
-) -> impl FnMut(wasmtime::StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline> + Send + Sync + 'static {
-    move |_| Ok(if kill.fired() { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(YIELD_TICKS) })
+) -> impl FnMut(wasmtime::StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline>
++ Send
++ Sync
++ 'static {
+    move |_| {
+        Ok(if kill.fired() {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(YIELD_TICKS)
+        })
+    }
 }
 
 enum Outcome {
@@ -98,7 +111,13 @@ enum Outcome {
     StartFailed(String),
 }
 
-fn classify(e: wasmtime::Error, memory_hit: bool, memory: Option<u64>, kill: &KillSwitch, started: bool) -> Outcome {
+fn classify(
+    e: wasmtime::Error,
+    memory_hit: bool,
+    memory: Option<u64>,
+    kill: &KillSwitch,
+    started: bool,
+) -> Outcome {
     if let Some(exit) = e.downcast_ref::<I32Exit>() {
         return Outcome::Exit(exit.0);
     }
@@ -111,25 +130,39 @@ fn classify(e: wasmtime::Error, memory_hit: bool, memory: Option<u64>, kill: &Ki
             memory.unwrap_or_default()
         ));
     }
-    if started { Outcome::Trap(format!("trapped: {e:#}")) } else { Outcome::StartFailed(format!("{e:#}")) }
+    if started {
+        Outcome::Trap(format!("trapped: {e:#}"))
+    } else {
+        Outcome::StartFailed(format!("{e:#}"))
+    }
 }
 
 impl Inner {
     /// The loaded module for a spawn: in memory, or loaded now from the store (after a
     /// host restart a module-ref stays valid; its precompiled form makes this fast).
     fn module_for_spawn(&self, module: &str) -> Result<Arc<LoadedModule>, WorkloadError> {
-        let hex = super::fetch::digest_hex(module)
-            .ok_or_else(|| WorkloadError::Invalid(format!("module {module:?} is not a sha256:<hex> module-ref")))?;
+        let hex = super::fetch::digest_hex(module).ok_or_else(|| {
+            WorkloadError::Invalid(format!(
+                "module {module:?} is not a sha256:<hex> module-ref"
+            ))
+        })?;
         if let Some(m) = self.loaded(hex) {
             return Ok(m);
         }
         let path = self.module_path(hex);
-        let bytes = std::fs::read(&path)
-            .map_err(|_| WorkloadError::Invalid(format!("module {module} is not in the store: fetch it first")))?;
-        self.load_module(hex, &bytes).map_err(|e| WorkloadError::Invalid(format!("module {module}: {e}")))
+        let bytes = std::fs::read(&path).map_err(|_| {
+            WorkloadError::Invalid(format!(
+                "module {module} is not in the store: fetch it first"
+            ))
+        })?;
+        self.load_module(hex, &bytes)
+            .map_err(|e| WorkloadError::Invalid(format!("module {module}: {e}")))
     }
 
-    pub(crate) fn spawn(self: &Arc<Self>, spec: SpawnSpec) -> Result<WorkloadHandle, WorkloadError> {
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        spec: SpawnSpec,
+    ) -> Result<WorkloadHandle, WorkloadError> {
         let t = &spec.logs;
         check_segment(&t.pod_uid, "pod uid")?;
         check_segment(&t.container, "container name")?;
@@ -142,27 +175,41 @@ impl Inner {
         }
         for (k, v) in &spec.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
-                return Err(invalid(format!("environment variable name {k:?} is invalid")));
+                return Err(invalid(format!(
+                    "environment variable name {k:?} is invalid"
+                )));
             }
         }
         let mut mounts = Vec::new();
         for m in &spec.mounts {
             let resolved = self.resolve_mount(&t.pod_uid, m)?;
-            if mounts.iter().any(|(_, g, _): &(PathBuf, String, _)| *g == resolved.1) {
+            if mounts
+                .iter()
+                .any(|(_, g, _): &(PathBuf, String, _)| *g == resolved.1)
+            {
                 return Err(invalid(format!("two mounts at {}", resolved.1)));
             }
             mounts.push(resolved);
         }
         {
-            let running = self.workloads.lock().unwrap().values().filter(|w| w.running()).count();
+            let running = self
+                .workloads
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|w| w.running())
+                .count();
             if running >= self.config.max_workloads {
-                return Err(WorkloadError::Failed(format!("too many workloads ({running} running)")));
+                return Err(WorkloadError::Failed(format!(
+                    "too many workloads ({running} running)"
+                )));
             }
         }
 
         let log_path = self.log_path(&t.pod_uid, &t.container, t.attempt);
-        let sink = LogSink::open(log_path.clone(), self.config.log_max_bytes)
-            .map_err(|e| WorkloadError::Failed(format!("opening the log file {}: {e}", log_path.display())))?;
+        let sink = LogSink::open(log_path.clone(), self.config.log_max_bytes).map_err(|e| {
+            WorkloadError::Failed(format!("opening the log file {}: {e}", log_path.display()))
+        })?;
         let sink = Arc::new(Mutex::new(sink));
 
         let mut b = WasiCtxBuilder::new();
@@ -172,31 +219,56 @@ impl Inner {
             b.args(&spec.args);
         }
         b.envs(&spec.env);
-        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
-        b.stdout(Capture { sink: sink.clone(), stream: LogStream::Stdout });
-        b.stderr(Capture { sink: sink.clone(), stream: LogStream::Stderr });
+        b.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        b.stdout(Capture {
+            sink: sink.clone(),
+            stream: LogStream::Stdout,
+        });
+        b.stderr(Capture {
+            sink: sink.clone(),
+            stream: LogStream::Stderr,
+        });
         for (dir, guest, perms) in &mounts {
-            b.preopened_dir(dir, guest, *perms)
-                .map_err(|e| WorkloadError::Failed(format!("mounting {} at {guest}: {e:#}", dir.display())))?;
+            b.preopened_dir(dir, guest, *perms).map_err(|e| {
+                WorkloadError::Failed(format!("mounting {} at {guest}: {e:#}", dir.display()))
+            })?;
         }
 
         let handle = self.next_id();
         let started_at_ms = now_ms();
-        let (status, _) =
-            watch::channel(WorkloadStatus { state: RunState::Running, started_at_ms, finished_at_ms: None });
+        let (status, _) = watch::channel(WorkloadStatus {
+            state: RunState::Running,
+            started_at_ms,
+            finished_at_ms: None,
+        });
         let kill = Arc::new(KillSwitch::default());
-        let workload =
-            Arc::new(Workload { pod_uid: t.pod_uid.clone(), status, kill: kill.clone(), sink: sink.clone(), log_path });
-        self.workloads.lock().unwrap().insert(handle, workload.clone());
+        let workload = Arc::new(Workload {
+            pod_uid: t.pod_uid.clone(),
+            status,
+            kill: kill.clone(),
+            sink: sink.clone(),
+            log_path,
+        });
+        self.workloads
+            .lock()
+            .unwrap()
+            .insert(handle, workload.clone());
 
         let engine = self.engine.engine.clone();
         let memory = spec.memory_limit;
         let inner = self.clone();
         let prepared = match &module.runnable {
-            Runnable::Component(_) => {
-                Prepared::P2(P2State { ctx: b.build(), table: ResourceTable::new(), limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))) })
-            }
-            Runnable::Core(_) => Prepared::P1(P1State { ctx: b.build_p1(), limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))) }),
+            Runnable::Component(_) => Prepared::P2(P2State {
+                ctx: b.build(),
+                table: ResourceTable::new(),
+                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
+            }),
+            Runnable::Core(_) => Prepared::P1(P1State {
+                ctx: b.build_p1(),
+                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
+            }),
         };
         let run = async move {
             match (&module.runnable, prepared) {
@@ -207,7 +279,9 @@ impl Inner {
                     store.epoch_deadline_callback(deadline_callback(kill.clone()));
                     let command = match pre.instantiate_async(&mut store).await {
                         Ok(c) => c,
-                        Err(e) => return classify(e, store.data().limiter.hit, memory, &kill, false),
+                        Err(e) => {
+                            return classify(e, store.data().limiter.hit, memory, &kill, false);
+                        }
                     };
                     match command.wasi_cli_run().call_run(&mut store).await {
                         Ok(Ok(())) => Outcome::Exit(0),
@@ -222,7 +296,9 @@ impl Inner {
                     store.epoch_deadline_callback(deadline_callback(kill.clone()));
                     let instance = match pre.instantiate_async(&mut store).await {
                         Ok(i) => i,
-                        Err(e) => return classify(e, store.data().limiter.hit, memory, &kill, false),
+                        Err(e) => {
+                            return classify(e, store.data().limiter.hit, memory, &kill, false);
+                        }
                     };
                     let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
                         Ok(f) => f,
@@ -233,7 +309,9 @@ impl Inner {
                         Err(e) => classify(e, store.data().limiter.hit, memory, &kill, true),
                     }
                 }
-                _ => Outcome::StartFailed("internal error: store kind does not match the module".into()),
+                _ => Outcome::StartFailed(
+                    "internal error: store kind does not match the module".into(),
+                ),
             }
         };
         let kill = workload.kill.clone();
@@ -249,7 +327,11 @@ impl Inner {
                 Outcome::OutOfMemory(m) | Outcome::Trap(m) => RunState::Failed(m),
                 Outcome::StartFailed(m) => RunState::Failed(format!("failed to start: {m}")),
             };
-            workload.sink.lock().unwrap_or_else(|p| p.into_inner()).finish();
+            workload
+                .sink
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .finish();
             tracing::debug!(workload = handle, state = ?state, "workload finished");
             workload.status.send_modify(|s| {
                 s.state = state;

@@ -52,7 +52,13 @@ fn failed(what: &str, e: impl std::fmt::Display) -> WorkloadError {
 
 /// A single path segment chosen by the provider (pod uid, volume or container name).
 pub(crate) fn check_segment(s: &str, what: &str) -> Result<(), WorkloadError> {
-    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\\') || s.contains('\0') || s.len() > 253
+    if s.is_empty()
+        || s == "."
+        || s == ".."
+        || s.contains('/')
+        || s.contains('\\')
+        || s.contains('\0')
+        || s.len() > 253
     {
         return Err(invalid(format!("{what} {s:?} is not a valid name")));
     }
@@ -65,7 +71,9 @@ pub(crate) fn check_relative(p: &str, what: &str) -> Result<(), WorkloadError> {
         return Err(invalid(format!("{what} {p:?} is empty or contains NUL")));
     }
     if p.starts_with('/') {
-        return Err(invalid(format!("{what} {p:?} is absolute; it must be relative to the volume")));
+        return Err(invalid(format!(
+            "{what} {p:?} is absolute; it must be relative to the volume"
+        )));
     }
     for c in Path::new(p).components() {
         match c {
@@ -122,22 +130,36 @@ impl super::Inner {
         let local_dir = self.pod_dir(&req.pod_uid).join("volumes").join(&req.name);
         let (dir, files) = match &req.source {
             VolumeSource::EmptyDir(_) => {
-                std::fs::create_dir_all(&local_dir).map_err(|e| failed("creating the emptyDir", e))?;
+                std::fs::create_dir_all(&local_dir)
+                    .map_err(|e| failed("creating the emptyDir", e))?;
                 (local_dir, Vec::new())
             }
             VolumeSource::Files(files) => {
-                std::fs::create_dir_all(&local_dir).map_err(|e| failed("creating the volume", e))?;
-                let previous = existing.map(|id| table.by_id[&id].files.clone()).unwrap_or_default();
+                std::fs::create_dir_all(&local_dir)
+                    .map_err(|e| failed("creating the volume", e))?;
+                let previous = existing
+                    .map(|id| table.by_id[&id].files.clone())
+                    .unwrap_or_default();
                 write_files(&local_dir, files, &previous)?;
                 (local_dir, files.iter().map(|f| f.path.clone()).collect())
             }
-            VolumeSource::HostPath(hp) => (self.resolve_host_path(&hp.path, hp.create)?, Vec::new()),
+            VolumeSource::HostPath(hp) => {
+                (self.resolve_host_path(&hp.path, hp.create)?, Vec::new())
+            }
         };
         let id = match existing {
             Some(id) => id,
             None => self.next_id(),
         };
-        table.by_id.insert(id, Volume { pod_uid: req.pod_uid.clone(), kind, dir, files });
+        table.by_id.insert(
+            id,
+            Volume {
+                pod_uid: req.pod_uid.clone(),
+                kind,
+                dir,
+                files,
+            },
+        );
         table.by_key.insert(key, id);
         Ok(id)
     }
@@ -145,43 +167,77 @@ impl super::Inner {
     fn resolve_host_path(&self, path: &str, create: bool) -> Result<PathBuf, WorkloadError> {
         let p = Path::new(path);
         if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
-            return Err(invalid(format!("hostPath {path:?} must be absolute, without '..'")));
+            return Err(invalid(format!(
+                "hostPath {path:?} must be absolute, without '..'"
+            )));
         }
         let not_allowed = || {
-            let list: Vec<String> = self.config.host_path_allow.iter().map(|a| a.display().to_string()).collect();
+            let list: Vec<String> = self
+                .config
+                .host_path_allow
+                .iter()
+                .map(|a| a.display().to_string())
+                .collect();
             invalid(format!(
                 "hostPath {path} is not under the host's allow-list ({})",
-                if list.is_empty() { "empty".to_string() } else { list.join(", ") }
+                if list.is_empty() {
+                    "empty".to_string()
+                } else {
+                    list.join(", ")
+                }
             ))
         };
         if !self.config.host_path_allow.iter().any(|a| p.starts_with(a)) {
             return Err(not_allowed());
         }
         if create && !p.exists() {
-            std::fs::create_dir_all(p).map_err(|e| failed(&format!("creating hostPath {path}"), e))?;
+            std::fs::create_dir_all(p)
+                .map_err(|e| failed(&format!("creating hostPath {path}"), e))?;
         }
-        let canon = p.canonicalize().map_err(|e| invalid(format!("hostPath {path}: {e}")))?;
+        let canon = p
+            .canonicalize()
+            .map_err(|e| invalid(format!("hostPath {path}: {e}")))?;
         // A symlink under an allowed directory must not lead out of it.
-        let inside = self.config.host_path_allow.iter().any(|a| a.canonicalize().is_ok_and(|a| canon.starts_with(a)));
+        let inside = self
+            .config
+            .host_path_allow
+            .iter()
+            .any(|a| a.canonicalize().is_ok_and(|a| canon.starts_with(a)));
         if !inside {
             return Err(not_allowed());
         }
         if !canon.is_dir() {
-            return Err(invalid(format!("hostPath {path} is not a directory (WASI mounts directories only)")));
+            return Err(invalid(format!(
+                "hostPath {path} is not a directory (WASI mounts directories only)"
+            )));
         }
         Ok(canon)
     }
 
     /// A mount as (host directory, guest path, permissions), checked against the pod.
-    pub(crate) fn resolve_mount(&self, pod_uid: &str, m: &Mount) -> Result<(PathBuf, String, FsPerms), WorkloadError> {
+    pub(crate) fn resolve_mount(
+        &self,
+        pod_uid: &str,
+        m: &Mount,
+    ) -> Result<(PathBuf, String, FsPerms), WorkloadError> {
         check_guest_path(&m.guest_path)?;
         let table = self.volumes.lock().unwrap();
-        let v = table.by_id.get(&m.volume).ok_or(WorkloadError::UnknownHandle)?;
+        let v = table
+            .by_id
+            .get(&m.volume)
+            .ok_or(WorkloadError::UnknownHandle)?;
         if v.pod_uid != pod_uid {
-            return Err(invalid(format!("volume {} belongs to another pod", m.volume)));
+            return Err(invalid(format!(
+                "volume {} belongs to another pod",
+                m.volume
+            )));
         }
         // ConfigMap and secret volumes are always read-only, as kubelet mounts them.
-        let perms = if m.read_only || v.kind == VolumeKind::Files { FsPerms::ReadOnly } else { FsPerms::ReadWrite };
+        let perms = if m.read_only || v.kind == VolumeKind::Files {
+            FsPerms::ReadOnly
+        } else {
+            FsPerms::ReadWrite
+        };
         let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
             return Ok((v.dir.clone(), m.guest_path.clone(), perms));
         };
@@ -191,14 +247,26 @@ impl super::Inner {
         // cap-std resolves inside the volume and refuses symlinks that lead out of it.
         match root.metadata(sub) {
             Ok(md) if md.is_dir() => {}
-            Ok(_) => return Err(invalid(format!("subPath {sub:?} is not a directory (WASI mounts directories only)"))),
+            Ok(_) => {
+                return Err(invalid(format!(
+                    "subPath {sub:?} is not a directory (WASI mounts directories only)"
+                )));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && v.kind != VolumeKind::Files => {
-                root.create_dir_all(sub).map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
+                root.create_dir_all(sub)
+                    .map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
             }
             Err(e) => return Err(invalid(format!("subPath {sub:?}: {e}"))),
         }
-        let base = v.dir.canonicalize().map_err(|e| failed("resolving the volume", e))?;
-        let dir = v.dir.join(sub).canonicalize().map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
+        let base = v
+            .dir
+            .canonicalize()
+            .map_err(|e| failed("resolving the volume", e))?;
+        let dir = v
+            .dir
+            .join(sub)
+            .canonicalize()
+            .map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
         if !dir.starts_with(&base) {
             return Err(invalid(format!("subPath {sub:?} leads outside its volume")));
         }
@@ -214,10 +282,13 @@ fn write_files(dir: &Path, files: &[VolumeFile], previous: &[String]) -> Result<
         .map_err(|e| failed("opening the volume", e))?;
     for f in files {
         let rel = Path::new(&f.path);
-        let name = rel.file_name().ok_or_else(|| invalid(format!("volume file path {:?} names no file", f.path)))?;
+        let name = rel
+            .file_name()
+            .ok_or_else(|| invalid(format!("volume file path {:?} names no file", f.path)))?;
         let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
         if let Some(parent) = parent {
-            root.create_dir_all(parent).map_err(|e| invalid(format!("volume file {}: {e}", f.path)))?;
+            root.create_dir_all(parent)
+                .map_err(|e| invalid(format!("volume file {}: {e}", f.path)))?;
         }
         let tmp_name = format!(".{}.wasmlet-tmp", name.to_string_lossy());
         let tmp = match parent {
@@ -228,7 +299,9 @@ fn write_files(dir: &Path, files: &[VolumeFile], previous: &[String]) -> Result<
             root.write(&tmp, &f.contents)?;
             root.set_permissions(
                 &tmp,
-                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(f.mode & 0o7777)),
+                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(
+                    f.mode & 0o7777,
+                )),
             )?;
             root.rename(&tmp, &root, rel)
         };
