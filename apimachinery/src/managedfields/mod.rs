@@ -6,25 +6,27 @@
 //!   applied configuration into the live object, prunes what this manager applied
 //!   before and no longer applies (unless someone else owns it), and fails with
 //!   [`Conflicts`] when the configuration changes a field another manager owns,
-//!   unless `force`.
+//!   unless [`Writer::force`].
 //! * [`update`] serves create, update and the other patch types: the manager takes
 //!   every field whose value it added or changed, away from everyone else.
 //!
 //! ```
 //! use serde_json::json;
 //! use wasmlet_apimachinery::builtin::BuiltinListTypes;
-//! use wasmlet_apimachinery::managedfields::{self, ApplyError};
+//! use wasmlet_apimachinery::managedfields::{self, ApplyError, Writer};
 //!
 //! let lists = BuiltinListTypes::for_apply("apps", "StatefulSet");
 //! let cfg = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
 //!                  "metadata": {"name": "db"}, "spec": {"replicas": 3}});
 //! let now = "2025-01-01T00:00:00Z";
-//! let live = managedfields::apply(None, &cfg, "alice", "apps/v1", false, &lists, now).unwrap();
+//! let alice = Writer::new("alice", "apps/v1", &lists, now);
+//! let live = managedfields::apply(None, &cfg, &alice).unwrap();
 //! assert_eq!(live["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
 //!
 //! let other = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
 //!                    "metadata": {"name": "db"}, "spec": {"replicas": 5}});
-//! let Err(ApplyError::Conflicts(c)) = managedfields::apply(Some(&live), &other, "bob", "apps/v1", false, &lists, now) else { panic!() };
+//! let bob = Writer::new("bob", "apps/v1", &lists, now);
+//! let Err(ApplyError::Conflicts(c)) = managedfields::apply(Some(&live), &other, &bob) else { panic!() };
 //! assert_eq!(c.to_string(), "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas");
 //! ```
 //!
@@ -60,7 +62,7 @@
 //!   map order, so unspecified).
 //!
 //! Subresources (`/status`, `/scale`) and reset fields are supported through
-//! [`Scope`] ([`apply_scoped`], [`update_scoped`]): the entry records the
+//! [`Scope`] ([`Writer::scoped`]): the entry records the
 //! subresource, and ignored paths are neither owned nor compared.
 
 pub mod fieldpath;
@@ -373,42 +375,77 @@ fn exclude(c: Comparison, ignored: &Set) -> Comparison {
     }
 }
 
-/// Server-side apply of `applied` by `manager` onto `live` (`None`: create).
-/// Returns the object to store, with `metadata.managedFields` updated; `now` is
-/// the RFC 3339 time stamped on this manager's entry.
-pub fn apply(
-    live: Option<&Value>,
-    applied: &Value,
-    manager: &str,
-    api_version: &str,
-    force: bool,
-    lists: &dyn ListTypes,
-    now: &str,
-) -> Result<Value, ApplyError> {
-    apply_scoped(
-        live,
-        applied,
-        manager,
-        api_version,
-        force,
-        lists,
-        now,
-        &Scope::default(),
-    )
+/// Who writes and how: the field manager, the API version it writes at, how
+/// lists merge, the time stamped on its entry and the part of the object the
+/// request may own.
+///
+/// ```
+/// use wasmlet_apimachinery::listtype::AllAtomic;
+/// use wasmlet_apimachinery::managedfields::{self, Writer};
+/// let w = Writer::new("kubectl", "v1", &AllAtomic, "2025-03-01T10:00:00Z");
+/// let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "a"}, "data": {"k": "v"}});
+/// let stored = managedfields::apply(None, &cm, &w).unwrap();
+/// assert_eq!(stored["metadata"]["managedFields"][0]["manager"], "kubectl");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Writer<'a> {
+    pub manager: &'a str,
+    /// The API version the request used (recorded on the entry).
+    pub api_version: &'a str,
+    pub lists: &'a dyn ListTypes,
+    /// RFC 3339 time stamped on this manager's entry.
+    pub now: &'a str,
+    /// The subresource and the fields the request may not own.
+    pub scope: &'a Scope,
+    /// Apply only: take fields other managers own instead of reporting a
+    /// conflict (`?force=true`).
+    pub force: bool,
 }
 
-/// [`apply`] for a subresource and/or with fields the request may not own.
-#[allow(clippy::too_many_arguments)]
-pub fn apply_scoped(
-    live: Option<&Value>,
-    applied: &Value,
-    manager: &str,
-    api_version: &str,
-    force: bool,
-    lists: &dyn ListTypes,
-    now: &str,
-    scope: &Scope,
-) -> Result<Value, ApplyError> {
+static NO_SCOPE: Scope = Scope {
+    subresource: None,
+    ignored: Vec::new(),
+};
+
+impl<'a> Writer<'a> {
+    /// A writer of the main resource, without force.
+    pub fn new(
+        manager: &'a str,
+        api_version: &'a str,
+        lists: &'a dyn ListTypes,
+        now: &'a str,
+    ) -> Writer<'a> {
+        Writer {
+            manager,
+            api_version,
+            lists,
+            now,
+            scope: &NO_SCOPE,
+            force: false,
+        }
+    }
+
+    pub fn scoped(self, scope: &'a Scope) -> Writer<'a> {
+        Writer { scope, ..self }
+    }
+
+    pub fn forced(self, force: bool) -> Writer<'a> {
+        Writer { force, ..self }
+    }
+}
+
+/// Server-side apply of `applied` by `by.manager` onto `live` (`None`: create).
+/// Returns the object to store, with `metadata.managedFields` updated.
+pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value, ApplyError> {
+    let Writer {
+        manager,
+        api_version,
+        lists,
+        now,
+        scope,
+        force,
+    } = *by;
     if !applied.is_object() {
         return Err(ApplyError::Invalid(
             "the configuration must be a JSON object".into(),
@@ -526,41 +563,21 @@ fn prune(w: &Walker, merged: Value, managers: &[Entry], last: Option<Set>) -> Va
 }
 
 /// Field ownership for a create (`old: None`), update or non-apply patch by
-/// `manager`: returns `new` with `metadata.managedFields` updated.
-pub fn update(
-    old: Option<&Value>,
-    new: &Value,
-    manager: &str,
-    api_version: &str,
-    lists: &dyn ListTypes,
-    now: &str,
-) -> Value {
-    update_scoped(
-        old,
-        new,
-        manager,
-        api_version,
-        lists,
-        now,
-        &Scope::default(),
-    )
-}
-
-/// [`update`] for a subresource and/or with fields the request may not own.
+/// `w.manager`: returns `new` with `metadata.managedFields` updated.
 ///
 /// As upstream, on the main resource a client may replace `managedFields`: the
 /// ones in `new` are used when present and decodable, and `[]` (or `[{}]`) resets
 /// them; otherwise those of `old` are kept. Writes to a subresource always keep
 /// `old`'s.
-pub fn update_scoped(
-    old: Option<&Value>,
-    new: &Value,
-    manager: &str,
-    api_version: &str,
-    lists: &dyn ListTypes,
-    now: &str,
-    scope: &Scope,
-) -> Value {
+pub fn update(old: Option<&Value>, new: &Value, by: &Writer) -> Value {
+    let Writer {
+        manager,
+        api_version,
+        lists,
+        now,
+        scope,
+        force: _,
+    } = *by;
     if !new.is_object() {
         return new.clone();
     }

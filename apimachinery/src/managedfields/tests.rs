@@ -5,6 +5,44 @@ use serde_json::json;
 const T0: &str = "2025-03-01T10:00:00Z";
 const T1: &str = "2025-03-01T10:05:00Z";
 
+// The tests read best with every input in view: positional shorthands over
+// [`Writer`] (these shadow the glob-imported functions).
+fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+    lists: &dyn ListTypes,
+    now: &str,
+) -> Result<Value, ApplyError> {
+    let w = Writer::new(manager, api_version, lists, now).forced(force);
+    super::apply(live, applied, &w)
+}
+
+fn update(
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    api_version: &str,
+    lists: &dyn ListTypes,
+    now: &str,
+) -> Value {
+    super::update(old, new, &Writer::new(manager, api_version, lists, now))
+}
+
+fn update_scoped(
+    old: Option<&Value>,
+    new: &Value,
+    (manager, api_version): (&str, &str),
+    lists: &dyn ListTypes,
+    now: &str,
+    scope: &Scope,
+) -> Value {
+    let w = Writer::new(manager, api_version, lists, now).scoped(scope);
+    super::update(old, new, &w)
+}
+
 fn sts() -> BuiltinListTypes {
     BuiltinListTypes::for_apply("apps", "StatefulSet")
 }
@@ -589,7 +627,7 @@ fn scope_ignores_fields_and_records_the_subresource() {
         subresource: None,
         ignored: vec![vec!["status".into()]],
     };
-    let live = update_scoped(None, &pod, "kubelet-ish", "v1", &lists, T0, &main);
+    let live = update_scoped(None, &pod, ("kubelet-ish", "v1"), &lists, T0, &main);
     assert!(!owns(&live, "kubelet-ish", &["f:status"]));
     assert!(owns(&live, "kubelet-ish", &["f:spec"]));
     let mut running = live.clone();
@@ -598,7 +636,14 @@ fn scope_ignores_fields_and_records_the_subresource() {
         subresource: Some("status".into()),
         ignored: vec![vec!["spec".into()]],
     };
-    let out = update_scoped(Some(&live), &running, "kubelet", "v1", &lists, T1, &status);
+    let out = update_scoped(
+        Some(&live),
+        &running,
+        ("kubelet", "v1"),
+        &lists,
+        T1,
+        &status,
+    );
     let e = entry(&out, "kubelet").unwrap();
     assert_eq!(e["subresource"], "status");
     assert_eq!(e["fieldsV1"], json!({"f:status": {"f:phase": {}}}));

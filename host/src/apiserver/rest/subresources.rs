@@ -9,7 +9,7 @@ use wasmlet_apimachinery::selector::LabelSelector;
 
 use super::super::ApiState;
 use super::super::meta;
-use super::super::resources::{DeleteOptions, PatchBody};
+use super::super::resources::{Address, DeleteOptions, PatchBody, Sub};
 use super::super::status::{ApiError, ApiResult, success};
 use super::write::{Req, delete_options, parse_patch};
 use super::{Query, Target, parse_object, value_response};
@@ -298,11 +298,13 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
                 let written = state
                     .resources
                     .update(
-                        &pdb_rt,
-                        "v1",
-                        &ns,
-                        &pdb_name,
-                        super::super::resources::Sub::Status,
+                        Address {
+                            rt: &pdb_rt,
+                            version: "v1",
+                            ns: &ns,
+                            name: &pdb_name,
+                            sub: Sub::Status,
+                        },
                         new,
                         &Default::default(),
                     )

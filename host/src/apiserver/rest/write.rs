@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::super::ApiState;
 use super::super::resources::{
-    DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
+    Address, DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
 };
 use super::super::status::{ApiError, ApiResult};
 use super::{Query, Target, json_response, parse_object, value_response};
@@ -59,11 +59,18 @@ pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
     })
 }
 
-fn sub_of(t: &Target) -> Sub {
-    if t.subresource.as_deref() == Some("status") {
-        Sub::Status
-    } else {
-        Sub::Main
+/// The object a PUT or PATCH of `t` writes.
+fn address<'a>(t: &'a Target, name: &'a str) -> Address<'a> {
+    Address {
+        rt: &t.rt,
+        version: &t.version,
+        ns: t.ns(),
+        name,
+        sub: if t.subresource.as_deref() == Some("status") {
+            Sub::Status
+        } else {
+            Sub::Main
+        },
     }
 }
 
@@ -103,10 +110,7 @@ pub async fn update(
     if t.subresource.as_deref() == Some("finalize") {
         return super::subresources::finalize_namespace(state, t, obj).await;
     }
-    let w = state
-        .resources
-        .update(&t.rt, &t.version, t.ns(), name, sub_of(t), obj, &opts)
-        .await?;
+    let w = state.resources.update(address(t, name), obj, &opts).await?;
     Ok(json_response(
         if w.created { 201 } else { 200 },
         state.resources.render(&t.rt, &t.version, &w.object),
@@ -161,7 +165,7 @@ pub async fn patch(
     let name = t.name.as_deref().unwrap_or_default();
     let w = state
         .resources
-        .patch(&t.rt, &t.version, t.ns(), name, sub_of(t), patch, &opts)
+        .patch(address(t, name), patch, &opts)
         .await?;
     Ok(json_response(
         if w.created { 201 } else { 200 },
