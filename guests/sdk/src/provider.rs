@@ -337,13 +337,18 @@ pub fn __init<S: Machine, I: State<S> + Default>(pod: String) -> Result<String, 
     .map_err(|e| e.to_string())
 }
 
+/// A state's `handle`, type-erased over the state's own JSON.
+#[doc(hidden)]
+pub type HandleFn<S> =
+    fn(Value, &Pod, &mut S, Option<&WakeEvent>) -> Result<Transition<S>, StateError>;
+
 /// A state the [`crate::provider!`] macro dispatches by name besides those on declared
 /// edges: the initial, on-delete and error states, which the host may enter without an
 /// edge (a deletion, a handler error), so they need not appear in [`crate::edges!`].
 #[doc(hidden)]
 pub struct Named<S> {
     pub name: &'static str,
-    pub handle: fn(Value, &Pod, &mut S, Option<&WakeEvent>) -> Result<Transition<S>, StateError>,
+    pub handle: HandleFn<S>,
     pub status: fn(Value, &Pod, &S) -> Result<Value, StateError>,
 }
 

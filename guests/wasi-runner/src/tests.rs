@@ -451,10 +451,7 @@ fn init_containers_run_in_order_and_share_an_empty_dir() {
     assert_eq!(names(&host), ["first"]);
     assert_eq!(a.state, "Initializing");
     assert_eq!(a.status["phase"], "Pending");
-    assert_eq!(
-        a.status["initContainerStatuses"][0]["state"]["running"].is_object(),
-        true
-    );
+    assert!(a.status["initContainerStatuses"][0]["state"]["running"].is_object());
     assert_eq!(a.condition("Initialized"), "False");
 
     host.exit(exited(&on)[0], 0);
@@ -464,10 +461,7 @@ fn init_containers_run_in_order_and_share_an_empty_dir() {
         a.status["initContainerStatuses"][0]["state"]["terminated"]["reason"],
         "Completed"
     );
-    assert_eq!(
-        a.status["initContainerStatuses"][1]["state"]["running"].is_object(),
-        true
-    );
+    assert!(a.status["initContainerStatuses"][1]["state"]["running"].is_object());
 
     host.exit(exited(&on)[0], 0);
     a.wake(raw::WakeEvent::WorkloadExited(exited(&on)[0]));

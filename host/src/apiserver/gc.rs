@@ -138,14 +138,14 @@ impl Controllers {
         };
         let (ns, name) = s.namespace_name();
         let (ns, name) = (ns.to_string(), name.to_string());
-        if rt.group == "apiextensions.k8s.io" && !meta::is_deleting(&v) {
-            if let Err(e) = self
+        if rt.group == "apiextensions.k8s.io"
+            && !meta::is_deleting(&v)
+            && let Err(e) = self
                 .resources
                 .modify(&rt, "", &name, crd::established)
                 .await
-            {
-                tracing::warn!(crd = %name, error = %e, "establishing CRD failed");
-            }
+        {
+            tracing::warn!(crd = %name, error = %e, "establishing CRD failed");
         }
         let owners = meta::owner_uids(&v);
         if !owners.is_empty() {

@@ -62,7 +62,7 @@ impl Pki {
             let cert = params.self_signed(&key)?;
             write_private(&ca_key, &key.serialize_pem())?;
             write_private(&ca, &cert.pem())?;
-            let _ = fs::remove_file(&cert_path(&dir));
+            let _ = fs::remove_file(cert_path(&dir));
         }
         let ca_pem = fs::read_to_string(&ca)?;
         let ca_key_pem = fs::read_to_string(&ca_key)?;

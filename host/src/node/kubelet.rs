@@ -309,7 +309,7 @@ async fn container_logs(
             }
             idle += 1;
             // Every 2 s of silence, check whether the container is still running.
-            if idle % 10 == 0 {
+            if idle.is_multiple_of(10) {
                 let running = k.workloads.log_attempts(&uid, &container).last() == Some(&attempt)
                     && pods
                         .get_opt(&pod)

@@ -120,7 +120,7 @@ fn check_contract(
         PluginKind::Reconciler => format!("wasmlet:plugin/reconciler@{CONTRACT_VERSION}"),
         PluginKind::Provider => format!("wasmlet:plugin/provider@{CONTRACT_VERSION}"),
     };
-    if !names.iter().any(|n| *n == want) {
+    if !names.contains(&want) {
         return Err(LoadError::Contract {
             path: path.display().to_string(),
             message: format!("does not export {want}, which its manifest's plugin.kind requires"),

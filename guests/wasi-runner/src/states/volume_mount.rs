@@ -31,7 +31,7 @@ impl State<PodData> for VolumeMount {
                         v.name
                     );
                     config_error(pod, d, "FailedMount", note, &message);
-                    return Ok(Transition::next(self, ContainerConfigError::default()));
+                    return Ok(Transition::next(self, ContainerConfigError));
                 }
             };
             let req = VolumeRequest {

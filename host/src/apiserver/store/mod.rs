@@ -174,10 +174,7 @@ pub(crate) struct Shared {
     /// revision, and rewinding once per page would make paging quadratic.
     rewound: std::sync::Mutex<Option<Snapshot>>,
     hub: hub::Hub,
-    ops: std::sync::mpsc::Sender<(
-        Op,
-        tokio::sync::oneshot::Sender<Result<Arc<Event>, StoreError>>,
-    )>,
+    ops: std::sync::mpsc::Sender<(Op, writer::Reply)>,
 }
 
 impl Store {

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::db::Db;
 use super::{Event, EventType, Expect, Op, Shared, Snapshot, StoreError, Stored, make_stored};
 
-type Reply = oneshot::Sender<Result<Arc<Event>, StoreError>>;
+pub(super) type Reply = oneshot::Sender<Result<Arc<Event>, StoreError>>;
 
 /// Most operations one transaction takes; bounds the latency of the first one.
 const MAX_BATCH: usize = 2048;
