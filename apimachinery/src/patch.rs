@@ -479,7 +479,9 @@ impl Smp<'_> {
                 }
                 Some("replace") => replace = true,
                 Some("merge") => {
-                    return Err(self.err(path, "merging lists cannot yet be specified in the patch"));
+                    return Err(
+                        self.err(path, "merging lists cannot yet be specified in the patch")
+                    );
                 }
                 _ => return Err(self.err(path, format!("unknown patch type: {d} in map: {v}"))),
             }
