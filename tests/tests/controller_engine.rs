@@ -493,3 +493,69 @@ async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+/// Issue 8 finding 3: whoever may label a watched ConfigMap names the key it
+/// requeues, but a reconciler scoped by label selector must never act on an
+/// object outside its scope: no status, no finalizer, no guest call.
+#[tokio::test]
+async fn watched_objects_cannot_aim_a_reconciler_outside_its_scope() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |t| {
+        let t = t.replacen(
+            "kind = \"ConfigSummary\"",
+            "kind = \"ConfigSummary\"\nlabel-selector = \"team=a\"",
+            1,
+        );
+        format!("finalizer = \"{FINALIZER}\"\n{t}")
+    })?;
+    let api = summaries(&client);
+    served("the ConfigSummary CRD", &api).await?;
+    create_summary(&api, "ours", json!({"team": "a"})).await?;
+    create_summary(&api, "theirs", json!({"team": "b"})).await?;
+    eventually(Duration::from_secs(30), "ours reconciled", || async {
+        let o = api.get("ours").await.ok()?;
+        (ready(&o).as_deref() == Some("True")).then_some(())
+    })
+    .await?;
+
+    // The attack: a ConfigMap labelled to requeue the out-of-scope summary.
+    create_configmap(&client, "aim", "theirs", 3).await?;
+    let text = eventually(
+        Duration::from_secs(30),
+        "the out-of-scope key dropped",
+        || async {
+            let text = plane.metrics().await.ok()?;
+            (metric(
+                &text,
+                "wasmlet_controller_out_of_scope_total",
+                "controller=\"configmap-summary\"",
+            ) >= 1.0)
+                .then_some(text)
+        },
+    )
+    .await?;
+    let theirs = api.get("theirs").await?;
+    assert!(
+        theirs.data.get("status").is_none_or(Value::is_null),
+        "an object outside the selector got a status: {:?}",
+        theirs.data.get("status")
+    );
+    assert!(
+        !has_finalizer(&theirs),
+        "an object outside the selector got the plugin's finalizer"
+    );
+    assert!(
+        text.contains("wasmlet_controller_out_of_scope_total"),
+        "the drop is visible in the metrics"
+    );
+
+    // In scope, the same route still works.
+    create_configmap(&client, "ours-cm", "ours", 2).await?;
+    eventually(Duration::from_secs(30), "ours summarised", || async {
+        let o = api.get("ours").await.ok()?;
+        (status_keys(&o) == Some(2)).then_some(())
+    })
+    .await?;
+    Ok(())
+}

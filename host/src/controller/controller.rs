@@ -189,6 +189,13 @@ impl Controller {
         super::cache::selects(&self.selector, o)
     }
 
+    /// Whether the cached object under `key` is one this reconciler may act on
+    /// (a key whose object is gone is: reconcile then forgets it).
+    fn in_scope(&self, key: &str) -> bool {
+        let (ns, name) = split_key(key);
+        self.primary.get(ns, name).is_none_or(|o| self.selected(&o))
+    }
+
     /// Seed 002's rule: an object already reconciled at its generation is low
     /// priority work during a (re)list; everything else is high.
     fn enqueue_primary(&self, o: &DynamicObject, initial: bool) {
@@ -342,6 +349,17 @@ impl Controller {
             if !self.leading.load(std::sync::atomic::Ordering::Acquire) {
                 // Not the leader: hold the key (at its priority) until leadership comes back.
                 self.queue.add_after(key.clone(), Duration::from_secs(1));
+                self.queue.done(&key);
+                continue;
+            }
+            if !self.in_scope(&key) {
+                // Only the reconciler's own scope decides what it acts on: keys from
+                // `owns` and `watches` come from what other objects say, and whoever
+                // may label a watched object could otherwise aim the plugin (its
+                // finalizer, its status writes) at any object of the kind.
+                self.metrics.out_of_scope(&self.name);
+                self.queue.forget(&key);
+                self.expectations.forget(&key);
                 self.queue.done(&key);
                 continue;
             }

@@ -74,6 +74,7 @@ pub struct ControllerMetrics {
     reconcile_errors: Family<ControllerLabels, Counter>,
     reconcile_time: Family<ControllerLabels, Histogram>,
     active_workers: Family<ControllerLabels, Gauge>,
+    out_of_scope: Family<ControllerLabels, Counter>,
     plugin: Arc<Vec<(String, Family<PluginLabels, Counter>)>>,
     /// What the plugin counters were last exported at, to add only the delta.
     exported: Arc<Mutex<HashMap<(String, String), u64>>>,
@@ -115,6 +116,12 @@ impl ControllerMetrics {
             "Workers reconciling now",
             active_workers.clone(),
         );
+        let out_of_scope = Family::<ControllerLabels, Counter>::default();
+        registry.register(
+            "wasmlet_controller_out_of_scope",
+            "Keys from owns or watches that named an object outside the reconciler's namespace or label selector (dropped, not reconciled)",
+            out_of_scope.clone(),
+        );
         let mut plugin = Vec::new();
         for (name, help) in PLUGIN_COUNTERS {
             let f = Family::<PluginLabels, Counter>::default();
@@ -128,6 +135,7 @@ impl ControllerMetrics {
             reconcile_errors,
             reconcile_time,
             active_workers,
+            out_of_scope,
             plugin: Arc::new(plugin),
             exported: Arc::default(),
         }
@@ -135,6 +143,14 @@ impl ControllerMetrics {
 
     pub fn queue(&self) -> &QueueMetrics {
         &self.queue
+    }
+
+    pub fn out_of_scope(&self, controller: &str) {
+        self.out_of_scope
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .inc();
     }
 
     pub fn reconciled(&self, controller: &str, outcome: Outcome, took: Duration) {
