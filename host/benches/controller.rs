@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,7 @@ use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::controller::Manager;
 use wasmlet::controller::cache::Caches;
 use wasmlet::controller::controller::ControllerConfig;
+use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::status::{GuestResult, desired_status};
 use wasmlet::plugin::PluginSet;
@@ -185,7 +186,7 @@ async fn start_host(
         caches.clone(),
         config,
         metrics.clone(),
-        Arc::new(AtomicBool::new(true)),
+        Leadership::new(true),
     );
     let started = Instant::now();
     let task = tokio::spawn(manager.clone().run());

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::controller::cache::Caches;
 use wasmlet::controller::controller::{Controller, ControllerConfig};
+use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::source::{Call, Fixed, Reconciler, Source};
 use wasmlet::plugin::api::ClusterApi;
@@ -134,7 +135,7 @@ async fn run(
         priorities: true,
         ..Default::default()
     };
-    let leading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let leading = Leadership::new(true);
     let (_c, tasks) = Controller::start(
         name,
         source,

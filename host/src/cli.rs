@@ -18,7 +18,7 @@ use crate::apiserver::{ApiServer, Config};
 use crate::controller::Manager;
 use crate::controller::cache::Caches;
 use crate::controller::controller::ControllerConfig;
-use crate::controller::leader::{self, LeaderConfig};
+use crate::controller::leader::{self, LeaderConfig, Leadership};
 use crate::controller::metrics::ControllerMetrics;
 use crate::node::NodeAgent;
 use crate::node::agent::NodeConfig;
@@ -197,7 +197,7 @@ async fn run_host(
     api.use_caches(&caches);
     let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
-    let leading = Arc::new(AtomicBool::new(!host.leader_elect));
+    let leading = Leadership::new(!host.leader_elect);
     let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
     let plugins = match &host.plugins {
         Some(dir) => {

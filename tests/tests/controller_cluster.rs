@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -61,6 +62,24 @@ async fn crd_served(client: &kube::Client) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+fn queue_adds(host: &Host) -> f64 {
+    host.metrics()
+        .map(|m| metric(&m, "workqueue_adds_total", "name=\"configmap-summary\""))
+        .unwrap_or(-1.0)
+}
+
+/// Waits until the leader-election Lease's renewTime changes.
+async fn lease_renewed(client: &kube::Client) -> anyhow::Result<()> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let renew = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
+    let before = renew(leases.get("wasmlet-controller").await?);
+    eventually(Duration::from_secs(30), "the lease renewed", || async {
+        let now = renew(leases.get("wasmlet-controller").await.ok()?);
+        (now != before).then_some(())
+    })
+    .await
 }
 
 fn reconciles(host: &Host) -> f64 {
@@ -146,8 +165,18 @@ async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     } else {
         (&mut b, &mut a)
     };
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The follower holds its keys without touching them while the leader
+    // renews its lease (twice: ~2 retry periods): no reconciles and no re-adds
+    // (a follower once re-added every key each second).
+    let adds = queue_adds(follower);
+    lease_renewed(&client).await?;
+    lease_renewed(&client).await?;
     assert_eq!(reconciles(follower), 0.0, "the follower stays idle");
+    assert_eq!(
+        queue_adds(follower),
+        adds,
+        "the follower's queue saw adds while it was idle"
+    );
 
     leader.kill9();
     let killed = Instant::now();

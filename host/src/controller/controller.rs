@@ -14,6 +14,7 @@ use wasmlet_apimachinery::selector::LabelSelector;
 
 use super::cache::{CacheEvent, Caches, KindCache};
 use super::expectations::{Expectations, Seen};
+use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source::Source;
 use super::status::{GuestCondition, GuestResult, desired_status, status_of};
@@ -96,7 +97,7 @@ pub struct Controller {
     selector: LabelSelector,
     manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
-    pub leading: Arc<std::sync::atomic::AtomicBool>,
+    pub leading: Leadership,
 }
 
 impl Controller {
@@ -107,7 +108,7 @@ impl Controller {
         caches: Arc<Caches>,
         config: ControllerConfig,
         metrics: ControllerMetrics,
-        leading: Arc<std::sync::atomic::AtomicBool>,
+        leading: Leadership,
     ) -> anyhow::Result<(Arc<Controller>, JoinSet<()>)> {
         let loaded = source
             .current(name)
@@ -344,11 +345,17 @@ impl Controller {
 
     async fn worker(self: Arc<Self>) {
         self.primary.wait_synced().await;
-        while let Some(item) = self.queue.next().await {
+        loop {
+            // A follower takes no work: keys wait in the queue, at their
+            // priority, until leadership comes.
+            self.leading.acquired().await;
+            let Some(item) = self.queue.next().await else {
+                return;
+            };
             let key = item.key.clone();
-            if !self.leading.load(std::sync::atomic::Ordering::Acquire) {
-                // Not the leader: hold the key (at its priority) until leadership comes back.
-                self.queue.add_after(key.clone(), Duration::from_secs(1));
+            if !self.leading.is_leading() {
+                // Lost the lease while waiting for work: put the key back as it was.
+                self.queue.add(key.clone(), item.priority);
                 self.queue.done(&key);
                 continue;
             }

@@ -8,7 +8,6 @@
 //! the timestamps in it, so clock skew between hosts does not matter.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -38,12 +37,51 @@ impl LeaderConfig {
     }
 }
 
+/// Whether this process may reconcile: set by [`run`], read by the workers
+/// before every reconcile, awaited by followers instead of polling.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use wasmlet::controller::leader::Leadership;
+/// let l = Leadership::new(false);
+/// let follower = { let l = l.clone(); tokio::spawn(async move { l.acquired().await }) };
+/// l.set(true);
+/// follower.await.unwrap();
+/// assert!(l.is_leading());
+/// # });
+/// # fn tokio_test_block_on(f: impl std::future::Future) { tokio::runtime::Runtime::new().unwrap().block_on(f); }
+/// ```
+#[derive(Clone)]
+pub struct Leadership(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Leadership {
+    pub fn new(leading: bool) -> Leadership {
+        Leadership(Arc::new(tokio::sync::watch::Sender::new(leading)))
+    }
+
+    pub fn is_leading(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Sets the flag; returns what it was.
+    pub fn set(&self, leading: bool) -> bool {
+        self.0.send_replace(leading)
+    }
+
+    /// Returns once this process leads (at once if it does now).
+    pub async fn acquired(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in `self`, so the channel cannot close.
+        let _ = rx.wait_for(|leading| *leading).await;
+    }
+}
+
 fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// Runs forever, keeping `leading` true exactly while this process holds the lease.
-pub async fn run(client: kube::Client, config: LeaderConfig, leading: Arc<AtomicBool>) {
+pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     // (holder, renewTime) as last observed, and when.
     let mut observed: Option<(Option<String>, Option<String>)> = None;
@@ -53,21 +91,20 @@ pub async fn run(client: kube::Client, config: LeaderConfig, leading: Arc<Atomic
         let result = try_acquire_or_renew(&api, &config, &mut observed, &mut observed_at).await;
         match result {
             Ok(true) => {
-                if !leading.swap(true, Ordering::AcqRel) {
+                if !leading.set(true) {
                     tracing::info!(identity = %config.identity, lease = %config.name, "became leader");
                 }
                 last_renew = Instant::now();
             }
             Ok(false) => {
-                if leading.swap(false, Ordering::AcqRel) {
+                if leading.set(false) {
                     tracing::warn!(identity = %config.identity, "lost the lease to another holder; stopping reconciles");
                 }
             }
             Err(e) => {
                 tracing::warn!(identity = %config.identity, error = %e, "lease renewal failed");
-                if leading.load(Ordering::Acquire) && last_renew.elapsed() >= config.renew_deadline
-                {
-                    leading.store(false, Ordering::Release);
+                if leading.is_leading() && last_renew.elapsed() >= config.renew_deadline {
+                    leading.set(false);
                     tracing::warn!(identity = %config.identity, "could not renew within the deadline; stopping reconciles");
                 }
             }

@@ -23,9 +23,9 @@ pub mod source;
 pub mod status;
 pub mod workqueue;
 
+use self::leader::Leadership;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
@@ -49,7 +49,7 @@ pub struct Manager {
     pub caches: Arc<Caches>,
     pub config: ControllerConfig,
     pub metrics: ControllerMetrics,
-    pub leading: Arc<AtomicBool>,
+    pub leading: Leadership,
     running: Mutex<HashMap<String, Running>>,
     /// Plugins whose controller failed to start, to try again.
     retry_tx: tokio::sync::mpsc::UnboundedSender<String>,
@@ -62,7 +62,7 @@ impl Manager {
         caches: Arc<Caches>,
         config: ControllerConfig,
         metrics: ControllerMetrics,
-        leading: Arc<AtomicBool>,
+        leading: Leadership,
     ) -> Arc<Manager> {
         let (retry_tx, retry_rx) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Manager {
