@@ -190,7 +190,7 @@ async fn start_host(
     );
     let started = Instant::now();
     let task = tokio::spawn(manager.clone().run());
-    while manager.controller("echo").await.is_none() {
+    while manager.controller("echo").is_none() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     Host {
@@ -227,7 +227,7 @@ impl Host {
     async fn stop(self) {
         self.task.abort();
         let _ = self.task.await;
-        if let Some(c) = self.manager.controller("echo").await {
+        if let Some(c) = self.manager.controller("echo") {
             c.queue.shutdown();
         }
         drop(self.manager);

@@ -85,6 +85,35 @@ impl Outcome {
     }
 }
 
+/// Why a controller did not start. Only [`StartError::Kind`] may heal by
+/// itself (a CRD not served yet, an API server restarting), so only it is
+/// retried.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("plugin {0} is not loaded")]
+    NotLoaded(String),
+    #[error("plugin {0} reconciles nothing")]
+    NotAReconciler(String),
+    #[error("{plugin}: reconciles.label-selector: {message}")]
+    Selector { plugin: String, message: String },
+    #[error("{plugin}: {role} {api_version} {kind}: {source}")]
+    Kind {
+        plugin: String,
+        /// `reconciles`, `owns` or `watches`: the manifest table that names the kind.
+        role: &'static str,
+        api_version: String,
+        kind: String,
+        #[source]
+        source: ClientError,
+    },
+}
+
+impl StartError {
+    pub fn retryable(&self) -> bool {
+        matches!(self, StartError::Kind { .. })
+    }
+}
+
 pub struct Controller {
     pub name: String,
     source: Arc<dyn Source>,
@@ -109,21 +138,36 @@ impl Controller {
         config: ControllerConfig,
         metrics: ControllerMetrics,
         leading: Leadership,
-    ) -> anyhow::Result<(Arc<Controller>, JoinSet<()>)> {
+    ) -> Result<(Arc<Controller>, JoinSet<()>), StartError> {
         let loaded = source
             .current(name)
-            .ok_or_else(|| anyhow::anyhow!("plugin {name} is not loaded"))?;
+            .ok_or_else(|| StartError::NotLoaded(name.to_string()))?;
         let manifest = Arc::new(loaded.manifest().clone());
         let rec = manifest
             .reconciles
             .clone()
-            .ok_or_else(|| anyhow::anyhow!("plugin {name} reconciles nothing"))?;
+            .ok_or_else(|| StartError::NotAReconciler(name.to_string()))?;
+        let kind_error = |role, api_version: &str, kind: &str| {
+            let (api_version, kind) = (api_version.to_string(), kind.to_string());
+            move |source| StartError::Kind {
+                plugin: name.to_string(),
+                role,
+                api_version,
+                kind,
+                source,
+            }
+        };
+        let selector =
+            LabelSelector::parse(rec.label_selector.as_deref().unwrap_or("")).map_err(|e| {
+                StartError::Selector {
+                    plugin: name.to_string(),
+                    message: e.to_string(),
+                }
+            })?;
         let primary = caches
             .cache(&rec.api_version, &rec.kind)
             .await
-            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let selector = LabelSelector::parse(rec.label_selector.as_deref().unwrap_or(""))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .map_err(kind_error("reconciles", &rec.api_version, &rec.kind))?;
         let queue = WorkQueue::new(name, config.queue.clone(), Some(metrics.queue()));
         let controller = Arc::new(Controller {
             name: name.to_string(),
@@ -152,7 +196,7 @@ impl Controller {
             let cache = caches
                 .cache(&owned.api_version, &owned.kind)
                 .await
-                .map_err(|e| anyhow::anyhow!("{name}: owns {}: {e}", owned.kind))?;
+                .map_err(kind_error("owns", &owned.api_version, &owned.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
             tasks.spawn(async move { c.pump_related(rx, None).await });
@@ -161,7 +205,7 @@ impl Controller {
             let cache = caches
                 .cache(&w.api_version, &w.kind)
                 .await
-                .map_err(|e| anyhow::anyhow!("{name}: watches {}: {e}", w.kind))?;
+                .map_err(kind_error("watches", &w.api_version, &w.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
             let map = map.clone();

@@ -31,7 +31,7 @@ pub struct PluginSection {
     pub contract: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Reconciles {
     pub api_version: String,
@@ -55,7 +55,7 @@ pub enum MapFn {
     Field(String),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Watch {
     pub api_version: String,
