@@ -286,3 +286,37 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
     assert_eq!(code, 200);
     Ok(())
 }
+
+/// A port already in use ends `wasmlet up` with a message that names the
+/// address and the flag that sets it (not a bare "Address already in use").
+#[tokio::test]
+async fn a_busy_port_names_the_address_and_the_flag() -> anyhow::Result<()> {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = busy.local_addr()?.to_string();
+    let port = busy.local_addr()?.port().to_string();
+    let cases: [(&[&str], &str); 2] = [
+        (&["--port", &port], "--port"),
+        (
+            &["--port", "0", "--metrics-addr", &addr, "--kubelet-port", "0"],
+            "--metrics-addr",
+        ),
+    ];
+    for (flags, flag) in cases {
+        let dir = tempfile::tempdir()?;
+        let run = tokio::process::Command::new(wasmlet_bin())
+            .arg("up")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(flags)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), run).await??;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "wasmlet up {flags:?} started");
+        assert!(
+            stderr.contains(&addr) && stderr.contains(flag),
+            "the error names {addr} and {flag}: {stderr}"
+        );
+    }
+    Ok(())
+}

@@ -118,7 +118,12 @@ impl ApiServer {
         bootstrap(&resources).await?;
 
         let listener = std::net::TcpListener::bind(config.listen)
-            .with_context(|| format!("listening on {}", config.listen))?;
+            .with_context(|| {
+                format!(
+                    "the API server cannot listen on {} (flags --address, --port; --port 0 picks a free port)",
+                    config.listen
+                )
+            })?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let pki = Arc::new(pki);

@@ -1,6 +1,7 @@
 //! Prometheus metrics with controller-runtime's names (so existing dashboards
 //! work), plus `wasmlet_plugin_*`, served with `/healthz` and `/readyz`.
 
+use anyhow::Context;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -213,7 +214,11 @@ impl ControllerMetrics {
         plugins: Option<Arc<PluginSet>>,
         ready: Arc<AtomicBool>,
     ) -> anyhow::Result<SocketAddr> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+            format!(
+                "metrics cannot listen on {addr} (flag --metrics-addr; port 0 picks a free one)"
+            )
+        })?;
         let bound = listener.local_addr()?;
         let app = Router::new()
             .route(

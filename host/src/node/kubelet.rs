@@ -7,6 +7,7 @@
 //! `--kubelet-client-certificate`), or a bearer token the API server confirms
 //! through a TokenReview. Anonymous callers get 401.
 
+use anyhow::Context;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,7 +91,11 @@ pub async fn serve(
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!(
+            "the kubelet API cannot listen on {addr} (flags --node-address, --kubelet-port; --kubelet-port 0 picks a free port)"
+        )
+    })?;
     let bound = listener.local_addr()?;
     let app = Router::new()
         .route(
