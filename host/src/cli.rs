@@ -98,8 +98,8 @@ struct NodeArgs {
     /// Registries pulled from over plain HTTP (host:port).
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
-    /// CA whose client certificates may call the kubelet API (`run` only; `up`
-    /// uses its own CA).
+    /// CA whose client certificates may call the kubelet API (`run` only;
+    /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
     #[arg(long)]
     kubelet_client_ca: Option<PathBuf>,
 }
@@ -167,11 +167,23 @@ async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
     Ok(server)
 }
 
-async fn client_from(kubeconfig: &Path) -> Result<kube::Client> {
+async fn config_from(kubeconfig: &Path) -> Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+}
+
+/// A DER certificate as PEM.
+fn pem_certificate(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 fn identity(host: &HostArgs) -> String {
@@ -413,6 +425,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                     cert_pem,
                     key_pem,
                     client_ca_pem: s.state.pki.ca_pem.clone(),
+                    client_ca_source: "this API server's CA".into(),
                 })
             };
             let agent = run_host(
@@ -434,18 +447,36 @@ async fn main_async(cli: Cli) -> Result<()> {
             node,
         } => {
             std::fs::create_dir_all(&data_dir)?;
-            let client = client_from(&kubeconfig).await?;
+            let config = config_from(&kubeconfig).await?;
+            let cluster_ca = config.root_cert.clone();
+            let client = kube::Client::try_from(config)?;
             let node_part = if mode == Mode::Cluster {
                 None
             } else {
-                // The kubelet endpoint's own certificate; callers are checked
-                // against --kubelet-client-ca (or only by TokenReview without it).
+                // The kubelet endpoint's own certificate. Client certificates
+                // are checked against --kubelet-client-ca, by default the
+                // cluster CA of the kubeconfig: kubeadm signs the API server's
+                // kubelet client certificate with it.
                 let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
                 let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
-                let client_ca_pem = match &node.kubelet_client_ca {
-                    Some(p) => std::fs::read_to_string(p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                    None => own.ca_pem.clone(),
+                let (client_ca_pem, client_ca_source) = match (&node.kubelet_client_ca, cluster_ca)
+                {
+                    (Some(p), _) => (
+                        std::fs::read_to_string(p)
+                            .with_context(|| format!("reading {}", p.display()))?,
+                        format!("--kubelet-client-ca {}", p.display()),
+                    ),
+                    (None, Some(ders)) if !ders.is_empty() => (
+                        ders.iter().map(|d| pem_certificate(d)).collect(),
+                        format!("the cluster CA of {}", kubeconfig.display()),
+                    ),
+                    (None, _) => (
+                        own.ca_pem.clone(),
+                        format!(
+                            "this node's own CA in {} (the kubeconfig names no cluster CA)",
+                            data_dir.display()
+                        ),
+                    ),
                 };
                 Some((
                     &node,
@@ -453,6 +484,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                         cert_pem,
                         key_pem,
                         client_ca_pem,
+                        client_ca_source,
                     }),
                 ))
             };

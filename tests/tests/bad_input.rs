@@ -297,7 +297,14 @@ async fn a_busy_port_names_the_address_and_the_flag() -> anyhow::Result<()> {
     let cases: [(&[&str], &str); 2] = [
         (&["--port", &port], "--port"),
         (
-            &["--port", "0", "--metrics-addr", &addr, "--kubelet-port", "0"],
+            &[
+                "--port",
+                "0",
+                "--metrics-addr",
+                &addr,
+                "--kubelet-port",
+                "0",
+            ],
             "--metrics-addr",
         ),
     ];

@@ -1055,8 +1055,8 @@ async fn bad_input_is_reported_and_other_pods_are_unaffected() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() -> Result<()> {
     let plane = Plane::start(&[]).await?;
-    let ca = plane.data_dir().join("pki").join("ca.crt");
-    let ca = ca.to_str().context("utf-8 path")?;
+    // No --kubelet-client-ca: the node trusts the kubeconfig's cluster CA,
+    // which signs the plane's kubelet client certificate (as kubeadm's does).
     let mut host = Host::start(
         &plane.kubeconfig(),
         &[
@@ -1066,8 +1066,6 @@ async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() ->
             "node-run",
             "--kubelet-port",
             "0",
-            "--kubelet-client-ca",
-            ca,
         ],
     )
     .await?;

@@ -18,7 +18,9 @@
 //! ```
 //!
 //! # Deviations from upstream
-//! - No RBAC, admission webhooks, aggregation or protobuf; one user (the token).
+//! - No RBAC, admission webhooks or aggregation; one user (the token, in
+//!   `system:masters`). Access reviews answer with a fixed policy
+//!   ([`authz`]); protobuf is read only for them (`kubectl auth can-i`).
 //! - Built-in kinds are validated only where wasmlet's controllers and agents
 //!   depend on a field; their OpenAPI schemas are open objects, so
 //!   `fieldValidation=Strict` finds unknown fields only in custom resources.
@@ -29,6 +31,7 @@
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
+pub mod authz;
 pub mod crd;
 pub mod discovery;
 pub mod events;

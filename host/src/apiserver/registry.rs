@@ -283,6 +283,32 @@ const BUILTINS: &[Builtin] = &[
             false,
         )
     },
+    Builtin {
+        create_only: true,
+        ..b(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "subjectaccessreview",
+            "SubjectAccessReview",
+            false,
+            &[],
+            false,
+        )
+    },
+    Builtin {
+        create_only: true,
+        ..b(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "selfsubjectaccessreview",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+            false,
+        )
+    },
 ];
 
 fn builtin(def: &Builtin) -> ResourceType {

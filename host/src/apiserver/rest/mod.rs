@@ -1,6 +1,7 @@
 //! The REST surface: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into
 //! a [`Target`] and handed to the verb's handler.
 
+mod protobuf;
 mod read;
 mod subresources;
 mod watch;
@@ -200,10 +201,24 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if target.rt.create_only && parts.method != Method::POST {
         return Err(ApiError::method_not_allowed());
     }
+    let impersonate = parts
+        .headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .map(|user| {
+            let groups = parts
+                .headers
+                .get_all("impersonate-group")
+                .iter()
+                .filter_map(|g| g.to_str().ok().map(str::to_string))
+                .collect();
+            (user.to_string(), groups)
+        });
     let req = write::Req {
         query: &query,
         content_type: &content_type,
         user_agent: &user_agent,
+        impersonate,
     };
     match (
         &parts.method,

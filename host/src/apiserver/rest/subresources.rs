@@ -364,8 +364,26 @@ pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Respo
 }
 
 /// Create-only kinds: TokenReview answers whether a bearer token is this
-/// server's.
-pub async fn create_only(state: &ApiState, t: &Target, mut obj: Value) -> ApiResult<Response> {
+/// server's; the access reviews answer with [`authz`](super::super::authz).
+pub async fn create_only(
+    state: &ApiState,
+    t: &Target,
+    mut obj: Value,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
+    if t.rt.group == "authorization.k8s.io" {
+        let kind = t.rt.kind.clone();
+        let asker = (t.rt.resource == "selfsubjectaccessreviews").then(|| {
+            req.impersonate.clone().unwrap_or_else(|| {
+                let groups = vec!["system:masters".to_string()];
+                (super::super::authz::ADMIN_USER.to_string(), groups)
+            })
+        });
+        let mut obj = super::super::authz::review(obj, asker);
+        obj["apiVersion"] = json!("authorization.k8s.io/v1");
+        obj["kind"] = json!(kind);
+        return Ok(value_response(201, &obj));
+    }
     if t.rt.resource != "tokenreviews" {
         return Err(ApiError::method_not_allowed());
     }

@@ -16,6 +16,9 @@ pub struct Req<'a> {
     pub query: &'a Query,
     pub content_type: &'a str,
     pub user_agent: &'a str,
+    /// `Impersonate-User` and its `Impersonate-Group`s: every caller is the
+    /// admin (who may impersonate), so the request acts as this user.
+    pub impersonate: Option<(String, Vec<String>)>,
 }
 
 pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
@@ -83,9 +86,14 @@ pub async fn create(
     if t.rt.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed());
     }
-    let obj = parse_object(&body, req.content_type)?;
+    let obj = if t.rt.group == "authorization.k8s.io" && req.content_type.contains("protobuf") {
+        super::protobuf::access_review(&body, &t.rt.kind)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?
+    } else {
+        parse_object(&body, req.content_type)?
+    };
     if t.rt.create_only {
-        return super::subresources::create_only(state, t, obj).await;
+        return super::subresources::create_only(state, t, obj, req).await;
     }
     let opts = write_options(req)?;
     let stored = state

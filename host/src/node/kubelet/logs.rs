@@ -1,169 +1,32 @@
-//! The kubelet API subset the API server needs for `kubectl logs`:
-//! `GET /containerLogs/{namespace}/{pod}/{container}` with `follow`,
-//! `tailLines`, `sinceSeconds`, `timestamps`, `previous` and `limitBytes`.
-//!
-//! Callers authenticate as they do to a kubelet: a client certificate signed
-//! by the configured CA (what kube-apiserver presents with
-//! `--kubelet-client-certificate`), or a bearer token the API server confirms
-//! through a TokenReview. Anonymous callers get 401.
+//! `GET /containerLogs/{namespace}/{pod}/{container}`: a container's log as
+//! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `timestamps`,
+//! `previous`, `limitBytes`), read from the CRI-format files the workload
+//! manager writes.
 
-use anyhow::Context;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use bytes::Bytes;
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde::Deserialize;
 
-use super::workloads::WorkloadManager;
-use super::workloads::logs::parse_cri_line;
-
-/// The TLS material of the kubelet endpoint.
-pub struct KubeletTls {
-    pub cert_pem: String,
-    pub key_pem: String,
-    /// CA whose client certificates are accepted.
-    pub client_ca_pem: String,
-}
-
-#[derive(Clone)]
-struct Kubelet {
-    client: kube::Client,
-    node: String,
-    workloads: Arc<WorkloadManager>,
-}
-
-/// Whether this connection presented a client certificate the CA signed.
-#[derive(Clone, Copy)]
-struct ClientCert(bool);
+use super::super::workloads::logs::parse_cri_line;
+use super::{Kubelet, status};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct LogQuery {
+pub(super) struct LogQuery {
     follow: Option<bool>,
     tail_lines: Option<i64>,
     since_seconds: Option<i64>,
     timestamps: Option<bool>,
     previous: Option<bool>,
     limit_bytes: Option<i64>,
-}
-
-fn status(code: StatusCode, msg: impl Into<String>) -> Response {
-    (code, msg.into()).into_response()
-}
-
-/// Serves the kubelet API on `addr` until the process ends.
-pub async fn serve(
-    addr: SocketAddr,
-    tls: KubeletTls,
-    client: kube::Client,
-    node: String,
-    workloads: Arc<WorkloadManager>,
-) -> anyhow::Result<SocketAddr> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut tls.client_ca_pem.as_bytes()) {
-        roots.add(c?)?;
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()?;
-    let certs =
-        rustls_pemfile::certs(&mut tls.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
-    let key = rustls_pemfile::private_key(&mut tls.key_pem.as_bytes())?
-        .ok_or_else(|| anyhow::anyhow!("no kubelet key"))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!(
-            "the kubelet API cannot listen on {addr} (flags --node-address, --kubelet-port; --kubelet-port 0 picks a free port)"
-        )
-    })?;
-    let bound = listener.local_addr()?;
-    let app = Router::new()
-        .route(
-            "/containerLogs/{namespace}/{pod}/{container}",
-            get(container_logs),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .with_state(Kubelet {
-            client,
-            node,
-            workloads,
-        });
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            let app = app.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let verified = tls
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .is_some_and(|c| !c.is_empty());
-                let app = app.layer(Extension(ClientCert(verified)));
-                let service = hyper_util::service::TowerToHyperService::new(app);
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                .await;
-            });
-        }
-    });
-    tracing::info!(%bound, "kubelet API listening");
-    Ok(bound)
-}
-
-async fn authenticated(k: &Kubelet, cert: ClientCert, headers: &HeaderMap) -> bool {
-    if cert.0 {
-        return true;
-    }
-    let Some(token) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    let reviews: Api<TokenReview> = Api::all(k.client.clone());
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token: Some(token.trim().to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match reviews.create(&PostParams::default(), &review).await {
-        Ok(r) => r.status.and_then(|s| s.authenticated).unwrap_or(false),
-        Err(e) => {
-            tracing::warn!(error = %e, "TokenReview failed");
-            false
-        }
-    }
 }
 
 /// Renders log lines: `sinceSeconds`, `tailLines`, `timestamps`; partial
@@ -222,16 +85,11 @@ fn read_all(files: &[PathBuf]) -> Vec<u8> {
         .collect()
 }
 
-async fn container_logs(
+pub(super) async fn container_logs(
     State(k): State<Kubelet>,
-    Extension(cert): Extension<ClientCert>,
-    headers: HeaderMap,
     Path((namespace, pod, container)): Path<(String, String, String)>,
     Query(q): Query<LogQuery>,
 ) -> Response {
-    if !authenticated(&k, cert, &headers).await {
-        return status(StatusCode::UNAUTHORIZED, "Unauthorized");
-    }
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), &namespace);
     let p = match pods.get_opt(&pod).await {
         Ok(Some(p)) => p,
