@@ -367,6 +367,26 @@ async fn plugin_check(path: &Path) -> Result<()> {
     }
     for c in &manifest.crds {
         println!("  ships CRD file: {}", c.display());
+        let Some(r) = &manifest.reconciles else {
+            continue;
+        };
+        let (group, version) = r
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &r.api_version));
+        for doc in crate::plugin::set::read_yaml_documents(c)? {
+            if doc["spec"]["group"] != group || doc["spec"]["names"]["kind"] != r.kind.as_str() {
+                continue;
+            }
+            let pruned = crate::controller::status::pruned_host_fields(&doc, version);
+            if !pruned.is_empty() {
+                println!(
+                    "  warning: CRD {} ({version}) has no status.{} in its schema: the API server prunes what the host writes there; declare them (or x-kubernetes-preserve-unknown-fields: true)",
+                    doc["metadata"]["name"].as_str().unwrap_or("?"),
+                    pruned.join(", status.")
+                );
+            }
+        }
     }
     println!(
         "  limits: concurrency {}, memory {} MiB, deadline {} ms",

@@ -559,3 +559,84 @@ async fn watched_objects_cannot_aim_a_reconciler_outside_its_scope() -> anyhow::
     .await?;
     Ok(())
 }
+
+/// Issue 9: a CRD whose status schema has no `conditions` or
+/// `observedGeneration` makes the API server prune what the host writes; an
+/// unchanged object must still cost no status writes on every resync.
+#[tokio::test]
+async fn a_status_the_server_prunes_is_not_rewritten_on_every_reconcile() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&["--resync-seconds", "1"]).await?;
+    let client = plane.client().await?;
+    let src = built_plugins().join("configsummary.crd.yaml");
+    let mut crd: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(src)?)?;
+    let status = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        ["properties"];
+    let props = status.as_mapping_mut().expect("status properties");
+    props.remove("conditions");
+    props.remove("observedGeneration");
+    std::fs::write(
+        plane.plugin_dir().join("pruning.crd.yaml"),
+        serde_yaml::to_string(&crd)?,
+    )?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |t| {
+        t.replace("configsummary.crd.yaml", "pruning.crd.yaml")
+    })?;
+    let check = std::process::Command::new(wasmlet_e2e::wasmlet_bin())
+        .args(["plugin", "check"])
+        .arg(plane.plugin_dir().join("configmap-summary.toml"))
+        .output()?;
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report.contains("warning: CRD configsummaries.examples.wasmlet.dev (v1) has no status.conditions, status.observedGeneration"),
+        "plugin check names the CRD and the fields it prunes: {report}"
+    );
+    let api = summaries(&client);
+    served("the ConfigSummary CRD", &api).await?;
+    create_summary(&api, "pruned", json!({})).await?;
+    create_configmap(&client, "pruned-cm", "pruned", 2).await?;
+    let o = eventually(Duration::from_secs(30), "pruned summarised", || async {
+        let o = api.get("pruned").await.ok()?;
+        (status_keys(&o) == Some(2)).then_some(o)
+    })
+    .await?;
+    assert!(
+        o.data.pointer("/status/conditions").is_none(),
+        "the server kept conditions its schema does not declare: {:?}",
+        o.data.get("status")
+    );
+
+    // Counted by the API server, as kube-apiserver's apiserver_request_total.
+    let patches = || async {
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        let text = client.request_text(req).await?;
+        anyhow::Ok(
+            text.lines()
+                .filter(|l| l.starts_with("apiserver_request_total{verb=\"PATCH\""))
+                .filter(|l| l.contains("resource=\"configsummaries\",subresource=\"status\""))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>(),
+        )
+    };
+    let reconciles = |text: &str| {
+        metric(
+            text,
+            "controller_runtime_reconcile_total",
+            "controller=\"configmap-summary\"",
+        )
+    };
+    let before = patches().await?;
+    assert!(before >= 1.0, "the status was written at least once");
+    let start = reconciles(&plane.metrics().await?);
+    // Three more reconciles of the unchanged object (resync every second).
+    eventually(Duration::from_secs(30), "three resyncs", || async {
+        let text = plane.metrics().await.ok()?;
+        (reconciles(&text) >= start + 3.0).then_some(())
+    })
+    .await?;
+    assert_eq!(
+        patches().await?,
+        before,
+        "status was written again for an unchanged object"
+    );
+    Ok(())
+}

@@ -38,6 +38,7 @@ pub mod events;
 pub mod gc;
 pub mod logs;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod pki;
 pub mod registry;
@@ -92,6 +93,7 @@ pub struct ApiState {
     pub addr: SocketAddr,
     pub pki: Arc<pki::Pki>,
     pub kubelets: logs::KubeletClients,
+    pub metrics: metrics::ApiMetrics,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -137,6 +139,7 @@ impl ApiServer {
             addr,
             pki: pki.clone(),
             kubelets: Default::default(),
+            metrics: Default::default(),
         });
         tokio::spawn(gc::Controllers::new(resources).run());
 
@@ -195,6 +198,15 @@ async fn bootstrap(resources: &Resources) -> Result<()> {
 
 fn router(state: Arc<ApiState>) -> Router {
     Router::new()
+        .route(
+            "/metrics",
+            get(|State(s): State<Arc<ApiState>>| async move {
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    s.metrics.render(),
+                )
+            }),
+        )
         .route(
             "/version",
             get(|| async { rest::value_response(200, &discovery::version()) }),

@@ -2,6 +2,7 @@
 //! (so one plugin's backlog never starves another's), its workers run the
 //! host-owned reconcile loop for one key at a time.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,19 @@ pub struct Controller {
     manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
     pub leading: Leadership,
+    /// Per key, the status last sent and what the server kept of it.
+    written: std::sync::Mutex<HashMap<String, Written>>,
+    /// Whether the "status is pruned" warning was given.
+    warned_pruned: std::sync::atomic::AtomicBool,
+}
+
+/// A status write: what the host sent and what the server stored. They differ
+/// when the CRD's status schema prunes host-owned fields (`conditions`,
+/// `observedGeneration`); comparing the next desired status with what was
+/// *sent* then keeps an unchanged object at zero API calls.
+struct Written {
+    sent: Value,
+    kept: Value,
 }
 
 impl Controller {
@@ -181,6 +195,8 @@ impl Controller {
             selector,
             manifest: manifest.clone(),
             leading,
+            written: Default::default(),
+            warned_pruned: Default::default(),
         });
         let mut tasks = JoinSet::new();
         {
@@ -280,8 +296,9 @@ impl Controller {
                 }
                 Ok(CacheEvent::Deleted(o)) => {
                     if let Some(n) = o.metadata.name.as_deref() {
-                        self.expectations
-                            .forget(&key_of(o.metadata.namespace.as_deref(), n));
+                        let key = key_of(o.metadata.namespace.as_deref(), n);
+                        self.expectations.forget(&key);
+                        self.written_lock().remove(&key);
                     }
                 }
                 Ok(CacheEvent::Synced) => {}
@@ -482,6 +499,7 @@ impl Controller {
             // Gone: nothing to do, nothing to remember.
             self.queue.forget(&key.to_string());
             self.expectations.forget(key);
+            self.written_lock().remove(key);
             return Outcome::Success;
         };
         if let Err(wait) = self.expectations.check(key, self.lookup()) {
@@ -594,27 +612,46 @@ impl Controller {
         };
         let generation = obj.metadata.generation.unwrap_or(0);
         let current = status_of(&obj.data);
+        // What the host last sent stands for the stored status while the
+        // server still holds what it kept of that write.
+        let base = match self.written_lock().get(key) {
+            Some(w) if w.kept == current => w.sent.clone(),
+            _ => current.clone(),
+        };
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
         let desired = desired_status(
-            &current,
+            &base,
             &result,
             plugin.declared_conditions(),
             generation,
             &now,
         );
-        if desired != current {
+        if desired != base {
             let patch = json!({"metadata": {"resourceVersion": obj.metadata.resource_version}, "status": desired});
             let params = PatchParams {
                 field_manager: Some(self.config.field_manager.clone()),
                 ..Default::default()
             };
-            if let Err(e) = self
+            let stored = match self
                 .api_in(ns)
                 .patch_status(name, &params, &Patch::Merge(patch))
                 .await
             {
-                return self.retry(key, &e.into());
+                Ok(stored) => stored,
+                Err(e) => return self.retry(key, &e.into()),
+            };
+            self.metrics.status_written(&self.name);
+            let kept = status_of(&stored.data);
+            if kept != desired {
+                self.warn_pruned(&desired, &kept);
             }
+            self.written_lock().insert(
+                key.to_string(),
+                Written {
+                    sent: desired,
+                    kept,
+                },
+            );
         }
         match outcome {
             Ok((_, true)) | Err((false, true)) => {
@@ -641,6 +678,33 @@ impl Controller {
                 Outcome::Error
             }
         }
+    }
+
+    fn written_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+        // A cache of the last writes: a poisoned one is still usable.
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says once per controller which host-owned status fields the server
+    /// dropped, and where to declare them.
+    fn warn_pruned(&self, sent: &Value, kept: &Value) {
+        let dropped: Vec<&str> = ["conditions", "observedGeneration"]
+            .into_iter()
+            .filter(|f| sent.get(*f).is_some() && kept.get(*f).is_none())
+            .collect();
+        if dropped.is_empty()
+            || self
+                .warned_pruned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let r = &self.primary.resolved.resource;
+        let crd = format!("{}.{}", r.plural, r.group);
+        tracing::warn!(
+            plugin = %self.name, %crd, ?dropped,
+            "the server prunes host-owned status fields: declare them in the CRD's status schema (or x-kubernetes-preserve-unknown-fields: true); until then the host compares with what it sent, so unchanged objects cost no writes"
+        );
     }
 
     /// API errors from the host's own writes: 409 and 429 mean "soon".

@@ -76,6 +76,7 @@ pub struct ControllerMetrics {
     reconcile_time: Family<ControllerLabels, Histogram>,
     active_workers: Family<ControllerLabels, Gauge>,
     out_of_scope: Family<ControllerLabels, Counter>,
+    status_writes: Family<ControllerLabels, Counter>,
     plugin: Arc<Vec<(String, Family<PluginLabels, Counter>)>>,
     /// What the plugin counters were last exported at, to add only the delta.
     exported: Arc<Mutex<HashMap<(String, String), u64>>>,
@@ -123,6 +124,12 @@ impl ControllerMetrics {
             "Keys from owns or watches that named an object outside the reconciler's namespace or label selector (dropped, not reconciled)",
             out_of_scope.clone(),
         );
+        let status_writes = Family::<ControllerLabels, Counter>::default();
+        registry.register(
+            "wasmlet_controller_status_writes",
+            "Status PATCHes the host sent for a controller's objects",
+            status_writes.clone(),
+        );
         let mut plugin = Vec::new();
         for (name, help) in PLUGIN_COUNTERS {
             let f = Family::<PluginLabels, Counter>::default();
@@ -137,6 +144,7 @@ impl ControllerMetrics {
             reconcile_time,
             active_workers,
             out_of_scope,
+            status_writes,
             plugin: Arc::new(plugin),
             exported: Arc::default(),
         }
@@ -144,6 +152,14 @@ impl ControllerMetrics {
 
     pub fn queue(&self) -> &QueueMetrics {
         &self.queue
+    }
+
+    pub fn status_written(&self, controller: &str) {
+        self.status_writes
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .inc();
     }
 
     pub fn out_of_scope(&self, controller: &str) {

@@ -161,6 +161,28 @@ pub fn changed(current: &Value, desired: &Value) -> bool {
 }
 
 /// `status` of an object, `{}` when absent.
+/// The host-owned status fields a CRD's `version` schema would prune (none
+/// when the schema declares them or preserves unknown fields).
+pub fn pruned_host_fields(crd: &Value, version: &str) -> Vec<&'static str> {
+    let Some(v) = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| vs.iter().find(|v| v["name"] == version))
+    else {
+        return Vec::new();
+    };
+    let root = &v["schema"]["openAPIV3Schema"];
+    let status = &root["properties"]["status"];
+    let preserves = |s: &Value| s["x-kubernetes-preserve-unknown-fields"] == true;
+    if preserves(root) || preserves(status) {
+        return Vec::new();
+    }
+    ["conditions", "observedGeneration"]
+        .into_iter()
+        .filter(|f| status["properties"].get(*f).is_none())
+        .collect()
+}
+
 pub fn status_of(obj: &Value) -> Value {
     obj.get("status")
         .cloned()
@@ -170,6 +192,24 @@ pub fn status_of(obj: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_schema_without_the_host_fields_is_reported() {
+        let crd = |status: Value| {
+            json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"status": status}}}}]}})
+        };
+        let bare = crd(json!({"type": "object", "properties": {"keys": {"type": "integer"}}}));
+        assert_eq!(
+            pruned_host_fields(&bare, "v1"),
+            ["conditions", "observedGeneration"]
+        );
+        let full = crd(json!({"type": "object", "properties": {
+            "conditions": {"type": "array"}, "observedGeneration": {"type": "integer"}}}));
+        assert!(pruned_host_fields(&full, "v1").is_empty());
+        let open = crd(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+        assert!(pruned_host_fields(&open, "v1").is_empty());
+    }
 
     const T0: &str = "2026-01-01T00:00:00Z";
     const T1: &str = "2026-01-01T00:05:00Z";

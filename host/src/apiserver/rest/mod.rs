@@ -18,6 +18,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::ApiState;
+use super::metrics::RequestLabels;
 use super::registry::{Extra, ResourceType};
 use super::status::{ApiError, ApiResult};
 
@@ -169,10 +170,34 @@ pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
 
 /// The fallback handler for every resource path.
 pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Response {
-    match handle(state, req).await {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let response = match handle(state.clone(), req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
+    };
+    if let Ok(t) = parse_target(&state, uri.path()) {
+        let watching = uri.path().contains("/watch/")
+            || parse_query(&uri)
+                .get("watch")
+                .is_some_and(|w| w == "true" || w == "1");
+        let verb = match (&method, t.name.is_some()) {
+            (&Method::GET, _) if watching => "WATCH",
+            (&Method::GET, true) => "GET",
+            (&Method::GET, false) => "LIST",
+            (&Method::DELETE, false) => "DELETECOLLECTION",
+            (m, _) => m.as_str(),
+        };
+        state.metrics.request(RequestLabels {
+            verb: verb.to_string(),
+            group: t.rt.group.clone(),
+            version: t.version.clone(),
+            resource: t.rt.resource.clone(),
+            subresource: t.subresource.clone().unwrap_or_default(),
+            code: response.status().as_u16().to_string(),
+        });
     }
+    response
 }
 
 async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
