@@ -36,14 +36,14 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::cluster::cache::Caches;
+use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::controller::Manager;
-use wasmlet::controller::cache::Caches;
 use wasmlet::controller::controller::ControllerConfig;
 use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::status::{GuestResult, desired_status};
 use wasmlet::plugin::PluginSet;
-use wasmlet::plugin::api::ClusterApi;
 use wasmlet::plugin::engine::PluginEngine;
 
 const AV: &str = "examples.wasmlet.dev/v1";
@@ -174,10 +174,12 @@ async fn start_host(
     config: ControllerConfig,
     caches: Option<Arc<Caches>>,
 ) -> Host {
-    let api = Arc::new(ClusterApi::new(client.clone()));
-    let caches = caches.unwrap_or_else(|| Caches::new(api.clone()));
-    api.use_caches(&caches);
-    let plugins = PluginSet::new(PluginEngine::new(components).unwrap(), dir, Some(api));
+    let caches = caches.unwrap_or_else(|| Caches::new(Arc::new(Resolver::new(client.clone()))));
+    let cluster = Arc::new(Cluster::new(
+        caches.resolver().clone(),
+        Some(caches.clone()),
+    ));
+    let plugins = PluginSet::new(PluginEngine::new(components).unwrap(), dir, Some(cluster));
     let errors = plugins.scan().await;
     assert!(errors.is_empty(), "plugins failed to load: {errors:?}");
     let metrics = ControllerMetrics::new();
@@ -511,7 +513,7 @@ async fn bench() {
     // --- (3) first: one cache listing every object, on its own --------------------------
     // Kept for (2), so its list is not part of the throughput figures.
     let rss_before = rss_kib();
-    let shared = Caches::new(Arc::new(ClusterApi::new(client.clone())));
+    let shared = Caches::new(Arc::new(Resolver::new(client.clone())));
     let listed = Instant::now();
     shared.cache(AV, KIND).await.unwrap().wait_synced().await;
     let list_took = listed.elapsed();

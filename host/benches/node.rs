@@ -16,11 +16,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::cluster::Cluster;
 use wasmlet::node::NodeAgent;
 use wasmlet::node::agent::NodeConfig;
 use wasmlet::node::workloads::{WorkloadConfig, WorkloadManager};
 use wasmlet::plugin::PluginSet;
-use wasmlet::plugin::api::ClusterApi;
 use wasmlet::plugin::engine::PluginEngine;
 
 fn rss_mib() -> f64 {
@@ -86,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
     let plugins = PluginSet::new(
         engine.clone(),
         &plugins_dir,
-        Some(Arc::new(ClusterApi::new(client.clone()))),
+        Some(Arc::new(Cluster::uncached(client.clone()))),
     );
     let workloads = Arc::new(WorkloadManager::new(
         WorkloadConfig::new(data.path().join("node")),

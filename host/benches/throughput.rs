@@ -18,12 +18,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use wasmlet::apiserver::{ApiServer, Config};
-use wasmlet::controller::cache::Caches;
+use wasmlet::cluster::cache::Caches;
+use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::controller::controller::{Controller, ControllerConfig};
 use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::source::{Call, Fixed, Reconciler, Source};
-use wasmlet::plugin::api::ClusterApi;
 use wasmlet::plugin::engine::PluginEngine;
 use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::{
     FinalizeOutcome, ReconcileOutcome,
@@ -185,9 +185,9 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
     }
-    let api = Arc::new(ClusterApi::new(client.clone()));
-    let caches = Caches::new(api.clone());
-    api.use_caches(&caches);
+    let resolver = Arc::new(Resolver::new(client.clone()));
+    let caches = Caches::new(resolver.clone());
+    let api = Arc::new(Cluster::new(resolver, Some(caches.clone())));
     let dir = data.path().join("plugins");
     std::fs::create_dir_all(&dir)?;
     // The echo manifest, limited to one namespace per run.

@@ -15,8 +15,9 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::apiserver::{ApiServer, Config};
+use crate::cluster::cache::Caches;
+use crate::cluster::{Cluster, Resolver};
 use crate::controller::Manager;
-use crate::controller::cache::Caches;
 use crate::controller::controller::ControllerConfig;
 use crate::controller::leader::{self, LeaderConfig, Leadership};
 use crate::controller::metrics::ControllerMetrics;
@@ -24,7 +25,6 @@ use crate::node::NodeAgent;
 use crate::node::agent::NodeConfig;
 use crate::node::kubelet::KubeletTls;
 use crate::node::workloads::{WorkloadConfig, WorkloadManager};
-use crate::plugin::api::ClusterApi;
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::manifest::PluginKind;
 use crate::plugin::{Manifest, PluginSet};
@@ -201,12 +201,14 @@ async fn run_host(
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
 ) -> Result<Option<NodeAgent>> {
-    let api = Arc::new(ClusterApi::new(client.clone()));
+    // Cluster access, built once: the caches serve the controllers and the
+    // plugins' reads alike.
+    let resolver = Arc::new(Resolver::new(client.clone()));
     let caches = Caches::with_debug_delay(
-        api.clone(),
+        resolver.clone(),
         std::time::Duration::from_millis(host.debug_cache_delay_ms),
     );
-    api.use_caches(&caches);
+    let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
     let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
@@ -215,7 +217,7 @@ async fn run_host(
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
-            Some(PluginSet::new(engine.clone(), dir, Some(api.clone())))
+            Some(PluginSet::new(engine.clone(), dir, Some(cluster.clone())))
         }
         None => None,
     };

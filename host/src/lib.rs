@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod cli;
+pub mod cluster;
 pub mod controller;
 pub mod node;
 pub mod plugin;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmlet::apiserver::{ApiServer, Config};
-use wasmlet::plugin::api::ClusterApi;
+use wasmlet::cluster::Cluster;
 use wasmlet::plugin::engine::PluginEngine;
 use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ErrorKind;
 use wasmlet::plugin::metrics::PluginMetrics;
@@ -68,7 +68,7 @@ async fn env() -> Env {
     let set = PluginSet::new(
         engine,
         plugins.path(),
-        Some(Arc::new(ClusterApi::new(client.clone()))),
+        Some(Arc::new(Cluster::uncached(client.clone()))),
     );
     Env {
         _data: data,

@@ -13,14 +13,14 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::cache::{CacheEvent, Caches, KindCache};
 use super::expectations::{Expectations, Seen};
 use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source::Source;
 use super::status::{GuestCondition, GuestResult, desired_status, status_of};
 use super::workqueue::{Priority, QueueConfig, WorkQueue};
-use crate::plugin::api::ClientError;
+use crate::cluster::ClientError;
+use crate::cluster::cache::{CacheEvent, Caches, KindCache};
 use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{
     ConditionStatus, ErrorKind, FinalizeOutcome,
 };
@@ -247,7 +247,7 @@ impl Controller {
         {
             return false;
         }
-        super::cache::selects(&self.selector, o)
+        crate::cluster::cache::selects(&self.selector, o)
     }
 
     /// Whether the cached object under `key` is one this reconciler may act on
@@ -462,14 +462,14 @@ impl Controller {
 
     fn api(&self) -> Api<DynamicObject> {
         let r = &self.primary.resolved;
-        Api::all_with(self.caches.api.client.clone(), &r.resource)
+        Api::all_with(self.caches.client().clone(), &r.resource)
     }
 
     fn api_in(&self, ns: Option<&str>) -> Api<DynamicObject> {
         let r = &self.primary.resolved;
         match ns {
             Some(ns) if r.namespaced => {
-                Api::namespaced_with(self.caches.api.client.clone(), ns, &r.resource)
+                Api::namespaced_with(self.caches.client().clone(), ns, &r.resource)
             }
             _ => self.api(),
         }

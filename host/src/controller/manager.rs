@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # async fn demo(plugins: std::sync::Arc<wasmlet::plugin::PluginSet>,
-//! #     caches: std::sync::Arc<wasmlet::controller::cache::Caches>) {
+//! #     caches: std::sync::Arc<wasmlet::cluster::cache::Caches>) {
 //! use wasmlet::controller::Manager;
 //! use wasmlet::controller::leader::Leadership;
 //! use wasmlet::controller::metrics::ControllerMetrics;
@@ -26,11 +26,11 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::cache::Caches;
 use super::controller::{Controller, ControllerConfig};
 use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source;
+use crate::cluster::cache::Caches;
 use crate::plugin::manifest::{MapFn, PluginKind, Reconciles, TypeRef, Watch};
 use crate::plugin::{PluginEvent, PluginSet};
 

@@ -1,7 +1,6 @@
 //! The controller engine: everything a reconciler plugin would otherwise
 //! re-implement, done once by the host.
 //!
-//! - [`cache`]: one watch + cache per kind, shared by every plugin;
 //! - [`workqueue`]: dedup, per-key back-off, priorities (high / low / scheduled);
 //! - [`controller`]: per plugin, watches → queue → guest → host-owned status;
 //! - [`status`]: merging the guest's status, conditions, `Ready`, `observedGeneration`;
@@ -10,7 +9,6 @@
 //! - [`metrics`]: controller-runtime's metric names, `/healthz`, `/readyz`;
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
-pub mod cache;
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod expectations;

@@ -4,9 +4,9 @@
 use serde_json::Value;
 use wasmlet_apimachinery::names;
 
-use super::api::{ClientError as ApiClientError, Delete, PatchKind, Resolved};
 use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
+use crate::cluster::{ClientError as ApiClientError, ClusterAccess, Delete, PatchKind, Resolved};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -63,7 +63,7 @@ impl State {
         kind: &str,
         sub: Option<&str>,
         verb: &str,
-    ) -> Result<(std::sync::Arc<super::api::ClusterApi>, Resolved), ClientError> {
+    ) -> Result<(std::sync::Arc<dyn ClusterAccess>, Resolved), ClientError> {
         let api = self.plugin.api.clone().ok_or_else(|| {
             ClientError::Unavailable("this host has no Kubernetes API connected".into())
         })?;

@@ -6,10 +6,10 @@
 //! - [`loaded`]: one plugin version and its calls;
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
-//! - [`http`]: the shared outbound client behind the `http` import;
-//! - [`api`]: the Kubernetes side of the `client` import.
+//! - [`http`]: the shared outbound client behind the `http` import.
+//!
+//! The cluster behind the `client` import is [`crate::cluster`].
 
-pub mod api;
 pub mod engine;
 pub mod http;
 pub mod imports;

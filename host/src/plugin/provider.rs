@@ -44,6 +44,31 @@ pub trait Workloads: Send + Sync {
     fn release_pod(&self, pod_uid: &str);
 }
 
+/// The `.dockerconfigjson` of a pull secret as read through the cluster.
+fn docker_config(
+    namespace: &str,
+    name: &str,
+    got: Result<String, crate::cluster::ClientError>,
+) -> Option<Vec<u8>> {
+    use base64::Engine;
+    match got {
+        Ok(json) => {
+            let secret: serde_json::Value = serde_json::from_str(&json).ok()?;
+            let data = secret.pointer("/data/.dockerconfigjson")?.as_str()?;
+            base64::engine::general_purpose::STANDARD.decode(data).ok()
+        }
+        // Like kubelet: a missing pull secret is skipped (and the pull may then fail).
+        Err(crate::cluster::ClientError::NotFound) => {
+            tracing::warn!(%namespace, secret = %name, "image pull secret not found");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(%namespace, secret = %name, error = %e, "image pull secret unreadable");
+            None
+        }
+    }
+}
+
 fn backend(state: &State) -> Result<Arc<dyn Workloads>, WorkloadError> {
     state.plugin.workloads.clone().ok_or_else(|| {
         WorkloadError::Failed("this host runs no workloads (not a node agent)".into())
@@ -54,24 +79,19 @@ impl w::Host for State {
     async fn fetch_module(&mut self, req: FetchRequest) -> Result<FetchProgress, FetchError> {
         let b = backend(self).map_err(|e| FetchError::Other(format!("{e:?}")))?;
         let mut configs = Vec::new();
-        if let Some(api) = self.plugin.api.clone() {
-            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-                kube::Api::namespaced(api.client.clone(), &req.namespace);
-            for name in &req.pull_secrets {
-                match secrets.get_opt(name).await {
-                    Ok(Some(s)) => {
-                        if let Some(d) = s.data.as_ref().and_then(|d| d.get(".dockerconfigjson")) {
-                            configs.push(d.0.clone());
+        if let Some(api) = self.plugin.api.clone()
+            && !req.pull_secrets.is_empty()
+        {
+            match api.resolve("v1", "Secret").await {
+                Ok(secrets) => {
+                    for name in &req.pull_secrets {
+                        let got = api.get(&secrets, Some(&req.namespace), name).await;
+                        if let Some(config) = docker_config(&req.namespace, name, got) {
+                            configs.push(config);
                         }
                     }
-                    // Like kubelet: a missing pull secret is skipped (and the pull may then fail).
-                    Ok(None) => {
-                        tracing::warn!(namespace = %req.namespace, secret = %name, "image pull secret not found")
-                    }
-                    Err(e) => {
-                        tracing::warn!(namespace = %req.namespace, secret = %name, error = %e, "image pull secret unreadable")
-                    }
                 }
+                Err(e) => tracing::warn!(error = %e, "image pull secrets unreadable"),
             }
         }
         b.fetch_module(req, configs)

@@ -8,9 +8,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::api::ClusterApi;
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
+use crate::cluster::ClusterAccess;
 
 /// A write a guest made through `client`, for the controller's expectations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub enum Write {
 pub struct PluginCtx {
     pub name: String,
     pub manifest: Arc<Manifest>,
-    pub api: Option<Arc<ClusterApi>>,
+    pub api: Option<Arc<dyn ClusterAccess>>,
     pub metrics: Arc<PluginMetrics>,
     pub recorder: Option<kube::runtime::events::Recorder>,
     /// Providers only: the node agent's workload runner.

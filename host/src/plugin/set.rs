@@ -16,12 +16,12 @@ use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
-use super::api::ClusterApi;
 use super::engine::PluginEngine;
 use super::loaded::{LoadError, Loaded};
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
 use super::sandbox::PluginCtx;
+use crate::cluster::{Cluster, ClusterAccess};
 
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
@@ -49,7 +49,7 @@ impl Slot {
 pub struct PluginSet {
     engine: PluginEngine,
     dir: PathBuf,
-    api: Option<Arc<ClusterApi>>,
+    cluster: Option<Arc<Cluster>>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
@@ -71,12 +71,12 @@ fn fingerprint(wasm: &Path, toml: &Path) -> std::io::Result<String> {
 }
 
 impl PluginSet {
-    pub fn new(engine: PluginEngine, dir: &Path, api: Option<Arc<ClusterApi>>) -> Arc<PluginSet> {
+    pub fn new(engine: PluginEngine, dir: &Path, cluster: Option<Arc<Cluster>>) -> Arc<PluginSet> {
         let (events, _) = broadcast::channel(256);
         Arc::new(PluginSet {
             engine,
             dir: dir.to_path_buf(),
-            api,
+            cluster,
             workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
@@ -165,9 +165,9 @@ impl PluginSet {
         toml: &Path,
     ) -> Result<Loaded, LoadError> {
         let manifest = Arc::new(Manifest::load(toml)?);
-        let recorder = self.api.as_ref().map(|api| {
+        let recorder = self.cluster.as_ref().map(|cluster| {
             kube::runtime::events::Recorder::new(
-                api.client.clone(),
+                cluster.client().clone(),
                 kube::runtime::events::Reporter {
                     controller: format!("wasmlet-{name}"),
                     instance: hostname(),
@@ -177,7 +177,7 @@ impl PluginSet {
         let ctx = Arc::new(PluginCtx {
             name: name.to_string(),
             manifest: manifest.clone(),
-            api: self.api.clone(),
+            api: self.cluster.clone().map(|c| c as Arc<dyn ClusterAccess>),
             metrics: self.metrics(name),
             recorder,
             workloads: self
@@ -307,7 +307,7 @@ impl PluginSet {
     /// Server-side applies the CRDs a plugin ships; a cluster that does not
     /// allow it gets a warning, not a failed plugin.
     async fn apply_crds(&self, name: &str, manifest: &Manifest) {
-        let Some(api) = &self.api else { return };
+        let Some(cluster) = &self.cluster else { return };
         for path in &manifest.crds {
             let docs = match read_yaml_documents(path) {
                 Ok(d) => d,
@@ -318,7 +318,7 @@ impl PluginSet {
             };
             for doc in docs {
                 let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-                    kube::Api::all(api.client.clone());
+                    kube::Api::all(cluster.client().clone());
                 let crd_name = doc
                     .pointer("/metadata/name")
                     .and_then(|v| v.as_str())

@@ -1,62 +1,17 @@
-//! The Kubernetes side of the plugin `client` import: resolves kinds to
-//! resources (discovery, cached), checks nothing (the caller checks the
-//! manifest first) and maps API errors onto the contract's error cases.
-//!
-//! Reads go to the API server for now; the controller engine will serve them
-//! from its shared caches instead.
+//! [`Cluster`]: reads served from the shared caches when the kind has a
+//! synced one (else from the API server), writes sent to the API server.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
-    PostParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy,
 };
-use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;
 
-/// Why a client call failed: the contract's `client-error`, host side.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ClientError {
-    #[error("not found")]
-    NotFound,
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("denied: {0}")]
-    Denied(String),
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("too many requests")]
-    TooManyRequests,
-    #[error("unavailable: {0}")]
-    Unavailable(String),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl From<kube::Error> for ClientError {
-    fn from(e: kube::Error) -> ClientError {
-        match e {
-            kube::Error::Api(s) => match s.code {
-                404 => ClientError::NotFound,
-                409 => ClientError::Conflict(s.message),
-                400 | 415 | 422 => ClientError::Invalid(s.message),
-                429 => ClientError::TooManyRequests,
-                500..=599 => ClientError::Unavailable(s.message),
-                _ => ClientError::Other(s.message),
-            },
-            kube::Error::SerdeError(e) => ClientError::Invalid(e.to_string()),
-            other => ClientError::Unavailable(other.to_string()),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Resolved {
-    pub resource: ApiResource,
-    pub namespaced: bool,
-}
+use super::cache::{Caches, KindCache};
+use super::{ClientError, Resolved, Resolver};
 
 pub enum PatchKind {
     Merge,
@@ -88,82 +43,42 @@ impl Delete {
     }
 }
 
-/// Shared by every plugin; cheap to clone the client out of.
-pub struct ClusterApi {
-    pub client: kube::Client,
-    kinds: Mutex<HashMap<(String, String), Resolved>>,
-    /// The controller engine's caches, once they exist: reads of a kind with
-    /// a synced cache are served from memory.
-    caches: std::sync::RwLock<Option<std::sync::Weak<crate::controller::cache::Caches>>>,
+/// Cluster access for plugins, built once by the CLI.
+pub struct Cluster {
+    resolver: Arc<Resolver>,
+    /// `None`: every read goes to the API server.
+    caches: Option<Arc<Caches>>,
 }
 
-fn split_api_version(av: &str) -> (&str, &str) {
-    av.split_once('/').unwrap_or(("", av))
-}
-
-impl ClusterApi {
-    pub fn new(client: kube::Client) -> ClusterApi {
-        ClusterApi {
-            client,
-            kinds: Mutex::new(HashMap::new()),
-            caches: Default::default(),
-        }
+impl Cluster {
+    pub fn new(resolver: Arc<Resolver>, caches: Option<Arc<Caches>>) -> Cluster {
+        Cluster { resolver, caches }
     }
 
-    pub fn use_caches(&self, caches: &std::sync::Arc<crate::controller::cache::Caches>) {
-        *self.caches.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(std::sync::Arc::downgrade(caches));
+    /// Straight to the API server, no caches (tools, benchmarks).
+    pub fn uncached(client: kube::Client) -> Cluster {
+        Cluster::new(Arc::new(Resolver::new(client)), None)
     }
 
-    fn cached(&self, r: &Resolved) -> Option<std::sync::Arc<crate::controller::cache::KindCache>> {
-        let caches = self
-            .caches
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+    pub fn client(&self) -> &kube::Client {
+        self.resolver.client()
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    fn cached(&self, r: &Resolved) -> Option<Arc<KindCache>> {
+        self.caches
             .as_ref()?
-            .upgrade()?;
-        caches
             .existing(&r.resource.api_version, &r.resource.kind)
             .filter(|c| c.is_synced())
     }
 
-    /// The resource behind `apiVersion` + `kind` (discovery, cached).
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, ClientError> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(r) = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Ok(r.clone());
-        }
-        let (group, version) = split_api_version(api_version);
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps): (ApiResource, ApiCapabilities) =
-            kube::discovery::pinned_kind(&self.client, &gvk)
-                .await
-                .map_err(|e| match e {
-                    kube::Error::Discovery(_) => ClientError::Invalid(format!(
-                        "the server does not serve {kind} in {api_version}"
-                    )),
-                    other => ClientError::from(other),
-                })?;
-        let r = Resolved {
-            resource,
-            namespaced: caps.scope == Scope::Namespaced,
-        };
-        self.kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, r.clone());
-        Ok(r)
-    }
-
     fn api(&self, r: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
         match (r.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &r.resource),
-            _ => Api::all_with(self.client.clone(), &r.resource),
+            (true, Some(ns)) => Api::namespaced_with(self.client().clone(), ns, &r.resource),
+            _ => Api::all_with(self.client().clone(), &r.resource),
         }
     }
 
@@ -302,7 +217,7 @@ impl ClusterApi {
         name: &str,
         opts: &Delete,
     ) -> Result<(), ClientError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<Pod> = Api::namespaced(self.client().clone(), namespace);
         api.evict(
             name,
             &EvictParams {

@@ -15,7 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, broadcast};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
-use crate::plugin::api::{ClientError, ClusterApi, Resolved};
+use super::{ClientError, Resolved, Resolver};
 
 /// What a cache saw.
 #[derive(Debug, Clone)]
@@ -123,7 +123,7 @@ pub fn selects(selector: &LabelSelector, o: &DynamicObject) -> bool {
 
 /// The set of caches, keyed by (apiVersion, kind).
 pub struct Caches {
-    pub api: Arc<ClusterApi>,
+    resolver: Arc<Resolver>,
     kinds: Mutex<HashMap<(String, String), Arc<KindCache>>>,
     /// Debugging/testing only (`--debug-cache-delay-ms`): every watch event is
     /// held this long before the reflector stores it, so caches lag the API.
@@ -131,18 +131,26 @@ pub struct Caches {
 }
 
 impl Caches {
-    pub fn new(api: Arc<ClusterApi>) -> Arc<Caches> {
-        Caches::with_debug_delay(api, std::time::Duration::ZERO)
+    pub fn new(resolver: Arc<Resolver>) -> Arc<Caches> {
+        Caches::with_debug_delay(resolver, std::time::Duration::ZERO)
     }
 
     /// As [`Caches::new`], with every watch event delayed by `delay` before it
     /// reaches the store (a lagging cache, for tests of expectations).
-    pub fn with_debug_delay(api: Arc<ClusterApi>, delay: std::time::Duration) -> Arc<Caches> {
+    pub fn with_debug_delay(resolver: Arc<Resolver>, delay: std::time::Duration) -> Arc<Caches> {
         Arc::new(Caches {
-            api,
+            resolver,
             kinds: Mutex::new(HashMap::new()),
             debug_delay: delay,
         })
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        self.resolver.client()
+    }
+
+    pub fn resolver(&self) -> &Arc<Resolver> {
+        &self.resolver
     }
 
     /// The cache for a kind if one is running.
@@ -163,13 +171,13 @@ impl Caches {
         if let Some(c) = self.existing(api_version, kind) {
             return Ok(c);
         }
-        let resolved = self.api.resolve(api_version, kind).await?;
+        let resolved = self.resolver.resolve(api_version, kind).await?;
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         let key = (api_version.to_string(), kind.to_string());
         if let Some(c) = kinds.get(&key) {
             return Ok(c.clone());
         }
-        let cache = Arc::new(start(self.api.client.clone(), resolved, self.debug_delay));
+        let cache = Arc::new(start(self.client().clone(), resolved, self.debug_delay));
         kinds.insert(key, cache.clone());
         Ok(cache)
     }

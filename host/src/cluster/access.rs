@@ -1,0 +1,158 @@
+//! [`ClusterAccess`]: what the plugin imports may ask of the cluster. The
+//! plugin layer calls this trait and never a kube client, so its imports can
+//! be served by anything that answers these (the [`Cluster`] the CLI builds,
+//! or a test double).
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::client::{Cluster, Delete, PatchKind};
+use super::{ClientError, Resolved};
+
+/// Reads (JSON objects as strings, `apiVersion`/`kind` set) and writes of any
+/// resolved kind.
+pub trait ClusterAccess: Send + Sync {
+    /// The resource behind `apiVersion` + `kind`.
+    fn resolve<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resolved, ClientError>>;
+
+    fn get<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
+
+    /// Objects matching a label selector and an optional field selector.
+    fn list<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        labels: &'a str,
+        fields: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<String>, ClientError>>;
+
+    fn create<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
+
+    fn update<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
+
+    /// A patch of the object, or of its status subresource (`status`).
+    fn patch<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        kind: PatchKind,
+        body: Value,
+        status: bool,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
+
+    fn delete<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        opts: &'a Delete,
+    ) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// The Eviction API (PodDisruptionBudgets apply).
+    fn evict<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        opts: &'a Delete,
+    ) -> BoxFuture<'a, Result<(), ClientError>>;
+}
+
+impl ClusterAccess for Cluster {
+    fn resolve<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resolved, ClientError>> {
+        Box::pin(self.resolver().resolve(api_version, kind))
+    }
+
+    fn get<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
+        Box::pin(Cluster::get(self, r, namespace, name))
+    }
+
+    fn list<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        labels: &'a str,
+        fields: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<String>, ClientError>> {
+        Box::pin(Cluster::list(self, r, namespace, labels, fields))
+    }
+
+    fn create<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
+        Box::pin(Cluster::create(self, r, namespace, obj))
+    }
+
+    fn update<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
+        Box::pin(Cluster::update(self, r, namespace, name, obj))
+    }
+
+    fn patch<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        kind: PatchKind,
+        body: Value,
+        status: bool,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
+        Box::pin(Cluster::patch(self, r, namespace, name, kind, body, status))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        opts: &'a Delete,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(Cluster::delete(self, r, namespace, name, opts))
+    }
+
+    fn evict<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        opts: &'a Delete,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(Cluster::evict(self, namespace, name, opts))
+    }
+}

@@ -1,0 +1,33 @@
+//! Cluster access, below both the controller engine and the plugin runtime:
+//! one client, kinds resolved once, one watch and cache per kind, reads
+//! served from those caches and writes sent to the API server. The CLI builds
+//! it once; nothing here knows about plugins or controllers.
+//!
+//! - [`resolver`]: `apiVersion` + `kind` → resource (discovery, cached);
+//! - [`cache`]: shared watches and reflector caches, one per kind;
+//! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
+//! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
+//! - [`error`]: why a call failed ([`ClientError`]).
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use wasmlet::cluster::{Cluster, ClusterAccess, Resolver, cache::Caches};
+//! let resolver = Arc::new(Resolver::new(client));
+//! let caches = Caches::new(resolver.clone());
+//! let cluster: Arc<dyn ClusterAccess> = Arc::new(Cluster::new(resolver, Some(caches)));
+//! let pods = cluster.resolve("v1", "Pod").await?;
+//! let names = cluster.list(&pods, Some("default"), "app=web", None).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod access;
+pub mod cache;
+pub mod client;
+pub mod error;
+pub mod resolver;
+
+pub use access::ClusterAccess;
+pub use client::{Cluster, Delete, PatchKind};
+pub use error::ClientError;
+pub use resolver::{Resolved, Resolver};

@@ -1,0 +1,72 @@
+//! Kinds to resources: `apiVersion` + `kind` resolved through discovery
+//! once, then from memory.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::ApiResource;
+use kube::discovery::{ApiCapabilities, Scope};
+
+use super::ClientError;
+
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// The client and what discovery said, shared by the caches and every plugin.
+pub struct Resolver {
+    client: kube::Client,
+    kinds: Mutex<HashMap<(String, String), Resolved>>,
+}
+
+fn split_api_version(av: &str) -> (&str, &str) {
+    av.split_once('/').unwrap_or(("", av))
+}
+
+impl Resolver {
+    pub fn new(client: kube::Client) -> Resolver {
+        Resolver {
+            client,
+            kinds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// The resource behind `apiVersion` + `kind` (discovery, cached).
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, ClientError> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(r) = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(r.clone());
+        }
+        let (group, version) = split_api_version(api_version);
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps): (ApiResource, ApiCapabilities) =
+            kube::discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Discovery(_) => ClientError::Invalid(format!(
+                        "the server does not serve {kind} in {api_version}"
+                    )),
+                    other => ClientError::from(other),
+                })?;
+        let r = Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, r.clone());
+        Ok(r)
+    }
+}
