@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sha2::Digest;
+use wasmlet::plugin::bindings::reconciler::ReconcilerPlugin;
 use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::imports::ReconcilerPlugin;
 use wasmlet::plugin::sandbox::State;
 use wasmlet::plugin::{Loaded, PluginSet};
 
@@ -337,6 +337,7 @@ async fn bench() {
         .unwrap()
         .status
         .unwrap()
+        .to_string()
         .len();
     let native_out = native_echo(&obj);
     assert_eq!(

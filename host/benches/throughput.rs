@@ -25,9 +25,7 @@ use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::source::{Call, Fixed, Reconciler, Source};
 use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::{
-    FinalizeOutcome, ReconcileOutcome,
-};
+use wasmlet::plugin::outcome::{Finalized, Reconciled};
 use wasmlet::plugin::sandbox::CallReport;
 use wasmlet::plugin::{Manifest, PluginSet};
 
@@ -45,23 +43,23 @@ impl Reconciler for NativeEcho {
         &[]
     }
 
-    fn reconcile<'a>(&'a self, _key: &'a str, obj: &'a str) -> Call<'a, ReconcileOutcome> {
+    fn reconcile<'a>(&'a self, _key: &'a str, obj: &'a str) -> Call<'a, Reconciled> {
         Box::pin(async move {
             let v: Value = serde_json::from_str(obj).unwrap_or(Value::Null);
-            let status = json!({"echo": v.get("spec").cloned().unwrap_or(Value::Null)}).to_string();
+            let status = json!({"echo": v.get("spec").cloned().unwrap_or(Value::Null)});
             Ok((
-                Ok(ReconcileOutcome {
+                Ok(Reconciled {
                     status: Some(status),
                     conditions: vec![],
-                    requeue_after_ms: None,
+                    requeue_after: None,
                 }),
                 CallReport::default(),
             ))
         })
     }
 
-    fn finalize<'a>(&'a self, _key: &'a str, _obj: &'a str) -> Call<'a, FinalizeOutcome> {
-        Box::pin(async move { Ok((Ok(FinalizeOutcome::Done), CallReport::default())) })
+    fn finalize<'a>(&'a self, _key: &'a str, _obj: &'a str) -> Call<'a, Finalized> {
+        Box::pin(async move { Ok((Ok(Finalized::Done), CallReport::default())) })
     }
 }
 

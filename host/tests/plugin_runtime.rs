@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::Cluster;
 use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ErrorKind;
 use wasmlet::plugin::metrics::PluginMetrics;
 use wasmlet::plugin::{CallError, PluginSet};
 
@@ -152,7 +151,7 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let healthy = env.set.get("configmap-summary").unwrap();
     let (result, _) = healthy.reconcile("default/s1", &obj).await.unwrap();
     let outcome = result.expect("the example reconciles");
-    let status: Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
+    let status: Value = outcome.status.unwrap();
     assert_eq!(status["keys"], 5);
     assert_eq!(status["configMaps"], 2);
 
@@ -187,7 +186,7 @@ async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let denied = env.set.get("denied").unwrap();
     let (result, _) = denied.reconcile("default/d", &obj).await.unwrap();
     let err = result.unwrap_err();
-    assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
+    assert!(err.terminal, "{err:?}");
     assert!(
         err.message.contains("does not grant \"list secrets\""),
         "{}",
@@ -311,26 +310,16 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
     let metrics = env.set.metrics("fetcher");
 
     let status = |r: Result<_, CallError>| -> Value {
-        let (result, _): (
-            Result<
-                wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileOutcome,
-                _,
-            >,
-            _,
-        ) = r.expect("the call completes");
+        let (result, _): (Result<wasmlet::plugin::outcome::Reconciled, _>, _) =
+            r.expect("the call completes");
         let outcome = result.expect("the reconcile succeeds");
-        serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap()
+        outcome.status.unwrap()
     };
     let failure = |r: Result<_, CallError>| -> String {
-        let (result, _): (
-            Result<
-                _,
-                wasmlet::plugin::imports::exports::wasmlet::plugin::reconciler::ReconcileError,
-            >,
-            _,
-        ) = r.expect("the call completes");
+        let (result, _): (Result<_, wasmlet::plugin::outcome::GuestError>, _) =
+            r.expect("the call completes");
         let err = result.expect_err("the reconcile fails");
-        assert!(matches!(err.kind, ErrorKind::Terminal), "{err:?}");
+        assert!(err.terminal, "{err:?}");
         err.message
     };
 
@@ -459,7 +448,7 @@ async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
     assert!(healthy.manifest.limits.reuse_instances);
     for _ in 0..5 {
         let (r, _) = healthy.reconcile("default/r1", &obj).await.unwrap();
-        let status: Value = serde_json::from_str(r.unwrap().status.as_deref().unwrap()).unwrap();
+        let status: Value = r.unwrap().status.unwrap();
         assert_eq!(status["keys"], 3);
     }
     // A trapped instance is dropped: the next call traps again on a fresh one

@@ -17,14 +17,12 @@ use super::expectations::{Expectations, Seen};
 use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source::Source;
-use super::status::{GuestCondition, GuestResult, desired_status, status_of};
+use super::status::{GuestResult, desired_status, status_of};
 use super::workqueue::{Priority, QueueConfig, WorkQueue};
 use crate::cluster::ClientError;
 use crate::cluster::cache::{CacheEvent, Caches, KindCache};
-use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{
-    ConditionStatus, ErrorKind, FinalizeOutcome,
-};
 use crate::plugin::manifest::{Manifest, MapFn};
+use crate::plugin::outcome::Finalized;
 
 /// Settings every controller shares.
 #[derive(Clone, Debug)]
@@ -526,7 +524,7 @@ impl Controller {
                 return Outcome::Success;
             };
             return match plugin.finalize(key, &obj_json).await {
-                Ok((Ok(FinalizeOutcome::Done), report)) => {
+                Ok((Ok(Finalized::Done), report)) => {
                     self.expectations.record(key, &report.writes, |av, k| {
                         self.caches.existing(av, k).is_some()
                     });
@@ -539,9 +537,8 @@ impl Controller {
                         Err(e) => self.retry(key, &e),
                     }
                 }
-                Ok((Ok(FinalizeOutcome::RetryAfterMs(ms)), _)) => {
-                    self.queue
-                        .add_after(key.to_string(), Duration::from_millis(ms));
+                Ok((Ok(Finalized::RetryAfter(wait)), _)) => {
+                    self.queue.add_after(key.to_string(), wait);
                     Outcome::RequeueAfter
                 }
                 Ok((Err(e), _)) => {
@@ -572,13 +569,10 @@ impl Controller {
                 self.expectations.record(key, &report.writes, |av, k| {
                     self.caches.existing(av, k).is_some()
                 });
-                let requeue = o.requeue_after_ms;
+                let requeue = o.requeue_after;
                 let result = GuestResult {
-                    status: o
-                        .status
-                        .as_deref()
-                        .and_then(|s| serde_json::from_str(s).ok()),
-                    conditions: o.conditions.iter().map(condition).collect(),
+                    status: o.status,
+                    conditions: o.conditions,
                     error: None,
                 };
                 (result, Ok((requeue, report.retry_soon)))
@@ -587,19 +581,13 @@ impl Controller {
                 self.expectations.record(key, &report.writes, |av, k| {
                     self.caches.existing(av, k).is_some()
                 });
+                tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = e.terminal, "reconcile returned an error");
                 let result = GuestResult {
-                    status: e
-                        .status
-                        .as_deref()
-                        .and_then(|s| serde_json::from_str(s).ok()),
-                    conditions: e.conditions.iter().map(condition).collect(),
-                    error: Some((e.reason.clone(), e.message.clone())),
+                    status: e.status,
+                    conditions: e.conditions,
+                    error: Some((e.reason, e.message)),
                 };
-                tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = matches!(e.kind, ErrorKind::Terminal), "reconcile returned an error");
-                (
-                    result,
-                    Err((matches!(e.kind, ErrorKind::Terminal), report.retry_soon)),
-                )
+                (result, Err((e.terminal, report.retry_soon)))
             }
             Err(call) => {
                 let result = GuestResult {
@@ -658,10 +646,9 @@ impl Controller {
                 self.queue.add_soon(key.to_string());
                 Outcome::Requeue
             }
-            Ok((Some(ms), _)) => {
+            Ok((Some(wait), _)) => {
                 self.queue.forget(&key.to_string());
-                self.queue
-                    .add_after(key.to_string(), Duration::from_millis(ms));
+                self.queue.add_after(key.to_string(), wait);
                 Outcome::RequeueAfter
             }
             Ok((None, _)) => {
@@ -722,15 +709,4 @@ impl Controller {
             }
         }
     }
-}
-
-fn condition(
-    c: &crate::plugin::imports::exports::wasmlet::plugin::reconciler::Condition,
-) -> GuestCondition {
-    let status = match c.status {
-        ConditionStatus::True => "True",
-        ConditionStatus::False => "False",
-        ConditionStatus::Unknown => "Unknown",
-    };
-    GuestCondition::new(&c.type_, status, &c.reason, &c.message)
 }

@@ -6,24 +6,20 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::plugin::imports::exports::wasmlet::plugin::reconciler::{
-    FinalizeOutcome, ReconcileError, ReconcileOutcome,
-};
+use crate::plugin::outcome::{Finalized, GuestError, Reconciled};
 use crate::plugin::sandbox::CallReport;
 use crate::plugin::{CallError, Loaded, Manifest, PluginSet};
 
 pub type Call<'a, T> = Pin<
-    Box<
-        dyn Future<Output = Result<(Result<T, ReconcileError>, CallReport), CallError>> + Send + 'a,
-    >,
+    Box<dyn Future<Output = Result<(Result<T, GuestError>, CallReport), CallError>> + Send + 'a>,
 >;
 
 /// One reconciler version, as the controller uses it.
 pub trait Reconciler: Send + Sync {
     fn manifest(&self) -> &Manifest;
     fn declared_conditions(&self) -> &[String];
-    fn reconcile<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, ReconcileOutcome>;
-    fn finalize<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, FinalizeOutcome>;
+    fn reconcile<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, Reconciled>;
+    fn finalize<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, Finalized>;
 }
 
 impl Reconciler for Loaded {
@@ -35,11 +31,11 @@ impl Reconciler for Loaded {
         &self.declared_conditions
     }
 
-    fn reconcile<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, ReconcileOutcome> {
+    fn reconcile<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, Reconciled> {
         Box::pin(Loaded::reconcile(self, key, obj))
     }
 
-    fn finalize<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, FinalizeOutcome> {
+    fn finalize<'a>(&'a self, key: &'a str, obj: &'a str) -> Call<'a, Finalized> {
         Box::pin(Loaded::finalize(self, key, obj))
     }
 }

@@ -21,25 +21,7 @@
 
 use serde_json::{Map, Value, json};
 
-/// A condition as the guest reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestCondition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-}
-
-impl GuestCondition {
-    pub fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
-        GuestCondition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::plugin::outcome::GuestCondition;
 
 /// What one reconcile produced, guest error included.
 #[derive(Debug, Clone, Default)]

@@ -28,7 +28,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::imports::wasmlet::plugin::http::{HttpError, Request, Response};
+use super::bindings::reconciler::wasmlet::plugin::http::{HttpError, Request, Response};
 
 /// The timeout when the request names none (still capped by the call deadline).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
-//! The host side of the contract: generated bindings for the reconciler world
-//! and the imports every call gets, each checked against the manifest.
+//! The host side of the contract's shared imports (`client`, `log`, `http`)
+//! every call gets, each checked against the manifest.
 
 use serde_json::Value;
 use wasmlet_apimachinery::names;
@@ -8,17 +8,10 @@ use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
 use crate::cluster::{ClientError as ApiClientError, ClusterAccess, Delete, PatchKind, Resolved};
 
-wasmtime::component::bindgen!({
-    path: "../wit",
-    world: "reconciler-plugin",
-    imports: { default: async },
-    exports: { default: async },
-});
-
-use self::wasmlet::plugin::client::{
+use super::bindings::reconciler::wasmlet::plugin::client::{
     self, ClientError, DeleteOptions, Event, EventType, ObjectRef, PatchType, Propagation, TypeRef,
 };
-use self::wasmlet::plugin::{http, log, types};
+use super::bindings::reconciler::wasmlet::plugin::{http, log, types};
 
 impl From<ApiClientError> for ClientError {
     fn from(e: ApiClientError) -> ClientError {

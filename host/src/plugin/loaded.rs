@@ -11,14 +11,13 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};
 
+use super::bindings::provider::{ProviderPlugin, ProviderPluginPre};
+use super::bindings::reconciler::{ReconcilerPlugin, ReconcilerPluginPre};
 use super::engine::PluginEngine;
-use super::imports::exports::wasmlet::plugin::reconciler::{
-    FinalizeOutcome, ReconcileError, ReconcileOutcome,
-};
-use super::imports::{ReconcilerPlugin, ReconcilerPluginPre};
 use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
-use super::provider::{HandlerOutcome, ProviderPlugin, ProviderPluginPre, StateGraph, WakeEvent};
+use super::outcome::{BadStatus, Finalized, GuestError, Reconciled};
+use super::provider::{HandlerOutcome, StateGraph, WakeEvent};
 use super::sandbox::{CallReport, PluginCtx, State};
 
 /// Why a plugin version could not be loaded.
@@ -338,7 +337,7 @@ impl Loaded {
         &self,
         key: &str,
         obj: &str,
-    ) -> Result<(Result<ReconcileOutcome, ReconcileError>, CallReport), CallError> {
+    ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
             .call(key, move |inst, s| {
@@ -350,37 +349,52 @@ impl Loaded {
                 })
             })
             .await?;
-        let status = match &result {
-            Ok(o) => o.status.as_deref(),
-            Err(e) => e.status.as_deref(),
+        let result = match result {
+            Ok(o) => Reconciled::try_from(o).map(Ok),
+            Err(e) => GuestError::try_from(e).map(Err),
         };
-        if let Some(s) = status
-            && !serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.is_object())
-        {
-            PluginMetrics::inc(&self.ctx.metrics.malformed);
-            return Err(CallError::Malformed(format!(
-                "status is not a JSON object: {}",
-                truncate(s)
-            )));
+        match result {
+            Ok(result) => Ok((result, report)),
+            Err(BadStatus(s)) => {
+                PluginMetrics::inc(&self.ctx.metrics.malformed);
+                Err(CallError::Malformed(format!(
+                    "status is not a JSON object: {}",
+                    truncate(&s)
+                )))
+            }
         }
-        Ok((result, report))
     }
 
     pub async fn finalize(
         &self,
         key: &str,
         obj: &str,
-    ) -> Result<(Result<FinalizeOutcome, ReconcileError>, CallReport), CallError> {
+    ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
         let obj = obj.to_string();
-        self.call(key, move |inst, s| {
-            Box::pin(async move {
-                reconciler(inst)?
-                    .wasmlet_plugin_reconciler()
-                    .call_finalize(s, &obj)
-                    .await
+        let (result, report) = self
+            .call(key, move |inst, s| {
+                Box::pin(async move {
+                    reconciler(inst)?
+                        .wasmlet_plugin_reconciler()
+                        .call_finalize(s, &obj)
+                        .await
+                })
             })
-        })
-        .await
+            .await?;
+        let result = match result {
+            Ok(o) => Ok(Finalized::from(o)),
+            Err(e) => match GuestError::try_from(e) {
+                Ok(e) => Err(e),
+                Err(BadStatus(s)) => {
+                    PluginMetrics::inc(&self.ctx.metrics.malformed);
+                    return Err(CallError::Malformed(format!(
+                        "status is not a JSON object: {}",
+                        truncate(&s)
+                    )));
+                }
+            },
+        };
+        Ok((result, report))
     }
 
     /// Provider: the initial state data for a pod.

@@ -10,12 +10,14 @@
 //!
 //! The cluster behind the `client` import is [`crate::cluster`].
 
+pub mod bindings;
 pub mod engine;
 pub mod http;
 pub mod imports;
 pub mod loaded;
 pub mod manifest;
 pub mod metrics;
+pub mod outcome;
 pub mod provider;
 pub mod sandbox;
 pub mod set;

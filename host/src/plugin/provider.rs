@@ -1,5 +1,4 @@
-//! The provider world's host side: bindings (sharing the reconciler world's
-//! `client`, `log` and `http` interfaces) and the `workloads` import, which
+//! The provider world's host side: the `workloads` import, which
 //! delegates to the node agent's [`Workloads`] backend. Every `workloads`
 //! call is non-blocking by contract, so the backend is synchronous.
 
@@ -7,24 +6,15 @@ use std::sync::Arc;
 
 use super::sandbox::State;
 
-wasmtime::component::bindgen!({
-    path: "../wit",
-    world: "provider-plugin",
-    imports: { default: async },
-    exports: { default: async },
-    with: {
-        "wasmlet:plugin/types": super::imports::wasmlet::plugin::types,
-        "wasmlet:plugin/client": super::imports::wasmlet::plugin::client,
-        "wasmlet:plugin/log": super::imports::wasmlet::plugin::log,
-        "wasmlet:plugin/http": super::imports::wasmlet::plugin::http,
-    },
-});
-
-pub use self::exports::wasmlet::plugin::provider::{HandlerOutcome, StateGraph, WaitOn, WakeEvent};
+pub use super::bindings::provider::exports::wasmlet::plugin::provider::{
+    HandlerOutcome, StateGraph, WaitOn, WakeEvent,
+};
+// The node agent's workload API still speaks the provider world's types.
 use self::wasmlet::plugin::workloads::{
     self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
     WorkloadStatus,
 };
+pub use super::bindings::provider::wasmlet;
 
 /// What runs a provider's workloads: the node agent's workload manager.
 /// `pod_uid` scopes every handle to the pod the calling machine runs.
