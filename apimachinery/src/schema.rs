@@ -48,8 +48,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::goquote::go_quote;
 use crate::listtype::{ListType, ListTypes};
-use crate::selector::go_quote;
 
 /// A schema that is not a usable structural schema. `field` is the path
 /// inside the schema, e.g. `properties[spec].properties[replicas].type`.
