@@ -3,7 +3,7 @@
 //! `normalizeElementOrder`, which decides where merged items land.
 
 use super::PatchError;
-use super::strategic::*;
+use super::strategic::{DIRECTIVE, Kind, Obj, SET_ELEMENT_ORDER, Smp, clean_new, kind_name, same};
 use crate::listtype::ListType;
 use serde_json::Value;
 
@@ -33,7 +33,7 @@ impl Smp<'_> {
     }
 
     /// Upstream `normalizeSliceOrder`: items with `$patch: delete` go last.
-    pub(super) fn normalize_slice_order(
+    fn normalize_slice_order(
         &self,
         items: Vec<Value>,
         order: &[Value],
@@ -128,7 +128,7 @@ impl Smp<'_> {
         Ok(())
     }
 
-    pub(super) fn order_one(
+    fn order_one(
         &self,
         orig_list: Option<Vec<Value>>,
         patch_list: Option<Vec<Value>>,
@@ -168,7 +168,7 @@ impl Smp<'_> {
 
     /// Upstream `validatePatchWithSetOrderList`: the patch items appear in the
     /// `$setElementOrder` list, in the same relative order.
-    pub(super) fn validate_order(
+    fn validate_order(
         &self,
         patch: &[Value],
         order: &[Value],

@@ -33,14 +33,14 @@ pub(super) fn apply(
 }
 
 pub(super) const DIRECTIVE: &str = "$patch";
-pub(super) const RETAIN_KEYS: &str = "$retainKeys";
+const RETAIN_KEYS: &str = "$retainKeys";
 pub(super) const SET_ELEMENT_ORDER: &str = "$setElementOrder";
-pub(super) const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
 
 /// Keys that look like directives but are plain JSON-schema fields of a CRD.
-pub(super) const DOLLAR_FIELDS: &[&str] = &["$ref", "$schema"];
+const DOLLAR_FIELDS: &[&str] = &["$ref", "$schema"];
 
-pub(super) fn is_directive_key(k: &str) -> bool {
+fn is_directive_key(k: &str) -> bool {
     k == DIRECTIVE
         || k == RETAIN_KEYS
         || k.starts_with(SET_ELEMENT_ORDER)
@@ -50,7 +50,7 @@ pub(super) fn is_directive_key(k: &str) -> bool {
 pub(super) type Obj = Map<String, Value>;
 
 pub(super) struct Smp<'a> {
-    pub(super) lists: &'a dyn ListTypes,
+    lists: &'a dyn ListTypes,
 }
 
 /// Element kinds as Go's `reflect.Type` tells them apart after `json.Unmarshal`.
@@ -64,7 +64,7 @@ pub(super) enum Kind {
     Object,
 }
 
-pub(super) fn kind(v: &Value) -> Kind {
+fn kind(v: &Value) -> Kind {
     match v {
         Value::Null => Kind::Null,
         Value::Bool(_) => Kind::Bool,
@@ -109,7 +109,7 @@ pub(super) fn clean_new(v: Value) -> Option<Value> {
     }
 }
 
-pub(super) fn clean_map(m: Obj) -> Obj {
+fn clean_map(m: Obj) -> Obj {
     m.into_iter()
         .filter(|(k, v)| !is_directive_key(k) && !v.is_null())
         .filter_map(|(k, v)| clean_new(v).map(|v| (k, v)))
@@ -131,11 +131,7 @@ impl Smp<'_> {
     }
 
     /// Rejects `$`-keys that are no directive before anything is merged.
-    pub(super) fn check_directives(
-        &self,
-        v: &Value,
-        path: &mut Vec<String>,
-    ) -> Result<(), PatchError> {
+    fn check_directives(&self, v: &Value, path: &mut Vec<String>) -> Result<(), PatchError> {
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
@@ -165,7 +161,7 @@ impl Smp<'_> {
     }
 
     /// Upstream `mergeMap`.
-    pub(super) fn merge_map(
+    fn merge_map(
         &self,
         mut original: Obj,
         mut patch: Obj,
@@ -271,7 +267,7 @@ impl Smp<'_> {
     }
 
     /// Upstream `mergeSlice`.
-    pub(super) fn merge_slice(
+    fn merge_slice(
         &self,
         original: Vec<Value>,
         patch: Vec<Value>,
@@ -344,7 +340,7 @@ impl Smp<'_> {
 
     /// Upstream `mergeSliceWithSpecialElements`: applies `$patch: delete` items to
     /// `original`; a `$patch: replace` item makes the plain items the whole list.
-    pub(super) fn merge_special_elements(
+    fn merge_special_elements(
         &self,
         mut original: Vec<Value>,
         patch: Vec<Value>,
@@ -398,7 +394,7 @@ impl Smp<'_> {
 
     /// Upstream `mergeSliceWithoutSpecialElements`: merge each patch item into the
     /// original item with the same merge key, or add it.
-    pub(super) fn merge_plain_elements(
+    fn merge_plain_elements(
         &self,
         mut original: Vec<Value>,
         patch: &[Value],
@@ -428,7 +424,7 @@ impl Smp<'_> {
     }
 
     /// Upstream `findMapInSliceBasedOnKeyValue`.
-    pub(super) fn find_by_key(
+    fn find_by_key(
         &self,
         list: &[Value],
         key: &str,
@@ -476,7 +472,7 @@ impl Smp<'_> {
     }
 
     /// Upstream `applyRetainKeysDirective`.
-    pub(super) fn apply_retain_keys(
+    fn apply_retain_keys(
         &self,
         original: &mut Obj,
         patch: &mut Obj,
@@ -512,7 +508,7 @@ impl Smp<'_> {
 
 /// Upstream `deduplicateScalars`, swap-remove and all: later duplicates are
 /// replaced by the last element. The order is fixed afterwards anyway.
-pub(super) fn dedup_scalars(mut s: Vec<Value>) -> Vec<Value> {
+fn dedup_scalars(mut s: Vec<Value>) -> Vec<Value> {
     let mut i = 0;
     while i + 1 < s.len() {
         let mut j = i + 1;

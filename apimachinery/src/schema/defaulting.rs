@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::structural::Node;
 
-pub(super) fn is_non_nullable_null(v: &Value, s: Option<&Node>) -> bool {
+fn is_non_nullable_null(v: &Value, s: Option<&Node>) -> bool {
     v.is_null() && s.is_some_and(|s| !s.nullable)
 }
 

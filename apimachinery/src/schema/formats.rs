@@ -19,7 +19,7 @@ pub(super) fn check_format(format: &str, s: &str) -> Option<bool> {
 }
 
 /// go-openapi's `(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$`.
-pub(super) fn is_uuid(s: &str) -> bool {
+fn is_uuid(s: &str) -> bool {
     let mut rest = s;
     for (i, len) in [8usize, 4, 4, 4, 12].into_iter().enumerate() {
         if i > 0 {
@@ -36,7 +36,7 @@ pub(super) fn is_uuid(s: &str) -> bool {
     rest.is_empty()
 }
 
-pub(super) fn is_cidr(s: &str) -> bool {
+fn is_cidr(s: &str) -> bool {
     let Some((ip, bits)) = s.split_once('/') else {
         return false;
     };

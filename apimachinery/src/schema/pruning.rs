@@ -14,7 +14,7 @@ pub(super) struct RootView<'a> {
     pub(super) embedded: bool,
 }
 
-pub(super) const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// A schema node as seen by pruning: the root view (with its embedded flag
 /// forced on) or a plain node.
@@ -40,7 +40,7 @@ impl PruneSchema for RootView<'_> {
     }
 }
 
-pub(super) fn record(path: &str, key: &str, out: &mut Vec<String>) {
+fn record(path: &str, key: &str, out: &mut Vec<String>) {
     out.push(child(path, key));
 }
 
@@ -101,7 +101,7 @@ pub(super) fn prune<S: PruneSchema + ?Sized>(
     }
 }
 
-pub(super) fn skip_prune<S: PruneSchema + ?Sized>(
+fn skip_prune<S: PruneSchema + ?Sized>(
     x: &mut Value,
     s: &S,
     path: &mut String,
@@ -132,7 +132,7 @@ pub(super) fn skip_prune<S: PruneSchema + ?Sized>(
     }
 }
 
-pub(super) fn with_key(path: &mut String, key: &str, f: impl FnOnce(&mut String)) {
+fn with_key(path: &mut String, key: &str, f: impl FnOnce(&mut String)) {
     let len = path.len();
     if !path.is_empty() {
         path.push('.');
@@ -142,7 +142,7 @@ pub(super) fn with_key(path: &mut String, key: &str, f: impl FnOnce(&mut String)
     path.truncate(len);
 }
 
-pub(super) fn with_index(path: &mut String, i: usize, f: impl FnOnce(&mut String)) {
+fn with_index(path: &mut String, i: usize, f: impl FnOnce(&mut String)) {
     let len = path.len();
     path.push_str(&format!("[{i}]"));
     f(path);

@@ -48,7 +48,7 @@ pub(super) enum Level {
     Item,
 }
 
-pub(super) const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
+const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
 
 impl Node {
     pub(super) fn property(&self, name: &str) -> Option<&Node> {
@@ -268,11 +268,11 @@ pub(super) fn parse_node(v: &Value, path: &str, level: Level) -> Result<Node, Sc
     Ok(n)
 }
 
-pub(super) fn quoted_list(v: &[&str]) -> String {
+fn quoted_list(v: &[&str]) -> String {
     v.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(", ")
 }
 
-pub(super) fn opt_bool(m: &Map<String, Value>, path: &str, key: &str) -> Result<bool, SchemaError> {
+fn opt_bool(m: &Map<String, Value>, path: &str, key: &str) -> Result<bool, SchemaError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -280,7 +280,7 @@ pub(super) fn opt_bool(m: &Map<String, Value>, path: &str, key: &str) -> Result<
     }
 }
 
-pub(super) fn opt_string(
+fn opt_string(
     m: &Map<String, Value>,
     path: &str,
     key: &str,
@@ -293,11 +293,7 @@ pub(super) fn opt_string(
     }
 }
 
-pub(super) fn opt_f64(
-    m: &Map<String, Value>,
-    path: &str,
-    key: &str,
-) -> Result<Option<f64>, SchemaError> {
+fn opt_f64(m: &Map<String, Value>, path: &str, key: &str) -> Result<Option<f64>, SchemaError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => Ok(n.as_f64()),
@@ -305,11 +301,7 @@ pub(super) fn opt_f64(
     }
 }
 
-pub(super) fn opt_u64(
-    m: &Map<String, Value>,
-    path: &str,
-    key: &str,
-) -> Result<Option<u64>, SchemaError> {
+fn opt_u64(m: &Map<String, Value>, path: &str, key: &str) -> Result<Option<u64>, SchemaError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),

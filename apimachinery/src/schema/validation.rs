@@ -9,7 +9,7 @@ use super::structural::Node;
 use super::{Cause, child};
 use crate::goquote::go_quote;
 
-pub(super) fn cause(reason: &str, field: &str, message: String) -> Cause {
+fn cause(reason: &str, field: &str, message: String) -> Cause {
     Cause {
         reason: reason.to_string(),
         message,
@@ -17,7 +17,7 @@ pub(super) fn cause(reason: &str, field: &str, message: String) -> Cause {
     }
 }
 
-pub(super) fn required(field: &str, detail: &str) -> Cause {
+fn required(field: &str, detail: &str) -> Cause {
     let msg = if detail.is_empty() {
         "Required value".to_string()
     } else {
@@ -26,7 +26,7 @@ pub(super) fn required(field: &str, detail: &str) -> Cause {
     cause("FieldValueRequired", field, msg)
 }
 
-pub(super) fn invalid(field: &str, bad: &str, detail: &str) -> Cause {
+fn invalid(field: &str, bad: &str, detail: &str) -> Cause {
     cause(
         "FieldValueInvalid",
         field,
@@ -34,7 +34,7 @@ pub(super) fn invalid(field: &str, bad: &str, detail: &str) -> Cause {
     )
 }
 
-pub(super) fn type_invalid(field: &str, bad: &str, detail: &str) -> Cause {
+fn type_invalid(field: &str, bad: &str, detail: &str) -> Cause {
     cause(
         "FieldValueTypeInvalid",
         field,
@@ -42,7 +42,7 @@ pub(super) fn type_invalid(field: &str, bad: &str, detail: &str) -> Cause {
     )
 }
 
-pub(super) fn too_many(field: &str, actual: usize, max: u64) -> Cause {
+fn too_many(field: &str, actual: usize, max: u64) -> Cause {
     cause(
         "FieldValueTooMany",
         field,
@@ -51,7 +51,7 @@ pub(super) fn too_many(field: &str, actual: usize, max: u64) -> Cause {
 }
 
 /// The JSON schema type name of a value, as kube-openapi reports it.
-pub(super) fn data_type(v: &Value) -> &'static str {
+fn data_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -65,7 +65,7 @@ pub(super) fn data_type(v: &Value) -> &'static str {
 
 /// A bad value as Go's field errors print it: `%q` for strings, `%v` for
 /// numbers and booleans, `"null"` for null (JSON for objects and arrays).
-pub(super) fn bad_value(v: &Value) -> String {
+fn bad_value(v: &Value) -> String {
     match v {
         Value::Null => go_quote("null"),
         Value::Bool(b) => b.to_string(),
@@ -75,7 +75,7 @@ pub(super) fn bad_value(v: &Value) -> String {
     }
 }
 
-pub(super) fn number_string(n: &serde_json::Number) -> String {
+fn number_string(n: &serde_json::Number) -> String {
     match n.as_i64() {
         Some(i) => i.to_string(),
         None => go_float(n.as_f64().unwrap_or(f64::NAN)),
@@ -113,13 +113,13 @@ pub(super) fn go_float(f: f64) -> String {
     }
 }
 
-pub(super) fn is_integral(f: f64) -> bool {
+fn is_integral(f: f64) -> bool {
     f.is_finite() && f.fract() == 0.0
 }
 
 /// JSON equality with numbers compared by value (`1 == 1.0`), as enum
 /// matching converts between Go's int64 and float64.
-pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
+fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(i), Some(j)) => i == j,
@@ -335,7 +335,7 @@ pub(super) fn validate(s: &Node, v: &Value, path: &str, root: bool, out: &mut Ve
     }
 }
 
-pub(super) fn validate_enum(s: &Node, v: &Value, path: &str, out: &mut Vec<Cause>) {
+fn validate_enum(s: &Node, v: &Value, path: &str, out: &mut Vec<Cause>) {
     let Some(allowed) = &s.enum_values else {
         return;
     };
@@ -365,7 +365,7 @@ pub(super) fn validate_enum(s: &Node, v: &Value, path: &str, out: &mut Vec<Cause
 }
 
 /// Upstream's objectmeta check for `x-kubernetes-embedded-resource` objects.
-pub(super) fn validate_embedded(obj: &Map<String, Value>, path: &str, out: &mut Vec<Cause>) {
+fn validate_embedded(obj: &Map<String, Value>, path: &str, out: &mut Vec<Cause>) {
     for key in ["apiVersion", "kind"] {
         let field = child(path, key);
         match obj.get(key) {
@@ -379,7 +379,7 @@ pub(super) fn validate_embedded(obj: &Map<String, Value>, path: &str, out: &mut 
     }
 }
 
-pub(super) fn has_duplicates(items: &[Value]) -> bool {
+fn has_duplicates(items: &[Value]) -> bool {
     items
         .iter()
         .enumerate()
