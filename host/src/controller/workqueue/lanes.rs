@@ -91,7 +91,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    pub(super) fn next_seq(&mut self) -> u64 {
+    fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
     }
@@ -106,7 +106,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    pub(super) fn is_live(&self, key: &K, seq: u64, lane: Lane) -> bool {
+    fn is_live(&self, key: &K, seq: u64, lane: Lane) -> bool {
         matches!(self.keys.get(key), Some(KeyState { queued: Some(q), .. }) if q.seq == seq && q.lane == lane)
     }
 
@@ -153,7 +153,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Releases the count of the lane a queued key leaves.
-    pub(super) fn release(&mut self, lane: Lane) {
+    fn release(&mut self, lane: Lane) {
         match lane {
             Lane::High => self.n_high -= 1,
             Lane::Low => self.n_low -= 1,
@@ -226,7 +226,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Drops stale lazy-deletion entries once they dominate.
-    pub(super) fn compact(&mut self) {
+    fn compact(&mut self) {
         const SLACK: usize = 1024;
         if self.high.len() > 2 * self.n_high + SLACK {
             let keys = &self.keys;

@@ -27,7 +27,7 @@ struct DepthLabels {
     priority: String,
 }
 
-pub(super) type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 type HistogramFamily = Family<NameLabels, Histogram, fn() -> Histogram>;
 
 /// controller-runtime's latency buckets: 10 ns … 1000 s, ×10.
