@@ -1,3 +1,4 @@
+use super::validation::go_float;
 use super::*;
 use serde_json::json;
 
