@@ -27,6 +27,7 @@ use crate::node::kubelet::KubeletTls;
 use crate::node::workloads::{WorkloadConfig, WorkloadManager};
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::manifest::PluginKind;
+use crate::plugin::metrics::PluginCollector;
 use crate::plugin::{Manifest, PluginSet};
 
 #[derive(Parser)]
@@ -247,10 +248,10 @@ async fn run_host(
         );
         agent = Some(a);
     }
-    let bound = metrics
-        .clone()
-        .serve(host.metrics_addr, plugins.clone(), ready.clone())
-        .await?;
+    if let Some(plugins) = &plugins {
+        metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
+    }
+    let bound = crate::endpoints::serve(host.metrics_addr, metrics.clone(), ready.clone()).await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
         tokio::spawn(leader::run(
