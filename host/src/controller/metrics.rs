@@ -1,6 +1,6 @@
 //! Prometheus metrics with controller-runtime's names (so existing dashboards
 //! work), in the process's registry: the plugin set's counters join it as a
-//! collector, and [`crate::endpoints`] serves it.
+//! collector, and the process endpoints (`crate::endpoints`) serve it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
