@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::ImageIndexEntry;
+use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
@@ -470,20 +470,51 @@ impl Inner {
         let client =
             Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
         let auth = auth_for(reference, secrets);
-        let mut accepted: Vec<&str> = WASM_LAYER_TYPES.to_vec();
-        accepted.extend_from_slice(TAR_LAYER_TYPES);
-        let image = client
-            .pull(reference, &auth, accepted)
+        let (manifest, _) = client
+            .pull_image_manifest(reference, &auth)
             .await
             .map_err(|e| classify_oci(reference, e))?;
-        let size: usize = image.layers.iter().map(|l| l.data.len()).sum();
-        if size as u64 > self.config.max_module_bytes {
-            return Err(FetchError::NotWasm(format!(
-                "{reference}: layers larger than {} bytes",
-                self.config.max_module_bytes
+        let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
+        for l in &manifest.layers {
+            if !WASM_LAYER_TYPES.contains(&l.media_type.as_str())
+                && !TAR_LAYER_TYPES.contains(&l.media_type.as_str())
+            {
+                return Err(not_wasm(format!(
+                    "layer media type {} is neither wasm nor an image layer",
+                    l.media_type
+                )));
+            }
+        }
+        let layer = pick_layer(&manifest.layers).map_err(not_wasm)?;
+        let max = self.config.max_module_bytes;
+        // The descriptor's size is checked before anything is downloaded, and the
+        // download is cut off there too (a registry may lie about it).
+        let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if declared > max {
+            return Err(not_wasm(format!(
+                "the layer declares {declared} bytes, more than the limit of {max} bytes"
             )));
         }
-        pick_wasm(reference, image.layers)
+        let mut stream = client
+            .pull_blob_stream(reference, layer)
+            .await
+            .map_err(|e| classify_oci(reference, e))?;
+        let mut data = Vec::with_capacity(declared.min(16 << 20) as usize);
+        while let Some(chunk) = futures::StreamExt::next(&mut stream.stream).await {
+            let chunk = chunk.map_err(|e| {
+                FetchError::Unavailable(format!("{reference}: downloading the layer: {e}"))
+            })?;
+            if (data.len() + chunk.len()) as u64 > declared {
+                return Err(not_wasm(format!(
+                    "the layer is larger than the {declared} bytes its descriptor declares"
+                )));
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if WASM_LAYER_TYPES.contains(&layer.media_type.as_str()) {
+            return Ok(data);
+        }
+        wasm_in_tar(reference, &layer.media_type, &data, max)
     }
 }
 
@@ -582,40 +613,84 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
     }
 }
 
-/// The module in an artifact's single wasm layer, or the single `.wasm` file of an
-/// image's single tar layer.
-fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, FetchError> {
-    let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
-    let wasm: Vec<&ImageLayer> = layers
+/// The layer holding the module: an artifact's single wasm layer, or an image's single
+/// (tar) layer.
+fn pick_layer(layers: &[OciDescriptor]) -> Result<&OciDescriptor, String> {
+    let wasm: Vec<&OciDescriptor> = layers
         .iter()
         .filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str()))
         .collect();
     match wasm.len() {
-        1 => return Ok(wasm[0].data.to_vec()),
+        1 => return Ok(wasm[0]),
         0 => {}
-        n => return Err(not_wasm(format!("{n} wasm layers; expected one"))),
+        n => return Err(format!("{n} wasm layers; expected one")),
     }
-    if layers.len() != 1 {
-        return Err(not_wasm(format!(
+    match layers {
+        [one] => Ok(one),
+        [] => Err("the image has no layers".into()),
+        _ => Err(format!(
             "{} image layers; expected a single layer holding a .wasm file",
             layers.len()
-        )));
+        )),
     }
-    let layer = &layers[0];
-    let data: &[u8] = &layer.data;
-    let gz = layer.media_type.ends_with("gzip") || data.starts_with(&[0x1f, 0x8b]);
+}
+
+/// A reader that fails once more than `left` bytes came through (a gzip bomb stops there).
+struct Capped<'a, R> {
+    inner: R,
+    left: u64,
+    hit: &'a std::cell::Cell<bool>,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => {
+                self.hit.set(true);
+                Err(std::io::Error::other("unpacked size limit reached"))
+            }
+        }
+    }
+}
+
+/// The single `.wasm` file of an image layer (a tar, maybe gzipped), unpacking at most
+/// `max` bytes.
+fn wasm_in_tar(
+    reference: &Reference,
+    media_type: &str,
+    data: &[u8],
+    max: u64,
+) -> Result<Vec<u8>, FetchError> {
+    let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
+    let gz = media_type.ends_with("gzip") || data.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn std::io::Read> = if gz {
         Box::new(flate2::read::GzDecoder::new(data))
     } else {
         Box::new(data)
     };
-    let mut archive = tar::Archive::new(reader);
+    let hit = std::cell::Cell::new(false);
+    let capped = Capped {
+        inner: reader,
+        left: max,
+        hit: &hit,
+    };
+    let too_big = || not_wasm(format!("the image layer unpacks to more than {max} bytes"));
+    let mut archive = tar::Archive::new(capped);
     let mut found: Vec<(String, Vec<u8>)> = Vec::new();
     let entries = archive
         .entries()
         .map_err(|e| not_wasm(format!("image layer is not a tar archive: {e}")))?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| not_wasm(format!("image layer: {e}")))?;
+        let mut entry = match entry {
+            Ok(e) => e,
+            Err(_) if hit.get() => return Err(too_big()),
+            Err(e) => return Err(not_wasm(format!("image layer: {e}"))),
+        };
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -627,8 +702,13 @@ fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, 
             continue;
         }
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut buf)
-            .map_err(|e| not_wasm(format!("image layer: {e}")))?;
+        if let Err(e) = std::io::Read::read_to_end(&mut entry, &mut buf) {
+            return Err(if hit.get() {
+                too_big()
+            } else {
+                not_wasm(format!("image layer: {e}"))
+            });
+        }
         found.push((name, buf));
     }
     match found.len() {
