@@ -1,6 +1,7 @@
-//! Module pulls cannot hurt the node (issue 8, finding 5): registry layers are checked
-//! against the size limit before they are downloaded and unpacked within it. Runs
-//! Debian's `docker-registry` when it is installed.
+//! Module fetches cannot hurt the node (issue 8, finding 5): `file://` images come only
+//! from configured module directories, and registry layers are checked against the size
+//! limit before they are downloaded and unpacked within it. Runs Debian's
+//! `docker-registry` when it is installed.
 
 use std::io::Read;
 use std::path::Path;
@@ -101,5 +102,62 @@ async fn an_oversized_layer_is_refused_by_its_descriptor() {
             "{msg}"
         ),
         other => panic!("the layer must be refused: {other:?}"),
+    }
+}
+
+/// A pod naming a file of the node outside the module directories is refused with the
+/// same message whether the file exists, is a valid module, or is missing; a symlink in
+/// a module directory does not lead out of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_images_come_only_from_module_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let modules = tmp.path().join("modules");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&modules).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/workloads/hello.wasm");
+    assert!(hello.is_file(), "run scripts/build-workloads first");
+    std::fs::copy(&hello, modules.join("hello.wasm")).unwrap();
+    std::fs::copy(&hello, outside.join("hello.wasm")).unwrap();
+    std::os::unix::fs::symlink(outside.join("hello.wasm"), modules.join("link.wasm")).unwrap();
+    let mut config = WorkloadConfig::new(tmp.path().join("data"));
+    config.file_image_dirs = vec![modules.clone()];
+    let engine =
+        PluginEngine::new(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-limits-engine-cache"))
+            .unwrap();
+    let m = WorkloadManager::new(config, engine).unwrap();
+
+    pull(
+        &m,
+        &format!("file://{}", modules.join("hello.wasm").display()),
+    )
+    .await
+    .expect("a module in the module directory runs");
+    let refusal = |r: Result<ModuleRef, FetchError>, path: &Path| match r {
+        Err(FetchError::Unauthorized(msg)) => msg.replace(&path.display().to_string(), "PATH"),
+        other => panic!("file://{} must be refused: {other:?}", path.display()),
+    };
+    let existing = outside.join("hello.wasm");
+    let missing = outside.join("missing.wasm");
+    let a = refusal(
+        pull(&m, &format!("file://{}", existing.display())).await,
+        &existing,
+    );
+    let b = refusal(
+        pull(&m, &format!("file://{}", missing.display())).await,
+        &missing,
+    );
+    assert_eq!(a, b, "the refusal must not tell whether the file exists");
+    assert!(a.contains("--allow-file-images"), "{a}");
+    let etc = Path::new("/etc/passwd.wasm");
+    assert_eq!(refusal(pull(&m, "file:///etc/passwd.wasm").await, etc), a);
+    match pull(
+        &m,
+        &format!("file://{}", modules.join("link.wasm").display()),
+    )
+    .await
+    {
+        Err(FetchError::NotWasm(msg)) => assert!(msg.contains("symbolic link"), "{msg}"),
+        other => panic!("a symlink out of the module directory must be refused: {other:?}"),
     }
 }

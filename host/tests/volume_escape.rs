@@ -50,6 +50,7 @@ async fn host() -> Host {
     std::fs::write(root.join("outside/marker.txt"), "host secret").unwrap();
     let mut config = WorkloadConfig::new(root.join("data"));
     config.host_path_allow = vec![root.join("allowed")];
+    config.file_image_dirs = vec![workloads_dir()];
     let m = WorkloadManager::new(config, engine()).unwrap();
     let image = format!("file://{}", workloads_dir().join("reader.wasm").display());
     let reader = m

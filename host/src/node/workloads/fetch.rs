@@ -134,6 +134,22 @@ fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
     Ok((Source::Oci(reference), key))
 }
 
+/// `d` with `.` and `..` resolved by name, as a `file://` URL's path is: a configured
+/// `DIR/../x` still matches `file:///x/...`.
+fn lexical(d: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in d.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -200,6 +216,11 @@ impl Inner {
         req: &FetchRequest,
     ) -> Result<FetchProgress, FetchError> {
         let (source, key) = parse_image(&req.image)?;
+        // Before any look-up (the store's references included): the refusal is the
+        // same whether or not the file exists.
+        if let Source::File(path) = &source {
+            self.file_image_dir(path)?;
+        }
         let fetch_key = {
             let mut h = Sha256::new();
             h.update(key.as_bytes());
@@ -329,16 +350,71 @@ impl Inner {
         }
     }
 
+    /// The configured module directory `path` lies under, and `path` beneath it.
+    fn file_image_dir(&self, path: &Path) -> Result<(PathBuf, PathBuf), FetchError> {
+        let dirs = &self.config.file_image_dirs;
+        dirs.iter()
+            .map(|d| lexical(d))
+            .find_map(|d| {
+                let rel = path.strip_prefix(&d).ok()?.to_path_buf();
+                Some((d, rel))
+            })
+            .filter(|(_, rel)| rel.file_name().is_some())
+            .ok_or_else(|| {
+                let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                // Unauthorized: kubelet's ErrImagePull, as for a registry's refusal.
+                FetchError::Unauthorized(format!(
+                    "file://{}: file images are allowed only under this node's module \
+                     directories ({}; set with --allow-file-images)",
+                    path.display(),
+                    if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                ))
+            })
+    }
+
+    /// Reads a `file://` image beneath its module directory, following no symlink (a
+    /// link in the directory must not lead to another file of the node).
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, FetchError> {
         let shown = path.display().to_string();
-        let md = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
+        let (dir, rel) = self.file_image_dir(path)?;
+        let (parent, name) = (
+            rel.parent().unwrap_or(Path::new("")),
+            rel.file_name().unwrap_or_default(),
+        );
+        let opened = super::volumes::open_beneath(&dir, parent, false)
+            .map_err(|e| match e {
+                super::volumes::WalkError::Missing(_) => {
                     FetchError::NotFound(format!("{shown}: no such file"))
                 }
-                _ => FetchError::Other(format!("{shown}: {e}")),
+                e => FetchError::NotWasm(format!("{shown}: {e}")),
+            })
+            .and_then(|d| {
+                use rustix::fs::{Mode, OFlags};
+                rustix::fs::openat(
+                    &d,
+                    name,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| match e {
+                    rustix::io::Errno::NOENT => {
+                        FetchError::NotFound(format!("{shown}: no such file"))
+                    }
+                    rustix::io::Errno::LOOP => {
+                        FetchError::NotWasm(format!("{shown} is a symbolic link"))
+                    }
+                    e => FetchError::Other(format!("{shown}: {e}")),
+                })
             })?;
+        let file = tokio::fs::File::from_std(std::fs::File::from(opened));
+        let md = file
+            .metadata()
+            .await
+            .map_err(|e| FetchError::Other(format!("{shown}: {e}")))?;
         if !md.is_file() {
             return Err(FetchError::NotWasm(format!(
                 "{shown} is not a regular file"
@@ -350,9 +426,14 @@ impl Inner {
                 self.config.max_module_bytes
             )));
         }
-        tokio::fs::read(path)
-            .await
-            .map_err(|e| FetchError::Other(format!("{shown}: {e}")))
+        let mut bytes = Vec::with_capacity(md.len() as usize);
+        tokio::io::AsyncReadExt::read_to_end(
+            &mut tokio::io::AsyncReadExt::take(file, self.config.max_module_bytes),
+            &mut bytes,
+        )
+        .await
+        .map_err(|e| FetchError::Other(format!("{shown}: {e}")))?;
+        Ok(bytes)
     }
 
     /// Compiles and links `bytes` (digest `hex`) off the async threads.
