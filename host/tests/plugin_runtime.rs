@@ -473,3 +473,45 @@ async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
     }
     assert_eq!(PluginMetrics::get(&env.set.metrics("trap").traps), 3);
 }
+
+/// A reused instance gets each call's full HTTP budget: after calls that
+/// together ran longer than the 500 ms deadline, a fast request still succeeds
+/// (it timed out at once when the budget ran from the instance's first call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_instance_gets_a_fresh_http_budget_per_call() {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/hello", get(|| async { "hello plugin" }))
+        .route("/slow", get(std::future::pending::<&'static str>));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let env = env().await;
+    for name in ["configmap-summary", "fetcher"] {
+        install(env.plugins.path(), name);
+    }
+    let toml = env.plugins.path().join("fetcher.toml");
+    let text = std::fs::read_to_string(&toml)
+        .unwrap()
+        .replace("[limits]", "[limits]\nreuse-instances = true");
+    std::fs::write(&toml, text).unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let fetcher = env.set.get("fetcher").unwrap();
+    assert!(fetcher.manifest.limits.reuse_instances);
+    let obj = create_summary(&env.client, "h1", json!({"wasmlet.dev/test": "fetcher"})).await;
+
+    // Three requests that each wait out their own 200 ms timeout: 600 ms in all
+    // on the one reused instance.
+    let slow = fetch_target(&obj, &format!("http://127.0.0.1:{port}/slow"), Some(200));
+    for _ in 0..3 {
+        let (r, _) = fetcher.reconcile("default/h1", &slow).await.unwrap();
+        let e = r.expect_err("the slow request fails");
+        assert!(e.message.contains("timed out"), "{e:?}");
+    }
+    let hello = fetch_target(&obj, &format!("http://127.0.0.1:{port}/hello"), None);
+    let (r, _) = fetcher.reconcile("default/h1", &hello).await.unwrap();
+    let outcome = r.expect("the fast request succeeds on the reused instance");
+    let status: Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
+    assert_eq!(status, json!({"httpStatus": 200, "body": "hello plugin"}));
+}

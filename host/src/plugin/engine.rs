@@ -85,7 +85,28 @@ impl PluginEngine {
         })
     }
 
+    /// The component in file `path`, read and compiled (or deserialized) on
+    /// a blocking thread: a compile takes hundreds of milliseconds, which must
+    /// not stall a tokio worker.
+    pub async fn load_file(&self, path: &Path) -> Result<(Arc<Component>, String), CompileError> {
+        let (engine, path) = (self.clone(), path.to_path_buf());
+        let shown = path.display().to_string();
+        tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&path).map_err(|e| CompileError::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            engine.load(&path, &bytes)
+        })
+        .await
+        .map_err(|e| CompileError::Io {
+            path: shown,
+            message: format!("the compile task failed: {e}"),
+        })?
+    }
+
     /// The component in `bytes`, from the cache or compiled (and cached) now.
+    /// Blocking: from async code use [`PluginEngine::load_file`].
     pub fn load(
         &self,
         path: &Path,

@@ -120,7 +120,7 @@ fn check_contract(
         PluginKind::Reconciler => format!("wasmlet:plugin/reconciler@{CONTRACT_VERSION}"),
         PluginKind::Provider => format!("wasmlet:plugin/provider@{CONTRACT_VERSION}"),
     };
-    if !names.iter().any(|n| *n == want) {
+    if !names.contains(&want) {
         return Err(LoadError::Contract {
             path: path.display().to_string(),
             message: format!("does not export {want}, which its manifest's plugin.kind requires"),
@@ -137,11 +137,7 @@ impl Loaded {
         ctx: Arc<PluginCtx>,
     ) -> Result<Loaded, LoadError> {
         let started = Instant::now();
-        let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io {
-            path: wasm.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let (component, digest) = engine.load(wasm, &bytes)?;
+        let (component, digest) = engine.load_file(wasm).await?;
         check_contract(engine, &component, wasm, manifest.plugin.kind)?;
         let link = |e: wasmtime::Error| LoadError::Link {
             path: wasm.display().to_string(),
@@ -275,6 +271,9 @@ impl Loaded {
                 (store, None)
             }
         };
+        // The deadline (and the `http` import's budget) runs from this call's
+        // start, also on a reused instance.
+        store.data_mut().started = Instant::now();
         store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
         let instance = match instance {
             Some(i) => i,

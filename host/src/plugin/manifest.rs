@@ -310,6 +310,24 @@ impl Manifest {
         })
     }
 
+    /// Whether some rule could grant `verb` in `group` before the kind is
+    /// resolved to its resource: on the main resource (`sub` none) or on
+    /// subresource `sub` of some resource.
+    pub fn may_allow(&self, group: &str, sub: Option<&str>, verb: &str) -> bool {
+        self.permissions.rules.iter().any(|r| {
+            r.api_groups.iter().any(|g| g == group || g == "*")
+                && r.verbs.iter().any(|v| v == verb || v == "*")
+                && r.resources.iter().any(|x| {
+                    x == "*"
+                        || match (sub, x.split_once('/')) {
+                            (None, None) => true,
+                            (Some(s), Some((_, xs))) => xs == s || xs == "*",
+                            _ => false,
+                        }
+                })
+        })
+    }
+
     /// Whether the `http` import may reach `host` (with optional `:port`).
     pub fn allows_http_host(&self, host: &str, port: Option<u16>) -> bool {
         self.permissions.http_hosts.iter().any(|h| {
