@@ -243,7 +243,8 @@ async fn hot_swap_keeps_working_version_and_rolls_back() {
 
     // A valid new version (another component under the same manifest) swaps in.
     std::fs::copy(built_plugins().join("denied.wasm"), &wasm).unwrap();
-    assert!(env.set.scan().await.is_empty());
+    let f = env.set.scan().await;
+    assert!(f.is_empty(), "{f:?}");
     let v2 = env.set.get("configmap-summary").unwrap();
     assert_ne!(v2.digest, v1.digest);
     assert_eq!(
@@ -514,4 +515,52 @@ async fn a_reused_instance_gets_a_fresh_http_budget_per_call() {
     let outcome = r.expect("the fast request succeeds on the reused instance");
     let status: Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
     assert_eq!(status, json!({"httpStatus": 200, "body": "hello plugin"}));
+}
+
+/// A CRD another field manager created is not taken over by a plugin that
+/// ships the same CRD: the load fails naming that manager, the CRD is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shipped_crd_never_takes_over_a_foreign_one() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let env = env().await;
+    let yaml = built_plugins().join("configsummary.crd.yaml");
+    let mut doc = wasmlet::plugin::set::read_yaml_documents(&yaml)
+        .unwrap()
+        .remove(0);
+    doc["metadata"]["annotations"] = json!({"owner": "someone-else"});
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(env.client.clone());
+    let pp = kube::api::PostParams {
+        field_manager: Some("someone-else".into()),
+        ..Default::default()
+    };
+    let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+    let before = crds
+        .create(&pp, &serde_json::from_value(doc).unwrap())
+        .await
+        .unwrap();
+
+    install(env.plugins.path(), "configmap-summary");
+    let failures = env.set.scan().await;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let msg = failures[0].1.to_string();
+    assert!(
+        msg.contains("\"someone-else\"") && msg.contains(&name),
+        "{msg}"
+    );
+    assert!(env.set.get("configmap-summary").is_none());
+    // (The server's own controller may have written the CRD's status since.)
+    let after = crds.get(&name).await.unwrap();
+    assert_eq!(after.spec, before.spec);
+    assert_eq!(after.metadata.annotations, before.metadata.annotations);
+    let managers: Vec<_> = after
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m.starts_with("wasmlet-plugin-")),
+        "{managers:?}"
+    );
 }

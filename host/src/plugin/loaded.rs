@@ -36,6 +36,9 @@ pub enum LoadError {
     FirstCall { path: String, error: CallError },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// A CRD the plugin ships could not be applied safely.
+    #[error("{path}: {message}")]
+    Crd { path: String, message: String },
 }
 
 /// Why a call failed inside the sandbox (not the guest's own error result).

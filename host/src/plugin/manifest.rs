@@ -278,6 +278,21 @@ impl Manifest {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut crds = Vec::new();
         for (i, c) in raw.crds.iter().enumerate() {
+            // CRD files live beside the manifest: no absolute paths, no `..`.
+            let relative = Path::new(c).components().all(|part| {
+                matches!(
+                    part,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if c.is_empty() || !relative {
+                return Err(err(
+                    &format!("crds[{i}]"),
+                    format!(
+                        "\"{c}\" must be a path inside the plugin directory (relative, without \"..\")"
+                    ),
+                ));
+            }
             let p = dir.join(c);
             if !p.exists() {
                 return Err(err(
@@ -353,6 +368,25 @@ mod tests {
     }
 
     const BASE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n";
+
+    #[test]
+    fn crd_paths_stay_inside_the_plugin_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ok.yaml"), "").unwrap();
+        let path = dir.path().join("x.toml");
+        for bad in ["/etc/passwd", "../x.yaml", "sub/../../x.yaml", ""] {
+            let e = Manifest::parse(&format!("crds = [\"ok.yaml\", {bad:?}]\n{BASE}"), &path)
+                .unwrap_err();
+            assert_eq!(e.field, "crds[1]", "{bad}: {e}");
+            assert!(e.to_string().contains(&format!("\"{bad}\"")), "{e}");
+        }
+        let m = Manifest::parse(
+            &format!("crds = [\"ok.yaml\", \"./ok.yaml\"]\n{BASE}"),
+            &path,
+        )
+        .unwrap();
+        assert_eq!(m.crds.len(), 2);
+    }
 
     #[test]
     fn minimal_reconciler_gets_defaults() {
