@@ -564,3 +564,56 @@ async fn a_shipped_crd_never_takes_over_a_foreign_one() {
         "{managers:?}"
     );
 }
+
+/// DNS rebinding / SSRF: a name in http-hosts that resolves to a loopback
+/// address is refused; the manifest can allow it explicitly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_resolving_to_a_private_address_is_refused_unless_allowed() {
+    use axum::routing::get;
+    let app = axum::Router::new().route("/hello", get(|| async { "hello plugin" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let env = env().await;
+    for name in ["configmap-summary", "fetcher"] {
+        install(env.plugins.path(), name);
+    }
+    let toml = env.plugins.path().join("fetcher.toml");
+    let original = std::fs::read_to_string(&toml).unwrap();
+    let named = original.replace(
+        "http-hosts = [\"127.0.0.1\"]",
+        "http-hosts = [\"127.0.0.1\", \"localhost\"]",
+    );
+    assert_ne!(named, original);
+    std::fs::write(&toml, &named).unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let obj = create_summary(&env.client, "p1", json!({"wasmlet.dev/test": "fetcher"})).await;
+    let via_name = fetch_target(&obj, &format!("http://localhost:{port}/hello"), None);
+    let via_ip = fetch_target(&obj, &format!("http://127.0.0.1:{port}/hello"), None);
+
+    let fetcher = env.set.get("fetcher").unwrap();
+    let (r, _) = fetcher.reconcile("default/p1", &via_name).await.unwrap();
+    let e = r.expect_err("localhost is loopback: refused");
+    assert!(e.message.contains("non-public"), "{e:?}");
+    // The literal IP named in http-hosts is the explicit allowance.
+    let (r, _) = fetcher.reconcile("default/p1", &via_ip).await.unwrap();
+    r.expect("127.0.0.1 is named in http-hosts");
+
+    // Opting in lets the name reach it.
+    std::fs::write(
+        &toml,
+        named.replace(
+            "http-hosts = [",
+            "http-private-addresses = true\nhttp-hosts = [",
+        ),
+    )
+    .unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let fetcher = env.set.get("fetcher").unwrap();
+    assert!(fetcher.manifest.permissions.http_private_addresses);
+    let (r, _) = fetcher.reconcile("default/p1", &via_name).await.unwrap();
+    let outcome = r.expect("allowed explicitly");
+    let status: Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
+    assert_eq!(status["body"], "hello plugin");
+}

@@ -448,7 +448,8 @@ impl http::Host for State {
             url.path().to_string(),
             std::time::Instant::now(),
         );
-        let result = client.fetch(req, &url, budget).await;
+        let allow_private = self.plugin.manifest.permissions.http_private_addresses;
+        let result = client.fetch(req, &url, budget, allow_private).await;
         let ms = started.elapsed().as_millis() as u64;
         match &result {
             Ok(r) => {

@@ -78,6 +78,10 @@ pub struct Permissions {
     pub rules: Vec<Rule>,
     #[serde(default)]
     pub http_hosts: Vec<String>,
+    /// Let `http-hosts` names resolve to loopback, private or link-local
+    /// addresses (refused by default; a literal IP in `http-hosts` is allowed as named).
+    #[serde(default)]
+    pub http_private_addresses: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

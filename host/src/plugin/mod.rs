@@ -7,11 +7,13 @@
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
 //! - [`http`]: the shared outbound client behind the `http` import;
+//! - [`http_dns`]: its resolver, which refuses non-public addresses;
 //! - [`api`]: the Kubernetes side of the `client` import.
 
 pub mod api;
 pub mod engine;
 pub mod http;
+pub mod http_dns;
 pub mod imports;
 pub mod loaded;
 pub mod manifest;
