@@ -3,6 +3,7 @@
 //!
 //! - [`manifest`]: `NAME.toml`, what a plugin may do;
 //! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
+//! - [`artifact`]: the cache's permissions and sealed (HMAC) artifacts;
 //! - [`loaded`]: one plugin version and its calls;
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
@@ -11,6 +12,7 @@
 //! - [`api`]: the Kubernetes side of the `client` import.
 
 pub mod api;
+pub mod artifact;
 pub mod engine;
 pub mod http;
 pub mod http_dns;
