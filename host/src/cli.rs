@@ -310,8 +310,12 @@ async fn stop(agent: Option<NodeAgent>) {
 async fn plugin_check(path: &Path) -> Result<()> {
     let (wasm, toml) = plugin_paths(path);
     let manifest = Manifest::load(&toml)?;
-    let tmp = tempfile_dir()?;
-    let engine = PluginEngine::new(&tmp)?;
+    // A fresh private directory (never a predictable /tmp name another user
+    // could have made first), removed when the check ends.
+    let tmp = tempfile::Builder::new()
+        .prefix("wasmlet-check-")
+        .tempdir()?;
+    let engine = PluginEngine::new(tmp.path())?;
     let name = wasm
         .file_stem()
         .and_then(|s| s.to_str())
@@ -428,12 +432,6 @@ fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
     (base.with_extension("wasm"), base.with_extension("toml"))
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("wasmlet-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
 async fn main_async(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Apiserver(args) => {
@@ -478,7 +476,9 @@ async fn main_async(cli: Cli) -> Result<()> {
             host,
             node,
         } => {
-            std::fs::create_dir_all(&data_dir)?;
+            // Secret volumes, pulled modules, the compiled-plugin cache.
+            crate::private_dir::private_dir(&data_dir)
+                .with_context(|| format!("data directory {}", data_dir.display()))?;
             let config = config_from(&kubeconfig).await?;
             let cluster_ca = config.root_cert.clone();
             let client = kube::Client::try_from(config)?;
@@ -545,8 +545,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG")
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| {
+                // kube-client warns "Server cert bypassed" on every connection the
+                // logs proxy makes to a kubelet (whose serving certificate is not
+                // verified, as with kube-apiserver without
+                // --kubelet-certificate-authority): said once at start instead.
+                "info,kube_client::client::tls=error".into()
+            }),
         )
         .with_writer(std::io::stderr)
         .init();

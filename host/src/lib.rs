@@ -11,3 +11,4 @@ pub mod controller;
 pub mod endpoints;
 pub mod node;
 pub mod plugin;
+pub mod private_dir;

@@ -106,9 +106,15 @@ pub struct ApiServer {
 
 impl ApiServer {
     pub async fn start(config: Config) -> Result<ApiServer> {
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+        // The database, its WAL, the CA key and the kubeconfigs: this user's only.
+        crate::private_dir::private_dir(&config.data_dir)
+            .with_context(|| format!("data directory {}", config.data_dir.display()))?;
         let pki = pki::Pki::load_or_create(&config.data_dir)?;
+        tracing::info!(
+            "pods/log is forwarded to kubelets authenticated by a client certificate of this CA; \
+             their serving certificates are not verified (as kube-apiserver without \
+             --kubelet-certificate-authority)"
+        );
         let db = config.data_dir.join("state.db");
         let store = Store::open(
             &db,

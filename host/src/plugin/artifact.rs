@@ -6,7 +6,7 @@
 //! cache root), bound to the digest of the `.wasm` it was compiled from.
 
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
@@ -16,28 +16,6 @@ const TAG_LEN: usize = 32;
 
 /// The per-install sealing key.
 pub struct CacheKey([u8; 32]);
-
-/// Creates `dir` (and parents) if needed, makes it 0700 and checks that it
-/// belongs to this user: a directory someone else controls is refused.
-pub fn secure_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let meta = std::fs::metadata(dir)?;
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} belongs to uid {}, not to this user (uid {me})",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
 
 impl CacheKey {
     /// The key in `root/cache.key`, created (0600, random) on first use. A key

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::artifact::{CacheKey, secure_dir};
+use super::artifact::CacheKey;
+use crate::private_dir::private_dir;
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -73,8 +74,8 @@ impl PluginEngine {
         engine.precompile_compatibility_hash().hash(&mut h);
         let root = cache_dir;
         let cache_dir = root.join(format!("{:016x}", h.finish()));
-        let key = secure_dir(root)
-            .and_then(|()| secure_dir(&cache_dir))
+        let key = private_dir(root)
+            .and_then(|()| private_dir(&cache_dir))
             .and_then(|()| CacheKey::load_or_create(root));
         let key = match key {
             Ok(k) => Some(Arc::new(k)),

@@ -4,6 +4,7 @@
 use serde_json::Value;
 use wasmlet_apimachinery::names;
 
+use super::events::Dropped;
 use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
 use crate::cluster::{ClientError as ApiClientError, ClusterAccess, Delete, PatchKind, Resolved};
@@ -70,7 +71,10 @@ impl State {
             );
             return Err(self.deny(group, &what));
         }
-        let r = api.resolve(api_version, kind).await?;
+        let r = self
+            .deadline()
+            .bound(api.resolve(api_version, kind))
+            .await?;
         let resource = match sub {
             Some(s) => format!("{}/{s}", r.resource.plural),
             None => r.resource.plural.clone(),
@@ -79,6 +83,19 @@ impl State {
             return Err(self.deny(group, &format!("{verb} {resource}")));
         }
         Ok((api, r))
+    }
+
+    /// What is left of the call's deadline (it runs from the start of the call).
+    fn remaining(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms)
+            .saturating_sub(self.started.elapsed())
+    }
+
+    fn deadline(&self) -> Deadline {
+        Deadline {
+            left: self.remaining(),
+            ms: self.plugin.manifest.limits.deadline_ms,
+        }
     }
 
     /// Logs, counts and returns the refusal of `what` (verb and resource) in `group`.
@@ -95,6 +112,34 @@ impl State {
             self.plugin.name,
             self.plugin.manifest.path.display()
         ))
+    }
+}
+
+/// The rest of a call's deadline, which bounds each request to the cluster.
+/// Epoch deadlines interrupt guest code, not a host call the guest waits on:
+/// without this a stalled API server would hold the call, and its worker, for
+/// as long as the client's own timeouts (minutes).
+#[derive(Clone, Copy)]
+struct Deadline {
+    left: std::time::Duration,
+    ms: u64,
+}
+
+impl Deadline {
+    fn passed(self) -> ApiClientError {
+        ApiClientError::Unavailable(format!(
+            "no answer from the API server within the call's deadline ({} ms)",
+            self.ms
+        ))
+    }
+
+    async fn bound<T>(
+        self,
+        request: impl std::future::Future<Output = Result<T, ApiClientError>>,
+    ) -> Result<T, ApiClientError> {
+        tokio::time::timeout(self.left, request)
+            .await
+            .unwrap_or_else(|_| Err(self.passed()))
     }
 }
 
@@ -147,7 +192,10 @@ impl client::Host for State {
         let (api, r) = self
             .authorize(&target.api_version, &target.kind, None, "get")
             .await?;
-        let r = api.get(&r, target.namespace.as_deref(), &target.name).await;
+        let r = self
+            .deadline()
+            .bound(api.get(&r, target.namespace.as_deref(), &target.name))
+            .await;
         self.note(r)
     }
 
@@ -159,13 +207,14 @@ impl client::Host for State {
         let (api, r) = self
             .authorize(&of.api_version, &of.kind, None, "list")
             .await?;
-        let r = api
-            .list(
+        let r = self
+            .deadline()
+            .bound(api.list(
                 &r,
                 params.namespace.as_deref(),
                 &params.label_selector,
                 params.field_selector.as_deref(),
-            )
+            ))
             .await;
         self.note(r)
     }
@@ -174,7 +223,10 @@ impl client::Host for State {
         let v = parse_json(&obj)?;
         let (av, kind, ns, _) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "create").await?;
-        let created = api.create(&r, ns.as_deref(), &v).await;
+        let created = self
+            .deadline()
+            .bound(api.create(&r, ns.as_deref(), &v))
+            .await;
         let created = self.note(created)?;
         let c = parse_json(&created)?;
         let (_, _, ns, name) = meta_of(&c);
@@ -197,7 +249,10 @@ impl client::Host for State {
         let v = parse_json(&obj)?;
         let (av, kind, ns, name) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "update").await?;
-        let updated = api.update(&r, ns.as_deref(), &name, &v).await;
+        let updated = self
+            .deadline()
+            .bound(api.update(&r, ns.as_deref(), &name, &v))
+            .await;
         let updated = self.note(updated)?;
         let rv = parse_json(&updated)?
             .pointer("/metadata/resourceVersion")
@@ -240,13 +295,14 @@ impl client::Host for State {
         let (api, r) = self
             .authorize(&target.api_version, &target.kind, None, "delete")
             .await?;
-        let r = api
-            .delete(
+        let r = self
+            .deadline()
+            .bound(api.delete(
                 &r,
                 target.namespace.as_deref(),
                 &target.name,
                 &delete_of(&options),
-            )
+            ))
             .await;
         self.note(r)?;
         self.writes.push(Write::Deleted {
@@ -279,14 +335,17 @@ impl client::Host for State {
             .api
             .clone()
             .ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
-        let r = api.evict(&namespace, &name, &delete_of(&options)).await;
+        let r = self
+            .deadline()
+            .bound(api.evict(&namespace, &name, &delete_of(&options)))
+            .await;
         self.note(r)?;
         self.writes.push(Write::Evicted { namespace, name });
         Ok(())
     }
 
     async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
-        let Some(recorder) = self.plugin.recorder.clone() else {
+        let Some(sink) = &self.plugin.events else {
             return Err(ClientError::Unavailable(
                 "this host records no events".into(),
             ));
@@ -298,23 +357,32 @@ impl client::Host for State {
             name: Some(o.name.clone()),
             ..Default::default()
         };
-        let mut note = event.note.clone();
-        note.truncate(1024);
         let ev = kube::runtime::events::Event {
             type_: match event.type_ {
                 EventType::Normal => kube::runtime::events::EventType::Normal,
                 EventType::Warning => kube::runtime::events::EventType::Warning,
             },
-            reason: event.reason.clone(),
-            note: Some(note),
-            action: event.action.clone(),
+            reason: event.reason,
+            note: Some(event.note),
+            action: event.action,
             secondary: event.related.as_ref().map(reference),
         };
-        recorder
-            .publish(&ev, &reference(&event.regarding))
-            .await
-            .map_err(ApiClientError::from)?;
-        Ok(())
+        let deadline = self.deadline();
+        let published = tokio::time::timeout(
+            deadline.left,
+            sink.publish(ev, &reference(&event.regarding)),
+        )
+        .await;
+        match published {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(Dropped::Throttled)) => {
+                PluginMetrics::inc(&self.plugin.metrics.events_dropped);
+                tracing::debug!(plugin = %self.plugin.name, key = %self.key, "event dropped: over record-event's rate limits");
+                Ok(())
+            }
+            Ok(Err(Dropped::Failed(e))) => Err(ApiClientError::from(e).into()),
+            Err(_) => Err(deadline.passed().into()),
+        }
     }
 }
 
@@ -342,15 +410,17 @@ impl State {
                 }
             }
         };
-        let patched = api
-            .patch(
+        let body = parse_json(&body)?;
+        let patched = self
+            .deadline()
+            .bound(api.patch(
                 &r,
                 target.namespace.as_deref(),
                 &target.name,
                 kind,
-                parse_json(&body)?,
+                body,
                 status,
-            )
+            ))
             .await;
         let patched = self.note(patched)?;
         let rv = parse_json(&patched)?
@@ -433,8 +503,7 @@ impl http::Host for State {
             ));
         };
         // Never wait past the call's deadline (it runs from the start of the call).
-        let deadline = std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms);
-        let budget = deadline.saturating_sub(self.started.elapsed());
+        let budget = self.remaining();
         // Logged without the query, which may carry credentials.
         let (method, path, started) = (
             req.method.clone(),
@@ -469,22 +538,27 @@ mod tests {
     /// A call state whose API server address has nothing listening: any call
     /// that reaches it fails with a connection error, not `denied`.
     fn state(rules: &str) -> State {
-        let text = format!(
-            "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[permissions]\nrules = [{rules}]\n"
-        );
-        let manifest = Arc::new(Manifest::parse(&text, Path::new("/plugins/p.toml")).unwrap());
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap();
-        let config = kube::Config::new(format!("http://{closed}").parse().unwrap());
+        state_at(&format!("http://{closed}"), rules, "")
+    }
+
+    /// A call state against the API server at `url`.
+    fn state_at(url: &str, rules: &str, extra: &str) -> State {
+        let text = format!(
+            "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n{extra}[permissions]\nrules = [{rules}]\n"
+        );
+        let manifest = Arc::new(Manifest::parse(&text, Path::new("/plugins/p.toml")).unwrap());
+        let config = kube::Config::new(url.parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         let ctx = PluginCtx {
             name: "p".into(),
             manifest,
             api: Some(Arc::new(Cluster::uncached(client))),
             metrics: Default::default(),
-            recorder: None,
+            events: None,
             workloads: None,
             http: None,
         };
@@ -524,6 +598,37 @@ mod tests {
         .await
         .unwrap_err();
         assert!(!matches!(&e, ClientError::Denied(_)), "{e:?}");
+    }
+
+    /// An API server that accepts connections and never answers must not hold
+    /// a call past its deadline (the epoch deadline cannot interrupt a host call).
+    #[tokio::test]
+    async fn a_stalled_api_server_cannot_hold_a_call_past_its_deadline() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = silent.local_addr().unwrap();
+        let mut s = state_at(
+            &format!("http://{addr}"),
+            r#"{ api-groups = [""], resources = ["configmaps"], verbs = ["get"] }"#,
+            "[limits]\ndeadline-ms = 300\n",
+        );
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("default".into()),
+            name: "c".into(),
+        };
+        // Generous: the client's own timeouts are minutes.
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            client::Host::get(&mut s, target),
+        )
+        .await
+        .expect("the call returned at its deadline, not the client's timeout");
+        assert!(
+            matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("deadline (300 ms)")),
+            "{r:?}"
+        );
+        drop(silent);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub struct PluginMetrics {
     pub denied: AtomicU64,
     pub swaps: AtomicU64,
     pub load_failures: AtomicU64,
+    pub events_dropped: AtomicU64,
 }
 
 impl PluginMetrics {
@@ -33,7 +34,7 @@ impl PluginMetrics {
     }
 
     /// Every counter with its exported name and help.
-    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 8] {
+    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 9] {
         [
             ("calls", "Calls into the plugin", &self.calls),
             (
@@ -70,6 +71,11 @@ impl PluginMetrics {
                 "load_failures",
                 "Versions rejected at load",
                 &self.load_failures,
+            ),
+            (
+                "events_dropped",
+                "Events over record-event's rate limits, not published",
+                &self.events_dropped,
             ),
         ]
     }

@@ -7,6 +7,7 @@
 //! - [`loaded`]: one plugin version and its calls;
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
+//! - [`events`]: where `record-event` goes, truncated and rate-limited;
 //! - [`http`]: the shared outbound client behind the `http` import;
 //! - [`http_dns`]: its resolver, which refuses non-public addresses.
 //!
@@ -15,6 +16,7 @@
 pub mod artifact;
 pub mod bindings;
 pub mod engine;
+pub mod events;
 pub mod http;
 pub mod http_dns;
 pub mod imports;

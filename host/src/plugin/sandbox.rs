@@ -47,7 +47,8 @@ pub struct PluginCtx {
     pub manifest: Arc<Manifest>,
     pub api: Option<Arc<dyn ClusterAccess>>,
     pub metrics: Arc<PluginMetrics>,
-    pub recorder: Option<kube::runtime::events::Recorder>,
+    /// Where `record-event` publishes (rate-limited); `None`: no cluster.
+    pub events: Option<super::events::EventSink>,
     /// Providers only: the node agent's workload runner.
     pub workloads: Option<Arc<dyn super::provider::Workloads>>,
     /// The `http` import's outbound client (one per process); `None`: no outbound HTTP.

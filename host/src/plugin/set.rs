@@ -165,21 +165,21 @@ impl PluginSet {
         toml: &Path,
     ) -> Result<Loaded, LoadError> {
         let manifest = Arc::new(Manifest::load(toml)?);
-        let recorder = self.cluster.as_ref().map(|cluster| {
-            kube::runtime::events::Recorder::new(
+        let events = self.cluster.as_ref().map(|cluster| {
+            super::events::EventSink::new(kube::runtime::events::Recorder::new(
                 cluster.client().clone(),
                 kube::runtime::events::Reporter {
                     controller: format!("wasmlet-{name}"),
                     instance: hostname(),
                 },
-            )
+            ))
         });
         let ctx = Arc::new(PluginCtx {
             name: name.to_string(),
             manifest: manifest.clone(),
             api: self.cluster.clone().map(|c| c as Arc<dyn ClusterAccess>),
             metrics: self.metrics(name),
-            recorder,
+            events,
             workloads: self
                 .workloads
                 .read()

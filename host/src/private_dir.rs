@@ -1,0 +1,55 @@
+//! Directories only the host's user may read: the data directory (the
+//! database and its WAL, the PKI keys, kubeconfigs, secret volumes, pulled
+//! modules) and the compiled-component cache, whose files run as machine code.
+//!
+//! A directory that exists already must belong to this user; group and other
+//! permission bits are removed (with a log line), never silently kept.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// Creates `dir` (and missing parents) with mode 0700, or checks and tightens
+/// an existing one. Refuses a directory another user owns: whoever owns it
+/// could swap its contents.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to uid {}, not to this user (uid {me}); use a directory of your own",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        tracing::info!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o777), "making the directory private (0700)");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_or_open_directory_ends_up_private() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a/b");
+        private_dir(&new).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&new), 0o700);
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&open).unwrap();
+        assert_eq!(mode(&open), 0o700);
+    }
+}
