@@ -91,7 +91,7 @@ impl Controllers {
             self.index = Index::default();
             let mut pending = Vec::new();
             for (_, s) in snap.objects.iter() {
-                let v = s.value();
+                let Some(v) = parsed(s) else { continue };
                 self.index.add(s, &v);
                 pending.push(s.clone());
             }
@@ -117,10 +117,12 @@ impl Controllers {
     }
 
     async fn handle(&mut self, kind: EventType, s: &Arc<Stored>, prev: Option<&Stored>) {
-        if let Some(p) = prev {
-            self.index.remove(p, &p.value());
+        if let Some(p) = prev
+            && let Some(pv) = parsed(p)
+        {
+            self.index.remove(p, &pv);
         }
-        let v = s.value();
+        let Some(v) = parsed(s) else { return };
         if kind == EventType::Deleted {
             self.index.remove(s, &v);
             self.on_deleted(s, &v).await;
@@ -132,7 +134,7 @@ impl Controllers {
 
     /// Everything that depends on one object's current state.
     async fn reconcile(&mut self, s: &Arc<Stored>) {
-        let v = s.value();
+        let Some(v) = parsed(s) else { return };
         let Some(rt) = self.type_of(&s.key) else {
             return;
         };
@@ -196,13 +198,10 @@ impl Controllers {
         }
         let (_, _, ns, _) = split_key(&s.key).unwrap_or_default();
         if !ns.is_empty() {
-            let nsrt = self
-                .resources
-                .registry
-                .lookup("", "v1", "namespaces")
-                .expect("built in");
-            if let Some(n) = self.resources.store.get(&nsrt.key("", ns))
-                && meta::is_deleting(&n.value())
+            let nsrt = self.resources.registry.lookup("", "v1", "namespaces");
+            if let Some(nsrt) = nsrt
+                && let Some(n) = self.resources.store.get(&nsrt.key("", ns))
+                && parsed(&n).is_some_and(|v| meta::is_deleting(&v))
             {
                 self.reconcile(&n).await;
             }
@@ -219,7 +218,7 @@ impl Controllers {
             let crd_name = format!("{}.{g}", rt.resource);
             if let Some(crd_rt) = crd_rt
                 && let Some(c) = self.resources.store.get(&crd_rt.key("", &crd_name))
-                && meta::is_deleting(&c.value())
+                && parsed(&c).is_some_and(|v| meta::is_deleting(&v))
             {
                 self.reconcile(&c).await;
             }
@@ -296,24 +295,24 @@ impl Controllers {
             self.delete(&rt, kns, kname, None).await;
         }
         if remaining == 0 {
-            let nsrt = self
-                .resources
-                .registry
-                .lookup("", "v1", "namespaces")
-                .expect("built in");
-            let r = self
-                .resources
-                .modify(&nsrt, "", ns, |old| {
-                    let mut new = old.clone();
-                    let list: Vec<Value> = old
-                        .pointer("/spec/finalizers")
-                        .and_then(Value::as_array)
-                        .map(|a| a.iter().filter(|f| *f != "kubernetes").cloned().collect())
-                        .unwrap_or_default();
-                    new["spec"]["finalizers"] = Value::Array(list);
-                    Some(new)
-                })
-                .await;
+            let nsrt = self.resources.registry.builtin("", "v1", "namespaces");
+            let r = match nsrt {
+                Ok(nsrt) => {
+                    self.resources
+                        .modify(&nsrt, "", ns, |old| {
+                            let mut new = old.clone();
+                            let list: Vec<Value> = old
+                                .pointer("/spec/finalizers")
+                                .and_then(Value::as_array)
+                                .map(|a| a.iter().filter(|f| *f != "kubernetes").cloned().collect())
+                                .unwrap_or_default();
+                            new["spec"]["finalizers"] = Value::Array(list);
+                            Some(new)
+                        })
+                        .await
+                }
+                Err(e) => Err(e),
+            };
             if let Err(e) = r {
                 tracing::warn!(namespace = %ns, error = %e, "finalizing namespace failed");
             }
@@ -347,7 +346,7 @@ impl Controllers {
         propagation: Option<Propagation>,
     ) {
         if let Some(s) = self.resources.store.get(&rt.key(ns, name))
-            && meta::is_deleting(&s.value())
+            && parsed(&s).is_some_and(|v| meta::is_deleting(&v))
         {
             return;
         }
@@ -419,4 +418,14 @@ impl Controllers {
             tracing::warn!(kind = %rt.kind, %ns, %name, error = %e, "removing finalizer failed");
         }
     }
+}
+
+/// The object in `s`, or `None` (logged) if the store holds something that
+/// does not parse: the collector skips it rather than stopping.
+fn parsed(s: &Stored) -> Option<Value> {
+    s.value()
+        .inspect_err(
+            |e| tracing::error!(error = %e, "garbage collector skips an unreadable object"),
+        )
+        .ok()
 }

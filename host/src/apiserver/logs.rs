@@ -98,11 +98,8 @@ pub async fn proxy(
             )));
         }
     };
-    let nodes = state
-        .registry
-        .lookup("", "v1", "nodes")
-        .expect("nodes are built in");
-    let node_obj = state.resources.get(&nodes, "", node)?.value();
+    let nodes = state.registry.builtin("", "v1", "nodes")?;
+    let node_obj = state.resources.get(&nodes, "", node)?.value()?;
     let port = node_obj
         .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
         .and_then(Value::as_i64);

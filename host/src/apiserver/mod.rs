@@ -182,10 +182,7 @@ impl ApiServer {
 
 /// The namespaces every cluster has from the start.
 async fn bootstrap(resources: &Resources) -> Result<()> {
-    let nsrt = resources
-        .registry
-        .lookup("", "v1", "namespaces")
-        .expect("built in");
+    let nsrt = resources.registry.builtin("", "v1", "namespaces")?;
     for ns in ["default", "kube-system", "kube-node-lease", "kube-public"] {
         if resources.store.get(&nsrt.key("", ns)).is_none() {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});

@@ -380,6 +380,21 @@ impl Registry {
             .cloned()
     }
 
+    /// A type this server always serves; missing only if the registry was built
+    /// wrong, which is an internal error naming it rather than a panic.
+    pub fn builtin(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Result<Arc<ResourceType>, super::status::ApiError> {
+        self.lookup(group, version, resource).ok_or_else(|| {
+            super::status::ApiError::internal(format!(
+                "built-in resource {resource}.{group}/{version} is not registered"
+            ))
+        })
+    }
+
     /// The type stored as `group`/`resource`, whatever versions it serves.
     pub fn get(&self, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());

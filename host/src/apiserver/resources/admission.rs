@@ -15,13 +15,10 @@ impl Resources {
         if !rt.namespaced {
             return Ok(());
         }
-        let nsrt = self
-            .registry
-            .lookup("", "v1", "namespaces")
-            .expect("namespaces are built in");
+        let nsrt = self.registry.builtin("", "v1", "namespaces")?;
         match self.store.get(&nsrt.key("", ns)) {
             None => Err(ApiError::namespace_not_found(ns)),
-            Some(n) if meta::is_deleting(&n.value()) => Err(ApiError::forbidden(format!(
+            Some(n) if meta::is_deleting(&n.value()?) => Err(ApiError::forbidden(format!(
                 "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 rt.qualified(),
                 "",

@@ -27,7 +27,7 @@ impl Resources {
                 .store
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(rt, name))?;
-            let mut value = old.value();
+            let mut value = old.value()?;
             if let Some(uid) = &opts.precondition_uid
                 && uid != meta::uid(&value)
             {

@@ -137,6 +137,13 @@ fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
     }
 }
 
+/// For a [`Stored::value`] that failed: the key is in the message.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        ApiError::internal(e.to_string())
+    }
+}
+
 impl Resources {
     pub fn new(store: Store, registry: Arc<Registry>) -> Resources {
         Resources { store, registry }
@@ -169,7 +176,10 @@ impl Resources {
         if rt.group != "apiextensions.k8s.io" || rt.resource != "customresourcedefinitions" {
             return;
         }
-        let v = stored.value();
+        let v = match stored.value() {
+            Ok(v) => v,
+            Err(e) => return tracing::error!(error = %e, "stored CRD cannot be read"),
+        };
         match super::crd::resource_type(&v) {
             Ok(t) if gone => self.registry.remove(&t.group, &t.resource),
             Ok(t) => self.registry.insert(t),
@@ -201,22 +211,22 @@ impl Resources {
 
     /// The object's JSON as the client asked for it (`apiVersion` of the
     /// requested version; custom resources convert with strategy `None`).
-    pub fn render(&self, rt: &ResourceType, version: &str, stored: &Stored) -> Bytes {
+    pub fn render(&self, rt: &ResourceType, version: &str, stored: &Stored) -> ApiResult<Bytes> {
         if super::events::is_view(&rt.group, &rt.resource) {
-            return Bytes::from(
-                serde_json::to_vec(&super::events::to_events_v1(&stored.value()))
+            return Ok(Bytes::from(
+                serde_json::to_vec(&super::events::to_events_v1(&stored.value()?))
                     .unwrap_or_default(),
-            );
+            ));
         }
         let want = rt.api_version(version);
         // The hot path (every LIST item, every watch event for every watcher):
         // served as stored, no parse.
         if stored.api_version == want {
-            return stored.json.clone();
+            return Ok(stored.json.clone());
         }
-        let mut v = stored.value();
+        let mut v = stored.value()?;
         v["apiVersion"] = Value::String(want);
-        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+        Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default()))
     }
 }
 

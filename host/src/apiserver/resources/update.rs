@@ -153,7 +153,7 @@ impl Resources {
             {
                 return Err(ApiError::conflict(rt, name));
             }
-            let old_value = old.value();
+            let old_value = old.value()?;
             let (new, managed) = mutate(&old_value)?;
             match self
                 .commit_update(at, &old, &old_value, new, opts, managed)
@@ -192,7 +192,7 @@ impl Resources {
             let Some(old) = self.store.get(&key) else {
                 return Ok(None);
             };
-            let old_value = old.value();
+            let old_value = old.value()?;
             let Some(new) = mutate(&old_value) else {
                 return Ok(Some(old));
             };

@@ -94,8 +94,10 @@ impl Filter {
             return false;
         }
         let (ns, name) = s.namespace_name();
+        // An unreadable object matches no event field (the LIST that renders
+        // it reports the error).
         let value = if self.events && !self.fields.is_empty() {
-            Some(s.value())
+            s.value().ok()
         } else {
             None
         };
@@ -126,12 +128,12 @@ pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
     if wants_table(accept) {
         return Ok(super::value_response(
             200,
-            &table::table(&t.rt, &[stored.value()], None, ""),
+            &table::table(&t.rt, &[stored.value()?], None, ""),
         ));
     }
     Ok(json_response(
         200,
-        state.resources.render(&t.rt, &t.version, &stored),
+        state.resources.render(&t.rt, &t.version, &stored)?,
     ))
 }
 
@@ -258,7 +260,10 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
         metadata["remainingItemCount"] = json!(remaining);
     }
     if wants_table(accept) {
-        let values: Vec<Value> = items.iter().map(|s| s.value()).collect();
+        let values = items
+            .iter()
+            .map(|s| s.value())
+            .collect::<Result<Vec<Value>, _>>()?;
         return Ok(super::value_response(
             200,
             &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string()),
@@ -280,7 +285,7 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
         if i > 0 {
             out.put_u8(b',');
         }
-        out.put_slice(&state.resources.render(&t.rt, &t.version, s));
+        out.put_slice(&state.resources.render(&t.rt, &t.version, s)?);
     }
     out.put_slice(b"]}");
     Ok(json_response(200, Bytes::from(out)))

@@ -14,13 +14,17 @@ use super::super::status::{ApiError, ApiResult, success};
 use super::write::{Req, delete_options, parse_patch};
 use super::{Query, Target, parse_object, value_response};
 
+/// How `t`'s kind maps `scale` (routing sends only scalable kinds here).
+fn scale_spec(t: &Target) -> ApiResult<&crate::apiserver::registry::ScaleSpec> {
+    t.rt.scale
+        .as_ref()
+        .ok_or_else(|| ApiError::internal(format!("{} has no scale subresource", t.rt.qualified())))
+}
+
 fn scale_of(state: &ApiState, t: &Target) -> ApiResult<(Value, Value)> {
     let name = t.name.as_deref().unwrap_or_default();
-    let obj = state.resources.get(&t.rt, t.ns(), name)?.value();
-    let spec =
-        t.rt.scale
-            .as_ref()
-            .expect("routing only sends scalable kinds here");
+    let obj = state.resources.get(&t.rt, t.ns(), name)?.value()?;
+    let spec = scale_spec(t)?;
     let replicas = meta::get_path(&obj, &spec.spec_replicas)
         .and_then(Value::as_i64)
         .unwrap_or(0);
@@ -95,7 +99,7 @@ async fn write_scale(
     {
         return Err(ApiError::conflict(&t.rt, name));
     }
-    let path = t.rt.scale.as_ref().expect("scalable").spec_replicas.clone();
+    let path = scale_spec(t)?.spec_replicas.clone();
     state
         .resources
         .modify(&t.rt, t.ns(), name, |old| {
@@ -221,10 +225,9 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
     };
     let pdb_rt = state
         .registry
-        .lookup("policy", "v1", "poddisruptionbudgets")
-        .expect("built in");
+        .builtin("policy", "v1", "poddisruptionbudgets")?;
     for _ in 0..8 {
-        let pod = state.resources.get(&t.rt, &ns, name)?.value();
+        let pod = state.resources.get(&t.rt, &ns, name)?.value()?;
         let phase = pod
             .pointer("/status/phase")
             .and_then(Value::as_str)
@@ -239,6 +242,8 @@ pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respo
             let pdbs: Vec<Value> = snap
                 .range(&pdb_rt.prefix(Some(&ns)), None)
                 .map(|s| s.value())
+                .collect::<Result<Vec<Value>, _>>()?
+                .into_iter()
                 .filter(|pdb| {
                     pdb.pointer("/spec/selector")
                         .and_then(|s| LabelSelector::from_label_selector(s).ok())
@@ -343,14 +348,14 @@ pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> Api
         .ok_or_else(|| ApiError::not_found(&t.rt, name))?;
     Ok(super::json_response(
         200,
-        state.resources.render(&t.rt, &t.version, &stored),
+        state.resources.render(&t.rt, &t.version, &stored)?,
     ))
 }
 
 /// `pods/log` goes to the node agent that runs the pod.
 pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
-    let pod = state.resources.get(&t.rt, t.ns(), name)?.value();
+    let pod = state.resources.get(&t.rt, t.ns(), name)?.value()?;
     let node = pod
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)

@@ -59,12 +59,23 @@ fn line(kind: &str, object: &[u8]) -> Bytes {
 }
 
 impl Stream {
-    fn object(&self, s: &Stored) -> Bytes {
+    fn object(&self, s: &Stored) -> ApiResult<Bytes> {
         if self.table {
-            let t = super::super::table::table(&self.rt, &[s.value()], None, &s.rv.to_string());
-            return Bytes::from(serde_json::to_vec(&t).unwrap_or_default());
+            let t = super::super::table::table(&self.rt, &[s.value()?], None, &s.rv.to_string());
+            return Ok(Bytes::from(serde_json::to_vec(&t).unwrap_or_default()));
         }
         self.resources.render(&self.rt, &self.version, s)
+    }
+
+    /// The event's line, or an ERROR line naming what could not be served.
+    fn event(&self, kind: EventType, s: &Stored) -> Bytes {
+        match self.object(s) {
+            Ok(object) => line(kind.as_str(), &object),
+            Err(e) => line(
+                "ERROR",
+                &serde_json::to_vec(&e.status()).unwrap_or_default(),
+            ),
+        }
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -88,7 +99,7 @@ impl Stream {
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return None,
         };
-        Some(line(kind.as_str(), &self.object(&e.object)))
+        Some(self.event(kind, &e.object))
     }
 
     async fn next(&mut self) -> Option<Bytes> {
@@ -99,7 +110,7 @@ impl Stream {
             ));
         }
         if let Some(s) = self.initial.pop_front() {
-            return Some(line("ADDED", &self.object(&s)));
+            return Some(self.event(EventType::Added, &s));
         }
         if let Some(rv) = self.initial_end.take() {
             return Some(self.bookmark(rv, true));

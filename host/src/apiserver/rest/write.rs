@@ -102,7 +102,7 @@ pub async fn create(
         .await?;
     Ok(json_response(
         201,
-        state.resources.render(&t.rt, &t.version, &stored),
+        state.resources.render(&t.rt, &t.version, &stored)?,
     ))
 }
 
@@ -121,7 +121,7 @@ pub async fn update(
     let w = state.resources.update(address(t, name), obj, &opts).await?;
     Ok(json_response(
         if w.created { 201 } else { 200 },
-        state.resources.render(&t.rt, &t.version, &w.object),
+        state.resources.render(&t.rt, &t.version, &w.object)?,
     ))
 }
 
@@ -177,7 +177,7 @@ pub async fn patch(
         .await?;
     Ok(json_response(
         if w.created { 201 } else { 200 },
-        state.resources.render(&t.rt, &t.version, &w.object),
+        state.resources.render(&t.rt, &t.version, &w.object)?,
     ))
 }
 
@@ -243,7 +243,7 @@ pub async fn delete(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> Api
     let d = state.resources.delete(&t.rt, t.ns(), name, &opts).await?;
     Ok(json_response(
         200,
-        state.resources.render(&t.rt, &t.version, &d.object),
+        state.resources.render(&t.rt, &t.version, &d.object)?,
     ))
 }
 
@@ -261,7 +261,7 @@ pub async fn delete_collection(
     for s in snap.range(&prefix, None).filter(|s| filter.matches(s)) {
         let (ns, name) = s.namespace_name();
         match state.resources.delete(&t.rt, ns, name, &opts).await {
-            Ok(d) => deleted.push(d.object.value()),
+            Ok(d) => deleted.push(d.object.value()?),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

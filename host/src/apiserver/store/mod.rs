@@ -47,8 +47,13 @@ pub struct Stored {
 }
 
 impl Stored {
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).expect("stored objects are valid JSON")
+    /// The object parsed. Every `Stored` is made from a parsed value
+    /// ([`make_stored`]), so this fails only on a store corrupted under us; the
+    /// error names the key rather than taking the server down.
+    pub fn value(&self) -> Result<Value, StoreError> {
+        serde_json::from_slice(&self.json).map_err(|e| {
+            StoreError::Internal(format!("stored object {} is not JSON: {e}", self.key))
+        })
     }
 
     /// Namespace and name, read back from the key (`/group/resource/ns/name`).

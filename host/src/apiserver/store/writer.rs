@@ -128,7 +128,14 @@ fn apply(
             check(expect, Some(prev.rv))?;
             objects.remove(&key);
             // Upstream sends the last state stamped with the deletion's revision.
-            let last = Arc::new(stamp(key, rv, last.unwrap_or_else(|| prev.value()))?);
+            let last = Arc::new(stamp(
+                key,
+                rv,
+                match last {
+                    Some(l) => l,
+                    None => prev.value()?,
+                },
+            )?);
             Ok(Arc::new(Event {
                 rv,
                 kind: EventType::Deleted,
