@@ -424,7 +424,7 @@ impl Event {
 }
 
 /// The typed client. It holds nothing (the host keeps the connection, caches and
-/// credentials), so make one wherever it is needed; `Context` derefs to one.
+/// credentials), so make one wherever it is needed, or use `Context::client`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Client {
     _private: (),

@@ -33,7 +33,7 @@
 //!     let ns = obj.namespace().unwrap_or_default();
 //!     let selector = format!("wasmlet.dev/summary={}", obj.name_any());
 //!     // Served from the host's cache; the manifest must grant `list configmaps`.
-//!     let maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced(&ns).labels(&selector))?;
+//!     let maps: Vec<ConfigMap> = ctx.client().list(&ListParams::namespaced(&ns).labels(&selector))?;
 //!     let keys: usize = maps.iter().map(|cm| cm.data.as_ref().map_or(0, |d| d.len())).sum();
 //!     ctx.log(Level::Info, "summarised", &[("configmaps", &maps.len().to_string())]);
 //!     if maps.is_empty() {
@@ -62,8 +62,8 @@
 //! (see `guests/README.md`).
 //!
 //! ## The pieces
-//! - [`reconciler`]: [`Context`](reconciler::Context) (derefs to the typed
-//!   [`Client`](client::Client)), [`Action`](reconciler::Action),
+//! - [`reconciler`]: [`Context`](reconciler::Context) (with the typed
+//!   [`Client`](client::Client) at `ctx.client()`), [`Action`](reconciler::Action),
 //!   [`Error`](reconciler::Error), [`Condition`](reconciler::Condition),
 //!   [`Finalize`](reconciler::Finalize).
 //! - [`client`]: get / list / create / update / patch / patch-status / delete / evict /

@@ -26,11 +26,13 @@
 //! #[derive(Serialize, Deserialize)] struct Finished;
 //!
 //! impl State<Runner> for Registered {
+//!     const NAME: &'static str = "Registered";
 //!     fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
 //!         Ok(Transition::next(self, Running { handle: 7 }))
 //!     }
 //! }
 //! impl State<Runner> for Running {
+//!     const NAME: &'static str = "Running";
 //!     fn next(self, _: &Pod, _: &mut Runner, wake: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
 //!         match wake {
 //!             Some(WakeEvent::WorkloadExited(_)) => Ok(Transition::next(self, Finished)),
@@ -42,6 +44,7 @@
 //!     }
 //! }
 //! impl State<Runner> for Finished {
+//!     const NAME: &'static str = "Finished";
 //!     fn next(self, _: &Pod, _: &mut Runner, _: Option<&WakeEvent>) -> Result<Transition<Runner>, StateError> {
 //!         Ok(Transition::wait(self, []))
 //!     }
@@ -56,6 +59,7 @@
 //! wasmlet_sdk::provider!(Runner, initial = Registered, on_delete = Finished, error = Finished);
 //! ```
 
+use std::any::TypeId;
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -77,11 +81,10 @@ pub trait PodState: Serialize + DeserializeOwned + Sized + 'static {
 
 /// One state of the machine whose pod data is `S`.
 pub trait State<S: PodState>: Serialize + DeserializeOwned + Sized + 'static {
-    /// The name the host sees (in the graph, in events, in metrics): by default the
-    /// type's own name, which is also what [`crate::edges!`] records.
-    fn name() -> &'static str {
-        short_type_name::<Self>()
-    }
+    /// The name the host sees (in the graph, in events, in metrics, in the state the
+    /// host keeps for each pod, so renaming a state strands pods already in it). Unique
+    /// within a machine: two states with one name make the `graph` export fail.
+    const NAME: &'static str;
 
     /// Handles the state: called on entering it (`wake` is `None`) and again after each
     /// [`Transition::wait`] with the event that ended the wait. Must not block.
@@ -182,7 +185,7 @@ impl<S: PodState> Transition<S> {
         drop(from);
         Transition {
             step: Step::Next {
-                to: O::name(),
+                to: O::NAME,
                 data: to_json(&to),
             },
             _machine: PhantomData,
@@ -227,18 +230,31 @@ fn to_json<T: Serialize>(v: &T) -> Result<Value, String> {
     })
 }
 
-/// The last path segment of a type's name (`wasi_runner::states::Running` -> `Running`).
-pub fn short_type_name<T: ?Sized>() -> &'static str {
-    let full = std::any::type_name::<T>();
-    let no_generics = full.split('<').next().unwrap_or(full);
-    no_generics.rsplit("::").next().unwrap_or(no_generics)
+/// A state as the graph sees it: its [`State::NAME`] and which type carries it, so that
+/// two types with one name are caught. Made by [`crate::edges!`] and [`crate::provider!`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct StateId {
+    pub name: &'static str,
+    type_id: TypeId,
+    type_name: &'static str,
+}
+
+impl StateId {
+    pub fn of<S: PodState, T: State<S>>() -> Self {
+        StateId {
+            name: T::NAME,
+            type_id: TypeId::of::<T>(),
+            type_name: std::any::type_name::<T>(),
+        }
+    }
 }
 
 /// The machine behind a [`PodState`]: its edges and a dispatcher from state names to
 /// state types. Implemented by [`crate::edges!`].
 #[doc(hidden)]
 pub trait Machine: PodState {
-    fn edges() -> Vec<(&'static str, &'static str)>;
+    fn edges() -> Vec<(StateId, StateId)>;
     fn handle_state(
         state: &str,
         data: Value,
@@ -262,7 +278,7 @@ pub fn __handle_as<S: PodState, T: State<S>>(
     wake: Option<&WakeEvent>,
 ) -> Result<Transition<S>, StateError> {
     let state: T = serde_json::from_value(data)
-        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::name())))?;
+        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::NAME)))?;
     state.next(pod, pod_state, wake)
 }
 
@@ -273,7 +289,7 @@ pub fn __status_as<S: PodState, T: State<S>>(
     pod_state: &S,
 ) -> Result<Value, StateError> {
     let state: T = serde_json::from_value(data)
-        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::name())))?;
+        .map_err(|e| StateError(format!("state data of {} does not decode: {e}", T::NAME)))?;
     Ok(state.status(pod, pod_state))
 }
 
@@ -293,34 +309,61 @@ fn decode_envelope<S: PodState>(data: &str) -> Result<Envelope<S>, String> {
         .map_err(|e| format!("the provider's state data does not decode: {e}"))
 }
 
-/// The `graph` export. Used by [`crate::provider!`].
+/// The `graph` export. Used by [`crate::provider!`]. Fails when two state types share
+/// a [`State::NAME`]: the host could not tell them apart.
 #[doc(hidden)]
 pub fn __graph<S: Machine>(
-    initial: &str,
-    on_delete: &str,
-    error: &str,
-    backoff: &[&str],
-) -> raw::StateGraph {
+    initial: StateId,
+    on_delete: StateId,
+    error: StateId,
+    backoff: &[StateId],
+) -> Result<raw::StateGraph, String> {
     let edges = S::edges();
-    let mut states: Vec<String> = Vec::new();
+    let mut states: Vec<StateId> = Vec::new();
     let named = [initial, on_delete, error]
         .into_iter()
         .chain(backoff.iter().copied());
-    for name in named.chain(edges.iter().flat_map(|(a, b)| [*a, *b])) {
-        if !states.iter().any(|s| s == name) {
-            states.push(name.to_owned());
+    for state in named.chain(edges.iter().flat_map(|(a, b)| [*a, *b])) {
+        match states.iter().find(|s| s.name == state.name) {
+            None => states.push(state),
+            Some(seen) if seen.type_id == state.type_id => {}
+            Some(seen) => {
+                return Err(format!(
+                    "states {} and {} are both named {:?}: give each its own `State::NAME`",
+                    seen.type_name, state.type_name, state.name
+                ));
+            }
         }
     }
-    raw::StateGraph {
-        states,
-        edges: edges
-            .into_iter()
-            .map(|(a, b)| (a.to_owned(), b.to_owned()))
-            .collect(),
-        initial: initial.to_owned(),
-        on_delete: on_delete.to_owned(),
-        error_state: error.to_owned(),
-        backoff_states: backoff.iter().map(|s| (*s).to_owned()).collect(),
+    let name = |s: StateId| s.name.to_owned();
+    Ok(raw::StateGraph {
+        states: states.into_iter().map(name).collect(),
+        edges: edges.into_iter().map(|(a, b)| (name(a), name(b))).collect(),
+        initial: name(initial),
+        on_delete: name(on_delete),
+        error_state: name(error),
+        backoff_states: backoff.iter().copied().map(name).collect(),
+    })
+}
+
+/// [`__graph`] for the export itself. The contract's `graph` returns no `result` (a
+/// valid machine cannot fail to describe itself), so a clash, a bug in the provider,
+/// is logged as an error (the host prints guest logs under the plugin's name) and the
+/// call traps: the host then refuses to load that plugin version.
+#[doc(hidden)]
+pub fn __graph_or_trap<S: Machine>(
+    initial: StateId,
+    on_delete: StateId,
+    error: StateId,
+    backoff: &[StateId],
+) -> raw::StateGraph {
+    match __graph::<S>(initial, on_delete, error, backoff) {
+        Ok(graph) => graph,
+        Err(e) => {
+            let message = format!("invalid state graph: {e}");
+            crate::log::error(&message);
+            panic!("{message}");
+        }
     }
 }
 
@@ -355,7 +398,7 @@ pub struct Named<S> {
 impl<S: PodState> Named<S> {
     pub fn of<T: State<S>>() -> Self {
         Named {
-            name: T::name(),
+            name: T::NAME,
             handle: __handle_as::<S, T>,
             status: __status_as::<S, T>,
         }
@@ -503,10 +546,10 @@ macro_rules! edges {
         $(impl $crate::provider::TransitionTo<$t> for $f {})*
 
         impl $crate::provider::Machine for $machine {
-            fn edges() -> ::std::vec::Vec<(&'static str, &'static str)> {
+            fn edges() -> ::std::vec::Vec<($crate::provider::StateId, $crate::provider::StateId)> {
                 ::std::vec![$((
-                    <$f as $crate::provider::State<$machine>>::name(),
-                    <$t as $crate::provider::State<$machine>>::name(),
+                    $crate::provider::StateId::of::<$machine, $f>(),
+                    $crate::provider::StateId::of::<$machine, $t>(),
                 )),*]
             }
 
@@ -520,10 +563,10 @@ macro_rules! edges {
             ) -> ::std::option::Option<::std::result::Result<$crate::provider::Transition<Self>, $crate::provider::StateError>> {
                 // A state appears once per edge it is on; the first match wins.
                 $(
-                    if state == <$f as $crate::provider::State<$machine>>::name() {
+                    if state == <$f as $crate::provider::State<$machine>>::NAME {
                         return ::std::option::Option::Some($crate::provider::__handle_as::<$machine, $f>(data, pod, pod_state, wake));
                     }
-                    if state == <$t as $crate::provider::State<$machine>>::name() {
+                    if state == <$t as $crate::provider::State<$machine>>::NAME {
                         return ::std::option::Option::Some($crate::provider::__handle_as::<$machine, $t>(data, pod, pod_state, wake));
                     }
                 )*
@@ -537,10 +580,10 @@ macro_rules! edges {
                 pod_state: &Self,
             ) -> ::std::option::Option<::std::result::Result<$crate::__private::serde_json::Value, $crate::provider::StateError>> {
                 $(
-                    if state == <$f as $crate::provider::State<$machine>>::name() {
+                    if state == <$f as $crate::provider::State<$machine>>::NAME {
                         return ::std::option::Option::Some($crate::provider::__status_as::<$machine, $f>(data, pod, pod_state));
                     }
-                    if state == <$t as $crate::provider::State<$machine>>::name() {
+                    if state == <$t as $crate::provider::State<$machine>>::NAME {
                         return ::std::option::Option::Some($crate::provider::__status_as::<$machine, $t>(data, pod, pod_state));
                     }
                 )*
@@ -578,11 +621,11 @@ macro_rules! provider {
 
             impl $crate::bindings::provider_exports::Guest for __WasmletProvider {
                 fn graph() -> $crate::bindings::provider_exports::StateGraph {
-                    $crate::provider::__graph::<$machine>(
-                        <$initial as $crate::provider::State<$machine>>::name(),
-                        <$on_delete as $crate::provider::State<$machine>>::name(),
-                        <$error as $crate::provider::State<$machine>>::name(),
-                        &[$($(<$backoff as $crate::provider::State<$machine>>::name()),*)?],
+                    $crate::provider::__graph_or_trap::<$machine>(
+                        $crate::provider::StateId::of::<$machine, $initial>(),
+                        $crate::provider::StateId::of::<$machine, $on_delete>(),
+                        $crate::provider::StateId::of::<$machine, $error>(),
+                        &[$($($crate::provider::StateId::of::<$machine, $backoff>()),*)?],
                     )
                 }
 

@@ -7,7 +7,6 @@
 //! See the crate documentation for a complete example.
 
 use std::fmt;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +19,8 @@ use crate::client::{Client, ClientError, Event, ObjectRef};
 use crate::http::{self, HttpError};
 use crate::log::{self, Level};
 
-/// What a reconcile can reach: the typed client (by `Deref`, so `ctx.get`, `ctx.list`,
-/// `ctx.patch`, ... are [`Client`] methods), events about the object, logs and HTTP.
+/// What a reconcile can reach: the typed client ([`Context::client`]: `ctx.client().get`,
+/// `.list`, `.patch`, ...), events about the object, logs and HTTP.
 #[derive(Debug, Clone)]
 pub struct Context {
     client: Client,
@@ -84,14 +83,6 @@ impl Context {
     /// Sends an HTTP request to an allowed host.
     pub fn fetch(&self, req: &http::Request) -> Result<http::Response, HttpError> {
         http::fetch(req)
-    }
-}
-
-impl Deref for Context {
-    type Target = Client;
-
-    fn deref(&self) -> &Client {
-        &self.client
     }
 }
 

@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::time::Duration;
 use wasmlet_sdk::bindings::provider_exports as raw;
-use wasmlet_sdk::provider::{Pod, PodState, State, StateError, Transition, WaitOn, WakeEvent};
+use wasmlet_sdk::provider::{
+    Pod, PodState, State, StateError, StateId, Transition, WaitOn, WakeEvent,
+};
+use wasmlet_sdk::testing::FakeHost;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Runner {
@@ -34,6 +37,7 @@ struct Running {
 struct Terminated;
 
 impl State<Runner> for Registered {
+    const NAME: &'static str = "Registered";
     fn next(
         self,
         _: &Pod,
@@ -45,6 +49,7 @@ impl State<Runner> for Registered {
 }
 
 impl State<Runner> for ImagePull {
+    const NAME: &'static str = "ImagePull";
     fn next(
         self,
         pod: &Pod,
@@ -72,6 +77,7 @@ impl State<Runner> for ImagePull {
 }
 
 impl State<Runner> for ImagePullBackOff {
+    const NAME: &'static str = "ImagePullBackOff";
     fn next(
         self,
         _: &Pod,
@@ -92,6 +98,7 @@ impl State<Runner> for ImagePullBackOff {
 }
 
 impl State<Runner> for Running {
+    const NAME: &'static str = "Running";
     fn next(
         self,
         _: &Pod,
@@ -111,6 +118,7 @@ impl State<Runner> for Running {
 }
 
 impl State<Runner> for Terminated {
+    const NAME: &'static str = "Terminated";
     fn next(
         self,
         _: &Pod,
@@ -171,11 +179,12 @@ fn expect_wait(out: raw::HandlerOutcome) -> raw::Wait {
 #[test]
 fn graph_lists_states_and_declared_edges() {
     let g = wasmlet_sdk::provider::__graph::<Runner>(
-        "Registered",
-        "Terminated",
-        "Terminated",
-        &["ImagePullBackOff"],
-    );
+        StateId::of::<Runner, Registered>(),
+        StateId::of::<Runner, Terminated>(),
+        StateId::of::<Runner, Terminated>(),
+        &[StateId::of::<Runner, ImagePullBackOff>()],
+    )
+    .unwrap();
     assert_eq!(g.initial, "Registered");
     assert_eq!(g.on_delete, "Terminated");
     assert_eq!(g.error_state, "Terminated");
@@ -314,4 +323,99 @@ fn transition_values_are_inspectable_in_unit_tests() {
     let w: Transition<Runner> =
         Transition::wait(Running { handle: 1 }, [WaitOn::WorkloadExited(1)]);
     assert_eq!(w.waits_on(), Some(&[WaitOn::WorkloadExited(1)][..]));
+}
+
+/// A second machine whose two `Start` types (in different modules) carry one name:
+/// before `State::NAME`, both were `Start` by their type name's tail too.
+mod clash {
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct Clash;
+    impl PodState for Clash {
+        fn new(_pod: &Pod) -> Result<Self, StateError> {
+            Ok(Clash)
+        }
+    }
+
+    pub mod first {
+        use super::*;
+        #[derive(Default, Serialize, Deserialize)]
+        pub struct Start;
+        impl State<Clash> for Start {
+            const NAME: &'static str = "Start";
+            fn next(
+                self,
+                _: &Pod,
+                _: &mut Clash,
+                _: Option<&WakeEvent>,
+            ) -> Result<Transition<Clash>, StateError> {
+                Ok(Transition::next(self, super::second::Start))
+            }
+        }
+    }
+
+    pub mod second {
+        use super::*;
+        #[derive(Default, Serialize, Deserialize)]
+        pub struct Start;
+        impl State<Clash> for Start {
+            const NAME: &'static str = "Start";
+            fn next(
+                self,
+                _: &Pod,
+                _: &mut Clash,
+                _: Option<&WakeEvent>,
+            ) -> Result<Transition<Clash>, StateError> {
+                Ok(Transition::wait(self, []))
+            }
+        }
+    }
+
+    use first::Start as FirstStart;
+    use second::Start as SecondStart;
+
+    wasmlet_sdk::edges! {
+        Clash {
+            FirstStart => SecondStart,
+        }
+    }
+}
+
+#[test]
+fn two_states_with_one_name_are_rejected_when_the_graph_is_built() {
+    use clash::{Clash, first, second};
+    let err = wasmlet_sdk::provider::__graph::<Clash>(
+        StateId::of::<Clash, first::Start>(),
+        StateId::of::<Clash, second::Start>(),
+        StateId::of::<Clash, second::Start>(),
+        &[],
+    )
+    .unwrap_err();
+    assert!(err.contains(r#"both named "Start""#), "{err}");
+    assert!(err.contains("clash::first::Start"), "{err}");
+    assert!(err.contains("clash::second::Start"), "{err}");
+}
+
+#[test]
+fn the_graph_export_logs_the_name_clash_and_traps() {
+    use clash::{Clash, first, second};
+    let host = FakeHost::new();
+    let _guard = host.install();
+    let outcome = std::panic::catch_unwind(|| {
+        wasmlet_sdk::provider::__graph_or_trap::<Clash>(
+            StateId::of::<Clash, first::Start>(),
+            StateId::of::<Clash, second::Start>(),
+            StateId::of::<Clash, second::Start>(),
+            &[],
+        )
+    });
+    assert!(outcome.is_err(), "a clash must not yield a graph");
+    let logs = host.logs();
+    assert!(
+        logs.iter().any(|(level, message)| level == "error"
+            && message.starts_with("invalid state graph: states ")
+            && message.contains(r#"both named "Start""#)),
+        "{logs:?}"
+    );
 }

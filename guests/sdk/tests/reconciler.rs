@@ -22,7 +22,9 @@ fn config_map(name: &str, labels: serde_json::Value, data: serde_json::Value) ->
 /// Counts the keys of ConfigMaps labelled with the reconciled map's name.
 fn reconcile(obj: Arc<ConfigMap>, ctx: &Context) -> Result<Action, Error> {
     let selector = format!("summary={}", obj.name_any());
-    let maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced("ns").labels(&selector))?;
+    let maps: Vec<ConfigMap> = ctx
+        .client()
+        .list(&ListParams::namespaced("ns").labels(&selector))?;
     let keys: usize = maps
         .iter()
         .map(|m| m.data.as_ref().map_or(0, |d| d.len()))
@@ -100,7 +102,7 @@ fn denied_calls_surface_as_terminal_errors_with_status_kept() {
     host.deny("Secret");
     let _guard = host.install();
     let f = |_obj: Arc<ConfigMap>, ctx: &Context| -> Result<Action, Error> {
-        let e = ctx.list::<Secret>(&ListParams::all()).unwrap_err();
+        let e = ctx.client().list::<Secret>(&ListParams::all()).unwrap_err();
         assert!(matches!(e, ClientError::Denied(_)));
         Err(Error::from(e).condition(Condition::is_false("Summarised").reason("Forbidden")))
     };

@@ -4,12 +4,14 @@
 use serde_json::{Value, json};
 use wasmlet_sdk::bindings::provider_exports as raw;
 use wasmlet_sdk::host::InstalledHost;
-use wasmlet_sdk::provider::{self as sdk, Named};
+use wasmlet_sdk::provider::{self as sdk, Named, StateId};
 use wasmlet_sdk::testing::FakeHost;
 use wasmlet_sdk::workloads::{FetchError, VolumeSource};
 
 use crate::PodData;
-use crate::states::{Error, Registered, Terminated};
+use crate::states::{
+    ContainerConfigError, CrashLoopBackOff, Error, ImagePullBackOff, Registered, Terminated,
+};
 
 const HELLO: &str = "file:///modules/hello.wasm";
 
@@ -23,15 +25,16 @@ fn named() -> [Named<PodData>; 3] {
 
 fn graph() -> raw::StateGraph {
     sdk::__graph::<PodData>(
-        "Registered",
-        "Terminated",
-        "Error",
+        StateId::of::<PodData, Registered>(),
+        StateId::of::<PodData, Terminated>(),
+        StateId::of::<PodData, Error>(),
         &[
-            "ImagePullBackOff",
-            "CrashLoopBackOff",
-            "ContainerConfigError",
+            StateId::of::<PodData, ImagePullBackOff>(),
+            StateId::of::<PodData, CrashLoopBackOff>(),
+            StateId::of::<PodData, ContainerConfigError>(),
         ],
     )
+    .expect("every state has its own name")
 }
 
 /// The host's side of one pod.

@@ -95,7 +95,9 @@ fn reconcile(obj: Arc<ConfigSummary>, ctx: &Context) -> Result<Action, Error> {
         ));
     };
     let selector = format!("{SUMMARY_LABEL}={}", obj.name_any());
-    let maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced(&ns).labels(&selector))?;
+    let maps: Vec<ConfigMap> = ctx
+        .client()
+        .list(&ListParams::namespaced(&ns).labels(&selector))?;
     let keys = count_keys(&maps, obj.spec.key_prefix.as_deref());
     let config_maps = u32::try_from(maps.len()).unwrap_or(u32::MAX);
     ctx.log(

@@ -17,12 +17,14 @@ struct Start;
 struct Done;
 
 impl State<Machine> for Start {
+    const NAME: &'static str = "Start";
     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
         Ok(Transition::next(self, Done))
     }
 }
 
 impl State<Machine> for Done {
+    const NAME: &'static str = "Done";
     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
         Ok(Transition::next(self, Start))
     }

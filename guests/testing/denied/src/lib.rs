@@ -19,7 +19,7 @@ use wasmlet_sdk::prelude::*;
 pub struct ConfigSummarySpec {}
 
 fn reconcile(_obj: Arc<ConfigSummary>, ctx: &Context) -> Result<Action, Error> {
-    let secrets: Vec<Secret> = ctx.list(&ListParams::all())?;
+    let secrets: Vec<Secret> = ctx.client().list(&ListParams::all())?;
     // Reached only if the host wrongly allowed the call.
     Err(Error::terminal(
         "NotDenied",

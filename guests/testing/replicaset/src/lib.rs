@@ -1,7 +1,7 @@
 //! Test guest: a ReplicaSet-like reconciler (seed 003's expectations examples).
 //! For a `ConfigSet` it keeps exactly `spec.replicas` ConfigMaps labelled
 //! `testing.wasmlet.dev/set=<name>`, owned by the ConfigSet: it counts them with
-//! `ctx.list` (the host's cache), creates the missing ones with `generateName`, and
+//! `ctx.client().list` (the host's cache), creates the missing ones with `generateName`, and
 //! deletes the newest surplus ones. It trusts the cache completely, exactly like a
 //! naive controller: without the host's expectations a lagging cache makes it create
 //! 7 ConfigMaps for 5, or scale 5 → 1 when asked for 3.
@@ -38,7 +38,9 @@ fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
     };
     let name = obj.name_any();
     let selector = format!("{SET_LABEL}={name}");
-    let mut maps: Vec<ConfigMap> = ctx.list(&ListParams::namespaced(&ns).labels(&selector))?;
+    let mut maps: Vec<ConfigMap> = ctx
+        .client()
+        .list(&ListParams::namespaced(&ns).labels(&selector))?;
     maps.retain(|m| m.metadata.deletion_timestamp.is_none());
     let want = usize::try_from(obj.spec.replicas.max(0)).unwrap_or(0);
     let have = maps.len();
@@ -63,7 +65,8 @@ fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
                 data: Some(BTreeMap::from([("set".to_string(), name.clone())])),
                 ..Default::default()
             };
-            ctx.create(&cm)
+            ctx.client()
+                .create(&cm)
                 .map_err(|e| Error::transient("CreateFailed", e.to_string()))?;
         }
     } else if have > want {
@@ -79,7 +82,8 @@ fn reconcile(obj: Arc<ConfigSet>, ctx: &Context) -> Result<Action, Error> {
             std::cmp::Reverse((created, rv))
         });
         for m in &maps[..have - want] {
-            ctx.delete::<ConfigMap>(ns.as_str(), &m.name_any(), &DeleteParams::default())
+            ctx.client()
+                .delete::<ConfigMap>(ns.as_str(), &m.name_any(), &DeleteParams::default())
                 .map_err(|e| Error::transient("DeleteFailed", e.to_string()))?;
         }
     }

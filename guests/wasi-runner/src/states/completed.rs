@@ -12,6 +12,7 @@ use crate::pod::{PodData, Render, render};
 pub struct Completed;
 
 impl State<PodData> for Completed {
+    const NAME: &'static str = "Completed";
     fn next(
         self,
         _pod: &Pod,

@@ -19,6 +19,7 @@ pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
 pub struct ContainerConfigError;
 
 impl State<PodData> for ContainerConfigError {
+    const NAME: &'static str = "ContainerConfigError";
     fn next(
         self,
         pod: &Pod,

@@ -64,6 +64,7 @@ impl CrashLoopBackOff {
 }
 
 impl State<PodData> for CrashLoopBackOff {
+    const NAME: &'static str = "CrashLoopBackOff";
     fn next(
         self,
         pod: &Pod,

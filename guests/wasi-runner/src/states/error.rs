@@ -76,6 +76,7 @@ impl<'de> Deserialize<'de> for Error {
 }
 
 impl State<PodData> for Error {
+    const NAME: &'static str = "Error";
     fn next(
         self,
         pod: &Pod,

@@ -24,6 +24,7 @@ pub(crate) const PULL_REASONS: &[&str] = &[
 pub struct ImagePull;
 
 impl State<PodData> for ImagePull {
+    const NAME: &'static str = "ImagePull";
     fn next(
         self,
         pod: &Pod,

@@ -32,6 +32,7 @@ impl ImagePullBackOff {
 }
 
 impl State<PodData> for ImagePullBackOff {
+    const NAME: &'static str = "ImagePullBackOff";
     fn next(
         self,
         pod: &Pod,

@@ -15,6 +15,7 @@ use crate::spawn::{self, SpawnError};
 pub struct Initializing;
 
 impl State<PodData> for Initializing {
+    const NAME: &'static str = "Initializing";
     fn next(
         self,
         pod: &Pod,

@@ -13,6 +13,7 @@ use crate::unsupported;
 pub struct Registered;
 
 impl State<PodData> for Registered {
+    const NAME: &'static str = "Registered";
     fn next(
         self,
         pod: &Pod,

@@ -14,6 +14,7 @@ use crate::pod::{PodData, Render, Verdict, render, verdict};
 pub struct Running;
 
 impl State<PodData> for Running {
+    const NAME: &'static str = "Running";
     fn next(
         self,
         pod: &Pod,

@@ -14,6 +14,7 @@ use crate::spawn::{self, SpawnError};
 pub struct Starting;
 
 impl State<PodData> for Starting {
+    const NAME: &'static str = "Starting";
     fn next(
         self,
         pod: &Pod,

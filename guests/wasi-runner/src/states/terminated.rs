@@ -52,6 +52,7 @@ impl<'de> Deserialize<'de> for Terminated {
 }
 
 impl State<PodData> for Terminated {
+    const NAME: &'static str = "Terminated";
     fn next(
         self,
         pod: &Pod,

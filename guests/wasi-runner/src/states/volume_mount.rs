@@ -15,6 +15,7 @@ use crate::volumes;
 pub struct VolumeMount;
 
 impl State<PodData> for VolumeMount {
+    const NAME: &'static str = "VolumeMount";
     fn next(
         self,
         pod: &Pod,
