@@ -16,7 +16,7 @@ use super::bindings::reconciler::{ReconcilerPlugin, ReconcilerPluginPre};
 use super::engine::PluginEngine;
 use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
-use super::outcome::{BadStatus, Finalized, GuestError, Reconciled};
+use super::outcome::{BadResult, Finalized, GuestError, MAX_RESULT_BYTES, Reconciled};
 use super::provider::{HandlerOutcome, StateGraph, WakeEvent};
 use super::sandbox::{CallReport, PluginCtx, State};
 
@@ -51,6 +51,8 @@ pub enum CallError {
     OutOfMemory(u32),
     #[error("the guest returned a malformed result: {0}")]
     Malformed(String),
+    #[error("the guest returned a result of {bytes} bytes, over the host's limit of {limit} bytes")]
+    TooLarge { bytes: usize, limit: usize },
 }
 
 pub struct Loaded {
@@ -317,20 +319,39 @@ impl Loaded {
     }
 
     fn classify(&self, e: wasmtime::Error, memory_cap_hit: bool) -> CallError {
-        let m = &self.ctx.metrics;
         let error = match e.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => CallError::Timeout(self.deadline()),
             _ if memory_cap_hit => CallError::OutOfMemory(self.manifest.limits.memory_mib),
             _ => CallError::Trap(format!("{e:#}")),
         };
+        self.failed(error)
+    }
+
+    /// Counts a failed call by kind and logs it.
+    fn failed(&self, error: CallError) -> CallError {
+        let m = &self.ctx.metrics;
         match &error {
             CallError::Timeout(_) => PluginMetrics::inc(&m.timeouts),
             CallError::OutOfMemory(_) => PluginMetrics::inc(&m.out_of_memory),
             CallError::Trap(_) => PluginMetrics::inc(&m.traps),
             CallError::Malformed(_) => PluginMetrics::inc(&m.malformed),
+            CallError::TooLarge { .. } => PluginMetrics::inc(&m.oversized),
         }
         tracing::warn!(plugin = %self.name, error = %error, "plugin call failed");
         error
+    }
+
+    /// A result the host refuses, as the call's error.
+    fn refused(&self, bad: BadResult) -> CallError {
+        self.failed(match bad {
+            BadResult::Status(s) => {
+                CallError::Malformed(format!("status is not a JSON object: {}", truncate(&s)))
+            }
+            BadResult::TooLarge(bytes) => CallError::TooLarge {
+                bytes,
+                limit: MAX_RESULT_BYTES,
+            },
+        })
     }
 
     /// `reconcile` on a fresh instance. Returns the guest's result and the
@@ -357,13 +378,7 @@ impl Loaded {
         };
         match result {
             Ok(result) => Ok((result, report)),
-            Err(BadStatus(s)) => {
-                PluginMetrics::inc(&self.ctx.metrics.malformed);
-                Err(CallError::Malformed(format!(
-                    "status is not a JSON object: {}",
-                    truncate(&s)
-                )))
-            }
+            Err(bad) => Err(self.refused(bad)),
         }
     }
 
@@ -387,13 +402,7 @@ impl Loaded {
             Ok(o) => Ok(Finalized::from(o)),
             Err(e) => match GuestError::try_from(e) {
                 Ok(e) => Err(e),
-                Err(BadStatus(s)) => {
-                    PluginMetrics::inc(&self.ctx.metrics.malformed);
-                    return Err(CallError::Malformed(format!(
-                        "status is not a JSON object: {}",
-                        truncate(&s)
-                    )));
-                }
+                Err(bad) => return Err(self.refused(bad)),
             },
         };
         Ok((result, report))

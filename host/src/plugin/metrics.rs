@@ -18,6 +18,7 @@ pub struct PluginMetrics {
     pub timeouts: AtomicU64,
     pub out_of_memory: AtomicU64,
     pub malformed: AtomicU64,
+    pub oversized: AtomicU64,
     pub denied: AtomicU64,
     pub swaps: AtomicU64,
     pub load_failures: AtomicU64,
@@ -56,6 +57,11 @@ impl PluginMetrics {
                 "malformed",
                 "Calls that returned a malformed result",
                 &self.malformed,
+            ),
+            (
+                "oversized",
+                "Calls whose result was over the host's size limit",
+                &self.oversized,
             ),
             (
                 "denied",

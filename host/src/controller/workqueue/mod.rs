@@ -126,6 +126,9 @@ impl Priority {
     }
 }
 
+/// Stands for "never" where a time is needed (what tokio uses too).
+const FAR_FUTURE: Duration = Duration::from_secs(86400 * 365 * 30);
+
 /// Queue tuning. `Default` gives the documented values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueConfig {
@@ -285,9 +288,12 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
 
     /// Queues `key` to become ready after `delay` (requeue-after), keeping
     /// its priority (`High` if unknown). A key already ready stays ready.
+    /// The delay comes from guests (any `u64` of milliseconds): one too far
+    /// for the clock means "not in this process's lifetime", never a panic.
     pub fn add_after(&self, key: K, delay: Duration) {
         let now = Instant::now();
-        self.inner.enqueue(key, None, now, now + delay);
+        let at = now.checked_add(delay).unwrap_or_else(|| now + FAR_FUTURE);
+        self.inner.enqueue(key, None, now, at);
     }
 
     /// Error back-off: delay = max(per-key `base * 2^failures` capped at

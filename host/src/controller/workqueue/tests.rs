@@ -130,6 +130,18 @@ async fn add_after_keeps_earlier_time() {
 // ------------------------------------------------------------ processing
 
 #[tokio::test(start_paused = true)]
+async fn add_after_beyond_the_clock_waits_forever_without_panicking() {
+    let q = queue();
+    q.add_after("never", Duration::MAX);
+    q.add_after("u64-ms", Duration::from_millis(u64::MAX));
+    q.add("now", Priority::High);
+    assert_eq!(q.depth(), depth(1, 0, 2, 0));
+    assert_eq!(q.try_next().unwrap().key, "now");
+    tick(Duration::from_secs(86400 * 365)).await;
+    assert!(q.try_next().is_none());
+}
+
+#[tokio::test(start_paused = true)]
 async fn processing_key_readded_waits_for_done_then_queued_once() {
     let q = queue();
     q.add("a", Priority::Low);

@@ -1,0 +1,93 @@
+//! Test guest: a reconciler whose object's `spec.fault` picks how the call goes wrong,
+//! so one component covers every fault the host must contain (issue 8):
+//!
+//! | `spec.fault` | what the reconcile does |
+//! |---|---|
+//! | `none` (or absent) | returns status `{"echo": spec.value}`: a healthy reconcile |
+//! | `trap` | executes `unreachable` |
+//! | `panic` | panics (a wasm panic aborts: a trap) |
+//! | `loop` | spins forever (the CPU deadline must stop it) |
+//! | `oom` | allocates 1 MiB blocks until the memory cap refuses to grow |
+//! | `bad-json` | returns a status that is not JSON |
+//! | `not-object` | returns a status that is JSON but not an object |
+//! | `huge` | returns a 4 MiB status (over the host's result size limit) |
+//! | `requeue-max` | succeeds like `none`, asking to be requeued after `u64::MAX` ms |
+//!
+//! It implements the raw contract: the typed SDK only returns well-formed results.
+
+use serde_json::{Value, json};
+use wasmlet_sdk::bindings::reconciler_exports::{
+    ErrorKind, FinalizeOutcome, Guest, ReconcileError, ReconcileOutcome,
+};
+
+/// The size of the `huge` status's string.
+const HUGE_BYTES: usize = 4 << 20;
+
+struct Fault;
+
+/// `{"blob": "xxx…"}` of [`HUGE_BYTES`], built in place (a `json!` value plus its
+/// serialisation would need three times the memory).
+fn huge() -> String {
+    let mut s = String::with_capacity(HUGE_BYTES + 16);
+    s.push_str("{\"blob\":\"");
+    s.extend(std::iter::repeat_n('x', HUGE_BYTES));
+    s.push_str("\"}");
+    s
+}
+
+fn ok(status: String, requeue_after_ms: Option<u64>) -> ReconcileOutcome {
+    ReconcileOutcome {
+        status: Some(status),
+        conditions: vec![],
+        requeue_after_ms,
+    }
+}
+
+impl Guest for Fault {
+    fn declared_conditions() -> Vec<String> {
+        vec![]
+    }
+
+    fn reconcile(obj: String) -> Result<ReconcileOutcome, ReconcileError> {
+        let obj: Value = serde_json::from_str(&obj).map_err(|e| ReconcileError {
+            kind: ErrorKind::Terminal,
+            reason: "BadObject".into(),
+            message: e.to_string(),
+            status: None,
+            conditions: vec![],
+        })?;
+        let value = obj.pointer("/spec/value").cloned().unwrap_or(Value::Null);
+        let echo = json!({ "echo": value }).to_string();
+        match obj.pointer("/spec/fault").and_then(Value::as_str) {
+            None | Some("none") => Ok(ok(echo, None)),
+            Some("trap") => core::arch::wasm32::unreachable(),
+            Some("panic") => panic!("wasmlet-test-fault: panics by request"),
+            Some("loop") => loop {
+                std::hint::black_box(&obj);
+            },
+            Some("oom") => {
+                let mut blocks: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    blocks.push(std::hint::black_box(vec![0xA5u8; 1 << 20]));
+                }
+            }
+            Some("bad-json") => Ok(ok("{\"echo\": ".into(), None)),
+            Some("not-object") => Ok(ok("[\"not\", \"an\", \"object\"]".into(), None)),
+            Some("huge") => Ok(ok(huge(), None)),
+            Some("requeue-max") => Ok(ok(echo, Some(u64::MAX))),
+            Some(other) => Err(ReconcileError {
+                kind: ErrorKind::Terminal,
+                reason: "UnknownFault".into(),
+                message: format!("spec.fault {other:?} is not a fault this guest knows"),
+                status: None,
+                conditions: vec![],
+            }),
+        }
+    }
+
+    fn finalize(_obj: String) -> Result<FinalizeOutcome, ReconcileError> {
+        Ok(FinalizeOutcome::Done)
+    }
+}
+
+wasmlet_sdk::bindings::reconciler::export_reconciler!(Fault with_types_in wasmlet_sdk::bindings::reconciler);

@@ -1,0 +1,471 @@
+//! Fault injection (issue 8), with the `fault` test guest (guests/testing/fault):
+//! a thousand guest faults of every kind across three plugins while a healthy
+//! plugin keeps reconciling, and the API server killed and restarted under a
+//! busy reconcile load.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use wasmlet_e2e::{Host, Plane, built_plugins, eventually, free_port, install_crd, metric};
+
+/// The faults the guest can inject, each with the words its object's `Ready`
+/// message must carry.
+const FAULTS: [(&str, &str); 7] = [
+    ("trap", "the guest trapped"),
+    ("panic", "the guest trapped"),
+    ("loop", "past its"),
+    ("oom", "ran out of memory"),
+    ("bad-json", "malformed result"),
+    ("not-object", "malformed result"),
+    ("huge", "over the host's limit"),
+];
+
+/// The faulty plugins: the same component under three names, each with its own
+/// limits: (name, concurrency, memory-mib, deadline-ms).
+const FAULTY: [(&str, u32, u32, u64); 3] = [
+    ("faulty-a", 2, 32, 50),
+    ("faulty-b", 2, 48, 100),
+    ("faulty-c", 1, 40, 50),
+];
+
+/// The per-plugin fault counters (`wasmlet_plugin_<kind>_total`).
+const COUNTERS: [&str; 5] = [
+    "traps",
+    "timeouts",
+    "out_of_memory",
+    "malformed",
+    "oversized",
+];
+
+fn faults(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "Fault"),
+        "faults",
+    );
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+async fn served(api: &Api<DynamicObject>) -> Result<()> {
+    eventually(Duration::from_secs(30), "the Fault CRD served", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    Ok(())
+}
+
+/// Installs the fault guest as plugin `name`, reconciling the Faults labelled
+/// `faults.wasmlet.dev/plugin=<name>`, with these limits (manifest first, module last).
+fn install_fault_plugin(
+    dir: &Path,
+    name: &str,
+    concurrency: u32,
+    memory_mib: u32,
+    deadline_ms: u64,
+) -> Result<()> {
+    let src = built_plugins().join("fault.wasm");
+    if !src.exists() {
+        bail!(
+            "{} is missing: run scripts/build-guests first",
+            src.display()
+        );
+    }
+    let manifest = format!(
+        r#"[plugin]
+kind = "reconciler"
+contract = "0.1.0"
+
+[reconciles]
+api-version = "testing.wasmlet.dev/v1"
+kind = "Fault"
+label-selector = "faults.wasmlet.dev/plugin={name}"
+
+[limits]
+concurrency = {concurrency}
+memory-mib = {memory_mib}
+deadline-ms = {deadline_ms}
+"#
+    );
+    std::fs::write(dir.join(format!(".{name}.toml")), manifest)?;
+    std::fs::rename(
+        dir.join(format!(".{name}.toml")),
+        dir.join(format!("{name}.toml")),
+    )?;
+    std::fs::copy(&src, dir.join(format!(".{name}.wasm")))?;
+    std::fs::rename(
+        dir.join(format!(".{name}.wasm")),
+        dir.join(format!("{name}.wasm")),
+    )?;
+    Ok(())
+}
+
+/// The guest's CRD, created by the test (the plugins here ship none: several
+/// plugins may not all own one CRD).
+async fn install_fault_crd(client: &kube::Client) -> Result<()> {
+    let path = built_plugins().join("fault.crd.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    install_crd(client, serde_yaml::from_str(&text)?).await
+}
+
+/// Creates `objects` (name, plugin label or none, fault, value), 16 at a time.
+async fn create_all(
+    api: &Api<DynamicObject>,
+    objects: Vec<(String, Option<String>, String, String)>,
+) -> Result<()> {
+    futures::stream::iter(objects)
+        .map(|(name, plugin, fault, value)| {
+            let api = api.clone();
+            async move {
+                let labels = match plugin {
+                    Some(p) => json!({"faults.wasmlet.dev/plugin": p}),
+                    None => json!({}),
+                };
+                let o: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "testing.wasmlet.dev/v1", "kind": "Fault",
+                    "metadata": {"name": name, "labels": labels},
+                    "spec": {"fault": fault, "value": value},
+                }))?;
+                api.create(&PostParams::default(), &o).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Sets `spec.value` of each named object, 16 at a time.
+async fn set_values(api: &Api<DynamicObject>, names: &[String], value: &str) -> Result<()> {
+    futures::stream::iter(names.iter().cloned())
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"value": value}})),
+                )
+                .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// The `Ready` condition.
+fn ready(o: &DynamicObject) -> Option<&Value> {
+    o.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+}
+
+/// Whether `o`'s status is the healthy reconcile of its current spec: the
+/// echoed value, at its generation, Ready.
+fn converged(o: &DynamicObject) -> bool {
+    let status = &o.data["status"];
+    status.get("echo").is_some()
+        && status["echo"] == o.data["spec"]["value"]
+        && status["observedGeneration"].as_i64() == o.metadata.generation
+        && ready(o).is_some_and(|c| c["status"] == "True")
+}
+
+/// Waits until `want` objects (those matching `labels`, if any) are listed and
+/// every one has converged.
+async fn all_converged(
+    api: &Api<DynamicObject>,
+    labels: Option<&str>,
+    want: usize,
+    timeout: Duration,
+) -> Result<()> {
+    let last = std::cell::RefCell::new(String::new());
+    let params = match labels {
+        Some(l) => kube::api::ListParams::default().labels(l),
+        None => kube::api::ListParams::default(),
+    };
+    let r = eventually(timeout, &format!("{want} objects converged"), || async {
+        let list = api.list(&params).await.ok()?;
+        let behind: Vec<&DynamicObject> = list.items.iter().filter(|o| !converged(o)).collect();
+        if list.items.len() == want && behind.is_empty() {
+            return Some(());
+        }
+        *last.borrow_mut() = format!(
+            "{} listed, {} behind, e.g. {}",
+            list.items.len(),
+            behind.len(),
+            behind
+                .first()
+                .map(|o| o.data.to_string())
+                .unwrap_or_default()
+        );
+        None
+    })
+    .await;
+    r.map_err(|e| anyhow::anyhow!("{e}: {}", last.borrow()))
+}
+
+/// The faults counted for `plugin`, by counter.
+fn fault_counts(m: &str, plugin: &str) -> Vec<(&'static str, f64)> {
+    COUNTERS
+        .iter()
+        .map(|c| {
+            (
+                *c,
+                metric(
+                    m,
+                    &format!("wasmlet_plugin_{c}_total"),
+                    &format!("plugin=\"{plugin}\""),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn total_faults(m: &str) -> f64 {
+    FAULTY
+        .iter()
+        .flat_map(|(p, ..)| fault_counts(m, p))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Polls the metrics (every 200 ms: each scrape is a `curl`) until the faulty
+/// plugins have counted at least `n` faults.
+async fn faults_counted(plane: &Plane, n: f64, timeout: Duration) -> Result<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let m = plane.metrics().await?;
+        if total_faults(&m) >= n {
+            return Ok(m);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "timed out after {timeout:?} waiting for {n} faults; counted {}:\n{m}",
+                total_faults(&m)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_guest_faults_leave_the_host_and_a_healthy_plugin_working() -> Result<()> {
+    let mut plane = Plane::start_up(&["--no-node"]).await?;
+    let client = plane.client().await?;
+    install_fault_crd(&client).await?;
+    let api = faults(&client);
+    served(&api).await?;
+    for (name, concurrency, memory, deadline) in FAULTY {
+        install_fault_plugin(&plane.plugin_dir(), name, concurrency, memory, deadline)?;
+    }
+    install_fault_plugin(&plane.plugin_dir(), "healthy", 2, 32, 1000)?;
+
+    const HEALTHY: usize = 60;
+    let healthy: Vec<String> = (0..HEALTHY).map(|i| format!("healthy-{i}")).collect();
+    let mut objects: Vec<_> = healthy
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                Some("healthy".to_string()),
+                "none".to_string(),
+                "v0".to_string(),
+            )
+        })
+        .collect();
+    // Five objects of every fault per faulty plugin; each fails again at every
+    // back-off step, so ~100 failing keys give the thousand faults. Each plugin
+    // also has one object asking for a requeue after u64::MAX ms.
+    let mut failing = Vec::new();
+    for (plugin, ..) in FAULTY {
+        for i in 0..5 {
+            for (fault, _) in FAULTS {
+                let name = format!("{plugin}-{fault}-{i}");
+                failing.push((name.clone(), fault));
+                objects.push((
+                    name,
+                    Some(plugin.to_string()),
+                    fault.to_string(),
+                    "v0".into(),
+                ));
+            }
+        }
+        objects.push((
+            format!("{plugin}-requeue-max"),
+            Some(plugin.to_string()),
+            "requeue-max".into(),
+            "v0".into(),
+        ));
+    }
+    create_all(&api, objects).await?;
+
+    // Halfway through the storm every healthy object changes: the healthy
+    // plugin must keep reconciling while the others fault.
+    faults_counted(&plane, 500.0, Duration::from_secs(180)).await?;
+    set_values(&api, &healthy, "v1").await?;
+    let m = faults_counted(&plane, 1000.0, Duration::from_secs(180)).await?;
+    eprintln!("faults counted: {}", total_faults(&m));
+    all_converged(
+        &api,
+        Some("faults.wasmlet.dev/plugin=healthy"),
+        HEALTHY,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let alive = plane.child.as_mut().map(|c| c.try_wait()).transpose()?;
+    assert!(
+        matches!(alive, Some(None)),
+        "the host process exited: {alive:?}; log:\n{}",
+        plane.log()
+    );
+
+    // Every kind is counted, in every faulty plugin.
+    for (plugin, ..) in FAULTY {
+        for (counter, n) in fault_counts(&m, plugin) {
+            assert!(n >= 1.0, "{plugin}: wasmlet_plugin_{counter}_total is {n}");
+        }
+    }
+    // Every failing object says which fault, at its generation.
+    for (name, fault) in &failing {
+        let words = FAULTS.iter().find(|(f, _)| f == fault).unwrap().1;
+        let o = api.get(name).await?;
+        let c =
+            ready(&o).with_context(|| format!("{name} has no Ready condition: {:?}", o.data))?;
+        assert_eq!(c["status"], "False", "{name}: {c}");
+        assert_eq!(c["reason"], "PluginFailed", "{name}: {c}");
+        let message = c["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(words),
+            "{name}: {message:?} does not say {words:?}"
+        );
+        assert_eq!(
+            o.data["status"]["observedGeneration"].as_i64(),
+            o.metadata.generation,
+            "{name}"
+        );
+    }
+    // The faulty plugins still work: the never-requeued objects converged, and
+    // new healthy objects in each do too.
+    let fresh: Vec<_> = FAULTY
+        .iter()
+        .map(|(p, ..)| {
+            (
+                format!("{p}-fresh"),
+                Some(p.to_string()),
+                "none".to_string(),
+                "v0".to_string(),
+            )
+        })
+        .collect();
+    create_all(&api, fresh).await?;
+    for (plugin, ..) in FAULTY {
+        for name in [format!("{plugin}-requeue-max"), format!("{plugin}-fresh")] {
+            eventually(
+                Duration::from_secs(60),
+                &format!("{name} converged"),
+                || async { api.get(&name).await.ok().filter(converged) },
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_status_converges_after_the_apiserver_dies_under_load() -> Result<()> {
+    const N: usize = 300;
+    let port = free_port().to_string();
+    let mut plane = Plane::start(&["--port", &port]).await?;
+    let mut host = Host::start(&plane.kubeconfig(), &[]).await?;
+    // The shipped manifest: every Fault, and the CRD with it.
+    wasmlet_e2e::install_plugin(&host.plugin_dir(), "fault")?;
+    let client = plane.client().await?;
+    let api = faults(&client);
+    served(&api).await?;
+
+    let names: Vec<String> = (0..N).map(|i| format!("load-{i}")).collect();
+    create_all(
+        &api,
+        names
+            .iter()
+            .map(|n| (n.clone(), None, "none".to_string(), "v0".to_string()))
+            .collect(),
+    )
+    .await?;
+    // A second round of changes arrives while the host works through the first.
+    let acked: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let writer = {
+        let (api, names, acked) = (api.clone(), names.clone(), acked.clone());
+        tokio::spawn(async move {
+            let patch = Patch::Merge(json!({"spec": {"value": "v1"}}));
+            for name in names {
+                if api
+                    .patch(&name, &PatchParams::default(), &patch)
+                    .await
+                    .is_err()
+                {
+                    return; // the server died under us
+                }
+                acked.lock().unwrap().insert(name);
+            }
+        })
+    };
+    // Kill the server as soon as the host is writing second-round statuses.
+    eventually(Duration::from_secs(60), "the first v1 status", || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|o| o.data["status"]["echo"] == "v1")
+            .then_some(())
+    })
+    .await?;
+    plane.kill9();
+    tokio::time::timeout(Duration::from_secs(30), writer)
+        .await
+        .context("the writer hung after the kill")??;
+    let before = acked.lock().unwrap().len();
+    eventually(
+        Duration::from_secs(30),
+        "the host noticing its watches broke",
+        || async { host.log().contains("watch failed").then_some(()) },
+    )
+    .await?;
+
+    plane.spawn().await?;
+    let client = plane.client().await?;
+    let api = faults(&client);
+    // What the writer did not get to, then a third round for every object.
+    let rest: Vec<String> = {
+        let acked = acked.lock().unwrap();
+        names
+            .iter()
+            .filter(|n| !acked.contains(*n))
+            .cloned()
+            .collect()
+    };
+    set_values(&api, &rest, "v1").await?;
+    set_values(&api, &names, "v2").await?;
+    all_converged(&api, None, N, Duration::from_secs(120))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;
+    for o in api.list(&Default::default()).await?.items {
+        assert_eq!(o.data["status"]["echo"], "v2", "{:?}", o.metadata.name);
+    }
+    eprintln!("{before} of {N} second-round changes were acknowledged before the kill");
+    let alive = host.child.as_mut().map(|c| c.try_wait()).transpose()?;
+    assert!(matches!(alive, Some(None)), "the host exited: {alive:?}");
+    host.kill9();
+    Ok(())
+}
