@@ -717,3 +717,34 @@ fn odd_inputs_never_panic() {
         }
     }
 }
+
+/// Found by the fuzzer (`apply` target): a null inside an object in an atomic
+/// list was dropped when the list was created but stored when it was
+/// replaced, so re-applying an unchanged configuration changed the object.
+#[test]
+fn reapplying_a_null_inside_an_atomic_list_changes_nothing() {
+    let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
+        "x": [{"a": null, "b": 1}]});
+    let first = apply(
+        None,
+        &cfg,
+        "alice",
+        "v1",
+        false,
+        &crate::listtype::AllAtomic,
+        T0,
+    )
+    .unwrap();
+    assert_eq!(first["x"], json!([{"b": 1}]));
+    let again = apply(
+        Some(&first),
+        &cfg,
+        "alice",
+        "v1",
+        false,
+        &crate::listtype::AllAtomic,
+        T0,
+    )
+    .unwrap();
+    assert_eq!(again, first);
+}

@@ -276,7 +276,7 @@ impl Walker<'_> {
                 }
                 Some(Value::Object(out))
             }
-            (Some(Value::Array(la)), Some(Value::Array(ra)))
+            (Some(Value::Array(la)), Some(r @ Value::Array(ra)))
                 if !(la.is_empty() && ra.is_empty()) =>
             {
                 let lp = self.list_elements(names, la, false).ok().flatten();
@@ -285,7 +285,8 @@ impl Walker<'_> {
                     (Some(lp), Some(rp)) => {
                         Some(Value::Array(self.merge_items(la, &lp, ra, &rp, names)))
                     }
-                    _ => Some(Value::Array(ra.clone())),
+                    // Nulls dropped as when the list is new (below).
+                    _ => Some(drop_null_fields(r)),
                 }
             }
             (_, Some(r)) => Some(drop_null_fields(r)),

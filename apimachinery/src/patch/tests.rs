@@ -401,3 +401,18 @@ fn smp_new_values_lose_directives_and_nulls() {
     let out = strategic(&json!({}), &json!({"schema": {"$ref": "#/x"}}), &AllAtomic).unwrap();
     assert_eq!(out, json!({"schema": {"$ref": "#/x"}}));
 }
+
+/// Found by the fuzzer (`merge-patch` target): a `move` to a path whose
+/// parent does not exist fails after the json-patch crate removed the source,
+/// and the source stayed removed, although a failed patch must change nothing.
+#[test]
+fn a_failing_move_leaves_the_object_unchanged() {
+    let before = json!({"c": {"d": {"e": 1}}});
+    let mut obj = before.clone();
+    let ops = json!([{"op": "move", "from": "/c/d", "path": "/g/d/e"}]);
+    assert!(matches!(
+        json(&mut obj, &ops),
+        Err(PatchError::JsonPatchFailed(_))
+    ));
+    assert_eq!(obj, before);
+}

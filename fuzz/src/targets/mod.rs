@@ -1,0 +1,12 @@
+//! The fuzz targets, one module per area.
+
+pub mod apply;
+#[cfg(feature = "host")]
+pub mod component;
+#[cfg(feature = "host")]
+pub mod manifest;
+pub mod patch;
+#[cfg(feature = "host")]
+pub mod rest;
+pub mod schema;
+pub mod selector;
