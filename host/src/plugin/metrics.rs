@@ -35,7 +35,7 @@ impl PluginMetrics {
     }
 
     /// Every counter with its exported name and help.
-    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 9] {
+    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 10] {
         [
             ("calls", "Calls into the plugin", &self.calls),
             (
