@@ -412,21 +412,11 @@ pub async fn create_only(
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::apiserver::{ApiServer, Config};
-
     /// TokenReview accepts exactly this server's token: not a near miss of the
     /// same length, not a prefix, not empty.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn token_review_accepts_only_the_exact_token() {
-        let data = tempfile::tempdir().unwrap();
-        let server = ApiServer::start(Config {
-            data_dir: data.path().into(),
-            listen: ([127, 0, 0, 1], 0).into(),
-            history: 100,
-        })
-        .await
-        .unwrap();
-        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        let (_data, server, client) = crate::apiserver::test_server().await;
         let token = server.state.token.clone();
         let mut near = token.clone().into_bytes();
         let last = near.len() - 1;

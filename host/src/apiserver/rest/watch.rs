@@ -235,22 +235,12 @@ pub async fn watch(
 
 #[cfg(test)]
 mod tests {
-    use crate::apiserver::{ApiServer, Config};
-
     /// A watch asking for the largest `timeoutSeconds` gets a normal stream
     /// (the deadline overflowed and panicked the handler), and the server
     /// keeps serving.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_huge_watch_timeout_is_clamped() {
-        let data = tempfile::tempdir().unwrap();
-        let server = ApiServer::start(Config {
-            data_dir: data.path().into(),
-            listen: ([127, 0, 0, 1], 0).into(),
-            history: 100,
-        })
-        .await
-        .unwrap();
-        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        let (_data, _server, client) = crate::apiserver::test_server().await;
         let req = http::Request::get(
             "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=18446744073709551615",
         )
