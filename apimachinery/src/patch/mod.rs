@@ -114,10 +114,12 @@ pub fn json(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     }
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::MalformedJsonPatch(e.to_string()))?;
-    // On a copy: json-patch's undo misses some failures (a `move` whose
-    // destination parent is missing keeps its source removed).
+    // On a copy, without json-patch's undo: the undo misses some failures (a
+    // `move` whose destination parent is missing keeps its source removed)
+    // and panics on others (undoing a move of a child over its parent).
     let mut out = target.clone();
-    json_patch::patch(&mut out, &ops).map_err(|e| PatchError::JsonPatchFailed(e.to_string()))?;
+    json_patch::patch_unsafe(&mut out, &ops)
+        .map_err(|e| PatchError::JsonPatchFailed(e.to_string()))?;
     *target = out;
     Ok(())
 }

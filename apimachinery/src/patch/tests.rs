@@ -416,3 +416,21 @@ fn a_failing_move_leaves_the_object_unchanged() {
     ));
     assert_eq!(obj, before);
 }
+
+/// Found by the fuzzer (`merge-patch` target): moving a child over its parent
+/// and then failing made json-patch's undo try to move the parent into
+/// itself, which it answers with `unreachable!`: a request panicked.
+#[test]
+fn a_failing_patch_after_moving_a_child_over_its_parent_is_an_error() {
+    let before = json!({"x": {"y": 1}});
+    let mut obj = before.clone();
+    let ops = json!([
+        {"op": "move", "from": "/x/y", "path": "/x"},
+        {"op": "test", "path": "/nope", "value": 1},
+    ]);
+    assert!(matches!(
+        json(&mut obj, &ops),
+        Err(PatchError::JsonPatchFailed(_))
+    ));
+    assert_eq!(obj, before);
+}

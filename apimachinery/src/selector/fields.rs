@@ -61,6 +61,11 @@ impl FieldSelector {
                 value: unescape_value(rhs)?,
             });
         }
+        // Upstream's order comes from the raw text, so `a==b,a=c` printed
+        // (`a=b,a=c`) would parse into another order. Re-sorting by each
+        // term's printed form keeps upstream's order for canonical input and
+        // makes printing a fixed point.
+        terms.sort_by_cached_key(FieldRequirement::to_string);
         Ok(FieldSelector { terms })
     }
 
@@ -101,18 +106,24 @@ impl FieldSelector {
     }
 }
 
+impl fmt::Display for FieldRequirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = if self.operator == FieldOperator::Equals {
+            "="
+        } else {
+            "!="
+        };
+        write!(f, "{}{op}{}", self.field, escape_value(&self.value))
+    }
+}
+
 impl fmt::Display for FieldSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, t) in self.terms.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
             }
-            let op = if t.operator == FieldOperator::Equals {
-                "="
-            } else {
-                "!="
-            };
-            write!(f, "{}{op}{}", t.field, escape_value(&t.value))?;
+            write!(f, "{t}")?;
         }
         Ok(())
     }

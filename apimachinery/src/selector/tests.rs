@@ -322,3 +322,18 @@ fn never_panics_on_odd_input() {
     // Keywords are values inside a set, as upstream.
     assert!(LabelSelector::parse("a in (in,notin)").is_ok());
 }
+
+/// Found by the fuzzer (`selectors` target): terms were ordered by their raw
+/// text, so `a=aa,a==b` printed as `a=b,a=aa`, which parsed and printed as
+/// `a=aa,a=b`: printing was not a fixed point.
+#[test]
+fn a_printed_field_selector_parses_to_the_same_print() {
+    let s = FieldSelector::parse("a=aa,a==b").unwrap();
+    let printed = s.to_string();
+    assert_eq!(FieldSelector::parse(&printed).unwrap().to_string(), printed);
+    // Canonical input keeps upstream's order (sorted raw terms).
+    assert_eq!(
+        FieldSelector::parse("b=1,a!=2,a=3").unwrap().to_string(),
+        "a!=2,a=3,b=1"
+    );
+}

@@ -215,7 +215,10 @@ pub fn schema(data: &[u8]) {
     let mut again = defaulted.clone();
     s.default(&mut again);
     assert_eq!(again, defaulted, "defaulting is not idempotent under {raw}");
-    for cause in s.validate(&obj).iter().chain(s.validate(&defaulted).iter()) {
+    // A required field the schema does not declare is pruned and then
+    // missing: upstream reports that too, so Required causes are exempt.
+    let causes = s.validate(&obj).into_iter().chain(s.validate(&defaulted));
+    for cause in causes.filter(|c| c.reason != "FieldValueRequired") {
         for p in &pruned {
             assert!(
                 !under(&cause.field, p),
