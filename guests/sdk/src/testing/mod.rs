@@ -42,6 +42,13 @@ use serde_json::Value;
 use crate::bindings::{client as raw, log as raw_log, types, workloads as wl};
 use crate::host::{Host, InstalledHost, install};
 
+mod selectors;
+mod workloads;
+
+use selectors::fields_match;
+pub use selectors::labels_match;
+use workloads::FakeWorkloads;
+
 type Key = (String, String, Option<String>, String);
 
 /// An in-memory stand-in for the wasmlet host. Cheap to clone (shared state).
@@ -59,36 +66,6 @@ struct Inner {
     writes: RefCell<Vec<String>>,
     next_version: RefCell<u64>,
     wl: RefCell<FakeWorkloads>,
-}
-
-/// A module as [`FakeHost`] serves it.
-#[derive(Clone)]
-enum FakeModule {
-    Ready(String),
-    Pending { id: u64, digest: String, done: bool },
-    Failed(wl::FetchError),
-}
-
-#[derive(Default)]
-struct FakeWorkloads {
-    clock_ms: u64,
-    next_id: u64,
-    modules: BTreeMap<String, FakeModule>,
-    fetches: Vec<wl::FetchRequest>,
-    volumes: Vec<(u64, wl::VolumeRequest)>,
-    spawned: Vec<(u64, wl::SpawnSpec)>,
-    status: BTreeMap<u64, wl::WorkloadStatus>,
-    pod_of: BTreeMap<u64, String>,
-    kills: Vec<(u64, u32)>,
-    released: Vec<String>,
-    logs: BTreeMap<u64, Vec<u8>>,
-}
-
-impl FakeWorkloads {
-    fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
 }
 
 impl FakeHost {
@@ -157,107 +134,6 @@ impl FakeHost {
         self.inner.writes.borrow().clone()
     }
 
-    /// `image` is in the module store as `digest`.
-    pub fn add_module(&self, image: &str, digest: &str) {
-        self.inner
-            .wl
-            .borrow_mut()
-            .modules
-            .insert(image.to_owned(), FakeModule::Ready(digest.to_owned()));
-    }
-
-    /// `image` answers `pending(id)` until [`FakeHost::finish_fetch`]`(id)`; returns the id.
-    pub fn add_pending_module(&self, image: &str, digest: &str) -> u64 {
-        let mut w = self.inner.wl.borrow_mut();
-        let id = w.id();
-        w.modules.insert(
-            image.to_owned(),
-            FakeModule::Pending {
-                id,
-                digest: digest.to_owned(),
-                done: false,
-            },
-        );
-        id
-    }
-
-    /// Finishes the pending fetch `id`: its image is ready from now on.
-    pub fn finish_fetch(&self, id: u64) {
-        for m in self.inner.wl.borrow_mut().modules.values_mut() {
-            if let FakeModule::Pending { id: i, done, .. } = m
-                && *i == id
-            {
-                *done = true;
-            }
-        }
-    }
-
-    /// Fetching `image` fails with `error`.
-    pub fn fail_module(&self, image: &str, error: wl::FetchError) {
-        self.inner
-            .wl
-            .borrow_mut()
-            .modules
-            .insert(image.to_owned(), FakeModule::Failed(error));
-    }
-
-    /// Sets the fake clock (milliseconds since the epoch) used for workload times.
-    pub fn set_clock(&self, ms: u64) {
-        self.inner.wl.borrow_mut().clock_ms = ms;
-    }
-
-    /// Workload `handle` exits with `code` now.
-    pub fn exit(&self, handle: u64, code: i32) {
-        self.finish(handle, wl::RunState::Exited(code));
-    }
-
-    /// Workload `handle` ends without an exit (trap, out of memory, killed) now.
-    pub fn fail(&self, handle: u64, message: &str) {
-        self.finish(handle, wl::RunState::Failed(message.to_owned()));
-    }
-
-    fn finish(&self, handle: u64, state: wl::RunState) {
-        let mut w = self.inner.wl.borrow_mut();
-        let now = w.clock_ms;
-        let st = w.status.get_mut(&handle).expect("a spawned workload");
-        st.state = state;
-        st.finished_at_ms = Some(now);
-    }
-
-    /// What `read-logs` returns for `handle`.
-    pub fn set_logs(&self, handle: u64, logs: &[u8]) {
-        self.inner
-            .wl
-            .borrow_mut()
-            .logs
-            .insert(handle, logs.to_vec());
-    }
-
-    /// Fetch requests so far.
-    pub fn fetches(&self) -> Vec<wl::FetchRequest> {
-        self.inner.wl.borrow().fetches.clone()
-    }
-
-    /// Volumes prepared so far, with their ids (a repeat of a (pod, name) reuses its id).
-    pub fn volumes(&self) -> Vec<(u64, wl::VolumeRequest)> {
-        self.inner.wl.borrow().volumes.clone()
-    }
-
-    /// Workloads spawned so far, with their handles.
-    pub fn spawned(&self) -> Vec<(u64, wl::SpawnSpec)> {
-        self.inner.wl.borrow().spawned.clone()
-    }
-
-    /// `kill` calls so far, as `(handle, grace_ms)`.
-    pub fn kills(&self) -> Vec<(u64, u32)> {
-        self.inner.wl.borrow().kills.clone()
-    }
-
-    /// `release-pod` calls so far (pod uids).
-    pub fn released(&self) -> Vec<String> {
-        self.inner.wl.borrow().released.clone()
-    }
-
     fn check(&self, kind: &str, verb: &str) -> Result<(), raw::ClientError> {
         if self.inner.denied.borrow().contains(kind) {
             return Err(raw::ClientError::Denied(format!("{verb} {kind}")));
@@ -310,45 +186,6 @@ fn raw_key(r: &types::ObjectRef) -> Key {
 
 fn parse(json: &str) -> Result<Value, raw::ClientError> {
     serde_json::from_str(json).map_err(|e| raw::ClientError::Invalid(e.to_string()))
-}
-
-/// Whether `labels` satisfies `selector` (equality- and existence-based terms).
-pub fn labels_match(selector: &str, labels: &serde_json::Map<String, Value>) -> bool {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .all(|term| {
-            let get = |k: &str| labels.get(k.trim()).and_then(Value::as_str);
-            if let Some((k, v)) = term.split_once("!=") {
-                get(k) != Some(v.trim())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                get(k) == Some(v.trim())
-            } else if let Some(k) = term.strip_prefix('!') {
-                get(k).is_none()
-            } else {
-                get(term).is_some()
-            }
-        })
-}
-
-fn fields_match(selector: &str, obj: &Value) -> bool {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .all(|term| {
-            let (path, want, equal) = match term.split_once("!=") {
-                Some((p, v)) => (p, v, false),
-                None => match term.split_once("==").or_else(|| term.split_once('=')) {
-                    Some((p, v)) => (p, v, true),
-                    None => return false,
-                },
-            };
-            let pointer = format!("/{}", path.trim().replace('.', "/"));
-            let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
-            (have == want.trim()) == equal
-        })
 }
 
 /// RFC 7386 JSON merge patch.
@@ -546,100 +383,30 @@ impl Host for FakeHost {
     }
 
     fn fetch_module(&self, req: &wl::FetchRequest) -> Result<wl::FetchProgress, wl::FetchError> {
-        let mut w = self.inner.wl.borrow_mut();
-        w.fetches.push(req.clone());
-        match w.modules.get(&req.image) {
-            Some(FakeModule::Ready(d))
-            | Some(FakeModule::Pending {
-                digest: d,
-                done: true,
-                ..
-            }) => Ok(wl::FetchProgress::Ready(d.clone())),
-            Some(FakeModule::Pending { id, .. }) => Ok(wl::FetchProgress::Pending(*id)),
-            Some(FakeModule::Failed(e)) => Err(e.clone()),
-            None => Err(wl::FetchError::NotFound(format!(
-                "{}: no such module",
-                req.image
-            ))),
-        }
+        self.inner.wl.borrow_mut().fetch_module(req)
     }
 
     fn prepare_volume(&self, req: &wl::VolumeRequest) -> Result<u64, wl::WorkloadError> {
-        let mut w = self.inner.wl.borrow_mut();
-        let known = w
-            .volumes
-            .iter()
-            .find(|(_, r)| r.pod_uid == req.pod_uid && r.name == req.name)
-            .map(|(id, _)| *id);
-        let id = match known {
-            Some(id) => id,
-            None => w.id(),
-        };
-        w.volumes.push((id, req.clone()));
-        Ok(id)
+        self.inner.wl.borrow_mut().prepare_volume(req)
     }
 
     fn spawn(&self, spec: &wl::SpawnSpec) -> Result<u64, wl::WorkloadError> {
-        let mut w = self.inner.wl.borrow_mut();
-        if !w.modules.values().any(|m| matches!(m, FakeModule::Ready(d) | FakeModule::Pending { digest: d, .. } if *d == spec.module)) {
-            return Err(wl::WorkloadError::Invalid(format!("module {} is not ready", spec.module)));
-        }
-        let handle = w.id();
-        let started_at_ms = w.clock_ms;
-        w.spawned.push((handle, spec.clone()));
-        w.status.insert(
-            handle,
-            wl::WorkloadStatus {
-                state: wl::RunState::Running,
-                started_at_ms,
-                finished_at_ms: None,
-            },
-        );
-        w.pod_of.insert(handle, spec.logs.pod_uid.clone());
-        Ok(handle)
+        self.inner.wl.borrow_mut().spawn(spec)
     }
 
     fn workload_status(&self, handle: u64) -> Result<wl::WorkloadStatus, wl::WorkloadError> {
-        self.inner
-            .wl
-            .borrow()
-            .status
-            .get(&handle)
-            .cloned()
-            .ok_or(wl::WorkloadError::UnknownHandle)
+        self.inner.wl.borrow().workload_status(handle)
     }
 
     fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), wl::WorkloadError> {
-        let mut w = self.inner.wl.borrow_mut();
-        if !w.status.contains_key(&handle) {
-            return Err(wl::WorkloadError::UnknownHandle);
-        }
-        w.kills.push((handle, grace_ms));
-        Ok(())
+        self.inner.wl.borrow_mut().kill(handle, grace_ms)
     }
 
     fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, wl::WorkloadError> {
-        let w = self.inner.wl.borrow();
-        if !w.status.contains_key(&handle) {
-            return Err(wl::WorkloadError::UnknownHandle);
-        }
-        let logs = w.logs.get(&handle).cloned().unwrap_or_default();
-        let start = logs.len().saturating_sub(max_bytes as usize);
-        Ok(logs[start..].to_vec())
+        self.inner.wl.borrow().read_logs(handle, max_bytes)
     }
 
     fn release_pod(&self, pod_uid: &str) {
-        let mut w = self.inner.wl.borrow_mut();
-        w.released.push(pod_uid.to_owned());
-        let gone: Vec<u64> = w
-            .pod_of
-            .iter()
-            .filter(|(_, uid)| *uid == pod_uid)
-            .map(|(h, _)| *h)
-            .collect();
-        for h in gone {
-            w.status.remove(&h);
-            w.pod_of.remove(&h);
-        }
+        self.inner.wl.borrow_mut().release_pod(pod_uid);
     }
 }

@@ -1,0 +1,218 @@
+//! The typed Kubernetes client: objects in and out as k8s-openapi / kube types.
+//!
+//! Every method works for any `K: kube::Resource<DynamicType = ()>` (all k8s-openapi
+//! types and every `#[derive(CustomResource)]` type); the host checks each call against
+//! the plugin manifest, so a call it does not grant returns [`ClientError::Denied`].
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+//! use wasmlet_sdk::client::{Client, DeleteParams, ListParams, Patch};
+//!
+//! # fn demo() -> Result<(), wasmlet_sdk::client::ClientError> {
+//! let client = Client::new();
+//! let pod: Pod = client.get("default", "web-0")?;
+//! let maybe: Option<ConfigMap> = client.get_opt("default", "settings")?;
+//! let pods: Vec<Pod> = client.list(&ListParams::namespaced("default").labels("app=web"))?;
+//! client.patch::<Pod>("default", "web-0", &Patch::merge(serde_json::json!({
+//!     "metadata": { "labels": { "seen": "yes" } }
+//! })))?;
+//! client.delete::<ConfigMap>("default", "old", &DeleteParams::background())?;
+//! client.evict("default", "web-1")?;
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod event;
+mod object_ref;
+mod params;
+
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::bindings::{client as raw, types};
+use crate::host::with_host;
+
+pub use error::ClientError;
+pub use event::{Event, EventType};
+pub use object_ref::ObjectRef;
+pub use params::{DeleteParams, ListParams, Patch, Propagation};
+
+/// The typed client. It holds nothing (the host keeps the connection, caches and
+/// credentials), so make one wherever it is needed, or use `Context::client`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Client {
+    _private: (),
+}
+
+impl Client {
+    pub fn new() -> Self {
+        Client { _private: () }
+    }
+
+    /// The object `name` of type `K` (from the host's cache). `namespace` is a `&str`
+    /// for namespaced kinds and `None` for cluster-scoped ones.
+    pub fn get<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let target = ObjectRef::of::<K>(namespace, name).to_raw();
+        let json = with_host(|h| h.get(&target))?;
+        decode(&json)
+    }
+
+    /// As [`Client::get`], with `None` when the object does not exist.
+    pub fn get_opt<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<Option<K>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        match self.get(namespace, name) {
+            Ok(obj) => Ok(Some(obj)),
+            Err(ClientError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects of type `K` that `params` selects (from the host's cache).
+    pub fn list<K>(&self, params: &ListParams) -> Result<Vec<K>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let of = types::TypeRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+        };
+        let params = raw::ListParams {
+            namespace: params.namespace.clone(),
+            label_selector: params.label_selector.clone(),
+            field_selector: params.field_selector.clone(),
+        };
+        let items = with_host(|h| h.list(&of, &params))?;
+        items.iter().map(|json| decode(json)).collect()
+    }
+
+    /// Creates `obj` (namespace from its metadata) and returns it as stored.
+    pub fn create<K>(&self, obj: &K) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let body = encode(obj)?;
+        decode(&with_host(|h| h.create(&body))?)
+    }
+
+    /// Replaces `obj`; its resourceVersion makes this fail with `Conflict` when stale.
+    pub fn update<K>(&self, obj: &K) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let body = encode(obj)?;
+        decode(&with_host(|h| h.update(&body))?)
+    }
+
+    /// Patches the object and returns it as stored.
+    pub fn patch<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.patch_impl(ObjectRef::of::<K>(namespace, name), patch, false)
+    }
+
+    /// Patches the object's status subresource. (A reconciler returns the status of the
+    /// object it reconciles in its `Action` instead: the host owns that write.)
+    pub fn patch_status<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.patch_impl(ObjectRef::of::<K>(namespace, name), patch, true)
+    }
+
+    fn patch_impl<K: DeserializeOwned>(
+        &self,
+        target: ObjectRef,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<K, ClientError> {
+        let (how, body) = patch.split();
+        let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
+        decode(&with_host(|h| {
+            h.patch(&target.to_raw(), &how, &body, status)
+        })?)
+    }
+
+    /// Deletes the object.
+    pub fn delete<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), ClientError>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let target = ObjectRef::of::<K>(namespace, name).to_raw();
+        Ok(with_host(|h| h.delete(&target, &params.to_raw()))?)
+    }
+
+    /// Evicts a pod (honours PodDisruptionBudgets: `TooManyRequests` when one blocks it).
+    pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
+        self.evict_with(namespace, name, &DeleteParams::default())
+    }
+
+    /// [`Client::evict`] with delete options (grace period, preconditions).
+    pub fn evict_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), ClientError> {
+        Ok(with_host(|h| h.evict(namespace, name, &params.to_raw()))?)
+    }
+
+    /// Records `event`, which must name what it is about (`Event::regarding`);
+    /// `Context::event` fills that in with the object being reconciled.
+    pub fn event(&self, event: &Event) -> Result<(), ClientError> {
+        let Some(regarding) = &event.regarding else {
+            return Err(ClientError::Invalid("an event needs `regarding`".into()));
+        };
+        let raw_event = raw::Event {
+            type_: match event.type_ {
+                EventType::Normal => raw::EventType::Normal,
+                EventType::Warning => raw::EventType::Warning,
+            },
+            reason: event.reason.clone(),
+            action: event.action.clone(),
+            note: event.note.clone(),
+            regarding: regarding.to_raw(),
+            related: event.related.as_ref().map(ObjectRef::to_raw),
+        };
+        Ok(with_host(|h| h.record_event(&raw_event))?)
+    }
+}
+
+fn encode<K: Serialize>(obj: &K) -> Result<String, ClientError> {
+    serde_json::to_string(obj).map_err(|e| ClientError::Decode(format!("encoding the object: {e}")))
+}
+
+fn decode<K: DeserializeOwned>(json: &str) -> Result<K, ClientError> {
+    serde_json::from_str(json).map_err(|e| {
+        ClientError::Decode(format!("{} from the host: {e}", std::any::type_name::<K>()))
+    })
+}
