@@ -31,8 +31,14 @@ pub enum LoadError {
     Contract { path: String, message: String },
     #[error("{path}: cannot be linked: {message}")]
     Link { path: String, message: String },
-    #[error("{path}: failed its first call (declared-conditions): {error}")]
-    FirstCall { path: String, error: CallError },
+    /// The first call (`graph` for providers, `declared-conditions` for
+    /// reconcilers) doubles as the check that the version works at all.
+    #[error("{path}: failed its first call ({export}): {error}")]
+    FirstCall {
+        path: String,
+        export: &'static str,
+        error: CallError,
+    },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
     /// A CRD the plugin ships could not be applied safely.
@@ -187,9 +193,13 @@ impl Loaded {
             idle: std::sync::Mutex::new(Vec::new()),
         };
         // The first call doubles as the check that the new version works at all.
-        let first = |error| LoadError::FirstCall {
-            path: wasm.display().to_string(),
-            error,
+        let first = |export| {
+            let path = wasm.display().to_string();
+            move |error| LoadError::FirstCall {
+                path,
+                export,
+                error,
+            }
         };
         if loaded.manifest.plugin.kind == PluginKind::Provider {
             let graph = loaded
@@ -202,7 +212,7 @@ impl Loaded {
                     })
                 })
                 .await
-                .map_err(first)?
+                .map_err(first("graph"))?
                 .0;
             super::provider::validate_graph(&graph).map_err(|m| LoadError::Contract {
                 path: wasm.display().to_string(),
@@ -222,7 +232,7 @@ impl Loaded {
                 })
             })
             .await
-            .map_err(first)?
+            .map_err(first("declared-conditions"))?
             .0;
         loaded.declared_conditions = conditions;
         loaded.load_time = started.elapsed();
