@@ -9,12 +9,16 @@
 //!   [`RESULT_TTL`], so the provider's "wait on fetch-done, then ask again" returns it
 //!   rather than starting another pull (which `Always` would otherwise do forever).
 //!
+//! - A stored OCI image is another pod's under `IfNotPresent` / `Never` only if the
+//!   registry served it to that pod's credentials, or to anyone ([`pulled`]).
+//!
 //! Split by seam: [`reference`] (parsing images, the reference → digest map),
 //! [`file`] (`file://` images), [`oci`] (registry pulls), [`store`] (the store,
 //! compiling and linking).
 
 mod file;
 mod oci;
+mod pulled;
 mod reference;
 mod store;
 
@@ -122,12 +126,27 @@ impl Inner {
         if req.pull_policy != PullPolicy::Always
             && let Some(hex) = self.lookup_ref(&key)
         {
-            if self.loaded(&hex).is_some() {
-                return Ok(FetchProgress::Ready(format!("sha256:{hex}")));
+            let verified = match &source {
+                Source::File(_) => true,
+                Source::Oci(r) => {
+                    self.pull_verified(&key, &hex, &pulled::credential_id(r, &req.pull_secrets))
+                }
+            };
+            if verified {
+                if self.loaded(&hex).is_some() {
+                    return Ok(FetchProgress::Ready(format!("sha256:{hex}")));
+                }
+                if self.module_path(&hex).is_file() {
+                    job = Some(Job::Stored(hex));
+                }
+            } else if req.pull_policy == PullPolicy::Never {
+                return Err(FetchError::Unauthorized(format!(
+                    "{key}: stored on this node, but pulled with credentials other than this \
+                     pod's pull secrets, and the pull policy Never forbids checking those \
+                     with the registry"
+                )));
             }
-            if self.module_path(&hex).is_file() {
-                job = Some(Job::Stored(hex));
-            }
+            // Otherwise pulled again with this pod's credentials: the registry decides.
         }
         let job = match job {
             Some(j) => j,
@@ -220,6 +239,9 @@ impl Inner {
                     self.clone().load_blocking(hex.clone(), bytes).await?;
                 }
                 self.record_ref(&key, &hex);
+                if let Source::Oci(r) = &source {
+                    self.record_pull(&key, &hex, &pulled::credential_id(r, &secrets));
+                }
                 Ok(format!("sha256:{hex}"))
             }
         }
