@@ -51,9 +51,10 @@ async fn a_private_image_is_not_another_pods_without_its_own_credentials() {
     let engine = WorkloadEngine::new(&tmp.path().join("cache")).unwrap();
     let m = WorkloadManager::new(config, engine).unwrap();
     let image = format!("{}/private:v1", registry.addr);
+    let addr = registry.addr.clone();
     let secret = |user: &str, password: &str| {
         vec![PullSecret {
-            registry: registry.addr.clone(),
+            registry: addr.clone(),
             username: user.into(),
             password: password.into(),
         }]

@@ -3,7 +3,6 @@
 //! disk (`emptyDir.sizeLimit`). The workloads are small WASI preview 1 modules
 //! written here in WAT, run as `file://` images.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wasmlet::node::workloads::*;
