@@ -43,8 +43,7 @@ fn usage(base: &Path, rel: &Path) -> std::io::Result<u64> {
             Err(_) if !sub.as_os_str().is_empty() => continue,
             Err(e) => return Err(std::io::Error::other(e.to_string())),
         };
-        let mut entries = rustix::fs::Dir::read_from(&dir)?;
-        while let Some(entry) = entries.next() {
+        for entry in rustix::fs::Dir::read_from(&dir)? {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
