@@ -19,7 +19,7 @@ use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::Cluster;
 use wasmlet::node::NodeAgent;
 use wasmlet::node::agent::NodeConfig;
-use wasmlet::node::workloads::{WorkloadConfig, WorkloadManager};
+use wasmlet::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use wasmlet::plugin::PluginSet;
 use wasmlet::plugin::engine::PluginEngine;
 
@@ -90,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let workloads = Arc::new(WorkloadManager::new(
         WorkloadConfig::new(data.path().join("node")),
-        engine,
+        WorkloadEngine::new(&data.path().join("cache"))?,
     )?);
     plugins.set_workloads(workloads.clone());
     anyhow::ensure!(plugins.scan().await.is_empty(), "wasi-runner did not load");

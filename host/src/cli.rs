@@ -24,7 +24,7 @@ use crate::controller::metrics::ControllerMetrics;
 use crate::node::NodeAgent;
 use crate::node::agent::NodeConfig;
 use crate::node::kubelet::KubeletTls;
-use crate::node::workloads::{WorkloadConfig, WorkloadManager};
+use crate::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::manifest::PluginKind;
 use crate::plugin::metrics::PluginCollector;
@@ -103,6 +103,14 @@ struct NodeArgs {
     /// so pods cannot run or probe the node's files).
     #[arg(long = "allow-file-images")]
     allow_file_images: Vec<PathBuf>,
+    /// Memory limit of a container that sets no `resources.limits.memory` (bytes, or
+    /// with a Ki/Mi/Gi or k/M/G suffix).
+    #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
+    workload_memory_limit: u64,
+    /// The largest `resources.limits.memory` a container may set (larger: the
+    /// container fails to start).
+    #[arg(long, default_value = "2Gi", value_parser = parse_bytes)]
+    workload_max_memory: u64,
     /// CA whose client certificates may call the kubelet API (`run` only;
     /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
     #[arg(long)]
@@ -178,6 +186,32 @@ async fn config_from(kubeconfig: &Path) -> Result<kube::Config> {
     Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
 }
 
+/// `512`, `256Mi`, `2Gi`, `100M`: a byte count for the memory flags.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of bytes"))?;
+    let scale: u64 = match unit {
+        "" => 1,
+        "k" => 1000,
+        "M" => 1000 * 1000,
+        "G" => 1000 * 1000 * 1000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use Ki, Mi, Gi, k, M or G)"
+            ));
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
 /// A DER certificate as PEM.
 fn pem_certificate(der: &[u8]) -> String {
     use base64::Engine;
@@ -236,7 +270,18 @@ async fn run_host(
             .iter()
             .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
             .collect();
-        let workloads = Arc::new(WorkloadManager::new(wc, engine.clone())?);
+        if n.workload_memory_limit > n.workload_max_memory {
+            anyhow::bail!(
+                "--workload-memory-limit ({}) is above --workload-max-memory ({})",
+                n.workload_memory_limit,
+                n.workload_max_memory
+            );
+        }
+        wc.default_memory_limit = n.workload_memory_limit;
+        wc.max_memory_limit = n.workload_max_memory;
+        // Workloads get their own engine: pods must not exhaust the plugins' pool.
+        let wengine = WorkloadEngine::new(&data_dir.join("cache").join("components"))?;
+        let workloads = Arc::new(WorkloadManager::new(wc, wengine)?);
         let mut config = NodeConfig::new(&node_name(n));
         config.address = n.node_address;
         config.kubelet_port = n.kubelet_port;

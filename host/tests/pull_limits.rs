@@ -7,7 +7,6 @@ use std::io::Read;
 use std::path::Path;
 
 use wasmlet::node::workloads::*;
-use wasmlet::plugin::engine::PluginEngine;
 use wasmlet_e2e::registry::{self, Registry};
 
 const WASM: (&str, &str) = ("application/wasm", "application/vnd.wasm.config.v0+json");
@@ -20,9 +19,10 @@ fn manager(data: &Path, addr: &str, max: u64) -> WorkloadManager {
     let mut config = WorkloadConfig::new(data);
     config.insecure_registries = vec![addr.to_string()];
     config.max_module_bytes = max;
-    let engine =
-        PluginEngine::new(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-limits-engine-cache"))
-            .unwrap();
+    let engine = WorkloadEngine::new(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-limits-engine-cache"),
+    )
+    .unwrap();
     WorkloadManager::new(config, engine).unwrap()
 }
 
@@ -122,9 +122,10 @@ async fn file_images_come_only_from_module_directories() {
     std::os::unix::fs::symlink(outside.join("hello.wasm"), modules.join("link.wasm")).unwrap();
     let mut config = WorkloadConfig::new(tmp.path().join("data"));
     config.file_image_dirs = vec![modules.clone()];
-    let engine =
-        PluginEngine::new(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-limits-engine-cache"))
-            .unwrap();
+    let engine = WorkloadEngine::new(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-limits-engine-cache"),
+    )
+    .unwrap();
     let m = WorkloadManager::new(config, engine).unwrap();
 
     pull(

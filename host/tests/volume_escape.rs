@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmlet::node::workloads::*;
-use wasmlet::plugin::engine::PluginEngine;
 
 fn workloads_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/workloads");
@@ -21,11 +20,11 @@ fn workloads_dir() -> PathBuf {
     dir
 }
 
-fn engine() -> PluginEngine {
-    static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
+fn engine() -> WorkloadEngine {
+    static ENGINE: OnceLock<WorkloadEngine> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            PluginEngine::new(
+            WorkloadEngine::new(
                 &Path::new(env!("CARGO_TARGET_TMPDIR")).join("volume-escape-engine-cache"),
             )
             .unwrap()

@@ -8,7 +8,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use wasmlet::node::workloads::*;
-use wasmlet::plugin::engine::PluginEngine;
 use wasmlet_e2e::registry::{self, Registry};
 
 fn workloads_dir() -> PathBuf {
@@ -27,11 +26,11 @@ fn workload(name: &str) -> PathBuf {
 
 /// One engine for all tests (its pooling allocator reserves a lot of address space);
 /// its compile cache persists between runs.
-fn engine() -> PluginEngine {
-    static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
+fn engine() -> WorkloadEngine {
+    static ENGINE: OnceLock<WorkloadEngine> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            PluginEngine::new(
+            WorkloadEngine::new(
                 &Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads-engine-cache"),
             )
             .unwrap()

@@ -13,6 +13,8 @@ pub struct Registry {
     /// `127.0.0.1:PORT`, plain HTTP.
     pub addr: String,
     _dir: tempfile::TempDir,
+    /// The credentials [`Registry::push`] uses (a registry started with users).
+    push_auth: Option<(String, String)>,
 }
 
 impl Drop for Registry {
@@ -25,16 +27,33 @@ impl Drop for Registry {
 impl Registry {
     /// Starts one on a free port and waits until it listens.
     pub async fn start() -> Result<Registry> {
+        Self::start_with_users(&[]).await
+    }
+
+    /// Like [`Registry::start`], but every request needs the basic-auth credentials
+    /// of one of `users`: (name, password, bcrypt hash of the password as htpasswd
+    /// writes it). Pushes use the first user.
+    pub async fn start_with_users(users: &[(&str, &str, &str)]) -> Result<Registry> {
         let dir = tempfile::tempdir()?;
         let addr = format!("127.0.0.1:{}", crate::free_port());
         let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-                dir.path().join("storage").display()
-            ),
-        )?;
+        let mut yaml = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            dir.path().join("storage").display()
+        );
+        if !users.is_empty() {
+            let htpasswd = dir.path().join("htpasswd");
+            let lines: String = users
+                .iter()
+                .map(|(name, _, hash)| format!("{name}:{hash}\n"))
+                .collect();
+            std::fs::write(&htpasswd, lines)?;
+            yaml.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: wasmlet-test\n    path: {}\n",
+                htpasswd.display()
+            ));
+        }
+        std::fs::write(&config, yaml)?;
         let child = std::process::Command::new(BIN)
             .arg("serve")
             .arg(&config)
@@ -46,6 +65,9 @@ impl Registry {
             child,
             addr,
             _dir: dir,
+            push_auth: users
+                .first()
+                .map(|(name, password, _)| (name.to_string(), password.to_string())),
         };
         crate::eventually(
             Duration::from_secs(20),
@@ -81,7 +103,10 @@ impl Registry {
                 &reference,
                 &[ImageLayer::new(layer, layer_type.to_string(), None)],
                 Config::new(b"{}".to_vec(), config_type.to_string(), None),
-                &oci_client::secrets::RegistryAuth::Anonymous,
+                &match &self.push_auth {
+                    Some((u, p)) => oci_client::secrets::RegistryAuth::Basic(u.clone(), p.clone()),
+                    None => oci_client::secrets::RegistryAuth::Anonymous,
+                },
                 None,
             )
             .await?;

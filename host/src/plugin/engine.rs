@@ -48,10 +48,9 @@ fn base_config() -> Config {
 }
 
 impl PluginEngine {
-    /// Builds the engine: the pooling allocator when this machine can reserve
-    /// its slots (a probe), on-demand allocation otherwise.
+    /// Builds the plugins' engine: the pooling allocator when this machine can
+    /// reserve its slots (a probe), on-demand allocation otherwise.
     pub fn new(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
-        let mut pooled = base_config();
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(512);
         pool.total_core_instances(1024);
@@ -59,6 +58,7 @@ impl PluginEngine {
         pool.total_tables(1024);
         pool.total_stacks(512);
         pool.max_memory_size(1 << 30);
+        let mut pooled = base_config();
         pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let (engine, pooling) = match Engine::new(&pooled) {
             Ok(e) => (e, true),
@@ -70,6 +70,25 @@ impl PluginEngine {
                 )
             }
         };
+        Self::with_engine(engine, pooling, cache_dir)
+    }
+
+    /// An engine for pods' WASI workloads, apart from the plugins' one: a pod's
+    /// instances, memories and stacks never come out of the pool the reconcilers
+    /// and providers instantiate from, however many pods run or however much they
+    /// grow. On-demand allocation: memory is reserved as a workload grows, capped
+    /// per store by its limit (a pool would have to reserve every slot at the
+    /// node's maximum). Its compiled components share `cache_dir`'s cache.
+    pub fn for_workloads(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
+        let engine = Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Self::with_engine(engine, false, cache_dir)
+    }
+
+    fn with_engine(
+        engine: Engine,
+        pooling: bool,
+        cache_dir: &Path,
+    ) -> anyhow::Result<PluginEngine> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
         let root = cache_dir;

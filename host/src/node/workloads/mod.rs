@@ -15,6 +15,8 @@
 //! Nothing here blocks: fetches and workloads run on tokio tasks; completion is
 //! announced on [`WorkloadManager::subscribe_fetches`] / [`WorkloadManager::subscribe_exits`].
 
+mod disk;
+mod engine;
 mod fetch;
 pub mod logs;
 mod run;
@@ -28,8 +30,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use crate::plugin::engine::PluginEngine;
-
+pub use engine::WorkloadEngine;
 pub use fetch::RESULT_TTL as FETCH_RESULT_TTL;
 pub use logs::{CriLine, MAX_LINE, TAIL_BYTES, cri_timestamp, parse_cri_line};
 pub use run::{KILLED_EXIT_CODE, YIELD_TICKS};
@@ -106,7 +107,7 @@ pub enum FetchError {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EmptyDir {
-    /// Accepted but not enforced (no quota on the data directory).
+    /// Bytes on disk; a pod whose volume grows past it is evicted (see `disk.rs`).
     pub size_limit: Option<u64>,
 }
 
@@ -180,7 +181,9 @@ pub struct SpawnSpec {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub mounts: Vec<Mount>,
-    /// Bytes of linear memory (per memory).
+    /// Bytes of linear memory (all memories together; the container's
+    /// `resources.limits.memory`): `None` takes [`WorkloadConfig::default_memory_limit`];
+    /// above [`WorkloadConfig::max_memory_limit`] the spawn is refused.
     pub memory_limit: Option<u64>,
     pub logs: LogTarget,
 }
@@ -234,6 +237,14 @@ pub struct WorkloadConfig {
     pub max_module_bytes: u64,
     /// A pull that takes longer fails as `unavailable`.
     pub pull_timeout: Duration,
+    /// The memory limit of a container that sets none (kubelet's containers are
+    /// unlimited; a wasm workload without one could take the node's memory).
+    pub default_memory_limit: u64,
+    /// The largest memory limit a container may ask for.
+    pub max_memory_limit: u64,
+    /// How often emptyDirs with a `sizeLimit` are measured (the kubelet's eviction
+    /// manager checks every 10 s).
+    pub disk_check_interval: Duration,
 }
 
 impl WorkloadConfig {
@@ -247,6 +258,9 @@ impl WorkloadConfig {
             max_workloads: 400,
             max_module_bytes: 256 * 1024 * 1024,
             pull_timeout: Duration::from_secs(300),
+            default_memory_limit: 256 << 20,
+            max_memory_limit: 2 << 30,
+            disk_check_interval: Duration::from_secs(10),
         }
     }
 }
@@ -264,7 +278,7 @@ struct LoadedModule {
 
 struct Inner {
     config: WorkloadConfig,
-    engine: PluginEngine,
+    engine: crate::plugin::engine::PluginEngine,
     rt: tokio::runtime::Handle,
     p2_linker: wasmtime::component::Linker<run::P2State>,
     p1_linker: wasmtime::Linker<run::P1State>,
@@ -275,6 +289,8 @@ struct Inner {
     fetches: Mutex<fetch::FetchTable>,
     volumes: Mutex<volumes::VolumeTable>,
     workloads: Mutex<HashMap<WorkloadHandle, Arc<run::Workload>>>,
+    /// Evicted pods (uid → why): their spawns are refused until released.
+    evicted: Mutex<HashMap<String, String>>,
     next_id: AtomicU64,
     exits: broadcast::Sender<WorkloadHandle>,
     fetch_done: broadcast::Sender<FetchId>,
@@ -317,7 +333,9 @@ pub struct WorkloadManager {
 
 impl WorkloadManager {
     /// Must be called inside a tokio runtime: fetches and workloads run on it.
-    pub fn new(config: WorkloadConfig, engine: PluginEngine) -> anyhow::Result<WorkloadManager> {
+    /// `engine` is the workloads' own (see [`WorkloadEngine`]), not the plugins'.
+    pub fn new(config: WorkloadConfig, engine: WorkloadEngine) -> anyhow::Result<WorkloadManager> {
+        let engine = engine.0;
         let rt = tokio::runtime::Handle::try_current().map_err(|_| {
             anyhow::anyhow!("WorkloadManager::new must be called inside a tokio runtime")
         })?;
@@ -333,7 +351,7 @@ impl WorkloadManager {
             .map_err(|e| anyhow::anyhow!("linking WASI preview 1: {e:#}"))?;
         let (exits, _) = broadcast::channel(1024);
         let (fetch_done, _) = broadcast::channel(1024);
-        Ok(WorkloadManager {
+        let manager = WorkloadManager {
             inner: Arc::new(Inner {
                 config,
                 engine,
@@ -345,11 +363,14 @@ impl WorkloadManager {
                 fetches: Mutex::default(),
                 volumes: Mutex::default(),
                 workloads: Mutex::default(),
+                evicted: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 exits,
                 fetch_done,
             }),
-        })
+        };
+        manager.inner.start_disk_monitor();
+        Ok(manager)
     }
 
     pub fn config(&self) -> &WorkloadConfig {
@@ -474,6 +495,7 @@ impl WorkloadManager {
             w.kill.fire();
         }
         self.inner.volumes.lock().unwrap().remove_pod(pod_uid);
+        self.inner.evicted.lock().unwrap().remove(pod_uid);
         let dir = volumes::check_segment(pod_uid, "pod uid")
             .ok()
             .map(|_| self.inner.pod_dir(pod_uid));

@@ -55,12 +55,19 @@ pub(crate) struct P1State {
 pub(crate) struct KillSwitch {
     killed: AtomicBool,
     notify: Notify,
+    /// Set by an eviction: the workload is reported `Failed` with it, not killed.
+    evicted: Mutex<Option<String>>,
 }
 
 impl KillSwitch {
     pub(crate) fn fire(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.notify.notify_one();
+    }
+
+    pub(crate) fn evict(&self, message: String) {
+        self.evicted.lock().unwrap().get_or_insert(message);
+        self.fire();
     }
 
     fn fired(&self) -> bool {
@@ -165,9 +172,21 @@ impl Inner {
     ) -> Result<WorkloadHandle, WorkloadError> {
         let t = &spec.logs;
         check_segment(&t.pod_uid, "pod uid")?;
+        if let Some(why) = self.evicted.lock().unwrap().get(&t.pod_uid) {
+            return Err(WorkloadError::Failed(format!("the pod was evicted: {why}")));
+        }
         check_segment(&t.container, "container name")?;
         let module = self.module_for_spawn(&spec.module)?;
         let invalid = |m: String| WorkloadError::Invalid(m);
+        let memory = spec
+            .memory_limit
+            .unwrap_or(self.config.default_memory_limit);
+        if memory > self.config.max_memory_limit {
+            return Err(invalid(format!(
+                "container {}: memory limit {memory} bytes is above this node's maximum of {} bytes",
+                t.container, self.config.max_memory_limit
+            )));
+        }
         for a in &spec.args {
             if a.contains('\0') {
                 return Err(invalid(format!("argument {a:?} contains NUL")));
@@ -259,7 +278,7 @@ impl Inner {
             .insert(handle, workload.clone());
 
         let engine = self.engine.engine.clone();
-        let memory = spec.memory_limit;
+        let memory = Some(memory);
         let inner = self.clone();
         let prepared = match &module.runnable {
             Runnable::Component(_) => Prepared::P2(P2State {
@@ -325,7 +344,10 @@ impl Inner {
             };
             let state = match outcome {
                 Outcome::Exit(code) => RunState::Exited(code),
-                Outcome::Killed => RunState::Exited(KILLED_EXIT_CODE),
+                Outcome::Killed => match kill.evicted.lock().unwrap().clone() {
+                    Some(why) => RunState::Failed(why),
+                    None => RunState::Exited(KILLED_EXIT_CODE),
+                },
                 Outcome::OutOfMemory(m) | Outcome::Trap(m) => RunState::Failed(m),
                 Outcome::StartFailed(m) => RunState::Failed(format!("failed to start: {m}")),
             };

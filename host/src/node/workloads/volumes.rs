@@ -37,6 +37,19 @@ pub(crate) struct Volume {
     rel: PathBuf,
     /// For `files`: the paths written last time, to remove those no longer present.
     files: Vec<String>,
+    /// An emptyDir's `sizeLimit` (enforced by [`super::disk`]).
+    pub(crate) size_limit: Option<u64>,
+}
+
+impl Volume {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The directory the volume lies beneath and its path there.
+    pub(crate) fn location(&self) -> (PathBuf, PathBuf) {
+        (self.base.clone(), self.rel.clone())
+    }
 }
 
 #[derive(Default)]
@@ -173,6 +186,10 @@ impl super::Inner {
                 base,
                 rel,
                 files,
+                size_limit: match &req.source {
+                    VolumeSource::EmptyDir(e) => e.size_limit,
+                    _ => None,
+                },
             },
         );
         table.by_key.insert(key, id);
