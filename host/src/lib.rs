@@ -1,8 +1,21 @@
 //! wasmlet: Kubernetes controllers and node agents as sandboxed WebAssembly
 //! components, with an embedded Kubernetes-compatible control plane.
 //!
-//! - [`apiserver`]: the embedded API server (storage, REST, watch, GC).
-//! - [`cli`]: the `wasmlet` command line.
+//! Read it top down; each layer uses only the ones below it:
+//! - [`cli`]: the `wasmlet` command line, which builds and wires the rest;
+//! - [`apiserver`]: the embedded API server (storage, REST, watch, GC);
+//! - [`controller`]: the controller engine (caches, workqueue, status,
+//!   finalizers, leader election) and [`node`]: the node agent (Node, leases,
+//!   pod state machines, WASI workloads, kubelet API);
+//! - [`plugin`]: the plugin runtime (manifest, engine, sandboxed calls);
+//! - [`cluster`]: cluster access (resolver, caches, reads and writes);
+//! - [`endpoints`] (metrics and health) and [`private_dir`] (0700 directories).
+//!
+//! Lock poisoning: every `std::sync` lock here guards a table whose updates
+//! are single inserts, removals or assignments, so a panic while one is held
+//! cannot leave it half-updated. A poisoned lock is therefore recovered with
+//! `unwrap_or_else(|p| p.into_inner())`, never unwrapped: one panicking task
+//! must not take every later caller (and the host) down with it.
 
 pub mod apiserver;
 pub mod cli;

@@ -83,8 +83,8 @@ impl Inner {
 
     fn check_disk(&self) {
         let limited: Vec<(String, String, PathBuf, PathBuf, u64)> = {
-            let evicted = self.evicted.lock().unwrap();
-            let table = self.volumes.lock().unwrap();
+            let evicted = self.evicted.lock().unwrap_or_else(|p| p.into_inner());
+            let table = self.volumes.lock().unwrap_or_else(|p| p.into_inner());
             table
                 .by_id
                 .values()
@@ -116,7 +116,12 @@ impl Inner {
             .lock()
             .unwrap()
             .insert(uid.to_string(), message.clone());
-        for w in self.workloads.lock().unwrap().values() {
+        for w in self
+            .workloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
             if w.pod_uid == uid && matches!(w.status.borrow().state, RunState::Running) {
                 w.kill.evict(message.clone());
             }

@@ -483,7 +483,11 @@ impl WorkloadManager {
     /// once; await the returned task to know the directory is gone. Idempotent.
     pub fn release_pod(&self, pod_uid: &str) -> tokio::task::JoinHandle<()> {
         let gone: Vec<Arc<run::Workload>> = {
-            let mut map = self.inner.workloads.lock().unwrap();
+            let mut map = self
+                .inner
+                .workloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let handles: Vec<WorkloadHandle> = map
                 .iter()
                 .filter(|(_, w)| w.pod_uid == pod_uid)
@@ -494,8 +498,16 @@ impl WorkloadManager {
         for w in &gone {
             w.kill.fire();
         }
-        self.inner.volumes.lock().unwrap().remove_pod(pod_uid);
-        self.inner.evicted.lock().unwrap().remove(pod_uid);
+        self.inner
+            .volumes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove_pod(pod_uid);
+        self.inner
+            .evicted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(pod_uid);
         let dir = volumes::check_segment(pod_uid, "pod uid")
             .ok()
             .map(|_| self.inner.pod_dir(pod_uid));

@@ -66,7 +66,10 @@ impl KillSwitch {
     }
 
     pub(crate) fn evict(&self, message: String) {
-        self.evicted.lock().unwrap().get_or_insert(message);
+        self.evicted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(message);
         self.fire();
     }
 
@@ -172,7 +175,12 @@ impl Inner {
     ) -> Result<WorkloadHandle, WorkloadError> {
         let t = &spec.logs;
         check_segment(&t.pod_uid, "pod uid")?;
-        if let Some(why) = self.evicted.lock().unwrap().get(&t.pod_uid) {
+        if let Some(why) = self
+            .evicted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&t.pod_uid)
+        {
             return Err(WorkloadError::Failed(format!("the pod was evicted: {why}")));
         }
         check_segment(&t.container, "container name")?;
@@ -344,7 +352,12 @@ impl Inner {
             };
             let state = match outcome {
                 Outcome::Exit(code) => RunState::Exited(code),
-                Outcome::Killed => match kill.evicted.lock().unwrap().clone() {
+                Outcome::Killed => match kill
+                    .evicted
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                {
                     Some(why) => RunState::Failed(why),
                     None => RunState::Exited(KILLED_EXIT_CODE),
                 },

@@ -140,7 +140,7 @@ impl super::Inner {
                 check_relative(&f.path, "volume file path")?;
             }
         }
-        let mut table = self.volumes.lock().unwrap();
+        let mut table = self.volumes.lock().unwrap_or_else(|p| p.into_inner());
         let existing = table.by_key.get(&key).copied();
         if let Some(id) = existing {
             let v = &table.by_id[&id];
@@ -244,7 +244,7 @@ impl super::Inner {
         m: &Mount,
     ) -> Result<(OwnedFd, String, FsPerms), WorkloadError> {
         check_guest_path(&m.guest_path)?;
-        let table = self.volumes.lock().unwrap();
+        let table = self.volumes.lock().unwrap_or_else(|p| p.into_inner());
         let v = table
             .by_id
             .get(&m.volume)

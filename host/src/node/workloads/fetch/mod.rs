@@ -113,7 +113,7 @@ impl Inner {
             hex::encode(h.finalize())
         };
         {
-            let mut table = self.fetches.lock().unwrap();
+            let mut table = self.fetches.lock().unwrap_or_else(|p| p.into_inner());
             table.sweep(Instant::now());
             if let Some(id) = table.by_key.get(&fetch_key) {
                 return match &table.entries[id].result {
@@ -162,7 +162,7 @@ impl Inner {
         };
         let id = self.next_id();
         {
-            let mut table = self.fetches.lock().unwrap();
+            let mut table = self.fetches.lock().unwrap_or_else(|p| p.into_inner());
             table.entries.insert(
                 id,
                 FetchEntry {
@@ -184,7 +184,13 @@ impl Inner {
             if let Err(e) = &result {
                 tracing::info!(fetch = id, error = %e, "module fetch failed");
             }
-            if let Some(e) = inner.fetches.lock().unwrap().entries.get_mut(&id) {
+            if let Some(e) = inner
+                .fetches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entries
+                .get_mut(&id)
+            {
                 e.result = Some((result, Instant::now()));
             }
             let _ = inner.fetch_done.send(id);
@@ -193,7 +199,7 @@ impl Inner {
     }
 
     pub(crate) fn poll_fetch(&self, id: FetchId) -> Option<Result<ModuleRef, FetchError>> {
-        let table = self.fetches.lock().unwrap();
+        let table = self.fetches.lock().unwrap_or_else(|p| p.into_inner());
         table
             .entries
             .get(&id)?

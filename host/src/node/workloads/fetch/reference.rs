@@ -71,7 +71,7 @@ impl Inner {
     }
 
     pub(super) fn lookup_ref(&self, key: &str) -> Option<String> {
-        if let Some(hex) = self.refs.lock().unwrap().get(key) {
+        if let Some(hex) = self.refs.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
             return Some(hex.clone());
         }
         let text = std::fs::read_to_string(self.ref_path(key)).ok()?;

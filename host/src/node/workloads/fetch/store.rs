@@ -21,7 +21,11 @@ impl Inner {
             .join(format!("{hex}.wasm"))
     }
     pub(crate) fn loaded(&self, hex: &str) -> Option<Arc<LoadedModule>> {
-        self.modules.lock().unwrap().get(hex).cloned()
+        self.modules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(hex)
+            .cloned()
     }
     /// Compiles and links `bytes` (digest `hex`) off the async threads.
     pub(super) async fn load_blocking(
