@@ -216,7 +216,7 @@ impl Host {
 
     fn reconciles(&self) -> u64 {
         self.metrics
-            .encode(None)
+            .encode()
             .lines()
             .filter(|l| {
                 l.starts_with("controller_runtime_reconcile_total{")

@@ -27,6 +27,7 @@ use crate::node::kubelet::KubeletTls;
 use crate::node::workloads::{WorkloadConfig, WorkloadManager};
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::manifest::PluginKind;
+use crate::plugin::metrics::PluginCollector;
 use crate::plugin::{Manifest, PluginSet};
 
 #[derive(Parser)]
@@ -98,6 +99,10 @@ struct NodeArgs {
     /// Registries pulled from over plain HTTP (host:port).
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
+    /// Directories `file://` images may be read from (repeatable; none by default,
+    /// so pods cannot run or probe the node's files).
+    #[arg(long = "allow-file-images")]
+    allow_file_images: Vec<PathBuf>,
     /// CA whose client certificates may call the kubelet API (`run` only;
     /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
     #[arg(long)]
@@ -226,6 +231,11 @@ async fn run_host(
         let mut wc = WorkloadConfig::new(data_dir.join("node"));
         wc.host_path_allow = n.host_path_allow.clone();
         wc.insecure_registries = n.insecure_registries.clone();
+        wc.file_image_dirs = n
+            .allow_file_images
+            .iter()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect();
         let workloads = Arc::new(WorkloadManager::new(wc, engine.clone())?);
         let mut config = NodeConfig::new(&node_name(n));
         config.address = n.node_address;
@@ -247,10 +257,10 @@ async fn run_host(
         );
         agent = Some(a);
     }
-    let bound = metrics
-        .clone()
-        .serve(host.metrics_addr, plugins.clone(), ready.clone())
-        .await?;
+    if let Some(plugins) = &plugins {
+        metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
+    }
+    let bound = crate::endpoints::serve(host.metrics_addr, metrics.clone(), ready.clone()).await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
         tokio::spawn(leader::run(

@@ -8,5 +8,6 @@ pub mod apiserver;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod endpoints;
 pub mod node;
 pub mod plugin;

@@ -242,7 +242,8 @@ async fn hot_swap_keeps_working_version_and_rolls_back() {
 
     // A valid new version (another component under the same manifest) swaps in.
     std::fs::copy(built_plugins().join("denied.wasm"), &wasm).unwrap();
-    assert!(env.set.scan().await.is_empty());
+    let f = env.set.scan().await;
+    assert!(f.is_empty(), "{f:?}");
     let v2 = env.set.get("configmap-summary").unwrap();
     assert_ne!(v2.digest, v1.digest);
     assert_eq!(
@@ -461,4 +462,147 @@ async fn reused_instances_serve_calls_and_a_trap_is_not_reused() {
         ));
     }
     assert_eq!(PluginMetrics::get(&env.set.metrics("trap").traps), 3);
+}
+
+/// A reused instance gets each call's full HTTP budget: after calls that
+/// together ran longer than the 500 ms deadline, a fast request still succeeds
+/// (it timed out at once when the budget ran from the instance's first call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_instance_gets_a_fresh_http_budget_per_call() {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/hello", get(|| async { "hello plugin" }))
+        .route("/slow", get(std::future::pending::<&'static str>));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let env = env().await;
+    for name in ["configmap-summary", "fetcher"] {
+        install(env.plugins.path(), name);
+    }
+    let toml = env.plugins.path().join("fetcher.toml");
+    let text = std::fs::read_to_string(&toml)
+        .unwrap()
+        .replace("[limits]", "[limits]\nreuse-instances = true");
+    std::fs::write(&toml, text).unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let fetcher = env.set.get("fetcher").unwrap();
+    assert!(fetcher.manifest.limits.reuse_instances);
+    let obj = create_summary(&env.client, "h1", json!({"wasmlet.dev/test": "fetcher"})).await;
+
+    // Three requests that each wait out their own 200 ms timeout: 600 ms in all
+    // on the one reused instance.
+    let slow = fetch_target(&obj, &format!("http://127.0.0.1:{port}/slow"), Some(200));
+    for _ in 0..3 {
+        let (r, _) = fetcher.reconcile("default/h1", &slow).await.unwrap();
+        let e = r.expect_err("the slow request fails");
+        assert!(e.message.contains("timed out"), "{e:?}");
+    }
+    let hello = fetch_target(&obj, &format!("http://127.0.0.1:{port}/hello"), None);
+    let (r, _) = fetcher.reconcile("default/h1", &hello).await.unwrap();
+    let outcome = r.expect("the fast request succeeds on the reused instance");
+    let status: Value = outcome.status.clone().unwrap();
+    assert_eq!(status, json!({"httpStatus": 200, "body": "hello plugin"}));
+}
+
+/// A CRD another field manager created is not taken over by a plugin that
+/// ships the same CRD: the load fails naming that manager, the CRD is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shipped_crd_never_takes_over_a_foreign_one() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let env = env().await;
+    let yaml = built_plugins().join("configsummary.crd.yaml");
+    let mut doc = wasmlet::plugin::set::read_yaml_documents(&yaml)
+        .unwrap()
+        .remove(0);
+    doc["metadata"]["annotations"] = json!({"owner": "someone-else"});
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(env.client.clone());
+    let pp = kube::api::PostParams {
+        field_manager: Some("someone-else".into()),
+        ..Default::default()
+    };
+    let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+    let before = crds
+        .create(&pp, &serde_json::from_value(doc).unwrap())
+        .await
+        .unwrap();
+
+    install(env.plugins.path(), "configmap-summary");
+    let failures = env.set.scan().await;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let msg = failures[0].1.to_string();
+    assert!(
+        msg.contains("\"someone-else\"") && msg.contains(&name),
+        "{msg}"
+    );
+    assert!(env.set.get("configmap-summary").is_none());
+    // (The server's own controller may have written the CRD's status since.)
+    let after = crds.get(&name).await.unwrap();
+    assert_eq!(after.spec, before.spec);
+    assert_eq!(after.metadata.annotations, before.metadata.annotations);
+    let managers: Vec<_> = after
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m.starts_with("wasmlet-plugin-")),
+        "{managers:?}"
+    );
+}
+
+/// DNS rebinding / SSRF: a name in http-hosts that resolves to a loopback
+/// address is refused; the manifest can allow it explicitly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_resolving_to_a_private_address_is_refused_unless_allowed() {
+    use axum::routing::get;
+    let app = axum::Router::new().route("/hello", get(|| async { "hello plugin" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let env = env().await;
+    for name in ["configmap-summary", "fetcher"] {
+        install(env.plugins.path(), name);
+    }
+    let toml = env.plugins.path().join("fetcher.toml");
+    let original = std::fs::read_to_string(&toml).unwrap();
+    let named = original.replace(
+        "http-hosts = [\"127.0.0.1\"]",
+        "http-hosts = [\"127.0.0.1\", \"localhost\"]",
+    );
+    assert_ne!(named, original);
+    std::fs::write(&toml, &named).unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let obj = create_summary(&env.client, "p1", json!({"wasmlet.dev/test": "fetcher"})).await;
+    let via_name = fetch_target(&obj, &format!("http://localhost:{port}/hello"), None);
+    let via_ip = fetch_target(&obj, &format!("http://127.0.0.1:{port}/hello"), None);
+
+    let fetcher = env.set.get("fetcher").unwrap();
+    let (r, _) = fetcher.reconcile("default/p1", &via_name).await.unwrap();
+    let e = r.expect_err("localhost is loopback: refused");
+    assert!(e.message.contains("non-public"), "{e:?}");
+    // The literal IP named in http-hosts is the explicit allowance.
+    let (r, _) = fetcher.reconcile("default/p1", &via_ip).await.unwrap();
+    r.expect("127.0.0.1 is named in http-hosts");
+
+    // Opting in lets the name reach it.
+    std::fs::write(
+        &toml,
+        named.replace(
+            "http-hosts = [",
+            "http-private-addresses = true\nhttp-hosts = [",
+        ),
+    )
+    .unwrap();
+    assert!(env.set.scan().await.is_empty());
+    let fetcher = env.set.get("fetcher").unwrap();
+    assert!(fetcher.manifest.permissions.http_private_addresses);
+    let (r, _) = fetcher.reconcile("default/p1", &via_name).await.unwrap();
+    let outcome = r.expect("allowed explicitly");
+    let status: Value = outcome.status.clone().unwrap();
+    assert_eq!(status["body"], "hello plugin");
 }

@@ -40,7 +40,16 @@ fn engine() -> PluginEngine {
 }
 
 fn manager(data: &Path) -> WorkloadManager {
-    WorkloadManager::new(WorkloadConfig::new(data), engine()).unwrap()
+    let mut config = WorkloadConfig::new(data);
+    config.file_image_dirs = vec![workloads_dir()];
+    WorkloadManager::new(config, engine()).unwrap()
+}
+
+/// A manager that reads `file://` images from `dir` only.
+fn manager_reading(data: &Path, dir: &Path) -> WorkloadManager {
+    let mut config = WorkloadConfig::new(data);
+    config.file_image_dirs = vec![dir.to_path_buf()];
+    WorkloadManager::new(config, engine()).unwrap()
 }
 
 fn file_url(p: &Path) -> String {
@@ -328,6 +337,7 @@ async fn volumes_are_the_only_files_and_there_are_no_sockets() {
     std::fs::write(tmp.path().join("outside.txt"), "outside").unwrap();
     let mut config = WorkloadConfig::new(tmp.path().join("data"));
     config.host_path_allow = vec![allowed.clone()];
+    config.file_image_dirs = vec![workloads_dir()];
     let m = WorkloadManager::new(config, engine()).unwrap();
     let module = fetch(&m, "reader.wasm").await;
     let uid = "uid-v";
@@ -643,6 +653,7 @@ async fn long_lines_are_split_and_logs_rotate() {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = WorkloadConfig::new(tmp.path());
     config.log_max_bytes = 8192;
+    config.file_image_dirs = vec![workloads_dir()];
     let m = WorkloadManager::new(config, engine()).unwrap();
     let module = fetch(&m, "reader.wasm").await;
     let vol = m
@@ -734,7 +745,7 @@ async fn long_lines_are_split_and_logs_rotate() {
 async fn file_fetch_is_content_addressed_and_cached() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let m = manager(&data);
+    let m = manager_reading(&data, tmp.path());
     let copy = tmp.path().join("copy.wasm");
     let bytes = std::fs::read(workload("hello.wasm")).unwrap();
     std::fs::write(&copy, &bytes).unwrap();
@@ -789,7 +800,7 @@ async fn file_fetch_is_content_addressed_and_cached() {
     // A restarted host: the reference index and the store survive; the source may be gone.
     std::fs::remove_file(&copy).unwrap();
     drop(m);
-    let m = manager(&data);
+    let m = manager_reading(&data, tmp.path());
     assert_eq!(m.fetch_wait(&r).await.unwrap(), digest);
     assert_eq!(
         m.fetch_module(&r).unwrap(),
@@ -801,7 +812,7 @@ async fn file_fetch_is_content_addressed_and_cached() {
         FetchProgress::Ready(digest.clone())
     );
     // ... and a module-ref from before the restart spawns directly.
-    let m = manager(&data);
+    let m = manager_reading(&data, tmp.path());
     let (st, text) = run(&m, spec(&digest, "uid-f", "main", &["hello"])).await;
     assert_eq!(st.state, RunState::Exited(0), "{text}");
     assert!(matches!(
@@ -822,7 +833,9 @@ async fn file_fetch_is_content_addressed_and_cached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_images() {
     let tmp = tempfile::tempdir().unwrap();
-    let m = manager(&tmp.path().join("data"));
+    let mut config = WorkloadConfig::new(tmp.path().join("data"));
+    config.file_image_dirs = vec![tmp.path().to_path_buf()];
+    let m = WorkloadManager::new(config, engine()).unwrap();
     let text = tmp.path().join("notes.wasm");
     std::fs::write(&text, "this is not wasm").unwrap();
     let r = m
@@ -973,6 +986,7 @@ async fn pulls_from_a_real_oci_registry() {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = WorkloadConfig::new(tmp.path());
     config.insecure_registries = vec![addr.clone()];
+    config.file_image_dirs = vec![workloads_dir()];
     let m = WorkloadManager::new(config, engine()).unwrap();
 
     let artifact = req(&format!("{addr}/wasm/hello:v1"), PullPolicy::IfNotPresent);

@@ -46,7 +46,15 @@ fn workloads_dir() -> PathBuf {
 /// `wasmlet up --node-name NODE [--provider P] EXTRA...` with provider P installed;
 /// returns once the Node is registered.
 async fn node_plane(node: &str, provider: &str, extra: &[&str]) -> Result<(Plane, kube::Client)> {
-    let mut args = vec!["--node-name", node, "--provider", provider];
+    let modules = workloads_dir().display().to_string();
+    let mut args = vec![
+        "--node-name",
+        node,
+        "--provider",
+        provider,
+        "--allow-file-images",
+        &modules,
+    ];
     args.extend_from_slice(extra);
     let plane = Plane::start_up(&args).await?;
     install_plugin(&plane.plugin_dir(), provider)?;
@@ -1066,6 +1074,8 @@ async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() ->
             "node-run",
             "--kubelet-port",
             "0",
+            "--allow-file-images",
+            &workloads_dir().display().to_string(),
         ],
     )
     .await?;

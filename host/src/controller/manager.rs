@@ -3,7 +3,7 @@
 //!
 //! A new reconciler gets a controller; a replaced one keeps its controller and
 //! queue (calls pick up the new version) unless what the controller was started
-//! for changed (its [`Shape`]); a removed one is stopped. Starting discovers
+//! for changed (its shape); a removed one is stopped. Starting discovers
 //! kinds and starts watches, which can take long (a CRD not served yet), so each
 //! start runs in its own task and no lock is held across it: one slow plugin
 //! never holds up another.

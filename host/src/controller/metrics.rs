@@ -1,15 +1,11 @@
 //! Prometheus metrics with controller-runtime's names (so existing dashboards
-//! work), plus `wasmlet_plugin_*`, served with `/healthz` and `/readyz`.
+//! work), in the process's registry: the plugin set's counters join it as a
+//! collector, and the process endpoints (`crate::endpoints`) serve it.
 
-use anyhow::Context;
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::get;
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -19,8 +15,6 @@ use prometheus_client::registry::Registry;
 
 use super::controller::Outcome;
 use super::workqueue::QueueMetrics;
-use crate::plugin::PluginSet;
-use crate::plugin::metrics::PluginMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -33,40 +27,6 @@ struct ControllerLabels {
     controller: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
-/// The plugin counters exported, by name.
-const PLUGIN_COUNTERS: &[(&str, &str)] = &[
-    ("calls", "Calls into the plugin"),
-    (
-        "traps",
-        "Calls that trapped (panic, unreachable, bad memory access)",
-    ),
-    ("timeouts", "Calls stopped at their CPU deadline"),
-    ("out_of_memory", "Calls that hit their memory cap"),
-    ("malformed", "Calls that returned a malformed result"),
-    ("denied", "Host calls refused by the plugin's manifest"),
-    ("swaps", "Versions swapped in (hot replace or rollback)"),
-    ("load_failures", "Versions rejected at load"),
-];
-
-fn plugin_counter(m: &PluginMetrics, name: &str) -> u64 {
-    let c = match name {
-        "calls" => &m.calls,
-        "traps" => &m.traps,
-        "timeouts" => &m.timeouts,
-        "out_of_memory" => &m.out_of_memory,
-        "malformed" => &m.malformed,
-        "denied" => &m.denied,
-        "swaps" => &m.swaps,
-        _ => &m.load_failures,
-    };
-    PluginMetrics::get(c)
-}
-
 #[derive(Clone)]
 pub struct ControllerMetrics {
     registry: Arc<Mutex<Registry>>,
@@ -77,9 +37,6 @@ pub struct ControllerMetrics {
     active_workers: Family<ControllerLabels, Gauge>,
     out_of_scope: Family<ControllerLabels, Counter>,
     status_writes: Family<ControllerLabels, Counter>,
-    plugin: Arc<Vec<(String, Family<PluginLabels, Counter>)>>,
-    /// What the plugin counters were last exported at, to add only the delta.
-    exported: Arc<Mutex<HashMap<(String, String), u64>>>,
 }
 
 impl Default for ControllerMetrics {
@@ -130,12 +87,6 @@ impl ControllerMetrics {
             "Status PATCHes the host sent for a controller's objects",
             status_writes.clone(),
         );
-        let mut plugin = Vec::new();
-        for (name, help) in PLUGIN_COUNTERS {
-            let f = Family::<PluginLabels, Counter>::default();
-            registry.register(format!("wasmlet_plugin_{name}"), *help, f.clone());
-            plugin.push((name.to_string(), f));
-        }
         ControllerMetrics {
             registry: Arc::new(Mutex::new(registry)),
             queue,
@@ -145,8 +96,6 @@ impl ControllerMetrics {
             active_workers,
             out_of_scope,
             status_writes,
-            plugin: Arc::new(plugin),
-            exported: Arc::default(),
         }
     }
 
@@ -196,82 +145,20 @@ impl ControllerMetrics {
             .inc_by(delta);
     }
 
-    /// The text exposition, with plugin counters brought up to date.
-    pub fn encode(&self, plugins: Option<&PluginSet>) -> String {
-        if let Some(plugins) = plugins {
-            let mut exported = self.exported.lock().unwrap_or_else(|p| p.into_inner());
-            for name in plugins.metric_names() {
-                let m = plugins.metrics(&name);
-                for (counter, family) in self.plugin.iter() {
-                    let now = plugin_counter(&m, counter);
-                    let last = exported.entry((name.clone(), counter.clone())).or_default();
-                    if now > *last {
-                        family
-                            .get_or_create(&PluginLabels {
-                                plugin: name.clone(),
-                            })
-                            .inc_by(now - *last);
-                        *last = now;
-                    }
-                }
-            }
-        }
+    /// Adds metrics owned elsewhere (the plugin set's counters), read at each scrape.
+    pub fn register_collector(&self, collector: Box<dyn Collector>) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register_collector(collector);
+    }
+
+    /// The text exposition of every registered metric.
+    pub fn encode(&self) -> String {
         self.queue.refresh_gauges();
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
-    }
-
-    /// Serves `/metrics`, `/healthz` and `/readyz` (ready once `ready` is set).
-    pub async fn serve(
-        self,
-        addr: SocketAddr,
-        plugins: Option<Arc<PluginSet>>,
-        ready: Arc<AtomicBool>,
-    ) -> anyhow::Result<SocketAddr> {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-            format!(
-                "metrics cannot listen on {addr} (flag --metrics-addr; port 0 picks a free one)"
-            )
-        })?;
-        let bound = listener.local_addr()?;
-        let app = Router::new()
-            .route(
-                "/metrics",
-                get(move || {
-                    let m = self.clone();
-                    let p = plugins.clone();
-                    async move {
-                        (
-                            [(
-                                "content-type",
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )],
-                            m.encode(p.as_deref()),
-                        )
-                    }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok" }))
-            .route(
-                "/readyz",
-                get(move || {
-                    let ready = ready.load(Ordering::Acquire);
-                    async move {
-                        if ready {
-                            (axum::http::StatusCode::OK, "ok")
-                        } else {
-                            (axum::http::StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                        }
-                    }
-                }),
-            );
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
-        Ok(bound)
     }
 }

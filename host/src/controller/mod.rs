@@ -11,10 +11,12 @@
 
 #[allow(clippy::module_inception)]
 pub mod controller;
+mod enqueue;
 pub mod expectations;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+mod reconcile;
 pub mod source;
 pub mod status;
 pub mod workqueue;

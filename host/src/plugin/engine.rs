@@ -2,7 +2,8 @@
 //! and the epoch ticker that enforces per-call CPU deadlines.
 //!
 //! Compiled components are cached on disk under
-//! `CACHE/<engine compatibility hash>/<sha256 of the .wasm>.cwasm`, so a
+//! `CACHE/<engine compatibility hash>/<sha256 of the .wasm>.cwasm`, sealed
+//! with the install's key ([`super::artifact`]), so a
 //! restart (or the same plugin under another name) deserializes in about a
 //! millisecond instead of compiling for hundreds.
 
@@ -12,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+
+use super::artifact::{CacheKey, secure_dir};
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -30,6 +33,9 @@ pub enum CompileError {
 pub struct PluginEngine {
     pub engine: Engine,
     cache_dir: PathBuf,
+    /// `None`: the cache directory failed its ownership check; nothing is
+    /// cached or loaded from it.
+    key: Option<Arc<CacheKey>>,
     pub pooling: bool,
 }
 
@@ -65,8 +71,18 @@ impl PluginEngine {
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        let cache_dir = cache_dir.join(format!("{:016x}", h.finish()));
-        std::fs::create_dir_all(&cache_dir)?;
+        let root = cache_dir;
+        let cache_dir = root.join(format!("{:016x}", h.finish()));
+        let key = secure_dir(root)
+            .and_then(|()| secure_dir(&cache_dir))
+            .and_then(|()| CacheKey::load_or_create(root));
+        let key = match key {
+            Ok(k) => Some(Arc::new(k)),
+            Err(e) => {
+                tracing::warn!(dir = %root.display(), error = %e, "compiled-component cache disabled: every load compiles");
+                None
+            }
+        };
         let ticker = engine.weak();
         std::thread::Builder::new()
             .name("epoch-ticker".into())
@@ -81,11 +97,33 @@ impl PluginEngine {
         Ok(PluginEngine {
             engine,
             cache_dir,
+            key,
             pooling,
         })
     }
 
+    /// The component in file `path`, read and compiled (or deserialized) on
+    /// a blocking thread: a compile takes hundreds of milliseconds, which must
+    /// not stall a tokio worker.
+    pub async fn load_file(&self, path: &Path) -> Result<(Arc<Component>, String), CompileError> {
+        let (engine, path) = (self.clone(), path.to_path_buf());
+        let shown = path.display().to_string();
+        tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&path).map_err(|e| CompileError::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+            engine.load(&path, &bytes)
+        })
+        .await
+        .map_err(|e| CompileError::Io {
+            path: shown,
+            message: format!("the compile task failed: {e}"),
+        })?
+    }
+
     /// The component in `bytes`, from the cache or compiled (and cached) now.
+    /// Blocking: from async code use [`PluginEngine::load_file`].
     pub fn load(
         &self,
         path: &Path,
@@ -93,43 +131,95 @@ impl PluginEngine {
     ) -> Result<(Arc<Component>, String), CompileError> {
         let digest = hex::encode(Sha256::digest(bytes));
         let cached = self.cache_dir.join(format!("{digest}.cwasm"));
-        let io = |e: std::io::Error| CompileError::Io {
+        let invalid = |e: wasmtime::Error| CompileError::Invalid {
             path: path.display().to_string(),
-            message: e.to_string(),
+            message: format!("{e:#}"),
         };
-        if cached.exists() {
-            // SAFETY: files in the cache directory are written only by
-            // `precompile_component` of an engine with this compatibility hash.
-            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
-                Ok(c) => return Ok((Arc::new(c), digest)),
-                Err(e) => {
-                    tracing::warn!(file = %cached.display(), error = %e, "cached component unusable, recompiling")
+        if let Some(key) = &self.key
+            && let Ok(sealed) = std::fs::read(&cached)
+        {
+            match key.open(&digest, &sealed) {
+                // SAFETY: the seal proves this engine's install wrote the
+                // artifact for exactly these bytes (`precompile_component` of an
+                // engine with this compatibility hash).
+                Some(artifact) => match unsafe { Component::deserialize(&self.engine, artifact) } {
+                    Ok(c) => return Ok((Arc::new(c), digest)),
+                    Err(e) => {
+                        tracing::warn!(file = %cached.display(), error = %e, "cached component unusable, recompiling")
+                    }
+                },
+                None => {
+                    tracing::warn!(file = %cached.display(), "cached component fails its integrity check (tampered or foreign), recompiling")
                 }
             }
         }
-        let compiled =
-            self.engine
-                .precompile_component(bytes)
-                .map_err(|e| CompileError::Invalid {
-                    path: path.display().to_string(),
-                    message: format!("{e:#}"),
-                })?;
-        let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &compiled).map_err(io)?;
-        std::fs::rename(&tmp, &cached).map_err(io)?;
-        // SAFETY: written just above by this engine.
+        let compiled = self.engine.precompile_component(bytes).map_err(invalid)?;
+        if let Some(key) = &self.key
+            && let Err(e) = self.store(&cached, &key.seal(&digest, &compiled))
+        {
+            tracing::warn!(file = %cached.display(), error = %e, "cannot cache the compiled component");
+        }
+        // SAFETY: compiled just above by this engine.
         let component =
-            unsafe { Component::deserialize_file(&self.engine, &cached) }.map_err(|e| {
-                CompileError::Invalid {
-                    path: path.display().to_string(),
-                    message: format!("{e:#}"),
-                }
-            })?;
+            unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(invalid)?;
         Ok((Arc::new(component), digest))
+    }
+
+    /// Writes `sealed` to `path` atomically: a uniquely named temp file (0600)
+    /// in the same directory, renamed over it.
+    fn store(&self, path: &Path, sealed: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.cache_dir)?;
+        tmp.write_all(sealed)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
     }
 
     /// Epoch ticks for a deadline (at least one).
     pub fn ticks(deadline: Duration) -> u64 {
         (deadline.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64 + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn imports(engine: &PluginEngine, c: &Component) -> Vec<String> {
+        c.component_type()
+            .imports(&engine.engine)
+            .map(|(n, _)| n.to_string())
+            .collect()
+    }
+
+    /// Someone who can write the cache swaps in the compiled artifact of
+    /// another component: it is not deserialized, the real one is recompiled.
+    #[test]
+    fn a_swapped_cached_artifact_is_recompiled_not_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let engine = PluginEngine::new(&root).unwrap();
+        for d in [&root, &engine.cache_dir] {
+            let mode = std::fs::metadata(d).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+        }
+        let victim =
+            wat::parse_str(r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#)
+                .unwrap();
+        let evil = wat::parse_str(r#"(component (import "evil:x/y" (instance)))"#).unwrap();
+        let (_, vd) = engine.load(Path::new("v.wasm"), &victim).unwrap();
+        let (_, ed) = engine.load(Path::new("e.wasm"), &evil).unwrap();
+        let path = |d: &str| engine.cache_dir.join(format!("{d}.cwasm"));
+        std::fs::copy(path(&ed), path(&vd)).unwrap();
+
+        let (c, _) = engine.load(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(imports(&engine, &c), ["wasmlet:plugin/log@0.1.0"]);
+        // Recompiled and re-cached: a fresh engine of this install loads it.
+        let again = PluginEngine::new(&root).unwrap();
+        let (c, _) = again.load(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(imports(&again, &c), ["wasmlet:plugin/log@0.1.0"]);
     }
 }

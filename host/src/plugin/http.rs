@@ -16,7 +16,9 @@
 //!   left of the call's deadline;
 //! - a response body of at most [`MAX_RESPONSE_BODY`] bytes (`too-large`);
 //! - no redirects: a 3xx comes back as a response like any other status;
-//! - no proxies from the environment: the allow-list names where requests go.
+//! - no proxies from the environment: the allow-list names where requests go;
+//! - names resolve to public addresses only, unless the manifest says
+//!   `http-private-addresses = true` (see [`super::http_dns`]).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -29,6 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::bindings::reconciler::wasmlet::plugin::http::{HttpError, Request, Response};
+use super::http_dns::CheckedResolver;
 
 /// The timeout when the request names none (still capped by the call deadline).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,7 +54,10 @@ const RESERVED_HEADERS: &[&str] = &[
 
 /// The outbound client, shared by every plugin's calls (connection pool included).
 pub struct HttpClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Names resolve to global addresses only.
+    client: Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>,
+    /// For manifests with `http-private-addresses = true`.
+    private: Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>,
     pub default_timeout: Duration,
     pub max_body: usize,
 }
@@ -82,20 +88,23 @@ impl HttpClient {
                     .with_no_client_auth()
             }
         };
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(8)
-            .build(https);
+        let build = |allow_private| {
+            let mut http = HttpConnector::new_with_resolver(CheckedResolver { allow_private });
+            http.enforce_http(false);
+            http.set_nodelay(true);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls.clone())
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(http);
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .pool_max_idle_per_host(8)
+                .build(https)
+        };
         HttpClient {
-            client,
+            client: build(false),
+            private: build(true),
             default_timeout: DEFAULT_TIMEOUT,
             max_body: MAX_RESPONSE_BODY,
         }
@@ -103,25 +112,36 @@ impl HttpClient {
 
     /// Sends `req` to `url` (already parsed with [`parse_url`] and allowed by
     /// the manifest), waiting at most `budget` beyond the request's own timeout.
+    /// With `allow_private`, names may resolve to non-global addresses.
     pub async fn fetch(
         &self,
         req: Request,
         url: &url::Url,
         budget: Duration,
+        allow_private: bool,
     ) -> Result<Response, HttpError> {
         let timeout = req
             .timeout_ms
             .map_or(self.default_timeout, |ms| Duration::from_millis(ms.into()))
             .min(budget);
         let request = build_request(req, url)?;
-        match tokio::time::timeout(timeout, self.send(request)).await {
+        let client = if allow_private {
+            &self.private
+        } else {
+            &self.client
+        };
+        match tokio::time::timeout(timeout, Self::send(client, self.max_body, request)).await {
             Ok(r) => r,
             Err(_) => Err(HttpError::Timeout),
         }
     }
 
-    async fn send(&self, request: http::Request<Full<Bytes>>) -> Result<Response, HttpError> {
-        let resp = self.client.request(request).await.map_err(|e| {
+    async fn send(
+        client: &Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>,
+        max_body: usize,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<Response, HttpError> {
+        let resp = client.request(request).await.map_err(|e| {
             if e.is_connect() {
                 HttpError::Connection(chain(&e))
             } else {
@@ -133,10 +153,10 @@ impl HttpClient {
             .headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.max_body as u64) {
+        if declared.is_some_and(|n| n > max_body as u64) {
             return Err(HttpError::TooLarge);
         }
-        let body = match Limited::new(body, self.max_body).collect().await {
+        let body = match Limited::new(body, max_body).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) if e.is::<LengthLimitError>() => return Err(HttpError::TooLarge),
             Err(e) => {

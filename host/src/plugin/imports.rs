@@ -60,30 +60,54 @@ impl State {
         let api = self.plugin.api.clone().ok_or_else(|| {
             ClientError::Unavailable("this host has no Kubernetes API connected".into())
         })?;
+        let group = group_of(api_version);
+        // Before discovery: a call no rule could grant (group, verb, subresource)
+        // is refused without reaching the API server.
+        if !self.plugin.manifest.may_allow(group, sub, verb) {
+            let what = format!(
+                "{verb} {}",
+                sub.map_or(kind.to_string(), |s| format!("{kind}/{s}"))
+            );
+            return Err(self.deny(group, &what));
+        }
         let r = api.resolve(api_version, kind).await?;
         let resource = match sub {
             Some(s) => format!("{}/{s}", r.resource.plural),
             None => r.resource.plural.clone(),
         };
-        let group = group_of(api_version);
         if !self.plugin.manifest.allows(group, &resource, verb) {
-            PluginMetrics::inc(&self.plugin.metrics.denied);
-            let what = format!(
-                "{verb} {resource}{}",
-                if group.is_empty() {
-                    String::new()
-                } else {
-                    format!(".{group}")
-                }
-            );
-            tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, "plugin call denied by its manifest");
-            return Err(ClientError::Denied(format!(
-                "the manifest of plugin {} does not grant \"{what}\" ({})",
-                self.plugin.name,
-                self.plugin.manifest.path.display()
-            )));
+            return Err(self.deny(group, &format!("{verb} {resource}")));
         }
         Ok((api, r))
+    }
+
+    /// Logs, counts and returns the refusal of `what` (verb and resource) in `group`.
+    fn deny(&self, group: &str, what: &str) -> ClientError {
+        PluginMetrics::inc(&self.plugin.metrics.denied);
+        let what = if group.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}.{group}")
+        };
+        tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, "plugin call denied by its manifest");
+        ClientError::Denied(format!(
+            "the manifest of plugin {} does not grant \"{what}\" ({})",
+            self.plugin.name,
+            self.plugin.manifest.path.display()
+        ))
+    }
+}
+
+/// A server-side apply's field manager must be a qualified name (any error refuses it).
+fn check_field_manager(name: &str) -> Result<(), ClientError> {
+    let errors = names::is_qualified_name(name);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ClientError::Invalid(format!(
+            "field manager \"{name}\" is not valid: {}",
+            errors.join("; ")
+        )))
     }
 }
 
@@ -311,12 +335,7 @@ impl State {
             PatchType::Json => PatchKind::Json,
             PatchType::Strategic => PatchKind::Strategic,
             PatchType::Apply(o) => {
-                if names::is_qualified_name(&o.field_manager).len() > 1 {
-                    return Err(ClientError::Invalid(format!(
-                        "field manager \"{}\" is not valid",
-                        o.field_manager
-                    )));
-                }
+                check_field_manager(&o.field_manager)?;
                 PatchKind::Apply {
                     manager: o.field_manager,
                     force: o.force,
@@ -422,7 +441,8 @@ impl http::Host for State {
             url.path().to_string(),
             std::time::Instant::now(),
         );
-        let result = client.fetch(req, &url, budget).await;
+        let allow_private = self.plugin.manifest.permissions.http_private_addresses;
+        let result = client.fetch(req, &url, budget, allow_private).await;
         let ms = started.elapsed().as_millis() as u64;
         match &result {
             Ok(r) => {
@@ -433,5 +453,95 @@ impl http::Host for State {
             }
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cluster::Cluster;
+    use crate::plugin::manifest::Manifest;
+    use crate::plugin::sandbox::PluginCtx;
+
+    /// A call state whose API server address has nothing listening: any call
+    /// that reaches it fails with a connection error, not `denied`.
+    fn state(rules: &str) -> State {
+        let text = format!(
+            "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[permissions]\nrules = [{rules}]\n"
+        );
+        let manifest = Arc::new(Manifest::parse(&text, Path::new("/plugins/p.toml")).unwrap());
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let config = kube::Config::new(format!("http://{closed}").parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let ctx = PluginCtx {
+            name: "p".into(),
+            manifest,
+            api: Some(Arc::new(Cluster::uncached(client))),
+            metrics: Default::default(),
+            recorder: None,
+            workloads: None,
+            http: None,
+        };
+        State::new(Arc::new(ctx), "default/x".into())
+    }
+
+    #[tokio::test]
+    async fn a_call_no_rule_grants_is_denied_before_discovery() {
+        let mut s = state(r#"{ api-groups = [""], resources = ["configmaps"], verbs = ["get"] }"#);
+        let target = ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("default".into()),
+            name: "d".into(),
+        };
+        let e = client::Host::get(&mut s, target.clone()).await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::Denied(m) if m.contains("get Deployment.apps")),
+            "{e:?}"
+        );
+        // A granted group and verb but the wrong subresource: also before discovery.
+        let e = client::Host::patch_status(&mut s, target, PatchType::Merge, "{}".into())
+            .await
+            .unwrap_err();
+        assert!(matches!(&e, ClientError::Denied(_)), "{e:?}");
+        assert_eq!(PluginMetrics::get(&s.plugin.metrics.denied), 2);
+        // A call the rules may grant goes on to discovery (here: nothing listens).
+        let e = client::Host::get(
+            &mut s,
+            ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("default".into()),
+                name: "c".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+        assert!(!matches!(&e, ClientError::Denied(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_field_manager_with_a_single_error_is_refused() {
+        for bad in ["-starts-with-dash", "has space", "", "a/b/c"] {
+            assert!(!names::is_qualified_name(bad).is_empty(), "{bad}");
+            assert!(
+                matches!(check_field_manager(bad), Err(ClientError::Invalid(m)) if m.contains(bad)),
+                "{bad}"
+            );
+        }
+        assert_eq!(names::is_qualified_name("-starts-with-dash").len(), 1);
+        for good in [
+            "wasmlet",
+            "example.com/my-manager",
+            "kubectl-client-side-apply",
+        ] {
+            assert!(check_field_manager(good).is_ok(), "{good}");
+        }
     }
 }

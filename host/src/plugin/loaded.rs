@@ -35,6 +35,9 @@ pub enum LoadError {
     FirstCall { path: String, error: CallError },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// A CRD the plugin ships could not be applied safely.
+    #[error("{path}: {message}")]
+    Crd { path: String, message: String },
 }
 
 /// Why a call failed inside the sandbox (not the guest's own error result).
@@ -136,11 +139,7 @@ impl Loaded {
         ctx: Arc<PluginCtx>,
     ) -> Result<Loaded, LoadError> {
         let started = Instant::now();
-        let bytes = std::fs::read(wasm).map_err(|e| LoadError::Io {
-            path: wasm.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let (component, digest) = engine.load(wasm, &bytes)?;
+        let (component, digest) = engine.load_file(wasm).await?;
         check_contract(engine, &component, wasm, manifest.plugin.kind)?;
         let link = |e: wasmtime::Error| LoadError::Link {
             path: wasm.display().to_string(),
@@ -274,6 +273,9 @@ impl Loaded {
                 (store, None)
             }
         };
+        // The deadline (and the `http` import's budget) runs from this call's
+        // start, also on a reused instance.
+        store.data_mut().started = Instant::now();
         store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
         let instance = match instance {
             Some(i) => i,

@@ -78,6 +78,10 @@ pub struct Permissions {
     pub rules: Vec<Rule>,
     #[serde(default)]
     pub http_hosts: Vec<String>,
+    /// Let `http-hosts` names resolve to loopback, private or link-local
+    /// addresses (refused by default; a literal IP in `http-hosts` is allowed as named).
+    #[serde(default)]
+    pub http_private_addresses: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -278,6 +282,21 @@ impl Manifest {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut crds = Vec::new();
         for (i, c) in raw.crds.iter().enumerate() {
+            // CRD files live beside the manifest: no absolute paths, no `..`.
+            let relative = Path::new(c).components().all(|part| {
+                matches!(
+                    part,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if c.is_empty() || !relative {
+                return Err(err(
+                    &format!("crds[{i}]"),
+                    format!(
+                        "\"{c}\" must be a path inside the plugin directory (relative, without \"..\")"
+                    ),
+                ));
+            }
             let p = dir.join(c);
             if !p.exists() {
                 return Err(err(
@@ -310,6 +329,24 @@ impl Manifest {
         })
     }
 
+    /// Whether some rule could grant `verb` in `group` before the kind is
+    /// resolved to its resource: on the main resource (`sub` none) or on
+    /// subresource `sub` of some resource.
+    pub fn may_allow(&self, group: &str, sub: Option<&str>, verb: &str) -> bool {
+        self.permissions.rules.iter().any(|r| {
+            r.api_groups.iter().any(|g| g == group || g == "*")
+                && r.verbs.iter().any(|v| v == verb || v == "*")
+                && r.resources.iter().any(|x| {
+                    x == "*"
+                        || match (sub, x.split_once('/')) {
+                            (None, None) => true,
+                            (Some(s), Some((_, xs))) => xs == s || xs == "*",
+                            _ => false,
+                        }
+                })
+        })
+    }
+
     /// Whether the `http` import may reach `host` (with optional `:port`).
     pub fn allows_http_host(&self, host: &str, port: Option<u16>) -> bool {
         self.permissions.http_hosts.iter().any(|h| {
@@ -335,6 +372,25 @@ mod tests {
     }
 
     const BASE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n";
+
+    #[test]
+    fn crd_paths_stay_inside_the_plugin_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ok.yaml"), "").unwrap();
+        let path = dir.path().join("x.toml");
+        for bad in ["/etc/passwd", "../x.yaml", "sub/../../x.yaml", ""] {
+            let e = Manifest::parse(&format!("crds = [\"ok.yaml\", {bad:?}]\n{BASE}"), &path)
+                .unwrap_err();
+            assert_eq!(e.field, "crds[1]", "{bad}: {e}");
+            assert!(e.to_string().contains(&format!("\"{bad}\"")), "{e}");
+        }
+        let m = Manifest::parse(
+            &format!("crds = [\"ok.yaml\", \"./ok.yaml\"]\n{BASE}"),
+            &path,
+        )
+        .unwrap();
+        assert_eq!(m.crds.len(), 2);
+    }
 
     #[test]
     fn minimal_reconciler_gets_defaults() {

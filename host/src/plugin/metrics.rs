@@ -1,7 +1,15 @@
 //! Per-plugin counters (`wasmlet_plugin_*`), kept as atomics so the hot path
-//! never locks; the metrics endpoint reads them.
+//! never locks, and [`PluginCollector`], which exports them at each scrape.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+
+use super::PluginSet;
 
 #[derive(Debug, Default)]
 pub struct PluginMetrics {
@@ -22,5 +30,89 @@ impl PluginMetrics {
 
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// Every counter with its exported name and help.
+    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 8] {
+        [
+            ("calls", "Calls into the plugin", &self.calls),
+            (
+                "traps",
+                "Calls that trapped (panic, unreachable, bad memory access)",
+                &self.traps,
+            ),
+            (
+                "timeouts",
+                "Calls stopped at their CPU deadline",
+                &self.timeouts,
+            ),
+            (
+                "out_of_memory",
+                "Calls that hit their memory cap",
+                &self.out_of_memory,
+            ),
+            (
+                "malformed",
+                "Calls that returned a malformed result",
+                &self.malformed,
+            ),
+            (
+                "denied",
+                "Host calls refused by the plugin's manifest",
+                &self.denied,
+            ),
+            (
+                "swaps",
+                "Versions swapped in (hot replace or rollback)",
+                &self.swaps,
+            ),
+            (
+                "load_failures",
+                "Versions rejected at load",
+                &self.load_failures,
+            ),
+        ]
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+/// Exports `wasmlet_plugin_<counter>_total{plugin}` for every plugin the set
+/// has counted, read at each scrape; register it where the set is owned.
+pub struct PluginCollector(pub Arc<PluginSet>);
+
+impl std::fmt::Debug for PluginCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PluginCollector")
+    }
+}
+
+impl Collector for PluginCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut plugins: Vec<(String, Arc<PluginMetrics>)> = self
+            .0
+            .metric_names()
+            .into_iter()
+            .map(|n| {
+                let m = self.0.metrics(&n);
+                (n, m)
+            })
+            .collect();
+        plugins.sort_by(|a, b| a.0.cmp(&b.0));
+        for (i, (counter, help, _)) in PluginMetrics::default().counters().into_iter().enumerate() {
+            let name = format!("wasmlet_plugin_{counter}");
+            let mut family = encoder.encode_descriptor(&name, help, None, MetricType::Counter)?;
+            for (plugin, m) in &plugins {
+                let labels = PluginLabels {
+                    plugin: plugin.clone(),
+                };
+                let value = PluginMetrics::get(m.counters()[i].2);
+                ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }

@@ -3,16 +3,20 @@
 //!
 //! - [`manifest`]: `NAME.toml`, what a plugin may do;
 //! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
+//! - [`artifact`]: the cache's permissions and sealed (HMAC) artifacts;
 //! - [`loaded`]: one plugin version and its calls;
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
-//! - [`http`]: the shared outbound client behind the `http` import.
+//! - [`http`]: the shared outbound client behind the `http` import;
+//! - [`http_dns`]: its resolver, which refuses non-public addresses.
 //!
 //! The cluster behind the `client` import is [`crate::cluster`].
 
+pub mod artifact;
 pub mod bindings;
 pub mod engine;
 pub mod http;
+pub mod http_dns;
 pub mod imports;
 pub mod loaded;
 pub mod manifest;

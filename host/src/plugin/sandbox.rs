@@ -54,28 +54,48 @@ pub struct PluginCtx {
     pub http: Option<Arc<super::http::HttpClient>>,
 }
 
+/// The most table elements one store may hold, across all its tables.
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 17;
+
 /// Denies memory growth past a cap and remembers that it did, so the trap that
 /// follows (a Rust guest aborts on allocation failure) is reported as
 /// out-of-memory rather than a plain trap. Shared by plugin calls and workloads.
+///
+/// The caps are totals over every memory (and every table) of the store: a
+/// per-memory cap would let a component with 16 memories take 16 times as much.
 pub struct Limiter {
     limits: StoreLimits,
+    memory_cap: Option<usize>,
+    memory_total: usize,
+    table_total: usize,
     pub hit: bool,
 }
 
 impl Limiter {
     pub fn new(memory_bytes: Option<usize>) -> Limiter {
-        let mut b = StoreLimitsBuilder::new()
+        let limits = StoreLimitsBuilder::new()
             .instances(64)
             .tables(64)
-            .memories(16);
-        if let Some(m) = memory_bytes {
-            b = b.memory_size(m);
-        }
+            .memories(16)
+            .build();
         Limiter {
-            limits: b.build(),
+            limits,
+            memory_cap: memory_bytes,
+            memory_total: 0,
+            table_total: 0,
             hit: false,
         }
     }
+}
+
+/// Grows `total` by `desired - current` when the result stays within `cap`.
+fn grow_within(total: &mut usize, current: usize, desired: usize, cap: Option<usize>) -> bool {
+    let next = total.saturating_add(desired.saturating_sub(current));
+    if cap.is_some_and(|c| next > c) {
+        return false;
+    }
+    *total = next;
+    true
 }
 
 impl ResourceLimiter for Limiter {
@@ -85,7 +105,8 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let ok = self.limits.memory_growing(current, desired, maximum)?;
+        let ok = self.limits.memory_growing(current, desired, maximum)?
+            && grow_within(&mut self.memory_total, current, desired, self.memory_cap);
         self.hit |= !ok;
         Ok(ok)
     }
@@ -96,7 +117,13 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let ok = self.limits.table_growing(current, desired, maximum)?;
+        let ok = self.limits.table_growing(current, desired, maximum)?
+            && grow_within(
+                &mut self.table_total,
+                current,
+                desired,
+                Some(MAX_TABLE_ELEMENTS),
+            );
         self.hit |= !ok;
         Ok(ok)
     }
@@ -161,5 +188,44 @@ impl WasiView for State {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instantiates a core module under a limiter capped at `pages` of memory.
+    fn instantiate(wat: &str, pages: usize) -> Result<(), String> {
+        let engine = wasmtime::Engine::default();
+        let module = wasmtime::Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
+        let mut store = wasmtime::Store::new(&engine, Limiter::new(Some(pages * 65536)));
+        store.limiter(|l| l);
+        wasmtime::Instance::new(&mut store, &module, &[])
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    #[test]
+    fn the_memory_cap_is_a_total_over_all_memories() {
+        assert!(instantiate("(module (memory 3))", 3).is_ok());
+        // Two memories of 2 pages each under a 3-page cap.
+        assert!(instantiate("(module (memory 2) (memory 2))", 3).is_err());
+        // Sixteen memories of one page under a 4-page cap.
+        let sixteen = format!("(module {})", "(memory 1) ".repeat(16));
+        assert!(instantiate(&sixteen, 4).is_err());
+        assert!(instantiate(&sixteen, 16).is_ok());
+    }
+
+    #[test]
+    fn table_elements_are_capped() {
+        assert!(instantiate("(module (table 1000 funcref))", 1).is_ok());
+        let huge = format!("(module (table {} funcref))", MAX_TABLE_ELEMENTS + 1);
+        assert!(instantiate(&huge, 1).is_err());
+        let split = format!(
+            "(module (table {n} funcref) (table {n} funcref))",
+            n = MAX_TABLE_ELEMENTS / 2 + 1
+        );
+        assert!(instantiate(&split, 1).is_err());
     }
 }

@@ -391,7 +391,8 @@ pub async fn create_only(
         .pointer("/spec/token")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let ok = !token.is_empty() && token == state.token;
+    let ok = !token.is_empty()
+        && super::super::constant_time_eq(token.as_bytes(), state.token.as_bytes());
     obj["status"] = if ok {
         json!({"authenticated": true, "user": {"username": "wasmlet-admin", "groups": ["system:masters", "system:authenticated"]}})
     } else {
@@ -400,4 +401,47 @@ pub async fn create_only(
     obj["apiVersion"] = json!("authentication.k8s.io/v1");
     obj["kind"] = json!("TokenReview");
     Ok(value_response(201, &obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::apiserver::{ApiServer, Config};
+
+    /// TokenReview accepts exactly this server's token: not a near miss of the
+    /// same length, not a prefix, not empty.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn token_review_accepts_only_the_exact_token() {
+        let data = tempfile::tempdir().unwrap();
+        let server = ApiServer::start(Config {
+            data_dir: data.path().into(),
+            listen: ([127, 0, 0, 1], 0).into(),
+            history: 100,
+        })
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        let token = server.state.token.clone();
+        let mut near = token.clone().into_bytes();
+        let last = near.len() - 1;
+        near[last] = if near[last] == b'a' { b'b' } else { b'a' };
+        let near = String::from_utf8(near).unwrap();
+        let review = |t: &str| {
+            let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}});
+            let req = http::Request::post("/apis/authentication.k8s.io/v1/tokenreviews")
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            let client = client.clone();
+            async move {
+                let v: Value = client.request(req).await.unwrap();
+                v["status"]["authenticated"] == json!(true)
+            }
+        };
+        assert!(review(&token).await);
+        assert!(!review(&near).await);
+        assert!(!review(&token[..token.len() - 1]).await);
+        assert!(!review("").await);
+    }
 }

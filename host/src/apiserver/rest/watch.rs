@@ -27,6 +27,9 @@ use super::{Query, Target};
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 /// Watches without `timeoutSeconds` end after this, as upstream's default range.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest `timeoutSeconds` honoured (longer is clamped): a deadline past
+/// what `Instant` can hold would overflow.
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 struct Stream {
     resources: Resources,
@@ -148,7 +151,8 @@ pub async fn watch(
         Some(s) => Duration::from_secs(
             s.parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds \"{s}\"")))?,
-        ),
+        )
+        .min(MAX_TIMEOUT),
     };
     let rv = query
         .get("resourceVersion")
@@ -216,4 +220,35 @@ pub async fn watch(
         Body::from_stream(body),
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::apiserver::{ApiServer, Config};
+
+    /// A watch asking for the largest `timeoutSeconds` gets a normal stream
+    /// (the deadline overflowed and panicked the handler), and the server
+    /// keeps serving.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_huge_watch_timeout_is_clamped() {
+        let data = tempfile::tempdir().unwrap();
+        let server = ApiServer::start(Config {
+            data_dir: data.path().into(),
+            listen: ([127, 0, 0, 1], 0).into(),
+            history: 100,
+        })
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        let req = http::Request::get(
+            "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=18446744073709551615",
+        )
+        .body(Vec::new())
+        .unwrap();
+        let resp = client.send(req.map(Into::into)).await.expect("a response");
+        assert_eq!(resp.status(), 200);
+        drop(resp);
+        let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        ns.get("default").await.expect("the server still serves");
+    }
 }

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::ImageIndexEntry;
+use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
@@ -134,6 +134,22 @@ fn parse_image(image: &str) -> Result<(Source, String), FetchError> {
     Ok((Source::Oci(reference), key))
 }
 
+/// `d` with `.` and `..` resolved by name, as a `file://` URL's path is: a configured
+/// `DIR/../x` still matches `file:///x/...`.
+fn lexical(d: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in d.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -200,6 +216,11 @@ impl Inner {
         req: &FetchRequest,
     ) -> Result<FetchProgress, FetchError> {
         let (source, key) = parse_image(&req.image)?;
+        // Before any look-up (the store's references included): the refusal is the
+        // same whether or not the file exists.
+        if let Source::File(path) = &source {
+            self.file_image_dir(path)?;
+        }
         let fetch_key = {
             let mut h = Sha256::new();
             h.update(key.as_bytes());
@@ -329,16 +350,71 @@ impl Inner {
         }
     }
 
+    /// The configured module directory `path` lies under, and `path` beneath it.
+    fn file_image_dir(&self, path: &Path) -> Result<(PathBuf, PathBuf), FetchError> {
+        let dirs = &self.config.file_image_dirs;
+        dirs.iter()
+            .map(|d| lexical(d))
+            .find_map(|d| {
+                let rel = path.strip_prefix(&d).ok()?.to_path_buf();
+                Some((d, rel))
+            })
+            .filter(|(_, rel)| rel.file_name().is_some())
+            .ok_or_else(|| {
+                let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                // Unauthorized: kubelet's ErrImagePull, as for a registry's refusal.
+                FetchError::Unauthorized(format!(
+                    "file://{}: file images are allowed only under this node's module \
+                     directories ({}; set with --allow-file-images)",
+                    path.display(),
+                    if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                ))
+            })
+    }
+
+    /// Reads a `file://` image beneath its module directory, following no symlink (a
+    /// link in the directory must not lead to another file of the node).
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, FetchError> {
         let shown = path.display().to_string();
-        let md = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
+        let (dir, rel) = self.file_image_dir(path)?;
+        let (parent, name) = (
+            rel.parent().unwrap_or(Path::new("")),
+            rel.file_name().unwrap_or_default(),
+        );
+        let opened = super::volumes::open_beneath(&dir, parent, false)
+            .map_err(|e| match e {
+                super::volumes::WalkError::Missing(_) => {
                     FetchError::NotFound(format!("{shown}: no such file"))
                 }
-                _ => FetchError::Other(format!("{shown}: {e}")),
+                e => FetchError::NotWasm(format!("{shown}: {e}")),
+            })
+            .and_then(|d| {
+                use rustix::fs::{Mode, OFlags};
+                rustix::fs::openat(
+                    &d,
+                    name,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| match e {
+                    rustix::io::Errno::NOENT => {
+                        FetchError::NotFound(format!("{shown}: no such file"))
+                    }
+                    rustix::io::Errno::LOOP => {
+                        FetchError::NotWasm(format!("{shown} is a symbolic link"))
+                    }
+                    e => FetchError::Other(format!("{shown}: {e}")),
+                })
             })?;
+        let file = tokio::fs::File::from_std(std::fs::File::from(opened));
+        let md = file
+            .metadata()
+            .await
+            .map_err(|e| FetchError::Other(format!("{shown}: {e}")))?;
         if !md.is_file() {
             return Err(FetchError::NotWasm(format!(
                 "{shown} is not a regular file"
@@ -350,9 +426,14 @@ impl Inner {
                 self.config.max_module_bytes
             )));
         }
-        tokio::fs::read(path)
-            .await
-            .map_err(|e| FetchError::Other(format!("{shown}: {e}")))
+        let mut bytes = Vec::with_capacity(md.len() as usize);
+        tokio::io::AsyncReadExt::read_to_end(
+            &mut tokio::io::AsyncReadExt::take(file, self.config.max_module_bytes),
+            &mut bytes,
+        )
+        .await
+        .map_err(|e| FetchError::Other(format!("{shown}: {e}")))?;
+        Ok(bytes)
     }
 
     /// Compiles and links `bytes` (digest `hex`) off the async threads.
@@ -470,20 +551,51 @@ impl Inner {
         let client =
             Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
         let auth = auth_for(reference, secrets);
-        let mut accepted: Vec<&str> = WASM_LAYER_TYPES.to_vec();
-        accepted.extend_from_slice(TAR_LAYER_TYPES);
-        let image = client
-            .pull(reference, &auth, accepted)
+        let (manifest, _) = client
+            .pull_image_manifest(reference, &auth)
             .await
             .map_err(|e| classify_oci(reference, e))?;
-        let size: usize = image.layers.iter().map(|l| l.data.len()).sum();
-        if size as u64 > self.config.max_module_bytes {
-            return Err(FetchError::NotWasm(format!(
-                "{reference}: layers larger than {} bytes",
-                self.config.max_module_bytes
+        let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
+        for l in &manifest.layers {
+            if !WASM_LAYER_TYPES.contains(&l.media_type.as_str())
+                && !TAR_LAYER_TYPES.contains(&l.media_type.as_str())
+            {
+                return Err(not_wasm(format!(
+                    "layer media type {} is neither wasm nor an image layer",
+                    l.media_type
+                )));
+            }
+        }
+        let layer = pick_layer(&manifest.layers).map_err(not_wasm)?;
+        let max = self.config.max_module_bytes;
+        // The descriptor's size is checked before anything is downloaded, and the
+        // download is cut off there too (a registry may lie about it).
+        let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if declared > max {
+            return Err(not_wasm(format!(
+                "the layer declares {declared} bytes, more than the limit of {max} bytes"
             )));
         }
-        pick_wasm(reference, image.layers)
+        let mut stream = client
+            .pull_blob_stream(reference, layer)
+            .await
+            .map_err(|e| classify_oci(reference, e))?;
+        let mut data = Vec::with_capacity(declared.min(16 << 20) as usize);
+        while let Some(chunk) = futures::StreamExt::next(&mut stream.stream).await {
+            let chunk = chunk.map_err(|e| {
+                FetchError::Unavailable(format!("{reference}: downloading the layer: {e}"))
+            })?;
+            if (data.len() + chunk.len()) as u64 > declared {
+                return Err(not_wasm(format!(
+                    "the layer is larger than the {declared} bytes its descriptor declares"
+                )));
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if WASM_LAYER_TYPES.contains(&layer.media_type.as_str()) {
+            return Ok(data);
+        }
+        wasm_in_tar(reference, &layer.media_type, &data, max)
     }
 }
 
@@ -582,40 +694,84 @@ fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
     }
 }
 
-/// The module in an artifact's single wasm layer, or the single `.wasm` file of an
-/// image's single tar layer.
-fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, FetchError> {
-    let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
-    let wasm: Vec<&ImageLayer> = layers
+/// The layer holding the module: an artifact's single wasm layer, or an image's single
+/// (tar) layer.
+fn pick_layer(layers: &[OciDescriptor]) -> Result<&OciDescriptor, String> {
+    let wasm: Vec<&OciDescriptor> = layers
         .iter()
         .filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str()))
         .collect();
     match wasm.len() {
-        1 => return Ok(wasm[0].data.to_vec()),
+        1 => return Ok(wasm[0]),
         0 => {}
-        n => return Err(not_wasm(format!("{n} wasm layers; expected one"))),
+        n => return Err(format!("{n} wasm layers; expected one")),
     }
-    if layers.len() != 1 {
-        return Err(not_wasm(format!(
+    match layers {
+        [one] => Ok(one),
+        [] => Err("the image has no layers".into()),
+        _ => Err(format!(
             "{} image layers; expected a single layer holding a .wasm file",
             layers.len()
-        )));
+        )),
     }
-    let layer = &layers[0];
-    let data: &[u8] = &layer.data;
-    let gz = layer.media_type.ends_with("gzip") || data.starts_with(&[0x1f, 0x8b]);
+}
+
+/// A reader that fails once more than `left` bytes came through (a gzip bomb stops there).
+struct Capped<'a, R> {
+    inner: R,
+    left: u64,
+    hit: &'a std::cell::Cell<bool>,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => {
+                self.hit.set(true);
+                Err(std::io::Error::other("unpacked size limit reached"))
+            }
+        }
+    }
+}
+
+/// The single `.wasm` file of an image layer (a tar, maybe gzipped), unpacking at most
+/// `max` bytes.
+fn wasm_in_tar(
+    reference: &Reference,
+    media_type: &str,
+    data: &[u8],
+    max: u64,
+) -> Result<Vec<u8>, FetchError> {
+    let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
+    let gz = media_type.ends_with("gzip") || data.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn std::io::Read> = if gz {
         Box::new(flate2::read::GzDecoder::new(data))
     } else {
         Box::new(data)
     };
-    let mut archive = tar::Archive::new(reader);
+    let hit = std::cell::Cell::new(false);
+    let capped = Capped {
+        inner: reader,
+        left: max,
+        hit: &hit,
+    };
+    let too_big = || not_wasm(format!("the image layer unpacks to more than {max} bytes"));
+    let mut archive = tar::Archive::new(capped);
     let mut found: Vec<(String, Vec<u8>)> = Vec::new();
     let entries = archive
         .entries()
         .map_err(|e| not_wasm(format!("image layer is not a tar archive: {e}")))?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| not_wasm(format!("image layer: {e}")))?;
+        let mut entry = match entry {
+            Ok(e) => e,
+            Err(_) if hit.get() => return Err(too_big()),
+            Err(e) => return Err(not_wasm(format!("image layer: {e}"))),
+        };
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -627,8 +783,13 @@ fn pick_wasm(reference: &Reference, layers: Vec<ImageLayer>) -> Result<Vec<u8>, 
             continue;
         }
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut buf)
-            .map_err(|e| not_wasm(format!("image layer: {e}")))?;
+        if let Err(e) = std::io::Read::read_to_end(&mut entry, &mut buf) {
+            return Err(if hit.get() {
+                too_big()
+            } else {
+                not_wasm(format!("image layer: {e}"))
+            });
+        }
         found.push((name, buf));
     }
     match found.len() {

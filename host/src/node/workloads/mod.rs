@@ -223,6 +223,9 @@ pub struct WorkloadConfig {
     pub host_path_allow: Vec<PathBuf>,
     /// Registries reached over plain HTTP (`127.0.0.1:5000`, `localhost:5000`).
     pub insecure_registries: Vec<String>,
+    /// `file://` images must lie under one of these directories (none by default: a
+    /// pod must not run, or probe for, arbitrary files of the node).
+    pub file_image_dirs: Vec<PathBuf>,
     /// A log file is rotated (to `.1`) when it would grow past this.
     pub log_max_bytes: u64,
     /// Running workloads at most (each holds an async stack of the engine's pool).
@@ -239,6 +242,7 @@ impl WorkloadConfig {
             data_dir: data_dir.into(),
             host_path_allow: Vec::new(),
             insecure_registries: Vec::new(),
+            file_image_dirs: Vec::new(),
             log_max_bytes: 10 * 1024 * 1024,
             max_workloads: 400,
             max_module_bytes: 256 * 1024 * 1024,

@@ -19,7 +19,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::logs::{Capture, LogSink, LogStream};
-use super::volumes::check_segment;
+use super::volumes::{check_segment, preopen_path};
 use super::{
     Inner, LoadedModule, RunState, Runnable, SpawnSpec, WorkloadError, WorkloadHandle,
     WorkloadStatus, now_ms,
@@ -185,7 +185,7 @@ impl Inner {
             let resolved = self.resolve_mount(&t.pod_uid, m)?;
             if mounts
                 .iter()
-                .any(|(_, g, _): &(PathBuf, String, _)| *g == resolved.1)
+                .any(|(_, g, _): &(std::os::fd::OwnedFd, String, _)| *g == resolved.1)
             {
                 return Err(invalid(format!("two mounts at {}", resolved.1)));
             }
@@ -230,11 +230,13 @@ impl Inner {
             sink: sink.clone(),
             stream: LogStream::Stderr,
         });
+        // Each mount is already open (resolved beneath its volume without following
+        // symlinks); WASI reopens that same directory, never the volume's path.
         for (dir, guest, perms) in &mounts {
-            b.preopened_dir(dir, guest, *perms).map_err(|e| {
-                WorkloadError::Failed(format!("mounting {} at {guest}: {e:#}", dir.display()))
-            })?;
+            b.preopened_dir(preopen_path(dir), guest, *perms)
+                .map_err(|e| WorkloadError::Failed(format!("mounting {guest}: {e:#}")))?;
         }
+        drop(mounts);
 
         let handle = self.next_id();
         let started_at_ms = now_ms();

@@ -3,8 +3,14 @@
 //!
 //! Files are written through cap-std rooted at the volume, so a symlink a workload left
 //! in a writable volume cannot redirect the host's writes outside it.
+//!
+//! Mounts are resolved at spawn time beneath an open directory handle, one component at
+//! a time, following no symlink ([`open_beneath`]), and WASI gets that handle: a volume
+//! is never re-resolved by path, so a workload that swaps a directory for a symlink
+//! (in a hostPath or a shared emptyDir) cannot redirect a later mount.
 
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use wasmtime_wasi::FsPerms;
@@ -22,8 +28,13 @@ pub(crate) enum VolumeKind {
 pub(crate) struct Volume {
     pub(crate) pod_uid: String,
     pub(crate) kind: VolumeKind,
-    /// The host directory (canonical for host paths).
-    pub(crate) dir: PathBuf,
+    /// The volume's name in the pod, for error messages.
+    name: String,
+    /// A directory only the host writes: the allow-list entry of a hostPath, the pod's
+    /// `volumes` directory otherwise. Opened by path (symlinks in it are the admin's).
+    base: PathBuf,
+    /// The volume beneath `base`, walked without following symlinks.
+    rel: PathBuf,
     /// For `files`: the paths written last time, to remove those no longer present.
     files: Vec<String>,
 }
@@ -127,12 +138,14 @@ impl super::Inner {
                 )));
             }
         }
-        let local_dir = self.pod_dir(&req.pod_uid).join("volumes").join(&req.name);
-        let (dir, files) = match &req.source {
+        let volumes_dir = self.pod_dir(&req.pod_uid).join("volumes");
+        let local_dir = volumes_dir.join(&req.name);
+        let local = (volumes_dir, PathBuf::from(&req.name));
+        let ((base, rel), files) = match &req.source {
             VolumeSource::EmptyDir(_) => {
                 std::fs::create_dir_all(&local_dir)
                     .map_err(|e| failed("creating the emptyDir", e))?;
-                (local_dir, Vec::new())
+                (local, Vec::new())
             }
             VolumeSource::Files(files) => {
                 std::fs::create_dir_all(&local_dir)
@@ -141,7 +154,7 @@ impl super::Inner {
                     .map(|id| table.by_id[&id].files.clone())
                     .unwrap_or_default();
                 write_files(&local_dir, files, &previous)?;
-                (local_dir, files.iter().map(|f| f.path.clone()).collect())
+                (local, files.iter().map(|f| f.path.clone()).collect())
             }
             VolumeSource::HostPath(hp) => {
                 (self.resolve_host_path(&hp.path, hp.create)?, Vec::new())
@@ -156,7 +169,9 @@ impl super::Inner {
             Volume {
                 pod_uid: req.pod_uid.clone(),
                 kind,
-                dir,
+                name: req.name.clone(),
+                base,
+                rel,
                 files,
             },
         );
@@ -164,62 +179,53 @@ impl super::Inner {
         Ok(id)
     }
 
-    fn resolve_host_path(&self, path: &str, create: bool) -> Result<PathBuf, WorkloadError> {
+    /// The allow-list entry a hostPath lies under and the path beneath it. The path is
+    /// checked lexically before anything touches the disk, then walked beneath the
+    /// entry without following symlinks (creating missing directories only there).
+    fn resolve_host_path(
+        &self,
+        path: &str,
+        create: bool,
+    ) -> Result<(PathBuf, PathBuf), WorkloadError> {
         let p = Path::new(path);
         if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
             return Err(invalid(format!(
                 "hostPath {path:?} must be absolute, without '..'"
             )));
         }
-        let not_allowed = || {
+        let Some((base, rel)) = self
+            .config
+            .host_path_allow
+            .iter()
+            .find_map(|a| Some((a.clone(), p.strip_prefix(a).ok()?.to_path_buf())))
+        else {
             let list: Vec<String> = self
                 .config
                 .host_path_allow
                 .iter()
                 .map(|a| a.display().to_string())
                 .collect();
-            invalid(format!(
+            return Err(invalid(format!(
                 "hostPath {path} is not under the host's allow-list ({})",
                 if list.is_empty() {
                     "empty".to_string()
                 } else {
                     list.join(", ")
                 }
-            ))
-        };
-        if !self.config.host_path_allow.iter().any(|a| p.starts_with(a)) {
-            return Err(not_allowed());
-        }
-        if create && !p.exists() {
-            std::fs::create_dir_all(p)
-                .map_err(|e| failed(&format!("creating hostPath {path}"), e))?;
-        }
-        let canon = p
-            .canonicalize()
-            .map_err(|e| invalid(format!("hostPath {path}: {e}")))?;
-        // A symlink under an allowed directory must not lead out of it.
-        let inside = self
-            .config
-            .host_path_allow
-            .iter()
-            .any(|a| a.canonicalize().is_ok_and(|a| canon.starts_with(a)));
-        if !inside {
-            return Err(not_allowed());
-        }
-        if !canon.is_dir() {
-            return Err(invalid(format!(
-                "hostPath {path} is not a directory (WASI mounts directories only)"
             )));
-        }
-        Ok(canon)
+        };
+        open_beneath(&base, &rel, create).map_err(|e| invalid(format!("hostPath {path}: {e}")))?;
+        Ok((base, rel))
     }
 
-    /// A mount as (host directory, guest path, permissions), checked against the pod.
+    /// A mount as (open host directory, guest path, permissions), checked against the
+    /// pod. The directory is opened now, beneath the volume's base, following no
+    /// symlink; see [`preopen_path`] for handing it to WASI.
     pub(crate) fn resolve_mount(
         &self,
         pod_uid: &str,
         m: &Mount,
-    ) -> Result<(PathBuf, String, FsPerms), WorkloadError> {
+    ) -> Result<(OwnedFd, String, FsPerms), WorkloadError> {
         check_guest_path(&m.guest_path)?;
         let table = self.volumes.lock().unwrap();
         let v = table
@@ -238,40 +244,100 @@ impl super::Inner {
         } else {
             FsPerms::ReadWrite
         };
-        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
-            return Ok((v.dir.clone(), m.guest_path.clone(), perms));
+        let sub = m.sub_path.as_deref().filter(|s| !s.is_empty());
+        if let Some(sub) = sub {
+            check_relative(sub, "subPath")?;
+        }
+        let what = || {
+            let at = v.base.join(&v.rel);
+            match sub {
+                Some(sub) => format!("volume {:?} ({}) subPath {sub:?}", v.name, at.display()),
+                None => format!("volume {:?} ({})", v.name, at.display()),
+            }
         };
-        check_relative(sub, "subPath")?;
-        let root = cap_std::fs::Dir::open_ambient_dir(&v.dir, cap_std::ambient_authority())
-            .map_err(|e| failed("opening the volume", e))?;
-        // cap-std resolves inside the volume and refuses symlinks that lead out of it.
-        match root.metadata(sub) {
-            Ok(md) if md.is_dir() => {}
-            Ok(_) => {
-                return Err(invalid(format!(
-                    "subPath {sub:?} is not a directory (WASI mounts directories only)"
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && v.kind != VolumeKind::Files => {
-                root.create_dir_all(sub)
-                    .map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
-            }
-            Err(e) => return Err(invalid(format!("subPath {sub:?}: {e}"))),
-        }
-        let base = v
-            .dir
-            .canonicalize()
-            .map_err(|e| failed("resolving the volume", e))?;
-        let dir = v
-            .dir
-            .join(sub)
-            .canonicalize()
-            .map_err(|e| invalid(format!("subPath {sub:?}: {e}")))?;
-        if !dir.starts_with(&base) {
-            return Err(invalid(format!("subPath {sub:?} leads outside its volume")));
-        }
+        let root = open_beneath(&v.base, &v.rel, false)
+            .map_err(|e| invalid(format!("{}: {e}", what())))?;
+        let dir = match sub {
+            None => root,
+            // A missing subPath is created (as kubelet does), except in read-only volumes.
+            Some(sub) => open_beneath_fd(root, Path::new(sub), v.kind != VolumeKind::Files)
+                .map_err(|e| invalid(format!("{}: {e}", what())))?,
+        };
         Ok((dir, m.guest_path.clone(), perms))
     }
+}
+
+/// The path under which WASI opens an already open directory.
+///
+/// `WasiCtxBuilder::preopened_dir` (wasmtime-wasi 48) takes only a path. On Linux
+/// `/proc/self/fd/N` is a magic link to the open file itself: opening it reaches the
+/// inode `fd` refers to without re-resolving the path it was opened by, so a symlink
+/// swapped in since cannot redirect the mount. Keep `fd` open until the call returns.
+pub(crate) fn preopen_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Why a walk beneath a volume stopped, worded for the pod's author.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WalkError {
+    #[error("{0:?} is a symbolic link or not a directory; mounts follow no symlinks")]
+    NotADirectory(PathBuf),
+    #[error("{0:?} does not exist")]
+    Missing(PathBuf),
+    #[error("{0:?} is not a plain relative path")]
+    NotRelative(PathBuf),
+    #[error("opening {0:?}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// Opens the directory `rel` beneath `base` (see [`open_beneath_fd`]).
+pub(crate) fn open_beneath(base: &Path, rel: &Path, create: bool) -> Result<OwnedFd, WalkError> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let root = openat(
+        rustix::fs::CWD,
+        base,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| WalkError::Io(base.to_path_buf(), e.into()))?;
+    open_beneath_fd(root, rel, create)
+}
+
+/// Opens the directory `rel` beneath the open directory `dir`, one component at a time
+/// with `O_NOFOLLOW`, so no symlink is followed anywhere on the way; with `create`,
+/// missing directories are made on the way (with `mkdirat` beneath the same handle).
+pub(crate) fn open_beneath_fd(
+    mut dir: OwnedFd,
+    rel: &Path,
+    create: bool,
+) -> Result<OwnedFd, WalkError> {
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    use rustix::io::Errno;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut walked = PathBuf::new();
+    for c in rel.components() {
+        let name = match c {
+            Component::CurDir => continue,
+            Component::Normal(name) => name,
+            _ => return Err(WalkError::NotRelative(rel.to_path_buf())),
+        };
+        walked.push(name);
+        let mut opened = openat(&dir, name, flags, Mode::empty());
+        if create && matches!(opened, Err(Errno::NOENT)) {
+            match mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(WalkError::Io(walked, e.into())),
+            }
+            opened = openat(&dir, name, flags, Mode::empty());
+        }
+        dir = match opened {
+            Ok(fd) => fd,
+            Err(Errno::LOOP | Errno::NOTDIR) => return Err(WalkError::NotADirectory(walked)),
+            Err(Errno::NOENT) => return Err(WalkError::Missing(walked)),
+            Err(e) => return Err(WalkError::Io(walked, e.into())),
+        };
+    }
+    Ok(dir)
 }
 
 /// Writes `files` into `dir` (each via a temporary file and a rename, so a running
@@ -299,9 +365,8 @@ fn write_files(dir: &Path, files: &[VolumeFile], previous: &[String]) -> Result<
             root.write(&tmp, &f.contents)?;
             root.set_permissions(
                 &tmp,
-                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(
-                    f.mode & 0o7777,
-                )),
+                // Permission bits only: no setuid/setgid/sticky on files a pod supplies.
+                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(f.mode & 0o777)),
             )?;
             root.rename(&tmp, &root, rel)
         };

@@ -1,0 +1,186 @@
+//! What puts keys in a controller's queue: its primary kind's events (with
+//! seed 002's priorities), owned and watched objects (mapped to their
+//! owner's or target's key) and the periodic resync. Scope is checked again
+//! when a key is dequeued (`reconcile.rs`).
+
+use std::sync::Arc;
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::controller::{Controller, key_of, split_key};
+use super::workqueue::Priority;
+use crate::cluster::cache::CacheEvent;
+use crate::plugin::manifest::MapFn;
+
+impl Controller {
+    pub(super) fn selected(&self, o: &DynamicObject) -> bool {
+        let rec = self.manifest.reconciles.as_ref().expect("checked at start");
+        if rec
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| o.metadata.namespace.as_ref() != Some(ns))
+        {
+            return false;
+        }
+        crate::cluster::cache::selects(&self.selector, o)
+    }
+
+    /// Whether the cached object under `key` is one this reconciler may act on
+    /// (a key whose object is gone is: reconcile then forgets it).
+    pub(super) fn in_scope(&self, key: &str) -> bool {
+        let (ns, name) = split_key(key);
+        self.primary.get(ns, name).is_none_or(|o| self.selected(&o))
+    }
+
+    /// Seed 002's rule: an object already reconciled at its generation is low
+    /// priority work during a (re)list; everything else is high.
+    pub(super) fn enqueue_primary(&self, o: &DynamicObject, initial: bool) {
+        if !self.selected(o) {
+            return;
+        }
+        let Some(name) = o.metadata.name.as_deref() else {
+            return;
+        };
+        let key = key_of(o.metadata.namespace.as_deref(), name);
+        let generation = o.metadata.generation.unwrap_or(0);
+        let observed = o
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
+        let priority = if self.config.priorities && initial && up_to_date {
+            Priority::Low
+        } else {
+            Priority::High
+        };
+        self.queue.add(
+            key,
+            if self.config.priorities {
+                priority
+            } else {
+                Priority::High
+            },
+        );
+    }
+
+    pub(super) async fn pump_primary(
+        self: Arc<Self>,
+        mut rx: tokio::sync::broadcast::Receiver<CacheEvent>,
+    ) {
+        loop {
+            match rx.recv().await {
+                Ok(CacheEvent::Applied { object, initial }) => {
+                    self.enqueue_primary(&object, initial)
+                }
+                Ok(CacheEvent::Deleted(o)) => {
+                    if let Some(n) = o.metadata.name.as_deref() {
+                        let key = key_of(o.metadata.namespace.as_deref(), n);
+                        self.expectations.forget(&key);
+                        self.written_lock().remove(&key);
+                    }
+                }
+                Ok(CacheEvent::Synced) => {}
+                Err(RecvError::Lagged(_)) => {
+                    // Missed events: everything cached is a candidate again.
+                    for o in self.primary.store.state() {
+                        self.enqueue_primary(&o, false);
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Owned (`map == None`: requeue the owner named in ownerReferences) or
+    /// watched objects (requeue the key the map function names).
+    pub(super) async fn pump_related(
+        self: Arc<Self>,
+        mut rx: tokio::sync::broadcast::Receiver<CacheEvent>,
+        map: Option<MapFn>,
+    ) {
+        let rec = self.manifest.reconciles.clone().expect("checked at start");
+        let owner_group = rec
+            .api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("");
+        loop {
+            let o = match rx.recv().await {
+                Ok(CacheEvent::Applied { object, .. }) | Ok(CacheEvent::Deleted(object)) => object,
+                Ok(CacheEvent::Synced) => continue,
+                Err(RecvError::Lagged(_)) => {
+                    for o in self.primary.store.state() {
+                        self.enqueue_primary(&o, false);
+                    }
+                    continue;
+                }
+                Err(RecvError::Closed) => return,
+            };
+            let ns = o.metadata.namespace.as_deref();
+            match &map {
+                None => {
+                    for r in o.metadata.owner_references.iter().flatten() {
+                        let group = r.api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+                        if r.kind == rec.kind && group == owner_group {
+                            self.queue.add(key_of(ns, &r.name), Priority::High);
+                        }
+                    }
+                }
+                Some(m) => {
+                    let target = match m {
+                        MapFn::Label(k) => {
+                            o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned()
+                        }
+                        MapFn::Annotation(k) => o
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(k))
+                            .cloned(),
+                        MapFn::Field(p) => {
+                            let mut cur = &o.data;
+                            let mut ok = true;
+                            for part in p.split('.') {
+                                match cur.get(part) {
+                                    Some(v) => cur = v,
+                                    None => {
+                                        ok = false;
+                                        break;
+                                    }
+                                }
+                            }
+                            if ok {
+                                cur.as_str().map(str::to_string)
+                            } else {
+                                None
+                            }
+                        }
+                    };
+                    if let Some(t) = target.filter(|t| !t.is_empty()) {
+                        let key = if t.contains('/') { t } else { key_of(ns, &t) };
+                        self.queue.add(key, Priority::High);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) async fn resync_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.config.resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            for o in self.primary.store.state() {
+                if self.selected(&o)
+                    && let Some(n) = o.metadata.name.as_deref()
+                {
+                    self.queue
+                        .add(key_of(o.metadata.namespace.as_deref(), n), Priority::Low);
+                }
+            }
+        }
+    }
+}

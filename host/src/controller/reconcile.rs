@@ -1,0 +1,327 @@
+//! What a controller's workers do with a key: the host-owned reconcile loop
+//! (scope and leadership checks, expectations, finalizers, the guest call,
+//! the status write, the requeue decision).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::controller::{Controller, Outcome, Written, split_key};
+use super::expectations::Seen;
+use super::status::{GuestResult, desired_status, status_of};
+use crate::cluster::ClientError;
+use crate::plugin::outcome::Finalized;
+
+impl Controller {
+    pub(super) async fn worker(self: Arc<Self>) {
+        self.primary.wait_synced().await;
+        loop {
+            // A follower takes no work: keys wait in the queue, at their
+            // priority, until leadership comes.
+            self.leading.acquired().await;
+            let Some(item) = self.queue.next().await else {
+                return;
+            };
+            let key = item.key.clone();
+            if !self.leading.is_leading() {
+                // Lost the lease while waiting for work: put the key back as it was.
+                self.queue.add(key.clone(), item.priority);
+                self.queue.done(&key);
+                continue;
+            }
+            if !self.in_scope(&key) {
+                // Only the reconciler's own scope decides what it acts on: keys from
+                // `owns` and `watches` come from what other objects say, and whoever
+                // may label a watched object could otherwise aim the plugin (its
+                // finalizer, its status writes) at any object of the kind.
+                self.metrics.out_of_scope(&self.name);
+                self.queue.forget(&key);
+                self.expectations.forget(&key);
+                self.queue.done(&key);
+                continue;
+            }
+            self.metrics.active_workers(&self.name, 1);
+            let started = Instant::now();
+            let span = tracing::info_span!("reconcile", plugin = %self.name, key = %key, generation = tracing::field::Empty, outcome = tracing::field::Empty);
+            let outcome = self.reconcile(&key).instrument(span.clone()).await;
+            span.record("outcome", outcome.as_str());
+            self.metrics
+                .reconciled(&self.name, outcome, started.elapsed());
+            self.metrics.active_workers(&self.name, -1);
+            self.queue.done(&key);
+        }
+    }
+
+    pub(super) fn lookup(&self) -> impl Fn(&str, &str, Option<&str>, &str) -> Option<Seen> + '_ {
+        |av, kind, ns, name| {
+            let cache = self.caches.existing(av, kind)?;
+            let o = cache.get(ns, name)?;
+            Some(Seen {
+                uid: o.metadata.uid.clone().unwrap_or_default(),
+                resource_version: o
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
+                deleting: o.metadata.deletion_timestamp.is_some(),
+            })
+        }
+    }
+
+    pub(super) fn api(&self) -> Api<DynamicObject> {
+        let r = &self.primary.resolved;
+        Api::all_with(self.caches.client().clone(), &r.resource)
+    }
+
+    pub(super) fn api_in(&self, ns: Option<&str>) -> Api<DynamicObject> {
+        let r = &self.primary.resolved;
+        match ns {
+            Some(ns) if r.namespaced => {
+                Api::namespaced_with(self.caches.client().clone(), ns, &r.resource)
+            }
+            _ => self.api(),
+        }
+    }
+
+    /// Writes finalizers with the object's resourceVersion as precondition.
+    pub(super) async fn set_finalizers(
+        &self,
+        o: &DynamicObject,
+        list: Vec<String>,
+    ) -> Result<(), ClientError> {
+        let (ns, name) = (
+            o.metadata.namespace.as_deref(),
+            o.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let patch = json!({"metadata": {"resourceVersion": o.metadata.resource_version, "finalizers": list}});
+        self.api_in(ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    }
+
+    /// One pass of the host-owned reconcile loop for `key`.
+    pub(super) async fn reconcile(&self, key: &str) -> Outcome {
+        let (ns, name) = split_key(key);
+        let Some(obj) = self.primary.get(ns, name) else {
+            // Gone: nothing to do, nothing to remember.
+            self.queue.forget(&key.to_string());
+            self.expectations.forget(key);
+            self.written_lock().remove(key);
+            return Outcome::Success;
+        };
+        if let Err(wait) = self.expectations.check(key, self.lookup()) {
+            // Our own writes are not in the cache yet: acting now would act twice.
+            self.queue
+                .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
+            return Outcome::RequeueAfter;
+        }
+        tracing::Span::current().record("generation", obj.metadata.generation.unwrap_or(0));
+        let Some(plugin) = self.source.current(&self.name) else {
+            return Outcome::Error;
+        };
+        let finalizer = self.manifest.finalizer.clone();
+        let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+        let obj_json = {
+            let mut v = serde_json::to_value(obj.as_ref()).unwrap_or(Value::Null);
+            v["apiVersion"] = json!(self.primary.resolved.resource.api_version);
+            v["kind"] = json!(self.primary.resolved.resource.kind);
+            v.to_string()
+        };
+
+        if obj.metadata.deletion_timestamp.is_some() {
+            let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else {
+                return Outcome::Success;
+            };
+            return match plugin.finalize(key, &obj_json).await {
+                Ok((Ok(Finalized::Done), report)) => {
+                    self.expectations.record(key, &report.writes, |av, k| {
+                        self.caches.existing(av, k).is_some()
+                    });
+                    finalizers.retain(|x| *x != f);
+                    match self.set_finalizers(&obj, finalizers).await {
+                        Ok(()) => {
+                            self.queue.forget(&key.to_string());
+                            Outcome::Success
+                        }
+                        Err(e) => self.retry(key, &e),
+                    }
+                }
+                Ok((Ok(Finalized::RetryAfter(wait)), _)) => {
+                    self.queue.add_after(key.to_string(), wait);
+                    Outcome::RequeueAfter
+                }
+                Ok((Err(e), _)) => {
+                    tracing::warn!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, "finalize failed");
+                    self.queue.add_rate_limited(key.to_string());
+                    Outcome::Error
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %self.name, %key, error = %e, "finalize failed");
+                    self.queue.add_rate_limited(key.to_string());
+                    Outcome::Error
+                }
+            };
+        }
+        if let Some(f) = &finalizer
+            && !finalizers.contains(f)
+        {
+            finalizers.push(f.clone());
+            // The cache will bring the updated object back: reconcile then.
+            return match self.set_finalizers(&obj, finalizers).await {
+                Ok(()) => Outcome::Success,
+                Err(e) => self.retry(key, &e),
+            };
+        }
+
+        let (result, outcome) = match plugin.reconcile(key, &obj_json).await {
+            Ok((Ok(o), report)) => {
+                self.expectations.record(key, &report.writes, |av, k| {
+                    self.caches.existing(av, k).is_some()
+                });
+                let requeue = o.requeue_after;
+                let result = GuestResult {
+                    status: o.status,
+                    conditions: o.conditions,
+                    error: None,
+                };
+                (result, Ok((requeue, report.retry_soon)))
+            }
+            Ok((Err(e), report)) => {
+                self.expectations.record(key, &report.writes, |av, k| {
+                    self.caches.existing(av, k).is_some()
+                });
+                tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = e.terminal, "reconcile returned an error");
+                let result = GuestResult {
+                    status: e.status,
+                    conditions: e.conditions,
+                    error: Some((e.reason, e.message)),
+                };
+                (result, Err((e.terminal, report.retry_soon)))
+            }
+            Err(call) => {
+                let result = GuestResult {
+                    status: None,
+                    conditions: vec![],
+                    error: Some(("PluginFailed".into(), call.to_string())),
+                };
+                (result, Err((false, false)))
+            }
+        };
+        let generation = obj.metadata.generation.unwrap_or(0);
+        let current = status_of(&obj.data);
+        // What the host last sent stands for the stored status while the
+        // server still holds what it kept of that write.
+        let base = match self.written_lock().get(key) {
+            Some(w) if w.kept == current => w.sent.clone(),
+            _ => current.clone(),
+        };
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let desired = desired_status(
+            &base,
+            &result,
+            plugin.declared_conditions(),
+            generation,
+            &now,
+        );
+        if desired != base {
+            let patch = json!({"metadata": {"resourceVersion": obj.metadata.resource_version}, "status": desired});
+            let params = PatchParams {
+                field_manager: Some(self.config.field_manager.clone()),
+                ..Default::default()
+            };
+            let stored = match self
+                .api_in(ns)
+                .patch_status(name, &params, &Patch::Merge(patch))
+                .await
+            {
+                Ok(stored) => stored,
+                Err(e) => return self.retry(key, &e.into()),
+            };
+            self.metrics.status_written(&self.name);
+            let kept = status_of(&stored.data);
+            if kept != desired {
+                self.warn_pruned(&desired, &kept);
+            }
+            self.written_lock().insert(
+                key.to_string(),
+                Written {
+                    sent: desired,
+                    kept,
+                },
+            );
+        }
+        match outcome {
+            Ok((_, true)) | Err((false, true)) => {
+                self.queue.add_soon(key.to_string());
+                Outcome::Requeue
+            }
+            Ok((Some(wait), _)) => {
+                self.queue.forget(&key.to_string());
+                self.queue.add_after(key.to_string(), wait);
+                Outcome::RequeueAfter
+            }
+            Ok((None, _)) => {
+                self.queue.forget(&key.to_string());
+                Outcome::Success
+            }
+            Err((true, _)) => {
+                // Terminal: no retry until the object changes.
+                self.queue.forget(&key.to_string());
+                Outcome::Error
+            }
+            Err((false, _)) => {
+                self.queue.add_rate_limited(key.to_string());
+                Outcome::Error
+            }
+        }
+    }
+
+    pub(super) fn written_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+        // A cache of the last writes: a poisoned one is still usable.
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says once per controller which host-owned status fields the server
+    /// dropped, and where to declare them.
+    pub(super) fn warn_pruned(&self, sent: &Value, kept: &Value) {
+        let dropped: Vec<&str> = ["conditions", "observedGeneration"]
+            .into_iter()
+            .filter(|f| sent.get(*f).is_some() && kept.get(*f).is_none())
+            .collect();
+        if dropped.is_empty()
+            || self
+                .warned_pruned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let r = &self.primary.resolved.resource;
+        let crd = format!("{}.{}", r.plural, r.group);
+        tracing::warn!(
+            plugin = %self.name, %crd, ?dropped,
+            "the server prunes host-owned status fields: declare them in the CRD's status schema (or x-kubernetes-preserve-unknown-fields: true); until then the host compares with what it sent, so unchanged objects cost no writes"
+        );
+    }
+
+    /// API errors from the host's own writes: 409 and 429 mean "soon".
+    pub(super) fn retry(&self, key: &str, e: &ClientError) -> Outcome {
+        match e {
+            ClientError::Conflict(_) | ClientError::TooManyRequests => {
+                self.queue.add_soon(key.to_string());
+                Outcome::Requeue
+            }
+            ClientError::NotFound => Outcome::Success,
+            other => {
+                tracing::warn!(plugin = %self.name, %key, error = %other, "host write failed");
+                self.queue.add_rate_limited(key.to_string());
+                Outcome::Error
+            }
+        }
+    }
+}

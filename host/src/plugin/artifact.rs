@@ -1,0 +1,138 @@
+//! Integrity of the compiled-component cache. Deserializing a compiled
+//! artifact runs its machine code, so a file another local user (or anything
+//! that can write the cache) planted must never be loaded: the cache
+//! directories are 0700 and must belong to this user, and every artifact is
+//! sealed with an HMAC-SHA256 under a per-install random key (0600, in the
+//! cache root), bound to the digest of the `.wasm` it was compiled from.
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+const TAG_LEN: usize = 32;
+
+/// The per-install sealing key.
+pub struct CacheKey([u8; 32]);
+
+/// Creates `dir` (and parents) if needed, makes it 0700 and checks that it
+/// belongs to this user: a directory someone else controls is refused.
+pub fn secure_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let meta = std::fs::metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to uid {}, not to this user (uid {me})",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+impl CacheKey {
+    /// The key in `root/cache.key`, created (0600, random) on first use. A key
+    /// file others may read or that is not this user's is refused.
+    pub fn load_or_create(root: &Path) -> std::io::Result<CacheKey> {
+        let path = root.join("cache.key");
+        let mut key = [0u8; 32];
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                rand::fill(&mut key);
+                f.write_all(&key)?;
+                f.sync_all()?;
+                return Ok(CacheKey(key));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&path)?;
+        let me = rustix::process::geteuid().as_raw();
+        if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} must be a regular file of this user with mode 0600",
+                    path.display()
+                ),
+            ));
+        }
+        let bytes = std::fs::read(&path)?;
+        key = bytes.as_slice().try_into().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} is not a 32-byte key", path.display()),
+            )
+        })?;
+        Ok(CacheKey(key))
+    }
+
+    /// `tag || artifact`, the tag covering the source digest and the artifact.
+    pub fn seal(&self, digest: &str, artifact: &[u8]) -> Vec<u8> {
+        let mut mac = self.mac(digest);
+        mac.update(artifact);
+        let mut out = mac.finalize().into_bytes().to_vec();
+        out.extend_from_slice(artifact);
+        out
+    }
+
+    /// The artifact in `sealed` if its tag is right for `digest`.
+    pub fn open<'a>(&self, digest: &str, sealed: &'a [u8]) -> Option<&'a [u8]> {
+        if sealed.len() < TAG_LEN {
+            return None;
+        }
+        let (tag, artifact) = sealed.split_at(TAG_LEN);
+        let mut mac = self.mac(digest);
+        mac.update(artifact);
+        // verify_slice compares in constant time.
+        mac.verify_slice(tag).ok().map(|()| artifact)
+    }
+
+    /// HMAC-SHA256 over `digest` (length-prefixed) and `artifact`.
+    fn mac(&self, digest: &str) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(&(digest.len() as u64).to_be_bytes());
+        mac.update(digest.as_bytes());
+        mac
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seal_binds_key_digest_and_artifact() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = CacheKey::load_or_create(dir.path()).unwrap();
+        let mode = std::fs::metadata(dir.path().join("cache.key"))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let sealed = key.seal("aa", b"code");
+        assert_eq!(key.open("aa", &sealed), Some(&b"code"[..]));
+        assert_eq!(key.open("bb", &sealed), None);
+        let mut flipped = sealed.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(key.open("aa", &flipped), None);
+        // The same install reads the same key back; another install's key differs.
+        let again = CacheKey::load_or_create(dir.path()).unwrap();
+        assert!(again.open("aa", &sealed).is_some());
+        let other = CacheKey::load_or_create(tempfile::tempdir().unwrap().path()).unwrap();
+        assert!(other.open("aa", &sealed).is_none());
+    }
+}
