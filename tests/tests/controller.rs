@@ -1,6 +1,8 @@
 //! The controller engine end to end: `wasmlet up` with the real
 //! configmap-summary plugin, objects written through the kube client.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -55,22 +57,26 @@ async fn status_follows_changes_and_is_not_rewritten_when_nothing_changed() -> a
         );
     }
 
-    // Quiet: three resyncs later, still the same resourceVersion (zero writes).
+    // Quiet: three reconciles later (resyncs), still the same resourceVersion
+    // (zero writes).
     let rv = o.metadata.resource_version.clone();
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let reconciles = |m: &str| {
+        metric(
+            m,
+            "controller_runtime_reconcile_total",
+            "controller=\"configmap-summary\"",
+        )
+    };
+    let start = reconciles(&plane.metrics().await?);
+    eventually(Duration::from_secs(30), "three more reconciles", || async {
+        let m = plane.metrics().await.ok()?;
+        (reconciles(&m) >= start + 3.0).then_some(())
+    })
+    .await?;
     let after = api.get("s1").await?;
     assert_eq!(
         after.metadata.resource_version, rv,
         "an up-to-date object was written again"
-    );
-    let m = plane.metrics().await?;
-    assert!(
-        metric(
-            &m,
-            "controller_runtime_reconcile_total",
-            "controller=\"configmap-summary\""
-        ) >= 3.0,
-        "{m}"
     );
 
     // A watched ConfigMap changes: status follows, Ready's transition time stays.
@@ -138,28 +144,75 @@ async fn hot_swap_under_steady_writes_misses_no_reconcile() -> anyhow::Result<()
     let client = plane.client().await?;
     plugin_ready(&plane, &client).await?;
     let api = summaries(&client);
-    let total = 40;
+    let swaps = || async {
+        let m = plane.metrics().await.ok()?;
+        Some(metric(
+            &m,
+            "wasmlet_plugin_swaps_total",
+            "plugin=\"configmap-summary\"",
+        ))
+    };
+    // A steady writer (one object and its ConfigMap every 50 ms: the pace,
+    // not a synchronisation) that counts what it wrote and runs until told
+    // to stop.
+    let (written_tx, written) = tokio::sync::watch::channel(0usize);
+    let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let api = api.clone();
-        let client = client.clone();
+        let (api, client, stop) = (api.clone(), client.clone(), stop.clone());
         tokio::spawn(async move {
-            for i in 0..total {
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
                 create_summary(&api, &format!("w{i}"), json!({})).await?;
                 create_configmap(&client, &format!("w{i}-cm"), &format!("w{i}"), i % 5 + 1).await?;
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                i += 1;
+                written_tx.send_replace(i);
             }
-            anyhow::Ok(())
+            anyhow::Ok(i)
         })
     };
+    // Waits until the writer wrote `n` objects in all.
+    let wrote = |n: usize| {
+        let mut written = written.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(60), written.wait_for(|w| *w >= n))
+                .await
+                .map_err(|_| anyhow::anyhow!("the writer did not reach {n} objects in 60 s"))?
+                .map_err(|_| anyhow::anyhow!("the writer stopped before {n} objects"))?;
+            anyhow::Ok(())
+        }
+    };
     // Mid-stream, replace the plugin (a new manifest makes it a new version)
-    // twice, the second time with the same module again.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // twice, the second time with the same module again. Each swap is
+    // waited for on the swap counter, with objects written before and after
+    // it while the writer never pauses.
     let toml = plane.plugin_dir().join("configmap-summary.toml");
     let text = std::fs::read_to_string(&toml)?;
-    std::fs::write(&toml, format!("{text}\n# v2\n"))?;
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    std::fs::write(&toml, format!("{text}\n# v3\n"))?;
-    writer.await??;
+    let installed = swaps()
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the host serves no /metrics"))?;
+    let mut marks = Vec::new();
+    for (n, version) in [(installed + 1.0, "v2"), (installed + 2.0, "v3")] {
+        // (Each borrow ends before an await: the writer needs the lock.)
+        let so_far = *written.borrow();
+        wrote(so_far + 5).await?;
+        let before = *written.borrow();
+        std::fs::write(&toml, format!("{text}\n# {version}\n"))?;
+        eventually(
+            Duration::from_secs(60),
+            &format!("swap to {version}"),
+            || async { swaps().await.filter(|s| *s >= n) },
+        )
+        .await?;
+        let swapped = *written.borrow();
+        marks.push((before, swapped));
+    }
+    let swapped = *written.borrow();
+    wrote(swapped + 5).await?;
+    stop.store(true, Ordering::Relaxed);
+    let total = writer.await??;
+    eprintln!("{total} objects; written (before, at) each swap: {marks:?}");
     eventually(
         Duration::from_secs(60),
         "every object summarised",

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -79,6 +79,64 @@ fn has_finalizer(o: &DynamicObject) -> bool {
         .any(|f| f == FINALIZER)
 }
 
+/// Waits (bounded) for a watcher task to report `InitDone`: its initial list
+/// is in, so every later change reaches it as an event.
+async fn watching(ready: tokio::sync::oneshot::Receiver<()>) -> anyhow::Result<()> {
+    tokio::time::timeout(Duration::from_secs(30), ready).await??;
+    Ok(())
+}
+
+/// Successful (2xx) requests of `verb` on core `resource`, counted by the API
+/// server itself (kube-apiserver's `apiserver_request_total`): every create or
+/// delete a client made, however late its watch event reaches anybody.
+async fn requests(client: &kube::Client, verb: &str, resource: &str) -> anyhow::Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let labels = format!(
+        "{{verb=\"{verb}\",group=\"\",version=\"v1\",resource=\"{resource}\",subresource=\"\",code=\"2"
+    );
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total") && l.contains(&labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// The back-off delays (in ms, in order) the host logged for failed
+/// reconciles of `key` ("reconcile failed; retrying with back-off").
+fn backoffs(log: &str, key: &str) -> Vec<f64> {
+    let key = format!("key={key}");
+    strip_ansi(log)
+        .lines()
+        .filter(|l| l.contains("retrying with back-off") && l.contains(&key))
+        .filter_map(|l| {
+            let d = l.split("retry_in=").nth(1)?.split_whitespace().next()?;
+            let (n, scale) = [("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3)]
+                .into_iter()
+                .find_map(|(unit, scale)| Some((d.strip_suffix(unit)?, scale)))?;
+            Some(n.parse::<f64>().ok()? * scale)
+        })
+        .collect()
+}
+
+/// The log without terminal colour codes (`ESC [ ... letter`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[tokio::test]
 async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
 -> anyhow::Result<()> {
@@ -93,12 +151,20 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
     // Every state of f1 as a watcher sees it: (finalizer set, status written, deleting, deleted).
     type Row = (bool, bool, bool, bool);
     let seen: Arc<Mutex<Vec<Row>>> = Arc::default();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let watch = {
         let (api, seen) = (api.clone(), seen.clone());
+        let mut ready_tx = Some(ready_tx);
         tokio::spawn(async move {
             let mut s = watcher(api, watcher::Config::default().fields("metadata.name=f1")).boxed();
             while let Some(ev) = s.next().await {
                 let row = match ev {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = ready_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
                     Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (
                         has_finalizer(&o),
                         observed(&o).is_some(),
@@ -114,7 +180,8 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // f1 is created only once the watcher is up, so it sees every state.
+    watching(ready_rx).await?;
     create_summary(&api, "f1", json!({})).await?;
     create_configmap(&client, "f1-cm", "f1", 2).await?;
     let o = eventually(Duration::from_secs(30), "f1 summarised", || async {
@@ -220,7 +287,14 @@ impl Census {
 
 /// Seed 003: a ReplicaSet-like guest asked for 5 never creates more than 5,
 /// and scaled 5 → 3 never deletes more than 2, however stale the cache is.
-async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Result<()> {
+///
+/// No quiet period: a guest acting on a stale cache does so in a reconcile
+/// that ends before the one that writes `status.seen == replicas` (one worker
+/// per key, and the cache only catches up). So once that status is written
+/// every create and delete the guest will make has been made, and the API
+/// server's own request counters hold them all, whatever our watcher has
+/// seen yet.
+async fn replicaset_stays_exact(extra: &[&str]) -> anyhow::Result<()> {
     let plane = Plane::start_up(extra).await?;
     let client = plane.client().await?;
     install_plugin(&plane.plugin_dir(), "replicaset")?;
@@ -228,9 +302,11 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
     served("the ConfigSet CRD", &sets).await?;
 
     let census: Arc<Mutex<Census>> = Arc::default();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let watch = {
         let census = census.clone();
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let mut ready_tx = Some(ready_tx);
         tokio::spawn(async move {
             let config = watcher::Config::default().labels("testing.wasmlet.dev/set=rs1");
             let mut s = watcher(cms, config).boxed();
@@ -246,6 +322,12 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
                         c.live
                             .remove(o.metadata.name.as_deref().unwrap_or_default());
                     }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = ready_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
                     _ => continue,
                 }
                 c.max = c.max.max(c.live.len());
@@ -253,31 +335,46 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    watching(ready_rx).await?;
+    let (creates, deletes) = (
+        requests(&client, "POST", "configmaps").await?,
+        requests(&client, "DELETE", "configmaps").await?,
+    );
 
     let set: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "testing.wasmlet.dev/v1", "kind": "ConfigSet",
         "metadata": {"name": "rs1"}, "spec": {"replicas": 5}
     }))?;
     sets.create(&PostParams::default(), &set).await?;
+    // Settled: the guest saw `replicas` ConfigMaps for this generation, and
+    // our watcher has seen every create and delete the server answered.
     let settled = |generation: i64, replicas: usize| {
-        let (sets, census) = (sets.clone(), census.clone());
+        let (sets, census, client) = (sets.clone(), census.clone(), client.clone());
         async move {
             let o = sets.get("rs1").await.ok()?;
-            let done = observed(&o) == Some(generation)
-                && o.data.pointer("/status/seen").and_then(Value::as_u64) == Some(replicas as u64)
-                && census.lock().unwrap().live.len() == replicas;
-            done.then_some(())
+            let guest_done = observed(&o) == Some(generation)
+                && o.data.pointer("/status/seen").and_then(Value::as_u64) == Some(replicas as u64);
+            if !guest_done {
+                return None;
+            }
+            let made = requests(&client, "POST", "configmaps").await.ok()? - creates;
+            let removed = requests(&client, "DELETE", "configmaps").await.ok()? - deletes;
+            let c = census.lock().unwrap();
+            let caught_up = c.ever.len() as f64 == made && c.live.len() as f64 == made - removed;
+            caught_up.then_some((made, removed))
         }
     };
-    eventually(
+    let (made, removed) = eventually(
         Duration::from_secs(60),
-        "5 ConfigMaps, seen by the guest",
+        "5 ConfigMaps, seen by the guest and by our watcher",
         || settled(1, 5),
     )
     .await?;
-    // Quiet: a guest acting on the stale cache would overshoot now.
-    tokio::time::sleep(quiet).await;
+    assert_eq!(
+        (made, removed),
+        (5.0, 0.0),
+        "the guest made exactly 5 creates and no delete for replicas 5"
+    );
     {
         let c = census.lock().unwrap();
         assert_eq!(
@@ -300,13 +397,17 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
         &Patch::Merge(json!({"spec": {"replicas": 3}})),
     )
     .await?;
-    eventually(
+    let (made, removed) = eventually(
         Duration::from_secs(60),
-        "3 ConfigMaps, seen by the guest",
+        "3 ConfigMaps, seen by the guest and by our watcher",
         || settled(2, 3),
     )
     .await?;
-    tokio::time::sleep(quiet).await;
+    assert_eq!(
+        (made, removed),
+        (5.0, 2.0),
+        "scaling 5 → 3 made exactly 2 deletes and no create"
+    );
     {
         let c = census.lock().unwrap();
         assert_eq!(c.min_since_mark, 3, "scaling 5 → 3 must never go below 3");
@@ -330,7 +431,7 @@ async fn replicaset_stays_exact(extra: &[&str], quiet: Duration) -> anyhow::Resu
 
 #[tokio::test]
 async fn expectations_keep_a_replicaset_exact() -> anyhow::Result<()> {
-    replicaset_stays_exact(&[], Duration::from_secs(1)).await
+    replicaset_stays_exact(&[]).await
 }
 
 #[tokio::test]
@@ -338,7 +439,7 @@ async fn expectations_keep_a_replicaset_exact_with_a_delayed_cache() -> anyhow::
     // Every watch event reaches the caches 300 ms late (and they queue up behind
     // each other): the guest's own creates and deletes show up one by one, seconds
     // after its reconcile returned.
-    replicaset_stays_exact(&["--debug-cache-delay-ms", "300"], Duration::from_secs(3)).await
+    replicaset_stays_exact(&["--debug-cache-delay-ms", "300"]).await
 }
 
 #[tokio::test]
@@ -354,37 +455,45 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
     let api = summaries(&client);
     served("the ConfigSummary CRD", &api).await?;
     create_summary(&api, "t1", json!({"wasmlet.dev/test": "trap"})).await?;
-    let count = || async {
-        let m = plane.metrics().await.ok()?;
-        Some(metric(
-            &m,
-            "controller_runtime_reconcile_total",
-            "controller=\"trap\"",
-        ))
-    };
-    let first = eventually(Duration::from_secs(30), "the first trap", || async {
-        count().await.filter(|c| *c >= 1.0)
+    // The host logs the delay it schedules for each failed reconcile: the
+    // growth is read off those lines in order, not off the wall clock. That
+    // the queue holds a key for its delay is the workqueue's, tested on
+    // paused time (`backoff_grows_exponentially_to_the_cap_and_forget_resets`).
+    let delays = eventually(Duration::from_secs(30), "six trap back-offs", || async {
+        let delays = backoffs(&plane.log(), "default/t1");
+        (delays.len() >= 6).then_some(delays)
     })
     .await?;
-    let t0 = Instant::now();
-    // The measurement window is the point here: fixed sleeps.
-    tokio::time::sleep(Duration::from_secs(2).saturating_sub(t0.elapsed())).await;
-    let at2 = count().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed())).await;
-    let at4 = count().await.unwrap();
-    eprintln!("trap reconciles: {first} at the first, {at2} after 2 s, {at4} after 4 s");
-    // 5 ms, doubling: retries at ~5, 15, 35, 75, 155, 315, 635, 1275, 2555 ms.
-    assert!(
-        (4.0..=20.0).contains(&at4),
-        "{at4} reconciles in ~4 s: not exponential back-off from 5 ms"
+    eprintln!("trap back-offs: {delays:?}");
+    assert_eq!(delays[0], 5.0, "the first retry waits the 5 ms base");
+    for w in delays[..6].windows(2) {
+        assert!(
+            (w[1] - 2.0 * w[0]).abs() < 0.01 * w[1],
+            "each failure doubles the back-off: {delays:?} ms"
+        );
+    }
+    // By counts: every trap reconcile ends as an `error` (the result requeued
+    // with that per-key back-off, not the retry-soon `requeue` of a 409) and
+    // each was requeued. A retry is counted inside the reconcile, its result
+    // after it, so one retry may be ahead of the results.
+    let m = plane.metrics().await?;
+    let reconciles = metric(
+        &m,
+        "controller_runtime_reconcile_total",
+        "controller=\"trap\"",
     );
-    assert!(
-        at2 - first >= 3.0,
-        "retries start fast: {first} → {at2} in the first 2 s"
+    let errors = metric(
+        &m,
+        "controller_runtime_reconcile_total",
+        "controller=\"trap\",result=\"error\"",
     );
+    let retries = metric(&m, "workqueue_retries_total", "name=\"trap\"");
+    eprintln!("trap: {reconciles} reconciles, {errors} errors, {retries} retries");
+    assert!(errors >= 6.0, "{m}");
+    assert_eq!(errors, reconciles, "every trap reconcile fails\n{m}");
     assert!(
-        at4 - at2 <= 3.0,
-        "and slow down: {at2} → {at4} in the next 2 s"
+        retries == errors || retries == errors + 1.0,
+        "every failure was requeued with back-off ({errors} errors, {retries} retries)\n{m}"
     );
     let o = api.get("t1").await?;
     assert_eq!(ready(&o).as_deref(), Some("False"));
@@ -425,23 +534,11 @@ async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()>
             })
         })
         .collect();
-    // Meanwhile the summarised ConfigMaps change, so status has to be written.
-    for round in 0..4 {
-        for i in 0..n {
-            create_configmap(&client, &format!("s{i}-r{round}"), &format!("s{i}"), i + 1).await?;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut patches = 0;
-    for w in writers {
-        patches += w.await??;
-    }
-    eventually(
-        Duration::from_secs(30),
-        "every object summarised",
-        || async {
+    // Every object summarises `rounds` rounds of ConfigMaps, and its status
+    // is for its current generation.
+    let summarised = |rounds: i64| {
+        let api = api.clone();
+        async move {
             let list = api.list(&Default::default()).await.ok()?;
             let done = list
                 .items
@@ -453,14 +550,39 @@ async fn conflict_storm_is_retried_not_counted_as_errors() -> anyhow::Result<()>
                         .as_deref()
                         .and_then(|s| s[1..].parse().ok())
                         .unwrap_or(usize::MAX);
-                    status_keys(o) == Some(4 * (i as i64 + 1))
+                    status_keys(o) == Some(rounds * (i as i64 + 1))
                         && ready(o).as_deref() == Some("True")
                         && observed(o) == o.metadata.generation
                 })
                 .count();
             (done == n).then_some(())
-        },
-    )
+        }
+    };
+    // Meanwhile the summarised ConfigMaps change, so status has to be written:
+    // each round is summarised while the storm still runs.
+    for round in 0..4 {
+        for i in 0..n {
+            create_configmap(&client, &format!("s{i}-r{round}"), &format!("s{i}"), i + 1).await?;
+        }
+        eventually(
+            Duration::from_secs(30),
+            &format!("round {round} summarised during the storm"),
+            || summarised(round + 1),
+        )
+        .await?;
+    }
+    assert!(
+        writers.iter().all(|w| !w.is_finished()),
+        "a storm writer stopped early"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut patches = 0;
+    for w in writers {
+        patches += w.await??;
+    }
+    eventually(Duration::from_secs(30), "every object summarised", || {
+        summarised(4)
+    })
     .await?;
     let m = plane.metrics().await?;
     let conflicts = metric(

@@ -23,6 +23,22 @@ where
     .await
 }
 
+/// Waits until the server's garbage collector has handled every write made
+/// before this call. It handles events one at a time in revision order, and
+/// deletes an object whose owner does not exist: once such a probe, written
+/// now, is gone, everything written before it was handled, so whatever the
+/// collector was going to do about it is done.
+async fn collector_caught_up(client: &kube::Client, probe: &str) -> anyhow::Result<()> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let orphan: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": probe, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "never-existed",
+            "uid": "00000000-0000-0000-0000-000000000000",
+        }]}}))?;
+    cms.create(&PostParams::default(), &orphan).await?;
+    gone(&cms, probe).await
+}
+
 fn owned_by(name: &str, owner: &ConfigMap) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
         "apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid,
@@ -117,8 +133,9 @@ async fn bound_pods_delete_gracefully_unbound_pods_at_once() -> anyhow::Result<(
             .deletion_grace_period_seconds,
         Some(5)
     );
-    // Still there a moment later: nothing deletes it but its node agent.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Still there once the server's collector has seen the deletion: nothing
+    // deletes it but its node agent.
+    collector_caught_up(&client, "probe").await?;
     assert!(pods.get_opt("bound").await?.is_some());
     // Its node agent reports status while the workloads stop: that write must not
     // delete it (only removing the last finalizer, or a grace of 0, does).
@@ -261,9 +278,16 @@ async fn orphan_keeps_dependents_and_drops_their_owner_references() -> anyhow::R
         .map(|r| r.name)
         .collect();
     assert_eq!(refs, ["other-owner"]);
-    // Still there a moment later (the collector does not come back for them).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(cms.get_opt("dep").await?.is_some());
+    // Still there once the collector has seen the owner go (it does not come
+    // back for them).
+    collector_caught_up(&client, "probe").await?;
+    let d = cms.get("dep").await?;
+    assert!(
+        d.metadata.deletion_timestamp.is_none()
+            && d.metadata.owner_references.unwrap_or_default().is_empty(),
+        "the collector came back for an orphan"
+    );
+    assert!(cms.get_opt("dep-two-owners").await?.is_some());
     Ok(())
 }
 

@@ -205,6 +205,11 @@ impl History {
         self.snapshot().into_iter().find(|(_, p)| pred(p))
     }
 
+    /// Where the first version matching `pred` is in the order seen.
+    fn position(&self, pred: impl Fn(&Pod) -> bool) -> Option<usize> {
+        self.snapshot().iter().position(|(_, p)| pred(p))
+    }
+
     /// The waiting reasons of the first container, in order, without repeats.
     fn reasons(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -529,33 +534,57 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         "all lines came at once ({streamed:?}): not streamed"
     );
 
-    // Deletion with a 2 s grace: sleeper never exits by itself, so it is killed
-    // after the grace and the pod is removed.
-    let start = Instant::now();
+    // Deletion with a 2 s grace: sleeper never exits by itself, so it runs on
+    // through the grace, is killed after it, and the pod is removed.
     plane.kubectl_ok(&[
         "delete",
         "pod",
         "sleeper",
         "--grace-period=2",
-        "--wait=true",
-        "--timeout=30s",
+        "--wait=false",
     ])?;
-    let gone = eventually(Duration::from_secs(30), "the pod to be gone", || async {
+    let last_tick = |logs: &str| {
+        logs.lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse::<u64>().ok())
+            .max()
+    };
+    // The grace was given: after the delete was recorded (the first read is
+    // after it), the workload still printed three more ticks while its pod
+    // was terminating. Killed at once, it would print none.
+    let deleting = pods.get("sleeper").await?;
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(2));
+    let at_delete = last_tick(&plane.kubectl_ok(&["logs", "sleeper"])?).context("no tick")?;
+    let ran_on = eventually(
+        Duration::from_secs(30),
+        "three ticks after the delete",
+        || async {
+            let out = plane.kubectl(&["logs", "sleeper"]).ok()?;
+            if !out.status.success() {
+                // Gone (and its log with it) before the ticks: no grace.
+                return Some(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
+            }
+            let tick = last_tick(&String::from_utf8_lossy(&out.stdout))?;
+            (tick >= at_delete + 3).then_some(Ok(tick))
+        },
+    )
+    .await?;
+    if let Err(e) = ran_on {
+        bail!(
+            "the pod went before its 2 s grace period ran: {e} (tick {at_delete} at the delete)\nlog:\n{}",
+            log_tail(&plane)
+        );
+    }
+    // Then it was interrupted and the pod removed. The bound is for the
+    // 2 s grace asked for, far below the spec's 30 s (a deadline, not a
+    // measurement).
+    let gone = eventually(Duration::from_secs(20), "the pod to be gone", || async {
         matches!(pods.get_opt("sleeper").await, Ok(None)).then_some(())
     })
     .await;
     if let Err(e) = gone {
         bail!("{e}\nlog:\n{}", log_tail(&plane));
     }
-    let took = start.elapsed();
-    assert!(
-        took >= Duration::from_millis(1500),
-        "the pod went in {took:?}: the 2 s grace period was not given"
-    );
-    assert!(
-        took <= Duration::from_secs(8),
-        "the pod went only after {took:?} (grace period 2 s)"
-    );
     Ok(())
 }
 
@@ -590,7 +619,7 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
                     .is_some_and(|m| m.contains(&format!("back-off {secs}s")))
         }
     };
-    let (t0, p0) = history
+    let (_, p0) = history
         .first(backing_off(0, 10))
         .context("never CrashLoopBackOff with back-off 10s at restartCount 0")?;
     let last = cstatus(&p0);
@@ -604,26 +633,23 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
         Some(&json!("Error")),
         "{last}"
     );
-    let (t1, _) = history
-        .first(|p| restart_count(p) == 1)
-        .context("restartCount 1 never seen")?;
-    let (t1b, _) = history
-        .first(backing_off(1, 20))
-        .context("never CrashLoopBackOff with back-off 20s at restartCount 1")?;
-    let (t2, _) = history
-        .first(|p| restart_count(p) == 2)
-        .context("restartCount 2 never seen")?;
-    let (gap1, gap2) = (
-        t1.duration_since(t0).as_secs_f64(),
-        t2.duration_since(t1b).as_secs_f64(),
-    );
+    // In order: back-off 10 s, the first restart, back-off 20 s, the second.
+    // The delays themselves are the runner's, asserted on its fake clock
+    // (wasi-runner `exit_1_with_restart_always_crash_loops_with_growing_back_off`).
+    let order = [
+        history.position(backing_off(0, 10)),
+        history.position(|p| restart_count(p) == 1),
+        history.position(backing_off(1, 20)),
+        history.position(|p| restart_count(p) == 2),
+    ];
+    let order: Vec<usize> = order
+        .into_iter()
+        .collect::<Option<_>>()
+        .context("a back-off or restart was never seen")?;
     assert!(
-        (8.5..=14.0).contains(&gap1),
-        "first back-off lasted {gap1:.1} s, expected 10 s"
-    );
-    assert!(
-        (18.5..=25.0).contains(&gap2),
-        "second back-off lasted {gap2:.1} s, expected 20 s"
+        order.is_sorted(),
+        "back-off 10s, restart 1, back-off 20s, restart 2 out of order: {order:?}\n{:?}",
+        history.reasons()
     );
 
     // The previous attempt's output.

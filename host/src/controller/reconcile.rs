@@ -276,7 +276,9 @@ impl Controller {
                 Outcome::Error
             }
             Err((false, _)) => {
-                self.queue.add_rate_limited(key.to_string());
+                let retry_in = self.queue.add_rate_limited(key.to_string());
+                // Says how the back-off grows (also what the e2e tests read).
+                tracing::info!(?retry_in, "reconcile failed; retrying with back-off");
                 Outcome::Error
             }
         }

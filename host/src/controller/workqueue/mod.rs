@@ -298,13 +298,13 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
 
     /// Error back-off: delay = max(per-key `base * 2^failures` capped at
     /// `max_backoff`, overall token-bucket delay); counts a retry; keeps the
-    /// key's priority.
-    pub fn add_rate_limited(&self, key: K) {
+    /// key's priority. Returns the delay it scheduled (zero after shutdown).
+    pub fn add_rate_limited(&self, key: K) -> Duration {
         let now = Instant::now();
         let delay = {
             let mut st = lock(&self.inner.state);
             if st.shutdown {
-                return;
+                return Duration::ZERO;
             }
             let failures = st.keys.get(&key).map_or(0, |k| k.failures);
             let c = &self.inner.config;
@@ -325,6 +325,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         };
         self.inner.metrics.retries.inc();
         self.inner.enqueue(key, None, now, now + delay);
+        delay
     }
 
     /// "Retry soon" (409 Conflict, 429 Too Many Requests): a fixed
