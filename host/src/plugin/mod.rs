@@ -2,6 +2,7 @@
 //! sandboxed calls, hot swap with rollback.
 //!
 //! - [`manifest`]: `NAME.toml`, what a plugin may do;
+//! - [`clusterrole`]: the RBAC a manifest needs on a real cluster;
 //! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
 //! - [`artifact`]: the cache's permissions and sealed (HMAC) artifacts;
 //! - [`loaded`]: one plugin version and its calls;
@@ -14,6 +15,7 @@
 
 pub mod artifact;
 pub mod bindings;
+pub mod clusterrole;
 pub mod engine;
 pub mod http;
 pub mod http_dns;
