@@ -20,10 +20,11 @@ fn split(api_version: &str) -> (&str, &str) {
 /// right for every built-in kind the host uses).
 pub fn resource_of(group: &str, kind: &str, crds: &[Value]) -> String {
     for crd in crds {
-        if crd["spec"]["group"] == group && crd["spec"]["names"]["kind"] == kind {
-            if let Some(p) = crd["spec"]["names"]["plural"].as_str() {
-                return p.to_string();
-            }
+        if crd["spec"]["group"] == group
+            && crd["spec"]["names"]["kind"] == kind
+            && let Some(p) = crd["spec"]["names"]["plural"].as_str()
+        {
+            return p.to_string();
         }
     }
     let lower = kind.to_lowercase();
