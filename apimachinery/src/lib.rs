@@ -9,5 +9,6 @@ pub mod listtype;
 pub mod managedfields;
 pub mod names;
 pub mod patch;
+pub mod rbac;
 pub mod schema;
 pub mod selector;

@@ -236,6 +236,7 @@ fn identity(host: &HostArgs) -> String {
 /// with `node`, the node agent running pods through a provider plugin.
 async fn run_host(
     client: kube::Client,
+    node_client: kube::Client,
     data_dir: &Path,
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
@@ -288,7 +289,7 @@ async fn run_host(
         // Providers must be able to load before the first scan.
         plugins.set_workloads(workloads.clone());
         let a = NodeAgent::start(
-            client.clone(),
+            node_client,
             config,
             plugins.clone(),
             &n.provider,
@@ -352,7 +353,13 @@ async fn stop(agent: Option<NodeAgent>) {
     }
 }
 
+/// Validates a plugin and prints what it will do as YAML comments, then the
+/// ClusterRole it needs on a real cluster, so the output pipes into
+/// `kubectl apply -f -`.
 async fn plugin_check(path: &Path) -> Result<()> {
+    macro_rules! say {
+        ($($t:tt)*) => { println!("# {}", format!($($t)*)) };
+    }
     let (wasm, toml) = plugin_paths(path);
     let manifest = Manifest::load(&toml)?;
     // A fresh private directory (never a predictable /tmp name another user
@@ -369,11 +376,12 @@ async fn plugin_check(path: &Path) -> Result<()> {
     let dir = wasm.parent().unwrap_or(Path::new("."));
     let set = PluginSet::new(engine, dir, None);
     let loaded = set.load_version(&name, &wasm, &toml).await?;
-    println!(
+    say!(
         "plugin {name}: OK (wasmlet:plugin@{}, sha256 {})",
-        manifest.plugin.contract, loaded.digest
+        manifest.plugin.contract,
+        loaded.digest
     );
-    println!("  kind: {:?}", manifest.plugin.kind);
+    say!("  kind: {:?}", manifest.plugin.kind);
     if let Some(r) = &manifest.reconciles {
         let scope = r
             .namespace
@@ -385,9 +393,9 @@ async fn plugin_check(path: &Path) -> Result<()> {
             .as_deref()
             .map(|s| format!(" matching {s}"))
             .unwrap_or_default();
-        println!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
+        say!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
     }
-    println!(
+    say!(
         "  conditions: {}",
         if loaded.declared_conditions.is_empty() {
             "(none)".into()
@@ -396,19 +404,20 @@ async fn plugin_check(path: &Path) -> Result<()> {
         }
     );
     for o in &manifest.owns {
-        println!(
+        say!(
             "  owns: {} {} (changes requeue the owner)",
-            o.api_version, o.kind
+            o.api_version,
+            o.kind
         );
     }
     for (w, _) in &manifest.watches {
-        println!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
+        say!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
     }
     if let Some(f) = &manifest.finalizer {
-        println!("  finalizer: {f}");
+        say!("  finalizer: {f}");
     }
     if manifest.permissions.rules.is_empty() {
-        println!("  may call: nothing beyond its own object's status");
+        say!("  may call: nothing beyond its own object's status");
     }
     for r in &manifest.permissions.rules {
         let groups: Vec<&str> = r
@@ -416,7 +425,7 @@ async fn plugin_check(path: &Path) -> Result<()> {
             .iter()
             .map(|g| if g.is_empty() { "core" } else { g.as_str() })
             .collect();
-        println!(
+        say!(
             "  may call: {} on {} ({})",
             r.verbs.join(","),
             r.resources.join(","),
@@ -424,10 +433,10 @@ async fn plugin_check(path: &Path) -> Result<()> {
         );
     }
     for h in &manifest.permissions.http_hosts {
-        println!("  may reach: https://{h}");
+        say!("  may reach: https://{h}");
     }
     for c in &manifest.crds {
-        println!("  ships CRD file: {}", c.display());
+        say!("  ships CRD file: {}", c.display());
         let Some(r) = &manifest.reconciles else {
             continue;
         };
@@ -441,7 +450,7 @@ async fn plugin_check(path: &Path) -> Result<()> {
             }
             let pruned = crate::controller::status::pruned_host_fields(&doc, version);
             if !pruned.is_empty() {
-                println!(
+                say!(
                     "  warning: CRD {} ({version}) has no status.{} in its schema: the API server prunes what the host writes there; declare them (or x-kubernetes-preserve-unknown-fields: true)",
                     doc["metadata"]["name"].as_str().unwrap_or("?"),
                     pruned.join(", status.")
@@ -449,14 +458,27 @@ async fn plugin_check(path: &Path) -> Result<()> {
             }
         }
     }
-    println!(
+    say!(
         "  limits: concurrency {}, memory {} MiB, deadline {} ms",
-        manifest.limits.concurrency, manifest.limits.memory_mib, manifest.limits.deadline_ms
+        manifest.limits.concurrency,
+        manifest.limits.memory_mib,
+        manifest.limits.deadline_ms
     );
     if manifest.plugin.kind == PluginKind::Provider {
-        println!("  (providers run in the node agent)");
+        say!("  (providers run in the node agent)");
     }
     let _ = std::fs::remove_dir_all(&tmp);
+    let mut crds = vec![];
+    for c in &manifest.crds {
+        crds.extend(crate::plugin::set::read_yaml_documents(c)?);
+    }
+    let role = crate::plugin::clusterrole::cluster_role(
+        &format!("wasmlet-plugin-{name}"),
+        &manifest,
+        &crds,
+    );
+    say!("the RBAC it needs on a cluster (bind it to the host's identity):");
+    print!("---\n{}", serde_yaml::to_string(&role)?);
     Ok(())
 }
 
@@ -491,7 +513,27 @@ async fn main_async(cli: Cli) -> Result<()> {
             no_node,
         } => {
             let s = start_server(&server).await?;
-            let client = kube::Client::try_from(s.kube_config().await?)?;
+            // The host and the node agent each get an identity of their own
+            // (client certificates of the plane's CA), as on a real cluster.
+            let pki = &s.state.pki;
+            let controller_kc = pki.write_identity_kubeconfig(
+                &server.data_dir.join("kubeconfig-controller"),
+                s.addr,
+                crate::apiserver::authz::CONTROLLER_USER,
+                None,
+            )?;
+            let client = kube::Client::try_from(config_from(&controller_kc).await?)?;
+            let node_client = if no_node {
+                client.clone()
+            } else {
+                let node_kc = pki.write_identity_kubeconfig(
+                    &server.data_dir.join("kubeconfig-node"),
+                    s.addr,
+                    &format!("system:node:{}", node_name(&node)),
+                    Some("system:nodes"),
+                )?;
+                kube::Client::try_from(config_from(&node_kc).await?)?
+            };
             let tls = if no_node {
                 None
             } else {
@@ -505,6 +547,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             };
             let agent = run_host(
                 client,
+                node_client,
                 &server.data_dir,
                 &host,
                 tls.map(|t| (&node, Some(t))),
@@ -576,7 +619,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // A node-only host reconciles nothing.
                 host.leader_elect = false;
             }
-            let agent = run_host(client, &data_dir, &host, node_part).await?;
+            let agent = run_host(client.clone(), client, &data_dir, &host, node_part).await?;
             tokio::signal::ctrl_c().await?;
             stop(agent).await;
         }

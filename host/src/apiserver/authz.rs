@@ -1,101 +1,110 @@
-//! Authorization answers of the embedded plane: SubjectAccessReview and
-//! SelfSubjectAccessReview, so kubelets (the node agent) and
-//! `kubectl auth can-i` ask it as they ask a real cluster.
+//! Authorization of every request and the answers of SubjectAccessReview and
+//! SelfSubjectAccessReview (so kubelets and `kubectl auth can-i` ask the plane
+//! as they ask a real cluster).
 //!
-//! Until the plane has RBAC, its policy is fixed: `system:masters` (the admin
-//! the kubeconfig's token authenticates) may do anything, and the plane's own
-//! kubelet client certificate may use the kubelet API (`nodes/proxy`, `log`,
-//! `stats`, `metrics`), as upstream binds it to `system:kubelet-api-admin`.
-//! Everyone else is refused.
+//! The chain is upstream's `--authorization-mode=Node,RBAC` behind its
+//! privileged-group short cut: `system:masters` may do anything, then the
+//! Node authorizer ([`super::nodeauthz`]) for `system:node:*` users, then
+//! RBAC ([`super::rbac`]). Refusals carry upstream's Status message.
 
 use serde_json::{Value, json};
+use wasmlet_apimachinery::rbac::{Attributes, UserInfo, forbidden_message};
+
+use super::ApiState;
+use super::status::ApiError;
 
 /// The user the admin token authenticates as.
 pub const ADMIN_USER: &str = "wasmlet-admin";
+/// The identity `wasmlet up` gives its controller host (bound to
+/// `cluster-admin`: it serves whatever plugins are installed, each confined
+/// by its manifest).
+pub const CONTROLLER_USER: &str = "system:wasmlet-controller";
 /// The common name of the client certificate the plane presents to kubelets.
 pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
-/// The decision for `user` in `groups` on a SubjectAccessReview's
-/// `resourceAttributes` / `nonResourceAttributes` (as JSON).
-pub fn decide(user: &str, groups: &[String], spec: &Value) -> (bool, String) {
-    if groups.iter().any(|g| g == "system:masters") {
+/// The decision and its reason.
+pub fn decide(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> (bool, String) {
+    if user.in_group("system:masters") {
         return (true, "system:masters may do anything".into());
     }
-    let attrs = &spec["resourceAttributes"];
-    let on_kubelet = attrs["group"].as_str().unwrap_or("").is_empty()
-        && attrs["resource"] == "nodes"
-        && matches!(
-            attrs["subresource"].as_str(),
-            Some("proxy" | "log" | "stats" | "metrics" | "spec")
-        );
-    if user == KUBELET_CLIENT_USER && on_kubelet {
-        return (
-            true,
-            "the API server's kubelet client may use the kubelet API".into(),
-        );
+    if let Some(why) = super::nodeauthz::allows(&state.resources, user, attrs) {
+        return (true, why);
     }
-    (
-        false,
-        format!(
-            "the embedded API server has no RBAC yet: only system:masters and its own kubelet client are authorized, not user \"{user}\""
-        ),
-    )
+    match super::rbac::allows(&state.resources, user, attrs) {
+        Some(why) => (true, why),
+        None => (false, String::new()),
+    }
+}
+
+/// `Ok` when `user` may do `attrs`, else upstream's 403.
+pub fn authorize(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> Result<(), ApiError> {
+    if decide(state, user, attrs).0 {
+        Ok(())
+    } else {
+        Err(forbidden(user, attrs))
+    }
+}
+
+/// Upstream's Forbidden Status for a refused request.
+pub fn forbidden(user: &UserInfo, attrs: &Attributes) -> ApiError {
+    let mut err = ApiError::new(403, "Forbidden", forbidden_message(&user.name, attrs));
+    if let Attributes::Resource {
+        group,
+        resource,
+        name,
+        ..
+    } = attrs
+    {
+        err.details = Some(json!({"name": name, "group": group, "kind": resource}));
+    }
+    err
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The attributes a SubjectAccessReview spec asks about.
+pub fn review_attributes(spec: &Value) -> Attributes {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let r = &spec["resourceAttributes"];
+    if r.is_object() {
+        return Attributes::Resource {
+            verb: s(&r["verb"]),
+            group: s(&r["group"]),
+            resource: s(&r["resource"]),
+            subresource: s(&r["subresource"]),
+            namespace: s(&r["namespace"]),
+            name: s(&r["name"]),
+        };
+    }
+    let n = &spec["nonResourceAttributes"];
+    Attributes::NonResource {
+        verb: s(&n["verb"]),
+        path: s(&n["path"]),
+    }
 }
 
 /// Fills in the status of a SubjectAccessReview (`asker == None`: the spec
 /// names the subject) or a SelfSubjectAccessReview asked by `asker`.
-pub fn review(mut obj: Value, asker: Option<(String, Vec<String>)>) -> Value {
+pub fn review(state: &ApiState, mut obj: Value, asker: Option<UserInfo>) -> Value {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let (user, groups) = if let Some(asker) = asker {
-        asker
+    let user = asker.unwrap_or_else(|| UserInfo {
+        name: spec["user"].as_str().unwrap_or("").to_string(),
+        groups: strings(&spec["groups"]),
+    });
+    let attrs = review_attributes(&spec);
+    let (allowed, reason) = decide(state, &user, &attrs);
+    obj["status"] = if allowed {
+        json!({"allowed": true, "reason": reason})
     } else {
-        (
-            spec["user"].as_str().unwrap_or("").to_string(),
-            spec["groups"]
-                .as_array()
-                .map(|g| {
-                    g.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        )
+        json!({"allowed": false})
     };
-    let (allowed, reason) = decide(&user, &groups, &spec);
-    obj["status"] = json!({"allowed": allowed, "reason": reason});
     obj
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn nodes(sub: &str) -> Value {
-        json!({"resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": sub, "name": "n1"}})
-    }
-
-    #[test]
-    fn only_masters_and_the_kubelet_client_are_allowed() {
-        let masters = ["system:masters".to_string()];
-        assert!(decide("anyone", &masters, &nodes("proxy")).0);
-        assert!(decide(KUBELET_CLIENT_USER, &[], &nodes("proxy")).0);
-        assert!(
-            !decide(
-                KUBELET_CLIENT_USER,
-                &[],
-                &json!({"resourceAttributes": {"verb": "delete", "resource": "pods"}})
-            )
-            .0
-        );
-        let (allowed, reason) = decide(
-            "system:serviceaccount:default:default",
-            &[],
-            &nodes("proxy"),
-        );
-        assert!(!allowed);
-        assert!(
-            reason.contains("system:serviceaccount:default:default"),
-            "{reason}"
-        );
-    }
 }

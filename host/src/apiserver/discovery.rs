@@ -133,6 +133,13 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
                 ),
                 Extra::Log => sub_entry(&rt, "log", &rt.kind, None, &["get"]),
                 Extra::Finalize => sub_entry(&rt, "finalize", &rt.kind, None, &["update"]),
+                Extra::Token => sub_entry(
+                    &rt,
+                    "token",
+                    "TokenRequest",
+                    Some(("authentication.k8s.io", "v1")),
+                    &["create"],
+                ),
             });
         }
     }

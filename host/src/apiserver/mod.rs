@@ -18,9 +18,9 @@
 //! ```
 //!
 //! # Deviations from upstream
-//! - No RBAC, admission webhooks or aggregation; one user (the token, in
-//!   `system:masters`). Access reviews answer with a fixed policy
-//!   ([`authz`]); protobuf is read only for them (`kubectl auth can-i`).
+//! - No admission webhooks or aggregation. Authorization is RBAC
+//!   ([`rbac`], [`authz`]) without aggregated ClusterRoles or the escalation
+//!   check; protobuf is read only for the access reviews (`kubectl auth can-i`).
 //! - Built-in kinds are validated only where wasmlet's controllers and agents
 //!   depend on a field; their OpenAPI schemas are open objects, so
 //!   `fieldValidation=Strict` finds unknown fields only in custom resources.
@@ -31,6 +31,7 @@
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
+pub mod authn;
 pub mod authz;
 pub mod crd;
 pub mod discovery;
@@ -39,15 +40,19 @@ pub mod gc;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
+pub mod nodeauthz;
 pub mod openapi;
 pub mod pki;
+pub mod rbac;
 pub mod registry;
 pub mod resources;
 pub mod rest;
+pub mod satoken;
 pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,9 +60,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, header};
-use axum::middleware::{self, Next};
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
@@ -94,6 +99,8 @@ pub struct ApiState {
     pub pki: Arc<pki::Pki>,
     pub kubelets: logs::KubeletClients,
     pub metrics: metrics::ApiMetrics,
+    /// Signs and verifies ServiceAccount tokens.
+    pub tokens: satoken::Signer,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -127,6 +134,7 @@ impl ApiServer {
         let resources = Resources::new(store, registry.clone());
         resources.load_crds();
         bootstrap(&resources).await?;
+        rbac::bootstrap(&resources).await?;
 
         let listener = std::net::TcpListener::bind(config.listen)
             .with_context(|| {
@@ -146,13 +154,19 @@ impl ApiServer {
             pki: pki.clone(),
             kubelets: Default::default(),
             metrics: Default::default(),
+            tokens: satoken::Signer::load_or_create(&pki.dir)?,
         });
         tokio::spawn(gc::Controllers::new(resources).run());
 
         let app = router(state.clone());
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(pki.rustls_config()?);
         let handle = axum_server::Handle::new();
-        let server = axum_server::from_tcp_rustls(listener, tls)?.handle(handle.clone());
+        let acceptor = tls::PeerCertAcceptor {
+            inner: axum_server::tls_rustls::RustlsAcceptor::new(tls),
+        };
+        let server = axum_server::from_tcp(listener)?
+            .acceptor(acceptor)
+            .handle(handle.clone());
         tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "API server stopped");
@@ -284,7 +298,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .fallback(rest::dispatch)
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), authn::guard))
         .with_state(state)
 }
 
@@ -299,28 +313,6 @@ fn not_found() -> Response {
         "the server could not find the requested resource",
     )
     .into_response()
-}
-
-/// Bearer-token authentication; health probes stay open as upstream's are.
-async fn authenticate(
-    State(state): State<Arc<ApiState>>,
-    headers: HeaderMap,
-    req: Request,
-    next: Next,
-) -> Response {
-    let path = req.uri().path();
-    if matches!(path, "/healthz" | "/livez" | "/readyz") {
-        return next.run(req).await;
-    }
-    let ok = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), state.token.as_bytes()));
-    if !ok {
-        return ApiError::unauthorized().into_response();
-    }
-    next.run(req).await
 }
 
 /// Compares bearer tokens in constant time (`subtle`), so response timing

@@ -92,16 +92,59 @@ impl Pki {
         let key = rustls_pemfile::private_key(&mut self.key_pem.as_bytes())?
             .context("apiserver.key holds no key")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Client certificates are optional (tokens work too); one offered
+        // must chain to this CA.
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pemfile::certs(&mut self.ca_pem.as_bytes()) {
+            roots.add(c?)?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(certs, key)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
 
-    /// Writes `DIR/kubeconfig` for the server at `addr` (atomically).
+    /// Writes `DIR/kubeconfig` (the admin's token) for the server at `addr`
+    /// (atomically).
     pub fn write_kubeconfig(&self, data_dir: &Path, addr: SocketAddr) -> Result<PathBuf> {
+        let user = format!("    token: {}\n", self.token);
+        self.write_config(&data_dir.join("kubeconfig"), addr, "wasmlet-admin", &user)
+    }
+
+    /// Writes `path`, a kubeconfig authenticating with a client certificate
+    /// this CA signs for `user` in `group` (upstream's x509 identities).
+    pub fn write_identity_kubeconfig(
+        &self,
+        path: &Path,
+        addr: SocketAddr,
+        user: &str,
+        group: Option<&str>,
+    ) -> Result<PathBuf> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let (cert, key) = self.client_cert_in(user, group)?;
+        let auth = format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64.encode(cert),
+            b64.encode(key)
+        );
+        self.write_config(path, addr, user, &auth)
+    }
+
+    fn write_config(
+        &self,
+        path: &Path,
+        addr: SocketAddr,
+        user: &str,
+        auth: &str,
+    ) -> Result<PathBuf> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let server = match addr.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() => format!("https://127.0.0.1:{}", addr.port()),
@@ -109,13 +152,11 @@ impl Pki {
             IpAddr::V6(ip) => format!("https://[{ip}]:{}", addr.port()),
         };
         let config = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasmlet\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: wasmlet-admin\n  user:\n    token: {}\ncontexts:\n- name: wasmlet\n  context:\n    cluster: wasmlet\n    user: wasmlet-admin\n    namespace: default\ncurrent-context: wasmlet\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasmlet\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: \"{user}\"\n  user:\n{auth}contexts:\n- name: wasmlet\n  context:\n    cluster: wasmlet\n    user: \"{user}\"\n    namespace: default\ncurrent-context: wasmlet\n",
             b64.encode(&self.ca_pem),
-            self.token,
         );
-        let path = data_dir.join("kubeconfig");
-        write_private(&path, &config)?;
-        Ok(path)
+        write_private(path, &config)?;
+        Ok(path.to_path_buf())
     }
 
     /// A serving certificate for a node's kubelet endpoint (`name`, localhost,
@@ -126,11 +167,25 @@ impl Pki {
 
     /// A client certificate signed by this CA (for the kubelet API's callers).
     pub fn client_cert(&self, common_name: &str) -> Result<(String, String)> {
+        self.client_cert_in(common_name, None)
+    }
+
+    /// A client certificate for `common_name` with `group` as its
+    /// organization, signed by this CA (rcgen keeps one value per
+    /// distinguished-name type, so one group).
+    pub fn client_cert_in(
+        &self,
+        common_name: &str,
+        group: Option<&str>,
+    ) -> Result<(String, String)> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
+        if let Some(g) = group {
+            params.distinguished_name.push(DnType::OrganizationName, g);
+        }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let issuer = Issuer::from_ca_cert_pem(&self.ca_pem, KeyPair::from_pem(&self.ca_key_pem)?)?;
         let cert = params.signed_by(&key, &issuer)?;

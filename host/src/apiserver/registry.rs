@@ -22,6 +22,8 @@ pub enum Extra {
     Eviction,
     Log,
     Finalize,
+    /// `serviceaccounts/token`: TokenRequest.
+    Token,
 }
 
 #[derive(Debug, Clone)]
@@ -197,16 +199,19 @@ const BUILTINS: &[Builtin] = &[
     ),
     b("", "v1", "secrets", "secret", "Secret", true, &[], false),
     b("", "v1", "events", "event", "Event", true, &["ev"], false),
-    b(
-        "",
-        "v1",
-        "serviceaccounts",
-        "serviceaccount",
-        "ServiceAccount",
-        true,
-        &["sa"],
-        false,
-    ),
+    Builtin {
+        extras: &[Extra::Token],
+        ..b(
+            "",
+            "v1",
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+        )
+    },
     b(
         "events.k8s.io",
         "v1",
@@ -269,6 +274,46 @@ const BUILTINS: &[Builtin] = &[
         false,
         &["crd", "crds"],
         true,
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "role",
+        "Role",
+        true,
+        &[],
+        false,
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        true,
+        &[],
+        false,
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        false,
+        &[],
+        false,
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        false,
     ),
     Builtin {
         create_only: true,

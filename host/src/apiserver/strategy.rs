@@ -62,6 +62,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             // Event names carry object names plus a suffix; upstream only
             // checks them as path segments.
             "events" => path_segment_errors(name),
+            // RBAC names such as `system:discovery` are path segments too.
+            _ if rt.group == super::rbac::GROUP => path_segment_errors(name),
             // Custom resources too: upstream requires a DNS-1123 subdomain.
             _ => names::is_dns1123_subdomain(name),
         };
@@ -132,6 +134,9 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             if let Err(more) = super::crd::resource_type(obj) {
                 causes.extend(more);
             }
+        }
+        (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            causes.extend(super::rbac::validate_binding(&rt.resource, obj));
         }
         ("apps", "statefulsets") => {
             if obj.pointer("/spec/selector").is_none() {

@@ -2,6 +2,7 @@
 //! sandboxed calls, hot swap with rollback.
 //!
 //! - [`manifest`]: `NAME.toml`, what a plugin may do;
+//! - [`clusterrole`]: the RBAC a manifest needs on a real cluster;
 //! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
 //! - [`artifact`]: the cache's permissions and sealed (HMAC) artifacts;
 //! - [`loaded`]: one plugin version and its calls;
@@ -15,6 +16,7 @@
 
 pub mod artifact;
 pub mod bindings;
+pub mod clusterrole;
 pub mod engine;
 pub mod events;
 pub mod http;

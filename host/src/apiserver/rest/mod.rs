@@ -112,6 +112,7 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
             "eviction" => rt.extras.contains(&Extra::Eviction),
             "log" => rt.extras.contains(&Extra::Log),
             "finalize" => rt.extras.contains(&Extra::Finalize),
+            "token" => rt.extras.contains(&Extra::Token),
             _ => false,
         };
         if !known {
@@ -226,24 +227,17 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if target.rt.create_only && parts.method != Method::POST {
         return Err(ApiError::method_not_allowed());
     }
-    let impersonate = parts
-        .headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-        .map(|user| {
-            let groups = parts
-                .headers
-                .get_all("impersonate-group")
-                .iter()
-                .filter_map(|g| g.to_str().ok().map(str::to_string))
-                .collect();
-            (user.to_string(), groups)
-        });
+    // The guard (super::authn) put the authenticated user here.
+    let user = parts
+        .extensions
+        .get::<wasmlet_apimachinery::rbac::UserInfo>()
+        .cloned()
+        .unwrap_or_default();
     let req = write::Req {
         query: &query,
         content_type: &content_type,
         user_agent: &user_agent,
-        impersonate,
+        user,
     };
     match (
         &parts.method,
@@ -267,6 +261,9 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         }
         (&Method::POST, true, Some("binding")) => {
             subresources::bind(&state, &target, read_body(body).await?).await
+        }
+        (&Method::POST, true, Some("token")) => {
+            subresources::token(&state, &target, read_body(body).await?).await
         }
         (&Method::POST, true, Some("eviction")) => {
             subresources::evict(&state, &target, read_body(body).await?).await

@@ -352,6 +352,15 @@ pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> Api
     ))
 }
 
+/// `serviceaccounts/NAME/token`: a TokenRequest for a bound token.
+pub async fn token(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+    let req = parse_object(&body, "application/json")?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let sa = state.resources.get(&t.rt, t.ns(), name)?.value();
+    let answer = super::super::satoken::token_request(&state.tokens, &state.resources, &sa, req)?;
+    Ok(value_response(201, &answer))
+}
+
 /// `pods/log` goes to the node agent that runs the pod.
 pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
@@ -378,13 +387,8 @@ pub async fn create_only(
 ) -> ApiResult<Response> {
     if t.rt.group == "authorization.k8s.io" {
         let kind = t.rt.kind.clone();
-        let asker = (t.rt.resource == "selfsubjectaccessreviews").then(|| {
-            req.impersonate.clone().unwrap_or_else(|| {
-                let groups = vec!["system:masters".to_string()];
-                (super::super::authz::ADMIN_USER.to_string(), groups)
-            })
-        });
-        let mut obj = super::super::authz::review(obj, asker);
+        let asker = (t.rt.resource == "selfsubjectaccessreviews").then(|| req.user.clone());
+        let mut obj = super::super::authz::review(state, obj, asker);
         obj["apiVersion"] = json!("authorization.k8s.io/v1");
         obj["kind"] = json!(kind);
         return Ok(value_response(201, &obj));
@@ -396,12 +400,24 @@ pub async fn create_only(
         .pointer("/spec/token")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let ok = !token.is_empty()
-        && super::super::constant_time_eq(token.as_bytes(), state.token.as_bytes());
-    obj["status"] = if ok {
-        json!({"authenticated": true, "user": {"username": "wasmlet-admin", "groups": ["system:masters", "system:authenticated"]}})
+    let audiences: Vec<String> = obj
+        .pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let user = if token.is_empty() {
+        Err("the token is empty".to_string())
     } else {
-        json!({"authenticated": false, "error": "invalid bearer token"})
+        super::super::authn::user_of_token(state, token, &audiences)
+    };
+    obj["status"] = match user {
+        Ok((u, auds)) => json!({"authenticated": true,
+            "user": {"username": u.name, "groups": u.groups}, "audiences": auds}),
+        Err(why) => json!({"authenticated": false, "error": why}),
     };
     obj["apiVersion"] = json!("authentication.k8s.io/v1");
     obj["kind"] = json!("TokenReview");

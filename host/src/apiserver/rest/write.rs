@@ -16,9 +16,8 @@ pub struct Req<'a> {
     pub query: &'a Query,
     pub content_type: &'a str,
     pub user_agent: &'a str,
-    /// `Impersonate-User` and its `Impersonate-Group`s: every caller is the
-    /// admin (who may impersonate), so the request acts as this user.
-    pub impersonate: Option<(String, Vec<String>)>,
+    /// Who makes the request (after impersonation).
+    pub user: wasmlet_apimachinery::rbac::UserInfo,
 }
 
 pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {

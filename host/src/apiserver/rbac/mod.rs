@@ -1,0 +1,218 @@
+//! The RBAC authorizer: evaluates the stored Roles, ClusterRoles, RoleBindings
+//! and ClusterRoleBindings (`rbac.authorization.k8s.io/v1`) as upstream's RBAC
+//! authorizer does, with the rule matching of
+//! [`wasmlet_apimachinery::rbac`]. Upstream's default roles (`cluster-admin`,
+//! `admin`, `edit`, `view`, discovery and basic-user with their bindings) are
+//! created by [`bootstrap`] when missing.
+//!
+//! Not implemented: aggregated ClusterRoles (the defaults carry their rules
+//! written out) and the escalation check on writing roles and bindings.
+
+use serde::Deserialize;
+use serde_json::Value;
+use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, Subject, UserInfo};
+
+use super::resources::{Resources, WriteOptions};
+use super::status::Cause;
+use super::store::Snapshot;
+
+pub const GROUP: &str = "rbac.authorization.k8s.io";
+
+const BOOTSTRAP: &str = include_str!("bootstrap.yaml");
+
+#[derive(Deserialize, Default)]
+struct Role {
+    #[serde(default)]
+    rules: Vec<PolicyRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Binding {
+    #[serde(default)]
+    subjects: Vec<Subject>,
+    role_ref: RoleRef,
+}
+
+/// The storage key prefix of one RBAC resource, as the registry lays it out.
+fn prefix(resources: &Resources, resource: &str, namespace: Option<&str>) -> Option<String> {
+    let rt = resources.registry.get(GROUP, resource)?;
+    Some(rt.prefix(namespace))
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(stored: &super::store::Stored) -> Option<T> {
+    serde_json::from_slice(&stored.json).ok()
+}
+
+/// Why the request is allowed (the binding and role that allow it), or `None`.
+pub fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Option<String> {
+    let snap = resources.store.snapshot();
+    let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<PolicyRule> {
+        let (resource, ns) = match kind {
+            "ClusterRole" => ("clusterroles", ""),
+            "Role" if !ns.is_empty() => ("roles", ns),
+            _ => return vec![],
+        };
+        resources
+            .registry
+            .get(GROUP, resource)
+            .and_then(|rt| snap.get(&rt.key(ns, name)).cloned())
+            .and_then(|s| parse::<Role>(&s))
+            .unwrap_or_default()
+            .rules
+    };
+    let check = |snap: &Snapshot, resource: &str, ns: Option<&str>| -> Option<String> {
+        let p = prefix(resources, resource, ns)?;
+        for stored in snap.range(&p, None) {
+            let Some(b) = parse::<Binding>(stored) else {
+                continue;
+            };
+            let bns = ns.unwrap_or("");
+            if b.role_ref.api_group != GROUP
+                || !b
+                    .subjects
+                    .iter()
+                    .any(|s| wasmlet_apimachinery::rbac::subject_matches(s, user, bns))
+            {
+                continue;
+            }
+            let rules = role_rules(&b.role_ref.kind, &b.role_ref.name, bns);
+            if rules
+                .iter()
+                .any(|r| wasmlet_apimachinery::rbac::rule_allows(r, attrs))
+            {
+                let (_, name) = stored.namespace_name();
+                let what = if bns.is_empty() {
+                    "ClusterRoleBinding"
+                } else {
+                    "RoleBinding"
+                };
+                return Some(format!(
+                    "RBAC: allowed by {what} \"{name}\" of {} \"{}\" to {}",
+                    b.role_ref.kind,
+                    b.role_ref.name,
+                    subject_desc(user)
+                ));
+            }
+        }
+        None
+    };
+    if let Some(why) = check(&snap, "clusterrolebindings", None) {
+        return Some(why);
+    }
+    let ns = attrs.namespace();
+    if ns.is_empty() {
+        return None;
+    }
+    check(&snap, "rolebindings", Some(ns))
+}
+
+fn subject_desc(user: &UserInfo) -> String {
+    format!("User \"{}\"", user.name)
+}
+
+/// Upstream's checks of a binding's `roleRef`.
+pub fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
+    let r = &obj["roleRef"];
+    let field = |f: &str| format!("roleRef.{f}");
+    let mut causes = vec![];
+    let mut bad = |f: &str, reason: &str, message: String| {
+        causes.push(Cause {
+            reason: reason.into(),
+            message,
+            field: field(f),
+        })
+    };
+    let kind = r["kind"].as_str().unwrap_or("");
+    let allowed: &[&str] = if resource == "rolebindings" {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    if !allowed.contains(&kind) {
+        let list = allowed
+            .iter()
+            .map(|k| format!("\"{k}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        bad(
+            "kind",
+            "FieldValueNotSupported",
+            format!("Unsupported value: \"{kind}\": supported values: {list}"),
+        );
+    }
+    let group = r["apiGroup"].as_str().unwrap_or("");
+    if group != GROUP {
+        bad(
+            "apiGroup",
+            "FieldValueNotSupported",
+            format!("Unsupported value: \"{group}\": supported values: \"{GROUP}\""),
+        );
+    }
+    if r["name"].as_str().unwrap_or("").is_empty() {
+        bad("name", "FieldValueRequired", "Required value".into());
+    }
+    causes
+}
+
+/// Creates the default ClusterRoles and ClusterRoleBindings that are missing
+/// (existing ones, perhaps edited by the operator, are left alone).
+pub async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
+    for doc in serde_yaml::Deserializer::from_str(BOOTSTRAP) {
+        let mut obj = Value::deserialize(doc)?;
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let rt = resources
+            .registry
+            .by_kind(GROUP, &kind)
+            .ok_or_else(|| anyhow::anyhow!("{kind} is not served"))?;
+        if resources.store.get(&rt.key("", &name)).is_some() {
+            continue;
+        }
+        obj["metadata"]["labels"] =
+            serde_json::json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+        match resources
+            .create(&rt, "v1", "", obj, &WriteOptions::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => anyhow::bail!("creating the default {kind} {name}: {e}"),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_parses() {
+        let mut names = vec![];
+        for doc in serde_yaml::Deserializer::from_str(BOOTSTRAP) {
+            let obj = Value::deserialize(doc).unwrap();
+            let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+            if obj["kind"] == "ClusterRole" {
+                let role: Role = serde_json::from_value(obj).unwrap();
+                assert!(!role.rules.is_empty(), "{name}");
+            } else {
+                let b: Binding = serde_json::from_value(obj).unwrap();
+                assert_eq!(b.role_ref.api_group, GROUP, "{name}");
+            }
+            names.push(name);
+        }
+        for n in [
+            "cluster-admin",
+            "admin",
+            "edit",
+            "view",
+            "system:basic-user",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n}");
+        }
+    }
+}

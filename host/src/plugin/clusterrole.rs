@@ -1,0 +1,195 @@
+//! The RBAC a plugin needs on a real cluster, as a ClusterRole: what the
+//! host does for it (read and watch the reconciled, owned and watched kinds;
+//! patch the reconciled object's status; set its finalizer; record events)
+//! plus the manifest's `[permissions] rules`. `wasmlet plugin check` prints
+//! it so an operator can grant exactly that to the host's identity.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::manifest::Manifest;
+
+/// `group` and `version` of an `apiVersion`.
+fn split(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+/// The resource (plural) of `kind` in `group`: from the CRDs the plugin
+/// ships, else upstream's guess from the kind (`meta.UnsafeGuessKindToResource`,
+/// right for every built-in kind the host uses).
+pub fn resource_of(group: &str, kind: &str, crds: &[Value]) -> String {
+    for crd in crds {
+        if crd["spec"]["group"] == group
+            && crd["spec"]["names"]["kind"] == kind
+            && let Some(p) = crd["spec"]["names"]["plural"].as_str()
+        {
+            return p.to_string();
+        }
+    }
+    let lower = kind.to_lowercase();
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// Collects rules keyed by (group, resources) so each verb set prints once.
+#[derive(Default)]
+struct Rules(BTreeMap<(String, String), Vec<String>>);
+
+impl Rules {
+    fn add(&mut self, group: &str, resource: &str, verbs: &[&str]) {
+        let v = self
+            .0
+            .entry((group.to_string(), resource.to_string()))
+            .or_default();
+        for verb in verbs {
+            if !v.iter().any(|x| x == verb) {
+                v.push(verb.to_string());
+            }
+        }
+    }
+
+    fn into_json(self) -> Vec<Value> {
+        // Merge resources of one group that need the same verbs.
+        let mut merged: BTreeMap<(String, Vec<String>), Vec<String>> = BTreeMap::new();
+        for ((group, resource), mut verbs) in self.0 {
+            verbs.sort();
+            merged.entry((group, verbs)).or_default().push(resource);
+        }
+        merged
+            .into_iter()
+            .map(|((group, verbs), resources)| {
+                json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+            })
+            .collect()
+    }
+}
+
+/// The ClusterRole `name` granting what `manifest` needs; `crds` are the
+/// CRDs it ships (for their plural names).
+pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
+    let mut rules = Rules::default();
+    let read = ["get", "list", "watch"];
+    if let Some(r) = &manifest.reconciles {
+        let (group, _) = split(&r.api_version);
+        let res = resource_of(group, &r.kind, crds);
+        rules.add(group, &res, &read);
+        rules.add(group, &format!("{res}/status"), &["get", "patch", "update"]);
+        if manifest.finalizer.is_some() {
+            // The host sets and removes its finalizer with a patch.
+            rules.add(group, &res, &["patch", "update"]);
+            rules.add(group, &format!("{res}/finalizers"), &["update"]);
+        }
+        if !manifest.owns.is_empty() {
+            // Owned objects block their owner's deletion: upstream requires
+            // update on the owner's finalizers to set blockOwnerDeletion.
+            rules.add(group, &format!("{res}/finalizers"), &["update"]);
+        }
+    }
+    for o in &manifest.owns {
+        let (group, _) = split(&o.api_version);
+        rules.add(group, &resource_of(group, &o.kind, crds), &read);
+    }
+    for (w, _) in &manifest.watches {
+        let (group, _) = split(&w.api_version);
+        rules.add(group, &resource_of(group, &w.kind, crds), &read);
+    }
+    for r in &manifest.permissions.rules {
+        for group in &r.api_groups {
+            for res in &r.resources {
+                for verb in &r.verbs {
+                    // The manifest's `evict` is the eviction subresource.
+                    if verb == "evict" {
+                        rules.add(group, &format!("{res}/eviction"), &["create"]);
+                    } else {
+                        rules.add(group, res, &[verb.as_str()]);
+                    }
+                }
+            }
+        }
+    }
+    // Events the host records for the plugin (kube's recorder creates and
+    // then patches a series).
+    rules.add("events.k8s.io", "events", &["create", "patch"]);
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "wasmlet"}},
+        "rules": rules.into_json(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn guesses_plurals_as_upstream() {
+        assert_eq!(resource_of("", "ConfigMap", &[]), "configmaps");
+        assert_eq!(resource_of("", "Ingress", &[]), "ingresses");
+        assert_eq!(resource_of("x", "Policy", &[]), "policies");
+        assert_eq!(resource_of("x", "Gateway", &[]), "gateways");
+        let crd = json!({"spec": {"group": "x", "names": {"kind": "Mouse", "plural": "mice"}}});
+        assert_eq!(resource_of("x", "Mouse", &[crd]), "mice");
+    }
+
+    #[test]
+    fn grants_what_the_host_does_for_the_plugin() {
+        let m = Manifest::parse(
+            r#"
+finalizer = "x.io/cleanup"
+[plugin]
+kind = "reconciler"
+contract = "0.1.0"
+[reconciles]
+api-version = "x.io/v1"
+kind = "Widget"
+[[owns]]
+api-version = "v1"
+kind = "ConfigMap"
+[permissions]
+rules = [{ api-groups = [""], resources = ["configmaps"], verbs = ["create"] },
+         { api-groups = [""], resources = ["pods"], verbs = ["evict"] }]
+"#,
+            Path::new("w.toml"),
+        )
+        .unwrap();
+        let role = cluster_role("wasmlet-plugin-w", &m, &[]);
+        let rules = role["rules"].as_array().unwrap();
+        let verbs_of = |group: &str, res: &str| -> Vec<String> {
+            let mut v: Vec<String> = rules
+                .iter()
+                .filter(|r| r["apiGroups"][0] == group)
+                .filter(|r| r["resources"].as_array().unwrap().iter().any(|x| x == res))
+                .flat_map(|r| r["verbs"].as_array().unwrap().clone())
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            verbs_of("x.io", "widgets"),
+            ["get", "list", "patch", "update", "watch"]
+        );
+        assert_eq!(
+            verbs_of("x.io", "widgets/status"),
+            ["get", "patch", "update"]
+        );
+        assert_eq!(verbs_of("x.io", "widgets/finalizers"), ["update"]);
+        assert_eq!(
+            verbs_of("", "configmaps"),
+            ["create", "get", "list", "watch"]
+        );
+        assert_eq!(verbs_of("", "pods/eviction"), ["create"]);
+        assert_eq!(verbs_of("events.k8s.io", "events"), ["create", "patch"]);
+    }
+}
