@@ -82,7 +82,7 @@ fn pods_of_node<'a>(
     let prefix = rt.prefix(Some(namespace));
     snap.range(&prefix, None)
         .filter(|s| s.node_name.as_deref() == Some(node))
-        .map(|s| s.value())
+        .filter_map(|s| s.value().ok())
         .collect()
 }
 

@@ -223,12 +223,8 @@ impl Signer {
                 .registry
                 .get("", resource)
                 .and_then(|rt| resources.store.get(&rt.key(&k.namespace, &r.name)))
-                .map(|s| {
-                    s.value()["metadata"]["uid"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string()
-                });
+                .and_then(|s| s.value().ok())
+                .map(|v| v["metadata"]["uid"].as_str().unwrap_or("").to_string());
             match uid {
                 Some(u) if u == r.uid => Ok(()),
                 _ => Err(TokenError::Gone(resource, r.name.clone())),
@@ -281,7 +277,7 @@ pub fn token_request(
                 .registry
                 .get("", "pods")
                 .ok_or_else(|| ApiError::internal("pods are not served"))?;
-            let p = resources.get(&rt, ns, name)?.value();
+            let p = resources.get(&rt, ns, name)?.value()?;
             if let Some(uid) = bound["uid"].as_str().filter(|u| !u.is_empty())
                 && p["metadata"]["uid"] != uid
             {
