@@ -487,13 +487,28 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
         "controller_runtime_reconcile_total",
         "controller=\"trap\",result=\"error\"",
     );
+    // A write the host makes around the first reconcile (the finalizer, the
+    // first status) may meet a 409: that call ends as `requeue`, retried soon.
+    let requeues = metric(
+        &m,
+        "controller_runtime_reconcile_total",
+        "controller=\"trap\",result=\"requeue\"",
+    );
     let retries = metric(&m, "workqueue_retries_total", "name=\"trap\"");
-    eprintln!("trap: {reconciles} reconciles, {errors} errors, {retries} retries");
+    eprintln!(
+        "trap: {reconciles} reconciles, {errors} errors, {requeues} requeues, {retries} retries"
+    );
     assert!(errors >= 6.0, "{m}");
-    assert_eq!(errors, reconciles, "every trap reconcile fails\n{m}");
+    assert!(requeues <= 2.0, "{m}");
+    assert_eq!(
+        errors + requeues,
+        reconciles,
+        "no trap reconcile succeeds\n{m}"
+    );
+    let requeued = errors + requeues;
     assert!(
-        retries == errors || retries == errors + 1.0,
-        "every failure was requeued with back-off ({errors} errors, {retries} retries)\n{m}"
+        retries == requeued || retries == requeued + 1.0,
+        "every failure was requeued ({errors} errors, {requeues} requeues, {retries} retries)\n{m}"
     );
     let o = api.get("t1").await?;
     assert_eq!(ready(&o).as_deref(), Some("False"));
