@@ -429,6 +429,7 @@ async fn bench() {
         data_dir: work.path().join("plane"),
         listen: "127.0.0.1:0".parse().unwrap(),
         history: 10_000,
+        ..Default::default()
     })
     .await
     .unwrap();

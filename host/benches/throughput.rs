@@ -166,6 +166,7 @@ async fn main() -> anyhow::Result<()> {
         data_dir: data.path().into(),
         listen: ([127, 0, 0, 1], 0).into(),
         history: 100_000,
+        ..Default::default()
     })
     .await?;
     let client = kube::Client::try_from(server.kube_config().await?)?;

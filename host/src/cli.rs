@@ -55,6 +55,9 @@ struct ServerArgs {
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
+    /// Watches one user may hold open at once (past it: 429 Too Many Requests).
+    #[arg(long, default_value_t = 1_000)]
+    max_watches_per_user: usize,
 }
 
 #[derive(clap::Args, Clone)]
@@ -173,6 +176,7 @@ async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
         data_dir: args.data_dir.clone(),
         listen: SocketAddr::new(args.address, args.port),
         history: args.watch_history,
+        max_watches_per_user: args.max_watches_per_user,
     })
     .await?;
     println!("wasmlet: API server listening on https://{}", server.addr);

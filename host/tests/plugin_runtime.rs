@@ -58,6 +58,7 @@ async fn env() -> Env {
         data_dir: data.path().into(),
         listen: ([127, 0, 0, 1], 0).into(),
         history: 10_000,
+        ..Default::default()
     })
     .await
     .unwrap();

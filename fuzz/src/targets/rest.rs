@@ -35,6 +35,7 @@ fn server() -> &'static Server {
                 data_dir: dir.path().into(),
                 listen: ([127, 0, 0, 1], 0).into(),
                 history: 1000,
+                ..Default::default()
             }))
             .expect("the API server starts");
         Server {

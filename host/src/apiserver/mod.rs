@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod nodeauthz;
 pub mod openapi;
 pub mod pki;
+pub mod quota;
 pub mod rbac;
 pub mod registry;
 pub mod resources;
@@ -78,6 +79,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
     pub history: usize,
+    /// Watches one user may hold open at once; past it a watch gets 429.
+    pub max_watches_per_user: usize,
 }
 
 impl Default for Config {
@@ -86,6 +89,7 @@ impl Default for Config {
             data_dir: PathBuf::from(".data"),
             listen: ([127, 0, 0, 1], 6443).into(),
             history: 10_000,
+            max_watches_per_user: 1_000,
         }
     }
 }
@@ -101,6 +105,7 @@ pub struct ApiState {
     pub metrics: metrics::ApiMetrics,
     /// Signs and verifies ServiceAccount tokens.
     pub tokens: satoken::Signer,
+    pub watches: quota::WatchQuota,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -155,6 +160,7 @@ impl ApiServer {
             kubelets: Default::default(),
             metrics: Default::default(),
             tokens: satoken::Signer::load_or_create(&pki.dir)?,
+            watches: quota::WatchQuota::new(config.max_watches_per_user),
         });
         tokio::spawn(gc::Controllers::new(resources).run());
 
@@ -331,6 +337,7 @@ pub(crate) async fn test_server() -> (tempfile::TempDir, ApiServer, kube::Client
         data_dir: data.path().into(),
         listen: ([127, 0, 0, 1], 0).into(),
         history: 100,
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -248,7 +248,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
             let watching =
                 watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
             if watching {
-                watch::watch(&state, &target, &query, &accept).await
+                watch::watch(&state, &target, &query, &accept, &req.user.name).await
             } else {
                 read::list(&state, &target, &query, &accept)
             }

@@ -22,6 +22,7 @@ use super::super::status::{ApiError, ApiResult};
 use super::super::store::{Event, EventType, Stored};
 use super::read::Filter;
 use super::{Query, Target};
+use crate::apiserver::quota::WatchPermit;
 
 /// How often an idle watch with bookmarks enabled is told the current revision.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -46,6 +47,8 @@ struct Stream {
     error: Option<ApiError>,
     /// `Accept: ...;as=Table` (kubectl get -w): each object as a one-row Table.
     table: bool,
+    /// Counts this watch against its user's quota until the stream is dropped.
+    _permit: WatchPermit,
 }
 
 fn line(kind: &str, object: &[u8]) -> Bytes {
@@ -154,8 +157,10 @@ pub async fn watch(
     t: &Target,
     query: &Query,
     accept: &str,
+    user: &str,
 ) -> ApiResult<Response> {
     let filter = Filter::from_query(&t.rt, query)?;
+    let permit = state.watches.acquire(user)?;
     let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
     let timeout = match query.get("timeoutSeconds").map(String::as_str) {
         None | Some("") => DEFAULT_TIMEOUT,
@@ -221,6 +226,7 @@ pub async fn watch(
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         error,
         table: super::read::wants_table(accept),
+        _permit: permit,
     };
     let body = futures::stream::unfold(stream, |mut s| async move {
         let b = s.next().await?;
