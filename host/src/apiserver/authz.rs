@@ -30,7 +30,7 @@ pub fn decide(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> (bool, S
     if let Some(why) = super::nodeauthz::allows(&state.resources, user, attrs) {
         return (true, why);
     }
-    match super::rbac::allows(&state.resources, user, attrs) {
+    match super::rbac::allows(&state.resources, &state.rbac, user, attrs) {
         Some(why) => (true, why),
         None => (false, String::new()),
     }

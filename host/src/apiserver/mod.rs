@@ -106,6 +106,8 @@ pub struct ApiState {
     /// Signs and verifies ServiceAccount tokens.
     pub tokens: satoken::Signer,
     pub watches: quota::WatchQuota,
+    /// RBAC objects parsed once per revision.
+    pub rbac: rbac::PolicyCache,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -161,6 +163,7 @@ impl ApiServer {
             metrics: Default::default(),
             tokens: satoken::Signer::load_or_create(&pki.dir)?,
             watches: quota::WatchQuota::new(config.max_watches_per_user),
+            rbac: Default::default(),
         });
         tokio::spawn(gc::Controllers::new(resources).run());
 

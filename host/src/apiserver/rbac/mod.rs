@@ -8,6 +8,9 @@
 //! Not implemented: aggregated ClusterRoles (the defaults carry their rules
 //! written out) and the escalation check on writing roles and bindings.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use serde::Deserialize;
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, Subject, UserInfo};
@@ -40,31 +43,58 @@ fn prefix(resources: &Resources, resource: &str, namespace: Option<&str>) -> Opt
     Some(rt.prefix(namespace))
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(stored: &super::store::Stored) -> Option<T> {
-    serde_json::from_slice(&stored.json).ok()
+/// Roles and bindings parsed once per stored revision: every request that
+/// RBAC decides reads them, and they change rarely.
+#[derive(Default)]
+pub struct PolicyCache {
+    roles: Parsed<Role>,
+    bindings: Parsed<Binding>,
+}
+
+type Parsed<T> = Mutex<HashMap<Arc<str>, (u64, Option<Arc<T>>)>>;
+
+/// `stored` parsed, from `cache` when that revision was parsed before.
+fn parse<T: for<'de> Deserialize<'de>>(
+    cache: &Parsed<T>,
+    stored: &super::store::Stored,
+) -> Option<Arc<T>> {
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((rv, parsed)) = cache.get(&stored.key)
+        && *rv == stored.rv
+    {
+        return parsed.clone();
+    }
+    // Deleted objects' entries are dropped now and then; the cache holds at
+    // most about twice the RBAC objects that exist.
+    if cache.len() > 1024 {
+        cache.clear();
+    }
+    let parsed = serde_json::from_slice(&stored.json).ok().map(Arc::new);
+    cache.insert(stored.key.clone(), (stored.rv, parsed.clone()));
+    parsed
 }
 
 /// Why the request is allowed (the binding and role that allow it), or `None`.
-pub fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Option<String> {
+pub fn allows(
+    resources: &Resources,
+    cache: &PolicyCache,
+    user: &UserInfo,
+    attrs: &Attributes,
+) -> Option<String> {
     let snap = resources.store.snapshot();
-    let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<PolicyRule> {
+    let role = |kind: &str, name: &str, ns: &str| -> Option<Arc<Role>> {
         let (resource, ns) = match kind {
             "ClusterRole" => ("clusterroles", ""),
             "Role" if !ns.is_empty() => ("roles", ns),
-            _ => return vec![],
+            _ => return None,
         };
-        resources
-            .registry
-            .get(GROUP, resource)
-            .and_then(|rt| snap.get(&rt.key(ns, name)).cloned())
-            .and_then(|s| parse::<Role>(&s))
-            .unwrap_or_default()
-            .rules
+        let rt = resources.registry.get(GROUP, resource)?;
+        parse(&cache.roles, snap.get(&rt.key(ns, name))?)
     };
     let check = |snap: &Snapshot, resource: &str, ns: Option<&str>| -> Option<String> {
         let p = prefix(resources, resource, ns)?;
         for stored in snap.range(&p, None) {
-            let Some(b) = parse::<Binding>(stored) else {
+            let Some(b) = parse(&cache.bindings, stored) else {
                 continue;
             };
             let bns = ns.unwrap_or("");
@@ -76,11 +106,12 @@ pub fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Opt
             {
                 continue;
             }
-            let rules = role_rules(&b.role_ref.kind, &b.role_ref.name, bns);
-            if rules
-                .iter()
-                .any(|r| wasmlet_apimachinery::rbac::rule_allows(r, attrs))
-            {
+            let role = role(&b.role_ref.kind, &b.role_ref.name, bns);
+            if role.is_some_and(|role| {
+                role.rules
+                    .iter()
+                    .any(|r| wasmlet_apimachinery::rbac::rule_allows(r, attrs))
+            }) {
                 let (_, name) = stored.namespace_name();
                 let what = if bns.is_empty() {
                     "ClusterRoleBinding"
