@@ -1,0 +1,109 @@
+//! The flags `up`, `run` and `apiserver` share.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Clone)]
+pub struct ServerArgs {
+    /// Directory for the database, certificates and kubeconfig.
+    #[arg(long, default_value = ".data", env = "WASMLET_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Address of the API server.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// Port of the API server (0 picks a free port; the kubeconfig names it).
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Revisions of watch history kept; older resourceVersions get 410 Gone.
+    #[arg(long, default_value_t = 10_000)]
+    pub watch_history: usize,
+    /// Watches one user may hold open at once (past it: 429 Too Many Requests).
+    #[arg(long, default_value_t = 1_000)]
+    pub max_watches_per_user: usize,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct HostArgs {
+    /// The plugin directory (NAME.wasm + NAME.toml), watched for changes.
+    #[arg(long)]
+    pub plugins: Option<PathBuf>,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Elect a leader through a coordination.k8s.io Lease before reconciling.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// This host's identity in leader election (default: hostname + pid).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// How often every cached object is re-enqueued at low priority.
+    #[arg(long, default_value_t = 600)]
+    pub resync_seconds: u64,
+    /// Debugging/testing only: hold every watch event this long before it reaches the caches.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub debug_cache_delay_ms: u64,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct NodeArgs {
+    /// This node's name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The provider plugin that runs this node's pods.
+    #[arg(long, default_value = "wasi-runner")]
+    pub provider: String,
+    /// Port of the kubelet API (0 picks a free one; the Node object names it).
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// The address this node reports and serves the kubelet API on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_address: std::net::IpAddr,
+    /// Host directories pods may mount as hostPath volumes.
+    #[arg(long = "host-path-allow")]
+    pub host_path_allow: Vec<PathBuf>,
+    /// Registries pulled from over plain HTTP (host:port).
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+    /// Directories `file://` images may be read from (repeatable; none by default,
+    /// so pods cannot run or probe the node's files).
+    #[arg(long = "allow-file-images")]
+    pub allow_file_images: Vec<PathBuf>,
+    /// Memory limit of a container that sets no `resources.limits.memory` (bytes, or
+    /// with a Ki/Mi/Gi or k/M/G suffix).
+    #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
+    pub workload_memory_limit: u64,
+    /// The largest `resources.limits.memory` a container may set (larger: the
+    /// container fails to start).
+    #[arg(long, default_value = "2Gi", value_parser = parse_bytes)]
+    pub workload_max_memory: u64,
+    /// CA whose client certificates may call the kubelet API (`run` only;
+    /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
+    #[arg(long)]
+    pub kubelet_client_ca: Option<PathBuf>,
+}
+
+/// `512`, `256Mi`, `2Gi`, `100M`: a byte count for the memory flags.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of bytes"))?;
+    let scale: u64 = match unit {
+        "" => 1,
+        "k" => 1000,
+        "M" => 1000 * 1000,
+        "G" => 1000 * 1000 * 1000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use Ki, Mi, Gi, k, M or G)"
+            ));
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}

@@ -1,0 +1,155 @@
+//! `wasmlet plugin check` and `wasmlet plugin crds`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::plugin::engine::PluginEngine;
+use crate::plugin::manifest::PluginKind;
+use crate::plugin::{Manifest, PluginSet};
+
+/// Validates a plugin and prints what it will do as YAML comments, then the
+/// ClusterRole it needs on a real cluster, so the output pipes into
+/// `kubectl apply -f -`.
+pub(super) async fn plugin_check(path: &Path) -> Result<()> {
+    macro_rules! say {
+        ($($t:tt)*) => { println!("# {}", format!($($t)*)) };
+    }
+    let (wasm, toml) = plugin_paths(path);
+    let manifest = Manifest::load(&toml)?;
+    // A fresh private directory (never a predictable /tmp name another user
+    // could have made first), removed when the check ends.
+    let tmp = tempfile::Builder::new()
+        .prefix("wasmlet-check-")
+        .tempdir()?;
+    let engine = PluginEngine::new(tmp.path())?;
+    let name = wasm
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin")
+        .to_string();
+    let dir = wasm.parent().unwrap_or(Path::new("."));
+    let set = PluginSet::new(engine, dir, None);
+    let loaded = set.load_version(&name, &wasm, &toml).await?;
+    say!(
+        "plugin {name}: OK (wasmlet:plugin@{}, sha256 {})",
+        manifest.plugin.contract,
+        loaded.digest
+    );
+    say!("  kind: {:?}", manifest.plugin.kind);
+    if let Some(r) = &manifest.reconciles {
+        let scope = r
+            .namespace
+            .as_deref()
+            .map(|n| format!(" in namespace {n}"))
+            .unwrap_or_default();
+        let sel = r
+            .label_selector
+            .as_deref()
+            .map(|s| format!(" matching {s}"))
+            .unwrap_or_default();
+        say!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
+    }
+    say!(
+        "  conditions: {}",
+        if loaded.declared_conditions.is_empty() {
+            "(none)".into()
+        } else {
+            loaded.declared_conditions.join(", ")
+        }
+    );
+    for o in &manifest.owns {
+        say!(
+            "  owns: {} {} (changes requeue the owner)",
+            o.api_version,
+            o.kind
+        );
+    }
+    for (w, _) in &manifest.watches {
+        say!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
+    }
+    if let Some(f) = &manifest.finalizer {
+        say!("  finalizer: {f}");
+    }
+    if manifest.permissions.rules.is_empty() {
+        say!("  may call: nothing beyond its own object's status");
+    }
+    for r in &manifest.permissions.rules {
+        let groups: Vec<&str> = r
+            .api_groups
+            .iter()
+            .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+            .collect();
+        say!(
+            "  may call: {} on {} ({})",
+            r.verbs.join(","),
+            r.resources.join(","),
+            groups.join(",")
+        );
+    }
+    for h in &manifest.permissions.http_hosts {
+        say!("  may reach: https://{h}");
+    }
+    for c in &manifest.crds {
+        say!("  ships CRD file: {}", c.display());
+        let Some(r) = &manifest.reconciles else {
+            continue;
+        };
+        let (group, version) = r
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &r.api_version));
+        for doc in crate::plugin::set::read_yaml_documents(c)? {
+            if doc["spec"]["group"] != group || doc["spec"]["names"]["kind"] != r.kind.as_str() {
+                continue;
+            }
+            let pruned = crate::controller::status::pruned_host_fields(&doc, version);
+            if !pruned.is_empty() {
+                say!(
+                    "  warning: CRD {} ({version}) has no status.{} in its schema: the API server prunes what the host writes there; declare them (or x-kubernetes-preserve-unknown-fields: true)",
+                    doc["metadata"]["name"].as_str().unwrap_or("?"),
+                    pruned.join(", status.")
+                );
+            }
+        }
+    }
+    say!(
+        "  limits: concurrency {}, memory {} MiB, deadline {} ms",
+        manifest.limits.concurrency,
+        manifest.limits.memory_mib,
+        manifest.limits.deadline_ms
+    );
+    if manifest.plugin.kind == PluginKind::Provider {
+        say!("  (providers run in the node agent)");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let mut crds = vec![];
+    for c in &manifest.crds {
+        crds.extend(crate::plugin::set::read_yaml_documents(c)?);
+    }
+    let role = crate::plugin::clusterrole::cluster_role(
+        &format!("wasmlet-plugin-{name}"),
+        &manifest,
+        &crds,
+    );
+    say!("the RBAC it needs on a cluster (bind it to the host's identity):");
+    print!("---\n{}", serde_yaml::to_string(&role)?);
+    Ok(())
+}
+
+pub(super) fn plugin_crds(path: &Path) -> Result<()> {
+    let (_, toml) = plugin_paths(path);
+    let manifest = Manifest::load(&toml)?;
+    for c in &manifest.crds {
+        for doc in crate::plugin::set::read_yaml_documents(c)? {
+            print!("---\n{}", serde_yaml::to_string(&doc)?);
+        }
+    }
+    Ok(())
+}
+
+/// `x.wasm`, `x.toml` or `x` → (`x.wasm`, `x.toml`).
+fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
+    let base = path.with_extension("");
+    (base.with_extension("wasm"), base.with_extension("toml"))
+}

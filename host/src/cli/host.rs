@@ -1,0 +1,185 @@
+//! Starting the pieces a command runs: the API server, the host (plugins,
+//! caches, controllers, metrics, leader election) and the node agent.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result};
+
+use super::args::{HostArgs, NodeArgs, ServerArgs};
+use crate::apiserver::{ApiServer, Config};
+use crate::cluster::cache::Caches;
+use crate::cluster::{Cluster, Resolver};
+use crate::controller::Manager;
+use crate::controller::controller::ControllerConfig;
+use crate::controller::leader::{self, LeaderConfig, Leadership};
+use crate::controller::metrics::ControllerMetrics;
+use crate::node::NodeAgent;
+use crate::node::agent::NodeConfig;
+use crate::node::kubelet::KubeletTls;
+use crate::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
+use crate::plugin::PluginSet;
+use crate::plugin::engine::PluginEngine;
+use crate::plugin::metrics::PluginCollector;
+
+pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
+    let server = ApiServer::start(Config {
+        data_dir: args.data_dir.clone(),
+        listen: SocketAddr::new(args.address, args.port),
+        history: args.watch_history,
+        max_watches_per_user: args.max_watches_per_user,
+    })
+    .await?;
+    println!("wasmlet: API server listening on https://{}", server.addr);
+    println!("wasmlet: export KUBECONFIG={}", server.kubeconfig.display());
+    Ok(server)
+}
+
+pub(super) async fn config_from(kubeconfig: &Path) -> Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+}
+
+/// A DER certificate as PEM.
+pub(super) fn pem_certificate(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
+}
+
+fn identity(host: &HostArgs) -> String {
+    host.identity.clone().unwrap_or_else(|| {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", h.trim(), std::process::id())
+    })
+}
+
+/// The host: plugins, caches, controllers, metrics, leader election; and,
+/// with `node`, the node agent running pods through a provider plugin.
+pub(super) async fn run_host(
+    client: kube::Client,
+    node_client: kube::Client,
+    data_dir: &Path,
+    host: &HostArgs,
+    node: Option<(&NodeArgs, Option<KubeletTls>)>,
+) -> Result<Option<NodeAgent>> {
+    // Cluster access, built once: the caches serve the controllers and the
+    // plugins' reads alike.
+    let resolver = Arc::new(Resolver::new(client.clone()));
+    let caches = Caches::with_debug_delay(
+        resolver.clone(),
+        std::time::Duration::from_millis(host.debug_cache_delay_ms),
+    );
+    let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
+    let metrics = ControllerMetrics::new();
+    let ready = Arc::new(AtomicBool::new(false));
+    let leading = Leadership::new(!host.leader_elect);
+    let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
+    let plugins = match &host.plugins {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
+            Some(PluginSet::new(engine.clone(), dir, Some(cluster.clone())))
+        }
+        None => None,
+    };
+    let mut agent = None;
+    if let (Some((n, tls)), Some(plugins)) = (node, &plugins) {
+        let mut wc = WorkloadConfig::new(data_dir.join("node"));
+        wc.host_path_allow = n.host_path_allow.clone();
+        wc.insecure_registries = n.insecure_registries.clone();
+        wc.file_image_dirs = n
+            .allow_file_images
+            .iter()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        if n.workload_memory_limit > n.workload_max_memory {
+            anyhow::bail!(
+                "--workload-memory-limit ({}) is above --workload-max-memory ({})",
+                n.workload_memory_limit,
+                n.workload_max_memory
+            );
+        }
+        wc.default_memory_limit = n.workload_memory_limit;
+        wc.max_memory_limit = n.workload_max_memory;
+        // Workloads get their own engine: pods must not exhaust the plugins' pool.
+        let wengine = WorkloadEngine::new(&data_dir.join("cache").join("components"))?;
+        let workloads = Arc::new(WorkloadManager::new(wc, wengine)?);
+        let mut config = NodeConfig::new(&node_name(n));
+        config.address = n.node_address;
+        config.kubelet_port = n.kubelet_port;
+        // Providers must be able to load before the first scan.
+        plugins.set_workloads(workloads.clone());
+        let a = NodeAgent::start(
+            node_client,
+            config,
+            plugins.clone(),
+            &n.provider,
+            workloads,
+            tls,
+        )
+        .await?;
+        println!(
+            "wasmlet: node {} (kubelet API on {}:{})",
+            a.config.name, a.config.address, a.config.kubelet_port
+        );
+        agent = Some(a);
+    }
+    if let Some(plugins) = &plugins {
+        metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
+    }
+    let bound = crate::endpoints::serve(host.metrics_addr, metrics.clone(), ready.clone()).await?;
+    println!("wasmlet: metrics on http://{bound}/metrics");
+    if host.leader_elect {
+        tokio::spawn(leader::run(
+            client.clone(),
+            LeaderConfig::new(&identity(host)),
+            leading.clone(),
+        ));
+    }
+    if let Some(plugins) = plugins {
+        let config = ControllerConfig {
+            resync: std::time::Duration::from_secs(host.resync_seconds.max(1)),
+            ..Default::default()
+        };
+        let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
+        plugins.scan().await;
+        tokio::spawn(manager.run());
+        let watcher = plugins.clone();
+        tokio::spawn(async move {
+            if let Err(e) = watcher.watch().await {
+                tracing::error!(error = %e, "cannot watch the plugin directory");
+            }
+        });
+    }
+    ready.store(true, std::sync::atomic::Ordering::Release);
+    Ok(agent)
+}
+
+pub(super) fn node_name(n: &NodeArgs) -> String {
+    n.node_name.clone().unwrap_or_else(|| {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let h = h.trim().to_lowercase();
+        if h.is_empty() {
+            "wasmlet-node".into()
+        } else {
+            h
+        }
+    })
+}
+
+/// Stops the node agent gracefully (NotReady, workloads given their grace).
+pub(super) async fn stop(agent: Option<NodeAgent>) {
+    if let Some(a) = agent {
+        a.shutdown(std::time::Duration::from_secs(10)).await;
+    }
+}

@@ -1,0 +1,243 @@
+//! The `wasmlet` command line.
+//!
+//! - `wasmlet up`: embedded control plane + host (the main command);
+//! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
+//! - `wasmlet apiserver`: only the embedded API server;
+//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH`.
+
+mod args;
+mod check;
+mod host;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::node::kubelet::KubeletTls;
+use args::{HostArgs, NodeArgs, ServerArgs};
+use check::{plugin_check, plugin_crds};
+use host::{config_from, node_name, pem_certificate, run_host, start_server, stop};
+
+#[derive(Parser)]
+#[command(
+    name = "wasmlet",
+    version,
+    about = "Kubernetes controllers and node agents as WebAssembly components"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Mode {
+    Cluster,
+    Node,
+    All,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded control plane with the host and its plugins (the main command).
+    Up {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        host: HostArgs,
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Run no node agent (controllers only).
+        #[arg(long)]
+        no_node: bool,
+    },
+    /// Run the host against a cluster given by a kubeconfig.
+    Run {
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: PathBuf,
+        /// `cluster`: reconcilers; `node`: the node agent; `all`: both.
+        #[arg(long, value_enum, default_value = "cluster")]
+        mode: Mode,
+        /// Caches, module store and logs.
+        #[arg(long, default_value = ".data")]
+        data_dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        #[command(flatten)]
+        node: NodeArgs,
+    },
+    /// Run only the embedded API server.
+    Apiserver(ServerArgs),
+    /// Inspect plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Validate a plugin (NAME.wasm or NAME.toml) and print what it will do.
+    Check { path: PathBuf },
+    /// Print the CRDs a plugin ships, as YAML (for GitOps).
+    Crds { path: PathBuf },
+}
+
+async fn main_async(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Apiserver(args) => {
+            let server = start_server(&args).await?;
+            tokio::signal::ctrl_c().await?;
+            server.shutdown();
+        }
+        Command::Up {
+            server,
+            host,
+            node,
+            no_node,
+        } => {
+            let s = start_server(&server).await?;
+            // The host and the node agent each get an identity of their own
+            // (client certificates of the plane's CA), as on a real cluster.
+            let pki = &s.state.pki;
+            let controller_kc = pki.write_identity_kubeconfig(
+                &server.data_dir.join("kubeconfig-controller"),
+                s.addr,
+                crate::apiserver::authz::CONTROLLER_USER,
+                None,
+            )?;
+            let client = kube::Client::try_from(config_from(&controller_kc).await?)?;
+            let node_client = if no_node {
+                client.clone()
+            } else {
+                let node_kc = pki.write_identity_kubeconfig(
+                    &server.data_dir.join("kubeconfig-node"),
+                    s.addr,
+                    &format!("system:node:{}", node_name(&node)),
+                    Some("system:nodes"),
+                )?;
+                kube::Client::try_from(config_from(&node_kc).await?)?
+            };
+            let tls = if no_node {
+                None
+            } else {
+                let (cert_pem, key_pem) = s.state.pki.node_serving_cert(&node_name(&node))?;
+                Some(KubeletTls {
+                    cert_pem,
+                    key_pem,
+                    client_ca_pem: s.state.pki.ca_pem.clone(),
+                    client_ca_source: "this API server's CA".into(),
+                })
+            };
+            let agent = run_host(
+                client,
+                node_client,
+                &server.data_dir,
+                &host,
+                tls.map(|t| (&node, Some(t))),
+            )
+            .await?;
+            tokio::signal::ctrl_c().await?;
+            stop(agent).await;
+            s.shutdown();
+        }
+        Command::Run {
+            kubeconfig,
+            mode,
+            data_dir,
+            host,
+            node,
+        } => {
+            // Secret volumes, pulled modules, the compiled-plugin cache.
+            crate::private_dir::private_dir(&data_dir)
+                .with_context(|| format!("data directory {}", data_dir.display()))?;
+            let config = config_from(&kubeconfig).await?;
+            let cluster_ca = config.root_cert.clone();
+            let client = kube::Client::try_from(config)?;
+            let node_part = if mode == Mode::Cluster {
+                None
+            } else {
+                // The kubelet endpoint's own certificate. Client certificates
+                // are checked against --kubelet-client-ca, by default the
+                // cluster CA of the kubeconfig: kubeadm signs the API server's
+                // kubelet client certificate with it.
+                let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
+                let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
+                let (client_ca_pem, client_ca_source) = match (&node.kubelet_client_ca, cluster_ca)
+                {
+                    (Some(p), _) => (
+                        std::fs::read_to_string(p)
+                            .with_context(|| format!("reading {}", p.display()))?,
+                        format!("--kubelet-client-ca {}", p.display()),
+                    ),
+                    (None, Some(ders)) if !ders.is_empty() => (
+                        ders.iter().map(|d| pem_certificate(d)).collect(),
+                        format!("the cluster CA of {}", kubeconfig.display()),
+                    ),
+                    (None, _) => (
+                        own.ca_pem.clone(),
+                        format!(
+                            "this node's own CA in {} (the kubeconfig names no cluster CA)",
+                            data_dir.display()
+                        ),
+                    ),
+                };
+                Some((
+                    &node,
+                    Some(KubeletTls {
+                        cert_pem,
+                        key_pem,
+                        client_ca_pem,
+                        client_ca_source,
+                    }),
+                ))
+            };
+            let mut host = host.clone();
+            if mode == Mode::Node && host.plugins.is_none() {
+                anyhow::bail!(
+                    "--mode node needs --plugins DIR holding the provider plugin ({})",
+                    node.provider
+                );
+            }
+            if mode == Mode::Node {
+                // A node-only host reconciles nothing.
+                host.leader_elect = false;
+            }
+            let agent = run_host(client.clone(), client, &data_dir, &host, node_part).await?;
+            tokio::signal::ctrl_c().await?;
+            stop(agent).await;
+        }
+        Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
+        Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+    }
+    Ok(())
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| {
+                // kube-client warns "Server cert bypassed" on every connection the
+                // logs proxy makes to a kubelet (whose serving certificate is not
+                // verified, as with kube-apiserver without
+                // --kubelet-certificate-authority): said once at start instead.
+                "info,kube_client::client::tls=error".into()
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wasmlet: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(main_async(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wasmlet: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
