@@ -1,0 +1,153 @@
+//! The controller manager with real guests against the embedded API server:
+//! a plugin whose kind's discovery hangs must not hold up any other plugin's
+//! controller (the manager once held its lock across discovery).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::client::{Body, ClientBuilder};
+use serde_json::json;
+use tokio::sync::Notify;
+use tower::filter::AsyncFilterLayer;
+use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::cluster::cache::Caches;
+use wasmlet::cluster::{Cluster, Resolver};
+use wasmlet::controller::Manager;
+use wasmlet::controller::leader::Leadership;
+use wasmlet::controller::metrics::ControllerMetrics;
+use wasmlet::plugin::PluginSet;
+use wasmlet::plugin::engine::PluginEngine;
+
+const STALLED_GROUP: &str = "/apis/stall.example.com";
+
+fn built(name: &str) -> std::path::PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/plugins")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/build-guests first",
+        p.display()
+    );
+    p
+}
+
+/// Waits (bounded) until `cond` holds.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
+    let data = tempfile::tempdir().unwrap();
+    let server = ApiServer::start(Config {
+        data_dir: data.path().into(),
+        listen: ([127, 0, 0, 1], 0).into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let config = server.kube_config().await.unwrap();
+    let plain = kube::Client::try_from(config.clone()).unwrap();
+
+    // The host's client: discovery of one group hangs until released, as
+    // against an aggregated API server that stopped answering.
+    let stalled = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(Notify::new());
+    let (seen, gate) = (stalled.clone(), release.clone());
+    let layer = AsyncFilterLayer::new(move |req: http::Request<Body>| {
+        let (seen, gate) = (seen.clone(), gate.clone());
+        async move {
+            if req.uri().path().starts_with(STALLED_GROUP) {
+                seen.store(true, Ordering::SeqCst);
+                gate.notified().await;
+            }
+            Ok::<_, tower::BoxError>(req)
+        }
+    });
+    // (The filter needs a cloneable inner service: kube's is boxed, so buffer it.)
+    let stack = tower::ServiceBuilder::new()
+        .layer(layer)
+        .layer(tower::buffer::BufferLayer::new(64));
+    let client = ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&stack)
+        .build();
+
+    let resolver = Arc::new(Resolver::new(client));
+    let caches = Caches::new(resolver.clone());
+    let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
+    let plugins = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
+    let set = PluginSet::new(engine, plugins.path(), Some(cluster));
+
+    // First the plugin whose kind sits in the stalled group.
+    std::fs::copy(built("echo.wasm"), plugins.path().join("stuck.wasm")).unwrap();
+    std::fs::write(
+        plugins.path().join("stuck.toml"),
+        "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n\n[reconciles]\napi-version = \"stall.example.com/v1\"\nkind = \"Thing\"\n",
+    )
+    .unwrap();
+    assert!(set.scan().await.is_empty());
+    let manager = Manager::new(
+        set.clone(),
+        caches,
+        Default::default(),
+        ControllerMetrics::new(),
+        Leadership::new(true),
+    );
+    tokio::spawn(manager.clone().run());
+    until("the stuck plugin's discovery request", || {
+        stalled.load(Ordering::SeqCst)
+    })
+    .await;
+
+    // Then a healthy plugin: it must start and reconcile while the other
+    // one is still waiting on discovery.
+    for f in [
+        "configmap-summary.wasm",
+        "configmap-summary.toml",
+        "configsummary.crd.yaml",
+    ] {
+        std::fs::copy(built(f), plugins.path().join(f)).unwrap();
+    }
+    assert!(set.scan().await.is_empty());
+    until("the healthy plugin's controller", || {
+        manager.controller("configmap-summary").is_some()
+    })
+    .await;
+
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
+        "configsummaries",
+    );
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(plain.clone(), "default", &ar);
+    let obj = serde_json::from_value(json!({
+        "apiVersion": "examples.wasmlet.dev/v1", "kind": "ConfigSummary",
+        "metadata": {"name": "s1", "namespace": "default"}, "spec": {}
+    }))
+    .unwrap();
+    api.create(&Default::default(), &obj).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = api.get("s1").await.unwrap();
+        if got.data.get("status").is_some_and(|s| !s.is_null()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "s1 never got a status");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        manager.controller("stuck").is_none(),
+        "the stuck plugin's discovery was released early"
+    );
+    release.notify_waiters();
+    server.shutdown();
+}
