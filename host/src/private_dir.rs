@@ -35,6 +35,24 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Checks that `path` is a regular file of this user that nobody else may
+/// read or write (a key, say): refused otherwise, since such a file may have
+/// been read or replaced.
+pub fn check_private_file(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a regular file of this user with mode 0600",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +69,23 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
         private_dir(&open).unwrap();
         assert_eq!(mode(&open), 0o700);
+    }
+
+    #[test]
+    fn a_file_others_may_read_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let key = root.path().join("k");
+        std::fs::write(&key, b"x").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = check_private_file(&key).unwrap_err();
+        assert!(err.to_string().contains("mode 0600"), "{err}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        check_private_file(&key).unwrap();
+        let link = root.path().join("l");
+        std::os::unix::fs::symlink(&key, &link).unwrap();
+        assert!(
+            check_private_file(&link).is_err(),
+            "a symlink is not the file"
+        );
     }
 }

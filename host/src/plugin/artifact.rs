@@ -6,7 +6,7 @@
 //! cache root), bound to the digest of the `.wasm` it was compiled from.
 
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
@@ -38,17 +38,7 @@ impl CacheKey {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let meta = std::fs::symlink_metadata(&path)?;
-        let me = rustix::process::geteuid().as_raw();
-        if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} must be a regular file of this user with mode 0600",
-                    path.display()
-                ),
-            ));
-        }
+        crate::private_dir::check_private_file(&path)?;
         let bytes = std::fs::read(&path)?;
         key = bytes.as_slice().try_into().map_err(|_| {
             std::io::Error::new(
@@ -91,6 +81,8 @@ impl CacheKey {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     use super::*;
 
     #[test]
