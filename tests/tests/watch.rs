@@ -687,3 +687,41 @@ async fn asked<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
         .expect("the condition was not asked in 5 s")
         .expect("the wait ended")
 }
+
+/// One user cannot hold more than `--max-watches-per-user` watches open: the
+/// next one gets 429 naming the user and the flag, and a closed watch frees
+/// its place.
+#[tokio::test]
+async fn watches_past_the_per_user_limit_get_429() -> anyhow::Result<()> {
+    let plane = Plane::start(&["--max-watches-per-user", "2"]).await?;
+    let client = plane.client_without_retries().await?;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let bounded = |api: Api<ConfigMap>| async move {
+        tokio::time::timeout(Duration::from_secs(30), watch(&api, &quiet(), "0"))
+            .await
+            .expect("the watch request got no answer within 30 s")
+    };
+    let first = bounded(api.clone()).await?;
+    let _second = bounded(api.clone()).await?;
+    let refused = bounded(api.clone()).await;
+    let e = refused.err().expect("a third watch was let through");
+    let e = e.downcast_ref::<kube::Error>().expect("a kube error");
+    let kube::Error::Api(status) = e else {
+        panic!("expected an API error, got {e}");
+    };
+    assert_eq!(status.code, 429, "{status:?}");
+    assert!(
+        status.message.contains("wasmlet-admin")
+            && status.message.contains("--max-watches-per-user"),
+        "{}",
+        status.message
+    );
+    // Closing one watch frees its place (the server notices the closed stream).
+    drop(first);
+    eventually(Duration::from_secs(30), "a watch after one closed", || {
+        let api = api.clone();
+        async move { bounded(api).await.ok().map(drop) }
+    })
+    .await?;
+    Ok(())
+}
