@@ -494,3 +494,61 @@ async fn every_status_converges_after_the_apiserver_dies_under_load() -> Result<
     host.kill9();
     Ok(())
 }
+
+/// A guest that asks to be requeued after 0 ms on every call is retried
+/// through the per-object back-off (each requeue counted as a queue retry),
+/// never in a tight loop.
+#[tokio::test]
+async fn a_requeue_after_zero_goes_through_the_back_off() -> Result<()> {
+    let plane = Plane::start_up(&["--no-node"]).await?;
+    let client = plane.client().await?;
+    install_fault_crd(&client).await?;
+    let api = faults(&client);
+    served(&api).await?;
+    install_fault_plugin(&plane.plugin_dir(), "eager", 1, 32, 1000)?;
+    create_all(
+        &api,
+        vec![(
+            "eager-0".into(),
+            Some("eager".into()),
+            "requeue-zero".into(),
+            "v0".into(),
+        )],
+    )
+    .await?;
+    eventually(Duration::from_secs(60), "eager-0 converged", || async {
+        api.get("eager-0").await.ok().filter(converged)
+    })
+    .await?;
+    let m = eventually(
+        Duration::from_secs(60),
+        "six reconciles of eager-0",
+        || async {
+            let m = plane.metrics().await.ok()?;
+            let n: f64 = ["success", "requeue", "requeue_after"]
+                .iter()
+                .map(|r| {
+                    metric(
+                        &m,
+                        "controller_runtime_reconcile_total",
+                        &format!("controller=\"eager\",result=\"{r}\""),
+                    )
+                })
+                .sum();
+            (n >= 6.0).then_some(m)
+        },
+    )
+    .await?;
+    let requeues = metric(
+        &m,
+        "controller_runtime_reconcile_total",
+        "controller=\"eager\",result=\"requeue\"",
+    );
+    let retries = metric(&m, "workqueue_retries_total", "name=\"eager\"");
+    // Every requeue but the one in flight was scheduled by the back-off.
+    assert!(
+        requeues >= 5.0 && retries >= requeues - 1.0,
+        "{requeues} requeues, {retries} back-off retries"
+    );
+    Ok(())
+}

@@ -195,7 +195,8 @@ impl Action {
         Self::done()
     }
 
-    /// Reconcile again after `after` even if nothing changes.
+    /// Reconcile again after `after` even if nothing changes. A zero `after`
+    /// means "again soon" and goes through the host's per-object back-off.
     pub fn requeue(after: Duration) -> Self {
         Action {
             requeue_after: Some(after),

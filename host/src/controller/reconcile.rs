@@ -261,6 +261,13 @@ impl Controller {
                 self.queue.add_soon(key.to_string());
                 Outcome::Requeue
             }
+            // "Again at once" goes through the per-key back-off, as
+            // controller-runtime's `Requeue: true`: a guest that always asks
+            // for 0 is slowed down instead of spinning a core.
+            Ok((Some(wait), _)) if wait.is_zero() => {
+                self.queue.add_rate_limited(key.to_string());
+                Outcome::Requeue
+            }
             Ok((Some(wait), _)) => {
                 self.queue.forget(&key.to_string());
                 self.queue.add_after(key.to_string(), wait);

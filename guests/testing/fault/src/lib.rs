@@ -12,6 +12,7 @@
 //! | `not-object` | returns a status that is JSON but not an object |
 //! | `huge` | returns a 4 MiB status (over the host's result size limit) |
 //! | `requeue-max` | succeeds like `none`, asking to be requeued after `u64::MAX` ms |
+//! | `requeue-zero` | succeeds like `none`, asking to be requeued after 0 ms, every time |
 //!
 //! It implements the raw contract: the typed SDK only returns well-formed results.
 
@@ -75,6 +76,7 @@ impl Guest for Fault {
             Some("not-object") => Ok(ok("[\"not\", \"an\", \"object\"]".into(), None)),
             Some("huge") => Ok(ok(huge(), None)),
             Some("requeue-max") => Ok(ok(echo, Some(u64::MAX))),
+            Some("requeue-zero") => Ok(ok(echo, Some(0))),
             Some(other) => Err(ReconcileError {
                 kind: ErrorKind::Terminal,
                 reason: "UnknownFault".into(),
