@@ -64,11 +64,14 @@ pub async fn aggregate_all(resources: &Resources) -> usize {
         let Some(rules) = aggregated_rules(role, &all) else {
             continue;
         };
-        let rules = serde_json::to_value(&rules).unwrap_or_default();
-        if role["rules"] == rules || (role.get("rules").is_none() && rules == Value::Array(vec![]))
-        {
+        // Compared as rules, not JSON, so that a stored spelling (an empty
+        // list written out) never makes a pass write again.
+        let current: Vec<PolicyRule> =
+            serde_json::from_value(role["rules"].clone()).unwrap_or_default();
+        if current == rules {
             continue;
         }
+        let rules = serde_json::to_value(&rules).unwrap_or_default();
         let name = meta::name(role).to_string();
         let result = resources
             .modify(&rt, "", &name, |current| {
