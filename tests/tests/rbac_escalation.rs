@@ -373,3 +373,48 @@ async fn aggregated_cluster_roles_follow_the_roles_they_select() -> Result<()> {
     .await?;
     Ok(())
 }
+
+/// A data directory from before the defaults were aggregated holds `view`
+/// and `edit` with their rules written out: the next start gives them their
+/// aggregation rule (and so today's rules), except a role the operator
+/// marked `rbac.authorization.kubernetes.io/autoupdate: "false"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_default_roles_become_aggregated_on_restart() -> Result<()> {
+    let mut plane = Plane::start(&[]).await?;
+    let admin = plane.client().await?;
+    let cluster_roles = Api::<ClusterRole>::all(admin.clone());
+    for (name, autoupdate) in [("view", None), ("edit", Some("false"))] {
+        let mut r = cluster_roles.get(name).await?;
+        r.aggregation_rule = None;
+        r.rules = Some(vec![serde_json::from_value(rule(
+            &[""],
+            &["configmaps"],
+            &["get"],
+        ))?]);
+        if let Some(a) = autoupdate {
+            r.metadata.annotations = Some(
+                [(
+                    "rbac.authorization.kubernetes.io/autoupdate".to_string(),
+                    a.to_string(),
+                )]
+                .into(),
+            );
+        }
+        cluster_roles
+            .replace(name, &PostParams::default(), &r)
+            .await?;
+    }
+    plane.kill9();
+    plane.spawn().await?;
+    let cluster_roles = Api::<ClusterRole>::all(plane.client().await?);
+    let view = cluster_roles.get("view").await?;
+    assert!(view.aggregation_rule.is_some());
+    assert!(
+        has_rule_for(&view, "pods"),
+        "view was not re-aggregated: {view:?}"
+    );
+    let edit = cluster_roles.get("edit").await?;
+    assert!(edit.aggregation_rule.is_none());
+    assert!(!has_rule_for(&edit, "pods"), "edit was changed: {edit:?}");
+    Ok(())
+}
