@@ -244,7 +244,7 @@ async fn an_aggregation_rule_needs_cluster_admin() -> Result<()> {
         &Api::<ClusterRole>::all(admin.clone()),
         role(
             "clusterrole-writer",
-            vec![rule(&[RBAC], &["clusterroles"], &["create"])],
+            vec![rule(&[RBAC], &["clusterroles"], &["create", "patch"])],
         ),
     )
     .await?;
@@ -273,12 +273,28 @@ async fn an_aggregation_rule_needs_cluster_admin() -> Result<()> {
         s.message,
         "clusterroles.rbac.authorization.k8s.io \"gather-admin\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
     );
+    // Nor can she label a role she does not hold into one that is
+    // aggregated (cluster-admin's rules would land in `view`).
+    let label =
+        json!({"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}});
+    let s = expect_status(
+        mallory
+            .patch(
+                "cluster-admin",
+                &PatchParams::default(),
+                &Patch::Merge(&label),
+            )
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert!(s.message.contains(NOT_HELD), "{}", s.message);
     // A ClusterRole of what she holds is fine.
     create(
         &mallory,
         role(
             "writer-copy",
-            vec![rule(&[RBAC], &["clusterroles"], &["create"])],
+            vec![rule(&[RBAC], &["clusterroles"], &["create", "patch"])],
         ),
     )
     .await?;
