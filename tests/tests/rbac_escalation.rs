@@ -399,7 +399,9 @@ async fn older_default_roles_become_aggregated_on_restart() -> Result<()> {
     let mut plane = Plane::start(&[]).await?;
     let admin = plane.client().await?;
     let cluster_roles = Api::<ClusterRole>::all(admin.clone());
-    for (name, autoupdate) in [("view", None), ("edit", Some("false"))] {
+    // `edit` first: while it is still aggregated, changing `view` makes the
+    // server rewrite `edit`, which would race the test's own write.
+    for (name, autoupdate) in [("edit", Some("false")), ("view", None)] {
         let mut r = cluster_roles.get(name).await?;
         r.aggregation_rule = None;
         r.rules = Some(vec![serde_json::from_value(rule(
