@@ -10,5 +10,6 @@ pub mod managedfields;
 pub mod names;
 pub mod patch;
 pub mod rbac;
+pub mod rbac_covers;
 pub mod schema;
 pub mod selector;

@@ -11,8 +11,12 @@ use serde_json::{Value, json};
 use wasmlet_apimachinery::rbac::{Attributes, UserInfo, forbidden_message};
 
 use super::ApiState;
+use super::rbac::PolicyCache;
+use super::resources::Resources;
 use super::status::ApiError;
 
+/// Upstream's privileged group: its members pass every check.
+pub const MASTERS: &str = "system:masters";
 /// The user the admin token authenticates as.
 pub const ADMIN_USER: &str = "wasmlet-admin";
 /// The identity `wasmlet up` gives its controller host (bound to
@@ -24,13 +28,24 @@ pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
 /// The decision and its reason.
 pub fn decide(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> (bool, String) {
-    if user.in_group("system:masters") {
+    decide_in(&state.resources, &state.rbac, user, attrs)
+}
+
+/// [`decide`] from the parts of the state it reads (the write path has no
+/// `ApiState`).
+pub fn decide_in(
+    resources: &Resources,
+    cache: &PolicyCache,
+    user: &UserInfo,
+    attrs: &Attributes,
+) -> (bool, String) {
+    if user.in_group(MASTERS) {
         return (true, "system:masters may do anything".into());
     }
-    if let Some(why) = super::nodeauthz::allows(&state.resources, user, attrs) {
+    if let Some(why) = super::nodeauthz::allows(resources, user, attrs) {
         return (true, why);
     }
-    match super::rbac::allows(&state.resources, &state.rbac, user, attrs) {
+    match super::rbac::allows(resources, cache, user, attrs) {
         Some(why) => (true, why),
         None => (false, String::new()),
     }

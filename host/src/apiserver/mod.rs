@@ -41,11 +41,13 @@ pub mod logs;
 pub mod meta;
 pub mod metrics;
 pub mod nodeauthz;
+pub mod noderestriction;
 pub mod openapi;
 pub mod pki;
 pub mod quota;
 pub mod rbac;
 pub mod registry;
+pub mod requester;
 pub mod resources;
 pub mod rest;
 pub mod satoken;
@@ -107,7 +109,7 @@ pub struct ApiState {
     pub tokens: satoken::Signer,
     pub watches: quota::WatchQuota,
     /// RBAC objects parsed once per revision.
-    pub rbac: rbac::PolicyCache,
+    pub rbac: Arc<rbac::PolicyCache>,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -165,6 +167,7 @@ impl ApiServer {
             watches: quota::WatchQuota::new(config.max_watches_per_user),
             rbac: Default::default(),
         });
+        tokio::spawn(rbac::aggregate::run(resources.clone()));
         tokio::spawn(gc::Controllers::new(resources).run());
 
         let app = router(state.clone());

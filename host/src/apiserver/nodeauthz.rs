@@ -6,9 +6,10 @@
 //! SubjectAccessReviews. Everything else is left to RBAC, which binds nothing
 //! to `system:nodes` by default, as upstream.
 //!
-//! Upstream splits this between the authorizer (the graph of references) and
-//! the NodeRestriction admission plugin (own Node, own pods); here both are
-//! decided at authorization.
+//! As upstream, what the URL does not show (the name of a created Node or
+//! Lease, labels, taints, which pod a status write is for) is checked by the
+//! NodeRestriction admission ([`super::noderestriction`]) on the object
+//! written.
 
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, UserInfo};
@@ -39,8 +40,8 @@ pub fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Opt
     let read = matches!(v, "get" | "list" | "watch");
     let own = name == node;
     let ok = match (group.as_str(), resource.as_str(), subresource.as_str()) {
-        // A create names its object in the body only; upstream's
-        // NodeRestriction admission checks that name, here it is not checked.
+        // A create names its object in the body only: NodeRestriction
+        // admission checks that name.
         ("", "nodes", "") => {
             read || v == "create" || (matches!(v, "update" | "patch" | "delete") && own)
         }

@@ -171,6 +171,16 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// Checks of an update that compare the new object with the old one.
+pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
+    match (rt.group.as_str(), rt.resource.as_str()) {
+        (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            super::rbac::validate_binding_update(old, new)
+        }
+        _ => vec![],
+    }
+}
+
 fn path_segment_errors(name: &str) -> Vec<String> {
     if name == "." || name == ".." {
         return vec![format!("may not be '{name}'")];

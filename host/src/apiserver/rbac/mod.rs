@@ -5,8 +5,11 @@
 //! `admin`, `edit`, `view`, discovery and basic-user with their bindings) are
 //! created by [`bootstrap`] when missing.
 //!
-//! Not implemented: aggregated ClusterRoles (the defaults carry their rules
-//! written out) and the escalation check on writing roles and bindings.
+//! Writing roles and bindings is checked for escalation ([`escalation`]);
+//! aggregated ClusterRoles get their rules from [`aggregate`].
+
+pub mod aggregate;
+pub mod escalation;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,9 +27,9 @@ pub const GROUP: &str = "rbac.authorization.k8s.io";
 const BOOTSTRAP: &str = include_str!("bootstrap.yaml");
 
 #[derive(Deserialize, Default)]
-struct Role {
+pub(crate) struct Role {
     #[serde(default)]
-    rules: Vec<PolicyRule>,
+    pub(crate) rules: Vec<PolicyRule>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +77,84 @@ fn parse<T: for<'de> Deserialize<'de>>(
     parsed
 }
 
+/// The stored role a `roleRef` of a binding in `ns` ("" for a
+/// ClusterRoleBinding) names, parsed.
+fn referenced_role(
+    resources: &Resources,
+    cache: &PolicyCache,
+    snap: &Snapshot,
+    kind: &str,
+    name: &str,
+    ns: &str,
+) -> Option<Arc<Role>> {
+    let (resource, ns) = match kind {
+        "ClusterRole" => ("clusterroles", ""),
+        "Role" if !ns.is_empty() => ("roles", ns),
+        _ => return None,
+    };
+    let rt = resources.registry.get(GROUP, resource)?;
+    parse(&cache.roles, snap.get(&rt.key(ns, name))?)
+}
+
+/// The rules of the role a binding in `ns` refers to, or `None` when it
+/// does not exist.
+pub fn role_rules(
+    resources: &Resources,
+    cache: &PolicyCache,
+    role_ref: &RoleRef,
+    ns: &str,
+) -> Option<Vec<PolicyRule>> {
+    let snap = resources.store.snapshot();
+    referenced_role(resources, cache, &snap, &role_ref.kind, &role_ref.name, ns)
+        .map(|r| r.rules.clone())
+}
+
+/// Every rule `user` holds in `ns` ("": cluster-wide only) through RBAC, as
+/// upstream's rule resolver `RulesFor`.
+pub fn rules_for(
+    resources: &Resources,
+    cache: &PolicyCache,
+    user: &UserInfo,
+    ns: &str,
+) -> Vec<PolicyRule> {
+    let snap = resources.store.snapshot();
+    let mut rules = vec![];
+    let mut collect = |resource: &str, bns: Option<&str>| {
+        let Some(p) = prefix(resources, resource, bns) else {
+            return;
+        };
+        let bns = bns.unwrap_or("");
+        for stored in snap.range(&p, None) {
+            let Some(b) = parse(&cache.bindings, stored) else {
+                continue;
+            };
+            if b.role_ref.api_group != GROUP
+                || !b
+                    .subjects
+                    .iter()
+                    .any(|s| wasmlet_apimachinery::rbac::subject_matches(s, user, bns))
+            {
+                continue;
+            }
+            if let Some(role) = referenced_role(
+                resources,
+                cache,
+                &snap,
+                &b.role_ref.kind,
+                &b.role_ref.name,
+                bns,
+            ) {
+                rules.extend(role.rules.iter().cloned());
+            }
+        }
+    };
+    collect("clusterrolebindings", None);
+    if !ns.is_empty() {
+        collect("rolebindings", Some(ns));
+    }
+    rules
+}
+
 /// Why the request is allowed (the binding and role that allow it), or `None`.
 pub fn allows(
     resources: &Resources,
@@ -82,15 +163,8 @@ pub fn allows(
     attrs: &Attributes,
 ) -> Option<String> {
     let snap = resources.store.snapshot();
-    let role = |kind: &str, name: &str, ns: &str| -> Option<Arc<Role>> {
-        let (resource, ns) = match kind {
-            "ClusterRole" => ("clusterroles", ""),
-            "Role" if !ns.is_empty() => ("roles", ns),
-            _ => return None,
-        };
-        let rt = resources.registry.get(GROUP, resource)?;
-        parse(&cache.roles, snap.get(&rt.key(ns, name))?)
-    };
+    let role =
+        |kind: &str, name: &str, ns: &str| referenced_role(resources, cache, &snap, kind, name, ns);
     let check = |snap: &Snapshot, resource: &str, ns: Option<&str>| -> Option<String> {
         let p = prefix(resources, resource, ns)?;
         for stored in snap.range(&p, None) {
@@ -186,9 +260,83 @@ pub fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// Upstream's update check of a binding: its `roleRef` never changes
+/// (delete and recreate the binding instead).
+pub fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
+    if old["roleRef"] == new["roleRef"] {
+        return vec![];
+    }
+    let r = &new["roleRef"];
+    let s = |f: &str| r[f].as_str().unwrap_or("").to_string();
+    vec![Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!(
+            "Invalid value: rbac.RoleRef{{APIGroup:\"{}\", Kind:\"{}\", Name:\"{}\"}}: cannot change roleRef",
+            s("apiGroup"),
+            s("kind"),
+            s("name")
+        ),
+        field: "roleRef".into(),
+    }]
+}
+
 /// Creates the default ClusterRoles and ClusterRoleBindings that are missing
-/// (existing ones, perhaps edited by the operator, are left alone).
+/// (existing ones, perhaps edited by the operator, are left alone, except
+/// that a default role stored before it was aggregated gets its aggregation
+/// rule, unless annotated `rbac.authorization.kubernetes.io/autoupdate:
+/// "false"`), then fills in the aggregated roles before anyone asks.
 pub async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
+    create_defaults(resources).await?;
+    // Each pass sees the previous one's writes: admin gathers edit, which
+    // gathers view.
+    for _ in 0..8 {
+        if aggregate::aggregate_all(resources).await == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Gives a default ClusterRole stored by an older version its aggregation
+/// rule and labels.
+async fn upgrade_default(
+    resources: &Resources,
+    rt: &super::registry::ResourceType,
+    name: &str,
+    default: &Value,
+) -> anyhow::Result<()> {
+    let Some(rule) = default.get("aggregationRule") else {
+        return Ok(());
+    };
+    resources
+        .modify(rt, "", name, |current| {
+            let autoupdate = current
+                .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
+                .and_then(Value::as_str);
+            if current.get("aggregationRule").is_some() || autoupdate == Some("false") {
+                return None;
+            }
+            let mut v = current.clone();
+            v["aggregationRule"] = rule.clone();
+            let labels = super::meta::meta_mut(&mut v)
+                .entry("labels")
+                .or_insert_with(|| serde_json::json!({}));
+            if let (Some(l), Some(want)) = (
+                labels.as_object_mut(),
+                default
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object),
+            ) {
+                l.extend(want.clone());
+            }
+            Some(v)
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("upgrading the default ClusterRole {name}: {e}"))?;
+    Ok(())
+}
+
+async fn create_defaults(resources: &Resources) -> anyhow::Result<()> {
     for doc in serde_yaml::Deserializer::from_str(BOOTSTRAP) {
         let mut obj = Value::deserialize(doc)?;
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
@@ -200,11 +348,17 @@ pub async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
             .registry
             .by_kind(GROUP, &kind)
             .ok_or_else(|| anyhow::anyhow!("{kind} is not served"))?;
+        if let Some(l) = super::meta::meta_mut(&mut obj)
+            .entry("labels")
+            .or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+        {
+            l.insert("kubernetes.io/bootstrapping".into(), "rbac-defaults".into());
+        }
         if resources.store.get(&rt.key("", &name)).is_some() {
+            upgrade_default(resources, &rt, &name, &obj).await?;
             continue;
         }
-        obj["metadata"]["labels"] =
-            serde_json::json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
         match resources
             .create(&rt, "v1", "", obj, &WriteOptions::default())
             .await
@@ -228,8 +382,9 @@ mod tests {
             let obj = Value::deserialize(doc).unwrap();
             let name = obj["metadata"]["name"].as_str().unwrap().to_string();
             if obj["kind"] == "ClusterRole" {
+                let aggregated = obj.get("aggregationRule").is_some();
                 let role: Role = serde_json::from_value(obj).unwrap();
-                assert!(!role.rules.is_empty(), "{name}");
+                assert!(aggregated || !role.rules.is_empty(), "{name}");
             } else {
                 let b: Binding = serde_json::from_value(obj).unwrap();
                 assert_eq!(b.role_ref.api_group, GROUP, "{name}");

@@ -206,6 +206,10 @@ impl Resources {
             }
         }
         self.admit(rt, version, &mut new, opts)?;
+        let causes = strategy::validate_update(rt, old, &new);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(rt, &name, causes));
+        }
         Ok(new)
     }
 }

@@ -66,6 +66,9 @@ impl Resources {
         }
         strategy::prepare_for_create(rt, &mut obj);
         self.admit(rt, version, &mut obj, opts)?;
+        if let Some(r) = &opts.requester {
+            r.admit(self, rt, ns, Sub::Main, None, &obj)?;
+        }
         self.check_namespace(rt, ns)?;
         let name = meta::name(&obj).to_string();
         let lists = self.list_types(rt, version, true);

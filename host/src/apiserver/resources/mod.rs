@@ -56,6 +56,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_validation: FieldValidation,
     pub force: bool,
+    /// The user making a client's write, for the checks that depend on who
+    /// it is; `None` for the server's own writes.
+    pub requester: Option<super::requester::Requester>,
 }
 
 impl Default for WriteOptions {
@@ -65,6 +68,7 @@ impl Default for WriteOptions {
             dry_run: false,
             field_validation: FieldValidation::Warn,
             force: false,
+            requester: None,
         }
     }
 }

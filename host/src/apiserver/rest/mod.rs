@@ -238,6 +238,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         content_type: &content_type,
         user_agent: &user_agent,
         user,
+        policy: state.rbac.clone(),
     };
     match (
         &parts.method,

@@ -18,6 +18,8 @@ pub struct Req<'a> {
     pub user_agent: &'a str,
     /// Who makes the request (after impersonation).
     pub user: wasmlet_apimachinery::rbac::UserInfo,
+    /// The RBAC objects the checks of writes by `user` read.
+    pub policy: std::sync::Arc<super::super::rbac::PolicyCache>,
 }
 
 pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
@@ -58,6 +60,10 @@ pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
         dry_run,
         field_validation,
         force: q.get("force").is_some_and(|f| f == "true"),
+        requester: Some(super::super::requester::Requester {
+            user: req.user.clone(),
+            policy: req.policy.clone(),
+        }),
     })
 }
 

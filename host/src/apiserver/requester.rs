@@ -1,0 +1,45 @@
+//! Who makes a write, for the admission checks that depend on the user:
+//! NodeRestriction ([`super::noderestriction`]) and RBAC escalation
+//! prevention ([`super::rbac::escalation`]). The server's own writes
+//! (bootstrap, controllers, garbage collection) carry no requester.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use wasmlet_apimachinery::rbac::UserInfo;
+
+use super::rbac::PolicyCache;
+use super::registry::ResourceType;
+use super::resources::{Resources, Sub};
+use super::status::ApiResult;
+
+#[derive(Clone)]
+pub struct Requester {
+    pub user: UserInfo,
+    pub policy: Arc<PolicyCache>,
+}
+
+impl std::fmt::Debug for Requester {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Requester")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Requester {
+    /// Refuses writing `new` (over `old`, for an update) when this user may
+    /// not, although the authorizer let the request through.
+    pub fn admit(
+        &self,
+        resources: &Resources,
+        rt: &ResourceType,
+        ns: &str,
+        sub: Sub,
+        old: Option<&Value>,
+        new: &Value,
+    ) -> ApiResult<()> {
+        super::noderestriction::check(&self.user, rt, ns, sub, old, new)?;
+        super::rbac::escalation::check(resources, &self.policy, &self.user, rt, ns, old, new)
+    }
+}
