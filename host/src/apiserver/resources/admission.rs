@@ -8,7 +8,8 @@ use super::super::meta;
 use super::super::registry::ResourceType;
 use super::super::status::{ApiError, ApiResult, Cause};
 use super::super::strategy;
-use super::{Address, FieldValidation, Resources, Sub, WriteOptions};
+use super::super::validation;
+use super::{Address, Resources, Sub, WriteOptions};
 
 impl Resources {
     pub(super) fn check_namespace(&self, rt: &ResourceType, ns: &str) -> ApiResult<()> {
@@ -96,16 +97,7 @@ impl Resources {
         if let Some(schema) = rt.schemas.get(version) {
             schema.default(obj);
             let unknown = schema.prune(obj);
-            if !unknown.is_empty() && opts.field_validation == FieldValidation::Strict {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    list.join(", ")
-                )));
-            }
+            validation::field_problems(&unknown, opts)?;
             let causes: Vec<Cause> = schema
                 .validate(obj)
                 .into_iter()
@@ -118,8 +110,11 @@ impl Resources {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(rt, meta::name(obj), causes));
             }
+        } else if rt.builtin {
+            validation::decode(rt, version, obj, opts)?;
         }
-        let causes = strategy::validate(rt, obj);
+        let mut causes = strategy::validate(rt, obj);
+        causes.extend(validation::validate(rt, obj));
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, meta::name(obj), causes));
         }
@@ -206,6 +201,12 @@ impl Resources {
             }
         }
         self.admit(rt, version, &mut new, opts)?;
+        if sub == Sub::Main {
+            let causes = validation::validate_update(rt, old, &new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(rt, &name, causes));
+            }
+        }
         Ok(new)
     }
 }

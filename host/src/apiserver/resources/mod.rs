@@ -56,6 +56,10 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_validation: FieldValidation,
     pub force: bool,
+    /// Fields the request body names twice (reported per `field_validation`).
+    pub duplicates: Vec<String>,
+    /// What the response's `Warning` headers will say.
+    pub warnings: super::validation::Warnings,
 }
 
 impl Default for WriteOptions {
@@ -65,6 +69,8 @@ impl Default for WriteOptions {
             dry_run: false,
             field_validation: FieldValidation::Warn,
             force: false,
+            duplicates: Vec::new(),
+            warnings: Default::default(),
         }
     }
 }
