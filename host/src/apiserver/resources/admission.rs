@@ -86,13 +86,15 @@ impl Resources {
     }
 
     /// Defaults, prunes and validates a custom resource against its schema,
-    /// and validates built-in kinds.
+    /// and decodes and validates built-in kinds; `old` is the stored object
+    /// a main-resource update replaces (its rules come first, as upstream's).
     pub(super) fn admit(
         &self,
         rt: &ResourceType,
         version: &str,
         obj: &mut Value,
         opts: &WriteOptions,
+        old: Option<&Value>,
     ) -> ApiResult<()> {
         if let Some(schema) = rt.schemas.get(version) {
             schema.default(obj);
@@ -113,7 +115,10 @@ impl Resources {
         } else if rt.builtin {
             validation::decode(rt, version, obj, opts)?;
         }
-        let mut causes = strategy::validate(rt, obj);
+        let mut causes = old
+            .map(|old| validation::validate_update(rt, old, obj))
+            .unwrap_or_default();
+        causes.extend(strategy::validate(rt, obj));
         causes.extend(validation::validate(rt, obj));
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, meta::name(obj), causes));
@@ -200,13 +205,8 @@ impl Resources {
                 meta::set_finalizers(&mut new, after);
             }
         }
-        self.admit(rt, version, &mut new, opts)?;
-        if sub == Sub::Main {
-            let causes = validation::validate_update(rt, old, &new);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid(rt, &name, causes));
-            }
-        }
+        let old = (sub == Sub::Main).then_some(old);
+        self.admit(rt, version, &mut new, opts, old)?;
         Ok(new)
     }
 }

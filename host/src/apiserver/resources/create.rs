@@ -65,7 +65,7 @@ impl Resources {
             m.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(rt, &mut obj);
-        self.admit(rt, version, &mut obj, opts)?;
+        self.admit(rt, version, &mut obj, opts, None)?;
         self.check_namespace(rt, ns)?;
         let name = meta::name(&obj).to_string();
         let lists = self.list_types(rt, version, true);
