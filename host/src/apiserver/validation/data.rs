@@ -191,16 +191,14 @@ pub fn validate_secret(obj: &Value) -> Vec<Cause> {
                 }
             }
         }
-        "kubernetes.io/basic-auth" => {
-            if !has_key(obj, "username") && !has_key(obj, "password") {
-                causes.push(required(&data_key("username")));
-                causes.push(required(&data_key("password")));
-            }
+        "kubernetes.io/basic-auth" if !has_key(obj, "username") && !has_key(obj, "password") => {
+            causes.push(required(&data_key("username")));
+            causes.push(required(&data_key("password")));
         }
-        "kubernetes.io/ssh-auth" => {
-            if key_bytes(obj, "ssh-privatekey").is_none_or(|b| b.is_empty()) {
-                causes.push(required(&data_key("ssh-privatekey")));
-            }
+        "kubernetes.io/ssh-auth"
+            if key_bytes(obj, "ssh-privatekey").is_none_or(|b| b.is_empty()) =>
+        {
+            causes.push(required(&data_key("ssh-privatekey")));
         }
         "kubernetes.io/tls" => {
             for key in ["tls.crt", "tls.key"] {
