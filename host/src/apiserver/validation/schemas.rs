@@ -77,6 +77,70 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
     })
 }
 
+/// A kind's OpenAPI v3 definitions as upstream publishes them: its own
+/// (named like `io.k8s.api.core.v1.Pod`) and every one it refers to, with
+/// `$ref`s pointing at `#/components/schemas/`.
+pub struct KindOpenApi {
+    pub name: String,
+    pub definitions: Map<String, Value>,
+}
+
+/// For `/openapi/v3`: `None` for kinds without a schema here and for the
+/// events.k8s.io view (its fields differ from the core Event it is stored as).
+pub fn openapi_for(group: &str, kind: &str) -> Option<Arc<KindOpenApi>> {
+    static DOCS: LazyLock<RwLock<HashMap<(String, String), Option<Arc<KindOpenApi>>>>> =
+        LazyLock::new(Default::default);
+    if group == "events.k8s.io" {
+        return None;
+    }
+    let key = (group.to_string(), kind.to_string());
+    if let Some(hit) = DOCS.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let built = generator(group, kind).map(|g| {
+        let mut root = g();
+        let name = root["x-root-name"].as_str().unwrap_or(kind).to_string();
+        let mut definitions = root
+            .as_object_mut()
+            .and_then(|o| o.remove("$defs"))
+            .and_then(|d| match d {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if let Some(o) = root.as_object_mut() {
+            for k in ["$schema", "x-root-name", "title"] {
+                o.remove(k);
+            }
+        }
+        definitions.insert(name.clone(), root);
+        for d in definitions.values_mut() {
+            rewrite_refs(d);
+        }
+        Arc::new(KindOpenApi { name, definitions })
+    });
+    DOCS.write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, built.clone());
+    built
+}
+
+/// `#/$defs/X` → `#/components/schemas/X`, everywhere in a schema.
+fn rewrite_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/$defs/")
+            {
+                *r = format!("#/components/schemas/{name}");
+            }
+            m.values_mut().for_each(rewrite_refs);
+        }
+        Value::Array(a) => a.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}
+
 type Cache = RwLock<HashMap<(String, String), Option<Arc<KindSchema>>>>;
 static CACHE: LazyLock<Cache> = LazyLock::new(Default::default);
 
@@ -267,6 +331,24 @@ mod tests {
             let root = generator(g, k).expect("generator")();
             build(&root).unwrap_or_else(|e| panic!("{g}/{k}: {e}"));
         }
+    }
+
+    #[test]
+    fn openapi_definitions_refer_to_components() {
+        let doc = openapi_for("", "Pod").unwrap();
+        assert_eq!(doc.name, "io.k8s.api.core.v1.Pod");
+        let spec = &doc.definitions["io.k8s.api.core.v1.Pod"]["properties"]["spec"];
+        assert_eq!(
+            spec["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.PodSpec"
+        );
+        let containers = &doc.definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(
+            containers["items"]["$ref"],
+            "#/components/schemas/io.k8s.api.core.v1.Container"
+        );
+        assert!(doc.definitions.contains_key("io.k8s.api.core.v1.Container"));
+        assert!(openapi_for("events.k8s.io", "Event").is_none());
     }
 
     #[test]
