@@ -88,8 +88,7 @@ pub struct KindOpenApi {
 /// For `/openapi/v3`: `None` for kinds without a schema here and for the
 /// events.k8s.io view (its fields differ from the core Event it is stored as).
 pub fn openapi_for(group: &str, kind: &str) -> Option<Arc<KindOpenApi>> {
-    static DOCS: LazyLock<RwLock<HashMap<(String, String), Option<Arc<KindOpenApi>>>>> =
-        LazyLock::new(Default::default);
+    static DOCS: LazyLock<Cache<KindOpenApi>> = LazyLock::new(Default::default);
     if group == "events.k8s.io" {
         return None;
     }
@@ -141,8 +140,9 @@ fn rewrite_refs(v: &mut Value) {
     }
 }
 
-type Cache = RwLock<HashMap<(String, String), Option<Arc<KindSchema>>>>;
-static CACHE: LazyLock<Cache> = LazyLock::new(Default::default);
+/// Per (group, kind), built on first use; `None` when there is none.
+type Cache<T> = RwLock<HashMap<(String, String), Option<Arc<T>>>>;
+static CACHE: LazyLock<Cache<KindSchema>> = LazyLock::new(Default::default);
 
 /// The schema of a built-in kind, built on first use and kept.
 pub fn for_kind(group: &str, kind: &str) -> Option<Arc<KindSchema>> {
