@@ -25,7 +25,8 @@
 //!   unknown and duplicate fields, see [`validation`]), but of upstream's
 //!   hand-written validation only the rules wasmlet's controllers and agents
 //!   depend on, and those of ConfigMaps, Secrets and pod updates, are kept.
-//!   Their OpenAPI documents still describe them as open objects.
+//!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
+//!   `/openapi/v3` publishes their definitions; `/openapi/v2` has none.
 //! - DELETE returns the object (as for custom resources) for every kind.
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.

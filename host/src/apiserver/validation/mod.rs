@@ -12,10 +12,16 @@
 //! answers with one `Warning` header each; rule violations are 422 `Invalid`.
 //!
 //! Deviations: the first type error found in schema order is reported
-//! (Go reports the first in document order); a Quantity accepts any value
-//! here (upstream parses it); integral floats (`1.0`) decode into integer
-//! fields; duplicate fields are found in create and update bodies, not in
-//! patches.
+//! (Go reports the first in document order); unknown fields are listed
+//! sorted by path (upstream: in document order); a Quantity accepts any
+//! value and Time fields any string here (upstream parses them); integral
+//! floats (`1.0`) decode into integer fields; duplicate fields are found in
+//! create and update bodies, not in patches; a refused pod update lists the
+//! changed paths where upstream prints a `cmp.Diff` of the spec.
+//!
+//! Cost (`cargo bench --bench validation`, dev profile): building a kind's
+//! schema once, 5 ms (ConfigMap) to 50 ms (Pod); per write, ~50 µs for a
+//! 1 KiB ConfigMap and ~220 µs for a typical Pod.
 
 pub mod data;
 pub mod decode;
