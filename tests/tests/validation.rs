@@ -418,3 +418,44 @@ async fn kubectl_explain_describes_built_in_kinds() -> anyhow::Result<()> {
     plane.kubectl_ok(&["apply", "-f", f.to_str().unwrap_or_default()])?;
     Ok(())
 }
+
+#[tokio::test]
+async fn custom_resources_share_the_field_validation_rules() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    install_widgets(&client).await?;
+    let dir = tempfile::tempdir()?;
+    let f = manifest(
+        &dir,
+        "w.yaml",
+        "apiVersion: test.wasmlet.dev/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 2\n  bogus: 1\n",
+    )?;
+    // Warn: stored without the field, with the warning upstream sends.
+    let out = plane.kubectl(&[
+        "create",
+        "--validate=warn",
+        "-f",
+        f.to_str().unwrap_or_default(),
+    ])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning: unknown field \"spec.bogus\""),
+        "{stderr}"
+    );
+    let stored = plane.kubectl_ok(&["get", "widget", "w", "-o", "jsonpath={.spec}"])?;
+    assert!(!stored.contains("bogus"), "{stored}");
+    // Duplicate fields in a custom resource body under Strict.
+    let (code, body) = plane.raw(
+        "POST",
+        "/apis/test.wasmlet.dev/v1/namespaces/default/widgets?fieldValidation=Strict",
+        Some("application/json"),
+        Some(br#"{"apiVersion":"test.wasmlet.dev/v1","kind":"Widget","metadata":{"name":"d"},"spec":{"size":1,"size":2}}"#),
+    )?;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "strict decoding error: duplicate field \"spec.size\""
+    );
+    Ok(())
+}
