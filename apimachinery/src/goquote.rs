@@ -3,7 +3,7 @@
 //! to print messages byte-for-byte like kube-apiserver.
 
 /// Go's `%q` (strconv.Quote) for the strings that appear in messages.
-pub(crate) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -4,7 +4,7 @@
 //! serve requests, and the controller engine uses the selectors to filter caches.
 
 pub mod builtin;
-mod goquote;
+pub mod goquote;
 pub mod listtype;
 pub mod managedfields;
 pub mod names;

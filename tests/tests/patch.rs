@@ -1,7 +1,8 @@
 //! PATCH: JSON merge patch, JSON patch (RFC 6902), strategic merge patch and
 //! server-side apply, through the kube client's `Patch` variants.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use serde_json::json;
@@ -105,29 +106,44 @@ async fn merge_and_json_patch() -> anyhow::Result<()> {
 async fn strategic_merge_patch_merges_lists_by_key() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let p: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p"},
-        "spec": {"containers": [
-            {"name": "a", "image": "img-a:1", "env": [{"name": "X", "value": "1"}]},
-            {"name": "b", "image": "img-b:1"},
-        ]},
+    // Containers of a pod template (a pod's own spec is immutable, as upstream).
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let containers = |s: &StatefulSet| -> Vec<Container> {
+        s.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .clone()
+    };
+    let s: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "s"},
+        "spec": {"selector": {"matchLabels": {"app": "s"}}, "serviceName": "s", "template": {
+            "metadata": {"labels": {"app": "s"}},
+            "spec": {"containers": [
+                {"name": "a", "image": "img-a:1", "env": [{"name": "X", "value": "1"}]},
+                {"name": "b", "image": "img-b:1"},
+            ]},
+        }},
     }))?;
-    pods.create(&PostParams::default(), &p).await?;
+    sets.create(&PostParams::default(), &s).await?;
     let pp = PatchParams::default();
 
     // Containers merge by name: b's image changes, a stays, env merges by name.
-    let p = pods
+    let s = sets
         .patch(
-            "p",
+            "s",
             &pp,
-            &Patch::Strategic(json!({"spec": {"containers": [
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
                 {"name": "b", "image": "img-b:2"},
                 {"name": "a", "env": [{"name": "Y", "value": "2"}]},
-            ]}})),
+            ]}}}})),
         )
         .await?;
-    let cs = &p.spec.as_ref().unwrap().containers;
+    let cs = containers(&s);
     assert_eq!(cs.len(), 2);
     let a = cs.iter().find(|c| c.name == "a").unwrap();
     let b = cs.iter().find(|c| c.name == "b").unwrap();
@@ -144,23 +160,20 @@ async fn strategic_merge_patch_merges_lists_by_key() -> anyhow::Result<()> {
     assert!(env.contains(&"X") && env.contains(&"Y"));
 
     // $patch: delete removes one element by key.
-    let p = pods
+    let s = sets
         .patch(
-            "p",
+            "s",
             &pp,
-            &Patch::Strategic(json!({"spec": {"containers": [{"name": "b", "$patch": "delete"}]}})),
+            &Patch::Strategic(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}}}),
+            ),
         )
         .await?;
-    let names: Vec<&str> = p
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
+    let names: Vec<String> = containers(&s).into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["a"]);
 
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("p")).await?;
     // Status conditions merge by type (through /status).
     pods.patch_status(
         "p",

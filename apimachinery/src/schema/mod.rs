@@ -154,6 +154,21 @@ impl Structural {
         out
     }
 
+    /// Like [`Structural::prune`], but `apiVersion`, `kind` and `metadata`
+    /// are pruned by the schema too: for built-in kinds, whose schemas
+    /// describe them (upstream decodes them into typed structs, which drops
+    /// unknown fields in `metadata` as well).
+    pub fn prune_typed(&self, obj: &mut Value) -> Vec<String> {
+        let root = RootView {
+            node: &self.root,
+            embedded: false,
+        };
+        let mut out = Vec::new();
+        prune(obj, Some(&root), &mut String::new(), &mut out);
+        out.sort();
+        out
+    }
+
     /// Validates `obj` against the schema; empty when valid. Run it after
     /// [`Structural::default`] and [`Structural::prune`], as upstream does.
     pub fn validate(&self, obj: &Value) -> Vec<Cause> {

@@ -21,9 +21,12 @@
 //! - No admission webhooks or aggregation. Authorization is RBAC
 //!   ([`rbac`], [`authz`]) without aggregated ClusterRoles or the escalation
 //!   check; protobuf is read only for the access reviews (`kubectl auth can-i`).
-//! - Built-in kinds are validated only where wasmlet's controllers and agents
-//!   depend on a field; their OpenAPI schemas are open objects, so
-//!   `fieldValidation=Strict` finds unknown fields only in custom resources.
+//! - Built-in kinds are decoded against their published schemas (types,
+//!   unknown and duplicate fields, see [`validation`]), but of upstream's
+//!   hand-written validation only the rules wasmlet's controllers and agents
+//!   depend on, and those of ConfigMaps, Secrets and pod updates, are kept.
+//!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
+//!   `/openapi/v3` publishes their definitions; `/openapi/v2` has none.
 //! - DELETE returns the object (as for custom resources) for every kind.
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.
@@ -56,6 +59,7 @@ pub mod store;
 pub mod strategy;
 pub mod table;
 pub mod tls;
+pub mod validation;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

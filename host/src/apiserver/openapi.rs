@@ -4,8 +4,12 @@
 //! resource path and declares the `fieldValidation` parameter on PATCH, which
 //! is how kubectl learns that the server validates fields itself (it then
 //! sends `fieldValidation=Strict` instead of validating client-side).
-//! Custom resources carry their `openAPIV3Schema`; built-in kinds are
-//! described as open objects (their full schemas are not embedded).
+//! Custom resources carry their `openAPIV3Schema`; built-in kinds their
+//! published definitions (from k8s-openapi, see
+//! [`super::validation::schemas::openapi_for`]), so `kubectl explain` works;
+//! kinds without one here are open objects. PATCH does not list the
+//! strategic-merge content type, so kubectl computes apply patches from its
+//! own types (the definitions carry no patch strategies).
 //! `/openapi/v2` is a valid, definition-free document for old clients.
 
 use serde_json::{Map, Value, json};
@@ -108,13 +112,26 @@ pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> 
         if rt.group != group || !rt.versions.iter().any(|v| v == version) {
             continue;
         }
-        let name = schema_name(&rt, version);
+        let published = rt
+            .builtin
+            .then(|| super::validation::schemas::openapi_for(&rt.group, &rt.kind))
+            .flatten();
+        let name = match &published {
+            Some(p) => p.name.clone(),
+            None => schema_name(&rt, version),
+        };
         let schema_ref = format!("#/components/schemas/{name}");
-        let mut schema = match rt.schemas.get(version) {
-            Some(_) => rt
+        let mut schema = match (&published, rt.schemas.get(version)) {
+            (Some(p), _) => {
+                for (k, d) in &p.definitions {
+                    schemas.entry(k.clone()).or_insert_with(|| d.clone());
+                }
+                p.definitions.get(&name).cloned().unwrap_or_default()
+            }
+            (None, Some(_)) => rt
                 .openapi_schema(version)
                 .unwrap_or_else(|| json!({"type": "object"})),
-            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            (None, None) => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
         };
         schema["x-kubernetes-group-version-kind"] =
             json!([{"group": rt.group, "version": version, "kind": rt.kind}]);

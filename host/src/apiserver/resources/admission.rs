@@ -8,7 +8,8 @@ use super::super::meta;
 use super::super::registry::ResourceType;
 use super::super::status::{ApiError, ApiResult, Cause};
 use super::super::strategy;
-use super::{Address, FieldValidation, Resources, Sub, WriteOptions};
+use super::super::validation;
+use super::{Address, Resources, Sub, WriteOptions};
 
 impl Resources {
     pub(super) fn check_namespace(&self, rt: &ResourceType, ns: &str) -> ApiResult<()> {
@@ -85,27 +86,20 @@ impl Resources {
     }
 
     /// Defaults, prunes and validates a custom resource against its schema,
-    /// and validates built-in kinds.
+    /// and decodes and validates built-in kinds; `old` is the stored object
+    /// a main-resource update replaces (its rules come first, as upstream's).
     pub(super) fn admit(
         &self,
         rt: &ResourceType,
         version: &str,
         obj: &mut Value,
         opts: &WriteOptions,
+        old: Option<&Value>,
     ) -> ApiResult<()> {
         if let Some(schema) = rt.schemas.get(version) {
             schema.default(obj);
             let unknown = schema.prune(obj);
-            if !unknown.is_empty() && opts.field_validation == FieldValidation::Strict {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    list.join(", ")
-                )));
-            }
+            validation::field_problems(&unknown, opts)?;
             let causes: Vec<Cause> = schema
                 .validate(obj)
                 .into_iter()
@@ -118,8 +112,14 @@ impl Resources {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(rt, meta::name(obj), causes));
             }
+        } else if rt.builtin {
+            validation::decode(rt, version, obj, opts)?;
         }
-        let causes = strategy::validate(rt, obj);
+        let mut causes = old
+            .map(|old| validation::validate_update(rt, old, obj))
+            .unwrap_or_default();
+        causes.extend(strategy::validate(rt, obj));
+        causes.extend(validation::validate(rt, obj));
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, meta::name(obj), causes));
         }
@@ -205,7 +205,8 @@ impl Resources {
                 meta::set_finalizers(&mut new, after);
             }
         }
-        self.admit(rt, version, &mut new, opts)?;
+        let old_main = (sub == Sub::Main).then_some(old);
+        self.admit(rt, version, &mut new, opts, old_main)?;
         let causes = strategy::validate_update(rt, old, &new);
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, &name, causes));

@@ -65,7 +65,7 @@ impl Resources {
             m.insert("generation".into(), json!(1));
         }
         strategy::prepare_for_create(rt, &mut obj);
-        self.admit(rt, version, &mut obj, opts)?;
+        self.admit(rt, version, &mut obj, opts, None)?;
         if let Some(r) = &opts.requester {
             r.admit(self, rt, ns, Sub::Main, None, &obj)?;
         }

@@ -59,6 +59,10 @@ pub struct WriteOptions {
     /// The user making a client's write, for the checks that depend on who
     /// it is; `None` for the server's own writes.
     pub requester: Option<super::requester::Requester>,
+    /// Fields the request body names twice (reported per `field_validation`).
+    pub duplicates: Vec<String>,
+    /// What the response's `Warning` headers will say.
+    pub warnings: super::validation::Warnings,
 }
 
 impl Default for WriteOptions {
@@ -69,6 +73,8 @@ impl Default for WriteOptions {
             field_validation: FieldValidation::Warn,
             force: false,
             requester: None,
+            duplicates: Vec::new(),
+            warnings: Default::default(),
         }
     }
 }

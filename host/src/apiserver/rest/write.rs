@@ -10,6 +10,8 @@ use super::super::resources::{
     Address, DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
 };
 use super::super::status::{ApiError, ApiResult};
+use super::super::validation::decode::duplicate_fields;
+use super::super::validation::warning_header;
 use super::{Query, Target, json_response, parse_object, value_response};
 
 pub struct Req<'a> {
@@ -64,7 +66,19 @@ pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
             user: req.user.clone(),
             policy: req.policy.clone(),
         }),
+        ..Default::default()
     })
+}
+
+/// Adds one `Warning` header per warning the write collected (unknown or
+/// duplicate fields under `fieldValidation=Warn`).
+fn with_warnings(mut resp: Response, opts: &WriteOptions) -> Response {
+    for w in opts.warnings.take() {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&warning_header(&w)) {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+    resp
 }
 
 /// The object a PUT or PATCH of `t` writes.
@@ -100,14 +114,15 @@ pub async fn create(
     if t.rt.create_only {
         return super::subresources::create_only(state, t, obj, req).await;
     }
-    let opts = write_options(req)?;
+    let mut opts = write_options(req)?;
+    opts.duplicates = duplicate_fields(&body, req.content_type);
     let stored = state
         .resources
         .create(&t.rt, &t.version, t.ns(), obj, &opts)
         .await?;
-    Ok(json_response(
-        201,
-        state.resources.render(&t.rt, &t.version, &stored)?,
+    Ok(with_warnings(
+        json_response(201, state.resources.render(&t.rt, &t.version, &stored)?),
+        &opts,
     ))
 }
 
@@ -118,15 +133,19 @@ pub async fn update(
     req: &Req<'_>,
 ) -> ApiResult<Response> {
     let obj = parse_object(&body, req.content_type)?;
-    let opts = write_options(req)?;
+    let mut opts = write_options(req)?;
+    opts.duplicates = duplicate_fields(&body, req.content_type);
     let name = t.name.as_deref().unwrap_or_default();
     if t.subresource.as_deref() == Some("finalize") {
         return super::subresources::finalize_namespace(state, t, obj).await;
     }
     let w = state.resources.update(address(t, name), obj, &opts).await?;
-    Ok(json_response(
-        if w.created { 201 } else { 200 },
-        state.resources.render(&t.rt, &t.version, &w.object)?,
+    Ok(with_warnings(
+        json_response(
+            if w.created { 201 } else { 200 },
+            state.resources.render(&t.rt, &t.version, &w.object)?,
+        ),
+        &opts,
     ))
 }
 
@@ -180,9 +199,12 @@ pub async fn patch(
         .resources
         .patch(address(t, name), patch, &opts)
         .await?;
-    Ok(json_response(
-        if w.created { 201 } else { 200 },
-        state.resources.render(&t.rt, &t.version, &w.object)?,
+    Ok(with_warnings(
+        json_response(
+            if w.created { 201 } else { 200 },
+            state.resources.render(&t.rt, &t.version, &w.object)?,
+        ),
+        &opts,
     ))
 }
 
