@@ -34,6 +34,7 @@
 pub mod authn;
 pub mod authz;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod events;
 pub mod gc;
@@ -49,10 +50,13 @@ pub mod registry;
 pub mod resources;
 pub mod rest;
 pub mod satoken;
+pub mod serviceaccounts;
+pub mod services;
 pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
+mod table_core;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -165,6 +169,8 @@ impl ApiServer {
             watches: quota::WatchQuota::new(config.max_watches_per_user),
             rbac: Default::default(),
         });
+        services::bootstrap(&resources, addr).await?;
+        tokio::spawn(serviceaccounts::Controller::new(resources.clone()).run());
         tokio::spawn(gc::Controllers::new(resources).run());
 
         let app = router(state.clone());

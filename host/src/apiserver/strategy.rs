@@ -22,6 +22,7 @@ fn required(field: &str) -> Cause {
 
 /// Resets what a client may not set on create.
 pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+    super::defaults::apply(rt, obj, true);
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
             let mut status = json!({"phase": "Pending", "qosClass": "BestEffort"});

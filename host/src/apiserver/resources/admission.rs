@@ -119,6 +119,7 @@ impl Resources {
                 return Err(ApiError::invalid(rt, meta::name(obj), causes));
             }
         }
+        super::super::defaults::apply(rt, obj, false);
         let causes = strategy::validate(rt, obj);
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, meta::name(obj), causes));
@@ -192,7 +193,10 @@ impl Resources {
                 .get("generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            if meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status) {
+            super::super::services::keep_allocated(rt, old, &mut new);
+            if super::super::defaults::has_generation(rt)
+                && meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status)
+            {
                 meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));
             }
             // Finalizers cannot be added to an object on its way out.
