@@ -80,8 +80,8 @@ async fn a_bare_pod_reads_back_with_upstreams_defaults() -> anyhow::Result<()> {
     );
     assert_eq!(s.restart_policy.as_deref(), Some("Never"));
     assert_eq!(s.service_account_name.as_deref(), Some("robot"));
-    // Served at 1.33: neither pods nor config maps carry a generation.
-    assert_eq!(created["metadata"].get("generation"), None);
+    // Pods carry a generation (since 1.33), config maps do not.
+    assert_eq!(created["metadata"]["generation"], 1);
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let cm = cms
         .create(&PostParams::default(), &configmap("c", &[("k", "v")]))

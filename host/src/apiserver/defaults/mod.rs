@@ -45,19 +45,21 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
 
 /// Whether objects of this kind carry `metadata.generation`: upstream's
 /// strategies set it for kinds with a spec a controller acts on, and custom
-/// resources always have it. Pods get it only from 1.34 (the served version is
-/// 1.33), ConfigMaps, Secrets, Nodes, Events, Namespaces, Services and
-/// ServiceAccounts never.
+/// resources always have it. Pods have it since 1.33 (set on create whatever
+/// the PodObservedGenerationTracking gate); ConfigMaps, Secrets, Nodes,
+/// Events, Namespaces, Services and ServiceAccounts never.
 pub fn has_generation(rt: &ResourceType) -> bool {
     if !rt.builtin {
         return true;
     }
     matches!(
         (rt.group.as_str(), rt.resource.as_str()),
-        (
-            "apps",
-            "statefulsets" | "deployments" | "replicasets" | "daemonsets"
-        ) | ("policy", "poddisruptionbudgets")
+        ("", "pods")
+            | (
+                "apps",
+                "statefulsets" | "deployments" | "replicasets" | "daemonsets"
+            )
+            | ("policy", "poddisruptionbudgets")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
     )
 }
