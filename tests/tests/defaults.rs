@@ -364,3 +364,68 @@ async fn services_endpoints_and_cluster_info() -> anyhow::Result<()> {
     assert!(err.contains("provided IP is already allocated"), "{err}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_terminating_namespace_reports_what_remains() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "leaving"}}))?,
+    )
+    .await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "leaving");
+    let mut held = configmap("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &held).await?;
+    nss.delete("leaving", &DeleteParams::default()).await?;
+    let condition = |n: &Namespace, ty: &str| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == ty))
+            .map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
+    };
+    // Only the held config map is left: its finalizer keeps it.
+    let ns = eventually(WAIT, "conditions naming the held config map", || {
+        let nss = nss.clone();
+        async move {
+            nss.get_opt("leaving").await.ok().flatten().filter(|n| {
+                condition(n, "NamespaceContentRemaining").is_some_and(|(s, m)| {
+                    s == "True"
+                        && m == "Some resources are remaining: configmaps. has 1 resource instances"
+                })
+            })
+        }
+    })
+    .await?;
+    assert_eq!(
+        condition(&ns, "NamespaceFinalizersRemaining"),
+        Some((
+            "True".into(),
+            "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances".into()
+        ))
+    );
+    assert_eq!(
+        condition(&ns, "NamespaceDeletionDiscoveryFailure").map(|c| c.0),
+        Some("False".into())
+    );
+    assert_eq!(
+        ns.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    // The finalizer done, the namespace goes.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
+    eventually(WAIT, "the namespace gone", || {
+        let nss = nss.clone();
+        async move { matches!(nss.get_opt("leaving").await, Ok(None)).then_some(()) }
+    })
+    .await?;
+    Ok(())
+}

@@ -25,6 +25,15 @@
 //!   depend on a field; their OpenAPI schemas are open objects, so
 //!   `fieldValidation=Strict` finds unknown fields only in custom resources.
 //! - DELETE returns the object (as for custom resources) for every kind.
+//! - Built-in kinds are defaulted as upstream ([`defaults`]), but the
+//!   ServiceAccount admission neither rejects a pod whose ServiceAccount does
+//!   not exist (the `default` one is created by a controller, which a pod
+//!   created right after its namespace must not race) nor mounts a
+//!   `kube-api-access` token volume; the Priority admission knows no
+//!   PriorityClasses (priority 0 unless given).
+//! - Services, Endpoints and EndpointSlices are stored and served, with cluster
+//!   IPs from 10.96.0.0/12 ([`services`]); nothing proxies to them and no
+//!   controller fills Endpoints from pods.
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
@@ -42,6 +51,7 @@ pub mod logs;
 pub mod meta;
 pub mod metrics;
 pub mod nodeauthz;
+pub mod nsconditions;
 pub mod openapi;
 pub mod pki;
 pub mod quota;
