@@ -156,6 +156,7 @@ impl ApiServer {
         resources.load_crds();
         bootstrap(&resources).await?;
         rbac::bootstrap(&resources).await?;
+        defaults::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)
             .with_context(|| {

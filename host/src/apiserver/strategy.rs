@@ -25,7 +25,10 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     super::defaults::apply(rt, obj, true);
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
-            let mut status = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            let qos = obj
+                .get("spec")
+                .map_or("BestEffort", super::defaults::qos_class);
+            let mut status = json!({"phase": "Pending", "qosClass": qos});
             if obj
                 .pointer("/spec/nodeName")
                 .and_then(Value::as_str)

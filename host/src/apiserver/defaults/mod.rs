@@ -14,6 +14,9 @@ mod service;
 
 use serde_json::{Map, Value};
 
+pub use namespace::label_existing;
+pub use pod::qos_class;
+
 use super::registry::ResourceType;
 
 /// Fills upstream's defaults into `obj`. `create` adds what upstream's

@@ -196,3 +196,29 @@ fn field_ref(item: &mut Map<String, Value>) {
         default(f, "apiVersion", json!("v1"));
     }
 }
+
+/// The pod's QoS class from its (defaulted) containers' cpu and memory
+/// requests and limits, as upstream's `GetPodQOS`. Quantities are compared as
+/// written, so `1` and `1000m` count as different.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|g| spec.get(*g).and_then(Value::as_array))
+        .flatten();
+    let (mut any, mut guaranteed) = (false, true);
+    for c in containers {
+        let get = |kind: &str, r: &str| c.pointer(&format!("/resources/{kind}/{r}")).cloned();
+        for r in ["cpu", "memory"] {
+            let (req, lim) = (get("requests", r), get("limits", r));
+            any |= req.is_some() || lim.is_some();
+            if lim.is_none() || req != lim {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}

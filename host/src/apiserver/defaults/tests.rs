@@ -113,14 +113,37 @@ fn service_ports_default_protocol_and_target_port() {
 fn generation_only_where_upstream_has_it() {
     assert!(has_generation(&rt("apps", "statefulsets")));
     assert!(has_generation(&rt("policy", "poddisruptionbudgets")));
+    assert!(has_generation(&rt("", "pods")));
     for r in [
         "configmaps",
         "secrets",
         "nodes",
         "events",
         "namespaces",
-        "pods",
+        "services",
+        "serviceaccounts",
     ] {
         assert!(!has_generation(&rt("", r)), "{r}");
     }
+}
+
+#[test]
+fn qos_class_follows_requests_and_limits() {
+    let qos = |containers: serde_json::Value| {
+        let mut p = json!({"spec": {"containers": containers}});
+        apply(&rt("", "pods"), &mut p, true);
+        pod::qos_class(&p["spec"])
+    };
+    assert_eq!(qos(json!([{"name": "a", "image": "x"}])), "BestEffort");
+    // Limits alone: requests default to them, so guaranteed.
+    assert_eq!(
+        qos(
+            json!([{"name": "a", "image": "x", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}])
+        ),
+        "Guaranteed"
+    );
+    assert_eq!(
+        qos(json!([{"name": "a", "image": "x", "resources": {"requests": {"cpu": "1"}}}])),
+        "Burstable"
+    );
 }
