@@ -50,6 +50,7 @@ async fn a_bare_pod_reads_back_with_upstreams_defaults() -> anyhow::Result<()> {
     ] {
         assert_eq!(spec[field], want, "spec.{field} of {spec:#}");
     }
+    assert_eq!(created["status"]["qosClass"], "BestEffort");
     let c = &spec["containers"][0];
     // `busybox`: no tag, so `latest`, so pulled always.
     assert_eq!(c["imagePullPolicy"], "Always");
@@ -72,8 +73,20 @@ async fn a_bare_pod_reads_back_with_upstreams_defaults() -> anyhow::Result<()> {
     s.containers[0].image = Some("registry.example:5000/app:1.2".into());
     s.restart_policy = Some("Never".into());
     s.service_account_name = Some("robot".into());
+    // Limits alone: requests default to them, which makes the pod Guaranteed.
+    s.containers[0].resources = Some(serde_json::from_value(
+        json!({"limits": {"cpu": "500m", "memory": "64Mi"}}),
+    )?);
     let tagged = pods.create(&PostParams::default(), &tagged).await?;
+    let status = tagged.status.clone().unwrap_or_default();
+    assert_eq!(status.qos_class.as_deref(), Some("Guaranteed"));
     let s = tagged.spec.unwrap();
+    let requests = s.containers[0]
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.clone())
+        .unwrap_or_default();
+    assert_eq!(requests.get("memory").map(|q| q.0.as_str()), Some("64Mi"));
     assert_eq!(
         s.containers[0].image_pull_policy.as_deref(),
         Some("IfNotPresent")
