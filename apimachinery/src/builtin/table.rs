@@ -14,6 +14,14 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
     ("", "Secret", "core/Secret"),
     ("", "Event", "core/Event"),
     ("", "Binding", "core/Binding"),
+    ("", "Service", "core/Service"),
+    ("", "Endpoints", "core/Endpoints"),
+    ("", "ServiceAccount", "core/ServiceAccount"),
+    (
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "discovery/EndpointSlice",
+    ),
     ("apps", "StatefulSet", "apps/StatefulSet"),
     ("apps", "ControllerRevision", "apps/ControllerRevision"),
     (
@@ -302,6 +310,13 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 },
             },
         ],
+    },
+    TypeDef {
+        name: "core/Endpoints",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
     },
     TypeDef {
         name: "core/EphemeralContainer",
@@ -763,6 +778,62 @@ pub(crate) static TYPES: &[TypeDef] = &[
         }],
     },
     TypeDef {
+        name: "core/Service",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("core/ServiceSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/ServiceStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/ServiceAccount",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "secrets",
+                shape: S::List {
+                    smp: L::Map(&["name"]),
+                    ssa: L::Map(&["name"]),
+                    elem: None,
+                },
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/ServiceSpec",
+        fields: &[F {
+            json: "ports",
+            shape: S::List {
+                smp: L::Map(&["port"]),
+                ssa: L::Map(&["port", "protocol"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/ServiceStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
         name: "core/Volume",
         fields: &[F {
             json: "ephemeral",
@@ -790,6 +861,34 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 elem: None,
             },
         }],
+    },
+    TypeDef {
+        name: "discovery/Endpoint",
+        fields: &[F {
+            json: "addresses",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Set,
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "discovery/EndpointSlice",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "endpoints",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Atomic,
+                    elem: Some("discovery/Endpoint"),
+                },
+            },
+        ],
     },
     TypeDef {
         name: "events/Event",
@@ -857,4 +956,5 @@ pub(crate) static KEY_DEFAULTS: &[(&str, &str, &str, &str)] = &[
     ("core/Container", "ports", "protocol", r#""TCP""#),
     ("core/EphemeralContainer", "ports", "protocol", r#""TCP""#),
     ("core/PodSpec", "imagePullSecrets", "name", r#""""#),
+    ("core/ServiceSpec", "ports", "protocol", r#""TCP""#),
 ];

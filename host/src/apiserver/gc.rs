@@ -278,7 +278,8 @@ impl Controllers {
         }
         let snap = self.resources.store.snapshot();
         let mut remaining = 0;
-        for (key, _) in snap.objects.iter() {
+        let mut left = super::nsconditions::Remaining::default();
+        for (key, s) in snap.objects.iter() {
             let Some((_, _, kns, kname)) = split_key(key) else {
                 continue;
             };
@@ -292,7 +293,18 @@ impl Controllers {
                 continue;
             }
             remaining += 1;
+            if let Some(v) = parsed(s) {
+                left.add(&rt.resource, &rt.group, &v);
+            }
             self.delete(&rt, kns, kname, None).await;
+        }
+        if let Ok(nsrt) = self.resources.registry.builtin("", "v1", "namespaces")
+            && let Err(e) = self
+                .resources
+                .modify(&nsrt, "", ns, |old| left.apply(old))
+                .await
+        {
+            tracing::warn!(namespace = %ns, error = %e, "writing namespace conditions failed");
         }
         if remaining == 0 {
             let nsrt = self.resources.registry.builtin("", "v1", "namespaces");

@@ -28,6 +28,15 @@
 //!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
 //!   `/openapi/v3` publishes their definitions; `/openapi/v2` has none.
 //! - DELETE returns the object (as for custom resources) for every kind.
+//! - Built-in kinds are defaulted as upstream ([`defaults`]), but the
+//!   ServiceAccount admission neither rejects a pod whose ServiceAccount does
+//!   not exist (the `default` one is created by a controller, which a pod
+//!   created right after its namespace must not race) nor mounts a
+//!   `kube-api-access` token volume; the Priority admission knows no
+//!   PriorityClasses (priority 0 unless given).
+//! - Services, Endpoints and EndpointSlices are stored and served, with cluster
+//!   IPs from 10.96.0.0/12 ([`services`]); nothing proxies to them and no
+//!   controller fills Endpoints from pods.
 //! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
 //!   `spec.nodeName` and `status.phase`.
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
@@ -37,6 +46,7 @@
 pub mod authn;
 pub mod authz;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod events;
 pub mod gc;
@@ -45,6 +55,7 @@ pub mod meta;
 pub mod metrics;
 pub mod nodeauthz;
 pub mod noderestriction;
+pub mod nsconditions;
 pub mod openapi;
 pub mod pki;
 pub mod quota;
@@ -54,10 +65,13 @@ pub mod requester;
 pub mod resources;
 pub mod rest;
 pub mod satoken;
+pub mod serviceaccounts;
+pub mod services;
 pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
+mod table_core;
 pub mod tls;
 pub mod validation;
 
@@ -148,6 +162,7 @@ impl ApiServer {
         resources.load_crds();
         bootstrap(&resources).await?;
         rbac::bootstrap(&resources).await?;
+        defaults::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)
             .with_context(|| {
@@ -172,6 +187,8 @@ impl ApiServer {
             rbac: Default::default(),
         });
         tokio::spawn(rbac::aggregate::run(resources.clone()));
+        services::bootstrap(&resources, addr).await?;
+        tokio::spawn(serviceaccounts::Controller::new(resources.clone()).run());
         tokio::spawn(gc::Controllers::new(resources).run());
 
         let app = router(state.clone());

@@ -213,6 +213,36 @@ const BUILTINS: &[Builtin] = &[
         )
     },
     b(
+        "",
+        "v1",
+        "services",
+        "service",
+        "Service",
+        true,
+        &["svc"],
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "endpoints",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+    ),
+    b(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
+        true,
+        &[],
+        false,
+    ),
+    b(
         "events.k8s.io",
         "v1",
         "events",
@@ -365,7 +395,7 @@ fn builtin(def: &Builtin) -> ResourceType {
         kind: def.kind.into(),
         namespaced: def.namespaced,
         short_names: def.short.iter().map(|s| s.to_string()).collect(),
-        categories: if matches!(def.resource, "pods" | "statefulsets") {
+        categories: if matches!(def.resource, "pods" | "statefulsets" | "services") {
             vec!["all".into()]
         } else {
             vec![]

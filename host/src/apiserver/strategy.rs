@@ -22,9 +22,13 @@ fn required(field: &str) -> Cause {
 
 /// Resets what a client may not set on create.
 pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+    super::defaults::apply(rt, obj, true);
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
-            let mut status = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            let qos = obj
+                .get("spec")
+                .map_or("BestEffort", super::defaults::qos_class);
+            let mut status = json!({"phase": "Pending", "qosClass": qos});
             if obj
                 .pointer("/spec/nodeName")
                 .and_then(Value::as_str)

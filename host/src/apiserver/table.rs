@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::meta;
 use super::registry::ResourceType;
 
-fn age(obj: &Value) -> String {
+pub(super) fn age(obj: &Value) -> String {
     let Some(ts) = meta::meta_str(obj, "creationTimestamp") else {
         return "<unknown>".into();
     };
@@ -32,7 +32,7 @@ pub fn human_duration(s: i64) -> String {
     }
 }
 
-fn col(name: &str, ty: &str, priority: i64) -> Value {
+pub(super) fn col(name: &str, ty: &str, priority: i64) -> Value {
     let format = if name == "Name" { "name" } else { "" };
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
@@ -78,6 +78,9 @@ fn pod_status(pod: &Value) -> String {
 
 fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     let name = json!(meta::name(obj));
+    if let Some(c) = super::table_core::cells(rt, obj, name.clone()) {
+        return c;
+    }
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
             let statuses = obj

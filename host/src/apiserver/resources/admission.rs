@@ -115,6 +115,7 @@ impl Resources {
         } else if rt.builtin {
             validation::decode(rt, version, obj, opts)?;
         }
+        super::super::defaults::apply(rt, obj, false);
         let mut causes = old
             .map(|old| validation::validate_update(rt, old, obj))
             .unwrap_or_default();
@@ -192,7 +193,10 @@ impl Resources {
                 .get("generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            if meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status) {
+            super::super::services::keep_allocated(rt, old, &mut new);
+            if super::super::defaults::has_generation(rt)
+                && meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status)
+            {
                 meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));
             }
             // Finalizers cannot be added to an object on its way out.

@@ -62,9 +62,14 @@ impl Resources {
                 "creationTimestamp".into(),
                 Value::String(meta::now_rfc3339()),
             );
-            m.insert("generation".into(), json!(1));
+            if super::super::defaults::has_generation(rt) {
+                m.insert("generation".into(), json!(1));
+            } else {
+                m.remove("generation");
+            }
         }
         strategy::prepare_for_create(rt, &mut obj);
+        super::super::services::allocate(self, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
         if let Some(r) = &opts.requester {
             r.admit(self, rt, ns, Sub::Main, None, &obj)?;
