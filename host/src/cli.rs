@@ -80,6 +80,8 @@ struct HostArgs {
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     debug_cache_delay_ms: u64,
+    #[command(flatten)]
+    builtin: crate::builtins::BuiltinArgs,
 }
 
 #[derive(clap::Args, Clone)]
@@ -257,11 +259,17 @@ async fn run_host(
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
     let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
-    let plugins = match &host.plugins {
+    let (dir, builtin_dir) =
+        crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
+    let plugins = match dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
-            Some(PluginSet::new(engine.clone(), dir, Some(cluster.clone())))
+            let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
+            if let Some(b) = builtin_dir {
+                set.set_builtin_dir(&b);
+            }
+            Some(set)
         }
         None => None,
     };
@@ -512,10 +520,11 @@ async fn main_async(cli: Cli) -> Result<()> {
         }
         Command::Up {
             server,
-            host,
+            mut host,
             node,
             no_node,
         } => {
+            host.builtin.on_by_default = true;
             let s = start_server(&server).await?;
             // The host and the node agent each get an identity of their own
             // (client certificates of the plane's CA), as on a real cluster.
