@@ -18,6 +18,7 @@
 //! must not take every later caller (and the host) down with it.
 
 pub mod apiserver;
+pub mod builtins;
 pub mod cli;
 pub mod cluster;
 pub mod controller;

@@ -58,6 +58,9 @@ pub trait Host {
     ) -> Result<(), raw::ClientError> {
         Err(unsupported("client.evict"))
     }
+    fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
+        Err(unsupported("client.bind"))
+    }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         Err(unsupported("client.record-event"))
     }
@@ -206,6 +209,9 @@ impl Host for Imports {
         options: &raw::DeleteOptions,
     ) -> Result<(), raw::ClientError> {
         raw::evict(namespace, name, options)
+    }
+    fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
+        raw::bind(namespace, name, node)
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         raw::record_event(event)

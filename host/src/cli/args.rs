@@ -42,6 +42,8 @@ pub struct HostArgs {
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     pub debug_cache_delay_ms: u64,
+    #[command(flatten)]
+    pub builtin: crate::builtins::BuiltinArgs,
 }
 
 #[derive(clap::Args, Clone)]

@@ -84,11 +84,17 @@ pub(super) async fn run_host(
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
     let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
-    let plugins = match &host.plugins {
+    let (dir, builtin_dir) =
+        crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
+    let plugins = match dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
-            Some(PluginSet::new(engine.clone(), dir, Some(cluster.clone())))
+            let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
+            if let Some(b) = builtin_dir {
+                set.set_builtin_dir(&b);
+            }
+            Some(set)
         }
         None => None,
     };

@@ -91,10 +91,11 @@ async fn main_async(cli: Cli) -> Result<()> {
         }
         Command::Up {
             server,
-            host,
+            mut host,
             node,
             no_node,
         } => {
+            host.builtin.on_by_default = true;
             let s = start_server(&server).await?;
             // The host and the node agent each get an identity of their own
             // (client certificates of the plane's CA), as on a real cluster.

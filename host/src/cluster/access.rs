@@ -76,6 +76,14 @@ pub trait ClusterAccess: Send + Sync {
         name: &'a str,
         opts: &'a Delete,
     ) -> BoxFuture<'a, Result<(), ClientError>>;
+
+    /// The `pods/binding` subresource; returns the bound pod's resourceVersion.
+    fn bind<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
 }
 
 impl ClusterAccess for Cluster {
@@ -154,5 +162,14 @@ impl ClusterAccess for Cluster {
         opts: &'a Delete,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(Cluster::evict(self, namespace, name, opts))
+    }
+
+    fn bind<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
+        Box::pin(Cluster::bind(self, namespace, name, node))
     }
 }

@@ -228,4 +228,27 @@ impl Cluster {
         .await?;
         Ok(())
     }
+
+    /// Binds a pod to `node` (`POST .../pods/NAME/binding`), then reads the pod
+    /// back from the API server: the binding's answer is a Status, and the
+    /// caller's expectations need the resourceVersion the binding made.
+    pub async fn bind(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+    ) -> Result<String, ClientError> {
+        let api: Api<Pod> = Api::namespaced(self.client().clone(), namespace);
+        let binding = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let _: serde_json::Value = api
+            .create_subresource("binding", name, &Default::default(), &binding)
+            .await?;
+        let pod = api.get(name).await?;
+        Ok(pod.metadata.resource_version.unwrap_or_default())
+    }
 }

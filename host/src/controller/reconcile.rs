@@ -14,7 +14,13 @@ use super::controller::{Controller, Outcome, Written, split_key};
 use super::expectations::Seen;
 use super::status::{GuestResult, desired_status, status_of};
 use crate::cluster::ClientError;
+use crate::plugin::manifest::ExpectationScope;
 use crate::plugin::outcome::Finalized;
+use crate::plugin::sandbox::Write;
+
+/// The expectations key of a plugin's writes when they hold back all its keys
+/// (no object key is empty).
+const PLUGIN_KEY: &str = "";
 
 impl Controller {
     pub(super) async fn worker(self: Arc<Self>) {
@@ -115,7 +121,15 @@ impl Controller {
             self.written_lock().remove(key);
             return Outcome::Success;
         };
-        if let Err(wait) = self.expectations.check(key, self.lookup()) {
+        let plugin_wide = self.plugin_wide_expectations();
+        let held = self.expectations.check(key, self.lookup()).and_then(|()| {
+            if plugin_wide {
+                self.expectations.check(PLUGIN_KEY, self.lookup())
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(wait) = held {
             // Our own writes are not in the cache yet: acting now would act twice.
             self.queue
                 .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
@@ -140,9 +154,7 @@ impl Controller {
             };
             return match plugin.finalize(key, &obj_json).await {
                 Ok((Ok(Finalized::Done), report)) => {
-                    self.expectations.record(key, &report.writes, |av, k| {
-                        self.caches.existing(av, k).is_some()
-                    });
+                    self.record_writes(key, &report.writes);
                     finalizers.retain(|x| *x != f);
                     match self.set_finalizers(&obj, finalizers).await {
                         Ok(()) => {
@@ -181,9 +193,7 @@ impl Controller {
 
         let (result, outcome) = match plugin.reconcile(key, &obj_json).await {
             Ok((Ok(o), report)) => {
-                self.expectations.record(key, &report.writes, |av, k| {
-                    self.caches.existing(av, k).is_some()
-                });
+                self.record_writes(key, &report.writes);
                 let requeue = o.requeue_after;
                 let result = GuestResult {
                     status: o.status,
@@ -193,9 +203,7 @@ impl Controller {
                 (result, Ok((requeue, report.retry_soon)))
             }
             Ok((Err(e), report)) => {
-                self.expectations.record(key, &report.writes, |av, k| {
-                    self.caches.existing(av, k).is_some()
-                });
+                self.record_writes(key, &report.writes);
                 tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = e.terminal, "reconcile returned an error");
                 let result = GuestResult {
                     status: e.status,
@@ -213,6 +221,15 @@ impl Controller {
                 (result, Err((false, false)))
             }
         };
+        if !self
+            .manifest
+            .reconciles
+            .as_ref()
+            .is_none_or(|r| r.host_status)
+        {
+            // The guest owns this kind's status: only the outcome counts.
+            return self.settle(key, outcome);
+        }
         let generation = obj.metadata.generation.unwrap_or(0);
         let current = status_of(&obj.data);
         // What the host last sent stands for the stored status while the
@@ -256,6 +273,15 @@ impl Controller {
                 },
             );
         }
+        self.settle(key, outcome)
+    }
+
+    /// Queues `key` again (or not) as the reconcile's outcome asks.
+    fn settle(
+        &self,
+        key: &str,
+        outcome: Result<(Option<Duration>, bool), (bool, bool)>,
+    ) -> Outcome {
         match outcome {
             Ok((_, true)) | Err((false, true)) => {
                 self.queue.add_soon(key.to_string());
@@ -288,6 +314,23 @@ impl Controller {
                 tracing::info!(?retry_in, "reconcile failed; retrying with back-off");
                 Outcome::Error
             }
+        }
+    }
+
+    fn plugin_wide_expectations(&self) -> bool {
+        self.manifest
+            .reconciles
+            .as_ref()
+            .is_some_and(|r| r.expectations == ExpectationScope::Plugin)
+    }
+
+    /// Remembers a reconcile's writes under its key (and, with plugin-wide
+    /// expectations, under the plugin's too).
+    fn record_writes(&self, key: &str, writes: &[Write]) {
+        let cached = |av: &str, k: &str| self.caches.existing(av, k).is_some();
+        self.expectations.record(key, writes, cached);
+        if self.plugin_wide_expectations() {
+            self.expectations.record(PLUGIN_KEY, writes, cached);
         }
     }
 

@@ -38,6 +38,30 @@ pub struct Reconciles {
     pub kind: String,
     pub namespace: Option<String>,
     pub label_selector: Option<String>,
+    /// `false`: the host never writes the reconciled object's status (no
+    /// conditions, no `Ready`): for kinds whose status others own, such as a
+    /// scheduler's Pods, which the guest changes through its own calls.
+    #[serde(default = "default_true")]
+    pub host_status: bool,
+    /// Whose writes hold a key back until the caches have seen them.
+    #[serde(default)]
+    pub expectations: ExpectationScope,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `object`: a reconcile's writes hold back only its own key (a controller of
+/// independent objects). `plugin`: they hold back every key of the plugin, as
+/// kube-scheduler's assumed pods do: a decision that reads what earlier
+/// decisions wrote (a node's free memory) never runs on a cache without them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectationScope {
+    #[default]
+    Object,
+    Plugin,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

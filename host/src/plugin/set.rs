@@ -49,6 +49,8 @@ impl Slot {
 pub struct PluginSet {
     engine: PluginEngine,
     dir: PathBuf,
+    /// Built-in plugins: loaded unless `dir` holds a plugin of the same name.
+    builtin_dir: RwLock<Option<PathBuf>>,
     cluster: Option<Arc<Cluster>>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
@@ -76,6 +78,7 @@ impl PluginSet {
         Arc::new(PluginSet {
             engine,
             dir: dir.to_path_buf(),
+            builtin_dir: RwLock::new(None),
             cluster,
             workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
@@ -89,6 +92,23 @@ impl PluginSet {
     /// Makes this set able to run providers (node agents call this before the first scan).
     pub fn set_workloads(&self, w: Arc<dyn super::provider::Workloads>) {
         *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
+    }
+
+    /// Also loads the plugins of `dir` (the built-in ones) whose names the
+    /// plugin directory does not hold: a user's plugin replaces a built-in one.
+    pub fn set_builtin_dir(&self, dir: &Path) {
+        *self.builtin_dir.write().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
+    }
+
+    /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`.
+    fn plugins_in(dir: &Path) -> std::io::Result<BTreeSet<String>> {
+        Ok(std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| !n.starts_with('.'))
+            .filter_map(|n| n.strip_suffix(".wasm").map(str::to_string))
+            .filter(|n| dir.join(format!("{n}.toml")).exists())
+            .collect())
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<PluginEvent> {
@@ -195,26 +215,35 @@ impl PluginSet {
         let _one = self.scanning.lock().await;
         let mut failures = Vec::new();
         let mut present = BTreeSet::new();
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
+        let names = match Self::plugins_in(&self.dir) {
+            Ok(n) => n,
             Err(e) => {
                 tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory");
                 return failures;
             }
         };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| !n.starts_with('.'))
-            .filter_map(|n| n.strip_suffix(".wasm").map(str::to_string))
-            .collect();
-        names.sort();
-        for name in names {
-            let wasm = self.dir.join(format!("{name}.wasm"));
-            let toml = self.dir.join(format!("{name}.toml"));
-            if !toml.exists() {
-                continue;
+        let mut sources: BTreeMap<String, PathBuf> =
+            names.into_iter().map(|n| (n, self.dir.clone())).collect();
+        let builtin = self
+            .builtin_dir
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(dir) = builtin {
+            match Self::plugins_in(&dir) {
+                Ok(names) => {
+                    for n in names {
+                        sources.entry(n).or_insert_with(|| dir.clone());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read the built-in plugin directory")
+                }
             }
+        }
+        for (name, dir) in sources {
+            let wasm = dir.join(format!("{name}.wasm"));
+            let toml = dir.join(format!("{name}.toml"));
             present.insert(name.clone());
             let Ok(fp) = fingerprint(&wasm, &toml) else {
                 continue;

@@ -186,6 +186,13 @@ impl Client {
         Ok(with_host(|h| h.evict(namespace, name, &params.to_raw()))?)
     }
 
+    /// Assigns a pod to `node` through the `pods/binding` subresource, as a
+    /// scheduler does (manifest: `create` on `pods/binding`). `Conflict` when the
+    /// pod is already assigned or being deleted.
+    pub fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), ClientError> {
+        Ok(with_host(|h| h.bind(namespace, name, node))?)
+    }
+
     /// Records `event`, which must name what it is about (`Event::regarding`);
     /// `Context::event` fills that in with the object being reconciled.
     pub fn event(&self, event: &Event) -> Result<(), ClientError> {

@@ -363,6 +363,27 @@ impl Host for FakeHost {
         Ok(())
     }
 
+    fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
+        self.check("Pod", "bind")?;
+        let key = (
+            "v1".to_owned(),
+            "Pod".to_owned(),
+            Some(namespace.to_owned()),
+            name.to_owned(),
+        );
+        let mut objects = self.inner.objects.borrow_mut();
+        let pod = objects.get_mut(&key).ok_or(raw::ClientError::NotFound)?;
+        if let Some(n) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+            return Err(raw::ClientError::Conflict(format!(
+                "pod {name} is already assigned to node \"{n}\""
+            )));
+        }
+        pod["spec"]["nodeName"] = serde_json::json!(node);
+        drop(objects);
+        self.record("bind", &key);
+        Ok(())
+    }
+
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         self.inner.events.borrow_mut().push(event.clone());
         Ok(())

@@ -350,6 +350,35 @@ impl client::Host for State {
         Ok(())
     }
 
+    async fn bind(
+        &mut self,
+        namespace: String,
+        name: String,
+        node: String,
+    ) -> Result<(), ClientError> {
+        if !self.plugin.manifest.allows("", "pods/binding", "create") {
+            return Err(self.deny("", "create pods/binding"));
+        }
+        let api = self
+            .plugin
+            .api
+            .clone()
+            .ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
+        let r = self
+            .deadline()
+            .bound(api.bind(&namespace, &name, &node))
+            .await;
+        let resource_version = self.note(r)?;
+        self.writes.push(Write::Updated {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some(namespace),
+            name,
+            resource_version,
+        });
+        Ok(())
+    }
+
     async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
         let Some(sink) = &self.plugin.events else {
             return Err(ClientError::Unavailable(
