@@ -147,7 +147,10 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
             Err(e) => return Err(e.into()),
         }
     } else {
-        let patch = json!({"metadata": {"labels": labels}, "spec": {"taints": taints}});
+        // Taints are the node's only at registration (as the kubelet's
+        // --register-with-taints): later ones are the admin's, and
+        // NodeRestriction forbids a node to change them.
+        let patch = json!({"metadata": {"labels": labels}});
         nodes
             .patch(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
