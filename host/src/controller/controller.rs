@@ -126,6 +126,8 @@ pub struct Controller {
     pub leading: Leadership,
     /// Per key, the status last sent and what the server kept of it.
     pub(super) written: std::sync::Mutex<HashMap<String, Written>>,
+    /// The host's own status writes: their watch events reconcile nothing.
+    pub(super) own_writes: super::own_writes::OwnWrites,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
 }
@@ -192,6 +194,7 @@ impl Controller {
             manifest: manifest.clone(),
             leading,
             written: Default::default(),
+            own_writes: Default::default(),
             warned_pruned: Default::default(),
         });
         let mut tasks = JoinSet::new();

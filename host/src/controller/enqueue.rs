@@ -44,6 +44,13 @@ impl Controller {
             return;
         };
         let key = key_of(o.metadata.namespace.as_deref(), name);
+        if !initial
+            && !self
+                .own_writes
+                .needs_reconcile(&key, o.metadata.resource_version.as_deref())
+        {
+            return;
+        }
         let generation = o.metadata.generation.unwrap_or(0);
         let observed = o
             .data
@@ -79,6 +86,7 @@ impl Controller {
                         let key = key_of(o.metadata.namespace.as_deref(), n);
                         self.expectations.forget(&key);
                         self.written_lock().remove(&key);
+                        self.own_writes.forget(&key);
                     }
                 }
                 Ok(CacheEvent::Synced) => {}

@@ -16,6 +16,7 @@ pub mod expectations;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+mod own_writes;
 mod reconcile;
 pub mod source;
 pub mod status;

@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::controller::{Controller, Outcome, Written, split_key};
 use super::expectations::Seen;
 use super::status::{GuestResult, desired_status, status_of};
+use super::workqueue::Priority;
 use crate::cluster::ClientError;
 use crate::plugin::manifest::ExpectationScope;
 use crate::plugin::outcome::Finalized;
@@ -119,6 +120,7 @@ impl Controller {
             self.queue.forget(&key.to_string());
             self.expectations.forget(key);
             self.written_lock().remove(key);
+            self.own_writes.forget(key);
             return Outcome::Success;
         };
         let plugin_wide = self.plugin_wide_expectations();
@@ -252,11 +254,20 @@ impl Controller {
                 field_manager: Some(self.config.field_manager.clone()),
                 ..Default::default()
             };
-            let stored = match self
+            self.own_writes.begin(key);
+            let response = self
                 .api_in(ns)
                 .patch_status(name, &params, &Patch::Merge(patch))
-                .await
-            {
+                .await;
+            let rv = response
+                .as_ref()
+                .ok()
+                .and_then(|s| s.metadata.resource_version.as_deref());
+            if self.own_writes.finish(key, rv) {
+                // A change by someone else came while the write was in flight.
+                self.queue.add(key.to_string(), Priority::High);
+            }
+            let stored = match response {
                 Ok(stored) => stored,
                 Err(e) => return self.retry(key, &e.into()),
             };

@@ -1,0 +1,498 @@
+//! wasmlet against kube-runtime, side by side (issue 16): the same Widget
+//! reconciler (status `{summary: "size=N"}`) as a native kube-runtime 5.0
+//! `Controller` and as a wasmlet wasm plugin (guests/testing/widget), each
+//! against a fresh embedded plane (`wasmlet apiserver`, its own process), the
+//! controller in its own process so its CPU and peak RSS are its own.
+//!
+//! Run: `scripts/build-guests && cargo bench -p wasmlet --bench versus`.
+//! `BENCH_OBJECTS` (default 20000), `BENCH_CONCURRENCY` (default `1,16`),
+//! `BENCH_ARMS` (default `kube-runtime,wasmlet`), `BENCH_LATE` (objects created
+//! 2 s and 10 s after the controller starts, default 10 each).
+//!
+//! Per arm: seconds from the controller's start to every status written,
+//! reconcile calls and PATCHes per object (counted after the controller has
+//! been quiet for 2 s), controller CPU seconds (utime + stime) and peak RSS
+//! (VmHWM), the plane's CPU and peak RSS, and the late objects' p99 latency.
+
+#[path = "versus/native.rs"]
+mod native;
+#[path = "versus/probe.rs"]
+mod probe;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+
+use native::{Widget, WidgetSpec};
+
+const NS: &str = "bench";
+const WASMLET: &str = env!("CARGO_BIN_EXE_wasmlet");
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Arm {
+    KubeRuntime,
+    Wasmlet,
+}
+
+impl Arm {
+    fn name(self) -> &'static str {
+        match self {
+            Arm::KubeRuntime => "kube-runtime",
+            Arm::Wasmlet => "wasmlet",
+        }
+    }
+}
+
+struct Measured {
+    arm: Arm,
+    concurrency: u16,
+    seconds: f64,
+    reconciles_per_object: f64,
+    patches_per_object: f64,
+    cpu_at_done: f64,
+    cpu: f64,
+    rss_mib: f64,
+    plane_cpu: f64,
+    plane_rss_mib: f64,
+    /// (seconds after start, p99 ms) of the late objects.
+    late: Vec<(u64, f64)>,
+}
+
+/// What the orchestrator's own watch has seen.
+#[derive(Default, Clone)]
+struct Progress {
+    listed: bool,
+    /// Objects (not late ones) whose status is written.
+    done: usize,
+    /// Late objects whose status is written, and when.
+    late_done: HashMap<String, Instant>,
+}
+
+fn written(w: &Widget) -> bool {
+    let want = format!("size={}", w.spec.size);
+    w.status.as_ref().and_then(|s| s.summary.as_deref()) == Some(want.as_str())
+}
+
+async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Starts `wasmlet apiserver` in `dir` and waits until it answers.
+async fn start_plane(dir: &Path) -> anyhow::Result<(Child, kube::Client, PathBuf)> {
+    let child = Command::new(WASMLET)
+        .args(["apiserver", "--port", "0", "--data-dir"])
+        .arg(dir)
+        .env("WASMLET_LOG", "error")
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting wasmlet apiserver")?;
+    let kubeconfig = dir.join("kubeconfig");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if kubeconfig.exists()
+            && let Ok(client) = client_for(&kubeconfig).await
+            && client.apiserver_version().await.is_ok()
+        {
+            return Ok((child, client, kubeconfig));
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the API server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn setup_objects(client: &kube::Client, crd_yaml: &str, n: usize) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &serde_yaml::from_str(crd_yaml)?)
+        .await?;
+    let nsapi: Api<Namespace> = Api::all(client.clone());
+    nsapi
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+        )
+        .await?;
+    let api: Api<Widget> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.list(&ListParams::default().limit(1)).await.is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "the Widget CRD is not served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let w = Widget::new(&format!("w{i}"), WidgetSpec { size: i as i64 });
+                api.create(&PostParams::default(), &w).await
+            }
+        })
+        .buffer_unordered(32)
+        .try_for_each(|_| async { Ok(()) })
+        .await?;
+    Ok(())
+}
+
+/// Follows every Widget's status from the orchestrator's own watch.
+fn follow(client: &kube::Client) -> tokio::sync::watch::Receiver<Progress> {
+    let (tx, rx) = tokio::sync::watch::channel(Progress::default());
+    let api: Api<Widget> = Api::namespaced(client.clone(), NS);
+    tokio::spawn(async move {
+        let mut seen = std::collections::HashSet::new();
+        let mut s = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = s.next().await {
+            let w = match ev {
+                Ok(watcher::Event::InitDone) => {
+                    tx.send_modify(|p| p.listed = true);
+                    continue;
+                }
+                Ok(watcher::Event::Apply(w)) | Ok(watcher::Event::InitApply(w)) => w,
+                _ => continue,
+            };
+            let name = w.metadata.name.clone().unwrap_or_default();
+            if !written(&w) || !seen.insert(name.clone()) {
+                continue;
+            }
+            let now = Instant::now();
+            tx.send_modify(|p| {
+                if name.starts_with("late") {
+                    p.late_done.insert(name, now);
+                } else {
+                    p.done += 1;
+                }
+            });
+        }
+    });
+    rx
+}
+
+/// The controller process of `arm` and how to read its reconcile count.
+struct Controller {
+    child: Child,
+    count: Arc<AtomicU64>,
+    metrics: Option<tokio::sync::watch::Receiver<Option<String>>>,
+}
+
+impl Controller {
+    async fn reconciles(&self) -> u64 {
+        match &self.metrics {
+            None => self.count.load(Ordering::Relaxed),
+            Some(rx) => {
+                let Some(addr) = rx.borrow().clone() else {
+                    return 0;
+                };
+                match probe::scrape(&addr).await {
+                    Ok(t) => probe::counter_sum(
+                        &t,
+                        "controller_runtime_reconcile_total",
+                        &["controller=\"widget\""],
+                    ) as u64,
+                    Err(_) => 0,
+                }
+            }
+        }
+    }
+}
+
+fn start_controller(
+    arm: Arm,
+    concurrency: u16,
+    kubeconfig: &Path,
+    dir: &Path,
+    plugins: &Path,
+) -> anyhow::Result<Controller> {
+    let mut cmd = match arm {
+        Arm::KubeRuntime => {
+            let mut c = Command::new(std::env::current_exe()?);
+            c.env("VERSUS_ROLE", "kube-runtime")
+                .env("KUBECONFIG", kubeconfig)
+                .env("BENCH_CONCURRENCY", concurrency.to_string());
+            c
+        }
+        Arm::Wasmlet => {
+            let pdir = dir.join("plugins");
+            std::fs::create_dir_all(&pdir)?;
+            let mut manifest: toml::Table =
+                toml::from_str(&std::fs::read_to_string(plugins.join("widget.toml"))?)?;
+            manifest
+                .get_mut("limits")
+                .and_then(|l| l.as_table_mut())
+                .context("widget.toml has no [limits]")?
+                .insert("concurrency".into(), i64::from(concurrency).into());
+            std::fs::write(pdir.join("widget.toml"), toml::to_string(&manifest)?)?;
+            std::fs::copy(plugins.join("widget.wasm"), pdir.join("widget.wasm"))?;
+            let mut c = Command::new(WASMLET);
+            c.arg("run")
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .arg("--plugins")
+                .arg(&pdir)
+                .arg("--data-dir")
+                .arg(dir.join("host"))
+                .args(["--metrics-addr", "127.0.0.1:0", "--resync-seconds", "86400"])
+                .env("WASMLET_LOG", "error");
+            c
+        }
+    };
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting the {} controller", arm.name()))?;
+    let count = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().context("no stdout")?).lines();
+    {
+        let count = count.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Some(n) = l.strip_prefix("reconciles ") {
+                    count.store(n.trim().parse().unwrap_or(0), Ordering::Relaxed);
+                } else if let Some(rest) = l.split_once("metrics on http://").map(|(_, r)| r) {
+                    let addr = rest.trim_end_matches("/metrics").to_string();
+                    let _ = tx.send(Some(addr));
+                }
+            }
+        });
+    }
+    Ok(Controller {
+        child,
+        count,
+        metrics: (arm == Arm::Wasmlet).then_some(rx),
+    })
+}
+
+fn p99(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+async fn run_arm(
+    arm: Arm,
+    concurrency: u16,
+    n: usize,
+    late: usize,
+    plugins: &Path,
+    ticks: f64,
+) -> anyhow::Result<Measured> {
+    let dir = tempfile::tempdir()?;
+    let (mut plane, client, kubeconfig) = start_plane(&dir.path().join("plane")).await?;
+    let plane_pid = plane.id().context("plane exited")?;
+    setup_objects(
+        &client,
+        &std::fs::read_to_string(plugins.join("widget.crd.yaml"))?,
+        n,
+    )
+    .await?;
+    let mut progress = follow(&client);
+    progress.wait_for(|p| p.listed).await?;
+
+    let start = Instant::now();
+    let mut ctl = start_controller(arm, concurrency, &kubeconfig, dir.path(), plugins)?;
+    let pid = ctl.child.id().context("controller exited")?;
+    // Objects created once the controller runs: 2 s in (while it is still
+    // busy with the initial objects, at N = 20000) and 10 s in.
+    let late_created = {
+        let api: Api<Widget> = Api::namespaced(client.clone(), NS);
+        tokio::spawn(async move {
+            let mut created = HashMap::new();
+            for at in [2u64, 10] {
+                tokio::time::sleep_until((start + Duration::from_secs(at)).into()).await;
+                for i in 0..late {
+                    let name = format!("late{at}-{i}");
+                    let w = Widget::new(&name, WidgetSpec { size: i as i64 });
+                    api.create(&PostParams::default(), &w).await?;
+                    created.insert(name, (at, Instant::now()));
+                }
+            }
+            anyhow::Ok(created)
+        })
+    };
+    let timeout = Duration::from_secs(3600);
+    tokio::time::timeout(timeout, progress.wait_for(|p| p.done >= n))
+        .await
+        .context("timed out waiting for every status")??;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_at_done = probe::cpu_seconds(pid, ticks)?;
+    let created = late_created.await??;
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        progress.wait_for(|p| p.late_done.len() >= created.len()),
+    )
+    .await
+    .context("timed out waiting for the late objects")??;
+    // Quiet: the reconcile count has not moved for 2 s.
+    let (mut last, mut still) = (ctl.reconciles().await, Instant::now());
+    let quiet_deadline = Instant::now() + Duration::from_secs(120);
+    while still.elapsed() < Duration::from_secs(2) && Instant::now() < quiet_deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = ctl.reconciles().await;
+        if now != last {
+            (last, still) = (now, Instant::now());
+        }
+    }
+    let objects = (n + created.len()) as f64;
+    let plane_metrics = probe::scrape_plane(&client).await?;
+    let patches = probe::counter_sum(
+        &plane_metrics,
+        "apiserver_request_total",
+        &["verb=\"PATCH\"", "resource=\"widgets\""],
+    );
+    let p = progress.borrow().clone();
+    let mut late_ms: HashMap<u64, Vec<f64>> = HashMap::new();
+    for (name, (at, t0)) in &created {
+        if let Some(t1) = p.late_done.get(name) {
+            late_ms
+                .entry(*at)
+                .or_default()
+                .push(t1.saturating_duration_since(*t0).as_secs_f64() * 1000.0);
+        }
+    }
+    let mut late: Vec<(u64, f64)> = late_ms.into_iter().map(|(k, v)| (k, p99(v))).collect();
+    late.sort_by_key(|(k, _)| *k);
+    let m = Measured {
+        arm,
+        concurrency,
+        seconds,
+        reconciles_per_object: last as f64 / objects,
+        patches_per_object: patches / objects,
+        cpu_at_done,
+        cpu: probe::cpu_seconds(pid, ticks)?,
+        rss_mib: probe::peak_rss_mib(pid)?,
+        plane_cpu: probe::cpu_seconds(plane_pid, ticks)?,
+        plane_rss_mib: probe::peak_rss_mib(plane_pid)?,
+        late,
+    };
+    ctl.child.kill().await?;
+    plane.kill().await?;
+    Ok(m)
+}
+
+fn print_row(m: &Measured) {
+    let late: Vec<String> = m
+        .late
+        .iter()
+        .map(|(at, ms)| format!("late@{at}s p99 {ms:.0} ms"))
+        .collect();
+    println!(
+        "  {:<12} c={:<2} {:>8.2} s  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
+        m.arm.name(),
+        m.concurrency,
+        m.seconds,
+        m.reconciles_per_object,
+        m.patches_per_object,
+        m.cpu,
+        m.cpu_at_done,
+        m.rss_mib,
+        m.plane_cpu,
+        m.plane_rss_mib,
+        late.join(", ")
+    );
+}
+
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+async fn orchestrate() -> anyhow::Result<()> {
+    let n: usize = std::env::var("BENCH_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let late: usize = std::env::var("BENCH_LATE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let concurrencies: Vec<u16> = env_list("BENCH_CONCURRENCY", "1,16")
+        .iter()
+        .map(|s| s.parse())
+        .collect::<Result<_, _>>()
+        .context("BENCH_CONCURRENCY: comma-separated numbers")?;
+    let arms: Vec<Arm> = env_list("BENCH_ARMS", "kube-runtime,wasmlet")
+        .iter()
+        .map(|s| match s.as_str() {
+            "kube-runtime" => Ok(Arm::KubeRuntime),
+            "wasmlet" => Ok(Arm::Wasmlet),
+            other => Err(anyhow::anyhow!("BENCH_ARMS: unknown arm {other}")),
+        })
+        .collect::<Result<_, _>>()?;
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    anyhow::ensure!(
+        plugins.join("widget.wasm").exists() && plugins.join("widget.crd.yaml").exists(),
+        "run scripts/build-guests first (no widget.wasm / widget.crd.yaml in {})",
+        plugins.display()
+    );
+    let ticks = probe::clock_ticks();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "versus: {n} Widgets (+{late} created 2 s and 10 s after start), concurrency {concurrencies:?}, {} cores, load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut all = Vec::new();
+    for &c in &concurrencies {
+        for &arm in &arms {
+            let m = run_arm(arm, c, n, late, &plugins, ticks)
+                .await
+                .with_context(|| format!("{} at concurrency {c}", arm.name()))?;
+            print_row(&m);
+            all.push(m);
+        }
+    }
+    println!("ratios wasmlet / kube-runtime (throughput: kube-runtime seconds / wasmlet seconds):");
+    for &c in &concurrencies {
+        let get = |a| all.iter().find(|m| m.arm == a && m.concurrency == c);
+        if let (Some(k), Some(w)) = (get(Arm::KubeRuntime), get(Arm::Wasmlet)) {
+            println!(
+                "  c={c:<2} throughput {:.2}x  cpu {:.2}x  rss {:.2}x  reconciles/obj {:.2} vs {:.2}  PATCH/obj {:.2} vs {:.2}  plane cpu {:.2}x  plane rss {:.2}x",
+                k.seconds / w.seconds,
+                w.cpu / k.cpu,
+                w.rss_mib / k.rss_mib,
+                w.reconciles_per_object,
+                k.reconciles_per_object,
+                w.patches_per_object,
+                k.patches_per_object,
+                w.plane_cpu / k.plane_cpu,
+                w.plane_rss_mib / k.plane_rss_mib,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    if std::env::var("VERSUS_ROLE").as_deref() == Ok("kube-runtime") {
+        let c = std::env::var("BENCH_CONCURRENCY")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        return native::run(c).await;
+    }
+    orchestrate().await
+}

@@ -1,0 +1,80 @@
+//! What the versus benchmark reads about the processes it runs: CPU seconds
+//! and peak RSS from /proc, and counters from Prometheus text.
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Clock ticks per second of /proc/PID/stat's times.
+pub fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of process `pid`, in seconds.
+pub fn cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name may hold spaces: fields count from after its ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("malformed /proc stat")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3, so utime (14) and stime (15) are at 11, 12.
+    let utime: f64 = f.get(11).context("no utime")?.parse()?;
+    let stime: f64 = f.get(12).context("no stime")?.parse()?;
+    Ok((utime + stime) / ticks)
+}
+
+/// Peak resident set size (VmHWM) of process `pid`, in MiB.
+pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .context("no VmHWM")?;
+    let kib: f64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("malformed VmHWM")?
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+/// The sum of a Prometheus counter's samples whose labels include every one of
+/// `labels` (`key="value"` strings).
+pub fn counter_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && labels.iter().all(|lab| rest.contains(lab)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// `GET /metrics` of a plain-HTTP endpoint (the wasmlet host's).
+pub async fn scrape(addr: &str) -> anyhow::Result<String> {
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+/// `GET /metrics` of the API server, as its admin.
+pub async fn scrape_plane(client: &kube::Client) -> anyhow::Result<String> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(req).await?)
+}
