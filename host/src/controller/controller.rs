@@ -139,6 +139,9 @@ pub struct Controller {
 pub(super) struct Written {
     pub(super) sent: Value,
     pub(super) kept: Value,
+    /// The resourceVersion the write replaced: while the cache still shows
+    /// it, the cache has not seen the write yet.
+    pub(super) replaced: Option<String>,
 }
 
 impl Controller {

@@ -137,6 +137,18 @@ impl Controller {
                 .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
             return Outcome::RequeueAfter;
         }
+        if self
+            .written_lock()
+            .get(key)
+            .is_some_and(|w| w.replaced.is_some() && w.replaced == obj.metadata.resource_version)
+        {
+            // The cache still shows the object from before our own status
+            // write: reconciling it would compute the status again from stale
+            // data and send a PATCH bound to fail its precondition.
+            self.queue
+                .add_after(key.to_string(), Duration::from_millis(100));
+            return Outcome::RequeueAfter;
+        }
         tracing::Span::current().record("generation", obj.metadata.generation.unwrap_or(0));
         let Some(plugin) = self.source.current(&self.name) else {
             return Outcome::Error;
@@ -281,6 +293,7 @@ impl Controller {
                 Written {
                     sent: desired,
                     kept,
+                    replaced: obj.metadata.resource_version.clone(),
                 },
             );
         }
