@@ -137,18 +137,6 @@ impl Controller {
                 .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
             return Outcome::RequeueAfter;
         }
-        if self
-            .written_lock()
-            .get(key)
-            .is_some_and(|w| w.replaced.is_some() && w.replaced == obj.metadata.resource_version)
-        {
-            // The cache still shows the object from before our own status
-            // write: reconciling it would compute the status again from stale
-            // data and send a PATCH bound to fail its precondition.
-            self.queue
-                .add_after(key.to_string(), Duration::from_millis(100));
-            return Outcome::RequeueAfter;
-        }
         tracing::Span::current().record("generation", obj.metadata.generation.unwrap_or(0));
         let Some(plugin) = self.source.current(&self.name) else {
             return Outcome::Error;
@@ -248,8 +236,14 @@ impl Controller {
         let current = status_of(&obj.data);
         // What the host last sent stands for the stored status while the
         // server still holds what it kept of that write.
+        // So does it while the cache still shows the object from before that
+        // write: the server holds the write, and comparing with the stale
+        // status would send a PATCH bound to fail its precondition.
         let base = match self.written_lock().get(key) {
             Some(w) if w.kept == current => w.sent.clone(),
+            Some(w) if w.replaced.is_some() && w.replaced == obj.metadata.resource_version => {
+                w.sent.clone()
+            }
             _ => current.clone(),
         };
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
