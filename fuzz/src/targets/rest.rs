@@ -202,7 +202,10 @@ fn protobuf(u: &mut Unstructured, depth: u32) -> Result<Vec<u8>> {
         match u.int_in_range(0..=9)? {
             0 => out.extend([field << 3, u.arbitrary()?]),
             1 => out.extend([(field << 3) | 1, 0, 0, 0, 0, 0, 0, 0, 0]),
-            2 => out.extend(u.bytes(u.int_in_range(0..=4)?)?),
+            2 => {
+                let n = u.int_in_range(0..=4)?;
+                out.extend(u.bytes(n)?)
+            }
             n => {
                 let body = if n < 6 && depth > 0 {
                     protobuf(u, depth - 1)?
@@ -245,7 +248,10 @@ fn body(u: &mut Unstructured) -> Result<Vec<u8>> {
             )
             .unwrap_or_default()
         }
-        _ => u.bytes(u.int_in_range(0..=64)?)?.to_vec(),
+        _ => {
+            let n = u.int_in_range(0..=64)?;
+            u.bytes(n)?.to_vec()
+        }
     })
 }
 

@@ -100,8 +100,9 @@ struct Warm {
 type CallFuture<'a, R> =
     std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
-/// Refuses components built against another contract version, naming it.
-fn check_contract(
+/// Refuses components built against another contract version, naming it,
+/// and components that do not export the world `kind` requires.
+pub fn check_contract(
     engine: &PluginEngine,
     component: &Component,
     path: &Path,
