@@ -235,6 +235,26 @@ pub fn allow_create_on_update(rt: &ResourceType) -> bool {
     matches!(rt.resource.as_str(), "leases" | "events")
 }
 
+/// Whether a DELETE that removed the object answers with it (upstream's
+/// `ReturnDeletedObject: true`: custom resources, pods, services, service
+/// accounts, namespaces, volumes, storage classes) rather than with a
+/// `Status` naming it. An object left waiting (grace period, finalizers) is
+/// always returned.
+pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+    !rt.builtin
+        || (rt.group.is_empty()
+            && matches!(
+                rt.resource.as_str(),
+                "pods"
+                    | "services"
+                    | "serviceaccounts"
+                    | "namespaces"
+                    | "persistentvolumes"
+                    | "persistentvolumeclaims"
+            ))
+        || (rt.group == "storage.k8s.io" && rt.resource == "storageclasses")
+}
+
 /// Besides `metadata.finalizers`, namespaces wait for `spec.finalizers`.
 pub fn has_pending_finalizers(rt: &ResourceType, obj: &Value) -> bool {
     if !meta::finalizers(obj).is_empty() {

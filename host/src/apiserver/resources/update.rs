@@ -55,12 +55,19 @@ impl Resources {
             && !strategy::has_pending_finalizers(rt, &new)
             && delete_during_update(rt, old_value)
         {
-            let event = self
-                .store
-                .delete_as(&old.key, Expect::Rv(old.rv), new)
-                .await?;
+            // As upstream's deleteWithoutFinalizers: the update is not stored;
+            // the object is deleted as it was last stored.
+            // The answer is the update as asked, as upstream's: the client
+            // sees its finalizer gone.
+            let event = self.store.delete(&old.key, Expect::Rv(old.rv)).await?;
             self.after_write(rt, &event.object, true);
-            return Ok(event.object.clone());
+            let json = Bytes::from(serde_json::to_vec(&new).unwrap_or_default());
+            return Ok(Arc::new(super::super::store::make_stored(
+                old.key.clone(),
+                old.rv,
+                json,
+                &new,
+            )));
         }
         let event = self.store.put(&old.key, Expect::Rv(old.rv), new).await?;
         self.after_write(rt, &event.object, false);

@@ -94,15 +94,28 @@ impl Stream {
     fn render(&self, e: &Event) -> Option<Bytes> {
         let now = self.filter.matches(&e.object);
         let before = e.prev.as_ref().is_some_and(|p| self.filter.matches(p));
-        let kind = match e.kind {
-            EventType::Added if now => EventType::Added,
-            EventType::Modified if now && before => EventType::Modified,
-            EventType::Modified if now => EventType::Added,
-            EventType::Modified if before => EventType::Deleted,
-            EventType::Deleted if before || now => EventType::Deleted,
-            _ => return None,
-        };
-        Some(self.event(kind, &e.object))
+        match e.kind {
+            EventType::Added if now => Some(self.event(EventType::Added, &e.object)),
+            EventType::Modified if now && before => {
+                Some(self.event(EventType::Modified, &e.object))
+            }
+            EventType::Modified if now => Some(self.event(EventType::Added, &e.object)),
+            // Out of the selector's scope: upstream's watch cache reports the
+            // last state that matched (informers key their caches on it),
+            // stamped with this event's revision.
+            EventType::Modified if before => {
+                let prev = e.prev.as_ref()?;
+                Some(match prev.restamped(e.rv) {
+                    Ok(last) => self.event(EventType::Deleted, &last),
+                    Err(err) => line(
+                        "ERROR",
+                        &serde_json::to_vec(&ApiError::from(err).status()).unwrap_or_default(),
+                    ),
+                })
+            }
+            EventType::Deleted if before || now => Some(self.event(EventType::Deleted, &e.object)),
+            _ => None,
+        }
     }
 
     async fn next(&mut self) -> Option<Bytes> {

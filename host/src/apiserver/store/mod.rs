@@ -148,11 +148,9 @@ pub(crate) enum Op {
         expect: Expect,
         object: Value,
     },
-    /// `last`: the state the DELETED event carries (default: the stored one).
     Delete {
         key: Arc<str>,
         expect: Expect,
-        last: Option<Value>,
     },
 }
 
@@ -256,23 +254,6 @@ impl Store {
         self.submit(Op::Delete {
             key: Arc::from(key),
             expect,
-            last: None,
-        })
-        .await
-    }
-
-    /// Deletes with `last` as the object's final state: an update that
-    /// removed the last finalizer is seen by watchers as that update.
-    pub async fn delete_as(
-        &self,
-        key: &str,
-        expect: Expect,
-        last: Value,
-    ) -> Result<Arc<Event>, StoreError> {
-        self.submit(Op::Delete {
-            key: Arc::from(key),
-            expect,
-            last: Some(last),
         })
         .await
     }

@@ -96,6 +96,14 @@ fn stamp(key: Arc<str>, rv: u64, mut object: Value) -> Result<Stored, StoreError
     Ok(make_stored(key, rv, Bytes::from(json), &object))
 }
 
+impl Stored {
+    /// This state stamped with revision `rv`: how upstream reports an object
+    /// at an event that no longer shows it (deleted, or out of a selector).
+    pub fn restamped(&self, rv: u64) -> Result<Stored, StoreError> {
+        stamp(self.key.clone(), rv, self.value()?)
+    }
+}
+
 fn apply(
     objects: &mut im::OrdMap<Arc<str>, Arc<Stored>>,
     rv: u64,
@@ -123,19 +131,14 @@ fn apply(
                 prev,
             }))
         }
-        Op::Delete { key, expect, last } => {
+        Op::Delete { key, expect } => {
             let prev = objects.get(&key).cloned().ok_or(StoreError::NotFound)?;
             check(expect, Some(prev.rv))?;
             objects.remove(&key);
-            // Upstream sends the last state stamped with the deletion's revision.
-            let last = Arc::new(stamp(
-                key,
-                rv,
-                match last {
-                    Some(l) => l,
-                    None => prev.value()?,
-                },
-            )?);
+            // Upstream sends the last stored state stamped with the
+            // deletion's revision (after an update that removed the last
+            // finalizer, still with that finalizer: the update is never stored).
+            let last = Arc::new(prev.restamped(rv)?);
             Ok(Arc::new(Event {
                 rv,
                 kind: EventType::Deleted,
