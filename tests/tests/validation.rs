@@ -459,3 +459,54 @@ async fn custom_resources_share_the_field_validation_rules() -> anyhow::Result<(
     );
     Ok(())
 }
+
+/// Bad request options and a custom object of the wrong kind are 422 Invalid,
+/// naming the options kind and the field as upstream does.
+#[tokio::test]
+async fn bad_options_and_wrong_custom_kinds_are_unprocessable() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    install_widgets(&client).await?;
+    let cm = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"o"}}"#;
+    let (code, body) = plane.raw(
+        "POST",
+        "/api/v1/namespaces/default/configmaps?fieldValidation=Loose",
+        Some("application/json"),
+        Some(cm),
+    )?;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loose\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+    );
+    assert_eq!(body["details"]["causes"][0]["field"], "fieldValidation");
+
+    let (code, body) = plane.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/o",
+        Some("application/apply-patch+yaml"),
+        Some(cm),
+    )?;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+
+    let (code, body) = plane.raw(
+        "POST",
+        "/apis/test.wasmlet.dev/v1/namespaces/default/widgets",
+        Some("application/json"),
+        Some(br#"{"apiVersion":"test.wasmlet.dev/v1","kind":"Gadget","metadata":{"name":"g"},"spec":{"size":1}}"#),
+    )?;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "kind");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("kind: Invalid value: \"Gadget\": must be Widget")),
+        "{body}"
+    );
+    Ok(())
+}

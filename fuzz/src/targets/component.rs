@@ -59,7 +59,7 @@ fn bytes(data: &[u8]) -> Option<Vec<u8>> {
     let mut u = Unstructured::new(data);
     let mode: u8 = u.arbitrary().ok()?;
     let config = config(&mut u).ok()?;
-    let mut wasm = if mode % 2 == 0 {
+    let mut wasm = if mode.is_multiple_of(2) {
         wasm_smith::Component::new(config, &mut u).ok()?.to_bytes()
     } else {
         wrap(&wasm_smith::Module::new(config, &mut u).ok()?.to_bytes())

@@ -111,6 +111,31 @@ impl ApiError {
         .with_details(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}))
     }
 
+    /// 422 for bad request options (`fieldValidation`, `dryRun`,
+    /// `fieldManager`, `force`): upstream validates them as an object of kind
+    /// `CreateOptions`/`UpdateOptions`/`PatchOptions` in `meta.k8s.io`.
+    pub fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiError {
+        let list: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let summary = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {summary}"),
+        )
+        .with_details(json!({"group": "meta.k8s.io", "kind": kind, "causes": causes}))
+    }
+
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "BadRequest", message)
     }

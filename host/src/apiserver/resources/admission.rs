@@ -53,6 +53,20 @@ impl Resources {
             _ => {}
         }
         match obj.get("kind").and_then(Value::as_str) {
+            // Custom resources are decoded whatever their kind; upstream's
+            // validator then refuses the wrong one as an invalid field.
+            Some(k) if k != rt.kind && !rt.builtin => {
+                let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+                return Err(ApiError::invalid(
+                    rt,
+                    &name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid".into(),
+                        message: format!("Invalid value: \"{k}\": must be {}", rt.kind),
+                        field: "kind".into(),
+                    }],
+                ));
+            }
             Some(k) if k != rt.kind => {
                 return Err(ApiError::bad_request(format!(
                     "the kind in the data ({k}) does not match the expected kind ({})",

@@ -9,7 +9,7 @@ use super::super::ApiState;
 use super::super::resources::{
     Address, DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
 };
-use super::super::status::{ApiError, ApiResult};
+use super::super::status::{ApiError, ApiResult, Cause};
 use super::super::validation::decode::duplicate_fields;
 use super::super::validation::warning_header;
 use super::{Query, Target, json_response, parse_object, value_response};
@@ -24,27 +24,38 @@ pub struct Req<'a> {
     pub policy: std::sync::Arc<super::super::rbac::PolicyCache>,
 }
 
-pub fn write_options(req: &Req<'_>) -> ApiResult<WriteOptions> {
+/// The request's write options; `kind` (`CreateOptions`, `UpdateOptions`,
+/// `PatchOptions`) names them in a 422 as upstream does.
+pub fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions> {
     let q = req.query;
+    let mut causes = Vec::new();
+    let mut unsupported = |field: &str, got: &str, supported: &str| {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: \"{got}\": supported values: {supported}"),
+            field: field.into(),
+        })
+    };
     let field_validation = match q.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
         Some("Ignore") => FieldValidation::Ignore,
         Some("Strict") => FieldValidation::Strict,
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
-            )));
+            unsupported("fieldValidation", other, "\"Ignore\", \"Strict\", \"Warn\"");
+            FieldValidation::Warn
         }
     };
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
-            )));
+            unsupported("dryRun", other, "\"All\"");
+            false
         }
     };
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_options(kind, causes));
+    }
     // Upstream's default manager is the user agent's program name.
     let field_manager = q
         .get("fieldManager")
@@ -114,7 +125,7 @@ pub async fn create(
     if t.rt.create_only {
         return super::subresources::create_only(state, t, obj, req).await;
     }
-    let mut opts = write_options(req)?;
+    let mut opts = write_options(req, "CreateOptions")?;
     opts.duplicates = duplicate_fields(&body, req.content_type);
     let stored = state
         .resources
@@ -133,7 +144,7 @@ pub async fn update(
     req: &Req<'_>,
 ) -> ApiResult<Response> {
     let obj = parse_object(&body, req.content_type)?;
-    let mut opts = write_options(req)?;
+    let mut opts = write_options(req, "UpdateOptions")?;
     opts.duplicates = duplicate_fields(&body, req.content_type);
     let name = t.name.as_deref().unwrap_or_default();
     if t.subresource.as_deref() == Some("finalize") {
@@ -181,17 +192,26 @@ pub async fn patch(
     req: &Req<'_>,
 ) -> ApiResult<Response> {
     let patch = parse_patch(&body, req.content_type)?;
-    let opts = write_options(req)?;
-    if matches!(patch, PatchBody::Apply(_))
-        && req.query.get("fieldManager").is_none_or(|m| m.is_empty())
-    {
-        return Err(ApiError::bad_request(
-            "PATCH with apply requires a fieldManager query parameter",
+    let opts = write_options(req, "PatchOptions")?;
+    let apply = matches!(patch, PatchBody::Apply(_));
+    if apply && req.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![Cause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value: is required for apply patch".into(),
+                field: "fieldManager".into(),
+            }],
         ));
     }
-    if !matches!(patch, PatchBody::Apply(_)) && req.query.contains_key("force") {
-        return Err(ApiError::bad_request(
-            "force is only allowed for apply patches",
+    if !apply && req.query.contains_key("force") {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![Cause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: may not be specified for non-apply patch".into(),
+                field: "force".into(),
+            }],
         ));
     }
     let name = t.name.as_deref().unwrap_or_default();
