@@ -66,7 +66,7 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
         "BadRequest",
         "yaml",
     );
-    // Apply without a field manager.
+    // Apply without a field manager: invalid PatchOptions, as upstream.
     assert_status(
         plane.raw(
             "PATCH",
@@ -74,8 +74,8 @@ async fn bad_requests_get_clear_status_errors() -> anyhow::Result<()> {
             Some("application/apply-patch+yaml"),
             Some(b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"),
         )?,
-        400,
-        "BadRequest",
+        422,
+        "Invalid",
         "fieldManager",
     );
 

@@ -2,13 +2,16 @@
 //! 10): an object leaving a selector's scope is DELETED with the last state
 //! that matched, the final DELETED after the last finalizer goes carries the
 //! state as last stored, and DELETE answers per kind (the object, or a
-//! `Status` naming it).
+//! `Status` naming it), and field selectors name the fields upstream lets
+//! each kind select on.
 
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::json;
 use wasmlet_e2e::*;
 
@@ -148,5 +151,48 @@ async fn delete_answers_per_kind_as_upstream() -> anyhow::Result<()> {
         .left()
         .expect("a deleted ServiceAccount is answered with the object");
     assert_eq!(sa.metadata.name.as_deref(), Some("robot"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn field_selectors_per_kind_as_upstream() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    for (name, ty) in [("plain", None), ("tls", Some("kubernetes.io/tls"))] {
+        let mut s = json!({"metadata": {"name": name}, "data": {"tls.crt": "", "tls.key": ""}});
+        if let Some(ty) = ty {
+            s["type"] = json!(ty);
+        }
+        secrets
+            .create(&PostParams::default(), &serde_json::from_value(s)?)
+            .await?;
+    }
+    let names = |l: kube::core::ObjectList<Secret>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect()
+    };
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await?;
+    assert_eq!(names(tls), ["tls"]);
+    // `type` defaults to Opaque, and the selector sees the default.
+    let opaque = secrets
+        .list(&ListParams::default().fields("type=Opaque,metadata.name!=tls"))
+        .await?;
+    assert_eq!(names(opaque), ["plain"]);
+
+    // A field the kind does not offer: 400, naming it.
+    let err = secrets
+        .list(&ListParams::default().fields("data.x=1"))
+        .await;
+    let s = expect_status(err, 400, "BadRequest");
+    assert!(
+        s.message.contains("field label not supported: data.x"),
+        "{}",
+        s.message
+    );
     Ok(())
 }

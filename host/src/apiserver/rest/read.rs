@@ -20,9 +20,9 @@ use super::{Query, Target, json_response};
 pub struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
-    /// Event field selectors read the stored JSON.
-    events: bool,
-    group: String,
+    /// The kind's selectable fields the selector names, by the stored JSON
+    /// path they read and the value an absent field has (as Go's zero value).
+    paths: Vec<(String, String, &'static str)>,
 }
 
 /// The stored (core/v1) path of an event field selector, per upstream's
@@ -60,6 +60,38 @@ fn event_field(group: &str, field: &str) -> Option<String> {
     }
 }
 
+/// The fields upstream lets a field selector name per kind (beyond
+/// `metadata.name` and `metadata.namespace`): the stored path each reads and
+/// its value when absent.
+fn selectable_field(rt: &ResourceType, field: &str) -> Option<(String, &'static str)> {
+    if rt.resource == "events" {
+        return event_field(&rt.group, field).map(|p| (p, ""));
+    }
+    let zero = match (rt.group.as_str(), rt.resource.as_str(), field) {
+        (
+            "",
+            "pods",
+            "spec.nodeName"
+            | "spec.restartPolicy"
+            | "spec.schedulerName"
+            | "spec.serviceAccountName"
+            | "status.phase"
+            | "status.podIP"
+            | "status.nominatedNodeName",
+        )
+        | ("", "secrets", "type")
+        | ("", "namespaces", "status.phase")
+        | ("", "services", "spec.clusterIP" | "spec.type")
+        | ("certificates.k8s.io", "certificatesigningrequests", "spec.signerName") => "",
+        ("", "pods", "spec.hostNetwork") | ("", "nodes", "spec.unschedulable") => "false",
+        ("", "replicationcontrollers", "status.replicas")
+        | ("apps", "replicasets", "status.replicas")
+        | ("batch", "jobs", "status.successful") => "0",
+        _ => return None,
+    };
+    Some((field.to_string(), zero))
+}
+
 impl Filter {
     pub fn from_query(rt: &ResourceType, query: &Query) -> ApiResult<Filter> {
         let labels =
@@ -68,24 +100,23 @@ impl Filter {
         let fields =
             FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
                 .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let mut paths = Vec::new();
         for field in fields.fields() {
-            let ok = matches!(field, "metadata.name" | "metadata.namespace")
-                || (rt.group.is_empty()
-                    && rt.resource == "pods"
-                    && matches!(field, "spec.nodeName" | "status.phase"))
-                || (rt.resource == "events" && event_field(&rt.group, field).is_some());
-            if !ok {
+            if matches!(field, "metadata.name" | "metadata.namespace") {
+                continue;
+            }
+            let Some((path, zero)) = selectable_field(rt, field) else {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field} (for {})",
                     rt.qualified()
                 )));
-            }
+            };
+            paths.push((field.to_string(), path, zero));
         }
         Ok(Filter {
             labels,
             fields,
-            events: rt.resource == "events",
-            group: rt.group.clone(),
+            paths,
         })
     }
 
@@ -94,9 +125,15 @@ impl Filter {
             return false;
         }
         let (ns, name) = s.namespace_name();
-        // An unreadable object matches no event field (the LIST that renders
-        // it reports the error).
-        let value = if self.events && !self.fields.is_empty() {
+        // `spec.nodeName` and `status.phase` are kept parsed (the node
+        // agent's and the scheduler's watches); other fields read the JSON. An
+        // unreadable object matches no such field (the LIST that renders it
+        // reports the error).
+        let value = if self
+            .paths
+            .iter()
+            .any(|(f, _, _)| !matches!(f.as_str(), "spec.nodeName" | "status.phase"))
+        {
             s.value().ok()
         } else {
             None
@@ -107,12 +144,19 @@ impl Filter {
             "spec.nodeName" => Some(s.node_name.clone().unwrap_or_default()),
             "status.phase" => Some(s.phase.clone().unwrap_or_default()),
             other => {
-                let path = event_field(&self.group, other)?;
+                let (_, path, zero) = self.paths.iter().find(|(f, _, _)| f == other)?;
                 let mut cur = value.as_ref()?;
                 for part in path.split('.') {
-                    cur = cur.get(part)?;
+                    match cur.get(part) {
+                        Some(v) => cur = v,
+                        None => return Some(zero.to_string()),
+                    }
                 }
-                cur.as_str().map(str::to_string)
+                Some(match cur {
+                    serde_json::Value::String(v) => v.clone(),
+                    serde_json::Value::Null => zero.to_string(),
+                    v => v.to_string(),
+                })
             }
         })
     }
