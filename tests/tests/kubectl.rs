@@ -1,6 +1,7 @@
 //! kubectl against the plane: api-resources, apply (CRD, then custom
 //! resources, with client-side validation on), get -o yaml, get -w, patch of
-//! every type and of /status, and delete that waits for a finalizer.
+//! every type and of /status, delete that waits for a finalizer, and the
+//! health endpoints.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -333,5 +334,37 @@ async fn delete_waits_for_finalizer() -> anyhow::Result<()> {
     );
     assert!(done - started < Duration::from_secs(15));
     expect_status(cms.get("held").await, 404, "NotFound");
+    Ok(())
+}
+
+/// `/readyz?verbose` and `/livez?verbose` list their checks as upstream, so
+/// `kubectl get --raw` and probes that parse them work.
+#[tokio::test]
+async fn health_endpoints_list_their_checks() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let ready = plane.kubectl_ok(&["get", "--raw", "/readyz?verbose"])?;
+    for line in [
+        "[+]ping ok",
+        "[+]etcd ok",
+        "[+]informer-sync ok",
+        "[+]shutdown ok",
+    ] {
+        assert!(ready.contains(line), "{line} missing from:\n{ready}");
+    }
+    assert!(ready.trim_end().ends_with("readyz check passed"), "{ready}");
+    let live = plane.kubectl_ok(&["get", "--raw", "/livez?verbose&exclude=etcd"])?;
+    assert!(live.contains("[+]etcd excluded: ok"), "{live}");
+    assert!(!live.contains("informer-sync"), "{live}");
+    assert!(live.trim_end().ends_with("livez check passed"), "{live}");
+    assert_eq!(
+        plane.kubectl_ok(&["get", "--raw", "/readyz/etcd"])?.trim(),
+        "ok"
+    );
+    assert_eq!(
+        plane.kubectl_ok(&["get", "--raw", "/healthz"])?.trim(),
+        "ok"
+    );
+    let missing = plane.kubectl(&["get", "--raw", "/readyz/nonesuch"])?;
+    assert!(!missing.status.success(), "an unknown check is not found");
     Ok(())
 }

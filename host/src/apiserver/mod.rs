@@ -50,6 +50,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod events;
 pub mod gc;
+pub mod health;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
@@ -327,9 +328,7 @@ fn router(state: Arc<ApiState>) -> Router {
                 },
             ),
         )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .merge(health::routes())
         .fallback(rest::dispatch)
         .layer(middleware::from_fn_with_state(state.clone(), authn::guard))
         .with_state(state)

@@ -178,6 +178,9 @@ pub(crate) struct Shared {
     rewound: std::sync::Mutex<Option<Snapshot>>,
     hub: hub::Hub,
     ops: std::sync::mpsc::Sender<(Op, writer::Reply)>,
+    /// Why the store cannot take writes (the writer stopped, or its last
+    /// commit failed): what `/readyz/etcd` reports.
+    fault: std::sync::Mutex<Option<String>>,
 }
 
 impl Store {
@@ -197,6 +200,7 @@ impl Store {
             rewound: Default::default(),
             hub,
             ops: tx,
+            fault: Default::default(),
         });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
@@ -204,6 +208,15 @@ impl Store {
             .spawn(move || writer::run(db, rx, weak, config.history))
             .map_err(|e| StoreError::Internal(e.to_string()))?;
         Ok(Store { shared })
+    }
+
+    /// Whether the store takes writes: `Err` names why not (the storage
+    /// health check, as kube-apiserver's `etcd` check).
+    pub fn health(&self) -> Result<(), String> {
+        match &*self.shared.fault.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
     }
 
     /// The current committed state.

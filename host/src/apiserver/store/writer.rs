@@ -17,7 +17,25 @@ pub(super) type Reply = oneshot::Sender<Result<Arc<Event>, StoreError>>;
 /// Most operations one transaction takes; bounds the latency of the first one.
 const MAX_BATCH: usize = 2048;
 
+/// Marks the store unhealthy when the writer stops, however it stops.
+struct Stopped(Weak<Shared>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.set_fault(Some("the store writer has stopped".into()));
+        }
+    }
+}
+
+impl Shared {
+    fn set_fault(&self, fault: Option<String>) {
+        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+    }
+}
+
 pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, history: usize) {
+    let _stopped = Stopped(shared.clone());
     while let Ok(first) = rx.recv() {
         let Some(shared) = shared.upgrade() else {
             return;
@@ -54,11 +72,13 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
         if let Err(e) = db.commit(&events, rv, compact_to) {
             // Nothing was published: the batch is as if it never happened.
             tracing::error!(error = %e, "store commit failed");
+            shared.set_fault(Some(format!("the last commit failed: {e}")));
             for (reply, _) in outcomes {
                 let _ = reply.send(Err(StoreError::Internal(e.to_string())));
             }
             continue;
         }
+        shared.set_fault(None);
         let snapshot = Arc::new(Snapshot { rv, objects });
         shared
             .hub
