@@ -6,7 +6,11 @@
 //! 2. LIST of 10,000 objects (wall time of one request, JSON decoded);
 //! 3. watch delivery latency with 100 watchers while writing 500 objects/s;
 //! 4. RSS of a server process holding BENCH_OBJECTS 1 KiB objects;
-//! 5. restart of that process on that directory until it answers /readyz.
+//! 5. restart of that process on that directory until it answers /readyz;
+//! 6. memory and disk given back: RSS and database size of a fresh server
+//!    before a burst of BENCH_BURST (default 27000) 16 KiB objects, at its
+//!    peak, and 60 s and 120 s after deleting them all (the watch history
+//!    keeps events 75 s by default).
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -263,6 +267,63 @@ async fn main() -> anyhow::Result<()> {
         took.as_secs_f64() * 1e3,
         rss_mib(proc.child.id()),
         count.metadata.remaining_item_count
+    );
+    drop(proc);
+
+    // 6. Give back after a burst.
+    let burst: usize = std::env::var("BENCH_BURST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(27_000);
+    let dir = tempfile::tempdir()?;
+    let (proc, _) = spawn(dir.path()).await?;
+    let api = Api::<ConfigMap>::namespaced(client(&proc).await?, "default");
+    let db_mib = || {
+        ["state.db", "state.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.path().join(f)).ok())
+            .map(|m| m.len() as f64 / (1024.0 * 1024.0))
+            .sum::<f64>()
+    };
+    let figures = |when: &str| {
+        format!(
+            "{when}: RSS {:.0} MiB, database {:.0} MiB",
+            rss_mib(proc.child.id()),
+            db_mib()
+        )
+    };
+    let before = figures("before");
+    let sem = Arc::new(Semaphore::new(32));
+    let mut tasks = Vec::with_capacity(burst);
+    for i in 0..burst {
+        let permit = sem.clone().acquire_owned().await?;
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let big = cm(
+                &format!("burst-{i}"),
+                Some(("bench/pad", "y".repeat(15 * 1024))),
+            );
+            let r = api.create(&PostParams::default(), &big).await;
+            drop(permit);
+            r
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let peak = figures("peak");
+    api.delete_collection(
+        &Default::default(),
+        &ListParams::default().labels("bench=yes"),
+    )
+    .await?;
+    let deleted = figures("just deleted");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let later = figures("60 s later");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    println!(
+        "give-back, {burst} x 16 KiB objects written then deleted: {before}; {peak}; {deleted}; {later}; {}",
+        figures("120 s later")
     );
     Ok(())
 }

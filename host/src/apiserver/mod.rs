@@ -100,6 +100,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
     pub history: usize,
+    /// How long an event stays in the watch history at most, however few
+    /// there are (upstream's watch cache keeps 75 s fresh), so that memory
+    /// comes back after a burst.
+    pub history_max_age: std::time::Duration,
     /// Watches one user may hold open at once; past it a watch gets 429.
     pub max_watches_per_user: usize,
 }
@@ -110,6 +114,7 @@ impl Default for Config {
             data_dir: PathBuf::from(".data"),
             listen: ([127, 0, 0, 1], 6443).into(),
             history: 10_000,
+            history_max_age: store::DEFAULT_HISTORY_MAX_AGE,
             max_watches_per_user: 1_000,
         }
     }
@@ -155,6 +160,7 @@ impl ApiServer {
             &db,
             StoreConfig {
                 history: config.history,
+                max_age: config.history_max_age,
             },
         )
         .with_context(|| format!("opening {}", db.display()))?;

@@ -17,6 +17,10 @@ pub struct ServerArgs {
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     pub watch_history: usize,
+    /// Seconds an event stays in the watch history at most, however few there
+    /// are (memory comes back after a burst of writes).
+    #[arg(long, default_value_t = 75)]
+    pub watch_history_seconds: u64,
     /// Watches one user may hold open at once (past it: 429 Too Many Requests).
     #[arg(long, default_value_t = 1_000)]
     pub max_watches_per_user: usize,

@@ -29,6 +29,7 @@ pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
         data_dir: args.data_dir.clone(),
         listen: SocketAddr::new(args.address, args.port),
         history: args.watch_history,
+        history_max_age: std::time::Duration::from_secs(args.watch_history_seconds),
         max_watches_per_user: args.max_watches_per_user,
     })
     .await?;

@@ -29,6 +29,9 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
+/// `PRAGMA auto_vacuum` value of INCREMENTAL.
+const INCREMENTAL: i64 = 2;
+
 const EVENT_ADDED: i64 = 0;
 const EVENT_MODIFIED: i64 = 1;
 const EVENT_DELETED: i64 = 2;
@@ -36,8 +39,19 @@ const EVENT_DELETED: i64 = 2;
 impl Db {
     pub fn open(path: &Path) -> Result<Db, StoreError> {
         let conn = Connection::open(path).map_err(internal)?;
+        // Pages freed by deletes and compaction go back to the file system
+        // (incremental vacuum after each compaction). A database made before
+        // this setting is rebuilt once to take it.
+        let auto_vacuum: i64 = conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+            .map_err(internal)?;
+        if auto_vacuum != INCREMENTAL {
+            conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+                .map_err(internal)?;
+        }
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
+             PRAGMA journal_size_limit=67108864;
              PRAGMA synchronous=FULL;
              PRAGMA foreign_keys=OFF;
              CREATE TABLE IF NOT EXISTS objects (key TEXT PRIMARY KEY, rv INTEGER NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
@@ -183,6 +197,35 @@ impl Db {
             }
         }
         tx.commit().map_err(internal)
+    }
+}
+
+impl Db {
+    /// Cuts the log at `compacted` (revisions the history no longer holds).
+    pub fn compact(&mut self, compacted: u64) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(internal)?;
+        tx.execute("DELETE FROM log WHERE rv <= ?1", [compacted as i64])
+            .map_err(internal)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES ('compacted', ?1)",
+            [compacted as i64],
+        )
+        .map_err(internal)?;
+        tx.commit().map_err(internal)
+    }
+
+    /// Gives free pages and the write-ahead log back to the file system.
+    pub fn give_back(&mut self) -> Result<(), StoreError> {
+        // Each step of incremental_vacuum frees one page: run it to the end.
+        for pragma in [
+            "PRAGMA incremental_vacuum",
+            "PRAGMA wal_checkpoint(TRUNCATE)",
+        ] {
+            let mut stmt = self.conn.prepare(pragma).map_err(internal)?;
+            let mut rows = stmt.query([]).map_err(internal)?;
+            while rows.next().map_err(internal)?.is_some() {}
+        }
+        Ok(())
     }
 }
 

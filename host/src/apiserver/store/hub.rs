@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -36,6 +37,10 @@ struct Subscriber {
 
 struct Inner {
     ring: VecDeque<Arc<Event>>,
+    /// When each published batch came in, by its last revision: events older
+    /// than the history's age limit are dropped even when few, so memory
+    /// comes back after a burst.
+    stamps: VecDeque<(u64, Instant)>,
     /// Every revision ≤ this one is gone from the history.
     compacted: u64,
     published: u64,
@@ -46,12 +51,27 @@ struct Inner {
 
 pub(crate) struct Hub {
     inner: Mutex<Inner>,
+    /// How long an event stays in the history at most.
+    max_age: Duration,
 }
 
 impl Hub {
-    pub fn new(history: usize, ring: VecDeque<Arc<Event>>, compacted: u64, rv: u64) -> Hub {
+    pub fn new(
+        history: usize,
+        max_age: Duration,
+        ring: VecDeque<Arc<Event>>,
+        compacted: u64,
+        rv: u64,
+    ) -> Hub {
+        // The history loaded from disk counts as new: its age is unknown.
+        let stamps = ring
+            .back()
+            .map(|e| (e.rv, Instant::now()))
+            .into_iter()
+            .collect();
         let mut inner = Inner {
             ring,
+            stamps,
             compacted,
             published: rv,
             db_compacted: compacted,
@@ -60,6 +80,7 @@ impl Hub {
         trim(&mut inner, history);
         Hub {
             inner: Mutex::new(inner),
+            max_age,
         }
     }
 
@@ -87,6 +108,34 @@ impl Hub {
         }
     }
 
+    /// Drops the events older than the age limit; returns the revision the
+    /// database log may now be cut at, if it moved.
+    pub fn expire(&self) -> Option<u64> {
+        let mut inner = self.lock();
+        let Some(cutoff) = Instant::now().checked_sub(self.max_age) else {
+            return None;
+        };
+        while let Some(&(rv, at)) = inner.stamps.front() {
+            if at > cutoff {
+                break;
+            }
+            inner.stamps.pop_front();
+            while inner.ring.front().is_some_and(|e| e.rv <= rv) {
+                if let Some(e) = inner.ring.pop_front() {
+                    inner.compacted = e.rv;
+                }
+            }
+        }
+        // The ring is a VecDeque: give its buffer back once mostly empty.
+        if inner.ring.capacity() > 4 * inner.ring.len().max(64) {
+            inner.ring.shrink_to_fit();
+        }
+        (inner.compacted > inner.db_compacted).then(|| {
+            inner.db_compacted = inner.compacted;
+            inner.compacted
+        })
+    }
+
     /// Publishes a committed batch; `make_visible` swaps in the new snapshot
     /// under the same lock, so a snapshot's revision always equals what the
     /// history holds.
@@ -109,6 +158,9 @@ impl Hub {
                 }
             });
             inner.published = event.rv;
+        }
+        if let Some(last) = events.last() {
+            inner.stamps.push_back((last.rv, Instant::now()));
         }
         trim(&mut inner, history);
     }
@@ -168,5 +220,10 @@ fn trim(inner: &mut Inner, history: usize) {
         if let Some(e) = inner.ring.pop_front() {
             inner.compacted = e.rv;
         }
+    }
+    // A batch's stamp goes once its last event has.
+    let oldest = inner.ring.front().map_or(u64::MAX, |e| e.rv);
+    while inner.stamps.front().is_some_and(|&(rv, _)| rv < oldest) {
+        inner.stamps.pop_front();
     }
 }

@@ -157,11 +157,20 @@ pub(crate) enum Op {
 pub struct StoreConfig {
     /// Revisions of history kept for WATCH; older watch requests get 410 Gone.
     pub history: usize,
+    /// How long an event stays in the history at most.
+    pub max_age: std::time::Duration,
 }
+
+/// Upstream's watch cache keeps events fresh for 75 s; clients that watch
+/// with bookmarks (sent every few seconds) never fall behind it.
+pub const DEFAULT_HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history: 10_000 }
+        StoreConfig {
+            history: 10_000,
+            max_age: DEFAULT_HISTORY_MAX_AGE,
+        }
     }
 }
 
@@ -193,7 +202,13 @@ impl Store {
             rv: loaded.rv,
             objects: loaded.objects,
         };
-        let hub = hub::Hub::new(config.history, loaded.history, loaded.compacted, loaded.rv);
+        let hub = hub::Hub::new(
+            config.history,
+            config.max_age,
+            loaded.history,
+            loaded.compacted,
+            loaded.rv,
+        );
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),

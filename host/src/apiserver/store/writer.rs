@@ -2,8 +2,9 @@
 //! against the state including earlier operations of the same batch, commits the
 //! batch in one fsynced transaction, then publishes and acknowledges.
 
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -34,11 +35,29 @@ impl Shared {
     }
 }
 
+/// How often the writer, when idle, expires old history and gives memory
+/// and disk back.
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(5);
+
 pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, history: usize) {
     let _stopped = Stopped(shared.clone());
-    while let Ok(first) = rx.recv() {
+    let mut next_maintenance = Instant::now() + MAINTENANCE_EVERY;
+    loop {
+        let wait = next_maintenance.saturating_duration_since(Instant::now());
+        let first = match rx.recv_timeout(wait) {
+            Ok(first) => Some(first),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         let Some(shared) = shared.upgrade() else {
             return;
+        };
+        if Instant::now() >= next_maintenance {
+            maintain(&mut db, &shared);
+            next_maintenance = Instant::now() + MAINTENANCE_EVERY;
+        }
+        let Some(first) = first else {
+            continue;
         };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -86,6 +105,32 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
         for (reply, result) in outcomes {
             let _ = reply.send(result);
         }
+    }
+}
+
+/// Drops history past its age, cuts the log to match, and hands freed
+/// pages and heap back (after a burst of writes, memory and the database file
+/// shrink again).
+fn maintain(db: &mut Db, shared: &Shared) {
+    let Some(compacted) = shared.hub.expire() else {
+        return;
+    };
+    if let Err(e) = db.compact(compacted).and_then(|()| db.give_back()) {
+        tracing::warn!(error = %e, "store compaction failed");
+    }
+    // A rewound snapshot for paging may hold every object of a revision the
+    // history no longer has.
+    *shared.rewound.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    release_heap();
+}
+
+/// glibc keeps freed heap pages mapped; after the history let go of many
+/// objects, ask it to return them.
+fn release_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
