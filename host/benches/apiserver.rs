@@ -277,7 +277,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(27_000);
     let dir = tempfile::tempdir()?;
     let (proc, _) = spawn(dir.path()).await?;
-    let api = Api::<ConfigMap>::namespaced(client(&proc).await?, "default");
+    let api = Api::<ConfigMap>::namespaced(client_of(&proc).await?, "default");
     let db_mib = || {
         ["state.db", "state.db-wal"]
             .iter()

@@ -112,9 +112,7 @@ impl Hub {
     /// database log may now be cut at, if it moved.
     pub fn expire(&self) -> Option<u64> {
         let mut inner = self.lock();
-        let Some(cutoff) = Instant::now().checked_sub(self.max_age) else {
-            return None;
-        };
+        let cutoff = Instant::now().checked_sub(self.max_age)?;
         while let Some(&(rv, at)) = inner.stamps.front() {
             if at > cutoff {
                 break;
