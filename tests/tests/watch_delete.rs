@@ -196,3 +196,60 @@ async fn field_selectors_per_kind_as_upstream() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Foreground deletion deletes dependents that have no dependents of their
+/// own directly, as upstream's garbage collector: a watcher of them sees one
+/// DELETED each, no MODIFIED storm of finalizers.
+#[tokio::test]
+async fn foreground_deletion_deletes_leaf_dependents_directly() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({}))?)
+        .await?;
+    let uid = owner.metadata.uid.clone().unwrap_or_default();
+    let mut rv = String::new();
+    for i in 0..3 {
+        let mut d = cm(&format!("dep-{i}"), json!({"role": "dependent"}))?;
+        d.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid,
+            "blockOwnerDeletion": true,
+        }))?]);
+        rv = api
+            .create(&PostParams::default(), &d)
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+    }
+    let wp = WatchParams::default()
+        .labels("role=dependent")
+        .disable_bookmarks();
+    let mut events = api.watch(&wp, &rv).await?.boxed();
+    api.delete("owner", &DeleteParams::foreground()).await?;
+    let mut seen = Vec::new();
+    while seen
+        .iter()
+        .filter(|e: &&String| e.starts_with("DELETED"))
+        .count()
+        < 3
+    {
+        let e = next_event(&mut events).await?;
+        seen.push(match e {
+            WatchEvent::Added(o) => format!("ADDED {:?}", o.metadata.name),
+            WatchEvent::Modified(o) => format!("MODIFIED {:?}", o.metadata.name),
+            WatchEvent::Deleted(o) => format!("DELETED {:?}", o.metadata.name),
+            other => format!("{other:?}"),
+        });
+    }
+    assert!(
+        seen.iter().all(|e| e.starts_with("DELETED")),
+        "only DELETED events for leaf dependents: {seen:?}"
+    );
+    eventually(Duration::from_secs(10), "the owner to go", || async {
+        api.get_opt("owner").await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    Ok(())
+}

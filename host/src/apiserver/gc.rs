@@ -251,11 +251,30 @@ impl Controllers {
                     .await;
             } else {
                 for key in &dependents {
+                    // As upstream's garbage collector: a dependent with
+                    // dependents of its own is deleted in the foreground too;
+                    // one without is deleted at once (no finalizer round trip,
+                    // so no MODIFIED events per dependent).
+                    let nested = self
+                        .resources
+                        .store
+                        .get(key)
+                        .and_then(|s| parsed(&s))
+                        .is_some_and(|d| {
+                            self.index
+                                .dependents
+                                .get(meta::uid(&d))
+                                .is_some_and(|c| !c.is_empty())
+                        });
+                    let policy = if nested {
+                        Propagation::Foreground
+                    } else {
+                        Propagation::Background
+                    };
                     if let Some(drt) = self.type_of(key)
                         && let Some((_, _, dns, dname)) = split_key(key)
                     {
-                        self.delete(&drt, dns, dname, Some(Propagation::Foreground))
-                            .await;
+                        self.delete(&drt, dns, dname, Some(policy)).await;
                     }
                 }
             }
