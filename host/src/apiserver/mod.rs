@@ -19,7 +19,7 @@
 //!
 //! # Deviations from upstream
 //! - No admission webhooks or aggregation. Authorization is RBAC
-//!   ([`rbac`], [`authz`]) without aggregated ClusterRoles or the escalation
+//!   ([`rbac`], [`authz`]) with aggregated ClusterRoles and the escalation
 //!   check; protobuf is read only for the access reviews (`kubectl auth can-i`).
 //! - Built-in kinds are decoded against their published schemas (types,
 //!   unknown and duplicate fields, see [`validation`]), but of upstream's
@@ -27,7 +27,9 @@
 //!   depend on, and those of ConfigMaps, Secrets and pod updates, are kept.
 //!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
 //!   `/openapi/v3` publishes their definitions; `/openapi/v2` has none.
-//! - DELETE returns the object (as for custom resources) for every kind.
+//! - DELETE answers as upstream per kind (the object for custom resources,
+//!   pods, services, ...; a `Status` naming it for the rest), always 200 (the
+//!   deprecated `orphanDependents=false` 202 is not reproduced).
 //! - Built-in kinds are defaulted as upstream ([`defaults`]), but the
 //!   ServiceAccount admission neither rejects a pod whose ServiceAccount does
 //!   not exist (the `default` one is created by a controller, which a pod
@@ -37,8 +39,15 @@
 //! - Services, Endpoints and EndpointSlices are stored and served, with cluster
 //!   IPs from 10.96.0.0/12 ([`services`]); nothing proxies to them and no
 //!   controller fills Endpoints from pods.
-//! - Field selectors: `metadata.name`, `metadata.namespace`, and for pods
-//!   `spec.nodeName` and `status.phase`.
+//! - Field selectors: upstream's per built-in kind (see `rest::read`); a
+//!   CRD's `selectableFields` are not honoured yet.
+//! - Watch history is kept in memory, bounded by count (`--watch-history`)
+//!   and age (`--watch-history-seconds`, 75 s as upstream's watch cache);
+//!   upstream can still serve older revisions from etcd (kept 5 minutes),
+//!   here they get 410 Gone and clients relist. Bookmarks every 5 s keep a
+//!   watching client's revision fresh.
+//! - `/readyz` and `/livez` have upstream's basic checks but none of its
+//!   post-start hooks.
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
