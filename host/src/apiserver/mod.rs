@@ -321,7 +321,23 @@ fn router(state: Arc<ApiState>) -> Router {
         )
         .route(
             "/openapi/v2",
-            get(|| async { rest::value_response(200, &openapi::v2()) }),
+            get(|headers: axum::http::HeaderMap| async move {
+                // kubectl's client-side validation of a `List` asks for the
+                // v2 document in protobuf only. The document has no
+                // definitions, and an empty message is its valid encoding.
+                let accept = headers
+                    .get(axum::http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                if accept.contains(openapi::V2_PROTOBUF_ACCEPT) {
+                    return (
+                        [(axum::http::header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
+                        Vec::new(),
+                    )
+                        .into_response();
+                }
+                rest::value_response(200, &openapi::v2())
+            }),
         )
         .route(
             "/openapi/v3",

@@ -167,6 +167,13 @@ pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> 
     }))
 }
 
+/// What clients name the OpenAPI v2 document in protobuf in `Accept`
+/// (`...spec.v2@v1.0+protobuf`, or the newer `...spec.v2.v1.0+protobuf`).
+pub const V2_PROTOBUF_ACCEPT: &str = "application/com.github.proto-openapi.spec.v2";
+/// The media type it is answered with, as kube-openapi's handler (the `@`
+/// form does not parse as a MIME type).
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
 pub fn v2() -> Value {
     json!({"swagger": "2.0", "info": {"title": "Kubernetes (wasmlet)", "version": "v1.33.0"}, "paths": {}, "definitions": {}})
 }
