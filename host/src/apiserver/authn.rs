@@ -142,9 +142,12 @@ pub async fn guard(State(state): State<Arc<ApiState>>, mut req: Request, next: N
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
-    let watch = crate::apiserver::rest::parse_query(req.uri())
-        .get("watch")
-        .is_some_and(|w| w == "true" || w == "1");
+    // The same reading of `watch` as the handler's: authorizing `list` and
+    // serving a watch would let a list-only user watch.
+    let watch = crate::apiserver::rest::query_bool(
+        &crate::apiserver::rest::parse_query(req.uri()),
+        "watch",
+    ) == Some(true);
     let attrs = request_attributes(req.method().as_str(), &path, watch);
     if let Err(e) = authz::authorize(&state, &user, &attrs) {
         return e.into_response();

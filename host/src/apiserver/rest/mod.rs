@@ -48,6 +48,16 @@ impl Target {
 
 pub type Query = HashMap<String, String>;
 
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it (the
+/// Python client sends `watch=True`): `Some` only for a value it accepts.
+pub fn query_bool(q: &Query, key: &str) -> Option<bool> {
+    match q.get(key)?.as_str() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 pub fn parse_query(uri: &axum::http::Uri) -> Query {
     uri.query()
         .map(|q| {
@@ -178,10 +188,8 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
         Err(e) => e.into_response(),
     };
     if let Ok(t) = parse_target(&state, uri.path()) {
-        let watching = uri.path().contains("/watch/")
-            || parse_query(&uri)
-                .get("watch")
-                .is_some_and(|w| w == "true" || w == "1");
+        let watching =
+            uri.path().contains("/watch/") || query_bool(&parse_query(&uri), "watch") == Some(true);
         let verb = match (&method, t.name.is_some()) {
             (&Method::GET, _) if watching => "WATCH",
             (&Method::GET, true) => "GET",
@@ -246,8 +254,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         target.subresource.as_deref(),
     ) {
         (&Method::GET, false, _) => {
-            let watching =
-                watch_path || query.get("watch").is_some_and(|w| w == "true" || w == "1");
+            let watching = watch_path || query_bool(&query, "watch") == Some(true);
             if watching {
                 watch::watch(&state, &target, &query, &accept, &req.user.name).await
             } else {

@@ -174,7 +174,7 @@ pub async fn watch(
 ) -> ApiResult<Response> {
     let filter = Filter::from_query(&t.rt, query)?;
     let permit = state.watches.acquire(user)?;
-    let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
+    let flag = |k: &str| super::query_bool(query, k) == Some(true);
     let timeout = match query.get("timeoutSeconds").map(String::as_str) {
         None | Some("") => DEFAULT_TIMEOUT,
         Some(s) => Duration::from_secs(
@@ -187,7 +187,7 @@ pub async fn watch(
         .get("resourceVersion")
         .map(String::as_str)
         .unwrap_or("");
-    let send_initial = query.get("sendInitialEvents").map(|v| v == "true");
+    let send_initial = super::query_bool(query, "sendInitialEvents");
     let prefix = t.rt.prefix(t.namespace.as_deref());
     let store = &state.resources.store;
     let mut initial = VecDeque::new();

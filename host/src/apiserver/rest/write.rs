@@ -72,7 +72,7 @@ pub fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions> {
         field_manager,
         dry_run,
         field_validation,
-        force: q.get("force").is_some_and(|f| f == "true"),
+        force: super::query_bool(q, "force") == Some(true),
         requester: Some(super::super::requester::Requester {
             user: req.user.clone(),
             policy: req.policy.clone(),
@@ -261,9 +261,7 @@ pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
             )));
         }
     };
-    let orphan = q
-        .get("orphanDependents")
-        .map(|o| o == "true")
+    let orphan = super::query_bool(q, "orphanDependents")
         .or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     if opts.propagation.is_none() && orphan == Some(true) {
         opts.propagation = Some(Propagation::Orphan);
