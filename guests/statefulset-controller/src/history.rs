@@ -168,7 +168,8 @@ mod tests {
         let _g = host.install();
         let (_, r1) = current_and_update(&Client::new(), &a, &[], &mut 0).unwrap();
         let b = set("b", r1.metadata.name.as_deref(), 0);
-        let (c, u) = current_and_update(&Client::new(), &b, &[r1.clone()], &mut 0).unwrap();
+        let (c, u) =
+            current_and_update(&Client::new(), &b, std::slice::from_ref(&r1), &mut 0).unwrap();
         assert_eq!(c.metadata.name, r1.metadata.name);
         assert_eq!(u.revision, 2);
         assert_ne!(u.metadata.name, r1.metadata.name);
