@@ -371,9 +371,14 @@ async fn ordered_ready_comes_up_in_order_and_scales_up_and_down_by_ordinal() -> 
             ("StatefulSet", Some(true))
         );
     }
+    let rows = history.rows();
     assert_eq!(
-        creation_order(&history.rows()),
+        creation_order(&rows),
         ["web-0", "web-1", "web-2", "web-3", "web-4"]
+    );
+    assert!(
+        rows.iter().all(|r| r.revision == rev),
+        "every pod is made at the one revision: {rows:#?}"
     );
 
     scale(&client, "web", 8).await?;
