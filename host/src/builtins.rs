@@ -15,6 +15,9 @@
 //!
 //! `wasmlet up` loads them unless `--no-builtins`; `wasmlet run` only with
 //! `--builtins` (a real cluster has kube-scheduler and kube-controller-manager).
+//! `--builtin-plugins` picks which, as kube-controller-manager's
+//! `--controllers`: `*` (the default) for all, `NAME` to add one, `-NAME` to
+//! leave one out, comma-separated (`*,-statefulset-controller`).
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +39,10 @@ pub struct BuiltinArgs {
     /// Where the built-in plugins are installed from (default: next to the binary).
     #[arg(long, env = "WASMLET_BUILTIN_PLUGINS")]
     pub builtin_source: Option<PathBuf>,
+    /// Which built-in plugins: `*` for all, `NAME` to add one, `-NAME` to
+    /// leave one out (as kube-controller-manager's `--controllers`).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.
     #[arg(skip)]
     pub on_by_default: bool,
@@ -57,6 +64,8 @@ pub enum BuiltinError {
         "built-in plugins: no directory holding them (looked in {looked}); build them with scripts/build-guests, pass --builtin-source DIR, or run with --no-builtins"
     )]
     NoSource { looked: String },
+    #[error("--builtin-plugins: unknown built-in plugin {name:?} (known: {known})")]
+    Unknown { name: String, known: String },
     #[error("built-in plugin {name}: {path}: {source}")]
     Io {
         name: String,
@@ -68,6 +77,37 @@ pub enum BuiltinError {
         name: String,
         source: crate::plugin::manifest::ManifestError,
     },
+}
+
+/// The built-in plugins `--builtin-plugins` selects, in [`BUILTIN`] order.
+pub fn selected(spec: &[String]) -> Result<Vec<&'static str>, BuiltinError> {
+    let known = |n: &str| {
+        BUILTIN
+            .iter()
+            .copied()
+            .find(|b| *b == n)
+            .ok_or_else(|| BuiltinError::Unknown {
+                name: n.to_string(),
+                known: BUILTIN.join(", "),
+            })
+    };
+    // No list at all (a default-built `BuiltinArgs`) is `*`.
+    let mut all = spec.is_empty();
+    let (mut on, mut off) = (vec![], vec![]);
+    for item in spec.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        match item {
+            "*" => all = true,
+            _ => match item.strip_prefix('-') {
+                Some(n) => off.push(known(n)?),
+                None => on.push(known(item)?),
+            },
+        }
+    }
+    Ok(BUILTIN
+        .iter()
+        .copied()
+        .filter(|b| (all || on.contains(b)) && !off.contains(b))
+        .collect())
 }
 
 /// The directories `--builtin-source` falls back to, in order.
@@ -111,7 +151,7 @@ fn plugin_files_exist(dir: &Path, name: &str) -> bool {
 /// name) into `dest`, each file only when its content differs, through a
 /// dot-file and a rename (a watching host never sees half a file); removes
 /// built-ins `source` no longer has. Returns the names installed.
-pub fn install(source: &Path, dest: &Path) -> Result<Vec<String>, BuiltinError> {
+pub fn install(source: &Path, dest: &Path, selected: &[&str]) -> Result<Vec<String>, BuiltinError> {
     let io = |name: &str, path: &Path| {
         let (name, path) = (name.to_string(), path.to_path_buf());
         move |source| BuiltinError::Io { name, path, source }
@@ -119,7 +159,7 @@ pub fn install(source: &Path, dest: &Path) -> Result<Vec<String>, BuiltinError> 
     std::fs::create_dir_all(dest).map_err(io("*", dest))?;
     let mut installed = vec![];
     for name in BUILTIN {
-        if !plugin_files_exist(source, name) {
+        if !selected.contains(name) || !plugin_files_exist(source, name) {
             for ext in ["wasm", "toml"] {
                 let stale = dest.join(format!("{name}.{ext}"));
                 if stale.exists() {
@@ -166,9 +206,10 @@ pub fn plugin_dirs(
     if !args.enabled() {
         return Ok((plugins.map(Path::to_path_buf), None));
     }
+    let selected = selected(&args.builtin_plugins)?;
     let source = source_dir(args.builtin_source.as_deref())?;
     let dest = data_dir.join("plugins").join("builtin");
-    let names = install(&source, &dest)?;
+    let names = install(&source, &dest, &selected)?;
     tracing::info!(from = %source.display(), to = %dest.display(), plugins = ?names, "built-in plugins installed");
     Ok(match plugins {
         Some(p) => (Some(p.to_path_buf()), Some(dest)),
@@ -214,6 +255,32 @@ mod tests {
         assert_eq!(dir, Some(user));
         assert_eq!(behind.as_deref(), Some(dest.as_path()));
         assert_eq!(std::fs::read(dest.join("wasi-runner.wasm")).unwrap(), b"v2");
+    }
+
+    #[test]
+    fn builtin_plugins_selects_as_controllers_does() {
+        let pick = |s: &str| selected(&s.split(',').map(String::from).collect::<Vec<_>>());
+        assert_eq!(pick("*").unwrap(), BUILTIN);
+        assert_eq!(
+            pick("scheduler,wasi-runner").unwrap(),
+            ["scheduler", "wasi-runner"]
+        );
+        assert!(!pick("*,-scheduler").unwrap().contains(&"scheduler"));
+        let err = pick("schedular").unwrap_err().to_string();
+        assert!(
+            err.contains("unknown built-in plugin \"schedular\""),
+            "{err}"
+        );
+
+        // An unselected built-in is not installed (and an installed one goes).
+        let src = tempfile::tempdir().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        plugin(src.path(), "scheduler", b"s");
+        plugin(src.path(), "wasi-runner", b"w");
+        install(src.path(), dest.path(), &["scheduler", "wasi-runner"]).unwrap();
+        install(src.path(), dest.path(), &["wasi-runner"]).unwrap();
+        assert!(!dest.path().join("scheduler.wasm").exists());
+        assert!(dest.path().join("wasi-runner.wasm").exists());
     }
 
     #[test]

@@ -60,6 +60,12 @@ impl Plane {
             "--kubelet-port".into(),
             "0".into(),
         ];
+        // Only the built-ins most tests need: compiling every built-in
+        // controller at each start would cost seconds per plane. Tests of a
+        // controller name it (`--builtin-plugins scheduler,...`).
+        if !extra.iter().any(|a| a.starts_with("--builtin-plugins")) {
+            args.extend(["--builtin-plugins".into(), "scheduler,wasi-runner".into()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         Plane::launch(args).await
     }

@@ -28,7 +28,14 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
         .join("../target/workloads")
         .display()
         .to_string();
-    let mut args = vec!["--node-name", NODE, "--allow-file-images", &modules];
+    let mut args = vec![
+        "--node-name",
+        NODE,
+        "--allow-file-images",
+        &modules,
+        "--builtin-plugins",
+        "scheduler,wasi-runner,statefulset-controller",
+    ];
     args.extend_from_slice(extra);
     let plane = Plane::start_up(&args).await?;
     let client = plane.client().await?;
