@@ -51,14 +51,14 @@ async fn wait_counts(
     want: (i32, i32, i32, i32),
     what: &str,
 ) -> Result<PodDisruptionBudget> {
-    let mut last = None;
+    let last = std::sync::Mutex::new(None);
     let got = eventually(Duration::from_secs(40), what, || async {
         let b = pdbs.get("web").await.ok()?;
-        last = b.status.clone();
+        *last.lock().unwrap() = b.status.clone();
         (counts(&b) == Some(want)).then_some(b)
     })
     .await;
-    got.map_err(|e| anyhow::anyhow!("{e}; last status {last:?}"))
+    got.map_err(|e| anyhow::anyhow!("{e}; last status {:?}", last.lock().unwrap()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,14 +40,14 @@ async fn wait_counts(
     want: (i32, i32, i32, i32),
     what: &str,
 ) -> Result<ReplicaSet> {
-    let mut last = None;
+    let last = std::sync::Mutex::new(None);
     let got = eventually(Duration::from_secs(45), what, || async {
         let rs = sets.get("web").await.ok()?;
-        last = rs.status.clone();
+        *last.lock().unwrap() = rs.status.clone();
         (counts(&rs) == Some(want)).then_some(rs)
     })
     .await;
-    got.map_err(|e| anyhow::anyhow!("{e}; last status {last:?}"))
+    got.map_err(|e| anyhow::anyhow!("{e}; last status {:?}", last.lock().unwrap()))
 }
 
 /// The most and fewest live (not deleting) pods owned by `uid` at any point
