@@ -318,7 +318,7 @@ mod tests {
         let mut collided = d.clone();
         collided.status = Some(serde_json::from_value(json!({"collisionCount": 1})).unwrap());
         assert_ne!(template_hash(&collided), h);
-        assert_eq!(safe_encode("0123"), "5678");
+        assert_eq!(safe_encode("0123"), "4567");
     }
 
     #[test]
@@ -333,6 +333,7 @@ mod tests {
         assert_eq!(a[REVISION_HISTORY], "0,1");
         assert_eq!(a["team"], "x");
         assert!(!a.contains_key(DESIRED_REPLICAS));
+        // No rollingUpdate given (the API server would default 25%): no surge.
         let fresh = new_rs_annotations(&d, &rs(json!({})), 1, false).unwrap();
         assert_eq!(
             (
@@ -340,7 +341,7 @@ mod tests {
                 fresh[DESIRED_REPLICAS].as_str(),
                 fresh[MAX_REPLICAS].as_str()
             ),
-            ("1", "2", "3")
+            ("1", "2", "2")
         );
         assert_eq!(
             new_rs_annotations(

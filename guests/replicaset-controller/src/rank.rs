@@ -168,7 +168,7 @@ mod tests {
         let new = "2026-01-01T01:10:00Z";
         let pods = [
             pod("running-old", "n1", "Running", true, old),
-            pod("running-new", "n2", "Running", true, new),
+            pod("running-new", "n1", "Running", true, new),
             pod("unready", "n1", "Running", false, old),
             pod("pending", "n1", "Pending", false, old),
             pod("unscheduled", "", "Pending", false, old),
