@@ -25,7 +25,14 @@ use crate::plugin::Manifest;
 
 /// The plugins that are built in, by plugin name (`NAME.wasm` + `NAME.toml`).
 /// Other names in the source directory (test guests) are never installed.
-pub const BUILTIN: &[&str] = &["scheduler", "statefulset-controller", "wasi-runner"];
+pub const BUILTIN: &[&str] = &[
+    "scheduler",
+    "wasi-runner",
+    "statefulset-controller",
+    "disruption-controller",
+    "replicaset-controller",
+    "deployment-controller",
+];
 
 #[derive(clap::Args, Clone, Default)]
 pub struct BuiltinArgs {

@@ -12,6 +12,7 @@
 
 pub mod registry;
 pub mod summary;
+pub mod workload_plane;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};

@@ -375,10 +375,14 @@ async fn eviction_respects_pod_disruption_budgets() -> anyhow::Result<()> {
     let mut p = pod("running");
     p.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
     pods.create(&PostParams::default(), &p).await?;
+    // Running and Ready: the budget decides (an unready pod may go when the
+    // budget is met anyway, see below).
+    let running_ready = json!({"status": {"phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}]}});
     pods.patch_status(
         "running",
         &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        &Patch::Merge(running_ready),
     )
     .await?;
 
@@ -433,6 +437,40 @@ async fn eviction_respects_pod_disruption_budgets() -> anyhow::Result<()> {
             .unwrap()
             .disruptions_allowed,
         0
+    );
+    // A running pod that is not ready is no disruption to a budget that has
+    // its healthy pods: evicted without spending the budget (still at 0).
+    let mut unready = pod("unready");
+    unready.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    pods.create(&PostParams::default(), &unready).await?;
+    pods.patch_status(
+        "unready",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await?;
+    pods.evict("unready", &EvictParams::default()).await?;
+    expect_status(pods.get("unready").await, 404, "NotFound");
+    // Unless the budget is short of healthy pods itself.
+    pdbs.patch_status(
+        "budget",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"currentHealthy": 0}})),
+    )
+    .await?;
+    let mut short = pod("short");
+    short.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    pods.create(&PostParams::default(), &short).await?;
+    pods.patch_status(
+        "short",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await?;
+    expect_status(
+        pods.evict("short", &EvictParams::default()).await,
+        429,
+        "TooManyRequests",
     );
     // Evicting a pod that does not exist: 404.
     expect_status(

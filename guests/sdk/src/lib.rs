@@ -84,6 +84,7 @@ extern crate self as wasmlet_sdk;
 
 pub mod bindings;
 pub mod client;
+pub mod controllers;
 pub mod host;
 pub mod http;
 pub mod log;

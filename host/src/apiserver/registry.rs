@@ -275,6 +275,32 @@ const BUILTINS: &[Builtin] = &[
             true,
         )
     },
+    Builtin {
+        scale: true,
+        ..b(
+            "apps",
+            "v1",
+            "deployments",
+            "deployment",
+            "Deployment",
+            true,
+            &["deploy"],
+            true,
+        )
+    },
+    Builtin {
+        scale: true,
+        ..b(
+            "apps",
+            "v1",
+            "replicasets",
+            "replicaset",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            true,
+        )
+    },
     b(
         "apps",
         "v1",
@@ -395,7 +421,10 @@ fn builtin(def: &Builtin) -> ResourceType {
         kind: def.kind.into(),
         namespaced: def.namespaced,
         short_names: def.short.iter().map(|s| s.to_string()).collect(),
-        categories: if matches!(def.resource, "pods" | "statefulsets" | "services") {
+        categories: if matches!(
+            def.resource,
+            "pods" | "statefulsets" | "services" | "deployments" | "replicasets"
+        ) {
             vec!["all".into()]
         } else {
             vec![]

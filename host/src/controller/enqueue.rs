@@ -13,6 +13,7 @@ use super::controller::{Controller, key_of, split_key};
 use super::workqueue::Priority;
 use crate::cluster::cache::CacheEvent;
 use crate::plugin::manifest::MapFn;
+use wasmlet_apimachinery::selector::LabelSelector;
 
 impl Controller {
     pub(super) fn selected(&self, o: &DynamicObject) -> bool {
@@ -136,6 +137,7 @@ impl Controller {
                         }
                     }
                 }
+                Some(MapFn::Selector(path)) => self.enqueue_selecting(&o, path),
                 Some(m) => {
                     let target = match m {
                         MapFn::Label(k) => {
@@ -147,30 +149,41 @@ impl Controller {
                             .as_ref()
                             .and_then(|a| a.get(k))
                             .cloned(),
-                        MapFn::Field(p) => {
-                            let mut cur = &o.data;
-                            let mut ok = true;
-                            for part in p.split('.') {
-                                match cur.get(part) {
-                                    Some(v) => cur = v,
-                                    None => {
-                                        ok = false;
-                                        break;
-                                    }
-                                }
-                            }
-                            if ok {
-                                cur.as_str().map(str::to_string)
-                            } else {
-                                None
-                            }
-                        }
+                        MapFn::Field(p) => at_path(&o.data, p)
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        MapFn::Selector(_) => unreachable!("matched above"),
                     };
                     if let Some(t) = target.filter(|t| !t.is_empty()) {
                         let key = if t.contains('/') { t } else { key_of(ns, &t) };
                         self.queue.add(key, Priority::High);
                     }
                 }
+            }
+        }
+    }
+
+    /// Requeues every reconciled object in `o`'s namespace whose label selector
+    /// at `path` selects `o` (an unparsable or missing selector selects nothing).
+    fn enqueue_selecting(&self, o: &DynamicObject, path: &str) {
+        let no_labels = std::collections::BTreeMap::new();
+        let labels = o.metadata.labels.as_ref().unwrap_or(&no_labels);
+        for owner in self.primary.store.state() {
+            if owner.metadata.namespace != o.metadata.namespace || !self.selected(&owner) {
+                continue;
+            }
+            let Some(sel) =
+                at_path(&owner.data, path).and_then(|v| LabelSelector::from_label_selector(v).ok())
+            else {
+                continue;
+            };
+            if sel.matches(labels)
+                && let Some(n) = owner.metadata.name.as_deref()
+            {
+                self.queue.add(
+                    key_of(owner.metadata.namespace.as_deref(), n),
+                    Priority::High,
+                );
             }
         }
     }
@@ -191,4 +204,9 @@ impl Controller {
             }
         }
     }
+}
+
+/// The value at a dotted path (`spec.nodeName`) inside an object's JSON.
+fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |cur, part| cur.get(part))
 }

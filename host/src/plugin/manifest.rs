@@ -77,6 +77,11 @@ pub enum MapFn {
     Label(String),
     Annotation(String),
     Field(String),
+    /// `selector:PATH`: every reconciled object in the watched object's
+    /// namespace whose `metav1.LabelSelector` at the dotted PATH (e.g.
+    /// `spec.selector`) matches the watched object's labels, as upstream
+    /// controllers find a pod's PodDisruptionBudgets or an orphan's ReplicaSets.
+    Selector(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -263,11 +268,12 @@ impl Manifest {
                 Some(("label", k)) if !k.is_empty() => MapFn::Label(k.into()),
                 Some(("annotation", k)) if !k.is_empty() => MapFn::Annotation(k.into()),
                 Some(("field", p)) if !p.is_empty() => MapFn::Field(p.into()),
+                Some(("selector", p)) if !p.is_empty() => MapFn::Selector(p.into()),
                 _ => {
                     return Err(err(
                         &format!("watches[{i}].map"),
                         format!(
-                            "\"{}\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"",
+                            "\"{}\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\" or \"selector:PATH\"",
                             w.map
                         ),
                     ));
@@ -425,6 +431,21 @@ mod tests {
     }
 
     #[test]
+    fn a_selector_map_names_the_selector_path() {
+        let m = parse(&format!(
+            "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"selector:spec.selector\"\n"
+        ))
+        .unwrap();
+        assert_eq!(m.watches[0].1, MapFn::Selector("spec.selector".into()));
+        assert!(
+            parse(&format!(
+                "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"selector:\"\n"
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
     fn errors_name_file_and_field() {
         let e = parse(&format!(
             "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"nope\"\n"
@@ -432,7 +453,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\" or \"field:PATH\""
+            "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\" or \"selector:PATH\""
         );
         let e = parse(&BASE.replace("0.1.0", "0.2.0")).unwrap_err();
         assert!(

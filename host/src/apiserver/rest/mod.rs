@@ -1,6 +1,7 @@
 //! The REST surface: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into
 //! a [`Target`] and handed to the verb's handler.
 
+mod eviction;
 mod protobuf;
 mod read;
 mod subresources;
@@ -274,7 +275,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
             subresources::token(&state, &target, read_body(body).await?).await
         }
         (&Method::POST, true, Some("eviction")) => {
-            subresources::evict(&state, &target, read_body(body).await?).await
+            eviction::evict(&state, &target, read_body(body).await?).await
         }
         (&Method::PUT, true, Some("scale")) => {
             subresources::put_scale(&state, &target, read_body(body).await?, &req).await

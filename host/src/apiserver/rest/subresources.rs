@@ -9,9 +9,9 @@ use wasmlet_apimachinery::selector::LabelSelector;
 
 use super::super::ApiState;
 use super::super::meta;
-use super::super::resources::{Address, DeleteOptions, PatchBody, Sub};
+use super::super::resources::PatchBody;
 use super::super::status::{ApiError, ApiResult, success};
-use super::write::{Req, delete_options, parse_patch};
+use super::write::{Req, parse_patch};
 use super::{Query, Target, parse_object, value_response};
 
 /// How `t`'s kind maps `scale` (routing sends only scalable kinds here).
@@ -209,126 +209,6 @@ pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respon
         )),
         None => Ok(value_response(201, &success(201))),
     }
-}
-
-/// Eviction honours the pod's PodDisruptionBudget as upstream's eviction REST
-/// handler does: one budget at most, 429 when no disruption is allowed, the
-/// budget decremented (with the pod recorded in `disruptedPods`) before the
-/// pod is deleted.
-pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
-    let eviction = parse_object(&body, "application/json")?;
-    let name = t.name.as_deref().unwrap_or_default();
-    let ns = t.ns().to_string();
-    let opts = match eviction.get("deleteOptions") {
-        Some(d) => delete_options(&serde_json::to_vec(d).unwrap_or_default(), &Query::new())?,
-        None => DeleteOptions::default(),
-    };
-    let pdb_rt = state
-        .registry
-        .builtin("policy", "v1", "poddisruptionbudgets")?;
-    for _ in 0..8 {
-        let pod = state.resources.get(&t.rt, &ns, name)?.value()?;
-        let phase = pod
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let running = phase == "Running" && !meta::is_deleting(&pod);
-        if running {
-            let labels = pod
-                .pointer("/metadata/labels")
-                .cloned()
-                .unwrap_or(json!({}));
-            let snap = state.resources.store.snapshot();
-            let pdbs: Vec<Value> = snap
-                .range(&pdb_rt.prefix(Some(&ns)), None)
-                .map(|s| s.value())
-                .collect::<Result<Vec<Value>, _>>()?
-                .into_iter()
-                .filter(|pdb| {
-                    pdb.pointer("/spec/selector")
-                        .and_then(|s| LabelSelector::from_label_selector(s).ok())
-                        .is_some_and(|sel| !sel.is_empty() && sel.matches(&labels))
-                })
-                .collect();
-            if pdbs.len() > 1 {
-                return Err(ApiError::internal(
-                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                ));
-            }
-            if let Some(pdb) = pdbs.first() {
-                let pdb_name = meta::name(pdb).to_string();
-                let refuse = |why: String| {
-                    ApiError::too_many_requests(
-                        "Cannot evict pod as it would violate the pod's disruption budget.",
-                        vec![json!({"reason": "DisruptionBudget", "message": why})],
-                    )
-                };
-                let generation = pdb
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                let observed = pdb
-                    .pointer("/status/observedGeneration")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                if observed < generation {
-                    return Err(refuse(format!(
-                        "The disruption budget {pdb_name} is still being processed by the server."
-                    )));
-                }
-                let allowed = pdb
-                    .pointer("/status/disruptionsAllowed")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                if allowed <= 0 {
-                    let desired = pdb
-                        .pointer("/status/desiredHealthy")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0);
-                    let current = pdb
-                        .pointer("/status/currentHealthy")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0);
-                    return Err(refuse(format!(
-                        "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
-                    )));
-                }
-                let pdb_rv = meta::meta_str(pdb, "resourceVersion")
-                    .unwrap_or("")
-                    .to_string();
-                let mut new = pdb.clone();
-                new["status"]["disruptionsAllowed"] = json!(allowed - 1);
-                new["status"]["disruptedPods"][name] = json!(meta::now_rfc3339());
-                meta::meta_mut(&mut new).insert("resourceVersion".into(), json!(pdb_rv));
-                let written = state
-                    .resources
-                    .update(
-                        Address {
-                            rt: &pdb_rt,
-                            version: "v1",
-                            ns: &ns,
-                            name: &pdb_name,
-                            sub: Sub::Status,
-                        },
-                        new,
-                        &Default::default(),
-                    )
-                    .await;
-                match written {
-                    Ok(_) => {}
-                    // Another eviction spent the budget first: look again.
-                    Err(e) if e.code == 409 => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        state.resources.delete(&t.rt, &ns, name, &opts).await?;
-        return Ok(value_response(201, &success(201)));
-    }
-    Err(ApiError::too_many_requests(
-        "Too many concurrent evictions; try again.",
-        vec![],
-    ))
 }
 
 pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> ApiResult<Response> {

@@ -1,0 +1,142 @@
+//! `wasmlet up` as a small cluster for the workload-controller tests: the
+//! built-in plugins (scheduler, wasi-runner, the controllers) and one node
+//! whose pods really run the `sleeper` workload from `target/workloads`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use serde_json::{Value, json};
+
+use crate::{Plane, eventually};
+
+pub const NODE: &str = "workload-node";
+
+fn workloads_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .join("target")
+        .join("workloads")
+}
+
+/// `file://…/NAME` of a module `scripts/build-workloads` built.
+pub fn workload(name: &str) -> String {
+    let path = workloads_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-workloads first",
+        path.display()
+    );
+    format!("file://{}", path.display())
+}
+
+/// `wasmlet up --node-name workload-node EXTRA...` with nothing installed by
+/// the test; returns once the node is registered.
+pub async fn start(extra: &[&str]) -> Result<(Plane, kube::Client)> {
+    let modules = workloads_dir().display().to_string();
+    let mut args = vec![
+        "--node-name",
+        NODE,
+        "--allow-file-images",
+        &modules,
+        "--builtin-plugins",
+        "scheduler,wasi-runner,disruption-controller,replicaset-controller,deployment-controller",
+    ];
+    args.extend_from_slice(extra);
+    let plane = Plane::start_up(&args).await?;
+    let client = plane.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ready = eventually(Duration::from_secs(60), "the wasmlet node", || async {
+        nodes.get_opt(NODE).await.ok().flatten()
+    })
+    .await;
+    if let Err(e) = ready {
+        bail!("{e}; log:\n{}", plane.log());
+    }
+    Ok((plane, client))
+}
+
+/// A pod spec running `sleeper` (forever, Ready once running), tolerating the
+/// wasm node's taints, with a short grace period so deletions finish quickly.
+pub fn sleeper_spec() -> Value {
+    json!({
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
+        "containers": [{"name": "main", "image": workload("sleeper.wasm")}],
+    })
+}
+
+/// A pod template (`metadata.labels` + [`sleeper_spec`]).
+pub fn sleeper_template(labels: Value) -> Value {
+    json!({"metadata": {"labels": labels}, "spec": sleeper_spec()})
+}
+
+pub fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Every state of the objects `api` lists, in the order a watch delivers
+/// them (deletions as `(true, object)`), recorded from before this returns.
+pub struct History<K> {
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<(bool, K)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K: Clone> History<K> {
+    pub fn snapshot(&self) -> Vec<(bool, K)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl<K> Drop for History<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts recording `api`'s watch; returns once the initial list is in.
+pub async fn record<K>(api: Api<K>) -> Result<History<K>>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<(bool, K)>>> = Default::default();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut s = watcher(api, watcher::Config::default()).boxed();
+            while let Some(ev) = s.next().await {
+                match ev {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        seen.lock().unwrap().push((false, o))
+                    }
+                    Ok(watcher::Event::Delete(o)) => seen.lock().unwrap().push((true, o)),
+                    _ => {}
+                }
+            }
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(30), rx).await??;
+    Ok(History { seen, task })
+}
