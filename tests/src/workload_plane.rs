@@ -33,9 +33,18 @@ pub fn workload(name: &str) -> String {
     format!("file://{}", path.display())
 }
 
-/// `wasmlet up --node-name workload-node EXTRA...` with nothing installed by
-/// the test; returns once the node is registered.
+/// `wasmlet up --node-name workload-node EXTRA...` with the disruption,
+/// ReplicaSet and Deployment controllers; returns once the node is registered.
 pub async fn start(extra: &[&str]) -> Result<(Plane, kube::Client)> {
+    start_with(
+        "scheduler,wasi-runner,disruption-controller,replicaset-controller,deployment-controller",
+        extra,
+    )
+    .await
+}
+
+/// [`start`] with the built-in plugins `builtins` (`--builtin-plugins`).
+pub async fn start_with(builtins: &str, extra: &[&str]) -> Result<(Plane, kube::Client)> {
     let modules = workloads_dir().display().to_string();
     let mut args = vec![
         "--node-name",
@@ -43,7 +52,7 @@ pub async fn start(extra: &[&str]) -> Result<(Plane, kube::Client)> {
         "--allow-file-images",
         &modules,
         "--builtin-plugins",
-        "scheduler,wasi-runner,disruption-controller,replicaset-controller,deployment-controller",
+        builtins,
     ];
     args.extend_from_slice(extra);
     let plane = Plane::start_up(&args).await?;

@@ -5,59 +5,25 @@
 //! what any client saw, not on the final state alone.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use wasmlet_e2e::workload_plane::{self, NODE, sleeper_spec};
 use wasmlet_e2e::{Plane, eventually, kubectl_bin};
 
-const NODE: &str = "sts-node";
 const REVISION: &str = "controller-revision-hash";
 
-/// `wasmlet up` with its node Ready.
+/// `wasmlet up` with the StatefulSet controller and its node Ready.
 async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
-    let modules = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/workloads")
-        .display()
-        .to_string();
-    let mut args = vec![
-        "--node-name",
-        NODE,
-        "--allow-file-images",
-        &modules,
-        "--builtin-plugins",
-        "scheduler,wasi-runner,statefulset-controller",
-    ];
-    args.extend_from_slice(extra);
-    let plane = Plane::start_up(&args).await?;
-    let client = plane.client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let ready = eventually(Duration::from_secs(60), "the wasmlet node", || async {
-        nodes.get_opt(NODE).await.ok().flatten()
-    })
-    .await;
-    if let Err(e) = ready {
-        bail!("{e}; log:\n{}", plane.log());
-    }
-    Ok((plane, client))
-}
-
-fn sleeper() -> Result<String> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/workloads/sleeper.wasm");
-    ensure!(
-        p.exists(),
-        "{} is missing: run scripts/build-workloads",
-        p.display()
-    );
-    Ok(format!("file://{}", std::fs::canonicalize(p)?.display()))
+    workload_plane::start_with("scheduler,wasi-runner,statefulset-controller", extra).await
 }
 
 /// A set `name` of `replicas` sleepers (app=NAME), with `spec` merged in.
@@ -68,11 +34,7 @@ fn set(name: &str, replicas: i32, spec: Value) -> Result<StatefulSet> {
         "selector": {"matchLabels": {"app": name}},
         "template": {
             "metadata": {"labels": {"app": name}},
-            "spec": {
-                "terminationGracePeriodSeconds": 1,
-                "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
-                "containers": [{"name": "main", "image": sleeper()?}],
-            },
+            "spec": sleeper_spec(),
         },
     });
     for (k, v) in spec.as_object().into_iter().flatten() {
