@@ -85,36 +85,34 @@ impl ApiError {
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
-        let list: Vec<String> = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect();
-        let summary = if list.len() == 1 {
-            list[0].clone()
-        } else {
-            format!("[{}]", list.join(", "))
-        };
-        let causes: Vec<Value> = causes
-            .iter()
-            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-            .collect();
         let kind = if rt.group.is_empty() {
             rt.kind.clone()
         } else {
             format!("{}.{}", rt.kind, rt.group)
         };
-        ApiError::new(
-            422,
-            "Invalid",
-            format!("{kind} \"{name}\" is invalid: {summary}"),
+        ApiError::unprocessable(
+            &kind,
+            name,
+            json!({"name": name, "group": rt.group, "kind": rt.kind}),
+            &causes,
         )
-        .with_details(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}))
     }
 
     /// 422 for bad request options (`fieldValidation`, `dryRun`,
     /// `fieldManager`, `force`): upstream validates them as an object of kind
     /// `CreateOptions`/`UpdateOptions`/`PatchOptions` in `meta.k8s.io`.
     pub fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiError {
+        ApiError::unprocessable(
+            &format!("{kind}.meta.k8s.io"),
+            "",
+            json!({"group": "meta.k8s.io", "kind": kind}),
+            &causes,
+        )
+    }
+
+    /// `KIND "NAME" is invalid: field: message` (a list when there are
+    /// several), with each cause in the details as upstream's `Invalid`.
+    fn unprocessable(kind: &str, name: &str, mut details: Value, causes: &[Cause]) -> ApiError {
         let list: Vec<String> = causes
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
@@ -124,16 +122,16 @@ impl ApiError {
         } else {
             format!("[{}]", list.join(", "))
         };
-        let causes: Vec<Value> = causes
+        details["causes"] = causes
             .iter()
             .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
             .collect();
         ApiError::new(
             422,
             "Invalid",
-            format!("{kind}.meta.k8s.io \"\" is invalid: {summary}"),
+            format!("{kind} \"{name}\" is invalid: {summary}"),
         )
-        .with_details(json!({"group": "meta.k8s.io", "kind": kind, "causes": causes}))
+        .with_details(details)
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {

@@ -42,32 +42,30 @@ impl Resources {
                 Writer::new(&opts.field_manager, &api_version, lists.as_ref(), &now).scoped(&scope);
             new = managedfields::update(Some(old_value), &new, &by);
         }
-        if opts.dry_run {
-            let json = Bytes::from(serde_json::to_vec(&new).unwrap_or_default());
-            return Ok(Arc::new(super::super::store::make_stored(
+        // The update as asked, at the stored revision: what a dry run and an
+        // update that deletes answer without storing it.
+        let unstored = |new: &Value| {
+            let json = Bytes::from(serde_json::to_vec(new).unwrap_or_default());
+            Arc::new(super::super::store::make_stored(
                 old.key.clone(),
                 old.rv,
                 json,
-                &new,
-            )));
+                new,
+            ))
+        };
+        if opts.dry_run {
+            return Ok(unstored(&new));
         }
         if meta::is_deleting(&new)
             && !strategy::has_pending_finalizers(rt, &new)
             && delete_during_update(rt, old_value)
         {
-            // As upstream's deleteWithoutFinalizers: the update is not stored;
-            // the object is deleted as it was last stored.
-            // The answer is the update as asked, as upstream's: the client
-            // sees its finalizer gone.
+            // As upstream's deleteWithoutFinalizers: the update is not stored
+            // (the object is deleted as it was last stored) but is the answer,
+            // so the client sees its finalizer gone.
             let event = self.store.delete(&old.key, Expect::Rv(old.rv)).await?;
             self.after_write(rt, &event.object, true);
-            let json = Bytes::from(serde_json::to_vec(&new).unwrap_or_default());
-            return Ok(Arc::new(super::super::store::make_stored(
-                old.key.clone(),
-                old.rv,
-                json,
-                &new,
-            )));
+            return Ok(unstored(&new));
         }
         let event = self.store.put(&old.key, Expect::Rv(old.rv), new).await?;
         self.after_write(rt, &event.object, false);

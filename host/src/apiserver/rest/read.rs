@@ -23,6 +23,9 @@ pub struct Filter {
     /// The kind's selectable fields the selector names, by the stored JSON
     /// path they read and the value an absent field has (as Go's zero value).
     paths: Vec<(String, String, &'static str)>,
+    /// Whether a selected field reads the stored JSON (anything but the
+    /// parsed `spec.nodeName` and `status.phase`): decided once, not per object.
+    reads_json: bool,
 }
 
 /// The stored (core/v1) path of an event field selector, per upstream's
@@ -113,10 +116,14 @@ impl Filter {
             };
             paths.push((field.to_string(), path, zero));
         }
+        let reads_json = paths
+            .iter()
+            .any(|(f, _, _)| !matches!(f.as_str(), "spec.nodeName" | "status.phase"));
         Ok(Filter {
             labels,
             fields,
             paths,
+            reads_json,
         })
     }
 
@@ -129,11 +136,7 @@ impl Filter {
         // agent's and the scheduler's watches); other fields read the JSON. An
         // unreadable object matches no such field (the LIST that renders it
         // reports the error).
-        let value = if self
-            .paths
-            .iter()
-            .any(|(f, _, _)| !matches!(f.as_str(), "spec.nodeName" | "status.phase"))
-        {
+        let value = if self.reads_json {
             s.value().ok()
         } else {
             None
