@@ -601,3 +601,51 @@ async fn plugin_check_prints_a_cluster_role() -> Result<()> {
     assert_eq!(can(&["get", "secrets"])?, "no");
     Ok(())
 }
+
+/// Attack: a user who may only list ConfigMaps asks for a watch spelled
+/// `watch=True` (Go's `ParseBool` reads it, and so does the Python client).
+/// Authorization must read it as the handler does: a watch, refused.
+#[tokio::test]
+async fn a_list_only_user_cannot_watch_by_spelling_it_differently() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let admin = plane.client().await?;
+    create_rbac(
+        &admin,
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "lister", "namespace": "default"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+        }),
+    )
+    .await?;
+    create_rbac(
+        &admin,
+        binding(
+            "RoleBinding",
+            "lister",
+            "default",
+            ("Role", "lister"),
+            serde_json::json!({"kind": "User", "name": "lister"}),
+        ),
+    )
+    .await?;
+    let lister = client_as(&plane, "lister").await?;
+    let get = |q: &str| {
+        http::Request::get(format!("/api/v1/namespaces/default/configmaps{q}"))
+            .body(Vec::new())
+            .expect("a request")
+    };
+    lister.request_text(get("")).await?;
+    for spelling in ["true", "True", "1", "t"] {
+        let watch = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            lister.request_text(get(&format!("?watch={spelling}&timeoutSeconds=1"))),
+        )
+        .await?;
+        match watch {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "watch={spelling}: {s:?}"),
+            other => panic!("watch={spelling} was served to a list-only user: {other:?}"),
+        }
+    }
+    Ok(())
+}
