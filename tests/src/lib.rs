@@ -252,6 +252,12 @@ pub fn built_plugins() -> PathBuf {
 /// Copies plugin NAME (wasm + toml + the CRD files) from the guest build into `dir`,
 /// manifest first and module last, as an operator would.
 pub fn install_plugin(dir: &Path, name: &str) -> Result<()> {
+    install_plugin_with(dir, name, |toml| toml)
+}
+
+/// [`install_plugin`] with its manifest passed through `edit`. Each file
+/// lands by rename, manifest first: the host never loads half a plugin.
+pub fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> Result<()> {
     let src = built_plugins();
     if !src.join(format!("{name}.wasm")).exists() {
         bail!(
@@ -264,11 +270,20 @@ pub fn install_plugin(dir: &Path, name: &str) -> Result<()> {
             std::fs::copy(e.path(), dir.join(e.file_name()))?;
         }
     }
-    for ext in ["toml", "wasm"] {
-        let tmp = dir.join(format!(".{name}.{ext}"));
-        std::fs::copy(src.join(format!("{name}.{ext}")), &tmp)?;
-        std::fs::rename(&tmp, dir.join(format!("{name}.{ext}")))?;
-    }
+    let toml = edit(std::fs::read_to_string(src.join(format!("{name}.toml")))?);
+    std::fs::write(dir.join(format!(".{name}.toml")), toml)?;
+    std::fs::rename(
+        dir.join(format!(".{name}.toml")),
+        dir.join(format!("{name}.toml")),
+    )?;
+    std::fs::copy(
+        src.join(format!("{name}.wasm")),
+        dir.join(format!(".{name}.wasm")),
+    )?;
+    std::fs::rename(
+        dir.join(format!(".{name}.wasm")),
+        dir.join(format!("{name}.wasm")),
+    )?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmlet_e2e::workload_plane::{self, NODE, sleeper_spec};
-use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin};
+use wasmlet_e2e::{Plane, eventually, install_plugin, install_plugin_with};
 
 fn unbound_pod(name: &str, team: &str) -> Result<Pod> {
     Ok(serde_json::from_value(json!({
@@ -58,14 +58,10 @@ async fn a_users_plugin_named_like_a_builtin_replaces_it_until_removed() -> Resu
 
     // The user's own scheduler: the built-in's component with a manifest that
     // only takes pods of team a.
-    let built = built_plugins();
-    let toml = std::fs::read_to_string(built.join("scheduler.toml"))?
-        .replace("[reconciles]", "[reconciles]\nlabel-selector = \"team=a\"");
     let dir = plane.plugin_dir();
-    std::fs::copy(built.join("scheduler.wasm"), dir.join(".scheduler.wasm"))?;
-    std::fs::write(dir.join(".scheduler.toml"), toml)?;
-    std::fs::rename(dir.join(".scheduler.wasm"), dir.join("scheduler.wasm"))?;
-    std::fs::rename(dir.join(".scheduler.toml"), dir.join("scheduler.toml"))?;
+    install_plugin_with(&dir, "scheduler", |toml| {
+        toml.replace("[reconciles]", "[reconciles]\nlabel-selector = \"team=a\"")
+    })?;
     logged(
         &plane,
         "the user's scheduler",

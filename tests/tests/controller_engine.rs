@@ -15,7 +15,7 @@ use kube::api::{
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
-use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric};
+use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, install_plugin_with, metric};
 
 const FINALIZER: &str = "examples.wasmlet.dev/cleanup";
 
@@ -37,34 +37,6 @@ async fn served(what: &str, api: &Api<DynamicObject>) -> anyhow::Result<()> {
 
 /// Installs plugin `name` from the guest build with its manifest passed through
 /// `edit` (CRDs first, then the manifest, the module last).
-fn install_plugin_with(
-    dir: &Path,
-    name: &str,
-    edit: impl Fn(String) -> String,
-) -> anyhow::Result<()> {
-    let src = built_plugins();
-    for e in std::fs::read_dir(&src)?.flatten() {
-        if e.file_name().to_string_lossy().ends_with(".yaml") {
-            std::fs::copy(e.path(), dir.join(e.file_name()))?;
-        }
-    }
-    let toml = edit(std::fs::read_to_string(src.join(format!("{name}.toml")))?);
-    std::fs::write(dir.join(format!(".{name}.toml")), toml)?;
-    std::fs::rename(
-        dir.join(format!(".{name}.toml")),
-        dir.join(format!("{name}.toml")),
-    )?;
-    std::fs::copy(
-        src.join(format!("{name}.wasm")),
-        dir.join(format!(".{name}.wasm")),
-    )?;
-    std::fs::rename(
-        dir.join(format!(".{name}.wasm")),
-        dir.join(format!("{name}.wasm")),
-    )?;
-    Ok(())
-}
-
 fn observed(o: &DynamicObject) -> Option<i64> {
     o.data
         .pointer("/status/observedGeneration")
@@ -775,6 +747,69 @@ async fn a_status_the_server_prunes_is_not_rewritten_on_every_reconcile() -> any
         patches().await?,
         before,
         "status was written again for an unchanged object"
+    );
+    Ok(())
+}
+
+/// A watch mapped `waiting` calls at once the objects whose last reconcile
+/// asked to be called later (here: never, by the clock), and only those.
+#[tokio::test]
+async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    install_plugin_with(&plane.plugin_dir(), "fault", |toml| {
+        toml.replace(
+            "[permissions]",
+            "[[watches]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nmap = \"waiting\"\n\n[permissions]",
+        )
+    })?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "Fault"),
+        "faults",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    served("the Fault CRD", &api).await?;
+    for (name, fault) in [("waits", "requeue-max"), ("done", "none")] {
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "testing.wasmlet.dev/v1", "kind": "Fault",
+            "metadata": {"name": name},
+            "spec": {"fault": fault, "value": "v0"},
+        }))?;
+        api.create(&PostParams::default(), &o).await?;
+    }
+    let count = |m: &str, result: &str| {
+        metric(
+            m,
+            "controller_runtime_reconcile_total",
+            &format!("controller=\"fault\",result=\"{result}\""),
+        )
+    };
+    // Both reconciled once (their status written); then a quiet moment.
+    let before = eventually(Duration::from_secs(30), "both reconciled", || async {
+        let m = plane.metrics().await.ok()?;
+        (count(&m, "requeue_after") >= 1.0 && count(&m, "success") >= 1.0).then_some(m)
+    })
+    .await?;
+
+    create_configmap(&client, "poke", "nobody", 1).await?;
+    let after = eventually(
+        Duration::from_secs(30),
+        "the waiting object called again",
+        || async {
+            let m = plane.metrics().await.ok()?;
+            (count(&m, "requeue_after") > count(&before, "requeue_after")).then_some(m)
+        },
+    )
+    .await?;
+    assert_eq!(
+        count(&after, "requeue_after"),
+        count(&before, "requeue_after") + 1.0,
+        "one call for the one waiting object"
+    );
+    assert_eq!(
+        count(&after, "success"),
+        count(&before, "success"),
+        "the object that asked for nothing is not called"
     );
     Ok(())
 }

@@ -7,12 +7,14 @@
 //! a cache that lacks an earlier binding (kube-scheduler's assumed pods). A pod
 //! that fits nowhere gets `PodScheduled=False` (reason `Unschedulable`, the
 //! FitError message) and a `FailedScheduling` event when the message changes,
-//! and is tried again after [`RETRY`].
+//! and is tried again as soon as a Node changes (the manifest's `waiting`
+//! watch), or after [`RETRY`] when nothing changed.
 //!
 //! Deviations from upstream: no preemption, no priority order (pods go in the
 //! host's queue order), no inter-pod affinity, topology spread, ports or volume
-//! filters, ties go to the first node by name, and unschedulable pods are retried
-//! on a timer instead of on the cluster events that could make them fit.
+//! filters, ties go to the first node by name, and a pod that stops running frees
+//! its resources for waiting pods only at their next timed retry (any Node change
+//! retries them at once).
 
 pub mod fit;
 pub mod quantity;
@@ -27,7 +29,7 @@ use wasmlet_sdk::prelude::*;
 
 use schedule::{Decision, decide, wants_scheduling};
 
-/// How soon an unschedulable pod is tried again.
+/// How soon an unschedulable pod is tried again when no Node changes first.
 pub const RETRY: Duration = Duration::from_secs(5);
 
 fn reconcile(pod: Arc<Pod>, ctx: &Context) -> Result<Action, Error> {

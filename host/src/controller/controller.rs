@@ -72,6 +72,13 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Success,
+        Outcome::Error,
+        Outcome::Requeue,
+        Outcome::RequeueAfter,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -128,6 +135,9 @@ pub struct Controller {
     pub(super) written: std::sync::Mutex<HashMap<String, Written>>,
     /// The host's own status writes: their watch events reconcile nothing.
     pub(super) own_writes: super::own_writes::OwnWrites,
+    /// Keys whose last reconcile asked to be called again later: a watch
+    /// mapped `waiting` calls them at once.
+    pub(super) waiting: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
 }
@@ -184,6 +194,7 @@ impl Controller {
             .await
             .map_err(kind_error("reconciles", &rec.api_version, &rec.kind))?;
         let queue = WorkQueue::new(name, config.queue.clone(), Some(metrics.queue()));
+        metrics.controller_started(name);
         let controller = Arc::new(Controller {
             name: name.to_string(),
             source,
@@ -198,6 +209,7 @@ impl Controller {
             leading,
             written: Default::default(),
             own_writes: Default::default(),
+            waiting: Default::default(),
             warned_pruned: Default::default(),
         });
         let mut tasks = JoinSet::new();

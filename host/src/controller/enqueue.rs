@@ -138,6 +138,18 @@ impl Controller {
                     }
                 }
                 Some(MapFn::Selector(path)) => self.enqueue_selecting(&o, path),
+                Some(MapFn::Waiting) => {
+                    let keys: Vec<String> = self
+                        .waiting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .cloned()
+                        .collect();
+                    for key in keys {
+                        self.queue.add(key, Priority::High);
+                    }
+                }
                 Some(m) => {
                     let target = match m {
                         MapFn::Label(k) => {
@@ -152,7 +164,7 @@ impl Controller {
                         MapFn::Field(p) => at_path(&o.data, p)
                             .and_then(Value::as_str)
                             .map(str::to_string),
-                        MapFn::Selector(_) => unreachable!("matched above"),
+                        MapFn::Selector(_) | MapFn::Waiting => unreachable!("matched above"),
                     };
                     if let Some(t) = target.filter(|t| !t.is_empty()) {
                         let key = if t.contains('/') { t } else { key_of(ns, &t) };

@@ -119,6 +119,26 @@ impl ControllerMetrics {
             .inc();
     }
 
+    /// Creates `controller`'s series at zero, as controller-runtime does: a
+    /// dashboard's `rate()` and an alert's `absent()` see a controller that has
+    /// not reconciled yet.
+    pub fn controller_started(&self, controller: &str) {
+        let c = ControllerLabels {
+            controller: controller.to_string(),
+        };
+        for outcome in Outcome::ALL {
+            let _ = self.reconcile_total.get_or_create(&ResultLabels {
+                controller: controller.into(),
+                result: outcome.as_str().into(),
+            });
+        }
+        let _ = self.reconcile_errors.get_or_create(&c);
+        let _ = self.reconcile_time.get_or_create(&c);
+        let _ = self.active_workers.get_or_create(&c);
+        let _ = self.out_of_scope.get_or_create(&c);
+        let _ = self.status_writes.get_or_create(&c);
+    }
+
     pub fn reconciled(&self, controller: &str, outcome: Outcome, took: Duration) {
         let c = ControllerLabels {
             controller: controller.to_string(),
@@ -160,5 +180,31 @@ impl ControllerMetrics {
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_started_controller_exports_every_series_at_zero() {
+        let m = ControllerMetrics::new();
+        m.controller_started("demo");
+        let text = m.encode();
+        for outcome in Outcome::ALL {
+            let line = format!(
+                "controller_runtime_reconcile_total{{controller=\"demo\",result=\"{}\"}} 0",
+                outcome.as_str()
+            );
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+        for series in [
+            "controller_runtime_reconcile_errors_total{controller=\"demo\"} 0",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"demo\"} 0",
+            "controller_runtime_active_workers{controller=\"demo\"} 0",
+        ] {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
     }
 }

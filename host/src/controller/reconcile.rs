@@ -300,6 +300,13 @@ impl Controller {
         key: &str,
         outcome: Result<(Option<Duration>, bool), (bool, bool)>,
     ) -> Outcome {
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            match outcome {
+                Ok((Some(wait), false)) if !wait.is_zero() => waiting.insert(key.to_string()),
+                _ => waiting.remove(key),
+            };
+        }
         match outcome {
             Ok((_, true)) | Err((false, true)) => {
                 self.queue.add_soon(key.to_string());

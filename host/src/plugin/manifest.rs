@@ -82,6 +82,11 @@ pub enum MapFn {
     /// `spec.selector`) matches the watched object's labels, as upstream
     /// controllers find a pod's PodDisruptionBudgets or an orphan's ReplicaSets.
     Selector(String),
+    /// `waiting`: every reconciled object whose last reconcile asked to be
+    /// called again later (`requeue-after`) is called now, as kube-scheduler
+    /// moves its unschedulable pods back to the active queue when a node
+    /// changes: the wait stays as a backstop, the change ends it early.
+    Waiting,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -265,6 +270,7 @@ impl Manifest {
         let mut watches = Vec::new();
         for (i, w) in raw.watches.iter().enumerate() {
             let map = match w.map.split_once(':') {
+                None if w.map == "waiting" => MapFn::Waiting,
                 Some(("label", k)) if !k.is_empty() => MapFn::Label(k.into()),
                 Some(("annotation", k)) if !k.is_empty() => MapFn::Annotation(k.into()),
                 Some(("field", p)) if !p.is_empty() => MapFn::Field(p.into()),
@@ -273,7 +279,7 @@ impl Manifest {
                     return Err(err(
                         &format!("watches[{i}].map"),
                         format!(
-                            "\"{}\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\" or \"selector:PATH\"",
+                            "\"{}\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\", \"selector:PATH\" or \"waiting\"",
                             w.map
                         ),
                     ));
@@ -446,6 +452,21 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_map_takes_no_argument() {
+        let m = parse(&format!(
+            "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Node\"\nmap = \"waiting\"\n"
+        ))
+        .unwrap();
+        assert_eq!(m.watches[0].1, MapFn::Waiting);
+        assert!(
+            parse(&format!(
+                "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Node\"\nmap = \"waiting:x\"\n"
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
     fn errors_name_file_and_field() {
         let e = parse(&format!(
             "{BASE}[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"nope\"\n"
@@ -453,7 +474,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\" or \"selector:PATH\""
+            "/plugins/x.toml: watches[0].map: \"nope\": expected \"label:KEY\", \"annotation:KEY\", \"field:PATH\", \"selector:PATH\" or \"waiting\""
         );
         let e = parse(&BASE.replace("0.1.0", "0.2.0")).unwrap_err();
         assert!(
