@@ -174,3 +174,147 @@ async fn a_rolling_update_keeps_every_replica_available_and_undo_goes_back() -> 
     assert_eq!(live, 4);
     Ok(())
 }
+
+fn hash_of(p: &Pod) -> String {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-template-hash"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn deployment(name: &str, replicas: i32, strategy: Value, version: &str) -> Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "dep"}},
+            "progressDeadlineSeconds": 120, "strategy": strategy,
+            "template": template(version)},
+    }))?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_removes_every_old_pod_before_the_first_new_one() -> Result<()> {
+    let (plane, client) = workload_plane::start(&[]).await?;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let d = deployment("re", 3, json!({"type": "Recreate"}), "1")?;
+    deps.create(&PostParams::default(), &d).await?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=50s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+
+    let history = record(pods.clone()).await?;
+    let old_hash = hash_of(&pods.list(&Default::default()).await?.items[0]);
+    deps.patch(
+        "re",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": template("2")}})),
+    )
+    .await?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=50s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+
+    // At no point of the history do pods of both templates exist (an old pod
+    // exists until its DELETED event, terminating or not).
+    let mut existing: BTreeMap<String, String> = BTreeMap::new();
+    let mut new_seen = 0;
+    for (deleted, p) in history.snapshot() {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if deleted {
+            existing.remove(&name);
+        } else {
+            existing.insert(name, hash_of(&p));
+        }
+        let old = existing.values().filter(|h| **h == old_hash).count();
+        let new = existing.len() - old;
+        new_seen = new_seen.max(new);
+        ensure!(
+            old == 0 || new == 0,
+            "{old} old and {new} new pods at once: {existing:?}"
+        );
+    }
+    ensure!(new_seen == 3, "the new template's 3 pods: {new_seen}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_deployment_rolls_nothing_until_resumed() -> Result<()> {
+    let (plane, client) = workload_plane::start(&[]).await?;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    deps.create(&PostParams::default(), &deployment("p", 2, strategy, "1")?)
+        .await?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=50s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+
+    plane.kubectl_ok(&["rollout", "pause", "deployment/p"])?;
+    deps.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": template("2")}})),
+    )
+    .await?;
+    // The controller has seen the new template once it reports this
+    // generation, and says it is paused.
+    let seen = eventually(Duration::from_secs(30), "the pause observed", || async {
+        let d = deps.get("p").await.ok()?;
+        let observed = d.status.as_ref()?.observed_generation;
+        (observed == d.metadata.generation
+            && condition(&d, "Progressing").and_then(|c| c.1).as_deref()
+                == Some("DeploymentPaused"))
+        .then_some(d)
+    })
+    .await?;
+    let listed = sets.list(&Default::default()).await?.items;
+    ensure!(
+        listed.len() == 1,
+        "a paused Deployment made a new ReplicaSet: {:?}",
+        listed.iter().map(|s| &s.metadata.name).collect::<Vec<_>>()
+    );
+    ensure!(version_of(&seen).as_deref() == Some("2"));
+
+    plane.kubectl_ok(&["rollout", "resume", "deployment/p"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=50s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+    ensure!(sets.list(&Default::default()).await?.items.len() == 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_past_its_progress_deadline_says_so() -> Result<()> {
+    let (plane, client) = workload_plane::start(&[]).await?;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    // Pods of a module that exits at once never become ready.
+    let mut t = template("1");
+    t["spec"]["containers"][0]["image"] = json!(workload_plane::workload("exitcode.wasm"));
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "stuck"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "dep"}},
+            "progressDeadlineSeconds": 5, "template": t},
+    }))?;
+    deps.create(&PostParams::default(), &d).await?;
+    let d = eventually(Duration::from_secs(60), "the deadline reported", || async {
+        let d = deps.get("stuck").await.ok()?;
+        (condition(&d, "Progressing")
+            == Some(("False".into(), Some("ProgressDeadlineExceeded".into()))))
+        .then_some(d)
+    })
+    .await?;
+    ensure!(
+        d.status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0)
+            == 0
+    );
+    // kubectl reads the same condition and fails.
+    let out = plane.kubectl(&["rollout", "status", "deployment/stuck", "--timeout=20s"])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && err.contains("exceeded its progress deadline"),
+        "{err}"
+    );
+    Ok(())
+}
