@@ -24,5 +24,6 @@ pub mod cluster;
 pub mod controller;
 pub mod endpoints;
 pub mod node;
+pub mod oci;
 pub mod plugin;
 pub mod private_dir;

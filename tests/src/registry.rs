@@ -83,6 +83,12 @@ impl Registry {
         Ok(registry)
     }
 
+    /// Where the registry keeps its blobs (`docker/registry/v2/blobs/...`):
+    /// tests tamper with them there.
+    pub fn storage(&self) -> std::path::PathBuf {
+        self._dir.path().join("storage")
+    }
+
     /// Pushes one layer as `repo` (e.g. `hello:v1`) with an empty config.
     pub async fn push(
         &self,

@@ -3,7 +3,6 @@
 //! delayed cache), back-off growth, and a storm of 409 Conflicts.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -28,9 +28,13 @@ pub struct ServerArgs {
 
 #[derive(clap::Args, Clone)]
 pub struct HostArgs {
-    /// The plugin directory (NAME.wasm + NAME.toml), watched for changes.
+    /// The plugin directory (NAME.wasm + NAME.toml), watched for changes; its
+    /// `plugins.toml` may list plugins to pull from OCI registries.
     #[arg(long)]
     pub plugins: Option<PathBuf>,
+    /// How often the references in `plugins.toml` are checked for a new digest.
+    #[arg(long, default_value_t = 60)]
+    pub plugin_poll_seconds: u64,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_addr: SocketAddr,

@@ -23,6 +23,7 @@ use crate::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use crate::plugin::PluginSet;
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::metrics::PluginCollector;
+use crate::plugin::remote::RemotePlugins;
 
 pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
     let server = ApiServer::start(Config {
@@ -92,8 +93,23 @@ pub(super) async fn run_host(
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
+            if let Some(user_dir) = &host.plugins {
+                // Pulled plugins: behind the user's files, before the built-ins.
+                let pulled = data_dir.join("plugins").join("oci");
+                set.add_dir_behind(&pulled);
+                let remote = RemotePlugins {
+                    list: user_dir.join(crate::plugin::remote::LIST),
+                    dest: pulled,
+                    set: set.clone(),
+                    interval: std::time::Duration::from_secs(host.plugin_poll_seconds.max(1)),
+                };
+                // The first pass before the first scan: listed plugins start
+                // with the others.
+                remote.sync().await;
+                tokio::spawn(remote.run());
+            }
             if let Some(b) = builtin_dir {
-                set.set_builtin_dir(&b);
+                set.add_dir_behind(&b);
             }
             Some(set)
         }

@@ -3,11 +3,13 @@
 //! - `wasmlet up`: embedded control plane + host (the main command);
 //! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
 //! - `wasmlet apiserver`: only the embedded API server;
-//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH`.
+//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH`;
+//! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`.
 
 mod args;
 mod check;
 mod host;
+mod registry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,6 +82,22 @@ enum PluginCommand {
     Check { path: PathBuf },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
     Crds { path: PathBuf },
+    /// Push a plugin (DIR/NAME: its component, manifest and CRDs) to an OCI
+    /// registry as REGISTRY/REPO:TAG.
+    Push {
+        path: PathBuf,
+        reference: String,
+        #[command(flatten)]
+        registry: registry::RegistryArgs,
+    },
+    /// Pull a plugin pushed with `plugin push` into DIR (as REPO.wasm, REPO.toml
+    /// and its CRDs).
+    Pull {
+        reference: String,
+        dir: PathBuf,
+        #[command(flatten)]
+        registry: registry::RegistryArgs,
+    },
 }
 
 async fn main_async(cli: Cli) -> Result<()> {
@@ -209,6 +227,16 @@ async fn main_async(cli: Cli) -> Result<()> {
         }
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+        Command::Plugin(PluginCommand::Push {
+            path,
+            reference,
+            registry,
+        }) => registry::plugin_push(&path, &reference, &registry).await?,
+        Command::Plugin(PluginCommand::Pull {
+            reference,
+            dir,
+            registry,
+        }) => registry::plugin_pull(&reference, &dir, &registry).await?,
     }
     Ok(())
 }

@@ -17,6 +17,7 @@
 pub mod artifact;
 pub mod bindings;
 pub mod clusterrole;
+pub mod distribution;
 pub mod engine;
 pub mod events;
 pub mod http;
@@ -27,6 +28,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod outcome;
 pub mod provider;
+pub mod remote;
 pub mod sandbox;
 pub mod set;
 

@@ -49,8 +49,10 @@ impl Slot {
 pub struct PluginSet {
     engine: PluginEngine,
     dir: PathBuf,
-    /// Built-in plugins: loaded unless `dir` holds a plugin of the same name.
-    builtin_dir: RwLock<Option<PathBuf>>,
+    /// Directories behind `dir`, first found wins (plugins pulled from
+    /// registries, then the built-in ones): loaded unless `dir` holds a
+    /// plugin of the same name.
+    dirs_behind: RwLock<Vec<PathBuf>>,
     cluster: Option<Arc<Cluster>>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
@@ -78,7 +80,7 @@ impl PluginSet {
         Arc::new(PluginSet {
             engine,
             dir: dir.to_path_buf(),
-            builtin_dir: RwLock::new(None),
+            dirs_behind: RwLock::new(Vec::new()),
             cluster,
             workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
@@ -94,10 +96,14 @@ impl PluginSet {
         *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
     }
 
-    /// Also loads the plugins of `dir` (the built-in ones) whose names the
-    /// plugin directory does not hold: a user's plugin replaces a built-in one.
-    pub fn set_builtin_dir(&self, dir: &Path) {
-        *self.builtin_dir.write().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
+    /// Also loads the plugins of `dir` whose names neither the plugin
+    /// directory nor a directory added before holds: a user's plugin replaces
+    /// a pulled one, which replaces a built-in one.
+    pub fn add_dir_behind(&self, dir: &Path) {
+        self.dirs_behind
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(dir.to_path_buf());
     }
 
     /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`.
@@ -224,20 +230,21 @@ impl PluginSet {
         };
         let mut sources: BTreeMap<String, PathBuf> =
             names.into_iter().map(|n| (n, self.dir.clone())).collect();
-        let builtin = self
-            .builtin_dir
+        let behind = self
+            .dirs_behind
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some(dir) = builtin {
+        for dir in behind {
             match Self::plugins_in(&dir) {
                 Ok(names) => {
                     for n in names {
                         sources.entry(n).or_insert_with(|| dir.clone());
                     }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read the built-in plugin directory")
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read a plugin directory")
                 }
             }
         }

@@ -18,25 +18,7 @@ pub enum PullPolicy {
     Never,
 }
 
-/// Registry credentials from an `imagePullSecrets` secret; see
-/// [`PullSecret::from_docker_config`] to read a `.dockerconfigjson`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PullSecret {
-    /// The registry as written in the docker config: `registry.example:5000`,
-    /// `https://index.docker.io/v1/`, ...
-    pub registry: String,
-    pub username: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for PullSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PullSecret")
-            .field("registry", &self.registry)
-            .field("username", &self.username)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::oci::PullSecret;
 
 #[derive(Debug, Clone)]
 pub struct FetchRequest {

@@ -6,10 +6,10 @@ use std::time::Duration;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use super::super::{FetchError, Inner, PullSecret};
+use crate::oci::auth_for;
 
 /// Layer media types accepted from a registry: wasm artifacts and image layers (tar).
 const WASM_LAYER_TYPES: &[&str] = &[
@@ -110,33 +110,6 @@ fn wasm_platform(entries: &[ImageIndexEntry]) -> Option<String> {
 }
 
 /// The credentials of the first pull secret for the reference's registry.
-pub(super) fn auth_for(reference: &Reference, secrets: &[PullSecret]) -> RegistryAuth {
-    let wanted = [reference.registry(), reference.resolve_registry()];
-    for s in secrets {
-        let host = normalize_registry(&s.registry);
-        if wanted.iter().any(|w| normalize_registry(w) == host) {
-            return RegistryAuth::Basic(s.username.clone(), s.password.clone());
-        }
-    }
-    RegistryAuth::Anonymous
-}
-
-/// `https://index.docker.io/v1/` → `docker.io`; `http://host:5000/x` → `host:5000`.
-fn normalize_registry(r: &str) -> String {
-    let r = r.trim();
-    let r = r
-        .strip_prefix("https://")
-        .or_else(|| r.strip_prefix("http://"))
-        .unwrap_or(r);
-    let host = r.split('/').next().unwrap_or(r).to_ascii_lowercase();
-    match host.as_str() {
-        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
-            "docker.io".into()
-        }
-        _ => host,
-    }
-}
-
 fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
     let msg = format!("{reference}: {e}");
     match &e {
@@ -296,53 +269,5 @@ fn wasm_in_tar(
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
-    }
-}
-impl PullSecret {
-    /// The credentials in a `kubernetes.io/dockerconfigjson` secret's `.dockerconfigjson`
-    /// (or a legacy `.dockercfg`): `{"auths": {"REGISTRY": {"username", "password"} or
-    /// {"auth": base64("user:pass")}}}`.
-    pub fn from_docker_config(json: &[u8]) -> Result<Vec<PullSecret>, String> {
-        use base64::Engine;
-        let v: serde_json::Value =
-            serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
-        let auths = match v.get("auths") {
-            Some(a) => a,
-            None => &v,
-        };
-        let map = auths.as_object().ok_or("no \"auths\" object")?;
-        let mut out = Vec::new();
-        for (registry, entry) in map {
-            let s = |k: &str| {
-                entry
-                    .get(k)
-                    .and_then(|x| x.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let (mut username, mut password) = (s("username"), s("password"));
-            let auth = s("auth");
-            if username.is_empty() && !auth.is_empty() {
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(auth.trim())
-                    .map_err(|e| format!("{registry}: auth is not base64: {e}"))?;
-                let decoded = String::from_utf8(decoded)
-                    .map_err(|_| format!("{registry}: auth is not UTF-8"))?;
-                let (u, p) = decoded
-                    .split_once(':')
-                    .ok_or_else(|| format!("{registry}: auth is not user:password"))?;
-                username = u.to_string();
-                password = p.to_string();
-            }
-            if username.is_empty() && password.is_empty() {
-                continue;
-            }
-            out.push(PullSecret {
-                registry: registry.clone(),
-                username,
-                password,
-            });
-        }
-        Ok(out)
     }
 }

@@ -15,9 +15,9 @@ use oci_client::secrets::RegistryAuth;
 use sha2::{Digest, Sha256};
 
 use super::super::{Inner, PullSecret};
-use super::oci::auth_for;
 use super::reference::sha256_hex;
 use super::store::write_atomic;
+use crate::oci::auth_for;
 
 const ANONYMOUS: &str = "anonymous";
 
