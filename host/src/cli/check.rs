@@ -153,3 +153,61 @@ fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
     let base = path.with_extension("");
     (base.with_extension("wasm"), base.with_extension("toml"))
 }
+
+/// `wasmlet plugin rbac PATH...`: for each plugin (a plugin file, or every
+/// plugin of a directory) its ClusterRole and a ClusterRoleBinding of it to
+/// the host's ServiceAccount, as YAML for `kubectl apply -f -` or a kustomize
+/// base. Stable output (sorted by name), so a checked-in copy can be compared.
+pub(super) fn plugin_rbac(paths: &[PathBuf], service_account: &str) -> Result<()> {
+    let (namespace, account) = service_account.split_once('/').ok_or_else(|| {
+        anyhow::anyhow!("--service-account {service_account:?}: expected NAMESPACE/NAME")
+    })?;
+    let mut manifests = std::collections::BTreeMap::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+                .collect();
+            entries.sort();
+            for wasm in entries {
+                let (_, toml) = plugin_paths(&wasm);
+                if toml.exists() {
+                    manifests.insert(plugin_name(&wasm), toml);
+                }
+            }
+        } else {
+            let (wasm, toml) = plugin_paths(path);
+            manifests.insert(plugin_name(&wasm), toml);
+        }
+    }
+    for (name, toml) in manifests {
+        let manifest = Manifest::load(&toml)?;
+        let mut crds = vec![];
+        for c in &manifest.crds {
+            crds.extend(crate::plugin::set::read_yaml_documents(c)?);
+        }
+        let role_name = format!("wasmlet-plugin-{name}");
+        let role = crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds);
+        let binding = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role_name, "labels": {"app.kubernetes.io/managed-by": "wasmlet"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        });
+        print!(
+            "---\n{}---\n{}",
+            serde_yaml::to_string(&role)?,
+            serde_yaml::to_string(&binding)?
+        );
+    }
+    Ok(())
+}
+
+fn plugin_name(wasm: &Path) -> String {
+    wasm.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin")
+        .to_string()
+}

@@ -39,7 +39,14 @@ pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
     Ok(server)
 }
 
-pub(super) async fn config_from(kubeconfig: &Path) -> Result<kube::Config> {
+/// The kubeconfig's cluster, or without one the pod's own (its
+/// ServiceAccount token and the cluster CA mounted into every pod).
+pub(super) async fn config_from(kubeconfig: Option<&Path>) -> Result<kube::Config> {
+    let Some(kubeconfig) = kubeconfig else {
+        return kube::Config::incluster().context(
+            "no --kubeconfig (or KUBECONFIG), and not in a pod (no in-cluster service account)",
+        );
+    };
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
@@ -160,9 +167,19 @@ pub(super) async fn run_host(
     if let Some(plugins) = &plugins {
         metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
     }
+    if let Some(a) = &agent {
+        metrics.register_collector(Box::new(crate::node::agent::NodeCollector {
+            node: a.config.name.clone(),
+            health: a.health.clone(),
+        }));
+    }
     let bound = crate::endpoints::serve(host.metrics_addr, metrics.clone(), ready.clone()).await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
+        metrics.register_collector(Box::new(leader::LeaderCollector {
+            name: LeaderConfig::new("").name,
+            leading: leading.clone(),
+        }));
         tokio::spawn(leader::run(
             client.clone(),
             LeaderConfig::new(&identity(host)),

@@ -3,7 +3,7 @@
 //! - `wasmlet up`: embedded control plane + host (the main command);
 //! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
 //! - `wasmlet apiserver`: only the embedded API server;
-//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH`;
+//! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`.
 
 mod args;
@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::node::kubelet::KubeletTls;
 use args::{HostArgs, NodeArgs, ServerArgs};
-use check::{plugin_check, plugin_crds};
+use check::{plugin_check, plugin_crds, plugin_rbac};
 use host::{config_from, node_name, pem_certificate, run_host, start_server, stop};
 
 #[derive(Parser)]
@@ -54,10 +54,11 @@ enum Command {
         #[arg(long)]
         no_node: bool,
     },
-    /// Run the host against a cluster given by a kubeconfig.
+    /// Run the host against a cluster given by a kubeconfig (in a pod, without
+    /// one: the pod's ServiceAccount).
     Run {
         #[arg(long, env = "KUBECONFIG")]
-        kubeconfig: PathBuf,
+        kubeconfig: Option<PathBuf>,
         /// `cluster`: reconcilers; `node`: the node agent; `all`: both.
         #[arg(long, value_enum, default_value = "cluster")]
         mode: Mode,
@@ -82,6 +83,15 @@ enum PluginCommand {
     Check { path: PathBuf },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
     Crds { path: PathBuf },
+    /// Print each plugin's ClusterRole and its binding to the host's
+    /// ServiceAccount (PATH: a plugin, or a directory of plugins), as YAML.
+    Rbac {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The host's ServiceAccount, NAMESPACE/NAME.
+        #[arg(long, default_value = "wasmlet-system/wasmlet-controller")]
+        service_account: String,
+    },
     /// Push a plugin (DIR/NAME: its component, manifest and CRDs) to an OCI
     /// registry as REGISTRY/REPO:TAG.
     Push {
@@ -124,7 +134,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 crate::apiserver::authz::CONTROLLER_USER,
                 None,
             )?;
-            let client = kube::Client::try_from(config_from(&controller_kc).await?)?;
+            let client = kube::Client::try_from(config_from(Some(&controller_kc)).await?)?;
             let node_client = if no_node {
                 client.clone()
             } else {
@@ -134,7 +144,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                     &format!("system:node:{}", node_name(&node)),
                     Some("system:nodes"),
                 )?;
-                kube::Client::try_from(config_from(&node_kc).await?)?
+                kube::Client::try_from(config_from(Some(&node_kc)).await?)?
             };
             let tls = if no_node {
                 None
@@ -169,7 +179,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             // Secret volumes, pulled modules, the compiled-plugin cache.
             crate::private_dir::private_dir(&data_dir)
                 .with_context(|| format!("data directory {}", data_dir.display()))?;
-            let config = config_from(&kubeconfig).await?;
+            let config = config_from(kubeconfig.as_deref()).await?;
             let cluster_ca = config.root_cert.clone();
             let client = kube::Client::try_from(config)?;
             let node_part = if mode == Mode::Cluster {
@@ -190,7 +200,10 @@ async fn main_async(cli: Cli) -> Result<()> {
                     ),
                     (None, Some(ders)) if !ders.is_empty() => (
                         ders.iter().map(|d| pem_certificate(d)).collect(),
-                        format!("the cluster CA of {}", kubeconfig.display()),
+                        match &kubeconfig {
+                            Some(k) => format!("the cluster CA of {}", k.display()),
+                            None => "the cluster CA of the pod's service account".into(),
+                        },
                     ),
                     (None, _) => (
                         own.ca_pem.clone(),
@@ -227,6 +240,10 @@ async fn main_async(cli: Cli) -> Result<()> {
         }
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+        Command::Plugin(PluginCommand::Rbac {
+            paths,
+            service_account,
+        }) => plugin_rbac(&paths, &service_account)?,
         Command::Plugin(PluginCommand::Push {
             path,
             reference,

@@ -179,3 +179,38 @@ async fn try_acquire_or_renew(
         Err(e) => Err(e),
     }
 }
+
+/// `leader_election_master_status{name}` (client-go's name): 1 while this
+/// process holds the lease, read at each scrape. Summed over replicas, 0
+/// means nobody reconciles.
+#[derive(Debug)]
+pub struct LeaderCollector {
+    pub name: String,
+    pub leading: Leadership,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Leadership")
+            .field(&self.is_leading())
+            .finish()
+    }
+}
+
+impl prometheus_client::collector::Collector for LeaderCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let mut family = encoder.encode_descriptor(
+            "leader_election_master_status",
+            "1 while this process is the leader of the named lease, else 0",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        let labels = [("name", self.name.as_str())];
+        prometheus_client::metrics::gauge::ConstGauge::new(i64::from(self.leading.is_leading()))
+            .encode(family.encode_family(&labels)?)
+    }
+}

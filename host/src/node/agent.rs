@@ -195,8 +195,43 @@ async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube
     Ok(())
 }
 
+/// What the heartbeat reports for `/metrics`: consecutive failed lease
+/// renewals (the node controller marks a node NotReady after 40 s without one).
+#[derive(Debug, Default)]
+pub struct NodeHealth {
+    pub lease_failures: std::sync::atomic::AtomicU32,
+}
+
+/// `wasmlet_node_lease_renewal_failures{node}`, read at each scrape.
+#[derive(Debug)]
+pub struct NodeCollector {
+    pub node: String,
+    pub health: std::sync::Arc<NodeHealth>,
+}
+
+impl prometheus_client::collector::Collector for NodeCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let mut family = encoder.encode_descriptor(
+            "wasmlet_node_lease_renewal_failures",
+            "Consecutive failed renewals of the node's Lease (renewed every 10 s)",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        let failures = self
+            .health
+            .lease_failures
+            .load(std::sync::atomic::Ordering::Relaxed);
+        prometheus_client::metrics::gauge::ConstGauge::new(i64::from(failures))
+            .encode(family.encode_family(&[("node", self.node.as_str())])?)
+    }
+}
+
 /// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever.
-pub async fn heartbeat(client: kube::Client, cfg: NodeConfig) {
+pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync::Arc<NodeHealth>) {
     let nodes: Api<Node> = Api::all(client.clone());
     let since = now_rfc3339();
     let mut tick = tokio::time::interval(LEASE_RENEW);
@@ -211,9 +246,15 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig) {
                     tracing::info!(node = %cfg.name, after = failures, "node lease renewed again");
                 }
                 failures = 0;
+                health
+                    .lease_failures
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
             }
             Err(e) => {
                 failures += 1;
+                health
+                    .lease_failures
+                    .store(failures, std::sync::atomic::Ordering::Relaxed);
                 tracing::warn!(node = %cfg.name, error = %e, failures, "node lease renewal failed; retrying");
             }
         }

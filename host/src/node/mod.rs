@@ -158,6 +158,7 @@ pub struct NodeAgent {
     pub config: NodeConfig,
     pub workloads: Arc<WorkloadManager>,
     pub runner: Arc<PodRunner>,
+    pub health: Arc<agent::NodeHealth>,
     client: kube::Client,
 }
 
@@ -187,7 +188,12 @@ impl NodeAgent {
             config.kubelet_port = bound.port();
         }
         agent::register(&client, &config).await?;
-        tokio::spawn(agent::heartbeat(client.clone(), config.clone()));
+        let health = Arc::new(agent::NodeHealth::default());
+        tokio::spawn(agent::heartbeat(
+            client.clone(),
+            config.clone(),
+            health.clone(),
+        ));
         let runner = PodRunner::new(client.clone(), plugins, provider, config.clone());
         {
             let runner = runner.clone();
@@ -224,6 +230,7 @@ impl NodeAgent {
             config,
             workloads,
             runner,
+            health,
             client,
         })
     }
