@@ -211,3 +211,32 @@ fn plugin_name(wasm: &Path) -> String {
         .unwrap_or("plugin")
         .to_string()
 }
+
+/// `wasmlet plugin graph PATH`: a provider's declared state graph as
+/// Graphviz DOT (`| dot -Tsvg > graph.svg`).
+pub(super) async fn plugin_graph(path: &Path) -> Result<()> {
+    let (wasm, toml) = plugin_paths(path);
+    let manifest = Manifest::load(&toml)?;
+    if manifest.plugin.kind != PluginKind::Provider {
+        anyhow::bail!(
+            "{}: a {:?}, not a provider: only providers declare a state graph",
+            toml.display(),
+            manifest.plugin.kind
+        );
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("wasmlet-graph-")
+        .tempdir()?;
+    let engine = PluginEngine::new(tmp.path())?;
+    let name = plugin_name(&wasm);
+    let dir = wasm.parent().unwrap_or(Path::new("."));
+    let loaded = PluginSet::new(engine, dir, None)
+        .load_version(&name, &wasm, &toml)
+        .await?;
+    let graph = loaded
+        .graph
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("{name}: the provider declared no graph"))?;
+    print!("{}", graph.to_dot(&name));
+    Ok(())
+}

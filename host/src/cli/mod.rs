@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::node::kubelet::KubeletTls;
 use args::{HostArgs, NodeArgs, ServerArgs};
-use check::{plugin_check, plugin_crds, plugin_rbac};
+use check::{plugin_check, plugin_crds, plugin_graph, plugin_rbac};
 use host::{config_from, node_name, pem_certificate, run_host, start_server, stop};
 
 #[derive(Parser)]
@@ -83,6 +83,8 @@ enum PluginCommand {
     Check { path: PathBuf },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
     Crds { path: PathBuf },
+    /// Print a provider's state graph as Graphviz DOT.
+    Graph { path: PathBuf },
     /// Print each plugin's ClusterRole and its binding to the host's
     /// ServiceAccount (PATH: a plugin, or a directory of plugins), as YAML.
     Rbac {
@@ -240,6 +242,7 @@ async fn main_async(cli: Cli) -> Result<()> {
         }
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+        Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,
         Command::Plugin(PluginCommand::Rbac {
             paths,
             service_account,

@@ -149,4 +149,71 @@ impl StateGraph {
     pub fn allows(&self, from: &str, to: &str) -> bool {
         self.edges.iter().any(|(f, t)| f == from && t == to)
     }
+
+    /// The graph in Graphviz DOT (`wasmlet plugin graph`, the status page):
+    /// the initial state doubled, the error and on-delete states marked, the
+    /// host's own moves (any state to on-delete or error) dashed once.
+    pub fn to_dot(&self, name: &str) -> String {
+        let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+        let mut out = format!(
+            "digraph {} {{\n  rankdir=LR;\n  node [shape=box, style=rounded];\n",
+            q(name)
+        );
+        for state in &self.states {
+            let mut attrs = Vec::new();
+            if *state == self.initial {
+                attrs.push("peripheries=2");
+            }
+            if *state == self.error_state {
+                attrs.push("color=red");
+            }
+            if *state == self.on_delete {
+                attrs.push("color=gray40");
+            }
+            if self.backoff_states.contains(state) {
+                attrs.push("style=\"rounded,dashed\"");
+            }
+            out.push_str(&format!("  {} [{}];\n", q(state), attrs.join(", ")));
+        }
+        for (from, to) in &self.edges {
+            out.push_str(&format!("  {} -> {};\n", q(from), q(to)));
+        }
+        out.push_str(&format!(
+            "  \"*\" [shape=point];\n  \"*\" -> {} [style=dashed, label=\"deleted\"];\n  \"*\" -> {} [style=dashed, label=\"error\"];\n}}\n",
+            q(&self.on_delete),
+            q(&self.error_state)
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod dot_tests {
+    use super::*;
+
+    #[test]
+    fn dot_names_every_state_and_edge() {
+        let g = StateGraph {
+            states: vec![
+                "Start".into(),
+                "Run\"ning".into(),
+                "Error".into(),
+                "Gone".into(),
+            ],
+            edges: vec![("Start".into(), "Run\"ning".into())],
+            initial: "Start".into(),
+            on_delete: "Gone".into(),
+            error_state: "Error".into(),
+            backoff_states: vec![],
+        };
+        let dot = g.to_dot("p");
+        assert!(dot.starts_with("digraph \"p\" {"), "{dot}");
+        assert!(dot.contains("\"Start\" [peripheries=2];"), "{dot}");
+        assert!(dot.contains("\"Start\" -> \"Run\\\"ning\";"), "{dot}");
+        assert!(
+            dot.contains("\"*\" -> \"Error\" [style=dashed, label=\"error\"];"),
+            "{dot}"
+        );
+        assert!(dot.trim_end().ends_with('}'));
+    }
 }
