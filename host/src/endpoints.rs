@@ -1,6 +1,6 @@
 //! The process's HTTP endpoints: `/metrics` (every registered metric, the
 //! plugin set's included), `/healthz` and `/readyz` (ready once the host has
-//! loaded its plugins).
+//! loaded its plugins), and the status page at `/`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,12 +18,20 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: ControllerMetrics,
     ready: Arc<AtomicBool>,
+    page: Arc<crate::status_page::StatusPage>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("metrics cannot listen on {addr} (flag --metrics-addr; port 0 picks a free one)")
     })?;
     let bound = listener.local_addr()?;
     let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let page = page.clone();
+                async move { axum::response::Html(page.render()) }
+            }),
+        )
         .route(
             "/metrics",
             get(move || {

@@ -27,3 +27,4 @@ pub mod node;
 pub mod oci;
 pub mod plugin;
 pub mod private_dir;
+pub mod status_page;

@@ -11,7 +11,11 @@ fn graph_prints_the_providers_states_and_edges_as_dot() -> Result<()> {
         .args(["plugin", "graph"])
         .arg(built_plugins().join("wasi-runner.toml"))
         .output()?;
-    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dot = String::from_utf8(out.stdout)?;
     ensure!(dot.starts_with("digraph \"wasi-runner\" {"), "{dot}");
     // Krustlet's pod lifecycle as wasi-runner declares it.
@@ -32,6 +36,9 @@ fn graph_prints_the_providers_states_and_edges_as_dot() -> Result<()> {
         .arg(built_plugins().join("configmap-summary.toml"))
         .output()?;
     let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(!out.status.success() && err.contains("not a provider"), "{err}");
+    ensure!(
+        !out.status.success() && err.contains("not a provider"),
+        "{err}"
+    );
     Ok(())
 }

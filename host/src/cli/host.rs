@@ -173,7 +173,20 @@ pub(super) async fn run_host(
             health: a.health.clone(),
         }));
     }
-    let bound = crate::endpoints::serve(host.metrics_addr, metrics.clone(), ready.clone()).await?;
+    let page = Arc::new(crate::status_page::StatusPage::default());
+    if let Some(p) = &plugins {
+        let _ = page.plugins.set(p.clone());
+    }
+    if let Some(a) = &agent {
+        let _ = page.pods.set((a.config.name.clone(), a.runner.clone()));
+    }
+    let bound = crate::endpoints::serve(
+        host.metrics_addr,
+        metrics.clone(),
+        ready.clone(),
+        page.clone(),
+    )
+    .await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
     if host.leader_elect {
         metrics.register_collector(Box::new(leader::LeaderCollector {
@@ -192,6 +205,7 @@ pub(super) async fn run_host(
             ..Default::default()
         };
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
+        let _ = page.manager.set(manager.clone());
         plugins.scan().await;
         tokio::spawn(manager.run());
         let watcher = plugins.clone();

@@ -135,11 +135,46 @@ pub struct Controller {
     pub(super) written: std::sync::Mutex<HashMap<String, Written>>,
     /// The host's own status writes: their watch events reconcile nothing.
     pub(super) own_writes: super::own_writes::OwnWrites,
+    /// The last [`RECENT_ERRORS`] failed reconciles, newest last (the status page).
+    pub(super) recent_errors: std::sync::Mutex<std::collections::VecDeque<RecentError>>,
     /// Keys whose last reconcile asked to be called again later: a watch
     /// mapped `waiting` calls them at once.
     pub(super) waiting: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
+}
+
+/// How many failed reconciles a controller remembers for the status page.
+pub const RECENT_ERRORS: usize = 20;
+
+/// A failed reconcile, as the status page lists it.
+#[derive(Debug, Clone)]
+pub struct RecentError {
+    pub at: std::time::SystemTime,
+    pub key: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Controller {
+    pub(super) fn note_error(&self, key: &str, reason: &str, message: &str) {
+        let mut errors = self.recent_errors.lock().unwrap_or_else(|p| p.into_inner());
+        if errors.len() == RECENT_ERRORS {
+            errors.pop_front();
+        }
+        errors.push_back(RecentError {
+            at: std::time::SystemTime::now(),
+            key: key.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    /// The last failed reconciles, newest first.
+    pub fn recent_errors(&self) -> Vec<RecentError> {
+        let errors = self.recent_errors.lock().unwrap_or_else(|p| p.into_inner());
+        errors.iter().rev().cloned().collect()
+    }
 }
 
 /// A status write: what the host sent and what the server stored. They differ
@@ -210,6 +245,7 @@ impl Controller {
             written: Default::default(),
             own_writes: Default::default(),
             waiting: Default::default(),
+            recent_errors: Default::default(),
             warned_pruned: Default::default(),
         });
         let mut tasks = JoinSet::new();

@@ -223,6 +223,9 @@ impl Controller {
                 (result, Err((false, false)))
             }
         };
+        if let Some((reason, message)) = &result.error {
+            self.note_error(key, reason, message);
+        }
         if !self
             .manifest
             .reconciles

@@ -57,6 +57,8 @@ pub struct PodRunner {
     node: NodeConfig,
     routes: Mutex<Routes>,
     recorder: Recorder,
+    /// Each pod's state and since when (the status page).
+    states: Mutex<std::collections::BTreeMap<String, (String, std::time::SystemTime)>>,
 }
 
 fn key_of(pod: &Pod) -> String {
@@ -88,7 +90,33 @@ impl PodRunner {
             node,
             routes: Mutex::new(Routes::default()),
             recorder,
+            states: Mutex::default(),
         })
+    }
+
+    /// The node's pods (`namespace/name`), each with its state and since when.
+    pub fn pod_states(&self) -> Vec<(String, String, std::time::SystemTime)> {
+        let states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states
+            .iter()
+            .map(|(k, (state, since))| (k.clone(), state.clone(), *since))
+            .collect()
+    }
+
+    fn set_state(&self, key: &str, state: Option<&str>) {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        match state {
+            Some(s) if states.get(key).is_some_and(|(cur, _)| cur == s) => {}
+            Some(s) => {
+                states.insert(
+                    key.to_string(),
+                    (s.to_string(), std::time::SystemTime::now()),
+                );
+            }
+            None => {
+                states.remove(key);
+            }
+        }
     }
 
     fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
@@ -157,12 +185,13 @@ impl PodRunner {
             Machine {
                 runner: me.clone(),
                 uid: uid.clone(),
-                key,
+                key: key.clone(),
                 pod,
                 rx,
             }
             .run()
             .await;
+            me.set_state(&key, None);
             let mut r = me.routes();
             r.machines.remove(&uid);
             r.handles.retain(|_, u| *u != uid);
@@ -214,6 +243,7 @@ impl Machine {
 
     /// Patches the provider's status for `state`, merged with what the host owns.
     async fn enter(&self, state: &str, data: &str) {
+        self.runner.set_state(&self.key, Some(state));
         let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
             return;
         };

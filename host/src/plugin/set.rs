@@ -32,6 +32,17 @@ pub enum PluginEvent {
     Rejected(String, String),
 }
 
+/// How many changes of the set are remembered.
+pub const HISTORY: usize = 50;
+
+/// A change of the set: a version loaded, replaced, rolled back, rejected or removed.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub at: std::time::SystemTime,
+    pub plugin: String,
+    pub what: String,
+}
+
 pub struct Slot {
     pub name: String,
     current: ArcSwap<Loaded>,
@@ -63,6 +74,8 @@ pub struct PluginSet {
     /// (and re-counted) on every scan.
     rejected: Mutex<BTreeMap<String, String>>,
     events: broadcast::Sender<PluginEvent>,
+    /// The last [`HISTORY`] changes, oldest first (the status page).
+    history: Mutex<std::collections::VecDeque<Change>>,
     /// One scan at a time.
     scanning: tokio::sync::Mutex<()>,
 }
@@ -87,6 +100,7 @@ impl PluginSet {
             metrics: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
             events,
+            history: Mutex::default(),
             scanning: tokio::sync::Mutex::new(()),
         })
     }
@@ -179,7 +193,10 @@ impl PluginSet {
         *slot.previous.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
         PluginMetrics::inc(&slot.metrics.swaps);
         tracing::info!(plugin = %name, "rolled back to the previous version");
-        let _ = self.events.send(PluginEvent::Replaced(name.to_string()));
+        self.publish(
+            PluginEvent::Replaced(name.to_string()),
+            "rolled back".into(),
+        );
         true
     }
 
@@ -214,6 +231,33 @@ impl PluginSet {
             http: Some(super::http::HttpClient::shared()),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
+    }
+
+    fn publish(&self, event: PluginEvent, what: String) {
+        let plugin = match &event {
+            PluginEvent::Added(n)
+            | PluginEvent::Replaced(n)
+            | PluginEvent::Removed(n)
+            | PluginEvent::Rejected(n, _) => n.clone(),
+        };
+        {
+            let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back(Change {
+                at: std::time::SystemTime::now(),
+                plugin,
+                what,
+            });
+        }
+        let _ = self.events.send(event);
+    }
+
+    /// The set's recent changes, newest first.
+    pub fn history(&self) -> Vec<Change> {
+        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        h.iter().rev().cloned().collect()
     }
 
     /// Brings the set in line with the directory. Returns what failed.
@@ -291,9 +335,10 @@ impl PluginSet {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(name.clone(), fp);
-                    let _ = self
-                        .events
-                        .send(PluginEvent::Rejected(name.clone(), e.to_string()));
+                    self.publish(
+                        PluginEvent::Rejected(name.clone(), e.to_string()),
+                        format!("rejected: {e}"),
+                    );
                     failures.push((name, e));
                 }
             }
@@ -309,7 +354,7 @@ impl PluginSet {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&name);
             tracing::info!(plugin = %name, "plugin removed");
-            let _ = self.events.send(PluginEvent::Removed(name));
+            self.publish(PluginEvent::Removed(name), "removed".into());
         }
         failures
     }
@@ -326,7 +371,10 @@ impl PluginSet {
                 *slot.fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fp;
                 PluginMetrics::inc(&slot.metrics.swaps);
                 tracing::info!(plugin = %name, %digest, ?took, "plugin replaced (previous version kept for rollback)");
-                let _ = self.events.send(PluginEvent::Replaced(name.to_string()));
+                self.publish(
+                    PluginEvent::Replaced(name.to_string()),
+                    format!("replaced by {digest}"),
+                );
             }
             None => {
                 let slot = Arc::new(Slot {
@@ -341,7 +389,10 @@ impl PluginSet {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(name.to_string(), slot);
                 tracing::info!(plugin = %name, %digest, ?took, "plugin loaded");
-                let _ = self.events.send(PluginEvent::Added(name.to_string()));
+                self.publish(
+                    PluginEvent::Added(name.to_string()),
+                    format!("loaded {digest}"),
+                );
             }
         }
     }

@@ -91,6 +91,21 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
+    /// How long the oldest live entry of the high (or low) lane has been
+    /// ready: what a status page shows as a lane's age.
+    pub(super) fn oldest_ready(&self, high: bool, now: Instant) -> Option<std::time::Duration> {
+        let (lane, entries) = if high {
+            (Lane::High, &self.high)
+        } else {
+            (Lane::Low, &self.low)
+        };
+        entries
+            .iter()
+            .find(|(k, seq)| self.is_live(k, *seq, lane))
+            .and_then(|(k, _)| self.keys.get(k)?.queued)
+            .map(|q| now.saturating_duration_since(q.ready_at))
+    }
+
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq

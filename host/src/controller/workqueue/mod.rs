@@ -464,4 +464,11 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         self.inner.sync_depth(&st);
         st.depth()
     }
+
+    /// How long the oldest ready item of each lane has waited: (high, low).
+    pub fn oldest(&self) -> (Option<Duration>, Option<Duration>) {
+        let now = Instant::now();
+        let st = lock(&self.inner.state);
+        (st.oldest_ready(true, now), st.oldest_ready(false, now))
+    }
 }

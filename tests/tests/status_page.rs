@@ -1,0 +1,129 @@
+//! The status page (`/` on the metrics address) in a real headless browser
+//! (Debian's chromium): plugins, queues, a failed reconcile with its key, the
+//! node's pods with their state, and the provider's state graph. A screenshot
+//! is saved to `target/status-page.png` for people to look at.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
+use wasmlet_e2e::workload_plane::{self, NODE, sleeper_spec};
+use wasmlet_e2e::{eventually, install_plugin, install_plugin_with};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Headless chromium with the flags a closed network needs, on a fresh profile.
+fn chromium(profile: &Path, args: &[&str]) -> Result<std::process::Output> {
+    Ok(Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .output()?)
+}
+
+#[tokio::test]
+async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> Result<()> {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("SKIPPED: {CHROMIUM} is missing (scripts/setup installs it)");
+        return Ok(());
+    }
+    let (plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", |toml| {
+        toml.replace(
+            "[reconciles]",
+            "[reconciles]\nlabel-selector = \"!wasmlet.dev/test\"",
+        )
+    })?;
+    install_plugin(&plane.plugin_dir(), "trap")?;
+    let api = summaries(&client);
+    eventually(Duration::from_secs(60), "the CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    create_summary(&api, "good", json!({})).await?;
+    create_configmap(&client, "good-cm", "good", 1).await?;
+    create_summary(&api, "bad", json!({"wasmlet.dev/test": "trap"})).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "sleeper"},
+        "spec": sleeper_spec(),
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    eventually(Duration::from_secs(60), "everything settled", || async {
+        let good = status_keys(&api.get("good").await.ok()?) == Some(1);
+        let bad = ready(&api.get("bad").await.ok()?).as_deref() == Some("False");
+        let p = pods.get("sleeper").await.ok()?;
+        let running = p.status.and_then(|s| s.phase).as_deref() == Some("Running");
+        (good && bad && running).then_some(())
+    })
+    .await?;
+
+    let url = plane
+        .metrics_url()
+        .await?
+        .trim_end_matches("/metrics")
+        .to_string()
+        + "/";
+    let profile = tempfile::tempdir()?;
+    let out = chromium(profile.path(), &["--dump-dom", &url])?;
+    let dom = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && dom.contains("<h1>wasmlet</h1>"),
+        "{dom}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for text in [
+        // Plugins with their contract.
+        "<td>configmap-summary</td>",
+        "<td>trap</td>",
+        "<td>wasmlet:plugin@0.1.0</td>",
+        // The failed reconcile, with its key and reason.
+        "<td>default/bad</td>",
+        "<td>PluginFailed</td>",
+        // The pod and its state.
+        &format!("Pods on node {NODE}"),
+        "<td>default/sleeper</td><td>Running</td>",
+        // The provider's graph.
+        "State graph of wasi-runner",
+        // Plugin history.
+        "<td>trap</td><td>loaded ",
+    ] {
+        ensure!(dom.contains(text), "the page lacks {text:?}:\n{dom}");
+    }
+    // The script ran: the timestamp is the browser's, not the server's "now".
+    ensure!(dom.contains("<span id=\"updated\">20"), "{dom}");
+
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/status-page.png");
+    let out = chromium(
+        profile.path(),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1800",
+            &url,
+        ],
+    )?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        std::fs::metadata(&shot)?.len() > 10_000,
+        "an empty screenshot"
+    );
+    Ok(())
+}
