@@ -10,6 +10,7 @@ mod args;
 mod check;
 mod host;
 mod registry;
+mod scaffold;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +84,23 @@ enum PluginCommand {
     Check { path: PathBuf },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
     Crds { path: PathBuf },
+    /// Start a plugin: a standalone crate with its manifest, a CRD from its
+    /// types, a unit test and a README with the commands to build and load it.
+    New {
+        name: String,
+        #[arg(long, value_enum, default_value = "reconciler")]
+        kind: scaffold::ScaffoldKind,
+        /// The custom resource a reconciler reconciles, GROUP/VERSION/KIND.
+        #[arg(long)]
+        crd: Option<String>,
+        /// Where to write it (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The wasmlet-sdk crate to depend on by path (default: this build's
+        /// checkout if it exists, else the project's git).
+        #[arg(long)]
+        sdk_path: Option<PathBuf>,
+    },
     /// Print a provider's state graph as Graphviz DOT.
     Graph { path: PathBuf },
     /// Print each plugin's ClusterRole and its binding to the host's
@@ -243,6 +261,22 @@ async fn main_async(cli: Cli) -> Result<()> {
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
         Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,
+        Command::Plugin(PluginCommand::New {
+            name,
+            kind,
+            crd,
+            dir,
+            sdk_path,
+        }) => {
+            let root = scaffold::plugin_new(
+                &name,
+                kind,
+                crd.as_deref(),
+                dir.as_deref(),
+                sdk_path.as_deref(),
+            )?;
+            println!("wrote {}: see its README.md", root.display());
+        }
         Command::Plugin(PluginCommand::Rbac {
             paths,
             service_account,

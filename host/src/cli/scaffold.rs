@@ -1,0 +1,380 @@
+//! `wasmlet plugin new NAME`: a standalone plugin crate to start from (a
+//! reconciler of a new custom resource, or a provider), with its manifest, a
+//! native unit test against the SDK's fake host, and a README with the three
+//! commands that build, check and load it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScaffoldKind {
+    Reconciler,
+    Provider,
+}
+
+/// Where the SDK comes from: a path given, this build's own checkout when it
+/// still exists (a binary built from source), else the project's git.
+fn sdk_dependency(explicit: Option<&Path>) -> String {
+    let local = explicit.map(Path::to_path_buf).or_else(|| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/sdk");
+        p.join("Cargo.toml").exists().then_some(p)
+    });
+    match local {
+        Some(p) => {
+            let p = p.canonicalize().unwrap_or(p);
+            format!("{{ path = {:?} }}", p.display().to_string())
+        }
+        None => "{ git = \"https://github.com/wasmlet/wasmlet\" }".into(),
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// `GROUP/VERSION/KIND`, checked.
+fn parse_crd(crd: &str) -> Result<(String, String, String)> {
+    let parts: Vec<&str> = crd.split('/').collect();
+    let [group, version, kind] = parts[..] else {
+        bail!("--crd {crd:?}: expected GROUP/VERSION/KIND, e.g. demo.example.com/v1/Greeting");
+    };
+    if !group.contains('.') {
+        bail!("--crd {crd:?}: the group must be a domain (e.g. demo.example.com)");
+    }
+    if !kind.starts_with(|c: char| c.is_ascii_uppercase())
+        || !kind.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        bail!("--crd {crd:?}: the kind must be CamelCase letters and digits");
+    }
+    Ok((group.into(), version.into(), kind.into()))
+}
+
+pub fn plugin_new(
+    name: &str,
+    kind: ScaffoldKind,
+    crd: Option<&str>,
+    dir: Option<&Path>,
+    sdk: Option<&Path>,
+) -> Result<PathBuf> {
+    if !valid_name(name) {
+        bail!(
+            "{name:?}: a plugin name is lowercase letters, digits and '-', starting with a letter"
+        );
+    }
+    let root = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(name));
+    if root.exists() {
+        bail!("{} already exists", root.display());
+    }
+    std::fs::create_dir_all(root.join("src"))
+        .with_context(|| format!("creating {}", root.display()))?;
+    let lib = name.replace('-', "_");
+    let sdk = sdk_dependency(sdk);
+    let write = |file: &str, text: String| -> Result<()> {
+        let path = root.join(file);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    match kind {
+        ScaffoldKind::Reconciler => {
+            let (group, version, crd_kind) =
+                parse_crd(crd.unwrap_or("demo.example.com/v1/Greeting"))?;
+            let plural = format!("{}s", crd_kind.to_lowercase());
+            let crd_file = format!("{}.crd.yaml", crd_kind.to_lowercase());
+            let fill = |t: &str| {
+                t.replace("@NAME@", name)
+                    .replace("@LIB@", &lib)
+                    .replace("@SDK@", &sdk)
+                    .replace("@GROUP@", &group)
+                    .replace("@VERSION@", &version)
+                    .replace("@KIND@", &crd_kind)
+                    .replace("@PLURAL@", &plural)
+                    .replace("@CRD_FILE@", &crd_file)
+            };
+            write("Cargo.toml", fill(CARGO_TOML))?;
+            write(&format!("{name}.toml"), fill(RECONCILER_TOML))?;
+            write("src/lib.rs", fill(RECONCILER_LIB))?;
+            write("README.md", fill(RECONCILER_README))?;
+        }
+        ScaffoldKind::Provider => {
+            let fill = |t: &str| {
+                t.replace("@NAME@", name)
+                    .replace("@LIB@", &lib)
+                    .replace("@SDK@", &sdk)
+            };
+            write("Cargo.toml", fill(CARGO_TOML))?;
+            write(&format!("{name}.toml"), fill(PROVIDER_TOML))?;
+            write("src/lib.rs", fill(PROVIDER_LIB))?;
+            write("README.md", fill(PROVIDER_README))?;
+        }
+    }
+    write(".gitignore", "/target\n*.wasm\n".into())?;
+    Ok(root)
+}
+
+const CARGO_TOML: &str = r#"[package]
+name = "@NAME@"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+# A crate of its own, not a member of an enclosing workspace.
+[workspace]
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+wasmlet-sdk = @SDK@
+kube = { version = "5.0.0", default-features = false, features = ["derive"] }
+schemars = "1"
+k8s-openapi = { version = "0.29.0", features = ["v1_33"] }
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+
+[dev-dependencies]
+serde_yaml = "0.9"
+
+[profile.release]
+opt-level = "s"
+lto = true
+strip = true
+"#;
+
+const RECONCILER_TOML: &str = r#"# The @NAME@ plugin: reconciles @KIND@ (@GROUP@/@VERSION@) and ships its CRD.
+crds = ["@CRD_FILE@"]
+
+[plugin]
+kind = "reconciler"
+contract = "0.1.0"
+
+[reconciles]
+api-version = "@GROUP@/@VERSION@"
+kind = "@KIND@"
+
+# What the guest may call beyond its own object's status (none yet).
+[permissions]
+rules = []
+http-hosts = []
+
+[limits]
+concurrency = 1
+memory-mib = 32
+deadline-ms = 1000
+"#;
+
+const RECONCILER_LIB: &str = r#"//! `@NAME@`: reconciles @KIND@ objects; the host watches, queues, retries
+//! and writes the status this returns.
+
+use std::sync::Arc;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wasmlet_sdk::prelude::*;
+
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "@GROUP@", version = "@VERSION@", kind = "@KIND@", namespaced)]
+#[kube(status = "@KIND@Status")]
+pub struct @KIND@Spec {
+    /// Who to greet.
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct @KIND@Status {
+    pub message: String,
+}
+
+fn reconcile(obj: Arc<@KIND@>, _ctx: &Context) -> Result<Action, Error> {
+    let message = format!("Hello, {}!", obj.spec.name);
+    Ok(Action::await_change().status(@KIND@Status { message }))
+}
+
+wasmlet_sdk::reconciler!(@KIND@, reconcile);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+    use wasmlet_sdk::testing::FakeHost;
+
+    #[test]
+    fn greets_by_name() {
+        let host = FakeHost::new();
+        let _guard = host.install();
+        let obj = Arc::new(@KIND@::new("a", @KIND@Spec { name: "wasm".into() }));
+        let action = reconcile(obj.clone(), &Context::for_object(&*obj)).unwrap();
+        assert_eq!(
+            action.status_json(),
+            Some(&serde_json::json!({"message": "Hello, wasm!"}))
+        );
+    }
+
+    /// The shipped CRD comes from the types above: written on the first run
+    /// and with `UPDATE_CRDS=1`, compared otherwise.
+    #[test]
+    fn shipped_crd_matches_the_types() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/@CRD_FILE@");
+        let generated = serde_yaml::to_string(&@KIND@::crd()).unwrap();
+        if std::env::var_os("UPDATE_CRDS").is_some() || !std::path::Path::new(path).exists() {
+            std::fs::write(path, &generated).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(path).unwrap(), generated, "rerun with UPDATE_CRDS=1");
+    }
+}
+"#;
+
+const RECONCILER_README: &str = r#"# @NAME@
+
+A wasmlet reconciler of `@KIND@` (`@GROUP@/@VERSION@`), made by `wasmlet plugin new`.
+Edit `src/lib.rs` (the types are the CRD; `reconcile` returns the status).
+
+```sh
+cargo test                                    # unit tests on the SDK's fake host; writes @CRD_FILE@
+cargo build --release --target wasm32-wasip2 && cp target/wasm32-wasip2/release/@LIB@.wasm @NAME@.wasm
+wasmlet plugin check @NAME@.wasm && cp @NAME@.wasm @NAME@.toml @CRD_FILE@ PLUGIN_DIR/
+```
+
+(`rustup target add wasm32-wasip2` once.) The host loads the plugin from
+`PLUGIN_DIR` (`wasmlet up --plugins PLUGIN_DIR`), applies the CRD, and from then
+on `kubectl apply` of a @KIND@ gets its status. `UPDATE_CRDS=1 cargo test`
+refreshes the CRD after changing the types; `wasmlet plugin rbac @NAME@.toml`
+prints the RBAC it needs on a real cluster.
+"#;
+
+const PROVIDER_TOML: &str = r#"# The @NAME@ provider: runs the pods of a wasmlet node (`--provider @NAME@`).
+
+[plugin]
+kind = "provider"
+contract = "0.1.0"
+
+[permissions]
+rules = []
+http-hosts = []
+
+[limits]
+concurrency = 4
+memory-mib = 32
+deadline-ms = 2000
+"#;
+
+const PROVIDER_LIB: &str = r#"//! `@NAME@`: a provider whose pods go Registered -> Running at once and stay
+//! there until deleted; a starting point for a real pod lifecycle (see
+//! wasi-runner for one that runs WASI workloads).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wasmlet_sdk::provider::{Pod, PodState, State, StateError, Transition, WaitOn, WakeEvent};
+
+/// Data kept for each pod across its states.
+#[derive(Serialize, Deserialize)]
+pub struct PodData {
+    pub started: bool,
+}
+
+impl PodState for PodData {
+    fn new(_pod: &Pod) -> Result<Self, StateError> {
+        Ok(PodData { started: false })
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
+pub struct Registered;
+#[derive(Serialize, Deserialize)]
+pub struct Running;
+#[derive(Serialize, Deserialize)]
+pub struct Terminated;
+
+impl State<PodData> for Registered {
+    const NAME: &'static str = "Registered";
+    fn next(self, _: &Pod, data: &mut PodData, _: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+        data.started = true;
+        Ok(Transition::next(self, Running))
+    }
+}
+
+impl State<PodData> for Running {
+    const NAME: &'static str = "Running";
+    fn next(self, _: &Pod, _: &mut PodData, _: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+        Ok(Transition::wait(self, [WaitOn::PodChanged]))
+    }
+    fn status(&self, _: &Pod, _: &PodData) -> Value {
+        json!({"phase": "Running"})
+    }
+}
+
+impl State<PodData> for Terminated {
+    const NAME: &'static str = "Terminated";
+    fn next(self, _: &Pod, _: &mut PodData, _: Option<&WakeEvent>) -> Result<Transition<PodData>, StateError> {
+        Ok(Transition::wait(self, []))
+    }
+}
+
+wasmlet_sdk::edges! {
+    PodData {
+        Registered => Running,
+        Running => [Terminated],
+    }
+}
+wasmlet_sdk::provider!(PodData, initial = Registered, on_delete = Terminated, error = Terminated);
+"#;
+
+const PROVIDER_README: &str = r#"# @NAME@
+
+A wasmlet provider (a pod lifecycle as a state machine), made by `wasmlet plugin new`.
+
+```sh
+cargo test
+cargo build --release --target wasm32-wasip2 && cp target/wasm32-wasip2/release/@LIB@.wasm @NAME@.wasm
+wasmlet plugin check @NAME@.wasm && wasmlet plugin graph @NAME@.wasm && cp @NAME@.wasm @NAME@.toml PLUGIN_DIR/
+```
+
+Run a node with it: `wasmlet up --plugins PLUGIN_DIR --provider @NAME@`.
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_kinds_are_checked() {
+        assert!(valid_name("hello-widgets"));
+        assert!(!valid_name("Hello"));
+        assert!(!valid_name("../x"));
+        assert!(parse_crd("demo.example.com/v1/Greeting").is_ok());
+        assert!(parse_crd("demo/v1/Greeting").is_err());
+        assert!(parse_crd("demo.example.com/v1/greeting").is_err());
+        assert!(parse_crd("demo.example.com/Greeting").is_err());
+    }
+
+    #[test]
+    fn writes_a_crate_with_manifest_and_readme() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("hello");
+        plugin_new(
+            "hello",
+            ScaffoldKind::Reconciler,
+            Some("demo.example.com/v1/Greeting"),
+            Some(&root),
+            None,
+        )
+        .unwrap();
+        let manifest = std::fs::read_to_string(root.join("hello.toml")).unwrap();
+        assert!(manifest.contains("api-version = \"demo.example.com/v1\""));
+        assert!(manifest.contains("crds = [\"greeting.crd.yaml\"]"));
+        let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("pub struct GreetingSpec"));
+        assert!(!lib.contains('@'), "a placeholder left: {lib}");
+        assert!(
+            plugin_new("hello", ScaffoldKind::Reconciler, None, Some(&root), None).is_err(),
+            "an existing directory is not overwritten"
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! From nothing to a running reconciler: `wasmlet plugin new`, then the
+//! commands its README gives (unit tests, the wasm build, `plugin check`), then
+//! `wasmlet up` loading it and reconciling its kind.
+//!
+//! Ignored by default: it compiles a standalone crate and all its dependencies
+//! twice (natively and for wasm32-wasip2), about 10 minutes cold on 2 cores, in
+//! `target/scaffold`. Run it with `cargo test --test scaffold -- --ignored`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+use wasmlet_e2e::{Plane, eventually, wasmlet_bin};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `cargo ARGS` in `dir`, sharing one target directory across runs.
+fn cargo(dir: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", repo().join("target/scaffold"))
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "cargo {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+fn wasmlet(args: &[&str]) -> Result<String> {
+    let out = Command::new(wasmlet_bin()).args(args).output()?;
+    ensure!(
+        out.status.success(),
+        "wasmlet {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+#[ignore = "compiles a standalone crate (about 10 minutes cold); run with --ignored"]
+async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let krate = tmp.path().join("hello-widgets");
+    let sdk = repo().join("guests/sdk");
+    wasmlet(&[
+        "plugin",
+        "new",
+        "hello-widgets",
+        "--crd",
+        "demo.example.com/v1/Greeting",
+        "--dir",
+        krate.to_str().unwrap(),
+        "--sdk-path",
+        sdk.to_str().unwrap(),
+    ])?;
+    // The code a person keeps: under 40 lines before the tests.
+    let lib = std::fs::read_to_string(krate.join("src/lib.rs"))?;
+    let code = lib
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))
+        .count();
+    ensure!(code < 40, "{code} lines of plugin code");
+
+    // The README's three commands.
+    cargo(&krate, &["test"])?;
+    ensure!(
+        krate.join("greeting.crd.yaml").exists(),
+        "the CRD was not written"
+    );
+    cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    std::fs::copy(
+        repo().join("target/scaffold/wasm32-wasip2/release/hello_widgets.wasm"),
+        krate.join("hello-widgets.wasm"),
+    )?;
+    let check = wasmlet(&[
+        "plugin",
+        "check",
+        krate.join("hello-widgets.wasm").to_str().unwrap(),
+    ])?;
+    ensure!(check.contains("plugin hello-widgets: OK"), "{check}");
+
+    let plane = Plane::start_up(&[]).await?;
+    for f in [
+        "greeting.crd.yaml",
+        "hello-widgets.toml",
+        "hello-widgets.wasm",
+    ] {
+        std::fs::copy(krate.join(f), plane.plugin_dir().join(f))?;
+    }
+    let client = plane.client().await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
+        "greetings",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    eventually(Duration::from_secs(60), "the Greeting CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    let o: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
+    }))?;
+    api.create(&PostParams::default(), &o).await?;
+    eventually(Duration::from_secs(60), "the greeting's status", || async {
+        let o = api.get("first").await.ok()?;
+        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
+    })
+    .await?;
+
+    // The provider template compiles and its state graph passes the host's checks.
+    let node = tmp.path().join("hello-node");
+    wasmlet(&[
+        "plugin",
+        "new",
+        "hello-node",
+        "--kind",
+        "provider",
+        "--dir",
+        node.to_str().unwrap(),
+        "--sdk-path",
+        sdk.to_str().unwrap(),
+    ])?;
+    cargo(&node, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    std::fs::copy(
+        repo().join("target/scaffold/wasm32-wasip2/release/hello_node.wasm"),
+        node.join("hello-node.wasm"),
+    )?;
+    let dot = wasmlet(&[
+        "plugin",
+        "graph",
+        node.join("hello-node.wasm").to_str().unwrap(),
+    ])?;
+    ensure!(dot.contains("\"Registered\" -> \"Running\";"), "{dot}");
+    Ok(())
+}
