@@ -66,8 +66,12 @@ pub fn rollout(name: &str, percent: i32, template: Value, spec: Value) -> Result
 
 /// Merge-patches the rollout's spec.
 pub async fn edit(api: &Api<DynamicObject>, name: &str, spec: Value) -> Result<()> {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec})))
-        .await?;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await?;
     Ok(())
 }
 

@@ -30,9 +30,11 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
     .await?;
     install_plugin(&plane.plugin_dir(), "sroll-reconciler")?;
     let api = sroll::api(&client);
-    eventually(Duration::from_secs(60), "the StatefulsetRollout CRD", || async {
-        api.list(&ListParams::default()).await.ok()
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the StatefulsetRollout CRD",
+        || async { api.list(&ListParams::default()).await.ok() },
+    )
     .await?;
     Ok((plane, client))
 }
@@ -101,7 +103,12 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
 
     let history = record(Api::<Pod>::namespaced(client.clone(), "default")).await?;
     // Version 2 to 50 %: two pods, in one batch.
-    edit(&api, "web", json!({"percent": 50, "statefulset": {"spec": {"template": template("web", "2")}}})).await?;
+    edit(
+        &api,
+        "web",
+        json!({"percent": 50, "statefulset": {"spec": {"template": template("web", "2")}}}),
+    )
+    .await?;
     let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
     assert_eq!(st["percentDeployed"], 50);
     assert_eq!(st["updatedReplicas"], 2);
@@ -121,7 +128,10 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     assert_eq!(on_v2, BTreeSet::from(["web-2".into(), "web-3".into()]));
     let out = plane.kubectl_ok(&["get", "sroll", "web"])?;
     ensure!(
-        out.contains("PHASE") && out.contains("PERCENT") && out.contains("RolloutDone") && out.contains(" 50 "),
+        out.contains("PHASE")
+            && out.contains("PERCENT")
+            && out.contains("RolloutDone")
+            && out.contains(" 50 "),
         "kubectl get sroll: {out}"
     );
 
@@ -132,8 +142,18 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     let snap = history.snapshot();
     let del = deletions(&snap, &v1);
     ensure!(del.len() == 4, "each v1 pod evicted once: {del:?}");
-    let first = del.iter().filter(|d| d.0 == "web-2" || d.0 == "web-3").map(|d| d.1).max().unwrap();
-    let second = del.iter().filter(|d| d.0 == "web-0" || d.0 == "web-1").map(|d| d.1).min().unwrap();
+    let first = del
+        .iter()
+        .filter(|d| d.0 == "web-2" || d.0 == "web-3")
+        .map(|d| d.1)
+        .max()
+        .unwrap();
+    let second = del
+        .iter()
+        .filter(|d| d.0 == "web-0" || d.0 == "web-1")
+        .map(|d| d.1)
+        .min()
+        .unwrap();
     // deletionTimestamp has one-second resolution.
     ensure!(
         second - first >= interval - 1,
@@ -143,16 +163,31 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     ensure!(worst <= 2, "{worst} pods unavailable at once (budget 2)");
 
     // Version 3, paused after the first batch: no more evictions while paused.
-    edit(&api, "web", json!({"statefulset": {"spec": {"template": template("web", "3")}}})).await?;
+    edit(
+        &api,
+        "web",
+        json!({"statefulset": {"spec": {"template": template("web", "3")}}}),
+    )
+    .await?;
     // The last batch of the v2 rollout was web-1 and web-0; v3's first is web-3 and web-2.
-    wait_status(&plane, &api, "web", "the first v3 batch", Duration::from_secs(120), |s| {
-        s["lastEvicted"] == json!(["web-3", "web-2"])
-    })
+    wait_status(
+        &plane,
+        &api,
+        "web",
+        "the first v3 batch",
+        Duration::from_secs(120),
+        |s| s["lastEvicted"] == json!(["web-3", "web-2"]),
+    )
     .await?;
     edit(&api, "web", json!({"pauseRequested": true})).await?;
-    let st = wait_status(&plane, &api, "web", "paused with every pod ready", Duration::from_secs(120), |s| {
-        s["phase"] == "Paused" && s["readyReplicas"] == 4
-    })
+    let st = wait_status(
+        &plane,
+        &api,
+        "web",
+        "paused with every pod ready",
+        Duration::from_secs(120),
+        |s| s["phase"] == "Paused" && s["readyReplicas"] == 4,
+    )
     .await?;
     assert_eq!(st["paused"], true);
     assert_eq!(st["updatedReplicas"], 2, "no eviction while paused");
@@ -162,10 +197,23 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     assert_eq!(st["updatedReplicas"], 4);
 
     // Roll back by restoring version 2: every pod returns to v2's revision.
-    edit(&api, "web", json!({"statefulset": {"spec": {"template": template("web", "2")}}})).await?;
+    edit(
+        &api,
+        "web",
+        json!({"statefulset": {"spec": {"template": template("web", "2")}}}),
+    )
+    .await?;
     wait_phase(&plane, &api, "web", "RolloutDone").await?;
-    let revs: BTreeSet<String> = pods_of(&client, "web").await?.iter().map(revision).collect();
-    assert_eq!(revs, BTreeSet::from([v2]), "rolled back to version 2's revision");
+    let revs: BTreeSet<String> = pods_of(&client, "web")
+        .await?
+        .iter()
+        .map(revision)
+        .collect();
+    assert_eq!(
+        revs,
+        BTreeSet::from([v2]),
+        "rolled back to version 2's revision"
+    );
     let worst = max_unavailable(&history.snapshot(), "web", 4);
     ensure!(worst <= 2, "{worst} pods unavailable at once (budget 2)");
     Ok(())
@@ -177,26 +225,52 @@ async fn a_failed_rollout_is_retried_with_a_new_identity() -> Result<()> {
     let api = sroll::api(&client);
     api.create(
         &PostParams::default(),
-        &rollout("db", 100, template("db", "1"), json!({"rolloutIdentity": "r1"}))?,
+        &rollout(
+            "db",
+            100,
+            template("db", "1"),
+            json!({"rolloutIdentity": "r1"}),
+        )?,
     )
     .await?;
     wait_phase(&plane, &api, "db", "RolloutDone").await?;
-    edit(&api, "db", json!({"statefulset": {"spec": {"template": failing_template("db")}}})).await?;
+    edit(
+        &api,
+        "db",
+        json!({"statefulset": {"spec": {"template": failing_template("db")}}}),
+    )
+    .await?;
     let st = wait_phase(&plane, &api, "db", "RolloutFailed").await?;
     ensure!(
-        st["reason"].as_str().unwrap_or_default().contains("failing"),
+        st["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("failing"),
         "reason: {st}"
     );
     let failed: Vec<String> = pods_of(&client, "db").await?.iter().map(revision).collect();
     // Final: the other old pods stay.
-    let st = wait_status(&plane, &api, "db", "still failed", Duration::from_secs(30), |s| {
-        s["phase"] == "RolloutFailed"
-    })
+    let st = wait_status(
+        &plane,
+        &api,
+        "db",
+        "still failed",
+        Duration::from_secs(30),
+        |s| s["phase"] == "RolloutFailed",
+    )
     .await?;
-    assert_eq!(st["updatedReplicas"], 2, "the failed batch only: {failed:?}");
+    assert_eq!(
+        st["updatedReplicas"], 2,
+        "the failed batch only: {failed:?}"
+    );
     // The image is fixed, and a new identity retries.
-    edit(&api, "db", json!({"rolloutIdentity": "r2",
-        "statefulset": {"spec": {"template": template("db", "2")}}})).await?;
+    edit(
+        &api,
+        "db",
+        json!({"rolloutIdentity": "r2",
+        "statefulset": {"spec": {"template": template("db", "2")}}}),
+    )
+    .await?;
     let st = wait_phase(&plane, &api, "db", "RolloutDone").await?;
     assert_eq!(st["rolloutIdentity"], "r2");
     assert_eq!(st["updatedReplicas"], 4);
@@ -211,16 +285,31 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
     let api = sroll::api(&client);
     api.create(
         &PostParams::default(),
-        &rollout("kv", 100, template("kv", "1"), json!({"minPodEvictionIntervalSeconds": 3}))?,
+        &rollout(
+            "kv",
+            100,
+            template("kv", "1"),
+            json!({"minPodEvictionIntervalSeconds": 3}),
+        )?,
     )
     .await?;
     wait_phase(&plane, &api, "kv", "RolloutDone").await?;
     let v1 = revision(&pods_of(&client, "kv").await?[0]);
     let history = record(Api::<Pod>::namespaced(client.clone(), "default")).await?;
-    edit(&api, "kv", json!({"statefulset": {"spec": {"template": template("kv", "2")}}})).await?;
-    wait_status(&plane, &api, "kv", "the first batch", Duration::from_secs(120), |s| {
-        !s["lastEvicted"].as_array().is_none_or(Vec::is_empty) && s["phase"] != "RolloutDone"
-    })
+    edit(
+        &api,
+        "kv",
+        json!({"statefulset": {"spec": {"template": template("kv", "2")}}}),
+    )
+    .await?;
+    wait_status(
+        &plane,
+        &api,
+        "kv",
+        "the first batch",
+        Duration::from_secs(120),
+        |s| !s["lastEvicted"].as_array().is_none_or(Vec::is_empty) && s["phase"] != "RolloutDone",
+    )
     .await?;
     plane.kill9();
     plane.spawn().await?;
@@ -238,7 +327,10 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
             .collect();
         ensure!(uids.len() == 2, "{name} had {} pods: {uids:?}", uids.len());
     }
-    ensure!(deletions(&snap, &v1).len() == 4, "every v1 pod evicted once");
+    ensure!(
+        deletions(&snap, &v1).len() == 4,
+        "every v1 pod evicted once"
+    );
     let worst = max_unavailable(&snap, "kv", 4);
     ensure!(worst <= 2, "{worst} pods unavailable at once (budget 2)");
     Ok(())
@@ -250,31 +342,44 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
     server.state.lock().unwrap().passing.insert("api".into(), 4);
     server.state.lock().unwrap().callback_failures = 2;
     let (plane, client) = plane(&[]).await?;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
     secrets
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "chat"}, "stringData": {"token": "xoxb-test"}}))?,
+            &serde_json::from_value(
+                json!({"metadata": {"name": "chat"}, "stringData": {"token": "xoxb-test"}}),
+            )?,
         )
         .await?;
     let api = sroll::api(&client);
     let url = server.url.clone();
     api.create(
         &PostParams::default(),
-        &rollout("api", 100, template("api", "1"), json!({
-            "channel": "#deploys",
-            "notifications": {"url": format!("{url}/api"), "tokenSecret": {"name": "chat"}},
-            "serviceDiscovery": {"url": url, "dc": "dc1", "serviceNames": ["api"]},
-            "callback": {"url": format!("{url}/callback"), "stageId": "stage-1"},
-        }))?,
+        &rollout(
+            "api",
+            100,
+            template("api", "1"),
+            json!({
+                "channel": "#deploys",
+                "notifications": {"url": format!("{url}/api"), "tokenSecret": {"name": "chat"}},
+                "serviceDiscovery": {"url": url, "dc": "dc1", "serviceNames": ["api"]},
+                "callback": {"url": format!("{url}/callback"), "stageId": "stage-1"},
+            }),
+        )?,
     )
     .await?;
     let st = wait_phase(&plane, &api, "api", "RolloutDone").await?;
     assert_eq!(st["consulServices"], json!(["api"]));
     // The callback failed twice, then got through: three attempts, one success.
-    let st = wait_status(&plane, &api, "api", "the callback", Duration::from_secs(60), |s| {
-        s["lastCallbackStageId"] == "stage-1"
-    })
+    let st = wait_status(
+        &plane,
+        &api,
+        "api",
+        "the callback",
+        Duration::from_secs(60),
+        |s| s["lastCallbackStageId"] == "stage-1",
+    )
     .await?;
     {
         let s = server.state.lock().unwrap();
@@ -290,14 +395,26 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
     }
     // A service failing in Consul holds the next rollout.
     server.state.lock().unwrap().passing.insert("api".into(), 1);
-    edit(&api, "api", json!({"statefulset": {"spec": {"template": template("api", "2")}}})).await?;
+    edit(
+        &api,
+        "api",
+        json!({"statefulset": {"spec": {"template": template("api", "2")}}}),
+    )
+    .await?;
     let st = wait_phase(&plane, &api, "api", "WaitingForServiceDiscovery").await?;
-    assert_eq!(st["updatedReplicas"], 0, "nothing evicted while Consul fails");
+    assert_eq!(
+        st["updatedReplicas"], 0,
+        "nothing evicted while Consul fails"
+    );
     server.state.lock().unwrap().passing.insert("api".into(), 4);
     let st = wait_phase(&plane, &api, "api", "RolloutDone").await?;
     assert_eq!(st["updatedReplicas"], 4);
     let s = server.state.lock().unwrap();
-    assert_eq!(s.callbacks.len(), 3, "exactly one successful callback per stage id");
+    assert_eq!(
+        s.callbacks.len(),
+        3,
+        "exactly one successful callback per stage id"
+    );
     let posts = s.chat.iter().filter(|c| c.0 == "chat.postMessage").count();
     assert_eq!(posts, 2, "a new message for the new rollout");
     assert!(s.chat.iter().any(|c| c.0 == "chat.update"));

@@ -52,6 +52,7 @@ pub struct StatefulsetRolloutSpec {
     pub service_discovery: Option<ServiceDiscovery>,
     /// For the PodDisruptionBudget created when none selects the pods (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_string")]
     pub max_unavailable: Option<IntOrString>,
     /// A rollout that makes no progress for this long fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +63,13 @@ fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn int_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
     })
 }
 

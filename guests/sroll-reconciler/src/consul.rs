@@ -14,7 +14,11 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8500";
 /// The passing instances of every configured service. An unreachable agent
 /// or an error answer is reported in `error` (which holds the rollout).
 pub fn health(sd: &ServiceDiscovery) -> Health {
-    let base = sd.url.as_deref().unwrap_or(DEFAULT_URL).trim_end_matches('/');
+    let base = sd
+        .url
+        .as_deref()
+        .unwrap_or(DEFAULT_URL)
+        .trim_end_matches('/');
     let mut h = Health {
         passing: i32::MAX,
         ..Health::default()
@@ -46,7 +50,12 @@ pub fn health(sd: &ServiceDiscovery) -> Health {
         }
         h.passing = h.passing.min(entries.len() as i32);
         for e in &entries {
-            for ptr in ["/Service/ID", "/Service/Address", "/Node/Node", "/Node/Address"] {
+            for ptr in [
+                "/Service/ID",
+                "/Service/Address",
+                "/Node/Node",
+                "/Node/Address",
+            ] {
                 if let Some(s) = e.pointer(ptr).and_then(Value::as_str)
                     && !s.is_empty()
                 {

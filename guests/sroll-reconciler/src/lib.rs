@@ -112,7 +112,9 @@ fn execute(
         Act::Nothing => {}
         Act::CreateSet(set) => match client.create(&*set) {
             Ok(_) => {
-                let _ = ctx.event(Event::normal("StatefulSetCreated", "Create").note(plan.status.reason.clone()));
+                let _ = ctx.event(
+                    Event::normal("StatefulSetCreated", "Create").note(plan.status.reason.clone()),
+                );
             }
             Err(ClientError::Conflict(_)) => plan.requeue = Some(plan::POLL),
             Err(e) => return Err(e.into()),
@@ -138,7 +140,8 @@ fn execute(
             }
             if evicted.is_empty() {
                 plan.status.phase = phase::WAITING_FOR_BUDGET.into();
-                plan.status.reason = "the Eviction API refused (429): waiting for the budget".into();
+                plan.status.reason =
+                    "the Eviction API refused (429): waiting for the budget".into();
                 plan.progress.reason = phase::WAITING_FOR_BUDGET.into();
                 plan.progress.message = plan.status.reason.clone();
             } else {

@@ -70,7 +70,11 @@ pub fn texts(sroll: &StatefulsetRollout, st: &StatefulsetRolloutStatus) -> Vec<S
 }
 
 fn token(ctx: &Context, ns: &str, sroll: &StatefulsetRollout) -> Result<String, String> {
-    let n = sroll.spec.notifications.as_ref().ok_or("no notifications")?;
+    let n = sroll
+        .spec
+        .notifications
+        .as_ref()
+        .ok_or("no notifications")?;
     let key = n.token_secret.key.clone().unwrap_or_else(|| "token".into());
     let secret: Secret = ctx
         .client()
@@ -91,9 +95,14 @@ fn call(base: &str, method: &str, token: &str, body: Value) -> Result<Value, Str
         .header("authorization", &format!("Bearer {token}"))
         .timeout(Duration::from_secs(3));
     let resp = http::fetch(&req).map_err(|e| format!("{method}: {e}"))?;
-    let v: Value = resp.json().map_err(|e| format!("{method}: HTTP {}: {e}", resp.status))?;
+    let v: Value = resp
+        .json()
+        .map_err(|e| format!("{method}: HTTP {}: {e}", resp.status))?;
     if v["ok"] != json!(true) {
-        return Err(format!("{method}: {}", v["error"].as_str().unwrap_or("not ok")));
+        return Err(format!(
+            "{method}: {}",
+            v["error"].as_str().unwrap_or("not ok")
+        ));
     }
     Ok(v)
 }
@@ -119,7 +128,12 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
         Some(m) if m.generation == generation && &m.channel == channel => m,
         _ => {
             let text = &texts[0];
-            match call(&n.url, "chat.postMessage", &token, json!({"channel": channel, "text": text})) {
+            match call(
+                &n.url,
+                "chat.postMessage",
+                &token,
+                json!({"channel": channel, "text": text}),
+            ) {
                 Ok(v) => NotificationMessage {
                     channel: v["channel"].as_str().unwrap_or(channel).to_owned(),
                     ts: v["ts"].as_str().unwrap_or_default().to_owned(),
@@ -140,14 +154,29 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
             continue;
         }
         let result = if i == 0 {
-            call(&n.url, "chat.update", &token, json!({"channel": msg.channel, "ts": msg.ts, "text": text}))
+            call(
+                &n.url,
+                "chat.update",
+                &token,
+                json!({"channel": msg.channel, "ts": msg.ts, "text": text}),
+            )
         } else if let Some(ts) = msg.pages.get(i - 1).cloned() {
-            call(&n.url, "chat.update", &token, json!({"channel": msg.channel, "ts": ts, "text": text}))
+            call(
+                &n.url,
+                "chat.update",
+                &token,
+                json!({"channel": msg.channel, "ts": ts, "text": text}),
+            )
         } else {
-            call(&n.url, "chat.postMessage", &token,
-                json!({"channel": msg.channel, "thread_ts": msg.ts, "text": text}))
+            call(
+                &n.url,
+                "chat.postMessage",
+                &token,
+                json!({"channel": msg.channel, "thread_ts": msg.ts, "text": text}),
+            )
             .map(|v| {
-                msg.pages.push(v["ts"].as_str().unwrap_or_default().to_owned());
+                msg.pages
+                    .push(v["ts"].as_str().unwrap_or_default().to_owned());
                 v
             })
         };
@@ -182,7 +211,10 @@ pub fn callback(
     if st.last_callback_stage_id.as_deref() == Some(cb.stage_id.as_str()) {
         return None;
     }
-    if let Some(next) = st.next_callback_time.as_deref().and_then(|t| t.parse::<Timestamp>().ok())
+    if let Some(next) = st
+        .next_callback_time
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok())
         && now < next
     {
         return Some(next.duration_since(now).unsigned_abs());
@@ -220,7 +252,10 @@ pub fn callback(
             let wait = backoff(st.callback_attempts);
             st.next_callback_time =
                 Some((now + SignedDuration::try_from(wait).unwrap_or_default()).to_string());
-            ctx.warn(&format!("callback to {} failed ({why}); retrying in {wait:?}", cb.url));
+            ctx.warn(&format!(
+                "callback to {} failed ({why}); retrying in {wait:?}",
+                cb.url
+            ));
             Some(wait)
         }
     }

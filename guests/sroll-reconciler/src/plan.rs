@@ -17,7 +17,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use wasmlet_sdk::controllers::{controller_of, pod_ready, scaled_value, selector_matches};
 
 use crate::api::{BuildMetadata, PodInfo, StatefulsetRollout, StatefulsetRolloutStatus};
-use crate::spec::{self, BadSpec, Desired, SPEC_HASH};
+use crate::spec::{self, BadSpec, SPEC_HASH};
 
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// How soon to look again while change is expected.
@@ -182,7 +182,12 @@ pub fn plan(obs: &Observed) -> Plan {
         }
     };
     let set_name = want.set.metadata.name.clone().unwrap_or_default();
-    if let Some(meta) = want.set.spec.as_ref().and_then(|s| s.template.metadata.as_ref()) {
+    if let Some(meta) = want
+        .set
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+    {
         status.build_metadata = build_metadata(
             want.set.metadata.annotations.as_ref(),
             meta.annotations.as_ref(),
@@ -247,7 +252,10 @@ pub fn plan(obs: &Observed) -> Plan {
         meta.owner_references = want.set.metadata.owner_references.clone();
         updated.status = None;
         return Plan::new(status)
-            .at(phase::UPDATING, format!("applying the new spec to StatefulSet {set_name}"))
+            .at(
+                phase::UPDATING,
+                format!("applying the new spec to StatefulSet {set_name}"),
+            )
             .act(Act::UpdateSet(Box::new(updated)))
             .requeue(POLL);
     }
@@ -387,7 +395,8 @@ pub fn plan(obs: &Observed) -> Plan {
         .collect();
     // From the top ordinal down, as the StatefulSet controller would.
     old.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
-    let (unready, ready): (Vec<&&Pod>, Vec<&&Pod>) = old.into_iter().partition(|p| !running_ready(p));
+    let (unready, ready): (Vec<&&Pod>, Vec<&&Pod>) =
+        old.into_iter().partition(|p| !running_ready(p));
     // Unready old pods cost no availability: replaced first, while the budget
     // is healthy (the Eviction API's default unhealthyPodEvictionPolicy).
     let (free, allowed) = budget_allows(pdb, want.replicas, status.ready_replicas);
@@ -420,12 +429,7 @@ pub fn plan(obs: &Observed) -> Plan {
         .requeue(POLL)
 }
 
-fn finish(
-    mut status: StatefulsetRolloutStatus,
-    generation: i64,
-    phase: &str,
-    why: String,
-) -> Plan {
+fn finish(mut status: StatefulsetRolloutStatus, generation: i64, phase: &str, why: String) -> Plan {
     status.final_generation = Some(generation);
     status.paused = false;
     Plan::new(status).at(phase, why)
@@ -565,7 +569,10 @@ fn failing(p: &Pod) -> Option<String> {
             return Some(format!("container {} in CrashLoopBackOff", c.name));
         }
         if c.restart_count >= 3 {
-            return Some(format!("container {} restarted {} times", c.name, c.restart_count));
+            return Some(format!(
+                "container {} restarted {} times",
+                c.name, c.restart_count
+            ));
         }
     }
     None

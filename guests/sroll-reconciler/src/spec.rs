@@ -60,8 +60,14 @@ pub fn desired(sroll: &StatefulsetRollout) -> Result<Desired, BadSpec> {
             format!("must be between 0 and 100, got {}", spec.percent),
         ));
     }
-    if spec.min_pod_eviction_interval_seconds.is_some_and(|s| s < 0) {
-        return Err(bad("spec.minPodEvictionIntervalSeconds", "must not be negative"));
+    if spec
+        .min_pod_eviction_interval_seconds
+        .is_some_and(|s| s < 0)
+    {
+        return Err(bad(
+            "spec.minPodEvictionIntervalSeconds",
+            "must not be negative",
+        ));
     }
     if spec.progress_deadline_seconds.is_some_and(|s| s <= 0) {
         return Err(bad("spec.progressDeadlineSeconds", "must be positive"));
@@ -81,7 +87,10 @@ pub fn desired(sroll: &StatefulsetRollout) -> Result<Desired, BadSpec> {
         return Err(bad("spec.statefulset.spec.replicas", "required"));
     };
     if replicas < 0 {
-        return Err(bad("spec.statefulset.spec.replicas", "must not be negative"));
+        return Err(bad(
+            "spec.statefulset.spec.replicas",
+            "must not be negative",
+        ));
     }
     let strategy = set_spec
         .update_strategy
@@ -97,11 +106,18 @@ pub fn desired(sroll: &StatefulsetRollout) -> Result<Desired, BadSpec> {
     if set_spec.selector.match_labels.is_none() && set_spec.selector.match_expressions.is_none()
         || selector_is_empty(Some(&set_spec.selector))
     {
-        return Err(bad("spec.statefulset.spec.selector", "must select some labels"));
+        return Err(bad(
+            "spec.statefulset.spec.selector",
+            "must select some labels",
+        ));
     }
     if !selector_matches(
         Some(&set_spec.selector),
-        set_spec.template.metadata.as_ref().and_then(|m| m.labels.as_ref()),
+        set_spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.as_ref()),
     ) {
         return Err(bad(
             "spec.statefulset.spec.selector",
@@ -111,7 +127,12 @@ pub fn desired(sroll: &StatefulsetRollout) -> Result<Desired, BadSpec> {
     let max_unavailable = spec.max_unavailable.clone().unwrap_or(IntOrString::Int(1));
     match scaled_value(&max_unavailable, replicas, true) {
         Ok(n) if n >= 1 || replicas == 0 => {}
-        Ok(n) => return Err(bad("spec.maxUnavailable", format!("must allow at least one pod, got {n}"))),
+        Ok(n) => {
+            return Err(bad(
+                "spec.maxUnavailable",
+                format!("must allow at least one pod, got {n}"),
+            ));
+        }
         Err(e) => return Err(bad("spec.maxUnavailable", e)),
     }
     // Pods carry the StatefulSet's ownerReference, not ours: this label makes a
@@ -122,7 +143,10 @@ pub fn desired(sroll: &StatefulsetRollout) -> Result<Desired, BadSpec> {
             .get_or_insert_with(Default::default)
             .labels
             .get_or_insert_with(BTreeMap::new)
-            .insert(ROLLOUT_LABEL.into(), sroll.metadata.name.clone().unwrap_or_default());
+            .insert(
+                ROLLOUT_LABEL.into(),
+                sroll.metadata.name.clone().unwrap_or_default(),
+            );
     }
     let set_spec = set.spec.as_ref().expect("checked above");
     let hash = digest(&serde_json::to_value(set_spec).unwrap_or(Value::Null));

@@ -26,7 +26,10 @@ fn shipped_crd_matches_the_types() {
     );
     let crd = serde_json::to_value(StatefulsetRollout::crd()).unwrap();
     assert_eq!(crd["spec"]["names"]["shortNames"], json!(["sroll"]));
-    assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
+    assert_eq!(
+        crd["spec"]["versions"][0]["subresources"]["status"],
+        json!({})
+    );
 }
 
 #[test]
@@ -37,8 +40,14 @@ fn bad_specs_name_the_field_and_touch_nothing() {
             json!({"statefulset": {"spec": {"updateStrategy": {"type": "RollingUpdate"}}}}),
             "spec.statefulset.spec.updateStrategy.type",
         ),
-        (json!({"statefulset": {"spec": {"updateStrategy": null}}}), "spec.statefulset.spec.updateStrategy.type"),
-        (json!({"statefulset": {"spec": {"replicas": null}}}), "spec.statefulset.spec.replicas"),
+        (
+            json!({"statefulset": {"spec": {"updateStrategy": null}}}),
+            "spec.statefulset.spec.updateStrategy.type",
+        ),
+        (
+            json!({"statefulset": {"spec": {"replicas": null}}}),
+            "spec.statefulset.spec.replicas",
+        ),
         (
             json!({"statefulset": {"spec": {"selector": {"matchLabels": {"app": "other"}}}}}),
             "spec.statefulset.spec.selector",
@@ -48,13 +57,23 @@ fn bad_specs_name_the_field_and_touch_nothing() {
     for (patch, field) in cases {
         let w = World::new(4, 50, patch);
         let out = w.pass(t0());
-        assert!(w.host.writes().is_empty(), "{field}: wrote {:?}", w.host.writes());
+        assert!(
+            w.host.writes().is_empty(),
+            "{field}: wrote {:?}",
+            w.host.writes()
+        );
         assert_eq!(out.status["phase"], "InvalidSpec", "{field}");
-        assert!(out.status["reason"].as_str().unwrap().starts_with(field), "{field}: {}", out.status);
+        assert!(
+            out.status["reason"].as_str().unwrap().starts_with(field),
+            "{field}: {}",
+            out.status
+        );
         assert_eq!(out.progressing, ("False".into(), "InvalidSpec".into()));
         let events = w.host.events();
         assert!(
-            events.iter().any(|(t, r, n)| t == "Warning" && r == "InvalidSpec" && n.starts_with(field)),
+            events
+                .iter()
+                .any(|(t, r, n)| t == "Warning" && r == "InvalidSpec" && n.starts_with(field)),
             "{field}: {events:?}"
         );
         assert_eq!(out.requeue, None, "a bad spec waits for a change");
@@ -67,27 +86,46 @@ fn creates_the_set_then_a_budget_from_max_unavailable() {
     let out = w.pass(t0());
     assert_eq!(w.host.writes(), ["create StatefulSet ns/web"]);
     assert_eq!(out.status["phase"], "CreatingStatefulSet");
-    let set = w.host.object("apps/v1", "StatefulSet", Some("ns"), "web").unwrap();
+    let set = w
+        .host
+        .object("apps/v1", "StatefulSet", Some("ns"), "web")
+        .unwrap();
     assert_eq!(set["metadata"]["ownerReferences"][0]["uid"], "sroll-uid");
     assert_eq!(set["metadata"]["ownerReferences"][0]["controller"], true);
-    assert_eq!(set["spec"]["template"]["metadata"]["labels"]["rollouts.wasmlet.dev/rollout"], "web");
+    assert_eq!(
+        set["spec"]["template"]["metadata"]["labels"]["rollouts.wasmlet.dev/rollout"],
+        "web"
+    );
     assert!(set["metadata"]["annotations"]["rollouts.wasmlet.dev/spec-hash"].is_string());
     // The set controller runs; no budget selects the pods: one is created.
     w.set_controller("new", "old");
     w.pods(&["old", "old", "old", "old"], &[true; 4]);
     let out = w.pass(t0());
-    assert_eq!(w.host.writes()[1..], ["create PodDisruptionBudget ns/web-sroll"]);
+    assert_eq!(
+        w.host.writes()[1..],
+        ["create PodDisruptionBudget ns/web-sroll"]
+    );
     assert_eq!(out.status["phase"], "CreatingBudget");
-    let pdb = w.host.object("policy/v1", "PodDisruptionBudget", Some("ns"), "web-sroll").unwrap();
+    let pdb = w
+        .host
+        .object("policy/v1", "PodDisruptionBudget", Some("ns"), "web-sroll")
+        .unwrap();
     assert_eq!(pdb["spec"]["maxUnavailable"], 2);
-    assert_eq!(pdb["spec"]["selector"], json!({"matchLabels": {"app": "web"}}));
+    assert_eq!(
+        pdb["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
 }
 
 #[test]
 fn rolls_in_batches_the_budget_allows_after_the_interval_and_readiness() {
     let w = World::ready(4, 50, json!({"minPodEvictionIntervalSeconds": 30}), 2);
     let out = w.pass(t0());
-    assert_eq!(w.evictions(), ["web-3", "web-2"], "two at a time, top ordinals first");
+    assert_eq!(
+        w.evictions(),
+        ["web-3", "web-2"],
+        "two at a time, top ordinals first"
+    );
     assert_eq!(out.status["phase"], "RollingOut");
     assert_eq!(out.status["lastEvicted"], json!(["web-3", "web-2"]));
     // Replaced pods come back on the new revision but are not ready yet: wait.
@@ -155,7 +193,11 @@ fn a_failing_new_pod_fails_the_rollout_until_a_new_identity() {
     w.crash("web-3");
     let out = w.pass(t0());
     assert_eq!(out.status["phase"], "RolloutFailed");
-    assert!(out.status["reason"].as_str().unwrap().contains("web-3"), "{}", out.status);
+    assert!(
+        out.status["reason"].as_str().unwrap().contains("web-3"),
+        "{}",
+        out.status
+    );
     assert_eq!(out.progressing.0, "False");
     assert_eq!(out.requeue, None);
     let _ = w.pass(t0() + secs(5));
@@ -176,7 +218,12 @@ fn no_progress_within_the_deadline_fails() {
     assert_eq!(out.status["phase"], "WaitingForBudget");
     let out = w.pass(t0() + secs(61));
     assert_eq!(out.status["phase"], "RolloutFailed");
-    assert!(out.status["reason"].as_str().unwrap().contains("progressDeadlineSeconds"));
+    assert!(
+        out.status["reason"]
+            .as_str()
+            .unwrap()
+            .contains("progressDeadlineSeconds")
+    );
 }
 
 #[test]
@@ -187,7 +234,11 @@ fn a_deleted_set_is_recorded_and_recreated() {
     let out = w.pass(t0() + secs(1));
     assert_eq!(out.status["deleted"], true);
     assert_eq!(out.status["phase"], "CreatingStatefulSet");
-    assert!(w.host.object("apps/v1", "StatefulSet", Some("ns"), "web").is_some());
+    assert!(
+        w.host
+            .object("apps/v1", "StatefulSet", Some("ns"), "web")
+            .is_some()
+    );
 }
 
 #[test]
@@ -198,19 +249,33 @@ fn a_new_template_is_applied_to_the_set() {
     assert_eq!(out.status["phase"], "UpdatingStatefulSet");
     assert_eq!(out.status["statefulsetSpecCurrent"], false);
     assert!(w.evictions().is_empty(), "one action per pass");
-    let set = w.host.object("apps/v1", "StatefulSet", Some("ns"), "web").unwrap();
-    assert_eq!(set["spec"]["template"]["spec"]["containers"][0]["image"], "v2");
+    let set = w
+        .host
+        .object("apps/v1", "StatefulSet", Some("ns"), "web")
+        .unwrap();
+    assert_eq!(
+        set["spec"]["template"]["spec"]["containers"][0]["image"],
+        "v2"
+    );
 }
 
 #[test]
 fn service_discovery_gates_each_step() {
-    let w = World::ready(4, 100, json!({"serviceDiscovery": {"url": "http://127.0.0.1:8500", "dc": "dc1", "serviceNames": ["web"]}}), 2);
+    let w = World::ready(
+        4,
+        100,
+        json!({"serviceDiscovery": {"url": "http://127.0.0.1:8500", "dc": "dc1", "serviceNames": ["web"]}}),
+        2,
+    );
     w.consul_passing.set(3);
     let out = w.pass(t0());
     assert_eq!(out.status["phase"], "WaitingForServiceDiscovery");
     assert!(w.evictions().is_empty());
     let req = w.requests();
-    assert_eq!(req[0].1, "http://127.0.0.1:8500/v1/health/service/web?dc=dc1&passing");
+    assert_eq!(
+        req[0].1,
+        "http://127.0.0.1:8500/v1/health/service/web?dc=dc1&passing"
+    );
     w.consul_passing.set(4);
     let out = w.pass(t0() + secs(1));
     assert_eq!(w.evictions().len(), 2);
@@ -228,13 +293,26 @@ fn chat_opens_one_message_updates_it_and_pages_pods_in_a_thread() {
     let calls = w.chat_calls();
     // Opened when the set was created; 120 pods: pods 0-49 in the message,
     // the rest in two thread replies.
-    assert_eq!(calls.iter().filter(|c| c.0 == "chat.postMessage").count(), 3, "{calls:?}");
+    assert_eq!(
+        calls.iter().filter(|c| c.0 == "chat.postMessage").count(),
+        3,
+        "{calls:?}"
+    );
     assert!(calls.iter().all(|c| c.2 == "Bearer s3cret"));
-    let replies: Vec<_> = calls.iter().filter(|c| c.1.get("thread_ts").is_some()).collect();
+    let replies: Vec<_> = calls
+        .iter()
+        .filter(|c| c.1.get("thread_ts").is_some())
+        .collect();
     assert_eq!(replies.len(), 2, "{calls:?}");
     assert!(replies.iter().all(|c| c.1["thread_ts"] == calls_ts(0)));
     assert_eq!(out.status["notificationMessage"]["ts"], calls_ts(0));
-    assert_eq!(out.status["notificationMessage"]["pages"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        out.status["notificationMessage"]["pages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     // The next pass (pods evicted, phase changed): updates only, one per changed message.
     w.pods_n(120, 10, false);
     let _ = w.pass(t0() + secs(1));

@@ -44,7 +44,11 @@ impl Host for Wrap {
     fn get(&self, t: &types::ObjectRef) -> Result<String, raw::ClientError> {
         self.fake.get(t)
     }
-    fn list(&self, of: &types::TypeRef, p: &raw::ListParams) -> Result<Vec<String>, raw::ClientError> {
+    fn list(
+        &self,
+        of: &types::TypeRef,
+        p: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
         self.fake.list(of, p)
     }
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
@@ -74,7 +78,10 @@ impl Host for Wrap {
     fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {
         self.fake.log(level, message, fields)
     }
-    fn http_fetch(&self, req: &raw_http::Request) -> Result<raw_http::Response, raw_http::HttpError> {
+    fn http_fetch(
+        &self,
+        req: &raw_http::Request,
+    ) -> Result<raw_http::Response, raw_http::HttpError> {
         self.requests.borrow_mut().push((
             req.method.clone(),
             req.url.clone(),
@@ -97,7 +104,11 @@ impl Host for Wrap {
         if req.url.ends_with("/cb") {
             if self.callback_failures.get() > 0 {
                 self.callback_failures.set(self.callback_failures.get() - 1);
-                return Ok(raw_http::Response { status: 503, headers: vec![], body: vec![] });
+                return Ok(raw_http::Response {
+                    status: 503,
+                    headers: vec![],
+                    body: vec![],
+                });
             }
             return ok(json!({}));
         }
@@ -193,7 +204,8 @@ impl World {
 
     /// One reconcile pass at `now`; the returned status is merged as the host would.
     pub fn pass(&self, now: Timestamp) -> Out {
-        let sroll: StatefulsetRollout = serde_json::from_value(self.sroll.borrow().clone()).unwrap();
+        let sroll: StatefulsetRollout =
+            serde_json::from_value(self.sroll.borrow().clone()).unwrap();
         let ctx = Context::for_object(&sroll);
         let action = crate::reconcile_at(&sroll, &ctx, now).expect("reconcile succeeds");
         let status = action.status_json().cloned().unwrap_or(Value::Null);
@@ -230,7 +242,10 @@ impl World {
 
     /// The set controller's part: status for its generation, with these revisions.
     pub fn set_controller(&self, update: &str, current: &str) {
-        let mut set = self.host.object("apps/v1", "StatefulSet", Some("ns"), "web").unwrap();
+        let mut set = self
+            .host
+            .object("apps/v1", "StatefulSet", Some("ns"), "web")
+            .unwrap();
         set["metadata"]["uid"] = json!("set-uid");
         set["metadata"]["generation"] = json!(1);
         set["status"] = json!({"observedGeneration": 1, "replicas": 0,
@@ -250,7 +265,9 @@ impl World {
 
     /// `n` pods, the top `new` of them on the new revision (ready = `new_ready`).
     pub fn pods_n(&self, n: usize, new: usize, new_ready: bool) {
-        let revs: Vec<&str> = (0..n).map(|i| if i >= n - new { "new" } else { "old" }).collect();
+        let revs: Vec<&str> = (0..n)
+            .map(|i| if i >= n - new { "new" } else { "old" })
+            .collect();
         let ready: Vec<bool> = (0..n).map(|i| i < n - new || new_ready).collect();
         self.pods(&revs, &ready);
     }
@@ -272,7 +289,11 @@ impl World {
                 namespace: Some("ns".into()),
                 name: name.into(),
             },
-            &raw::DeleteOptions { propagation: None, preconditions: None, grace_period_seconds: None },
+            &raw::DeleteOptions {
+                propagation: None,
+                preconditions: None,
+                grace_period_seconds: None,
+            },
         );
     }
 
@@ -286,7 +307,11 @@ impl World {
     }
 
     pub fn requests(&self) -> Vec<(String, String)> {
-        self.requests.borrow().iter().map(|r| (r.0.clone(), r.1.clone())).collect()
+        self.requests
+            .borrow()
+            .iter()
+            .map(|r| (r.0.clone(), r.1.clone()))
+            .collect()
     }
 
     /// Chat calls as (method, body, authorization).
@@ -296,7 +321,10 @@ impl World {
             .iter()
             .filter(|r| r.1.contains("/api/chat."))
             .map(|r| {
-                let auth = r.2.iter().find(|h| h.0 == "authorization").map(|h| h.1.clone());
+                let auth =
+                    r.2.iter()
+                        .find(|h| h.0 == "authorization")
+                        .map(|h| h.1.clone());
                 (
                     r.1.rsplit('/').next().unwrap().to_owned(),
                     serde_json::from_slice(&r.3).unwrap(),
