@@ -125,7 +125,9 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
     };
     let texts = texts(sroll, st);
     let mut msg = match st.notification_message.take() {
-        Some(m) if m.generation == generation && &m.channel == channel => m,
+        // The API answers with the channel's id, not the name asked for; a new
+        // channel is a new generation anyway.
+        Some(m) if m.generation == generation => m,
         _ => {
             let text = &texts[0];
             match call(
