@@ -126,6 +126,7 @@ fn tail(s: &str, n: usize) -> String {
 pub fn max_unavailable(history: &[(bool, Pod)], app: &str, replicas: usize) -> usize {
     let mut state: BTreeMap<String, bool> = BTreeMap::new();
     let mut worst = 0;
+    let mut started = false;
     for (gone, p) in history {
         let name = p.metadata.name.clone().unwrap_or_default();
         if !name.starts_with(&format!("{app}-")) {
@@ -141,8 +142,13 @@ pub fn max_unavailable(history: &[(bool, Pod)], app: &str, replicas: usize) -> u
                     && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
             );
         }
-        let available = state.values().filter(|r| **r).count();
-        worst = worst.max(replicas.saturating_sub(available));
+        // The initial list arrives one pod at a time: count from the moment
+        // every ordinal has been seen.
+        started = started || state.len() >= replicas;
+        if started {
+            let available = state.values().filter(|r| **r).count();
+            worst = worst.max(replicas.saturating_sub(available));
+        }
     }
     worst
 }
