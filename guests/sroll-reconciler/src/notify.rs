@@ -124,7 +124,26 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
         }
     };
     let texts = texts(sroll, st);
-    let mut msg = match st.notification_message.take() {
+    // The object this pass got may predate the status write of the pass that
+    // opened the message; the cache may have it by now (never open two).
+    let fresh = || {
+        ctx.client()
+            .get_opt::<StatefulsetRollout>(
+                ns.as_str(),
+                sroll.metadata.name.as_deref().unwrap_or_default(),
+            )
+            .ok()
+            .flatten()
+            .and_then(|o| o.status)
+            .and_then(|s| s.notification_message)
+            .filter(|m| m.generation == generation)
+    };
+    let mut msg = match st
+        .notification_message
+        .take()
+        .filter(|m| m.generation == generation)
+        .or_else(fresh)
+    {
         // The API answers with the channel's id, not the name asked for; a new
         // channel is a new generation anyway.
         Some(m) if m.generation == generation => m,
