@@ -31,7 +31,7 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
     install_plugin(&plane.plugin_dir(), "sroll-reconciler")?;
     let api = sroll::api(&client);
     eventually(
-        Duration::from_secs(60),
+        Duration::from_secs(180),
         "the StatefulsetRollout CRD",
         || async { api.list(&ListParams::default()).await.ok() },
     )
