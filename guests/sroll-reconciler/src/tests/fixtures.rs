@@ -15,6 +15,9 @@ use wasmlet_sdk::testing::FakeHost;
 
 use crate::api::StatefulsetRollout;
 
+/// Every HTTP request: (method, url, headers, body).
+type Requests = Rc<RefCell<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>;
+
 /// What one pass returned.
 pub struct Out {
     pub status: Value,
@@ -28,7 +31,7 @@ pub struct World {
     pub refuse_evictions: Rc<Cell<bool>>,
     pub consul_passing: Rc<Cell<usize>>,
     pub callback_failures: Rc<Cell<u32>>,
-    requests: Rc<RefCell<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>,
+    requests: Requests,
     _guard: InstalledHost,
 }
 
@@ -37,7 +40,7 @@ struct Wrap {
     refuse_evictions: Rc<Cell<bool>>,
     consul_passing: Rc<Cell<usize>>,
     callback_failures: Rc<Cell<u32>>,
-    requests: Rc<RefCell<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>,
+    requests: Requests,
 }
 
 impl Host for Wrap {
