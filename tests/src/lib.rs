@@ -11,6 +11,7 @@
 //! ```
 
 pub mod registry;
+pub mod sroll;
 pub mod summary;
 pub mod workload_plane;
 

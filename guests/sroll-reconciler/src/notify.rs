@@ -1,0 +1,283 @@
+//! Chat notifications in Slack's Web API shape, and the deploy callback.
+//!
+//! One message per rollout (`chat.postMessage`), then `chat.update` of it on
+//! every phase change or batch; pods are listed 50 per message, the first page
+//! in the message and the rest in thread replies. Each message is sent only when
+//! its text changed, so a 1,000-pod rollout costs one update per batch plus the
+//! pod pages that changed, never one message per pod.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use wasmlet_sdk::http::{self, Request};
+use wasmlet_sdk::prelude::*;
+
+use crate::api::{NotificationMessage, StatefulsetRollout, StatefulsetRolloutStatus};
+use crate::spec::digest;
+
+/// Pods listed per chat message.
+pub const PODS_PER_MESSAGE: usize = 50;
+
+/// The texts to send: the summary (with the first pod page), then one per extra page.
+pub fn texts(sroll: &StatefulsetRollout, st: &StatefulsetRolloutStatus) -> Vec<String> {
+    let name = sroll.metadata.name.clone().unwrap_or_default();
+    let ns = sroll.metadata.namespace.clone().unwrap_or_default();
+    let mut head = format!(
+        "Rollout {ns}/{name} of StatefulSet {}: {} ({}% deployed, {} of {} updated, {} ready, asked {}%)",
+        st.statefulset_name.clone().unwrap_or_default(),
+        st.phase,
+        st.percent_deployed,
+        st.updated_replicas,
+        st.replicas,
+        st.ready_replicas,
+        sroll.spec.percent
+    );
+    if !st.reason.is_empty() {
+        head.push_str(&format!("\n{}", st.reason));
+    }
+    if let Some(b) = &st.build_metadata {
+        head.push_str(&format!(
+            "\nbuild: {} {}",
+            b.branch.clone().unwrap_or_default(),
+            b.commit.clone().unwrap_or_default()
+        ));
+    }
+    let pages: Vec<String> = st
+        .pods
+        .chunks(PODS_PER_MESSAGE)
+        .map(|c| {
+            c.iter()
+                .map(|p| {
+                    format!(
+                        "{} {} {}",
+                        p.name,
+                        p.revision,
+                        if p.ready { "ready" } else { "not ready" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    let mut out = vec![match pages.first() {
+        Some(p) => format!("{head}\n{p}"),
+        None => head,
+    }];
+    out.extend(pages.into_iter().skip(1));
+    out
+}
+
+fn token(ctx: &Context, ns: &str, sroll: &StatefulsetRollout) -> Result<String, String> {
+    let n = sroll
+        .spec
+        .notifications
+        .as_ref()
+        .ok_or("no notifications")?;
+    let key = n.token_secret.key.clone().unwrap_or_else(|| "token".into());
+    let secret: Secret = ctx
+        .client()
+        .get(ns, &n.token_secret.name)
+        .map_err(|e| format!("Secret {ns}/{}: {e}", n.token_secret.name))?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&key))
+        .ok_or_else(|| format!("Secret {ns}/{} has no key {key}", n.token_secret.name))?;
+    String::from_utf8(bytes.0.clone()).map_err(|e| e.to_string())
+}
+
+fn call(base: &str, method: &str, token: &str, body: Value) -> Result<Value, String> {
+    let url = format!("{}/{method}", base.trim_end_matches('/'));
+    let req = Request::post(&url, body.to_string())
+        .header("content-type", "application/json; charset=utf-8")
+        .header("authorization", &format!("Bearer {token}"))
+        .timeout(Duration::from_secs(3));
+    let resp = http::fetch(&req).map_err(|e| format!("{method}: {e}"))?;
+    let v: Value = resp
+        .json()
+        .map_err(|e| format!("{method}: HTTP {}: {e}", resp.status))?;
+    if v["ok"] != json!(true) {
+        return Err(format!(
+            "{method}: {}",
+            v["error"].as_str().unwrap_or("not ok")
+        ));
+    }
+    Ok(v)
+}
+
+/// Brings the chat message up to date with `st` (opening it for a new
+/// generation). Failures are logged and retried on a later pass; they never
+/// hold the rollout.
+pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRolloutStatus) {
+    let (Some(n), Some(channel)) = (&sroll.spec.notifications, &sroll.spec.channel) else {
+        return;
+    };
+    let ns = sroll.metadata.namespace.clone().unwrap_or_default();
+    let generation = sroll.metadata.generation.unwrap_or(0);
+    let token = match token(ctx, &ns, sroll) {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.warn(&format!("notifications: {e}"));
+            return;
+        }
+    };
+    let texts = texts(sroll, st);
+    // The object this pass got may predate the status write of the pass that
+    // opened the message; the cache may have it by now (never open two).
+    let fresh = || {
+        ctx.client()
+            .get_opt::<StatefulsetRollout>(
+                ns.as_str(),
+                sroll.metadata.name.as_deref().unwrap_or_default(),
+            )
+            .ok()
+            .flatten()
+            .and_then(|o| o.status)
+            .and_then(|s| s.notification_message)
+            .filter(|m| m.generation == generation)
+    };
+    let mut msg = match st
+        .notification_message
+        .take()
+        .filter(|m| m.generation == generation)
+        .or_else(fresh)
+    {
+        // The API answers with the channel's id, not the name asked for; a new
+        // channel is a new generation anyway.
+        Some(m) if m.generation == generation => m,
+        _ => {
+            let text = &texts[0];
+            match call(
+                &n.url,
+                "chat.postMessage",
+                &token,
+                json!({"channel": channel, "text": text}),
+            ) {
+                Ok(v) => NotificationMessage {
+                    channel: v["channel"].as_str().unwrap_or(channel).to_owned(),
+                    ts: v["ts"].as_str().unwrap_or_default().to_owned(),
+                    pages: Vec::new(),
+                    generation,
+                    sent: [("0".to_owned(), digest(&json!(text)))].into(),
+                },
+                Err(e) => {
+                    ctx.warn(&format!("notifications: {e}"));
+                    return;
+                }
+            }
+        }
+    };
+    for (i, text) in texts.iter().enumerate() {
+        let d = digest(&json!(text));
+        if msg.sent.get(&i.to_string()) == Some(&d) {
+            continue;
+        }
+        let result = if i == 0 {
+            call(
+                &n.url,
+                "chat.update",
+                &token,
+                json!({"channel": msg.channel, "ts": msg.ts, "text": text}),
+            )
+        } else if let Some(ts) = msg.pages.get(i - 1).cloned() {
+            call(
+                &n.url,
+                "chat.update",
+                &token,
+                json!({"channel": msg.channel, "ts": ts, "text": text}),
+            )
+        } else {
+            call(
+                &n.url,
+                "chat.postMessage",
+                &token,
+                json!({"channel": msg.channel, "thread_ts": msg.ts, "text": text}),
+            )
+            .map(|v| {
+                msg.pages
+                    .push(v["ts"].as_str().unwrap_or_default().to_owned());
+                v
+            })
+        };
+        match result {
+            Ok(_) => {
+                msg.sent.insert(i.to_string(), d);
+            }
+            Err(e) => {
+                ctx.warn(&format!("notifications: {e}"));
+                break;
+            }
+        }
+    }
+    st.notification_message = Some(msg);
+}
+
+/// Back-off before callback attempt `n` (1-based): 1, 2, 4, ... 60 seconds.
+pub fn backoff(attempts: i32) -> Duration {
+    Duration::from_secs(1u64 << attempts.clamp(0, 6)).min(Duration::from_secs(60))
+}
+
+/// Reports a final phase to `callback.url` once per stage id: on success
+/// `lastCallbackStageId` records it; on failure the attempt is counted and the
+/// returned delay says when to try again.
+pub fn callback(
+    ctx: &Context,
+    sroll: &StatefulsetRollout,
+    st: &mut StatefulsetRolloutStatus,
+    now: Timestamp,
+) -> Option<Duration> {
+    let cb = sroll.spec.callback.as_ref()?;
+    if st.last_callback_stage_id.as_deref() == Some(cb.stage_id.as_str()) {
+        return None;
+    }
+    if let Some(next) = st
+        .next_callback_time
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        && now < next
+    {
+        return Some(next.duration_since(now).unsigned_abs());
+    }
+    let body = json!({
+        "stageId": cb.stage_id,
+        "outcome": if st.phase == crate::plan::phase::DONE { "success" } else { "failure" },
+        "phase": st.phase,
+        "reason": st.reason,
+        "namespace": sroll.metadata.namespace,
+        "name": sroll.metadata.name,
+        "statefulset": st.statefulset_name,
+        "percent": st.percent_deployed,
+        "rolloutIdentity": sroll.spec.rollout_identity,
+    });
+    // The stage id doubles as an idempotency key: a host killed after the POST
+    // but before the status write sends it again, and the receiver can tell.
+    let req = Request::post(&cb.url, body.to_string())
+        .header("content-type", "application/json")
+        .header("idempotency-key", &cb.stage_id)
+        .timeout(Duration::from_secs(3));
+    match http::fetch(&req) {
+        Ok(r) if (200..300).contains(&r.status) => {
+            st.last_callback_stage_id = Some(cb.stage_id.clone());
+            st.callback_attempts = 0;
+            st.next_callback_time = None;
+            None
+        }
+        other => {
+            let why = match other {
+                Ok(r) => format!("HTTP {}", r.status),
+                Err(e) => e.to_string(),
+            };
+            st.callback_attempts += 1;
+            let wait = backoff(st.callback_attempts);
+            st.next_callback_time =
+                Some((now + SignedDuration::try_from(wait).unwrap_or_default()).to_string());
+            ctx.warn(&format!(
+                "callback to {} failed ({why}); retrying in {wait:?}",
+                cb.url
+            ));
+            Some(wait)
+        }
+    }
+}
