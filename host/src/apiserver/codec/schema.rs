@@ -39,6 +39,9 @@ pub struct Field {
     pub repeated: bool,
     /// The message type of a message field or a map's message values.
     pub target: Option<String>,
+    /// A Go struct embedded inline (`Probe.handler`): its fields are the
+    /// parent's in JSON.
+    pub inline: bool,
 }
 
 /// Messages whose JSON form is not an object of their fields.
@@ -232,11 +235,15 @@ impl Schema {
                 ["F", tag, rust, ty, label, rest @ ..] => {
                     let Some(m) = current.as_mut() else { continue };
                     let def = format!("io.k8s.{}", m.name.replace('_', "-")).to_lowercase();
-                    let json = names
-                        .get(&def)
+                    let props = names.get(&def);
+                    let json = props
                         .and_then(|n| n.get(&normalize(rust)))
                         .cloned()
                         .unwrap_or_else(|| lower_camel(rust));
+                    // Published but not a property: an inline embedded struct.
+                    let inline = *ty == "message"
+                        && *label == "opt"
+                        && props.is_some_and(|n| !n.contains_key(&normalize(rust)));
                     let ty = match *ty {
                         "string" => Ty::String,
                         "bool" => Ty::Bool,
@@ -257,6 +264,7 @@ impl Schema {
                         ty,
                         repeated: *label == "rep",
                         target: rest.first().map(|t| t.to_string()),
+                        inline,
                     });
                 }
                 _ => {}

@@ -121,6 +121,10 @@ pub fn decode(m: &Message, buf: &[u8], path: &str, depth: usize) -> Result<Value
         match f.ty {
             Ty::Message => {
                 let v = decode_target(f, as_bytes(&w, &p)?, &p, depth)?;
+                if let (true, Value::Object(fields)) = (f.inline, &v) {
+                    out.extend(fields.clone());
+                    continue;
+                }
                 // Go's zero time and an empty RawExtension are JSON null: left out.
                 if !v.is_null() || f.repeated {
                     put(&mut out, f, v);
@@ -458,6 +462,7 @@ fn encode_field(
                         ty: f.ty,
                         repeated: false,
                         target: f.target.clone(),
+                        inline: false,
                     };
                     if f.ty == Ty::MapMessage {
                         let m = target_of(f, &p)?;
@@ -509,10 +514,26 @@ pub fn encode(
             return Err(err(path, format!("expected an object, found {other}")));
         }
     };
+    let mut inlined: Vec<(&Field, Map<String, Value>)> = Vec::new();
     for (k, value) in obj {
         // TypeMeta travels in the envelope; fields protobuf has no number
         // for cannot be carried (upstream's typed structs drop them too).
         let Some(f) = m.field_by_json(k) else {
+            // A field of an inline embedded struct goes into that message.
+            let owner = m.fields.iter().find(|f| {
+                f.inline
+                    && SCHEMA
+                        .message(f.target.as_deref().unwrap_or_default())
+                        .is_some_and(|t| t.field_by_json(k).is_some())
+            });
+            if let Some(f) = owner {
+                match inlined.iter_mut().find(|(g, _)| g.tag == f.tag) {
+                    Some((_, map)) => {
+                        map.insert(k.clone(), value.clone());
+                    }
+                    None => inlined.push((f, Map::from_iter([(k.clone(), value.clone())]))),
+                }
+            }
             continue;
         };
         if value.is_null() {
@@ -529,6 +550,9 @@ pub fn encode(
         } else {
             encode_field(f, value, &p, depth, out)?;
         }
+    }
+    for (f, map) in inlined {
+        encode_field(f, &Value::Object(map), path, depth, out)?;
     }
     Ok(())
 }
