@@ -20,7 +20,8 @@
 //! # Deviations from upstream
 //! - No admission webhooks or aggregation. Authorization is RBAC
 //!   ([`rbac`], [`authz`]) with aggregated ClusterRoles and the escalation
-//!   check; protobuf is read only for the access reviews (`kubectl auth can-i`).
+//!   check. Kubernetes protobuf is read and written for built-in kinds only
+//!   (custom resources are JSON, as upstream's), see [`codec`].
 //! - Built-in kinds are decoded against their published schemas (types,
 //!   unknown and duplicate fields, see [`validation`]), but of upstream's
 //!   hand-written validation only the rules wasmlet's controllers and agents
@@ -54,6 +55,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod codec;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;

@@ -101,6 +101,15 @@ fn operation(rt: &ResourceType, version: &str, action: &str, schema_ref: &str) -
         }
         _ => {}
     }
+    // Built-in kinds are also read and written in protobuf, as upstream
+    // advertises them; custom resources are JSON only.
+    if rt.builtin {
+        let body = json!({"schema": {"$ref": schema_ref}});
+        op["responses"]["200"]["content"][super::codec::PROTOBUF] = body.clone();
+        if matches!(action, "post" | "put") {
+            op["requestBody"]["content"][super::codec::PROTOBUF] = body;
+        }
+    }
     op
 }
 

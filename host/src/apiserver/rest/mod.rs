@@ -2,7 +2,6 @@
 //! a [`Target`] and handed to the verb's handler.
 
 mod eviction;
-mod protobuf;
 mod read;
 mod subresources;
 mod watch;
@@ -19,6 +18,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::ApiState;
+use super::codec::{self, Output};
 use super::metrics::RequestLabels;
 use super::registry::{Extra, ResourceType};
 use super::status::{ApiError, ApiResult};
@@ -184,13 +184,36 @@ pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
 pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let response = match handle(state.clone(), req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let watching =
+        uri.path().contains("/watch/") || query_bool(&parse_query(&uri), "watch") == Some(true);
+    let target = parse_target(&state, uri.path()).ok();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    // Custom resources have no protobuf form, as upstream's.
+    let protobuf_ok = target.as_ref().is_some_and(|t| t.rt.builtin);
+    let output = codec::negotiate(accept, protobuf_ok);
+    let response = match output {
+        None => ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml",
+        )
+        .into_response(),
+        Some(output) => {
+            let response = match handle(state.clone(), req).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            };
+            match output {
+                Output::Protobuf => protobuf_response(response, watching).await,
+                Output::Json => response,
+            }
+        }
     };
-    if let Ok(t) = parse_target(&state, uri.path()) {
-        let watching =
-            uri.path().contains("/watch/") || query_bool(&parse_query(&uri), "watch") == Some(true);
+    if let Some(t) = target {
         let verb = match (&method, t.name.is_some()) {
             (&Method::GET, _) if watching => "WATCH",
             (&Method::GET, true) => "GET",
@@ -210,17 +233,93 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
     response
 }
 
+/// A JSON response rewritten in protobuf for a client that prefers it;
+/// bodies with no protobuf form (tables, logs, kinds k8s-pb lacks) stay as
+/// they are.
+async fn protobuf_response(response: Response, watching: bool) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    if watching && parts.status == StatusCode::OK {
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(codec::PROTOBUF_WATCH),
+        );
+        return Response::from_parts(parts, protobuf_watch(body));
+    }
+    let Ok(json) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    match codec::response_to_protobuf(&json) {
+        Ok(pb) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(codec::PROTOBUF),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(pb))
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "response served as JSON");
+            Response::from_parts(parts, Body::from(json))
+        }
+    }
+}
+
+/// A JSON watch stream (one event per line) as length-prefixed protobuf
+/// `WatchEvent` frames.
+fn protobuf_watch(body: Body) -> Body {
+    use futures::StreamExt;
+    let mut pending: Vec<u8> = Vec::new();
+    let frames = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match codec::watch_frame(&line) {
+                Ok(frame) => out.extend_from_slice(&frame),
+                Err(e) => tracing::warn!(error = %e, "watch event not encodable in protobuf"),
+            }
+        }
+        Ok::<Bytes, std::io::Error>(Bytes::from(out))
+    });
+    Body::from_stream(frames)
+}
+
 async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
-    let (parts, body) = req.into_parts();
+    let (parts, mut body) = req.into_parts();
     let target = parse_target(&state, parts.uri.path())?;
     let query = parse_query(&parts.uri);
     let watch_path = parts.uri.path().contains("/watch/");
-    let content_type = parts
+    let mut content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    // Protobuf bodies of built-in kinds are read as the JSON they encode;
+    // custom resources' fall through to the handlers' 415. Patch bodies
+    // have their own media types, as upstream's.
+    if codec::is_protobuf(&content_type)
+        && target.rt.builtin
+        && matches!(parts.method, Method::POST | Method::PUT | Method::DELETE)
+    {
+        let raw = read_body(body).await?;
+        let json = codec::request_to_json(&raw).map_err(|e| {
+            ApiError::bad_request(format!("the protobuf body could not be decoded: {e}"))
+        })?;
+        body = Body::from(json);
+        content_type = "application/json".into();
+    }
     let accept = parts
         .headers
         .get(header::ACCEPT)

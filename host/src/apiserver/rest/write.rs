@@ -116,12 +116,7 @@ pub async fn create(
     if t.rt.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed());
     }
-    let obj = if t.rt.group == "authorization.k8s.io" && req.content_type.contains("protobuf") {
-        super::protobuf::access_review(&body, &t.rt.kind)
-            .map_err(|e| ApiError::bad_request(e.to_string()))?
-    } else {
-        parse_object(&body, req.content_type)?
-    };
+    let obj = parse_object(&body, req.content_type)?;
     if t.rt.create_only {
         return super::subresources::create_only(state, t, obj, req).await;
     }
