@@ -187,6 +187,8 @@ pub(super) struct Written {
     /// The resourceVersion the write replaced: while the cache still shows
     /// it, the cache has not seen the write yet.
     pub(super) replaced: Option<String>,
+    /// The resourceVersion the write was stored at.
+    pub(super) stored: Option<String>,
 }
 
 impl Controller {

@@ -123,6 +123,7 @@ impl Controller {
             self.own_writes.forget(key);
             return Outcome::Success;
         };
+        let obj = self.as_stored(key, obj);
         let plugin_wide = self.plugin_wide_expectations();
         let held = self.expectations.check(key, self.lookup()).and_then(|()| {
             if plugin_wide {
@@ -291,10 +292,30 @@ impl Controller {
                     sent: desired,
                     kept,
                     replaced: obj.metadata.resource_version.clone(),
+                    stored: stored.metadata.resource_version.clone(),
                 },
             );
         }
         self.settle(key, outcome)
+    }
+
+    /// `obj` as the server stores it: while the cache still shows the object
+    /// from before the host's last status write, that write's result (the
+    /// status the server kept, at the resourceVersion it answered). A guest
+    /// that keeps its progress in the status (the time of its last eviction,
+    /// say) must never decide on the status before its last pass.
+    fn as_stored(&self, key: &str, obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
+        let written = self.written_lock();
+        let Some(w) = written.get(key) else {
+            return obj;
+        };
+        if w.replaced.is_none() || w.replaced != obj.metadata.resource_version {
+            return obj;
+        }
+        let mut stored = (*obj).clone();
+        stored.data["status"] = w.kept.clone();
+        stored.metadata.resource_version = w.stored.clone();
+        Arc::new(stored)
     }
 
     /// Queues `key` again (or not) as the reconcile's outcome asks.
