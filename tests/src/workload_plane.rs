@@ -14,7 +14,7 @@ use crate::{Plane, eventually};
 
 pub const NODE: &str = "workload-node";
 
-fn workloads_dir() -> PathBuf {
+pub fn workloads_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ sits in the workspace")

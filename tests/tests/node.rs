@@ -8,7 +8,7 @@
 //! node name.
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,28 +20,10 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::registry::{self, Registry};
+use wasmlet_e2e::workload_plane::{workload, workloads_dir};
 use wasmlet_e2e::{Host, Plane, eventually, install_plugin};
 
 // ---- helpers ---------------------------------------------------------------------
-
-/// `file:///…/target/workloads/NAME`: a module built by `scripts/build-workloads`.
-fn workload(name: &str) -> String {
-    let path = workloads_dir().join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/build-workloads first",
-        path.display()
-    );
-    format!("file://{}", path.display())
-}
-
-fn workloads_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the workspace")
-        .join("target")
-        .join("workloads")
-}
 
 /// `wasmlet up --node-name NODE [--provider P] EXTRA...` with provider P installed;
 /// returns once the Node is registered.

@@ -59,7 +59,28 @@ fn have_registry() -> bool {
     there
 }
 
-/// The raw manifest of `reference` on a plain-HTTP registry.
+/// `wasmlet plugin push PATH REFERENCE --insecure` without credentials;
+/// returns the digest it reports.
+fn push(path: &Path, reference: &str) -> Result<String> {
+    let out = ok(wasmlet(
+        &[
+            "plugin",
+            "push",
+            path.to_str().unwrap(),
+            reference,
+            "--insecure",
+        ],
+        None,
+        &[],
+    )?)?;
+    out.split('@')
+        .nth(1)
+        .map(|d| d.trim().to_string())
+        .context("a digest")
+}
+
+/// The raw manifest of `repo:tag` on a plain-HTTP registry (alice's
+/// credentials; a registry without users ignores them).
 fn manifest_of(addr: &str, repo: &str, tag: &str) -> Result<Value> {
     let out = Command::new("curl")
         .args([
@@ -181,30 +202,9 @@ async fn a_tampered_blob_is_refused() -> Result<()> {
     let reg = Registry::start().await?;
     let reference = format!("{}/plugins/configmap-summary:v1", reg.addr);
     let src = built_plugins().join("configmap-summary.toml");
-    ok(wasmlet(
-        &[
-            "plugin",
-            "push",
-            src.to_str().unwrap(),
-            &reference,
-            "--insecure",
-        ],
-        None,
-        &[],
-    )?)?;
+    push(&src, &reference)?;
     // Flip bytes of the component's blob in the registry's storage (same size).
-    let m = Command::new("curl")
-        .args([
-            "-sf",
-            "-H",
-            "Accept: application/vnd.oci.image.manifest.v1+json",
-            &format!(
-                "http://{}/v2/plugins/configmap-summary/manifests/v1",
-                reg.addr
-            ),
-        ])
-        .output()?;
-    let m: Value = serde_json::from_slice(&m.stdout)?;
+    let m = manifest_of(&reg.addr, "plugins/configmap-summary", "v1")?;
     let digest = m["layers"][0]["digest"].as_str().context("digest")?;
     let hex = digest.trim_start_matches("sha256:");
     let blob = reg.storage().join(format!(
@@ -246,24 +246,7 @@ async fn a_listed_plugin_is_pulled_loaded_and_swapped_when_its_tag_moves() -> Re
     let reg = Registry::start().await?;
     let reference = format!("{}/plugins/configmap-summary:stable", reg.addr);
     let src = built_plugins().join("configmap-summary.toml");
-    let push = |path: &Path| -> Result<String> {
-        let out = ok(wasmlet(
-            &[
-                "plugin",
-                "push",
-                path.to_str().unwrap(),
-                &reference,
-                "--insecure",
-            ],
-            None,
-            &[],
-        )?)?;
-        out.split('@')
-            .nth(1)
-            .map(|d| d.trim().to_string())
-            .context("a digest")
-    };
-    let first = push(&src)?;
+    let first = push(&src, &reference)?;
 
     let plane = Plane::start_up(&["--plugin-poll-seconds", "1"]).await?;
     std::fs::write(
@@ -299,7 +282,7 @@ async fn a_listed_plugin_is_pulled_loaded_and_swapped_when_its_tag_moves() -> Re
     let toml = std::fs::read_to_string(&src)?;
     let toml = toml.replace("[limits]", "[limits]\n# v2\n");
     std::fs::write(staged.path().join("configmap-summary.toml"), toml)?;
-    let second = push(&staged.path().join("configmap-summary.toml"))?;
+    let second = push(&staged.path().join("configmap-summary.toml"), &reference)?;
     ensure!(first != second);
     eventually(
         Duration::from_secs(60),

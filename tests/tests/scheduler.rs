@@ -7,36 +7,20 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use wasmlet_e2e::workload_plane::{self, NODE};
 use wasmlet_e2e::{Plane, eventually};
 
-const NODE: &str = "sched-node";
 const TAINT_MESSAGE: &str = "node(s) had untolerated taint {kubernetes.io/arch: wasm32-wasi}";
 
-/// `wasmlet up --node-name sched-node EXTRA...` with no plugin installed by the
-/// test; returns once its Node is Ready.
+/// `wasmlet up` with the scheduler and wasi-runner and no plugin installed by
+/// the test; returns once its Node is registered.
 async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
-    let modules = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/workloads")
-        .display()
-        .to_string();
-    let mut args = vec!["--node-name", NODE, "--allow-file-images", &modules];
-    args.extend_from_slice(extra);
-    let plane = Plane::start_up(&args).await?;
-    let client = plane.client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let ready = eventually(Duration::from_secs(60), "the wasmlet node", || async {
-        nodes.get_opt(NODE).await.ok().flatten()
-    })
-    .await;
-    if let Err(e) = ready {
-        bail!("{e}; log:\n{}", plane.log());
-    }
-    Ok((plane, client))
+    workload_plane::start_with("scheduler,wasi-runner", extra).await
 }
 
 fn pod(name: &str, spec: Value) -> Pod {
