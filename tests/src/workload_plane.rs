@@ -83,6 +83,16 @@ pub fn sleeper_template(labels: Value) -> Value {
     json!({"metadata": {"labels": labels}, "spec": sleeper_spec()})
 }
 
+/// The value of label `key` on `p` (empty when absent).
+pub fn label(p: &Pod, key: &str) -> String {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
 pub fn is_ready(p: &Pod) -> bool {
     p.status
         .as_ref()

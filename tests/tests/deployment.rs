@@ -176,12 +176,7 @@ async fn a_rolling_update_keeps_every_replica_available_and_undo_goes_back() -> 
 }
 
 fn hash_of(p: &Pod) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get("pod-template-hash"))
-        .cloned()
-        .unwrap_or_default()
+    workload_plane::label(p, "pod-template-hash")
 }
 
 fn deployment(name: &str, replicas: i32, strategy: Value, version: &str) -> Result<Deployment> {

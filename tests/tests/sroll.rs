@@ -48,12 +48,7 @@ async fn pods_of(client: &kube::Client, app: &str) -> Result<Vec<Pod>> {
 }
 
 fn revision(p: &Pod) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(REVISION))
-        .cloned()
-        .unwrap_or_default()
+    workload_plane::label(p, REVISION)
 }
 
 /// The deletion times (as the API server stamped them) of the pods of

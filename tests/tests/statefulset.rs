@@ -282,12 +282,7 @@ async fn new_template(client: &kube::Client, name: &str, value: &str) -> Result<
 }
 
 fn revision_of(p: &Pod) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(REVISION))
-        .cloned()
-        .unwrap_or_default()
+    workload_plane::label(p, REVISION)
 }
 
 #[tokio::test]
