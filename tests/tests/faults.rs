@@ -260,6 +260,24 @@ async fn faults_counted(plane: &Plane, n: f64, timeout: Duration) -> Result<Stri
     }
 }
 
+/// Whether `o`'s `Ready` condition reports the plugin's fault in `words`, at
+/// the object's generation; if not, what it says instead.
+fn fault_reported(o: &DynamicObject, words: &str) -> Result<(), String> {
+    let c = ready(o).ok_or("no Ready condition")?;
+    let message = c["message"].as_str().unwrap_or_default();
+    if c["status"] != "False" || c["reason"] != "PluginFailed" || !message.contains(words) {
+        return Err(format!("Ready is {c}"));
+    }
+    let observed = o.data["status"]["observedGeneration"].as_i64();
+    if observed != o.metadata.generation {
+        return Err(format!(
+            "observedGeneration {observed:?} is not generation {:?}",
+            o.metadata.generation
+        ));
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_thousand_guest_faults_leave_the_host_and_a_healthy_plugin_working() -> Result<()> {
     let mut plane = Plane::start_up(&["--no-node"]).await?;
@@ -362,24 +380,25 @@ async fn a_thousand_guest_faults_leave_the_host_and_a_healthy_plugin_working() -
         .await
         .with_context(|| format!("{:?}", last.lock().unwrap()))?;
     }
-    // Every failing object says which fault, at its generation.
+    // Every failing object says which fault, at its generation. On a loaded
+    // machine an attempt may overrun the 50 ms deadline before it reaches its
+    // own fault, and then the object says so until its next retry (within the
+    // back-off reached by now): wait for the fault's own words, bounded.
     for (name, fault) in &failing {
         let words = FAULTS.iter().find(|(f, _)| f == fault).unwrap().1;
-        let o = api.get(name).await?;
-        let c =
-            ready(&o).with_context(|| format!("{name} has no Ready condition: {:?}", o.data))?;
-        assert_eq!(c["status"], "False", "{name}: {c}");
-        assert_eq!(c["reason"], "PluginFailed", "{name}: {c}");
-        let message = c["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains(words),
-            "{name}: {message:?} does not say {words:?}"
-        );
-        assert_eq!(
-            o.data["status"]["observedGeneration"].as_i64(),
-            o.metadata.generation,
-            "{name}"
-        );
+        let last = Mutex::new(String::new());
+        eventually(
+            Duration::from_secs(120),
+            &format!("{name} reports {words:?}"),
+            || async {
+                let o = api.get(name).await.ok()?;
+                let verdict = fault_reported(&o, words);
+                *last.lock().unwrap() = format!("{verdict:?}: {}", o.data["status"]);
+                verdict.ok()
+            },
+        )
+        .await
+        .with_context(|| last.lock().unwrap().clone())?;
     }
     // The faulty plugins still work: the never-requeued objects converged, and
     // new healthy objects in each do too.
