@@ -47,6 +47,22 @@ impl Default for ControllerConfig {
     }
 }
 
+/// The host's queue settings with the plugin's say on the low lane: its rate,
+/// and idle workers taking low items while one worker stays free for high
+/// work (the only worker, at concurrency 1).
+fn queue_config(host: &QueueConfig, limits: &crate::plugin::manifest::Limits) -> QueueConfig {
+    let workers = limits.concurrency as usize;
+    QueueConfig {
+        low_per_minute: limits.low_per_minute.unwrap_or(host.low_per_minute),
+        idle_low: if limits.low_when_idle {
+            workers.saturating_sub(1).max(1)
+        } else {
+            0
+        },
+        ..host.clone()
+    }
+}
+
 /// `ns/name`, or `name` for cluster-scoped kinds.
 pub fn key_of(namespace: Option<&str>, name: &str) -> String {
     match namespace {
@@ -230,7 +246,11 @@ impl Controller {
             .cache(&rec.api_version, &rec.kind)
             .await
             .map_err(kind_error("reconciles", &rec.api_version, &rec.kind))?;
-        let queue = WorkQueue::new(name, config.queue.clone(), Some(metrics.queue()));
+        let queue = WorkQueue::new(
+            name,
+            queue_config(&config.queue, &manifest.limits),
+            Some(metrics.queue()),
+        );
         metrics.controller_started(name);
         let controller = Arc::new(Controller {
             name: name.to_string(),
@@ -288,5 +308,40 @@ impl Controller {
             tasks.spawn(async move { c.worker().await });
         }
         Ok((controller, tasks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn limits(extra: &str) -> crate::plugin::manifest::Limits {
+        let text = format!(
+            "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n\
+             [reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[limits]\n{extra}"
+        );
+        Manifest::parse(&text, Path::new("/plugins/x.toml"))
+            .unwrap()
+            .limits
+    }
+
+    #[test]
+    fn idle_workers_take_low_items_but_one_stays_free() {
+        let host = QueueConfig::default();
+        let q = queue_config(&host, &limits("concurrency = 16"));
+        assert_eq!((q.idle_low, q.low_per_minute), (15, 300));
+        // The only worker takes low work when idle.
+        assert_eq!(queue_config(&host, &limits("")).idle_low, 1);
+    }
+
+    #[test]
+    fn a_plugin_may_cap_its_low_lane() {
+        let q = queue_config(
+            &QueueConfig::default(),
+            &limits("concurrency = 4\nlow-per-minute = 60\nlow-when-idle = false"),
+        );
+        assert_eq!((q.idle_low, q.low_per_minute), (0, 60));
     }
 }

@@ -132,6 +132,15 @@ pub struct Limits {
     /// survives into later calls — opt in only for guests written for it.
     #[serde(default)]
     pub reuse_instances: bool,
+    /// Rate (per minute) at which up-to-date objects found by a list or a
+    /// resync are re-verified at least; `None`: the host's (300).
+    #[serde(default)]
+    pub low_per_minute: Option<u32>,
+    /// Whether idle workers re-verify up-to-date objects faster than
+    /// `low-per-minute` (the default). `false` makes that rate a cap, for
+    /// plugins whose downstream must be protected.
+    #[serde(default = "default_true")]
+    pub low_when_idle: bool,
 }
 
 fn one() -> u32 {
@@ -151,6 +160,8 @@ impl Default for Limits {
             memory_mib: default_memory(),
             deadline_ms: default_deadline(),
             reuse_instances: false,
+            low_per_minute: None,
+            low_when_idle: true,
         }
     }
 }

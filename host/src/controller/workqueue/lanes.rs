@@ -332,14 +332,21 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> Inner<K> {
     pub(super) fn take(&self, st: &mut State<K>, now: Instant) -> Option<Item<K>> {
         let moved = st.pump(now);
         let item = loop {
-            let (key, seq) = st.high.pop_front()?;
-            if !st.is_live(&key, seq, Lane::High) {
+            let (key, seq, lane) = match st.high.pop_front() {
+                Some((k, s)) => (k, s, Lane::High),
+                None if st.n_low > 0 && st.processing.len() < self.config.idle_low => {
+                    let (k, s) = st.low.pop_front().expect("n_low > 0 implies an entry");
+                    (k, s, Lane::Low)
+                }
+                None => return None,
+            };
+            if !st.is_live(&key, seq, lane) {
                 continue;
             }
             let ks = st.keys.get_mut(&key).expect("live");
             let q = ks.queued.take().expect("live");
             ks.priority = q.priority;
-            st.n_high -= 1;
+            st.release(lane);
             st.processing.insert(key.clone(), now);
             break Item {
                 key,

@@ -9,7 +9,10 @@
 //! * **low** — ready, but only *drained into high* at a fixed rate
 //!   ([`QueueConfig::low_per_minute`], token bucket of [`QueueConfig::low_burst`]);
 //!   a drained item joins the tail of the high lane (it keeps `Priority::Low`
-//!   as its priority, which is what a requeue of it keeps);
+//!   as its priority, which is what a requeue of it keeps). That rate is a
+//!   floor: a worker that finds the high lane empty takes the oldest low item
+//!   directly while fewer than [`QueueConfig::idle_low`] keys are processing,
+//!   so idle workers re-verify the low backlog at full speed;
 //! * **scheduled** — waiting for a time (requeue-after, back-off, retry-soon);
 //!   when the time comes it joins the lane of its priority (high → high lane,
 //!   low → low lane);
@@ -20,7 +23,11 @@
 //!   Such a key counts only under `processing` in [`Depth`].
 //!
 //! So a ready High item never waits behind Low items: the low lane only ever
-//! feeds the high lane at `low_per_minute`, whatever the size of its backlog.
+//! feeds the high lane at `low_per_minute`, whatever the size of its backlog,
+//! and idle workers take low items only when no high item is ready. With
+//! `idle_low` below the number of workers, one worker is always free when a
+//! high item arrives; with a single worker (`idle_low == 1`) a high item waits
+//! at most for the one low item being processed.
 //! `low_per_minute == 0` disables that limit (low items drain immediately,
 //! which with everything added High-or-Low behaves as one FIFO).
 //!
@@ -146,6 +153,12 @@ pub struct QueueConfig {
     pub low_per_minute: u32,
     /// Burst of the low-drain bucket (1).
     pub low_burst: u32,
+    /// Idle workers take low items beyond `low_per_minute`: a `next()` that
+    /// finds no high item ready hands out the oldest low item while fewer
+    /// than this many keys are processing. `0` (the default) never does, so
+    /// `low_per_minute` is also a cap. Controllers set it to their
+    /// concurrency − 1 (at least 1): one worker stays free for high work.
+    pub idle_low: usize,
     /// Fixed delay of `add_soon` (100 ms), plus jitter up to half of it.
     pub retry_soon: Duration,
 }
@@ -159,6 +172,7 @@ impl Default for QueueConfig {
             burst: 100,
             low_per_minute: 300,
             low_burst: 1,
+            idle_low: 0,
             retry_soon: Duration::from_millis(100),
         }
     }
@@ -435,8 +449,10 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         st.gc(key);
         self.inner.sync_depth(&st);
         self.inner.sync_processing(&st, now);
+        // A waiter held back by `idle_low` may take a low item now.
+        let idle_slot = st.n_low > 0 && st.processing.len() < self.inner.config.idle_low;
         drop(st);
-        if placed {
+        if placed || idle_slot {
             self.inner.notify.notify_waiters();
         }
     }

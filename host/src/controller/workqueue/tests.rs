@@ -312,6 +312,82 @@ async fn low_items_drain_at_the_configured_rate() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn idle_workers_take_low_items_beyond_the_rate() {
+    // One low item a minute, but a single idle worker takes them all now.
+    let q: WorkQueue<u32> = queue_with(QueueConfig {
+        low_per_minute: 1,
+        idle_low: 1,
+        ..Default::default()
+    });
+    for i in 0..50 {
+        q.add(i, Priority::Low);
+    }
+    let start = Instant::now();
+    let mut got = Vec::new();
+    while let Some(it) = q.try_next() {
+        assert_eq!(it.priority, Priority::Low);
+        got.push(it.key);
+        q.done(&it.key);
+    }
+    assert_eq!(got, (0..50).collect::<Vec<_>>(), "FIFO within the low lane");
+    assert_eq!(Instant::now(), start, "no waiting for tokens");
+    assert_eq!(q.depth(), depth(0, 0, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_low_keeps_a_worker_for_high_work() {
+    // Three workers, `idle_low` 2: the third never takes a low item beyond
+    // the rate, so a high item that arrives finds it free.
+    let q: WorkQueue<&str> = queue_with(QueueConfig {
+        low_per_minute: 1,
+        idle_low: 2,
+        ..Default::default()
+    });
+    for k in ["a", "b", "c", "d"] {
+        q.add(k, Priority::Low);
+    }
+    assert_eq!(q.try_next().unwrap().key, "a", "the bucket's one token");
+    assert_eq!(q.try_next().unwrap().key, "b", "an idle worker");
+    assert!(
+        q.try_next().is_none(),
+        "two processing: the last worker waits"
+    );
+    q.add("h", Priority::High);
+    let h = q.try_next().unwrap();
+    assert_eq!((h.key, h.priority), ("h", Priority::High));
+    q.done(&"h");
+    assert!(q.try_next().is_none(), "still two low items processing");
+    q.done(&"b");
+    assert_eq!(q.try_next().unwrap().key, "c");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_freed_slot_wakes_a_waiting_worker_for_low_work() {
+    let q: WorkQueue<&str> = queue_with(QueueConfig {
+        low_per_minute: 1,
+        idle_low: 1,
+        ..Default::default()
+    });
+    q.add("a", Priority::Low);
+    q.add("b", Priority::Low);
+    let a = q.try_next().unwrap();
+    let waiter = tokio::spawn({
+        let q = q.clone();
+        async move { q.next().await.map(|it| (it.key, Instant::now())) }
+    });
+    tick(ms(10)).await;
+    assert!(!waiter.is_finished(), "one processing: no idle slot");
+    let freed = Instant::now();
+    q.done(&a.key);
+    let (key, at) = waiter.await.unwrap().unwrap();
+    assert_eq!(key, "b");
+    assert_eq!(
+        at, freed,
+        "woken by done, not by the next token a minute later"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn low_readded_as_high_is_high_immediately() {
     let q: WorkQueue<u32> = queue_with(QueueConfig::default());
     for i in 0..10 {
@@ -758,7 +834,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run_ops(ops: Vec<Op>, idle_low: usize) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -772,6 +848,7 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
             burst: 3,
             low_per_minute: 600,
             low_burst: 1,
+            idle_low,
             retry_soon: ms(100),
         };
         let q: WorkQueue<u8> = WorkQueue::new("prop", c, None);
@@ -889,8 +966,11 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     #[test]
-    fn invariants_hold_for_random_operation_sequences(ops in proptest::collection::vec(op(), 0..80)) {
-        run_ops(ops)?;
+    fn invariants_hold_for_random_operation_sequences(
+        ops in proptest::collection::vec(op(), 0..80),
+        idle_low in 0usize..4,
+    ) {
+        run_ops(ops, idle_low)?;
     }
 }
 
