@@ -380,8 +380,8 @@ async fn run_arm(
                 .push(t1.saturating_duration_since(*t0).as_secs_f64() * 1000.0);
         }
     }
-    let mut late: Vec<(u64, f64)> = late_ms.into_iter().map(|(k, v)| (k, p99(v))).collect();
-    late.sort_by_key(|(k, _)| *k);
+    let mut late_p99: Vec<(u64, f64)> = late_ms.into_iter().map(|(k, v)| (k, p99(v))).collect();
+    late_p99.sort_by_key(|(k, _)| *k);
     let mut m = Measured {
         arm,
         concurrency,
@@ -393,7 +393,7 @@ async fn run_arm(
         rss_mib: probe::peak_rss_mib(pid)?,
         plane_cpu: probe::cpu_seconds(plane_pid, ticks)?,
         plane_rss_mib: probe::peak_rss_mib(plane_pid)?,
-        late,
+        late: late_p99,
         restart: Restart::default(),
     };
     ctl.child.kill().await?;
