@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, ResourceExt,
 };
 use serde_json::{Value, json};
 use wasmlet_e2e::{Host, Plane, built_plugins, eventually, free_port, install_crd, metric};
@@ -568,6 +568,69 @@ async fn a_requeue_after_zero_goes_through_the_back_off() -> Result<()> {
     assert!(
         requeues >= 5.0 && retries >= requeues - 1.0,
         "{requeues} requeues, {retries} back-off retries"
+    );
+    Ok(())
+}
+
+/// The objects a controller finds when it starts are its backlog: a change
+/// made once it runs is reconciled next, not after the whole backlog (here 40
+/// objects whose every call spins to its 300 ms deadline, at concurrency 1).
+#[tokio::test]
+async fn a_change_made_once_a_controller_runs_goes_before_its_startup_backlog() -> Result<()> {
+    const BACKLOG: usize = 40;
+    let plane = Plane::start_up(&["--no-node"]).await?;
+    let client = plane.client().await?;
+    install_fault_crd(&client).await?;
+    let api = faults(&client);
+    served(&api).await?;
+    let backlog = (0..BACKLOG)
+        .map(|i| {
+            (
+                format!("slow-{i}"),
+                Some("slow".to_string()),
+                "loop".to_string(),
+                "v0".to_string(),
+            )
+        })
+        .collect();
+    create_all(&api, backlog).await?;
+    // Only now the plugin: its controller starts on a list of 40 objects.
+    install_fault_plugin(&plane.plugin_dir(), "slow", 1, 32, 300)?;
+    let attempted = || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        Some(
+            list.items
+                .iter()
+                .filter(|o| o.name_any().starts_with("slow-") && ready(o).is_some())
+                .count(),
+        )
+    };
+    // The controller runs once it has failed its first backlog object.
+    eventually(
+        Duration::from_secs(60),
+        "a backlog object attempted",
+        || async { attempted().await.filter(|n| *n > 0) },
+    )
+    .await?;
+    create_all(
+        &api,
+        vec![(
+            "fresh".into(),
+            Some("slow".into()),
+            "none".into(),
+            "v1".into(),
+        )],
+    )
+    .await?;
+    eventually(Duration::from_secs(60), "fresh converged", || async {
+        api.get("fresh").await.ok().filter(converged)
+    })
+    .await?;
+    // In one FIFO the 40 calls of 300 ms would all come first.
+    let before = attempted().await.context("listing")?;
+    assert!(
+        before < BACKLOG / 2,
+        "{before} of {BACKLOG} backlog objects were attempted before the new one"
     );
     Ok(())
 }

@@ -156,6 +156,9 @@ pub struct Controller {
     /// Keys whose last reconcile asked to be called again later: a watch
     /// mapped `waiting` calls them at once.
     pub(super) waiting: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Whether the primary kind's first list is complete: until then, listed
+    /// objects are the controller's backlog (low priority).
+    pub(super) listed: std::sync::atomic::AtomicBool,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
 }
@@ -269,6 +272,7 @@ impl Controller {
             waiting: Default::default(),
             recent_errors: Default::default(),
             warned_pruned: Default::default(),
+            listed: Default::default(),
         });
         let mut tasks = JoinSet::new();
         {
@@ -277,6 +281,9 @@ impl Controller {
             // Anything already cached (another plugin started the watch first).
             for o in primary.store.state() {
                 c.enqueue_primary(&o, true);
+            }
+            if primary.is_synced() {
+                c.listed.store(true, std::sync::atomic::Ordering::Release);
             }
             tasks.spawn(async move { c.pump_primary(rx).await });
         }

@@ -36,7 +36,10 @@ impl Controller {
     }
 
     /// Seed 002's rule: an object already reconciled at its generation is low
-    /// priority work during a (re)list; everything else is high.
+    /// priority work during a (re)list; so is every object of the list this
+    /// controller starts with (its backlog, as controller-runtime's priority
+    /// queue has it): a change made once the controller runs goes first, and
+    /// idle workers take the backlog at full speed. Everything else is high.
     pub(super) fn enqueue_primary(&self, o: &DynamicObject, initial: bool) {
         if !self.selected(o) {
             return;
@@ -58,7 +61,8 @@ impl Controller {
             .pointer("/status/observedGeneration")
             .and_then(Value::as_i64);
         let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
-        let priority = if self.config.priorities && initial && up_to_date {
+        let backlog = !self.listed.load(std::sync::atomic::Ordering::Acquire);
+        let priority = if self.config.priorities && initial && (up_to_date || backlog) {
             Priority::Low
         } else {
             Priority::High
@@ -90,7 +94,9 @@ impl Controller {
                         self.own_writes.forget(&key);
                     }
                 }
-                Ok(CacheEvent::Synced) => {}
+                Ok(CacheEvent::Synced) => self
+                    .listed
+                    .store(true, std::sync::atomic::Ordering::Release),
                 Err(RecvError::Lagged(_)) => {
                     // Missed events: everything cached is a candidate again.
                     for o in self.primary.store.state() {
