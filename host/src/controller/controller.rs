@@ -208,6 +208,11 @@ pub(super) struct Written {
     pub(super) replaced: Option<String>,
     /// The resourceVersion the write was stored at.
     pub(super) stored: Option<String>,
+    /// Whether the server kept less than was sent: then the entry stays (the
+    /// next desired status is compared with `sent`); otherwise it is dropped
+    /// once the cache has the write, so an unchanging object costs no memory
+    /// here.
+    pub(super) pruned: bool,
 }
 
 impl Controller {

@@ -48,6 +48,7 @@ impl Controller {
             return;
         };
         let key = key_of(o.metadata.namespace.as_deref(), name);
+        self.cache_caught_up(&key, o.metadata.resource_version.as_deref());
         if !initial
             && !self
                 .own_writes

@@ -46,6 +46,10 @@ impl OwnWrites {
         let mut inner = self.lock();
         let held = inner.in_flight.remove(key).unwrap_or_default();
         match rv {
+            // Its event came already: nothing left to skip.
+            Some(rv) if held.iter().any(|h| h.as_deref() == Some(rv)) => {
+                inner.last.remove(key);
+            }
             Some(rv) => {
                 inner.last.insert(key.to_string(), rv.to_string());
             }
@@ -65,7 +69,20 @@ impl OwnWrites {
             held.push(rv.map(str::to_string));
             return false;
         }
-        rv.is_none() || inner.last.get(key).map(String::as_str) != rv
+        if rv.is_some() && inner.last.get(key).map(String::as_str) == rv {
+            // Each resourceVersion comes once: the entry has done its work
+            // (one per object would otherwise stay for the process's life).
+            inner.last.remove(key);
+            return false;
+        }
+        true
+    }
+
+    /// Keys remembered (for tests: entries must not outlive their event).
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        let inner = self.lock();
+        inner.last.len() + inner.in_flight.len()
     }
 
     /// `key`'s object is gone.
@@ -86,14 +103,34 @@ mod tests {
         assert!(w.needs_reconcile("ns/a", Some("5")), "nothing written yet");
         w.begin("ns/a");
         assert!(!w.finish("ns/a", Some("6")));
+        assert!(w.needs_reconcile("ns/b", Some("6")), "another key");
         assert!(!w.needs_reconcile("ns/a", Some("6")), "our own write");
         assert!(
             w.needs_reconcile("ns/a", Some("7")),
             "someone else's change"
         );
-        assert!(w.needs_reconcile("ns/b", Some("6")), "another key");
+        w.begin("ns/a");
+        assert!(!w.finish("ns/a", Some("8")));
         w.forget("ns/a");
-        assert!(w.needs_reconcile("ns/a", Some("6")));
+        assert!(w.needs_reconcile("ns/a", Some("8")));
+    }
+
+    #[test]
+    fn nothing_is_remembered_once_each_write_is_seen() {
+        let w = OwnWrites::default();
+        for (i, key) in ["a", "b", "c"].iter().enumerate() {
+            let rv = (10 + i).to_string();
+            w.begin(key);
+            if i == 0 {
+                // The event before the response.
+                assert!(!w.needs_reconcile(key, Some(&rv)));
+                assert!(!w.finish(key, Some(&rv)));
+            } else {
+                assert!(!w.finish(key, Some(&rv)));
+                assert!(!w.needs_reconcile(key, Some(&rv)));
+            }
+        }
+        assert_eq!(w.remembered(), 0);
     }
 
     #[test]

@@ -144,12 +144,7 @@ impl Controller {
         };
         let finalizer = self.manifest.finalizer.clone();
         let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let obj_json = {
-            let mut v = serde_json::to_value(obj.as_ref()).unwrap_or(Value::Null);
-            v["apiVersion"] = json!(self.primary.resolved.resource.api_version);
-            v["kind"] = json!(self.primary.resolved.resource.kind);
-            v.to_string()
-        };
+        let obj_json = guest_json(&obj, &self.primary.resolved.resource);
 
         if obj.metadata.deletion_timestamp.is_some() {
             let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else {
@@ -283,18 +278,29 @@ impl Controller {
             };
             self.metrics.status_written(&self.name);
             let kept = status_of(&stored.data);
-            if kept != desired {
+            let pruned = kept != desired;
+            if pruned {
                 self.warn_pruned(&desired, &kept);
             }
-            self.written_lock().insert(
-                key.to_string(),
-                Written {
-                    sent: desired,
-                    kept,
-                    replaced: obj.metadata.resource_version.clone(),
-                    stored: stored.metadata.resource_version.clone(),
-                },
-            );
+            let seen = self
+                .primary
+                .get(ns, name)
+                .and_then(|o| o.metadata.resource_version.clone());
+            if !pruned && seen.is_some() && seen == stored.metadata.resource_version {
+                // The cache has the write already (its event came first).
+                self.written_lock().remove(key);
+            } else {
+                self.written_lock().insert(
+                    key.to_string(),
+                    Written {
+                        sent: desired,
+                        kept,
+                        replaced: obj.metadata.resource_version.clone(),
+                        stored: stored.metadata.resource_version.clone(),
+                        pruned,
+                    },
+                );
+            }
         }
         self.settle(key, outcome)
     }
@@ -383,6 +389,19 @@ impl Controller {
         }
     }
 
+    /// The cache shows `key` at `rv`: a status write stored at that
+    /// resourceVersion, kept whole, needs remembering no longer.
+    pub(super) fn cache_caught_up(&self, key: &str, rv: Option<&str>) {
+        let mut written = self.written_lock();
+        if let Some(w) = written.get(key)
+            && !w.pruned
+            && rv.is_some()
+            && w.stored.as_deref() == rv
+        {
+            written.remove(key);
+        }
+    }
+
     pub(super) fn written_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
         // A cache of the last writes: a poisoned one is still usable.
         self.written.lock().unwrap_or_else(|p| p.into_inner())
@@ -424,5 +443,58 @@ impl Controller {
                 Outcome::Error
             }
         }
+    }
+}
+
+/// The object as the guest reads it, apiVersion and kind included, written
+/// straight to text (no intermediate `Value` tree: this runs for every call).
+fn guest_json(obj: &DynamicObject, resource: &kube::api::ApiResource) -> String {
+    use std::fmt::Write;
+    let text = |v: &str| Value::String(v.to_string()).to_string();
+    let mut out = String::with_capacity(1024);
+    let _ = write!(
+        out,
+        "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{}",
+        text(&resource.api_version),
+        text(&resource.kind),
+        serde_json::to_string(&obj.metadata).unwrap_or_else(|_| "{}".into())
+    );
+    if let Some(fields) = obj.data.as_object() {
+        for (k, v) in fields {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            let _ = write!(out, ",{}:{}", text(k), v);
+        }
+    }
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use serde_json::{Value, json};
+
+    #[test]
+    fn the_guest_reads_the_object_with_its_api_version_and_kind() {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.dev", "v1", "Widget"));
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "w\"1", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"size": 3, "tags": ["a", "é"]},
+            "status": {"summary": "size=3"},
+        }))
+        .unwrap();
+        let text = super::guest_json(&obj, &ar);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "apiVersion": "example.dev/v1", "kind": "Widget",
+                "metadata": {"name": "w\"1", "namespace": "ns", "resourceVersion": "7"},
+                "spec": {"size": 3, "tags": ["a", "é"]},
+                "status": {"summary": "size=3"},
+            })
+        );
     }
 }
