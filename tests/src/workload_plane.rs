@@ -159,3 +159,31 @@ where
     tokio::time::timeout(Duration::from_secs(30), rx).await??;
     Ok(History { seen, task })
 }
+
+/// Successful API requests of the write verbs, counted by the API server
+/// (its own `/metrics`, kube-apiserver's `apiserver_request_total`).
+pub async fn api_writes(client: &kube::Client) -> Result<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            ["POST", "PUT", "PATCH", "DELETE"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .filter(|l| l.contains("code=\"2"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Reconcile calls of plugin `plugin` so far (the host's metrics).
+pub async fn plugin_calls(plane: &Plane, plugin: &str) -> Result<f64> {
+    let m = plane.metrics().await?;
+    Ok(crate::metric(
+        &m,
+        "wasmlet_plugin_calls_total",
+        &format!("plugin=\"{plugin}\""),
+    ))
+}

@@ -313,3 +313,60 @@ async fn a_rollout_past_its_progress_deadline_says_so() -> Result<()> {
     );
     Ok(())
 }
+
+/// Benchmark, not a test (ignored; run it on purpose, ideally with a release
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test deployment
+/// -- --ignored --nocapture`): a Deployment of `DEPLOY_BENCH_PODS` (default
+/// 500) sleepers from create to Available with every replica updated and
+/// ready, with the Deployment and ReplicaSet controllers' calls and every API
+/// write the plane served meanwhile (the node agent's included).
+#[tokio::test]
+#[ignore = "benchmark: prints figures, asserts nothing about time"]
+async fn bench_deployment_to_available() -> Result<()> {
+    let n: i32 = std::env::var("DEPLOY_BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let room = (n + 10).to_string();
+    let (plane, client) = workload_plane::start(&["--max-pods", &room]).await?;
+    let calls = || async {
+        let d = workload_plane::plugin_calls(&plane, "deployment-controller").await?;
+        let r = workload_plane::plugin_calls(&plane, "replicaset-controller").await?;
+        anyhow::Ok((d, r))
+    };
+    let (d0, r0) = calls().await?;
+    let w0 = workload_plane::api_writes(&client).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let start = std::time::Instant::now();
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment("bench", n, json!({"type": "RollingUpdate"}), "v1")?,
+        )
+        .await?;
+    eventually(
+        Duration::from_secs(1800),
+        "the deployment available",
+        || async {
+            let d = deployments.get("bench").await.ok()?;
+            let st = d.status.as_ref()?;
+            let available = condition(&d, "Available").is_some_and(|(s, _)| s == "True");
+            (available && st.updated_replicas == Some(n) && st.available_replicas == Some(n))
+                .then_some(())
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    let took = start.elapsed();
+    let (d1, r1) = calls().await?;
+    let w1 = workload_plane::api_writes(&client).await?;
+    println!(
+        "deployment bench: {n} replicas apply -> Available in {:.2} s; {} deployment-controller \
+         and {} replicaset-controller calls; {} API writes",
+        took.as_secs_f64(),
+        d1 - d0,
+        r1 - r0,
+        w1 - w0,
+    );
+    Ok(())
+}

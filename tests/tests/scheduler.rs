@@ -162,6 +162,30 @@ async fn a_pod_that_tolerates_the_wasm_taints_is_bound_to_the_node_and_runs() ->
 }
 
 #[tokio::test]
+async fn a_node_takes_as_many_pods_as_its_max_pods() -> Result<()> {
+    let (plane, client) = plane(&["--max-pods", "2"]).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(NODE).await?;
+    let status = node.status.clone().unwrap_or_default();
+    for (what, q) in [("capacity", status.capacity), ("allocatable", status.allocatable)] {
+        let pods = q.and_then(|q| q.get("pods").cloned()).map(|q| q.0);
+        assert_eq!(pods.as_deref(), Some("2"), "{what}: {node:?}");
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let spec = json!({"tolerations": tolerate_wasm()});
+    for name in ["a", "b", "c"] {
+        pods.create(&PostParams::default(), &pod(name, spec.clone()))
+            .await?;
+        if name != "c" {
+            assert_eq!(wait_bound(&plane, &pods, name).await?, NODE);
+        }
+    }
+    let why = wait_unschedulable(&plane, &pods, "c").await?;
+    assert!(why.contains("Too many pods"), "{why}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_untolerating_pod_stays_pending_until_a_node_it_fits_registers() -> Result<()> {
     let (plane, client) = plane(&[]).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -276,6 +300,63 @@ async fn pods_never_overcommit_a_node_when_the_cache_lags() -> Result<()> {
     assert_eq!(
         pending[0].1,
         format!("0/2 nodes are available: 1 Insufficient memory, 1 {TAINT_MESSAGE}.")
+    );
+    Ok(())
+}
+
+/// Benchmark, not a test (ignored; run it on purpose, ideally with a release
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test scheduler --
+/// --ignored --nocapture`): `SCHED_BENCH_PODS` (default 500) pending pods
+/// spread over 10 Node objects (the wasmlet node tainted away from them):
+/// binds per second from the first pod created to the last bound, with the
+/// scheduler's calls and the API writes meanwhile.
+#[tokio::test]
+#[ignore = "benchmark: prints figures, asserts nothing about time"]
+async fn bench_scheduler_binds_per_second() -> Result<()> {
+    let n: usize = std::env::var("SCHED_BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    const NODES: usize = 10;
+    let (plane, client) = plane(&[]).await?;
+    for i in 0..NODES {
+        fake_node(&client, &format!("bench-{i}"), "64Gi", json!({})).await?;
+    }
+    let c0 = workload_plane::plugin_calls(&plane, "scheduler").await?;
+    let w0 = workload_plane::api_writes(&client).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let start = std::time::Instant::now();
+    // Pods that do not tolerate the wasm taints: only the 10 fake nodes fit.
+    futures::future::try_join_all((0..n).map(|i| {
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({})))
+                .await
+        }
+    }))
+    .await?;
+    let spread = eventually(Duration::from_secs(1800), "every pod bound", || async {
+        let list = pods.list(&Default::default()).await.ok()?;
+        let bound: Vec<String> = list.items.iter().filter_map(node_of).collect();
+        (bound.len() == n).then_some(bound)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    let took = start.elapsed();
+    let c1 = workload_plane::plugin_calls(&plane, "scheduler").await?;
+    let w1 = workload_plane::api_writes(&client).await?;
+    let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+    for node in spread {
+        *per_node.entry(node).or_default() += 1;
+    }
+    println!(
+        "scheduler bench: {n} pods on {NODES} nodes bound in {:.2} s ({:.0} binds/s); \
+         {} scheduler calls; {} API writes; pods per node {:?}",
+        took.as_secs_f64(),
+        n as f64 / took.as_secs_f64(),
+        c1 - c0,
+        w1 - w0,
+        per_node.values().collect::<Vec<_>>(),
     );
     Ok(())
 }

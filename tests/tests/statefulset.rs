@@ -12,11 +12,11 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use wasmlet_e2e::workload_plane::{self, NODE, sleeper_spec};
+use wasmlet_e2e::workload_plane::{self, sleeper_spec};
 use wasmlet_e2e::{Plane, eventually, kubectl_bin};
 
 const REVISION: &str = "controller-revision-hash";
@@ -559,24 +559,6 @@ async fn a_set_with_volume_claim_templates_gets_a_condition_an_event_and_no_pods
     Ok(())
 }
 
-/// Successful API requests of the write verbs, counted by the API server
-/// (its own `/metrics`, kube-apiserver's `apiserver_request_total`).
-async fn writes(client: &kube::Client) -> Result<f64> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter(|l| l.contains("code=\"2"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
-}
-
 /// Benchmark, not a test (ignored; run it on purpose, ideally with a release
 /// binary: `WASMLET_BIN=target/release/wasmlet cargo test --release --test
 /// statefulset -- --ignored --nocapture`): a Parallel set of `STS_BENCH_PODS`
@@ -590,27 +572,10 @@ async fn bench_parallel_statefulset_to_all_ready() -> Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    let (plane, client) = plane(&[]).await?;
-    // The node agent reports room for 110 pods (as a kubelet's default) once,
-    // at registration: raise it so the scheduler places all of them.
-    let nodes: Api<Node> = Api::all(client.clone());
-    let room = json!({"pods": (n + 10).to_string()});
-    nodes
-        .patch_status(
-            NODE,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"capacity": room, "allocatable": room}})),
-        )
-        .await?;
-    let calls = |m: &str| {
-        wasmlet_e2e::metric(
-            m,
-            "wasmlet_plugin_calls_total",
-            "plugin=\"statefulset-controller\"",
-        )
-    };
-    let m0 = plane.metrics().await?;
-    let w0 = writes(&client).await?;
+    let room = (n + 10).to_string();
+    let (plane, client) = plane(&["--max-pods", &room]).await?;
+    let c0 = workload_plane::plugin_calls(&plane, "statefulset-controller").await?;
+    let w0 = workload_plane::api_writes(&client).await?;
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     let spec = json!({"podManagementPolicy": "Parallel"});
     let start = std::time::Instant::now();
@@ -623,13 +588,13 @@ async fn bench_parallel_statefulset_to_all_ready() -> Result<()> {
     .await
     .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
     let took = start.elapsed();
-    let m1 = plane.metrics().await?;
-    let w1 = writes(&client).await?;
+    let c1 = workload_plane::plugin_calls(&plane, "statefulset-controller").await?;
+    let w1 = workload_plane::api_writes(&client).await?;
     println!(
         "statefulset bench: {n} Parallel pods apply -> all Running and Ready in {:.2} s; \
          {} reconcile calls; {} API writes",
         took.as_secs_f64(),
-        calls(&m1) - calls(&m0),
+        c1 - c0,
         w1 - w0,
     );
     Ok(())

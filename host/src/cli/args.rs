@@ -65,6 +65,10 @@ pub struct NodeArgs {
     /// Port of the kubelet API (0 picks a free one; the Node object names it).
     #[arg(long, default_value_t = 10250)]
     pub kubelet_port: u16,
+    /// Pods this node takes (advertised as its `pods` capacity, as the
+    /// kubelet's `--max-pods`); it runs up to four containers per pod.
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: u32,
     /// The address this node reports and serves the kubelet API on.
     #[arg(long, default_value = "127.0.0.1")]
     pub node_address: std::net::IpAddr,

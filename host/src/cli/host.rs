@@ -139,6 +139,9 @@ pub(super) async fn run_host(
                 n.workload_max_memory
             );
         }
+        // Never refuse a container the advertised capacity let the scheduler
+        // place here (the default cap stays for nodes of the default size).
+        wc.max_workloads = wc.max_workloads.max(4 * n.max_pods as usize);
         wc.default_memory_limit = n.workload_memory_limit;
         wc.max_memory_limit = n.workload_max_memory;
         // Workloads get their own engine: pods must not exhaust the plugins' pool.
@@ -147,6 +150,7 @@ pub(super) async fn run_host(
         let mut config = NodeConfig::new(&node_name(n));
         config.address = n.node_address;
         config.kubelet_port = n.kubelet_port;
+        config.pods = n.max_pods;
         // Providers must be able to load before the first scan.
         plugins.set_workloads(workloads.clone());
         let a = NodeAgent::start(

@@ -83,11 +83,8 @@ impl Cluster {
     }
 
     fn encode(obj: &DynamicObject, r: &Resolved) -> String {
-        let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
         // Every object handed to a guest decodes on its own.
-        v["apiVersion"] = Value::String(r.resource.api_version.clone());
-        v["kind"] = Value::String(r.resource.kind.clone());
-        v.to_string()
+        super::encode::object_json(obj, &r.resource)
     }
 
     pub async fn get(

@@ -6,6 +6,7 @@
 //! - [`resolver`]: `apiVersion` + `kind` → resource (discovery, cached);
 //! - [`cache`]: shared watches and reflector caches, one per kind;
 //! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
+//! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
 //! - [`error`]: why a call failed ([`ClientError`]).
 //!
@@ -24,6 +25,7 @@
 pub mod access;
 pub mod cache;
 pub mod client;
+pub mod encode;
 pub mod error;
 pub mod resolver;
 
