@@ -167,7 +167,10 @@ async fn a_node_takes_as_many_pods_as_its_max_pods() -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(NODE).await?;
     let status = node.status.clone().unwrap_or_default();
-    for (what, q) in [("capacity", status.capacity), ("allocatable", status.allocatable)] {
+    for (what, q) in [
+        ("capacity", status.capacity),
+        ("allocatable", status.allocatable),
+    ] {
         let pods = q.and_then(|q| q.get("pods").cloned()).map(|q| q.0);
         assert_eq!(pods.as_deref(), Some("2"), "{what}: {node:?}");
     }

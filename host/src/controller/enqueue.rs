@@ -82,6 +82,9 @@ impl Controller {
         self: Arc<Self>,
         mut rx: tokio::sync::broadcast::Receiver<CacheEvent>,
     ) {
+        // Events missed while a (re)list was arriving name objects the store
+        // only holds once the list completes (the reflector swaps it in then).
+        let mut missed = false;
         loop {
             match rx.recv().await {
                 Ok(CacheEvent::Applied { object, initial }) => {
@@ -95,11 +98,18 @@ impl Controller {
                         self.own_writes.forget(&key);
                     }
                 }
-                Ok(CacheEvent::Synced) => self
-                    .listed
-                    .store(true, std::sync::atomic::Ordering::Release),
+                Ok(CacheEvent::Synced) => {
+                    if std::mem::take(&mut missed) {
+                        for o in self.primary.store.state() {
+                            self.enqueue_primary(&o, true);
+                        }
+                    }
+                    self.listed
+                        .store(true, std::sync::atomic::Ordering::Release);
+                }
                 Err(RecvError::Lagged(_)) => {
                     // Missed events: everything cached is a candidate again.
+                    missed = true;
                     for o in self.primary.store.state() {
                         self.enqueue_primary(&o, false);
                     }
