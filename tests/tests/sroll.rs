@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, PostParams};
@@ -130,9 +130,49 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
         "kubectl get sroll: {out}"
     );
 
-    // 100 %: the other two, only after the interval since the first batch.
+    // 100 %: the other two, only after the interval since the first batch,
+    // followed by `kubectl get sroll -w` as a person would.
+    let mut watch = std::process::Command::new(wasmlet_e2e::kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["get", "sroll", "web", "-w", "--request-timeout=300s"])
+        .env("HOME", plane.data_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let (tx, shown) = std::sync::mpsc::channel::<Vec<String>>();
+    let stdout = watch.stdout.take().context("kubectl's stdout")?;
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        // Columns: NAME PHASE PERCENT UPDATED READY AGE.
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let row = line.split_whitespace().map(str::to_string).collect();
+            if tx.send(row).is_err() {
+                break;
+            }
+        }
+    });
     edit(&api, "web", json!({"percent": 100})).await?;
     let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
+    let mut rows = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let done = |r: &Vec<String>| r[1..].starts_with(&["RolloutDone".into(), "100".into()]);
+    while !rows.last().is_some_and(done) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match shown.recv_timeout(left) {
+            Ok(r) if r.first().map(String::as_str) == Some("web") && r.len() > 2 => rows.push(r),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = watch.kill();
+    ensure!(
+        rows.iter().any(|r| r[1] != "RolloutDone") && rows.last().is_some_and(done),
+        "kubectl get sroll -w showed no progress to 100 %: {rows:?}"
+    );
     assert_eq!(st["percentDeployed"], 100);
     let snap = history.snapshot();
     let del = deletions(&snap, &v1);
