@@ -187,3 +187,11 @@ pub async fn plugin_calls(plane: &Plane, plugin: &str) -> Result<f64> {
         &format!("plugin=\"{plugin}\""),
     ))
 }
+
+/// A benchmark's size: `var` from the environment, else `default`.
+pub fn bench_size(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

@@ -323,10 +323,7 @@ async fn a_rollout_past_its_progress_deadline_says_so() -> Result<()> {
 #[tokio::test]
 #[ignore = "benchmark: prints figures, asserts nothing about time"]
 async fn bench_deployment_to_available() -> Result<()> {
-    let n: i32 = std::env::var("DEPLOY_BENCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let n = workload_plane::bench_size("DEPLOY_BENCH_PODS", 500) as i32;
     let room = (n + 10).to_string();
     let (plane, client) = workload_plane::start(&["--max-pods", &room]).await?;
     let calls = || async {

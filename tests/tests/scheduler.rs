@@ -316,10 +316,7 @@ async fn pods_never_overcommit_a_node_when_the_cache_lags() -> Result<()> {
 #[tokio::test]
 #[ignore = "benchmark: prints figures, asserts nothing about time"]
 async fn bench_scheduler_binds_per_second() -> Result<()> {
-    let n: usize = std::env::var("SCHED_BENCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let n = workload_plane::bench_size("SCHED_BENCH_PODS", 500);
     const NODES: usize = 10;
     let (plane, client) = plane(&[]).await?;
     for i in 0..NODES {

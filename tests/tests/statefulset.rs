@@ -568,10 +568,7 @@ async fn a_set_with_volume_claim_templates_gets_a_condition_an_event_and_no_pods
 #[tokio::test]
 #[ignore = "benchmark: prints figures, asserts nothing about time"]
 async fn bench_parallel_statefulset_to_all_ready() -> Result<()> {
-    let n: i32 = std::env::var("STS_BENCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let n = workload_plane::bench_size("STS_BENCH_PODS", 500) as i32;
     let room = (n + 10).to_string();
     let (plane, client) = plane(&["--max-pods", &room]).await?;
     let c0 = workload_plane::plugin_calls(&plane, "statefulset-controller").await?;
