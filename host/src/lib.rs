@@ -9,7 +9,8 @@
 //!   pod state machines, WASI workloads, kubelet API);
 //! - [`plugin`]: the plugin runtime (manifest, engine, sandboxed calls);
 //! - [`cluster`]: cluster access (resolver, caches, reads and writes);
-//! - [`endpoints`] (metrics and health) and [`private_dir`] (0700 directories).
+//! - [`endpoints`] (metrics and health), [`telemetry`] (logs and OTLP spans)
+//!   and [`private_dir`] (0700 directories).
 //!
 //! Lock poisoning: every `std::sync` lock here guards a table whose updates
 //! are single inserts, removals or assignments, so a panic while one is held
@@ -28,3 +29,4 @@ pub mod oci;
 pub mod plugin;
 pub mod private_dir;
 pub mod status_page;
+pub mod telemetry;

@@ -32,6 +32,10 @@ use host::{config_from, node_name, pem_certificate, run_host, start_server, stop
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
+    /// host's reconcile and pod-state spans are sent there. Off when unset.
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -297,18 +301,13 @@ async fn main_async(cli: Cli) -> Result<()> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| {
-                // kube-client warns "Server cert bypassed" on every connection the
-                // logs proxy makes to a kubelet (whose serving certificate is not
-                // verified, as with kube-apiserver without
-                // --kubelet-certificate-authority): said once at start instead.
-                "info,kube_client::client::tls=error".into()
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let telemetry = match crate::telemetry::init(cli.otlp_endpoint.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("wasmlet: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -316,11 +315,13 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main_async(cli)) {
+    let code = match runtime.block_on(main_async(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("wasmlet: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    code
 }

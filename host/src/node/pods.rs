@@ -23,6 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::agent::NodeConfig;
 use crate::plugin::PluginSet;
@@ -351,8 +352,11 @@ impl Machine {
             let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
                 return;
             };
+            // One span per state handler call (exported over OTLP when configured).
+            let span = tracing::info_span!("pod_state", pod = %self.key, provider = %self.runner.provider, state = %state);
             let outcome = provider
                 .provider_handle(&self.key, &state, &self.pod_json(), &data, event.take())
+                .instrument(span)
                 .await;
             let (on, new_data) = match outcome {
                 Ok(Ok(HandlerOutcome::Transition(t))) => {

@@ -1,0 +1,163 @@
+//! Logs to stderr, and the host's spans (`reconcile`, `pod_state`) to an
+//! OpenTelemetry collector over OTLP/HTTP when an endpoint is configured.
+//!
+//! Off unless `--otlp-endpoint` (or the standard `OTEL_EXPORTER_OTLP_ENDPOINT`)
+//! names a collector: `http://collector:4318` sends spans to
+//! `http://collector:4318/v1/traces` in protobuf, as every OTLP/HTTP exporter
+//! does. Only spans of wasmlet's own modules are exported, never the client
+//! libraries' debug spans, and export happens on the SDK's batch thread, so a
+//! slow or absent collector never delays a reconcile.
+//!
+//! ```no_run
+//! let telemetry = wasmlet::telemetry::init(Some("http://127.0.0.1:4318")).unwrap();
+//! // ... run; spans are batched and sent in the background ...
+//! telemetry.shutdown(); // flushes what is still batched
+//! ```
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Why tracing could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("--otlp-endpoint {0:?}: {1}")]
+    Endpoint(String, String),
+    #[error("--otlp-endpoint {0:?}: cannot build the OTLP exporter: {1}")]
+    Exporter(String, String),
+}
+
+/// Owns the span exporter, if any; [`Telemetry::shutdown`] flushes it.
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Sends what is still batched (bounded by the exporter's timeout).
+    pub fn shutdown(self) {
+        if let Some(p) = self.provider
+            && let Err(e) = p.shutdown()
+        {
+            eprintln!("wasmlet: flushing spans to the OTLP endpoint failed: {e}");
+        }
+    }
+}
+
+/// The URL spans are posted to: the collector's base URL plus `/v1/traces`,
+/// unless it already names that path (as `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` does).
+pub fn traces_url(endpoint: &str) -> Result<String, TelemetryError> {
+    let bad = |why: &str| TelemetryError::Endpoint(endpoint.to_owned(), why.to_owned());
+    let url = url::Url::parse(endpoint).map_err(|e| bad(&e.to_string()))?;
+    match url.scheme() {
+        "http" => {}
+        // The exporter's blocking client is built without TLS (a second TLS
+        // stack only for spans); collectors take plain OTLP/HTTP on 4318, or a
+        // sidecar/agent on localhost does.
+        "https" => {
+            return Err(bad(
+                "https is not supported; use an http:// collector or agent",
+            ));
+        }
+        s => return Err(bad(&format!("scheme {s:?}: want http://HOST:PORT"))),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    let base = endpoint.trim_end_matches('/');
+    Ok(if base.ends_with("/v1/traces") {
+        base.to_owned()
+    } else {
+        format!("{base}/v1/traces")
+    })
+}
+
+/// Installs the process's subscriber: logs filtered by `WASMLET_LOG` to
+/// stderr and, with an endpoint, wasmlet's spans to that OTLP collector.
+pub fn init(otlp_endpoint: Option<&str>) -> Result<Telemetry, TelemetryError> {
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| {
+                // kube-client warns "Server cert bypassed" on every connection the
+                // logs proxy makes to a kubelet (whose serving certificate is not
+                // verified, as with kube-apiserver without
+                // --kubelet-certificate-authority): said once at start instead.
+                "info,kube_client::client::tls=error".into()
+            }),
+        );
+    let Some(endpoint) = otlp_endpoint.filter(|e| !e.is_empty()) else {
+        tracing_subscriber::registry().with(logs).init();
+        return Ok(Telemetry { provider: None });
+    };
+    let url = traces_url(endpoint)?;
+    // The workspace's reqwest is built without a rustls provider of its own
+    // (one TLS stack, ring, for the whole process): it must be installed
+    // before the exporter's client is built, even for plain HTTP.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(url)
+        .build()
+        .map_err(|e| TelemetryError::Exporter(endpoint.to_owned(), e.to_string()))?;
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            Resource::builder()
+                .with_service_name("wasmlet")
+                .with_attribute(opentelemetry::KeyValue::new(
+                    "service.version",
+                    env!("CARGO_PKG_VERSION"),
+                ))
+                .build(),
+        )
+        .build();
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("wasmlet"))
+        .with_filter(Targets::new().with_target("wasmlet", LevelFilter::INFO));
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    Ok(Telemetry {
+        provider: Some(provider),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_url_gets_the_traces_path_once() {
+        assert_eq!(
+            traces_url("http://127.0.0.1:4318").unwrap(),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            traces_url("http://c:4318/").unwrap(),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(
+            traces_url("http://c:4318/v1/traces").unwrap(),
+            "http://c:4318/v1/traces"
+        );
+    }
+
+    #[test]
+    fn endpoints_the_exporter_cannot_serve_are_refused_by_name() {
+        for (endpoint, why) in [
+            ("https://c:4318", "https is not supported"),
+            ("file:///etc/passwd", "scheme \"file\""),
+            ("c:4318", "scheme \"c\""),
+            ("not a url", "relative URL"),
+        ] {
+            let e = traces_url(endpoint).unwrap_err().to_string();
+            assert!(
+                e.contains("--otlp-endpoint") && e.contains(why),
+                "{endpoint}: {e}"
+            );
+        }
+    }
+}
