@@ -52,6 +52,10 @@ pub struct HostArgs {
     pub debug_cache_delay_ms: u64,
     #[command(flatten)]
     pub builtin: crate::builtins::BuiltinArgs,
+    /// Record every call of reconciler NAME to DATA_DIR/records/NAME.jsonl
+    /// (repeatable; `*`: all), as a manifest's `[record]` does; `wasmlet replay` reads them.
+    #[arg(long = "record", value_name = "NAME")]
+    pub record: Vec<String>,
 }
 
 #[derive(clap::Args, Clone)]

@@ -100,6 +100,10 @@ pub(super) async fn run_host(
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
+            set.set_recording(crate::plugin::set::RecordConfig {
+                dir: data_dir.join("records"),
+                plugins: host.record.clone(),
+            });
             if let Some(user_dir) = &host.plugins {
                 // Pulled plugins: behind the user's files, before the built-ins.
                 let pulled = data_dir.join("plugins").join("oci");

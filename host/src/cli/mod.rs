@@ -4,12 +4,14 @@
 //! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
 //! - `wasmlet apiserver`: only the embedded API server;
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
-//! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`.
+//! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
+//! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster.
 
 mod args;
 mod check;
 mod host;
 mod registry;
+mod replay;
 mod scaffold;
 
 use std::path::PathBuf;
@@ -80,6 +82,10 @@ enum Command {
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Run recorded calls (`--record`, manifest `[record]`) again on a plugin
+    /// build, with no cluster: each import is answered from the record. Says per
+    /// call: same, different (with the differences) or diverged; fails unless all are the same.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Subcommand)]
@@ -262,6 +268,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             tokio::signal::ctrl_c().await?;
             stop(agent).await;
         }
+        Command::Replay(args) => replay::replay(args).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
         Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,

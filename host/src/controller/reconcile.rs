@@ -154,7 +154,13 @@ impl Controller {
                 Ok((Ok(Finalized::Done), report)) => {
                     self.record_writes(key, &report.writes);
                     finalizers.retain(|x| *x != f);
-                    match self.set_finalizers(&obj, finalizers).await {
+                    let written = self.set_finalizers(&obj, finalizers.clone()).await;
+                    if let Some(r) = &report.record {
+                        let body = json!({"metadata": {"finalizers": &finalizers}});
+                        let result = written.as_ref().map(|_| None).map_err(|e| e.to_string());
+                        r.host_write("patch", key, &body, result);
+                    }
+                    match written {
                         Ok(()) => {
                             self.queue.forget(&key.to_string());
                             Outcome::Success
@@ -189,7 +195,10 @@ impl Controller {
             };
         }
 
-        let (result, outcome) = match plugin.reconcile(key, &obj_json).await {
+        let called = plugin.reconcile(key, &obj_json).await;
+        // Recording: the host's writes for this outcome join the call's record.
+        let record = called.as_ref().ok().and_then(|(_, r)| r.record.clone());
+        let (result, outcome) = match called {
             Ok((Ok(o), report)) => {
                 self.record_writes(key, &report.writes);
                 let requeue = o.requeue_after;
@@ -268,6 +277,10 @@ impl Controller {
                 .as_ref()
                 .ok()
                 .and_then(|s| s.metadata.resource_version.as_deref());
+            if let Some(r) = &record {
+                let result = response.as_ref().map(|_| rv).map_err(|e| e.to_string());
+                r.host_write("patch-status", key, &json!({"status": &desired}), result);
+            }
             if self.own_writes.finish(key, rv) {
                 // A change by someone else came while the write was in flight.
                 self.queue.add(key.to_string(), Priority::High);

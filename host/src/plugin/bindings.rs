@@ -11,6 +11,8 @@ pub mod reconciler {
         world: "reconciler-plugin",
         imports: { default: async },
         exports: { default: async },
+        // Records (`super::super::record`) store import arguments and results as JSON.
+        additional_derives: [serde::Serialize, serde::Deserialize],
     });
 }
 
@@ -21,6 +23,7 @@ pub mod provider {
         world: "provider-plugin",
         imports: { default: async },
         exports: { default: async },
+        additional_derives: [serde::Serialize, serde::Deserialize],
         with: {
             "wasmlet:plugin/types": super::reconciler::wasmlet::plugin::types,
             "wasmlet:plugin/client": super::reconciler::wasmlet::plugin::client,

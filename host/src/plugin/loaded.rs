@@ -18,6 +18,7 @@ use super::manifest::{CONTRACT_VERSION, Manifest, PluginKind};
 use super::metrics::PluginMetrics;
 use super::outcome::{BadResult, Finalized, GuestError, MAX_RESULT_BYTES, Reconciled};
 use super::provider::{HandlerOutcome, StateGraph, WakeEvent};
+use super::record::{CallKind, CallRecord, Outcome, Recording, Redaction, Tape, TapeMode, Taped};
 use super::sandbox::{CallReport, PluginCtx, State};
 
 /// Why a plugin version could not be loaded.
@@ -252,13 +253,28 @@ impl Loaded {
         key: &str,
         f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
     ) -> Result<(R, CallReport), CallError> {
+        self.call_taped(key, TapeMode::Off, 0, &mut None, f).await
+    }
+
+    /// [`Loaded::call`] with the store's tape in `mode` (`seed`: a replayed
+    /// store's insecure-seed); `taped` gets what the tape holds afterwards,
+    /// whether the call succeeded or not.
+    async fn call_taped<R: Send>(
+        &self,
+        key: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
+    ) -> Result<(R, CallReport), CallError> {
         let _slot = self
             .slots
             .acquire()
             .await
             .map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
-        let reuse = self.manifest.limits.reuse_instances;
+        // A replay never reuses: each call's store answers from its own record.
+        let reuse = self.manifest.limits.reuse_instances && !self.ctx.replay;
         let warm = if reuse {
             self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
         } else {
@@ -277,9 +293,31 @@ impl Loaded {
                 (store, Some(instance))
             }
             None => {
+                let tape = self.ctx.taped().then(|| {
+                    let seed = if self.ctx.replay {
+                        seed
+                    } else {
+                        rand::random::<u128>()
+                    };
+                    // A replay redacts the guest's requests as the recording
+                    // host did (the manifest's `[record]`), so they compare alike.
+                    let redaction = match &self.ctx.recording {
+                        Some(r) => r.redaction.clone(),
+                        None => self
+                            .manifest
+                            .record
+                            .as_ref()
+                            .map(|r| Redaction {
+                                keep_secrets: r.keep_secrets,
+                                sensitive_hosts: r.sensitive_http_hosts.clone(),
+                            })
+                            .unwrap_or_default(),
+                    };
+                    Tape::new(redaction, seed)
+                });
                 let mut store = Store::new(
                     &self.engine.engine,
-                    State::new(self.ctx.clone(), key.to_string()),
+                    State::with_tape(self.ctx.clone(), key.to_string(), tape),
                 );
                 store.limiter(|s| &mut s.limiter);
                 store.epoch_deadline_trap();
@@ -290,16 +328,47 @@ impl Loaded {
         // start, also on a reused instance.
         store.data_mut().started = Instant::now();
         store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
+        let tape = store.data().tape.clone();
+        if let Some(t) = &tape {
+            t.start(mode);
+        }
+        let result = self.run(&mut store, instance, f).await;
+        if let Some(t) = &tape {
+            *taped = Some(t.finish());
+        }
+        let (r, instance) = result?;
+        let data = store.data_mut();
+        let report = CallReport {
+            writes: std::mem::take(&mut data.writes),
+            retry_soon: data.retry_soon,
+            record: None,
+        };
+        if reuse {
+            self.idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Warm { store, instance });
+        }
+        Ok((r, report))
+    }
+
+    /// Instantiates (unless `instance` is a warm one) and runs `f`.
+    async fn run<R: Send>(
+        &self,
+        store: &mut Store<State>,
+        instance: Option<Instance>,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
+    ) -> Result<(R, Instance), CallError> {
         let instance = match instance {
             Some(i) => i,
             None => {
                 let made = match &self.pre {
                     Pre::Reconciler(p) => p
-                        .instantiate_async(&mut store)
+                        .instantiate_async(&mut *store)
                         .await
                         .map(Instance::Reconciler),
                     Pre::Provider(p) => p
-                        .instantiate_async(&mut store)
+                        .instantiate_async(&mut *store)
                         .await
                         .map(Instance::Provider),
                 };
@@ -309,22 +378,9 @@ impl Loaded {
                 }
             }
         };
-        let result = f(&instance, &mut store).await;
+        let result = f(&instance, store).await;
         match result {
-            Ok(r) => {
-                let data = store.data_mut();
-                let report = CallReport {
-                    writes: std::mem::take(&mut data.writes),
-                    retry_soon: data.retry_soon,
-                };
-                if reuse {
-                    self.idle
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(Warm { store, instance });
-                }
-                Ok((r, report))
-            }
+            Ok(r) => Ok((r, instance)),
             Err(e) => Err(self.classify(e, store.data().limiter.hit)),
         }
     }
@@ -366,15 +422,97 @@ impl Loaded {
     }
 
     /// `reconcile` on a fresh instance. Returns the guest's result and the
-    /// writes it made.
+    /// writes it made (and, recording, the call's record).
     pub async fn reconcile(
         &self,
         key: &str,
         obj: &str,
     ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
+        let Some(recording) = &self.ctx.recording else {
+            return self
+                .reconcile_taped(key, obj, TapeMode::Off, 0, &mut None)
+                .await;
+        };
+        let mut taped = None;
+        let mut r = self
+            .reconcile_taped(key, obj, TapeMode::Record, 0, &mut taped)
+            .await;
+        let outcome = Outcome::of_reconcile(&r);
+        let pending = recording.pending(self.call_record(
+            recording,
+            CallKind::Reconcile,
+            key,
+            obj,
+            taped.unwrap_or_default(),
+            outcome,
+        ));
+        // A failed call has no host writes to wait for: its record goes now.
+        if let Ok((_, report)) = &mut r {
+            report.record = Some(pending);
+        }
+        r
+    }
+
+    /// The record of a call that just ran.
+    fn call_record(
+        &self,
+        recording: &Recording,
+        call: CallKind,
+        key: &str,
+        obj: &str,
+        taped: Taped,
+        outcome: Outcome,
+    ) -> CallRecord {
+        let mut input = serde_json::from_str(obj).unwrap_or(serde_json::Value::Null);
+        recording.redaction.object(&mut input);
+        CallRecord {
+            seq: recording.writer.next_seq(),
+            at: super::record::now_rfc3339(),
+            plugin: self.name.clone(),
+            digest: self.digest.clone(),
+            call,
+            key: key.to_string(),
+            input,
+            insecure_seed: format!("{:x}", taped.seed),
+            imports: taped.entries,
+            outcome,
+            host_writes: Vec::new(),
+        }
+    }
+
+    /// Runs one recorded call again on this version, every import answered
+    /// from `record` (the plugin must have been loaded for replay).
+    pub async fn replay(&self, record: &CallRecord) -> (Outcome, Taped) {
+        let seed = u128::from_str_radix(&record.insecure_seed, 16).unwrap_or(0);
+        let mode = TapeMode::Replay(record.imports.clone());
+        let obj = record.input.to_string();
+        let mut taped = None;
+        let outcome = match record.call {
+            CallKind::Reconcile => Outcome::of_reconcile(
+                &self
+                    .reconcile_taped(&record.key, &obj, mode, seed, &mut taped)
+                    .await,
+            ),
+            CallKind::Finalize => Outcome::of_finalize(
+                &self
+                    .finalize_taped(&record.key, &obj, mode, seed, &mut taped)
+                    .await,
+            ),
+        };
+        (outcome, taped.unwrap_or_default())
+    }
+
+    async fn reconcile_taped(
+        &self,
+        key: &str,
+        obj: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+    ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
-            .call(key, move |inst, s| {
+            .call_taped(key, mode, seed, taped, move |inst, s| {
                 Box::pin(async move {
                     reconciler(inst)?
                         .wasmlet_plugin_reconciler()
@@ -398,9 +536,41 @@ impl Loaded {
         key: &str,
         obj: &str,
     ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
+        let Some(recording) = &self.ctx.recording else {
+            return self
+                .finalize_taped(key, obj, TapeMode::Off, 0, &mut None)
+                .await;
+        };
+        let mut taped = None;
+        let mut r = self
+            .finalize_taped(key, obj, TapeMode::Record, 0, &mut taped)
+            .await;
+        let outcome = Outcome::of_finalize(&r);
+        let pending = recording.pending(self.call_record(
+            recording,
+            CallKind::Finalize,
+            key,
+            obj,
+            taped.unwrap_or_default(),
+            outcome,
+        ));
+        if let Ok((_, report)) = &mut r {
+            report.record = Some(pending);
+        }
+        r
+    }
+
+    async fn finalize_taped(
+        &self,
+        key: &str,
+        obj: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+    ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
         let obj = obj.to_string();
         let (result, report) = self
-            .call(key, move |inst, s| {
+            .call_taped(key, mode, seed, taped, move |inst, s| {
                 Box::pin(async move {
                     reconciler(inst)?
                         .wasmlet_plugin_reconciler()

@@ -166,6 +166,47 @@ impl Default for Limits {
     }
 }
 
+/// `[record]`: record this plugin's calls (see `plugin::record`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Record {
+    /// `false`: the section is kept but nothing is recorded (the host's
+    /// `--record NAME` still turns recording on).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// A record file is rotated before it would pass this size.
+    #[serde(default = "default_record_mib")]
+    pub max_file_mib: u32,
+    /// Rotated files kept besides the current one.
+    #[serde(default = "default_record_files")]
+    pub max_files: u32,
+    /// Record Secret values, credentials and sensitive bodies as they are.
+    #[serde(default)]
+    pub keep_secrets: bool,
+    /// Hosts (as in `http-hosts`, `*.` allowed) whose HTTP bodies are redacted.
+    #[serde(default)]
+    pub sensitive_http_hosts: Vec<String>,
+}
+
+fn default_record_mib() -> u32 {
+    16
+}
+fn default_record_files() -> u32 {
+    3
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            enabled: true,
+            max_file_mib: default_record_mib(),
+            max_files: default_record_files(),
+            keep_secrets: false,
+            sensitive_http_hosts: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
@@ -182,6 +223,7 @@ struct Raw {
     permissions: Permissions,
     #[serde(default)]
     limits: Limits,
+    record: Option<Record>,
 }
 
 /// A validated manifest.
@@ -196,6 +238,7 @@ pub struct Manifest {
     pub watches: Vec<(Watch, MapFn)>,
     pub permissions: Permissions,
     pub limits: Limits,
+    pub record: Option<Record>,
 }
 
 const VERBS: &[&str] = &[
@@ -214,6 +257,16 @@ impl Manifest {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::parse_with(text, path, true)
+    }
+
+    /// A manifest read from elsewhere than its plugin directory (a record's
+    /// header): its CRD files are not looked for.
+    pub fn parse_detached(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::parse_with(text, path, false)
+    }
+
+    fn parse_with(text: &str, path: &Path, with_files: bool) -> Result<Manifest, ManifestError> {
         let file = path.display().to_string();
         let err = |field: &str, message: String| ManifestError {
             file: file.clone(),
@@ -326,6 +379,11 @@ impl Manifest {
         if raw.limits.deadline_ms == 0 {
             return Err(err("limits.deadline-ms", "must be at least 1".into()));
         }
+        if let Some(r) = &raw.record
+            && r.max_file_mib == 0
+        {
+            return Err(err("record.max-file-mib", "must be at least 1".into()));
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut crds = Vec::new();
         for (i, c) in raw.crds.iter().enumerate() {
@@ -345,7 +403,7 @@ impl Manifest {
                 ));
             }
             let p = dir.join(c);
-            if !p.exists() {
+            if with_files && !p.exists() {
                 return Err(err(
                     &format!("crds[{i}]"),
                     format!("{} does not exist", p.display()),
@@ -363,6 +421,7 @@ impl Manifest {
             watches,
             permissions: raw.permissions,
             limits: raw.limits,
+            record: raw.record,
         })
     }
 
@@ -437,6 +496,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.crds.len(), 2);
+    }
+
+    #[test]
+    fn a_record_section_has_defaults_and_checked_fields() {
+        assert_eq!(parse(BASE).unwrap().record, None);
+        let m = parse(&format!("{BASE}[record]\n")).unwrap();
+        assert_eq!(m.record, Some(Record::default()));
+        let m = parse(&format!(
+            "{BASE}[record]\nmax-file-mib = 2\nsensitive-http-hosts = [\"vault.example.com\"]\n"
+        ))
+        .unwrap();
+        let r = m.record.unwrap();
+        assert_eq!((r.max_file_mib, r.max_files), (2, 3));
+        assert_eq!(r.sensitive_http_hosts, ["vault.example.com"]);
+        let e = parse(&format!("{BASE}[record]\nmax-file-mib = 0\n")).unwrap_err();
+        assert_eq!(e.field, "record.max-file-mib");
+        let e = parse(&format!("{BASE}[record]\nsecrets = true\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `secrets`"), "{e}");
     }
 
     #[test]

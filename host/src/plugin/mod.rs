@@ -10,7 +10,8 @@
 //! - [`imports`]: the contract's host side, checked against the manifest;
 //! - [`events`]: where `record-event` goes, truncated and rate-limited;
 //! - [`http`]: the shared outbound client behind the `http` import;
-//! - [`http_dns`]: its resolver, which refuses non-public addresses.
+//! - [`http_dns`]: its resolver, which refuses non-public addresses;
+//! - [`record`]: calls recorded as JSON lines, and replayed from them.
 //!
 //! The cluster behind the `client` import is [`crate::cluster`].
 
@@ -28,6 +29,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod outcome;
 pub mod provider;
+pub mod record;
 pub mod remote;
 pub mod sandbox;
 pub mod set;

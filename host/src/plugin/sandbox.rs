@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
+use super::record::Tape;
 use crate::cluster::ClusterAccess;
 
 /// A write a guest made through `client`, for the controller's expectations.
@@ -53,6 +54,17 @@ pub struct PluginCtx {
     pub workloads: Option<Arc<dyn super::provider::Workloads>>,
     /// The `http` import's outbound client (one per process); `None`: no outbound HTTP.
     pub http: Option<Arc<super::http::HttpClient>>,
+    /// Where this version's calls are recorded; `None`: not recorded.
+    pub recording: Option<Arc<super::record::Recording>>,
+    /// `wasmlet replay`: every import is answered from a record.
+    pub replay: bool,
+}
+
+impl PluginCtx {
+    /// Whether calls need a tape (recording or replaying).
+    pub fn taped(&self) -> bool {
+        self.recording.is_some() || self.replay
+    }
 }
 
 /// The most table elements one store may hold, across all its tables.
@@ -154,6 +166,8 @@ pub struct State {
     pub retry_soon: bool,
     /// When the call began (its deadline runs from here), for the `http` import's timeout.
     pub started: std::time::Instant,
+    /// Recording or replaying: the imports' (and WASI clocks' and random's) tape.
+    pub tape: Option<Arc<Tape>>,
 }
 
 /// What a call did besides its result.
@@ -161,14 +175,24 @@ pub struct State {
 pub struct CallReport {
     pub writes: Vec<Write>,
     pub retry_soon: bool,
+    /// Recording: the call's record, written once the host's writes for it are added.
+    pub record: Option<Arc<super::record::PendingRecord>>,
 }
 
 impl State {
     pub fn new(plugin: Arc<PluginCtx>, key: String) -> State {
+        State::with_tape(plugin, key, None)
+    }
+
+    /// A store's state whose WASI clocks and random go through `tape`.
+    pub fn with_tape(plugin: Arc<PluginCtx>, key: String, tape: Option<Arc<Tape>>) -> State {
         let mut wasi = WasiCtx::builder();
         wasi.allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
+        if let Some(t) = &tape {
+            super::record::tape::install(&mut wasi, t);
+        }
         let memory = plugin.manifest.limits.memory_mib as usize * 1024 * 1024;
         State {
             wasi: wasi.build(),
@@ -179,6 +203,7 @@ impl State {
             writes: Vec::new(),
             retry_soon: false,
             started: std::time::Instant::now(),
+            tape,
         }
     }
 }

@@ -20,6 +20,7 @@ use super::engine::PluginEngine;
 use super::loaded::{LoadError, Loaded};
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
+use super::record::{RecordSettings, RecordWriter, Recording, Redaction};
 use super::sandbox::PluginCtx;
 use crate::cluster::{Cluster, ClusterAccess};
 
@@ -78,6 +79,19 @@ pub struct PluginSet {
     history: Mutex<std::collections::VecDeque<Change>>,
     /// One scan at a time.
     scanning: tokio::sync::Mutex<()>,
+    /// Where calls are recorded, and which plugins record whatever their manifest says.
+    record: RwLock<Option<RecordConfig>>,
+    /// One record file writer per plugin name, shared by its versions.
+    writers: Mutex<BTreeMap<String, Arc<RecordWriter>>>,
+}
+
+/// Recording for a set (`wasmlet up|run --record NAME`).
+#[derive(Debug, Clone, Default)]
+pub struct RecordConfig {
+    /// The record files' directory (`DATA_DIR/records`).
+    pub dir: PathBuf,
+    /// Plugins recorded even without a manifest `[record]` (`*`: all).
+    pub plugins: Vec<String>,
 }
 
 fn fingerprint(wasm: &Path, toml: &Path) -> std::io::Result<String> {
@@ -102,7 +116,70 @@ impl PluginSet {
             events,
             history: Mutex::default(),
             scanning: tokio::sync::Mutex::new(()),
+            record: RwLock::new(None),
+            writers: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Turns recording on for versions loaded from now on: those whose
+    /// manifest has an enabled `[record]`, and those `config.plugins` names.
+    pub fn set_recording(&self, config: RecordConfig) {
+        *self.record.write().unwrap_or_else(|p| p.into_inner()) = Some(config);
+    }
+
+    /// The recording of a version of `name` with `manifest` (read from `toml`), if it records.
+    fn recording_for(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+        toml: &Path,
+    ) -> Option<Arc<Recording>> {
+        let config = self
+            .record
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let by_flag = config.plugins.iter().any(|p| p == name || p == "*");
+        if !by_flag && !manifest.record.as_ref().is_some_and(|r| r.enabled) {
+            return None;
+        }
+        if manifest.plugin.kind != super::manifest::PluginKind::Reconciler {
+            tracing::warn!(plugin = %name, "recording covers reconcilers only: this provider is not recorded");
+            return None;
+        }
+        let section = manifest.record.clone().unwrap_or_default();
+        let writer = {
+            let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+            match writers.get(name) {
+                Some(w) => w.clone(),
+                None => {
+                    let settings = RecordSettings {
+                        dir: config.dir.clone(),
+                        max_file_bytes: u64::from(section.max_file_mib) << 20,
+                        max_files: section.max_files,
+                    };
+                    match RecordWriter::start(name, &settings) {
+                        Ok(w) => {
+                            tracing::info!(plugin = %name, file = %w.path.display(), "recording calls");
+                            writers.insert(name.to_string(), w.clone());
+                            w
+                        }
+                        Err(e) => {
+                            tracing::warn!(plugin = %name, dir = %config.dir.display(), error = %e, "cannot record: no record file");
+                            return None;
+                        }
+                    }
+                }
+            }
+        };
+        Some(Arc::new(Recording {
+            writer,
+            manifest_text: std::fs::read_to_string(toml).unwrap_or_default().into(),
+            redaction: Redaction {
+                keep_secrets: section.keep_secrets,
+                sensitive_hosts: section.sensitive_http_hosts,
+            },
+        }))
     }
 
     /// Makes this set able to run providers (node agents call this before the first scan).
@@ -229,6 +306,8 @@ impl PluginSet {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             http: Some(super::http::HttpClient::shared()),
+            recording: self.recording_for(name, &manifest, toml),
+            replay: false,
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }

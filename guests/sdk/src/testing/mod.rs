@@ -31,6 +31,9 @@
 //! `not-found`. `spawn` records the spec and starts a workload that runs until the test
 //! ends it with [`FakeHost::exit`] or [`FakeHost::fail`]; `kill` is only recorded. Time is
 //! a fake clock ([`FakeHost::set_clock`]) used for start and finish times.
+//!
+//! [`RecordedCall`] turns a call the host recorded (`wasmlet up --record NAME`) into
+//! a fixture: its input object, a `FakeHost` holding what it read, and its outcome.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,8 +45,11 @@ use serde_json::Value;
 use crate::bindings::{client as raw, log as raw_log, types, workloads as wl};
 use crate::host::{Host, InstalledHost, install};
 
+mod record;
 mod selectors;
 mod workloads;
+
+pub use record::RecordedCall;
 
 use selectors::fields_match;
 pub use selectors::labels_match;

@@ -5,8 +5,12 @@ use crate::plugin::bindings::reconciler::wasmlet::plugin::http;
 use crate::plugin::metrics::PluginMetrics;
 use crate::plugin::sandbox::State;
 
-impl http::Host for State {
-    async fn fetch(&mut self, req: http::Request) -> Result<http::Response, http::HttpError> {
+impl State {
+    /// The live `http.fetch`.
+    pub(super) async fn fetch_live(
+        &mut self,
+        req: http::Request,
+    ) -> Result<http::Response, http::HttpError> {
         let url = crate::plugin::http::parse_url(&req.url)?;
         let host = url.host_str().unwrap_or("").to_string();
         if !self

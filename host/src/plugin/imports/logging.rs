@@ -4,8 +4,8 @@
 use crate::plugin::bindings::reconciler::wasmlet::plugin::log;
 use crate::plugin::sandbox::State;
 
-impl log::Host for State {
-    async fn enabled(&mut self, level: log::Level) -> bool {
+impl State {
+    pub(super) fn enabled_live(&self, level: log::Level) -> bool {
         match level {
             log::Level::Trace => tracing::enabled!(tracing::Level::TRACE),
             log::Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
@@ -15,7 +15,12 @@ impl log::Host for State {
         }
     }
 
-    async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+    pub(super) fn log_live(
+        &self,
+        level: log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) {
         // Guest field names are dynamic; tracing fields are static, so they
         // travel as one `fields` value.
         let fields: String = fields

@@ -4,6 +4,7 @@
 
 mod fetch;
 mod logging;
+mod taped;
 #[cfg(test)]
 mod tests;
 
@@ -193,8 +194,9 @@ impl State {
     }
 }
 
-impl client::Host for State {
-    async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+/// The live imports: what the host does when nothing is replayed.
+impl State {
+    async fn get_live(&mut self, target: ObjectRef) -> Result<String, ClientError> {
         let (api, r) = self
             .authorize(&target.api_version, &target.kind, None, "get")
             .await?;
@@ -205,7 +207,7 @@ impl client::Host for State {
         self.note(r)
     }
 
-    async fn list(
+    async fn list_live(
         &mut self,
         of: TypeRef,
         params: client::ListParams,
@@ -225,7 +227,7 @@ impl client::Host for State {
         self.note(r)
     }
 
-    async fn create(&mut self, obj: String) -> Result<String, ClientError> {
+    async fn create_live(&mut self, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, _) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "create").await?;
@@ -251,7 +253,7 @@ impl client::Host for State {
         Ok(created)
     }
 
-    async fn update(&mut self, obj: String) -> Result<String, ClientError> {
+    async fn update_live(&mut self, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, name) = meta_of(&v);
         let (api, r) = self.authorize(&av, &kind, None, "update").await?;
@@ -275,7 +277,7 @@ impl client::Host for State {
         Ok(updated)
     }
 
-    async fn patch(
+    async fn patch_live(
         &mut self,
         target: ObjectRef,
         how: PatchType,
@@ -284,7 +286,7 @@ impl client::Host for State {
         self.patch_any(target, how, body, false).await
     }
 
-    async fn patch_status(
+    async fn patch_status_live(
         &mut self,
         target: ObjectRef,
         how: PatchType,
@@ -293,7 +295,7 @@ impl client::Host for State {
         self.patch_any(target, how, body, true).await
     }
 
-    async fn delete(
+    async fn delete_live(
         &mut self,
         target: ObjectRef,
         options: DeleteOptions,
@@ -320,7 +322,7 @@ impl client::Host for State {
         Ok(())
     }
 
-    async fn evict(
+    async fn evict_live(
         &mut self,
         namespace: String,
         name: String,
@@ -350,7 +352,7 @@ impl client::Host for State {
         Ok(())
     }
 
-    async fn bind(
+    async fn bind_live(
         &mut self,
         namespace: String,
         name: String,
@@ -379,7 +381,7 @@ impl client::Host for State {
         Ok(())
     }
 
-    async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
+    async fn record_event_live(&mut self, event: Event) -> Result<(), ClientError> {
         let Some(sink) = &self.plugin.events else {
             return Err(ClientError::Unavailable(
                 "this host records no events".into(),

@@ -32,6 +32,8 @@ fn state_at(url: &str, rules: &str, extra: &str) -> State {
         events: None,
         workloads: None,
         http: None,
+        recording: None,
+        replay: false,
     };
     State::new(Arc::new(ctx), "default/x".into())
 }

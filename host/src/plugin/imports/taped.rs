@@ -1,0 +1,332 @@
+//! The contract's imports as the guest calls them: each goes through the
+//! call's tape ([`crate::plugin::record::Tape`]) when there is one. Replaying,
+//! the record answers and the live import never runs; recording, the live
+//! import runs and its request and answer are taped. Without a tape this is
+//! the live import and nothing else.
+
+use serde_json::{Value, json};
+
+use crate::plugin::bindings::reconciler::wasmlet::plugin::client::{
+    self, ClientError, DeleteOptions, Event, ObjectRef, PatchType, TypeRef,
+};
+use crate::plugin::bindings::reconciler::wasmlet::plugin::{http, log};
+use crate::plugin::record::{json_string_answer, json_string_result, result_answer, result_json};
+use crate::plugin::sandbox::State;
+
+/// What a replayed import answers when the record has nothing for it.
+trait Unanswered {
+    fn unanswered(message: String) -> Self;
+}
+
+impl<T> Unanswered for Result<T, ClientError> {
+    fn unanswered(message: String) -> Self {
+        Err(ClientError::Unavailable(message))
+    }
+}
+
+impl<T> Unanswered for Result<T, http::HttpError> {
+    fn unanswered(message: String) -> Self {
+        Err(http::HttpError::Other(message))
+    }
+}
+
+impl State {
+    /// The request as the record holds it, when the call is taped.
+    fn tape_args(&self, args: impl FnOnce() -> Value) -> Option<Value> {
+        let tape = self.tape.as_ref()?;
+        (tape.recording() || tape.replaying()).then(args)
+    }
+
+    /// Replaying: the record's answer to `op(args)`, or an error saying it has none.
+    fn replayed<T: Unanswered>(
+        &self,
+        op: &str,
+        args: &Option<Value>,
+        decode: impl FnOnce(Value) -> Option<T>,
+    ) -> Option<T> {
+        let (tape, args) = (self.tape.as_ref()?, args.as_ref()?);
+        if !tape.replaying() {
+            return None;
+        }
+        Some(
+            tape.answer(op, args.clone(), false)
+                .and_then(decode)
+                .unwrap_or_else(|| {
+                    T::unanswered(format!("replay: the record has no answer for {op} {args}"))
+                }),
+        )
+    }
+
+    /// Recording: tapes `op(args)` with its result.
+    fn taped(&self, op: &str, args: Option<Value>, result: impl FnOnce() -> Value) {
+        if let (Some(tape), Some(args)) = (&self.tape, args)
+            && tape.recording()
+        {
+            tape.record(op, args, result());
+        }
+    }
+}
+
+/// A JSON string argument as a JSON value (kept as text when it is not JSON).
+fn value_of(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
+}
+
+fn list_result(r: &Result<Vec<String>, ClientError>) -> Value {
+    match r {
+        Ok(items) => json!({ "ok": items.iter().map(|i| value_of(i)).collect::<Vec<_>>() }),
+        Err(e) => json!({ "err": e }),
+    }
+}
+
+fn list_answer(v: Value) -> Option<Result<Vec<String>, ClientError>> {
+    let Value::Object(mut m) = v else { return None };
+    if let Some(Value::Array(items)) = m.remove("ok") {
+        return Some(Ok(items.iter().map(Value::to_string).collect()));
+    }
+    serde_json::from_value(m.remove("err")?).ok().map(Err)
+}
+
+/// Runs `op` through the tape: `$live` is the live import, evaluated only
+/// when the record does not answer.
+macro_rules! through_tape {
+    ($self:ident, $op:literal, $args:expr, $encode:expr, $decode:expr, $live:expr) => {{
+        let args = $self.tape_args(|| $args);
+        if let Some(r) = $self.replayed($op, &args, $decode) {
+            return r;
+        }
+        let r = $live;
+        $self.taped($op, args, || $encode(&r));
+        r
+    }};
+}
+
+impl client::Host for State {
+    async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "client.get",
+            json!({ "target": &target }),
+            json_string_result,
+            json_string_answer,
+            self.get_live(target).await
+        )
+    }
+
+    async fn list(
+        &mut self,
+        of: TypeRef,
+        params: client::ListParams,
+    ) -> Result<Vec<String>, ClientError> {
+        through_tape!(
+            self,
+            "client.list",
+            json!({ "of": &of, "params": &params }),
+            list_result,
+            list_answer,
+            self.list_live(of, params).await
+        )
+    }
+
+    async fn create(&mut self, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "client.create",
+            json!({ "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.create_live(obj).await
+        )
+    }
+
+    async fn update(&mut self, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "client.update",
+            json!({ "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.update_live(obj).await
+        )
+    }
+
+    async fn patch(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "client.patch",
+            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_live(target, how, body).await
+        )
+    }
+
+    async fn patch_status(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "client.patch-status",
+            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_status_live(target, how, body).await
+        )
+    }
+
+    async fn delete(
+        &mut self,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            "client.delete",
+            json!({ "target": &target, "options": &options }),
+            result_json,
+            result_answer,
+            self.delete_live(target, options).await
+        )
+    }
+
+    async fn evict(
+        &mut self,
+        namespace: String,
+        name: String,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            "client.evict",
+            json!({ "namespace": &namespace, "name": &name, "options": &options }),
+            result_json,
+            result_answer,
+            self.evict_live(namespace, name, options).await
+        )
+    }
+
+    async fn bind(
+        &mut self,
+        namespace: String,
+        name: String,
+        node: String,
+    ) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            "client.bind",
+            json!({ "namespace": &namespace, "name": &name, "node": &node }),
+            result_json,
+            result_answer,
+            self.bind_live(namespace, name, node).await
+        )
+    }
+
+    async fn record_event(&mut self, event: Event) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            "client.record-event",
+            json!({ "event": &event }),
+            result_json,
+            result_answer,
+            self.record_event_live(event).await
+        )
+    }
+}
+
+/// An HTTP body as the record holds it: text when it is UTF-8.
+fn body_json(b: &[u8]) -> Value {
+    use base64::Engine;
+    match std::str::from_utf8(b) {
+        Ok(t) => json!({ "text": t }),
+        Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(b) }),
+    }
+}
+
+fn body_of(v: &Value) -> Option<Vec<u8>> {
+    use base64::Engine;
+    if let Some(t) = v.get("text").and_then(Value::as_str) {
+        return Some(t.as_bytes().to_vec());
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(v.get("base64")?.as_str()?)
+        .ok()
+}
+
+fn request_json(r: &http::Request) -> Value {
+    json!({
+        "method": &r.method, "url": &r.url, "headers": &r.headers,
+        "body": body_json(&r.body), "timeout-ms": r.timeout_ms,
+    })
+}
+
+fn response_result(r: &Result<http::Response, http::HttpError>) -> Value {
+    match r {
+        Ok(resp) => json!({ "ok": {
+            "status": resp.status, "headers": &resp.headers, "body": body_json(&resp.body),
+        }}),
+        Err(e) => json!({ "err": e }),
+    }
+}
+
+fn response_answer(v: Value) -> Option<Result<http::Response, http::HttpError>> {
+    let Value::Object(mut m) = v else { return None };
+    if let Some(ok) = m.remove("ok") {
+        return Some(Ok(http::Response {
+            status: ok.get("status")?.as_u64()? as u16,
+            headers: serde_json::from_value(ok.get("headers")?.clone()).ok()?,
+            body: body_of(ok.get("body")?)?,
+        }));
+    }
+    serde_json::from_value(m.remove("err")?).ok().map(Err)
+}
+
+impl http::Host for State {
+    async fn fetch(&mut self, req: http::Request) -> Result<http::Response, http::HttpError> {
+        through_tape!(
+            self,
+            "http.fetch",
+            request_json(&req),
+            response_result,
+            response_answer,
+            self.fetch_live(req).await
+        )
+    }
+}
+
+impl log::Host for State {
+    async fn enabled(&mut self, level: log::Level) -> bool {
+        let args = self.tape_args(|| json!({ "level": level }));
+        if let (Some(tape), Some(a)) = (&self.tape, &args)
+            && tape.replaying()
+            && let Some(b) = tape
+                .answer("log.enabled", a.clone(), true)
+                .and_then(|v| v.as_bool())
+        {
+            return b;
+        }
+        let on = self.enabled_live(level);
+        self.taped("log.enabled", args, || json!(on));
+        on
+    }
+
+    async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+        let args =
+            self.tape_args(|| json!({ "level": level, "message": &message, "fields": &fields }));
+        if let (Some(tape), Some(a)) = (&self.tape, &args)
+            && tape.replaying()
+        {
+            // A log line is no answer the guest depends on: used up if recorded, never a divergence.
+            tape.answer("log.log", a.clone(), true);
+        }
+        self.taped("log.log", args, || Value::Null);
+        self.log_live(level, message, fields);
+    }
+}

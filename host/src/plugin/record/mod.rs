@@ -1,0 +1,370 @@
+//! Recording guest calls, and replaying them against any build of a plugin
+//! with no cluster (issue 15).
+//!
+//! The host owns every input of a reconciler call: the object, each import's
+//! answer, the WASI clocks and random. A recording plugin (manifest
+//! `[record]`, or `wasmlet up|run --record NAME`) gets a [`Tape`] in each
+//! call's store; the imports ([`super::imports`]) and the tape's clocks and
+//! random sources ([`tape`]) write every request and its answer to it, so a
+//! call can be run again with each answer taken from the tape
+//! ([`replay`], `wasmlet replay`).
+//!
+//! # The record format, version 1
+//!
+//! JSON lines, one file per plugin: `DATA_DIR/records/NAME.jsonl`, rotated to
+//! `NAME.jsonl.1` .. `NAME.jsonl.N` when it would pass its size
+//! (`[record] max-file-mib`, default 16; `max-files`, default 3). Each file
+//! starts with a **header** line, which is repeated before the first record of
+//! another plugin version (digest) or manifest:
+//!
+//! ```json
+//! {"format":"wasmlet-record","version":1,"plugin":"configmap-summary",
+//!  "digest":"<sha256 of the .wasm>","manifest":"<the manifest's TOML>","redacted":true}
+//! ```
+//!
+//! Every other line is one **call**:
+//!
+//! ```json
+//! {"seq":1,"at":"2026-11-25T02:10:00.123Z","plugin":"configmap-summary","digest":"...",
+//!  "call":"reconcile","key":"default/s1","input":{...the object...},
+//!  "insecure-seed":"<u128, hex>",
+//!  "imports":[{"op":"client.list","args":{...},"result":{"ok":[...]}},
+//!             {"op":"clock.wall","result":1764036600123000000}, ...],
+//!  "outcome":{"kind":"reconciled","status":{...},"conditions":[...],"requeue-after-ms":null},
+//!  "host-writes":[{"op":"patch-status","key":"default/s1","body":{...},"result":{"ok":"123"}}]}
+//! ```
+//!
+//! - `call`: `reconcile` or `finalize`; `seq` counts the plugin's records
+//!   since the host started.
+//! - `imports`, in the order the guest made them. `op` is the WIT interface
+//!   and function (`client.get`, `client.list`, `client.create`,
+//!   `client.update`, `client.patch`, `client.patch-status`, `client.delete`,
+//!   `client.evict`, `client.bind`, `client.record-event`, `http.fetch`,
+//!   `log.enabled`, `log.log`) or a WASI read (`clock.wall` and
+//!   `clock.monotonic`: nanoseconds; `random.secure` and `random.insecure`:
+//!   `args.len` bytes, hex). `args` are the contract's arguments (records in
+//!   their Rust field names, variants as serde's externally tagged enums;
+//!   objects and patch bodies as JSON values; HTTP bodies as `{"text":..}` or
+//!   `{"base64":..}`). `result` is `{"ok": ...}` or `{"err": <the contract's
+//!   error variant>}` for fallible calls, the plain value otherwise.
+//! - `outcome.kind`: `reconciled` (status, conditions, requeue-after-ms),
+//!   `finalized` (done, retry-after-ms), `guest-error` (terminal, reason,
+//!   message, status, conditions) or `failed` (error: a trap, timeout,
+//!   out-of-memory or refused result).
+//! - `host-writes`: what the host wrote because of the outcome (the status
+//!   patch, the finalizer's removal), with the resourceVersion stored or the error.
+//!
+//! Redaction (unless `[record] keep-secrets = true`; the header says
+//! `"redacted"`): every value of a Secret's `data` and `stringData` and its
+//! `last-applied-configuration` annotation, wherever a Secret appears (the
+//! input, read results, write arguments and results), becomes `"<redacted>"`;
+//! so do the values of `authorization`, `proxy-authorization`, `cookie` and
+//! `set-cookie` headers, and the request and response bodies of HTTP calls to
+//! the hosts in `[record] sensitive-http-hosts`. A replay sees the redacted values.
+
+mod redact;
+pub mod replay;
+pub mod tape;
+mod writer;
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub use redact::Redaction;
+pub use tape::{Tape, TapeMode, Taped};
+pub use writer::{RecordSettings, RecordWriter};
+
+use super::loaded::CallError;
+use super::outcome::{Finalized, GuestCondition, GuestError, Reconciled};
+use super::sandbox::CallReport;
+
+/// The `format` of a header line.
+pub const FORMAT: &str = "wasmlet-record";
+/// The format version this host writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The first line of a record file, repeated when the plugin version changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    pub plugin: String,
+    /// The plugin version: sha256 of its `.wasm`.
+    pub digest: String,
+    /// The manifest's TOML, as loaded.
+    pub manifest: String,
+    pub redacted: bool,
+}
+
+/// Which export a record is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallKind {
+    Reconcile,
+    Finalize,
+}
+
+/// One guest call, complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CallRecord {
+    pub seq: u64,
+    pub at: String,
+    pub plugin: String,
+    pub digest: String,
+    pub call: CallKind,
+    pub key: String,
+    pub input: Value,
+    /// `wasi:random/insecure-seed`'s answer for this call's store, hex.
+    pub insecure_seed: String,
+    pub imports: Vec<Entry>,
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub host_writes: Vec<HostWrite>,
+}
+
+/// One import call with its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub args: Value,
+    #[serde(default)]
+    pub result: Value,
+}
+
+/// A condition as the guest returned it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl From<&GuestCondition> for Condition {
+    fn from(c: &GuestCondition) -> Condition {
+        Condition {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        }
+    }
+}
+
+/// What a call returned, as the host took it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "kebab-case",
+    deny_unknown_fields
+)]
+pub enum Outcome {
+    Reconciled {
+        status: Option<Value>,
+        conditions: Vec<Condition>,
+        requeue_after_ms: Option<u64>,
+    },
+    Finalized {
+        done: bool,
+        retry_after_ms: Option<u64>,
+    },
+    GuestError {
+        terminal: bool,
+        reason: String,
+        message: String,
+        status: Option<Value>,
+        conditions: Vec<Condition>,
+    },
+    /// The sandbox failed the call (trap, timeout, out of memory, refused result).
+    Failed { error: String },
+}
+
+type CallResult<T> = Result<(Result<T, GuestError>, CallReport), CallError>;
+
+impl Outcome {
+    fn of_error(e: &GuestError) -> Outcome {
+        Outcome::GuestError {
+            terminal: e.terminal,
+            reason: e.reason.clone(),
+            message: e.message.clone(),
+            status: e.status.clone(),
+            conditions: e.conditions.iter().map(Condition::from).collect(),
+        }
+    }
+
+    pub fn of_reconcile(r: &CallResult<Reconciled>) -> Outcome {
+        match r {
+            Ok((Ok(o), _)) => Outcome::Reconciled {
+                status: o.status.clone(),
+                conditions: o.conditions.iter().map(Condition::from).collect(),
+                requeue_after_ms: o.requeue_after.map(|d| d.as_millis() as u64),
+            },
+            Ok((Err(e), _)) => Outcome::of_error(e),
+            Err(e) => Outcome::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+
+    pub fn of_finalize(r: &CallResult<Finalized>) -> Outcome {
+        match r {
+            Ok((Ok(Finalized::Done), _)) => Outcome::Finalized {
+                done: true,
+                retry_after_ms: None,
+            },
+            Ok((Ok(Finalized::RetryAfter(d)), _)) => Outcome::Finalized {
+                done: false,
+                retry_after_ms: Some(d.as_millis() as u64),
+            },
+            Ok((Err(e), _)) => Outcome::of_error(e),
+            Err(e) => Outcome::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+/// A write the host made because of a call's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWrite {
+    /// `patch-status` (the host-owned status) or `patch` (finalizers).
+    pub op: String,
+    pub key: String,
+    pub body: Value,
+    /// `{"ok": resourceVersion}` or `{"err": message}`.
+    pub result: Value,
+}
+
+/// One plugin version's recording: where its records go and how they are redacted.
+pub struct Recording {
+    pub writer: Arc<RecordWriter>,
+    pub manifest_text: Arc<str>,
+    pub redaction: Redaction,
+}
+
+impl Recording {
+    /// Holds `record` until the host has made its writes (or the call's report
+    /// is dropped), then writes it.
+    pub fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
+        Arc::new(PendingRecord {
+            record: Mutex::new(Some(record)),
+            writer: self.writer.clone(),
+            manifest: self.manifest_text.clone(),
+            redacted: self.redaction.redacts(),
+        })
+    }
+}
+
+/// A call's record, waiting for the host writes the outcome causes; written
+/// when the last holder drops it.
+pub struct PendingRecord {
+    record: Mutex<Option<CallRecord>>,
+    writer: Arc<RecordWriter>,
+    manifest: Arc<str>,
+    redacted: bool,
+}
+
+impl std::fmt::Debug for PendingRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingRecord")
+    }
+}
+
+impl PendingRecord {
+    /// Adds a host write and its response (the stored resourceVersion, or the error).
+    pub fn host_write(
+        &self,
+        op: &str,
+        key: &str,
+        body: &Value,
+        result: Result<Option<&str>, String>,
+    ) {
+        let result = match result {
+            Ok(rv) => json!({ "ok": rv }),
+            Err(e) => json!({ "err": e }),
+        };
+        let mut r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = r.as_mut() {
+            r.host_writes.push(HostWrite {
+                op: op.into(),
+                key: key.into(),
+                body: body.clone(),
+                result,
+            });
+        }
+    }
+}
+
+impl Drop for PendingRecord {
+    fn drop(&mut self) {
+        let record = self
+            .record
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(r) = record {
+            self.writer.write(r, self.manifest.clone(), self.redacted);
+        }
+    }
+}
+
+/// The current wall time as RFC 3339 with milliseconds.
+pub(crate) fn now_rfc3339() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// An `{"ok": ...}` / `{"err": ...}` result of a call answering a JSON string.
+pub(crate) fn json_string_result<E: Serialize>(r: &Result<String, E>) -> Value {
+    match r {
+        Ok(s) => match serde_json::from_str::<Value>(s) {
+            Ok(v) => json!({ "ok": v }),
+            Err(_) => json!({ "ok-text": s }),
+        },
+        Err(e) => json!({ "err": e }),
+    }
+}
+
+/// The reverse of [`json_string_result`]; `None` when `v` is not one.
+pub(crate) fn json_string_answer<E: serde::de::DeserializeOwned>(
+    v: Value,
+) -> Option<Result<String, E>> {
+    let Value::Object(mut m) = v else { return None };
+    if let Some(ok) = m.remove("ok") {
+        return Some(Ok(ok.to_string()));
+    }
+    if let Some(Value::String(s)) = m.remove("ok-text") {
+        return Some(Ok(s));
+    }
+    serde_json::from_value(m.remove("err")?).ok().map(Err)
+}
+
+/// `{"ok": v}` / `{"err": e}` for any serialisable result.
+pub(crate) fn result_json<T: Serialize, E: Serialize>(r: &Result<T, E>) -> Value {
+    match r {
+        Ok(v) => json!({ "ok": v }),
+        Err(e) => json!({ "err": e }),
+    }
+}
+
+/// The reverse of [`result_json`].
+pub(crate) fn result_answer<T: serde::de::DeserializeOwned, E: serde::de::DeserializeOwned>(
+    v: Value,
+) -> Option<Result<T, E>> {
+    let Value::Object(mut m) = v else { return None };
+    if let Some(ok) = m.remove("ok") {
+        return serde_json::from_value(ok).ok().map(Ok);
+    }
+    serde_json::from_value(m.remove("err")?).ok().map(Err)
+}

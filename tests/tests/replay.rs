@@ -1,0 +1,320 @@
+//! Record and replay (issue 15), end to end: `wasmlet up --record` writes a
+//! record of every call, `wasmlet replay` runs them again without a cluster.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasmlet_e2e::summary::{create_configmap, create_summary, status_keys, summaries};
+use wasmlet_e2e::{
+    Plane, built_plugins, eventually, install_plugin, install_plugin_with, wasmlet_bin,
+};
+
+/// Every call line of a record file (header lines skipped).
+fn calls(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("format").is_none())
+        .collect()
+}
+
+/// The last recorded `status.keys` of each key.
+fn last_keys(calls: &[Value]) -> std::collections::BTreeMap<String, i64> {
+    calls
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c["key"].as_str()?.to_string(),
+                c.pointer("/outcome/status/keys")?.as_i64()?,
+            ))
+        })
+        .collect()
+}
+
+fn replay(args: &[&str]) -> anyhow::Result<Output> {
+    Ok(Command::new(wasmlet_bin())
+        .arg("replay")
+        .args(args)
+        .env("WASMLET_LOG", "warn")
+        .output()?)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The keys of the calls a replay reported `verdict` for.
+fn keys_reported(out: &Output, verdict: &str) -> BTreeSet<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("call ") && l.ends_with(&format!(": {verdict}")))
+        .filter_map(|l| {
+            l.strip_suffix(&format!(": {verdict}"))?
+                .rsplit(' ')
+                .next()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_busy_run_replays_the_same_and_a_changed_version_differs_on_exactly_its_keys()
+-> anyhow::Result<()> {
+    let plane = Plane::start_up(&["--record", "configmap-summary"]).await?;
+    let client = plane.client().await?;
+    install_plugin(&plane.plugin_dir(), "configmap-summary")?;
+    let api = summaries(&client);
+    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+
+    // Twelve summaries, each with a ConfigMap of i % 6 keys, then more keys
+    // for some: s0..s2 end at 1..3 keys, s3 goes from 3 to 4.
+    let n = 12;
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..n {
+        create_summary(&api, &format!("s{i}"), json!({})).await?;
+        create_configmap(&client, &format!("cm{i}"), &format!("s{i}"), i % 6).await?;
+        expected.insert(format!("default/s{i}"), (i % 6) as i64);
+    }
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    for i in 0..4 {
+        cms.patch(
+            &format!("cm{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"extra": "1"}})),
+        )
+        .await?;
+        *expected.get_mut(&format!("default/s{i}")).unwrap() += 1;
+    }
+    for (key, keys) in &expected {
+        let name = key.trim_start_matches("default/");
+        eventually(
+            Duration::from_secs(30),
+            &format!("{key} keys={keys}"),
+            || async {
+                let o = api.get(name).await.ok()?;
+                (status_keys(&o) == Some(*keys)).then_some(())
+            },
+        )
+        .await?;
+    }
+    // The status is written before the record is (the record holds the
+    // status write's response): wait until the file shows every final count.
+    let file = plane.data_dir().join("records/configmap-summary.jsonl");
+    eventually(
+        Duration::from_secs(20),
+        "the final counts in the record",
+        || async { (last_keys(&calls(&file)) == expected).then_some(()) },
+    )
+    .await?;
+
+    // Replay a snapshot (beside the live file, so replay finds the data
+    // directory's plugins and cache): late calls cannot change the counts.
+    let snapshot = plane.data_dir().join("records/snapshot.jsonl");
+    std::fs::copy(&file, &snapshot)?;
+    let file = snapshot;
+    let recorded = calls(&file);
+    assert!(recorded.len() >= n, "{} calls", recorded.len());
+    let first = std::fs::read_to_string(&file)?;
+    let header: Value = serde_json::from_str(first.lines().next().unwrap())?;
+    assert_eq!(header["format"], "wasmlet-record");
+    assert_eq!(header["version"], 1);
+    assert!(
+        header["manifest"]
+            .as_str()
+            .unwrap()
+            .contains("ConfigSummary")
+    );
+    for c in &recorded {
+        assert_eq!(c["call"], "reconcile");
+        let ops: Vec<&str> = c["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["op"].as_str())
+            .collect();
+        assert!(ops.contains(&"client.list"), "{ops:?}");
+    }
+    assert!(
+        recorded
+            .iter()
+            .any(|c| c["host-writes"][0]["op"] == "patch-status"
+                && c["host-writes"][0]["result"]["ok"].is_string()),
+        "no recorded status write"
+    );
+
+    // The recorded version on its own records: every call the same.
+    let path = file.display().to_string();
+    let out = replay(&[&path])?;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "replayed {} calls: {} same, 0 different, 0 diverged",
+            recorded.len(),
+            recorded.len()
+        )),
+        "{}",
+        text(&out)
+    );
+
+    // The changed version: exactly the summaries that counted more than 3 keys differ.
+    let variant = built_plugins().join("summary-variant.wasm");
+    let out = replay(&[&path, "--plugin", &variant.display().to_string()])?;
+    assert!(!out.status.success(), "{}", text(&out));
+    let want: BTreeSet<String> = expected
+        .iter()
+        .filter(|(_, k)| **k > 3)
+        .map(|(key, _)| key.clone())
+        .collect();
+    assert_eq!(want.len(), 5, "s3, s4, s5, s10, s11");
+    assert_eq!(keys_reported(&out, "different"), want, "{}", text(&out));
+    assert!(!stdout_has(&out, ": diverged"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("/outcome/status/keys: 5 -> 3"),
+        "{}",
+        text(&out)
+    );
+
+    // --key and --call pick calls.
+    let out = replay(&[&path, "--key", "default/s4"])?;
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("call "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l.contains(" default/s4: ")),
+        "{lines:?}"
+    );
+    let out = replay(&[&path, "--call", "2"])?;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("replayed 1 calls"),
+        "{}",
+        text(&out)
+    );
+    Ok(())
+}
+
+fn stdout_has(o: &Output, s: &str) -> bool {
+    String::from_utf8_lossy(&o.stdout).contains(s)
+}
+
+/// A malformed record file is refused naming its line and field.
+#[tokio::test]
+async fn a_malformed_record_file_is_refused_naming_line_and_field() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let p: PathBuf = dir.path().join("x.jsonl");
+    std::fs::write(
+        &p,
+        "{\"format\":\"wasmlet-record\",\"version\":1,\"plugin\":\"p\",\"digest\":\"d\",\"manifest\":\"\",\"redacted\":true}\n{\"seq\":1}\n",
+    )?;
+    let out = replay(&[&p.display().to_string()])?;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2: .: missing field `at`", p.display())),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_record_after_reading_a_secret_holds_no_secret_bytes() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    // The changed guest reads the Secret a summary names; its manifest turns
+    // recording on (no --record flag) and ships the example's CRD.
+    install_plugin_with(&plane.plugin_dir(), "summary-variant", |toml| {
+        format!("crds = [\"configsummary.crd.yaml\"]\n{toml}\n[record]\nmax-file-mib = 1\n")
+    })?;
+    let api = summaries(&client);
+    eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    let password = "hunter2-very-secret-bytes";
+    let token = "tok-0123456789-secret";
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"password": password, "token": token},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
+    create_summary(&api, "sec", json!({})).await?;
+    api.patch(
+        "sec",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {
+            "wasmlet.dev/secret": "creds",
+            // The guest's requeue then depends on the WASI clocks and random too.
+            "wasmlet.dev/stamp": "",
+        }}})),
+    )
+    .await?;
+    // (The example CRD prunes `status.secretKeys`: the record shows it.)
+    let file = plane.data_dir().join("records/summary-variant.jsonl");
+    let read_secret = |c: &Value| {
+        c["imports"].as_array().is_some_and(|is| {
+            is.iter()
+                .any(|e| e["op"] == "client.get" && e["args"]["target"]["kind"] == "Secret")
+        }) && c.pointer("/outcome/status/secretKeys") == Some(&json!(2))
+    };
+    eventually(
+        Duration::from_secs(30),
+        "a recorded Secret read",
+        || async { calls(&file).iter().any(read_secret).then_some(()) },
+    )
+    .await?;
+    let bytes = std::fs::read(&file)?;
+    let raw = String::from_utf8_lossy(&bytes);
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for secret in [password, token] {
+        for form in [secret.to_string(), b64.encode(secret)] {
+            assert!(!raw.contains(&form), "{form} is in the record:\n{raw}");
+        }
+        // Nor any long piece of its base64 (a value cut differently).
+        assert!(!raw.contains(&b64.encode(secret)[..12]), "{raw}");
+    }
+    assert!(raw.contains("PHJlZGFjdGVkPg=="), "{raw}");
+    // The clock reads are recorded ...
+    let stamped = calls(&file).into_iter().rfind(|c| read_secret(c)).unwrap();
+    let ops: Vec<String> = stamped["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["op"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        ops.iter().any(|o| o == "clock.wall") && ops.iter().any(|o| o == "clock.monotonic"),
+        "{ops:?}"
+    );
+    assert!(stamped["outcome"]["requeue-after-ms"].as_u64().unwrap() >= 600_000);
+    // ... and answered in the replay: the redacted record replays the same
+    // (the guest decodes the redacted Secret and counts its keys; its
+    // clock- and random-derived requeue comes out as recorded).
+    let out = replay(&[&file.display().to_string()])?;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout_has(&out, " 0 different, 0 diverged"),
+        "{}",
+        text(&out)
+    );
+    Ok(())
+}
