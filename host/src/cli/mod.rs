@@ -4,10 +4,12 @@
 //! - `wasmlet run --kubeconfig PATH`: the host against any cluster;
 //! - `wasmlet apiserver`: only the embedded API server;
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
-//! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`.
+//! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
+//! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
 mod args;
 mod check;
+mod datastore;
 mod host;
 mod registry;
 mod scaffold;
@@ -76,6 +78,9 @@ enum Command {
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Prepare the PostgreSQL tables `source = "postgres"` reconcilers read.
+    #[command(subcommand)]
+    Datastore(datastore::DatastoreCommand),
 }
 
 #[derive(Subcommand)]
@@ -258,6 +263,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             tokio::signal::ctrl_c().await?;
             stop(agent).await;
         }
+        Command::Datastore(command) => datastore::run(command).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
         Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,
