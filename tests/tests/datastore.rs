@@ -146,7 +146,11 @@ async fn init_creates_the_table_revisions_and_notifications() -> Result<()> {
         .execute("INSERT INTO rows (id) VALUES ('')", &[])
         .await
         .unwrap_err();
-    assert!(bad_id.to_string().contains("check"), "{bad_id}");
+    assert_eq!(
+        bad_id.code(),
+        Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION),
+        "{bad_id:?}"
+    );
 
     // An abusive table name is refused before any SQL runs.
     db.batch_execute("CREATE TABLE canary (x int)").await?;
