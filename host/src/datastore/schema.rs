@@ -8,7 +8,7 @@ use super::{Datastore, DatastoreError, Table};
 /// Serialises concurrent migrations (two hosts starting at once would
 /// otherwise race on `CREATE OR REPLACE FUNCTION`). Any constant works; this
 /// one spells "wasmlet" in ASCII.
-const MIGRATION_LOCK: i64 = 0x7761_736d_6c65_74;
+const MIGRATION_LOCK: i64 = 0x0077_6173_6d6c_6574;
 
 /// The statements that create `table` and its triggers.
 pub fn migration(table: &Table) -> String {
