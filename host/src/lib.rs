@@ -9,6 +9,8 @@
 //!   pod state machines, WASI workloads, kubelet API);
 //! - [`plugin`]: the plugin runtime (manifest, engine, sandboxed calls);
 //! - [`cluster`]: cluster access (resolver, caches, reads and writes);
+//! - [`datastore`]: PostgreSQL tables as a source of objects (schema, rows,
+//!   the LISTEN/NOTIFY watcher), used by [`controller`];
 //! - [`endpoints`] (metrics and health), [`telemetry`] (logs and OTLP spans)
 //!   and [`private_dir`] (0700 directories).
 //!
@@ -23,6 +25,7 @@ pub mod builtins;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod datastore;
 pub mod endpoints;
 pub mod node;
 pub mod oci;

@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod postgres;
 pub mod registry;
 pub mod sroll;
 pub mod summary;

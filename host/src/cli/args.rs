@@ -47,6 +47,14 @@ pub struct HostArgs {
     /// How often every cached object is re-enqueued at low priority.
     #[arg(long, default_value_t = 600)]
     pub resync_seconds: u64,
+    /// The PostgreSQL database of `source = "postgres"` reconcilers
+    /// (`postgres://USER@HOST:PORT/DB`); plugins never see it.
+    #[arg(long, env = "WASMLET_DATASTORE_URL", hide_env_values = true)]
+    pub datastore_url: Option<String>,
+    /// Connections the host opens to the datastore at most (plus one LISTEN
+    /// connection per table reconciler).
+    #[arg(long, default_value_t = 8)]
+    pub datastore_max_connections: usize,
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     pub debug_cache_delay_ms: u64,

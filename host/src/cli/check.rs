@@ -48,7 +48,12 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
             .as_deref()
             .map(|s| format!(" matching {s}"))
             .unwrap_or_default();
-        say!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind);
+        match &r.table {
+            Some(table) if r.from_table() => {
+                say!("  reconciles: rows of PostgreSQL table {table} (the host's --datastore-url)")
+            }
+            _ => say!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind),
+        }
     }
     say!(
         "  conditions: {}",
@@ -92,7 +97,7 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
     }
     for c in &manifest.crds {
         say!("  ships CRD file: {}", c.display());
-        let Some(r) = &manifest.reconciles else {
+        let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.from_table()) else {
             continue;
         };
         let (group, version) = r

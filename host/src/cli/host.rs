@@ -208,8 +208,16 @@ pub(super) async fn run_host(
         ));
     }
     if let Some(plugins) = plugins {
+        let datastore = match &host.datastore_url {
+            Some(url) => Some(crate::datastore::Datastore::new(
+                url,
+                host.datastore_max_connections,
+            )?),
+            None => None,
+        };
         let config = ControllerConfig {
             resync: std::time::Duration::from_secs(host.resync_seconds.max(1)),
+            datastore,
             ..Default::default()
         };
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);

@@ -6,9 +6,11 @@
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
 //! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster.
+//! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
 mod args;
 mod check;
+mod datastore;
 mod host;
 mod registry;
 mod replay;
@@ -86,6 +88,9 @@ enum Command {
     /// build, with no cluster: each import is answered from the record. Says per
     /// call: same, different (with the differences) or diverged; fails unless all are the same.
     Replay(replay::ReplayArgs),
+    /// Prepare the PostgreSQL tables `source = "postgres"` reconcilers read.
+    #[command(subcommand)]
+    Datastore(datastore::DatastoreCommand),
 }
 
 #[derive(Subcommand)]
@@ -269,6 +274,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             stop(agent).await;
         }
         Command::Replay(args) => replay::replay(args).await?,
+        Command::Datastore(command) => datastore::run(command).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
         Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,

@@ -33,6 +33,8 @@ pub struct ControllerConfig {
     pub field_manager: String,
     /// `false`: a host that FIFOs everything at one priority (for benchmarks).
     pub priorities: bool,
+    /// Where `source = "postgres"` reconcilers find their tables.
+    pub datastore: Option<crate::datastore::Datastore>,
 }
 
 impl Default for ControllerConfig {
@@ -43,6 +45,7 @@ impl Default for ControllerConfig {
             expectations_timeout: Duration::from_secs(300),
             field_manager: "wasmlet".into(),
             priorities: true,
+            datastore: None,
         }
     }
 }
@@ -50,7 +53,10 @@ impl Default for ControllerConfig {
 /// The host's queue settings with the plugin's say on the low lane: its rate,
 /// and idle workers taking low items while one worker stays free for high
 /// work (the only worker, at concurrency 1).
-fn queue_config(host: &QueueConfig, limits: &crate::plugin::manifest::Limits) -> QueueConfig {
+pub(super) fn queue_config(
+    host: &QueueConfig,
+    limits: &crate::plugin::manifest::Limits,
+) -> QueueConfig {
     let workers = limits.concurrency as usize;
     QueueConfig {
         low_per_minute: limits.low_per_minute.unwrap_or(host.low_per_minute),
@@ -114,6 +120,16 @@ pub enum StartError {
     NotLoaded(String),
     #[error("plugin {0} reconciles nothing")]
     NotAReconciler(String),
+    #[error(
+        "plugin {0} reconciles a datastore table, but the host has no datastore (--datastore-url or WASMLET_DATASTORE_URL)"
+    )]
+    NoDatastore(String),
+    #[error("{plugin}: reconciles.table: {source}")]
+    Table {
+        plugin: String,
+        #[source]
+        source: crate::datastore::DatastoreError,
+    },
     #[error("{plugin}: reconciles.label-selector: {message}")]
     Selector { plugin: String, message: String },
     #[error("{plugin}: {role} {api_version} {kind}: {source}")]

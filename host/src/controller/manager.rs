@@ -30,6 +30,7 @@ use super::controller::{Controller, ControllerConfig};
 use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source;
+use super::table::TableController;
 use crate::cluster::cache::Caches;
 use crate::plugin::manifest::{MapFn, PluginKind, Reconciles, TypeRef, Watch};
 use crate::plugin::{PluginEvent, PluginSet};
@@ -51,8 +52,23 @@ struct Shape {
     concurrency: u32,
 }
 
+/// A running controller: of a Kubernetes kind or of a datastore table.
+enum Runner {
+    Kind(Arc<Controller>),
+    Table(Arc<TableController>),
+}
+
+impl Runner {
+    fn stop(&self) {
+        match self {
+            Runner::Kind(c) => c.queue.shutdown(),
+            Runner::Table(c) => c.queue.shutdown(),
+        }
+    }
+}
+
 struct Running {
-    controller: Arc<Controller>,
+    runner: Runner,
     _tasks: JoinSet<()>,
     shape: Shape,
 }
@@ -110,13 +126,20 @@ impl Manager {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The running controller of plugin `name`.
+    /// The running controller of plugin `name` (of a Kubernetes kind).
     pub fn controller(&self, name: &str) -> Option<Arc<Controller>> {
-        self.slots()
-            .get(name)?
-            .running
-            .as_ref()
-            .map(|r| r.controller.clone())
+        match &self.slots().get(name)?.running.as_ref()?.runner {
+            Runner::Kind(c) => Some(c.clone()),
+            Runner::Table(_) => None,
+        }
+    }
+
+    /// The running controller of plugin `name` (of a datastore table).
+    pub fn table_controller(&self, name: &str) -> Option<Arc<TableController>> {
+        match &self.slots().get(name)?.running.as_ref()?.runner {
+            Runner::Table(c) => Some(c.clone()),
+            Runner::Kind(_) => None,
+        }
     }
 
     fn shape(&self, name: &str) -> Option<Shape> {
@@ -153,7 +176,7 @@ impl Manager {
         slot.epoch += 1;
         slot.starting = None;
         if let Some(r) = slot.running.take() {
-            r.controller.queue.shutdown();
+            r.runner.stop();
             tracing::info!(plugin = %name, "controller stopped");
         }
         let Some(shape) = shape else {
@@ -170,15 +193,32 @@ impl Manager {
     }
 
     async fn start(self: Arc<Self>, name: String, shape: Shape, epoch: u64) {
-        let started = Controller::start(
-            &name,
-            self.plugins.clone() as Arc<dyn source::Source>,
-            self.caches.clone(),
-            self.config.clone(),
-            self.metrics.clone(),
-            self.leading.clone(),
-        )
-        .await;
+        let from_table = shape.reconciles.as_ref().is_some_and(|r| r.from_table());
+        let started = if from_table {
+            match self.plugins.get(&name) {
+                Some(p) => TableController::start(
+                    &name,
+                    self.plugins.clone() as Arc<dyn source::Source>,
+                    &p.manifest,
+                    &self.config,
+                    self.metrics.clone(),
+                    self.leading.clone(),
+                )
+                .map(|(c, tasks)| (Runner::Table(c), tasks)),
+                None => Err(super::controller::StartError::NotLoaded(name.clone())),
+            }
+        } else {
+            Controller::start(
+                &name,
+                self.plugins.clone() as Arc<dyn source::Source>,
+                self.caches.clone(),
+                self.config.clone(),
+                self.metrics.clone(),
+                self.leading.clone(),
+            )
+            .await
+            .map(|(c, tasks)| (Runner::Kind(c), tasks))
+        };
         let mut slots = self.slots();
         let Some(slot) = slots.get_mut(&name).filter(|s| s.epoch == epoch) else {
             // Superseded while starting: dropping the tasks stops them.
@@ -186,11 +226,11 @@ impl Manager {
         };
         slot.starting = None;
         match started {
-            Ok((controller, tasks)) => {
+            Ok((runner, tasks)) => {
                 tracing::info!(plugin = %name, "controller started");
                 slot.failures = 0;
                 slot.running = Some(Running {
-                    controller,
+                    runner,
                     _tasks: tasks,
                     shape,
                 });
@@ -231,6 +271,12 @@ impl Manager {
             else {
                 continue;
             };
+            if me.from_table() || o.from_table() {
+                if me.from_table() && o.from_table() && me.table == o.table {
+                    tracing::warn!(plugin = %name, other = %other, table = ?me.table, "two plugins reconcile the same table; their status writes will fight");
+                }
+                continue;
+            }
             let disjoint_ns = matches!((&me.namespace, &o.namespace), (Some(a), Some(b)) if a != b);
             let disjoint_sel = me.label_selector.is_some()
                 && o.label_selector.is_some()

@@ -7,12 +7,14 @@
 //! - [`expectations`]: no second reconcile before the cache saw the first one's writes;
 //! - [`leader`]: Lease-based leader election;
 //! - [`metrics`]: controller-runtime's metric names, `/healthz`, `/readyz`;
+//! - [`table`]: the same for rows of a datastore table ([`crate::datastore`]);
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
 #[allow(clippy::module_inception)]
 pub mod controller;
 mod enqueue;
 pub mod expectations;
+mod guest;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
@@ -20,6 +22,7 @@ mod own_writes;
 mod reconcile;
 pub mod source;
 pub mod status;
+pub mod table;
 pub mod workqueue;
 
 pub use manager::Manager;

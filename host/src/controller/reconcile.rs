@@ -12,7 +12,8 @@ use tracing::Instrument;
 
 use super::controller::{Controller, Outcome, Written, split_key};
 use super::expectations::Seen;
-use super::status::{GuestResult, desired_status, status_of};
+use super::guest::{Requeue, call_reconcile, settle};
+use super::status::{desired_status, status_of};
 use super::workqueue::Priority;
 use crate::cluster::ClientError;
 use crate::plugin::manifest::ExpectationScope;
@@ -195,39 +196,11 @@ impl Controller {
             };
         }
 
-        let called = plugin.reconcile(key, &obj_json).await;
+        let call = call_reconcile(&*plugin, &self.name, key, &obj_json).await;
+        self.record_writes(key, &call.writes);
         // Recording: the host's writes for this outcome join the call's record.
-        let record = called.as_ref().ok().and_then(|(_, r)| r.record.clone());
-        let (result, outcome) = match called {
-            Ok((Ok(o), report)) => {
-                self.record_writes(key, &report.writes);
-                let requeue = o.requeue_after;
-                let result = GuestResult {
-                    status: o.status,
-                    conditions: o.conditions,
-                    error: None,
-                };
-                (result, Ok((requeue, report.retry_soon)))
-            }
-            Ok((Err(e), report)) => {
-                self.record_writes(key, &report.writes);
-                tracing::info!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, terminal = e.terminal, "reconcile returned an error");
-                let result = GuestResult {
-                    status: e.status,
-                    conditions: e.conditions,
-                    error: Some((e.reason, e.message)),
-                };
-                (result, Err((e.terminal, report.retry_soon)))
-            }
-            Err(call) => {
-                let result = GuestResult {
-                    status: None,
-                    conditions: vec![],
-                    error: Some(("PluginFailed".into(), call.to_string())),
-                };
-                (result, Err((false, false)))
-            }
-        };
+        let record = call.record;
+        let (result, outcome) = (call.result, call.requeue);
         if let Some((reason, message)) = &result.error {
             self.note_error(key, reason, message);
         }
@@ -338,51 +311,8 @@ impl Controller {
     }
 
     /// Queues `key` again (or not) as the reconcile's outcome asks.
-    fn settle(
-        &self,
-        key: &str,
-        outcome: Result<(Option<Duration>, bool), (bool, bool)>,
-    ) -> Outcome {
-        {
-            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-            match outcome {
-                Ok((Some(wait), false)) if !wait.is_zero() => waiting.insert(key.to_string()),
-                _ => waiting.remove(key),
-            };
-        }
-        match outcome {
-            Ok((_, true)) | Err((false, true)) => {
-                self.queue.add_soon(key.to_string());
-                Outcome::Requeue
-            }
-            // "Again at once" goes through the per-key back-off, as
-            // controller-runtime's `Requeue: true`: a guest that always asks
-            // for 0 is slowed down instead of spinning a core.
-            Ok((Some(wait), _)) if wait.is_zero() => {
-                self.queue.add_rate_limited(key.to_string());
-                Outcome::Requeue
-            }
-            Ok((Some(wait), _)) => {
-                self.queue.forget(&key.to_string());
-                self.queue.add_after(key.to_string(), wait);
-                Outcome::RequeueAfter
-            }
-            Ok((None, _)) => {
-                self.queue.forget(&key.to_string());
-                Outcome::Success
-            }
-            Err((true, _)) => {
-                // Terminal: no retry until the object changes.
-                self.queue.forget(&key.to_string());
-                Outcome::Error
-            }
-            Err((false, _)) => {
-                let retry_in = self.queue.add_rate_limited(key.to_string());
-                // Says how the back-off grows (also what the e2e tests read).
-                tracing::info!(?retry_in, "reconcile failed; retrying with back-off");
-                Outcome::Error
-            }
-        }
+    fn settle(&self, key: &str, outcome: Requeue) -> Outcome {
+        settle(&self.queue, &self.waiting, key, outcome)
     }
 
     fn plugin_wide_expectations(&self) -> bool {

@@ -77,7 +77,8 @@ impl Rules {
 pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
     let mut rules = Rules::default();
     let read = ["get", "list", "watch"];
-    if let Some(r) = &manifest.reconciles {
+    // A table reconciler's objects are rows: no Kubernetes rights for them.
+    if let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.from_table()) {
         let (group, _) = split(&r.api_version);
         let res = resource_of(group, &r.kind, crds);
         rules.add(group, &res, &read);

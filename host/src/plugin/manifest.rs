@@ -34,7 +34,19 @@ pub struct PluginSection {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Reconciles {
+    /// Where the objects come from: a Kubernetes kind (the default) or the
+    /// rows of a PostgreSQL table (`postgres`, with `table`).
+    #[serde(default)]
+    pub source: ObjectSource,
+    /// `source = "postgres"`: the table (a plain identifier, see
+    /// [`crate::datastore::Table`]); the connection is the host's, never the
+    /// plugin's.
+    pub table: Option<String>,
+    /// The kind; with `source = "postgres"` optional, and then only what the
+    /// guest's documents say in `apiVersion` and `kind`.
+    #[serde(default)]
     pub api_version: String,
+    #[serde(default)]
     pub kind: String,
     pub namespace: Option<String>,
     pub label_selector: Option<String>,
@@ -46,6 +58,22 @@ pub struct Reconciles {
     /// Whose writes hold a key back until the caches have seen them.
     #[serde(default)]
     pub expectations: ExpectationScope,
+}
+
+/// Where a reconciler's objects come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectSource {
+    #[default]
+    Kubernetes,
+    Postgres,
+}
+
+impl Reconciles {
+    /// Whether the objects are rows of a datastore table.
+    pub fn from_table(&self) -> bool {
+        self.source == ObjectSource::Postgres
+    }
 }
 
 fn default_true() -> bool {
@@ -311,7 +339,37 @@ impl Manifest {
             }
             _ => {}
         }
-        if let Some(r) = &raw.reconciles {
+        if let Some(r) = raw.reconciles.as_ref().filter(|r| r.from_table()) {
+            let table = r.table.as_deref().ok_or_else(|| {
+                err(
+                    "reconciles.table",
+                    "source = \"postgres\" needs the table to reconcile".into(),
+                )
+            })?;
+            crate::datastore::Table::new(table)
+                .map_err(|e| err("reconciles.table", e.to_string()))?;
+            // What a table controller does not do (yet): refused rather
+            // than silently ignored.
+            let unsupported = [
+                ("reconciles.namespace", r.namespace.is_some()),
+                ("reconciles.label-selector", r.label_selector.is_some()),
+                ("finalizer", raw.finalizer.is_some()),
+                ("owns", !raw.owns.is_empty()),
+                ("watches", !raw.watches.is_empty()),
+            ];
+            if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+                return Err(err(
+                    field,
+                    "not supported for source = \"postgres\" (rows have no namespaces, labels or finalizers, and table reconcilers watch nothing else yet)".into(),
+                ));
+            }
+        } else if let Some(r) = &raw.reconciles {
+            if r.table.is_some() {
+                return Err(err(
+                    "reconciles.table",
+                    "only with source = \"postgres\"".into(),
+                ));
+            }
             if r.api_version.is_empty() {
                 return Err(err("reconciles.api-version", "must not be empty".into()));
             }
@@ -594,5 +652,29 @@ mod tests {
         assert!(!m.allows_http_host("example.com", Some(443)));
         assert!(m.allows_http_host("api.test", Some(8443)));
         assert!(!m.allows_http_host("api.test", Some(443)));
+    }
+
+    const TABLE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\nsource = \"postgres\"\n";
+
+    #[test]
+    fn a_table_reconciler_names_a_checked_table() {
+        let m = parse(&format!("{TABLE}table = \"projects\"\n")).unwrap();
+        let r = m.reconciles.unwrap();
+        assert!(r.from_table());
+        assert_eq!(r.table.as_deref(), Some("projects"));
+        let e = parse(TABLE).unwrap_err();
+        assert_eq!(e.field, "reconciles.table", "{e}");
+        // An abusive name never reaches SQL: the manifest is refused.
+        for bad in ["x; DROP TABLE users", "x\\\" --", "Projects", "pg_authid"] {
+            let e = parse(&format!("{TABLE}table = \"{bad}\"\n")).unwrap_err();
+            assert_eq!(e.field, "reconciles.table", "{bad}: {e}");
+            assert!(e.message.starts_with("table name "), "{e}");
+        }
+        let e = parse(&format!("{BASE}table = \"projects\"\n")).unwrap_err();
+        assert_eq!(e.field, "reconciles.table", "{e}");
+        let e = parse(&format!("{TABLE}table = \"t\"\nlabel-selector = \"a=b\"\n")).unwrap_err();
+        assert_eq!(e.field, "reconciles.label-selector", "{e}");
+        let e = parse(&format!("finalizer = \"x.io/f\"\n{TABLE}table = \"t\"\n")).unwrap_err();
+        assert_eq!(e.field, "finalizer", "{e}");
     }
 }

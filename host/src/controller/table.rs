@@ -1,0 +1,249 @@
+//! A reconciler whose objects are the rows of a datastore table
+//! (`[reconciles] source = "postgres"`): the datastore's watcher feeds the
+//! controller's workqueue (the same lanes as a Kubernetes kind's), workers
+//! call the guest through the same seam (`guest.rs`) and compute the status
+//! with the same merge (`status.rs`); only reading the object and writing its
+//! status differ (a row, `UPDATE ... WHERE revision = $seen`).
+//!
+//! Not here (yet): finalizers (a deleted row is simply gone), expectations
+//! for the guest's cluster writes, owned and watched kinds.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::controller::{ControllerConfig, Outcome, StartError};
+use super::guest::{call_reconcile, settle};
+use super::leader::Leadership;
+use super::metrics::ControllerMetrics;
+use super::source::Source;
+use super::status::desired_status;
+use super::workqueue::{Priority, WorkQueue};
+use crate::datastore::rows::LAST_RECONCILED;
+use crate::datastore::watch::{Sink, WatchConfig, watch};
+use crate::datastore::{Datastore, RowState, Table};
+use crate::plugin::manifest::{Manifest, Reconciles};
+
+pub struct TableController {
+    pub name: String,
+    source: Arc<dyn Source>,
+    store: Datastore,
+    pub table: Table,
+    pub queue: WorkQueue<String>,
+    metrics: ControllerMetrics,
+    reconciles: Reconciles,
+    /// Whether reconciles may run (leader election); checked before every call.
+    pub leading: Leadership,
+    priorities: bool,
+    /// Rows waiting for a requeue-after (what `settle` keeps).
+    waiting: Mutex<HashSet<String>>,
+}
+
+impl TableController {
+    /// Starts the watcher and workers of plugin `name` on `manifest`'s table.
+    /// Stops when `tasks` is dropped.
+    pub fn start(
+        name: &str,
+        source: Arc<dyn Source>,
+        manifest: &Manifest,
+        config: &ControllerConfig,
+        metrics: ControllerMetrics,
+        leading: Leadership,
+    ) -> Result<(Arc<TableController>, JoinSet<()>), StartError> {
+        let reconciles = manifest
+            .reconciles
+            .clone()
+            .ok_or_else(|| StartError::NotAReconciler(name.to_string()))?;
+        let store = config
+            .datastore
+            .clone()
+            .ok_or_else(|| StartError::NoDatastore(name.to_string()))?;
+        let table = Table::new(reconciles.table.as_deref().unwrap_or_default()).map_err(|e| {
+            StartError::Table {
+                plugin: name.to_string(),
+                source: e,
+            }
+        })?;
+        let queue = WorkQueue::new(
+            name,
+            super::controller::queue_config(&config.queue, &manifest.limits),
+            Some(metrics.queue()),
+        );
+        metrics.controller_started(name);
+        let controller = Arc::new(TableController {
+            name: name.to_string(),
+            source,
+            store: store.clone(),
+            table: table.clone(),
+            queue,
+            metrics,
+            reconciles,
+            leading,
+            priorities: config.priorities,
+            waiting: Default::default(),
+        });
+        let mut tasks = JoinSet::new();
+        let watch_config = WatchConfig {
+            resync: config.resync,
+            ..Default::default()
+        };
+        tasks.spawn(watch(
+            store,
+            table,
+            watch_config,
+            controller.clone() as Arc<dyn Sink>,
+        ));
+        for _ in 0..manifest.limits.concurrency {
+            let c = controller.clone();
+            tasks.spawn(async move { c.worker().await });
+        }
+        Ok((controller, tasks))
+    }
+
+    fn add(&self, id: String, priority: Priority) {
+        let priority = if self.priorities {
+            priority
+        } else {
+            Priority::High
+        };
+        self.queue.add(id, priority);
+    }
+
+    async fn worker(self: Arc<Self>) {
+        loop {
+            // A follower takes no work: rows wait in the queue, at their
+            // priority, until leadership comes.
+            self.leading.acquired().await;
+            let Some(item) = self.queue.next().await else {
+                return;
+            };
+            let key = item.key.clone();
+            if !self.leading.is_leading() {
+                self.queue.add(key.clone(), item.priority);
+                self.queue.done(&key);
+                continue;
+            }
+            self.metrics.active_workers(&self.name, 1);
+            let started = Instant::now();
+            let span = tracing::info_span!("reconcile", plugin = %self.name, table = %self.table, row = %key, revision = tracing::field::Empty, outcome = tracing::field::Empty);
+            let outcome = self.reconcile(&key).instrument(span.clone()).await;
+            span.record("outcome", outcome.as_str());
+            self.metrics
+                .reconciled(&self.name, outcome, started.elapsed());
+            self.metrics.active_workers(&self.name, -1);
+            self.queue.done(&key);
+        }
+    }
+
+    /// One pass for row `id`: read it, call the guest, write the status back
+    /// if the row is still at the revision the guest saw.
+    async fn reconcile(&self, id: &str) -> Outcome {
+        let key = id.to_string();
+        let row = match self.store.get(&self.table, id).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                // Deleted: nothing to do, nothing to remember.
+                self.queue.forget(&key);
+                self.waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(id);
+                return Outcome::Success;
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, row = %id, error = %e, "cannot read the row; retrying");
+                self.queue.add_rate_limited(key);
+                return Outcome::Error;
+            }
+        };
+        tracing::Span::current().record("revision", row.revision);
+        let Some(plugin) = self.source.current(&self.name) else {
+            return Outcome::Error;
+        };
+        let doc = row
+            .document(&self.reconciles.api_version, &self.reconciles.kind)
+            .to_string();
+        let call = call_reconcile(&*plugin, &self.name, id, &doc).await;
+        if let Some((reason, message)) = &call.result.error {
+            tracing::warn!(plugin = %self.name, table = %self.table, row = %id, revision = row.revision, %reason, %message, "row not reconciled");
+        }
+        if !self.reconciles.host_status {
+            return settle(&self.queue, &self.waiting, id, call.requeue);
+        }
+        // Done with this revision: a success, or a failure retrying cannot
+        // fix. A retryable failure leaves the row "changed" (high priority).
+        let reconciled = matches!(call.requeue, Ok(_) | Err((true, _)));
+        let requeue_after = match call.requeue {
+            Ok((Some(wait), false)) if !wait.is_zero() => Some(wait),
+            _ => None,
+        };
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let mut desired = desired_status(
+            &row.status,
+            &call.result,
+            plugin.declared_conditions(),
+            row.revision,
+            &now,
+        );
+        let last = if reconciled {
+            Some(json!(row.revision))
+        } else {
+            row.status.get(LAST_RECONCILED).cloned()
+        };
+        if let Some(status) = desired.as_object_mut() {
+            // The host's field: whatever the guest put there is replaced.
+            match last {
+                Some(v) => status.insert(LAST_RECONCILED.into(), v),
+                None => status.remove(LAST_RECONCILED),
+            };
+        }
+        if desired != row.status || requeue_after.is_some() || row.due_in.is_some() {
+            match self
+                .store
+                .write_status(&self.table, id, row.revision, &desired, requeue_after)
+                .await
+            {
+                Ok(true) => self.metrics.status_written(&self.name),
+                Ok(false) => {
+                    // The spec moved on (or the row went) since it was read.
+                    self.queue.add(key, Priority::High);
+                    return Outcome::Requeue;
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %self.name, row = %id, error = %e, "cannot write the row's status; retrying");
+                    self.queue.add_rate_limited(key);
+                    return Outcome::Error;
+                }
+            }
+        }
+        settle(&self.queue, &self.waiting, id, call.requeue)
+    }
+}
+
+/// The watcher's reports, as priorities (see [`crate::datastore`]).
+impl Sink for TableController {
+    fn notified(&self, id: String) {
+        self.add(id, Priority::High);
+    }
+
+    fn scanned(&self, row: &RowState) {
+        if !row.up_to_date() {
+            self.add(row.id.clone(), Priority::High);
+            return;
+        }
+        match row.due_in {
+            None => self.add(row.id.clone(), Priority::Low),
+            // What the guest asked for, at its time.
+            Some(secs) if secs > 0.0 => self.queue.add_after(
+                row.id.clone(),
+                Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX),
+            ),
+            // Overdue (the host was away): the guest's wait is over.
+            Some(_) => self.add(row.id.clone(), Priority::High),
+        }
+    }
+}

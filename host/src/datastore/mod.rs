@@ -1,0 +1,139 @@
+//! PostgreSQL as a source of objects for reconcilers (issue 14): rows of a
+//! table are documents a reconciler keeps in line, as it keeps custom
+//! resources in line, with the same workqueue lanes, guest contract and
+//! host-owned status.
+//!
+//! # Schema
+//!
+//! `wasmlet datastore init --table NAME` creates (idempotently, see
+//! [`schema`]):
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | `id` | `text` primary key | the row's name (`metadata.name` for the guest), 1-253 bytes |
+//! | `spec` | `jsonb` | what the row asks for; written by the application |
+//! | `revision` | `bigint` | set by a trigger from the sequence `NAME_revision_seq` on insert and on every change of `spec` (never by hand): it only grows |
+//! | `status` | `jsonb` | written by the host only: the guest's status, `conditions` (with `Ready`), `observedGeneration` (the revision it saw) and `lastReconciledRevision` |
+//! | `reconcile_at` | `timestamptz` null | when the row is due again (the guest's `requeue-after`) |
+//! | `created_at`, `updated_at` | `timestamptz` | for people; `updated_at` moves with the revision |
+//!
+//! A trigger `NOTIFY`s channel `NAME_changes` with the row's id on insert,
+//! delete and every revision change; the host's own status writes keep the
+//! revision and notify nobody.
+//!
+//! # Priorities
+//!
+//! `revision` ≠ `status.lastReconciledRevision` → high; otherwise low
+//! (re-verified at the plugin's low-lane rate); an up-to-date row whose
+//! `reconcile_at` is in the future → scheduled for then. Every scan (the
+//! first, one every `--resync-seconds`, one after every reconnect) applies
+//! that rule; a NOTIFY queues its row high.
+//!
+//! # Writes
+//!
+//! The host writes `status` and `reconcile_at` with `UPDATE ... WHERE id = $1
+//! AND revision = $seen`: a spec change since the row was read makes the write
+//! a no-op and queues the row high again. `lastReconciledRevision` becomes the
+//! revision seen when the guest succeeded or failed terminally (nothing more
+//! to try at that revision); a retryable failure leaves it, so the row stays
+//! high priority until it converges.
+//!
+//! # Security
+//!
+//! The connection string comes from the host (`--datastore-url` or
+//! `WASMLET_DATASTORE_URL`), never from a plugin, and is never logged; a
+//! plugin names only its table, which must be a plain identifier ([`Table`]).
+//!
+//! Layout: [`table`] (checked names), [`schema`] (the migration), [`rows`]
+//! (reads and the guarded status write), [`watch`] (LISTEN/NOTIFY, scans,
+//! reconnects), [`error`].
+
+pub mod error;
+pub mod rows;
+pub mod schema;
+pub mod table;
+pub mod watch;
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+pub use error::DatastoreError;
+pub use rows::{Row, RowState};
+pub use table::Table;
+
+/// The host's connection to its datastore: a pool for reads and writes and
+/// the settings to open each table's LISTEN connection. Cheap to clone.
+#[derive(Clone)]
+pub struct Datastore {
+    pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+impl std::fmt::Debug for Datastore {
+    // The URL may hold a password: show where, never how.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Datastore")
+            .field("dbname", &self.config.get_dbname())
+            .field("max_connections", &self.pool.status().max_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Waits of the pool: a datastore that does not answer fails a reconcile
+/// (which is retried) instead of hanging a worker.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Datastore {
+    /// A pool of at most `max_connections` for `url` (a `postgres://` URL or
+    /// a `key=value` string). Connects lazily: nothing is opened yet.
+    /// Connections are plain TCP or Unix sockets (no TLS in this version:
+    /// `sslmode=require` fails to connect).
+    pub fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e: tokio_postgres::Error| {
+                // The driver's message does not echo the URL.
+                DatastoreError::Url(e.to_string())
+            })?;
+        if config.get_application_name().is_none() {
+            config.application_name("wasmlet");
+        }
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| DatastoreError::Pool(e.to_string()))?;
+        Ok(Datastore { pool, config })
+    }
+
+    /// A pooled connection.
+    pub async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => DatastoreError::Sql {
+                table: "-".into(),
+                source: e,
+            },
+            other => DatastoreError::Pool(other.to_string()),
+        })
+    }
+
+    /// The settings a dedicated (LISTEN) connection uses.
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests;

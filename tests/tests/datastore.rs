@@ -1,0 +1,358 @@
+//! Reconcilers whose objects are PostgreSQL rows (issue 14), end to end: a
+//! private PostgreSQL server, `wasmlet datastore init`, the real `wasmlet up`
+//! with `--datastore-url`, and the `rowsummary` test guest on table `rows`.
+//! Every wait is a bounded poll of the table (or the host's log), never a
+//! sleep standing in for a signal.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use wasmlet_e2e::postgres::Postgres;
+use wasmlet_e2e::{Plane, eventually, install_plugin_with, wasmlet_bin};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// `wasmlet datastore init --url URL ARGS...`.
+fn datastore_init(pg: &Postgres, args: &[&str]) -> Result<std::process::Output> {
+    Ok(Command::new(wasmlet_bin())
+        .args(["datastore", "init", "--url", &pg.url()])
+        .args(args)
+        .output()?)
+}
+
+/// A server with table `rows`, and a test connection to it.
+async fn database() -> Result<(Postgres, tokio_postgres::Client)> {
+    let pg = Postgres::start().await?;
+    let out = datastore_init(&pg, &["--table", "rows"])?;
+    if !out.status.success() {
+        bail!(
+            "datastore init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let client = pg.client().await?;
+    Ok((pg, client))
+}
+
+/// `wasmlet up` on `pg` with the rowsummary guest, its manifest passed
+/// through `edit`.
+async fn host(pg: &Postgres, extra: &[&str], edit: impl Fn(String) -> String) -> Result<Plane> {
+    let url = pg.url();
+    let mut args = vec!["--no-node", "--no-builtins", "--datastore-url", &url];
+    args.extend_from_slice(extra);
+    let plane = Plane::start_up(&args).await?;
+    install_plugin_with(&plane.plugin_dir(), "rowsummary", edit)?;
+    Ok(plane)
+}
+
+async fn insert(db: &tokio_postgres::Client, id: &str, spec: Value) -> Result<i64> {
+    let row = db
+        .query_one(
+            "INSERT INTO rows (id, spec) VALUES ($1, $2) RETURNING revision",
+            &[&id, &spec],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+async fn set_spec(db: &tokio_postgres::Client, id: &str, spec: Value) -> Result<i64> {
+    let row = db
+        .query_one(
+            "UPDATE rows SET spec = $2 WHERE id = $1 RETURNING revision",
+            &[&id, &spec],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// (revision, status) of row `id`.
+async fn row(db: &tokio_postgres::Client, id: &str) -> Result<Option<(i64, Value)>> {
+    let r = db
+        .query_opt("SELECT revision, status FROM rows WHERE id = $1", &[&id])
+        .await?;
+    Ok(r.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Waits until row `id` has been reconciled at its current revision; returns
+/// its status.
+async fn reconciled(plane: &Plane, db: &tokio_postgres::Client, id: &str) -> Result<Value> {
+    let what = format!("row {id} reconciled at its revision");
+    eventually(WAIT, &what, || async {
+        let (revision, status) = row(db, id).await.ok()??;
+        (status["lastReconciledRevision"] == json!(revision)).then_some(status)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", plane.log()))
+}
+
+fn ready(status: &Value) -> Option<&Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+}
+
+#[tokio::test]
+async fn init_creates_the_table_revisions_and_notifications() -> Result<()> {
+    let (pg, db) = database().await?;
+    // Idempotent: a second run changes nothing and succeeds.
+    let again = datastore_init(&pg, &["--table", "rows"])?;
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let (listener, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls).await?;
+    let (tx, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut connection = connection;
+        let mut messages = Box::pin(futures::stream::poll_fn(move |cx| {
+            connection.poll_message(cx)
+        }));
+        while let Some(Ok(m)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m {
+                let _ = tx.send(n.payload().to_string());
+            }
+        }
+    });
+    listener.batch_execute("LISTEN rows_changes").await?;
+
+    let r1 = insert(&db, "a", json!({"replicas": 1})).await?;
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    // A revision set by hand is ignored: the trigger owns it.
+    db.execute("UPDATE rows SET revision = 999 WHERE id = 'a'", &[])
+        .await?;
+    assert_eq!(row(&db, "a").await?.unwrap().0, r1);
+    let r2 = set_spec(&db, "a", json!({"replicas": 2})).await?;
+    assert!(r2 > r1, "{r2} > {r1}");
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    // A status write keeps the revision and notifies nobody.
+    db.execute("UPDATE rows SET status = '{\"x\": 1}' WHERE id = 'a'", &[])
+        .await?;
+    assert_eq!(row(&db, "a").await?.unwrap().0, r2);
+    // Revisions only grow, even for a deleted and re-created id.
+    db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    let r3 = insert(&db, "a", json!({})).await?;
+    assert!(r3 > r2, "{r3} > {r2}");
+    // The silent status write sent nothing between the spec change and the delete.
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    assert!(notes.try_recv().is_err());
+    let bad_id = db
+        .execute("INSERT INTO rows (id) VALUES ('')", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        bad_id.code(),
+        Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION),
+        "{bad_id:?}"
+    );
+
+    // An abusive table name is refused before any SQL runs.
+    db.batch_execute("CREATE TABLE canary (x int)").await?;
+    let out = datastore_init(&pg, &["--table", "x; DROP TABLE canary; --"])?;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("table name \"x; DROP TABLE canary; --\""),
+        "{err}"
+    );
+    db.batch_execute("SELECT * FROM canary").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn rows_are_reconciled_and_their_status_written() -> Result<()> {
+    let (pg, db) = database().await?;
+    let plane = host(&pg, &[], |t| t).await?;
+    let r1 = insert(&db, "a", json!({"replicas": 2})).await?;
+    let status = reconciled(&plane, &db, "a").await?;
+    assert_eq!(status["summary"], "a: 2 replicas");
+    assert_eq!(status["seenRevision"], r1);
+    assert_eq!(status["observedGeneration"], r1);
+    assert_eq!(ready(&status).unwrap()["status"], "True", "{status}");
+
+    // A spec change: a new revision, reconciled again.
+    let r2 = set_spec(&db, "a", json!({"replicas": 3})).await?;
+    let status = reconciled(&plane, &db, "a").await?;
+    assert_eq!(status["lastReconciledRevision"], r2);
+    assert_eq!(status["summary"], "a: 3 replicas");
+
+    // requeue-after becomes reconcile_at; a spec without it clears it.
+    set_spec(&db, "a", json!({"replicas": 3, "requeueSeconds": 600})).await?;
+    reconciled(&plane, &db, "a").await?;
+    let due: f64 = db
+        .query_one(
+            "SELECT EXTRACT(EPOCH FROM reconcile_at - now())::float8 FROM rows WHERE id = 'a'",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert!((590.0..=600.0).contains(&due), "reconcile_at in {due} s");
+    set_spec(&db, "a", json!({"replicas": 4})).await?;
+    reconciled(&plane, &db, "a").await?;
+    let cleared: bool = db
+        .query_one("SELECT reconcile_at IS NULL FROM rows WHERE id = 'a'", &[])
+        .await?
+        .get(0);
+    assert!(cleared);
+
+    // A deleted row is forgotten; the controller goes on with new ones.
+    db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    insert(&db, "b", json!({"replicas": 0})).await?;
+    let status = reconciled(&plane, &db, "b").await?;
+    assert_eq!(status["summary"], "b: 0 replicas");
+    Ok(())
+}
+
+#[tokio::test]
+async fn changed_rows_go_before_the_up_to_date_backlog() -> Result<()> {
+    let (pg, db) = database().await?;
+    // 200 rows already reconciled at their revision (no conditions yet, so
+    // the host's pass over one is visible: it writes them) ...
+    db.batch_execute(
+        "INSERT INTO rows (id, spec) SELECT 'low-' || lpad(i::text, 3, '0'), '{\"replicas\": 1}' \
+         FROM generate_series(1, 200) i; \
+         UPDATE rows SET status = jsonb_build_object('lastReconciledRevision', revision);",
+    )
+    .await?;
+    // ... and three changed ones, last in the scan's (id) order.
+    for id in ["zz-1", "zz-2", "zz-3"] {
+        insert(&db, id, json!({"replicas": 5})).await?;
+    }
+    let low_done = || async {
+        let n: i64 = db
+            .query_one(
+                "SELECT count(*) FROM rows WHERE id LIKE 'low-%' AND status ? 'conditions'",
+                &[],
+            )
+            .await?
+            .get(0);
+        anyhow::Ok(n)
+    };
+    // The backlog drains at 6 a minute and idle workers leave it alone.
+    let plane = host(&pg, &[], |t| {
+        t.replace(
+            "concurrency = 2",
+            "concurrency = 1\nlow-per-minute = 6\nlow-when-idle = false",
+        )
+    })
+    .await?;
+    for id in ["zz-1", "zz-2", "zz-3"] {
+        reconciled(&plane, &db, id).await?;
+    }
+    let early = low_done().await?;
+    // A row inserted now goes before the backlog too.
+    let started = Instant::now();
+    insert(&db, "new", json!({"replicas": 7})).await?;
+    let status = reconciled(&plane, &db, "new").await?;
+    let took = started.elapsed();
+    assert_eq!(status["summary"], "new: 7 replicas");
+    let later = low_done().await?;
+    println!("new row reconciled in {took:?}; backlog rows done: {early} then {later} of 200");
+    assert!(
+        later < 20,
+        "the up-to-date backlog went first ({early}, then {later} of 200 done)"
+    );
+    // The backlog is still worked through, at its rate.
+    eventually(WAIT, "a backlog row re-verified", || async {
+        (low_done().await.ok()? > 0).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_notify_lost_during_a_connection_drop_is_caught_by_the_resync() -> Result<()> {
+    let (pg, mut db) = database().await?;
+    // No periodic resync during the test: only the one after the reconnect
+    // can find what the lost notifications named.
+    let plane = host(&pg, &["--resync-seconds", "3600"], |t| t).await?;
+    insert(&db, "a", json!({"replicas": 1})).await?;
+    reconciled(&plane, &db, "a").await?;
+
+    // In one transaction: change a row, add one, and end every host
+    // connection (the LISTEN one and the pool's) before the commit, so the
+    // notifications go out while nobody listens.
+    let tx = db.transaction().await?;
+    let r2: i64 = tx
+        .query_one(
+            "UPDATE rows SET spec = '{\"replicas\": 9}' WHERE id = 'a' RETURNING revision",
+            &[],
+        )
+        .await?
+        .get(0);
+    tx.execute(
+        "INSERT INTO rows (id, spec) VALUES ('b', '{\"replicas\": 4}')",
+        &[],
+    )
+    .await?;
+    let ended: Vec<String> = tx
+        .query(
+            "SELECT application_name FROM pg_stat_activity \
+             WHERE application_name LIKE 'wasmlet%' AND pg_terminate_backend(pid, 5000)",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        ended.iter().any(|a| a == "wasmlet-listen"),
+        "the LISTEN connection was ended: {ended:?}"
+    );
+    tx.commit().await?;
+
+    let status = reconciled(&plane, &db, "a").await?;
+    assert_eq!(status["lastReconciledRevision"], r2);
+    assert_eq!(status["summary"], "a: 9 replicas");
+    let status = reconciled(&plane, &db, "b").await?;
+    assert_eq!(status["summary"], "b: 4 replicas");
+    let log = plane.log();
+    assert!(log.contains("LISTEN connection lost"), "{log}");
+    // And notifications flow again on the new connection.
+    insert(&db, "c", json!({"replicas": 2})).await?;
+    reconciled(&plane, &db, "c").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_row_gets_a_clear_error_and_the_others_converge() -> Result<()> {
+    let (pg, db) = database().await?;
+    let plane = host(&pg, &[], |t| t).await?;
+    let bad = insert(&db, "bad", json!({"replicas": "three"})).await?;
+    for i in 0..5 {
+        insert(&db, &format!("good-{i}"), json!({"replicas": i})).await?;
+    }
+    for i in 0..5 {
+        let s = reconciled(&plane, &db, &format!("good-{i}")).await?;
+        assert_eq!(s["summary"], format!("good-{i}: {i} replicas"));
+    }
+    // A terminal error: done with this revision, Ready False saying why.
+    let status = reconciled(&plane, &db, "bad").await?;
+    assert_eq!(status["lastReconciledRevision"], bad);
+    let ready = ready(&status).context("a Ready condition")?;
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "InvalidSpec");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        message,
+        "row \"bad\": spec.replicas: expected an integer in 0..=1000, got \"three\"",
+    );
+    // Fixed, it converges.
+    set_spec(&db, "bad", json!({"replicas": 1})).await?;
+    eventually(WAIT, "the fixed row Ready", || async {
+        let (_, s) = row(&db, "bad").await.ok()??;
+        (ready_status(&s) == Some("True")).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+fn ready_status(s: &Value) -> Option<&str> {
+    ready(s)?["status"].as_str()
+}
