@@ -255,7 +255,6 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "stalls after the retry evicts the crash-looping pods: they are not recreated and the rollout is not called again (under investigation)"]
 async fn a_failed_rollout_is_retried_with_a_new_identity() -> Result<()> {
     let (plane, client) = plane(&[]).await?;
     let api = sroll::api(&client);
@@ -456,5 +455,95 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
     let posts = s.chat.iter().filter(|c| c.0 == "chat.postMessage").count();
     assert_eq!(posts, 2, "a new message for the new rollout");
     assert!(s.chat.iter().any(|c| c.0 == "chat.update"));
+    Ok(())
+}
+
+/// Benchmark, not a test (ignored; run on purpose, ideally with a release
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test sroll bench_
+/// -- --ignored --nocapture`): a StatefulSet of `SROLL_BENCH_PODS` (default
+/// 1,000) sleepers, which are Ready as soon as they run, rolled to 100 % at
+/// `maxUnavailable: 10%` with chat notifications on. Prints the wall time of
+/// the rollout, the operator's reconcile calls, every API write the plane
+/// served meanwhile (controllers' and node agent's included), and the chat
+/// calls (at most ceil(pods / 50) pod pages plus one update per batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: prints figures, asserts nothing about time"]
+async fn bench_rollout_of_a_large_statefulset() -> Result<()> {
+    let n = workload_plane::bench_size("SROLL_BENCH_PODS", 1000) as i32;
+    let server = FakeServer::start().await?;
+    let room = (n + 10).to_string();
+    let (plane, client) = plane(&["--max-pods", &room]).await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "chat"}, "stringData": {"token": "xoxb-bench"}}),
+            )?,
+        )
+        .await?;
+    let api = sroll::api(&client);
+    let set = |version: &str| {
+        json!({"spec": {
+            "replicas": n,
+            "serviceName": "big",
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": {"app": "big"}},
+            "template": template("big", version),
+        }})
+    };
+    let start = std::time::Instant::now();
+    api.create(
+        &PostParams::default(),
+        &rollout(
+            "big",
+            100,
+            template("big", "1"),
+            json!({
+                "statefulset": set("1"),
+                "maxUnavailable": "10%",
+                "channel": "#deploys",
+                "notifications": {"url": format!("{}/api", server.url), "tokenSecret": {"name": "chat"}},
+            }),
+        )?,
+    )
+    .await?;
+    let slow = Duration::from_secs(3600);
+    let done = |what: &'static str| {
+        let (plane, api) = (&plane, &api);
+        async move {
+            wait_status(plane, api, "big", what, slow, |s| {
+                s["phase"] == "RolloutDone"
+            })
+            .await
+        }
+    };
+    done("first version up").await?;
+    let up = start.elapsed();
+    let c0 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
+    let w0 = workload_plane::api_writes(&client).await?;
+    let chat0 = server.state.lock().unwrap().chat.len();
+    let start = std::time::Instant::now();
+    edit(&api, "big", json!({"statefulset": set("2")})).await?;
+    let st = done("rolled to version 2").await?;
+    let took = start.elapsed();
+    let c1 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
+    let w1 = workload_plane::api_writes(&client).await?;
+    let chat = server.state.lock().unwrap().chat[chat0..].to_vec();
+    let posts = chat.iter().filter(|c| c.0 == "chat.postMessage").count();
+    let updates = chat.iter().filter(|c| c.0 == "chat.update").count();
+    ensure!(st["updatedReplicas"] == n, "{st}");
+    println!(
+        "sroll bench: {n} pods up in {:.1} s; rollout to 100 % at maxUnavailable 10 %: \
+         {:.1} s, {} reconcile calls, {} API writes, chat: {posts} postMessage + {updates} update \
+         (pages allowed: {})",
+        up.as_secs_f64(),
+        took.as_secs_f64(),
+        c1 - c0,
+        w1 - w0,
+        (n as usize).div_ceil(50),
+    );
     Ok(())
 }

@@ -69,6 +69,17 @@ pub trait ClusterAccess: Send + Sync {
         opts: &'a Delete,
     ) -> BoxFuture<'a, Result<(), ClientError>>;
 
+    /// The uid of the object as the shared cache shows it now, without a
+    /// request (`None` when the kind is not cached or the object is absent).
+    /// Expectations use it to tell a deleted object from its same-named successor.
+    fn cached_uid(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<String>;
+
     /// The Eviction API (PodDisruptionBudgets apply).
     fn evict<'a>(
         &'a self,
@@ -162,6 +173,16 @@ impl ClusterAccess for Cluster {
         opts: &'a Delete,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(Cluster::evict(self, namespace, name, opts))
+    }
+
+    fn cached_uid(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<String> {
+        Cluster::cached_uid(self, api_version, kind, namespace, name)
     }
 
     fn bind<'a>(

@@ -87,6 +87,23 @@ impl Cluster {
         super::encode::object_json(obj, &r.resource)
     }
 
+    /// See [`ClusterAccess::cached_uid`](super::ClusterAccess::cached_uid).
+    pub fn cached_uid(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<String> {
+        self.caches
+            .as_ref()?
+            .existing(api_version, kind)?
+            .get(namespace, name)?
+            .metadata
+            .uid
+            .clone()
+    }
+
     pub async fn get(
         &self,
         r: &Resolved,

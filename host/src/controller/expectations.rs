@@ -29,12 +29,15 @@ pub enum Expect {
         name: String,
         resource_version: u64,
     },
-    /// The object is gone or being deleted.
+    /// The object is gone or being deleted. With its `uid` known, an object
+    /// of the same name with another uid counts as gone: a StatefulSet pod is
+    /// made again under its name, often before this key is checked again.
     Deleted {
         api_version: String,
         kind: String,
         namespace: Option<String>,
         name: String,
+        uid: Option<String>,
     },
 }
 
@@ -102,20 +105,25 @@ impl Expectations {
                     kind,
                     namespace,
                     name,
+                    uid,
                 } if cached(api_version, kind) => Some(Expect::Deleted {
                     api_version: api_version.clone(),
                     kind: kind.clone(),
                     namespace: namespace.clone(),
                     name: name.clone(),
+                    uid: uid.clone(),
                 }),
-                Write::Evicted { namespace, name } if cached("v1", "Pod") => {
-                    Some(Expect::Deleted {
-                        api_version: "v1".into(),
-                        kind: "Pod".into(),
-                        namespace: Some(namespace.clone()),
-                        name: name.clone(),
-                    })
-                }
+                Write::Evicted {
+                    namespace,
+                    name,
+                    uid,
+                } if cached("v1", "Pod") => Some(Expect::Deleted {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    namespace: Some(namespace.clone()),
+                    name: name.clone(),
+                    uid: uid.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -189,7 +197,9 @@ fn seen(e: &Expect, lookup: &impl Fn(&str, &str, Option<&str>, &str) -> Option<S
             kind,
             namespace,
             name,
-        } => lookup(api_version, kind, namespace.as_deref(), name).is_none_or(|s| s.deleting),
+            uid,
+        } => lookup(api_version, kind, namespace.as_deref(), name)
+            .is_none_or(|s| s.deleting || uid.as_ref().is_some_and(|u| *u != s.uid)),
     }
 }
 
@@ -245,12 +255,14 @@ mod tests {
             kind: "Pod".into(),
             namespace: Some("ns".into()),
             name: "p".into(),
+            uid: Some("u".into()),
         };
         let cm = Write::Deleted {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
             namespace: Some("ns".into()),
             name: "c".into(),
+            uid: None,
         };
         e.record("k", &[del, cm], |_, kind| kind == "Pod");
         assert!(
@@ -269,6 +281,34 @@ mod tests {
             }))
             .is_ok()
         );
+    }
+
+    #[test]
+    fn an_evicted_pod_made_again_under_its_name_counts_as_gone() {
+        // A StatefulSet pod evicted, deleted and made again before the key is
+        // checked: the cache shows `p` again, but as another object.
+        let e = Expectations::new(Duration::from_secs(300));
+        let evicted = |uid: Option<&str>| Write::Evicted {
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: uid.map(str::to_owned),
+        };
+        let successor = |_: &str, _: &str, _: Option<&str>, _: &str| {
+            Some(Seen {
+                uid: "u2".into(),
+                resource_version: 9,
+                deleting: false,
+            })
+        };
+        e.record("k", &[evicted(Some("u1"))], |_, _| true);
+        assert!(e.check("k", successor).is_ok());
+        // The same object still there, not yet terminating: wait.
+        e.record("k", &[evicted(Some("u2"))], |_, _| true);
+        assert!(e.check("k", successor).is_err());
+        // Unknown uid (the pod was not cached): only gone or terminating counts.
+        e.forget("k");
+        e.record("k", &[evicted(None)], |_, _| true);
+        assert!(e.check("k", successor).is_err());
     }
 
     #[test]

@@ -30,15 +30,20 @@ pub enum Write {
         name: String,
         resource_version: String,
     },
+    /// `uid`: the object's as the cache showed it just before the request
+    /// (`None` if it did not), so that a same-named successor (a StatefulSet
+    /// pod made again) is not mistaken for the deleted object.
     Deleted {
         api_version: String,
         kind: String,
         namespace: Option<String>,
         name: String,
+        uid: Option<String>,
     },
     Evicted {
         namespace: String,
         name: String,
+        uid: Option<String>,
     },
 }
 

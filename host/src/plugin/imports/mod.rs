@@ -303,6 +303,12 @@ impl State {
         let (api, r) = self
             .authorize(&target.api_version, &target.kind, None, "delete")
             .await?;
+        let uid = api.cached_uid(
+            &target.api_version,
+            &target.kind,
+            target.namespace.as_deref(),
+            &target.name,
+        );
         let r = self
             .deadline()
             .bound(api.delete(
@@ -318,6 +324,7 @@ impl State {
             kind: target.kind,
             namespace: target.namespace,
             name: target.name,
+            uid,
         });
         Ok(())
     }
@@ -343,12 +350,17 @@ impl State {
             .api
             .clone()
             .ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
+        let uid = api.cached_uid("v1", "Pod", Some(&namespace), &name);
         let r = self
             .deadline()
             .bound(api.evict(&namespace, &name, &delete_of(&options)))
             .await;
         self.note(r)?;
-        self.writes.push(Write::Evicted { namespace, name });
+        self.writes.push(Write::Evicted {
+            namespace,
+            name,
+            uid,
+        });
         Ok(())
     }
 
