@@ -167,7 +167,10 @@ async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     };
     // The follower holds its keys without touching them while the leader
     // renews its lease (twice: ~2 retry periods): no reconciles and no re-adds
-    // (a follower once re-added every key each second).
+    // (a follower once re-added every key each second). Counted from one
+    // renewal on: the leader's last status writes may still be reaching the
+    // follower's watch when the statuses are first seen (a loaded machine).
+    lease_renewed(&client).await?;
     let adds = queue_adds(follower);
     lease_renewed(&client).await?;
     lease_renewed(&client).await?;

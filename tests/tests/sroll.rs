@@ -373,22 +373,28 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
-    let server = FakeServer::start().await?;
-    server.state.lock().unwrap().passing.insert("api".into(), 4);
-    server.state.lock().unwrap().callback_failures = 2;
-    let (plane, client) = plane(&[]).await?;
+/// The Secret `chat` holding the chat API's bearer `token`.
+async fn chat_secret(client: &kube::Client, token: &str) -> Result<()> {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(client.clone(), "default");
     secrets
         .create(
             &PostParams::default(),
             &serde_json::from_value(
-                json!({"metadata": {"name": "chat"}, "stringData": {"token": "xoxb-test"}}),
+                json!({"metadata": {"name": "chat"}, "stringData": {"token": token}}),
             )?,
         )
         .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
+    let server = FakeServer::start().await?;
+    server.state.lock().unwrap().passing.insert("api".into(), 4);
+    server.state.lock().unwrap().callback_failures = 2;
+    let (plane, client) = plane(&[]).await?;
+    chat_secret(&client, "xoxb-test").await?;
     let api = sroll::api(&client);
     let url = server.url.clone();
     api.create(
@@ -473,16 +479,7 @@ async fn bench_rollout_of_a_large_statefulset() -> Result<()> {
     let server = FakeServer::start().await?;
     let room = (n + 10).to_string();
     let (plane, client) = plane(&["--max-pods", &room]).await?;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "chat"}, "stringData": {"token": "xoxb-bench"}}),
-            )?,
-        )
-        .await?;
+    chat_secret(&client, "xoxb-bench").await?;
     let api = sroll::api(&client);
     let set = |version: &str| {
         json!({"spec": {

@@ -5,7 +5,7 @@
 //! - `wasmlet apiserver`: only the embedded API server;
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
-//! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster.
+//! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster;
 //! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
 mod args;
