@@ -438,19 +438,44 @@ impl Loaded {
             .reconcile_taped(key, obj, TapeMode::Record, 0, &mut taped)
             .await;
         let outcome = Outcome::of_reconcile(&r);
-        let pending = recording.pending(self.call_record(
+        self.attach_record(
             recording,
             CallKind::Reconcile,
             key,
             obj,
+            taped,
+            outcome,
+            &mut r,
+        );
+        r
+    }
+
+    /// Hands the record of a call that just ran to the report, where the host
+    /// adds its writes before it is written; a failed call has no host writes
+    /// to wait for, so its record goes now (when the pending record drops).
+    #[allow(clippy::too_many_arguments)]
+    fn attach_record<T>(
+        &self,
+        recording: &Recording,
+        call: CallKind,
+        key: &str,
+        obj: &str,
+        taped: Option<Taped>,
+        outcome: Outcome,
+        r: &mut Result<(Result<T, GuestError>, CallReport), CallError>,
+    ) {
+        let record = self.call_record(
+            recording,
+            call,
+            key,
+            obj,
             taped.unwrap_or_default(),
             outcome,
-        ));
-        // A failed call has no host writes to wait for: its record goes now.
-        if let Ok((_, report)) = &mut r {
+        );
+        let pending = recording.pending(record);
+        if let Ok((_, report)) = r {
             report.record = Some(pending);
         }
-        r
     }
 
     /// The record of a call that just ran.
@@ -546,17 +571,15 @@ impl Loaded {
             .finalize_taped(key, obj, TapeMode::Record, 0, &mut taped)
             .await;
         let outcome = Outcome::of_finalize(&r);
-        let pending = recording.pending(self.call_record(
+        self.attach_record(
             recording,
             CallKind::Finalize,
             key,
             obj,
-            taped.unwrap_or_default(),
+            taped,
             outcome,
-        ));
-        if let Ok((_, report)) = &mut r {
-            report.record = Some(pending);
-        }
+            &mut r,
+        );
         r
     }
 
