@@ -1,0 +1,210 @@
+//! One sandboxed call: a fresh `Store` (or, with `limits.reuse-instances`, a
+//! warm one) with the manifest's memory cap and CPU deadline, the tape set for
+//! recording or replay, and a trap, timeout or out-of-memory classified,
+//! counted and logged as that call's error.
+
+use std::time::Instant;
+
+use wasmtime::{Store, Trap};
+
+use super::{CallError, Instance, Loaded, Pre};
+use crate::plugin::engine::PluginEngine;
+use crate::plugin::metrics::PluginMetrics;
+use crate::plugin::outcome::{BadResult, MAX_RESULT_BYTES};
+use crate::plugin::record::{Redaction, Tape, TapeMode, Taped};
+use crate::plugin::sandbox::{CallReport, State};
+
+/// An instance kept for the next call (`limits.reuse-instances`).
+pub(super) struct Warm {
+    store: Store<State>,
+    instance: Instance,
+}
+
+pub(super) type CallFuture<'a, R> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+
+impl Loaded {
+    /// Runs `f` under the manifest's limits on a fresh instance — or, with
+    /// `limits.reuse-instances`, on one that finished its last call cleanly
+    /// (a trapped or failed instance is never reused).
+    pub(super) async fn call<R: Send>(
+        &self,
+        key: &str,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
+    ) -> Result<(R, CallReport), CallError> {
+        self.call_taped(key, TapeMode::Off, 0, &mut None, f).await
+    }
+
+    /// [`Loaded::call`] with the store's tape in `mode` (`seed`: a replayed
+    /// store's insecure-seed); `taped` gets what the tape holds afterwards,
+    /// whether the call succeeded or not.
+    pub(super) async fn call_taped<R: Send>(
+        &self,
+        key: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
+    ) -> Result<(R, CallReport), CallError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
+        PluginMetrics::inc(&self.ctx.metrics.calls);
+        // A replay never reuses: each call's store answers from its own record.
+        let reuse = self.manifest.limits.reuse_instances && !self.ctx.replay;
+        let warm = if reuse {
+            self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
+        } else {
+            None
+        };
+        let (mut store, instance) = match warm {
+            Some(Warm {
+                mut store,
+                instance,
+            }) => {
+                let data = store.data_mut();
+                data.key = key.to_string();
+                data.writes.clear();
+                data.retry_soon = false;
+                data.limiter.hit = false;
+                (store, Some(instance))
+            }
+            None => {
+                let tape = self.ctx.taped().then(|| {
+                    let seed = if self.ctx.replay {
+                        seed
+                    } else {
+                        rand::random::<u128>()
+                    };
+                    // A replay redacts the guest's requests as the recording
+                    // host did (the manifest's `[record]`), so they compare alike.
+                    let redaction = match &self.ctx.recording {
+                        Some(r) => r.redaction.clone(),
+                        None => self
+                            .manifest
+                            .record
+                            .as_ref()
+                            .map(|r| Redaction {
+                                keep_secrets: r.keep_secrets,
+                                sensitive_hosts: r.sensitive_http_hosts.clone(),
+                            })
+                            .unwrap_or_default(),
+                    };
+                    Tape::new(redaction, seed)
+                });
+                let mut store = Store::new(
+                    &self.engine.engine,
+                    State::with_tape(self.ctx.clone(), key.to_string(), tape),
+                );
+                store.limiter(|s| &mut s.limiter);
+                store.epoch_deadline_trap();
+                (store, None)
+            }
+        };
+        // The deadline (and the `http` import's budget) runs from this call's
+        // start, also on a reused instance.
+        store.data_mut().started = Instant::now();
+        store.set_epoch_deadline(PluginEngine::ticks(self.deadline()));
+        let tape = store.data().tape.clone();
+        if let Some(t) = &tape {
+            t.start(mode);
+        }
+        let result = self.run(&mut store, instance, f).await;
+        if let Some(t) = &tape {
+            *taped = Some(t.finish());
+        }
+        let (r, instance) = result?;
+        let data = store.data_mut();
+        let report = CallReport {
+            writes: std::mem::take(&mut data.writes),
+            retry_soon: data.retry_soon,
+            record: None,
+        };
+        if reuse {
+            self.idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Warm { store, instance });
+        }
+        Ok((r, report))
+    }
+
+    /// Instantiates (unless `instance` is a warm one) and runs `f`.
+    async fn run<R: Send>(
+        &self,
+        store: &mut Store<State>,
+        instance: Option<Instance>,
+        f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
+    ) -> Result<(R, Instance), CallError> {
+        let instance = match instance {
+            Some(i) => i,
+            None => {
+                let made = match &self.pre {
+                    Pre::Reconciler(p) => p
+                        .instantiate_async(&mut *store)
+                        .await
+                        .map(Instance::Reconciler),
+                    Pre::Provider(p) => p
+                        .instantiate_async(&mut *store)
+                        .await
+                        .map(Instance::Provider),
+                };
+                match made {
+                    Ok(i) => i,
+                    Err(e) => return Err(self.classify(e, store.data().limiter.hit)),
+                }
+            }
+        };
+        let result = f(&instance, store).await;
+        match result {
+            Ok(r) => Ok((r, instance)),
+            Err(e) => Err(self.classify(e, store.data().limiter.hit)),
+        }
+    }
+
+    fn classify(&self, e: wasmtime::Error, memory_cap_hit: bool) -> CallError {
+        let error = match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => CallError::Timeout(self.deadline()),
+            _ if memory_cap_hit => CallError::OutOfMemory(self.manifest.limits.memory_mib),
+            _ => CallError::Trap(format!("{e:#}")),
+        };
+        self.failed(error)
+    }
+
+    /// Counts a failed call by kind and logs it.
+    fn failed(&self, error: CallError) -> CallError {
+        let m = &self.ctx.metrics;
+        match &error {
+            CallError::Timeout(_) => PluginMetrics::inc(&m.timeouts),
+            CallError::OutOfMemory(_) => PluginMetrics::inc(&m.out_of_memory),
+            CallError::Trap(_) => PluginMetrics::inc(&m.traps),
+            CallError::Malformed(_) => PluginMetrics::inc(&m.malformed),
+            CallError::TooLarge { .. } => PluginMetrics::inc(&m.oversized),
+        }
+        tracing::warn!(plugin = %self.name, error = %error, "plugin call failed");
+        error
+    }
+
+    /// A result the host refuses, as the call's error.
+    pub(super) fn refused(&self, bad: BadResult) -> CallError {
+        self.failed(match bad {
+            BadResult::Status(s) => {
+                CallError::Malformed(format!("status is not a JSON object: {}", truncate(&s)))
+            }
+            BadResult::TooLarge(bytes) => CallError::TooLarge {
+                bytes,
+                limit: MAX_RESULT_BYTES,
+            },
+        })
+    }
+}
+
+fn truncate(s: &str) -> String {
+    if s.len() <= 80 {
+        s.to_string()
+    } else {
+        format!("{}...", &s[..s.floor_char_boundary(80)])
+    }
+}

@@ -1,0 +1,282 @@
+//! The world's exports as typed methods on [`Loaded`], each one sandboxed
+//! call; with recording on, `reconcile` and `finalize` also make the call's
+//! record, and `replay` runs a recorded call again.
+
+use super::{CallError, Instance, Loaded};
+use crate::plugin::bindings::provider::ProviderPlugin;
+use crate::plugin::bindings::reconciler::ReconcilerPlugin;
+use crate::plugin::outcome::{Finalized, GuestError, Reconciled};
+use crate::plugin::provider::{HandlerOutcome, WakeEvent};
+use crate::plugin::record::{CallKind, CallRecord, Outcome, Recording, TapeMode, Taped};
+use crate::plugin::sandbox::CallReport;
+
+impl Loaded {
+    /// `reconcile` on a fresh instance. Returns the guest's result and the
+    /// writes it made (and, recording, the call's record).
+    pub async fn reconcile(
+        &self,
+        key: &str,
+        obj: &str,
+    ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
+        let Some(recording) = &self.ctx.recording else {
+            return self
+                .reconcile_taped(key, obj, TapeMode::Off, 0, &mut None)
+                .await;
+        };
+        let mut taped = None;
+        let mut r = self
+            .reconcile_taped(key, obj, TapeMode::Record, 0, &mut taped)
+            .await;
+        let outcome = Outcome::of_reconcile(&r);
+        self.attach_record(
+            recording,
+            CallKind::Reconcile,
+            key,
+            obj,
+            taped,
+            outcome,
+            &mut r,
+        );
+        r
+    }
+
+    /// Hands the record of a call that just ran to the report, where the host
+    /// adds its writes before it is written; a failed call has no host writes
+    /// to wait for, so its record goes now (when the pending record drops).
+    #[allow(clippy::too_many_arguments)]
+    fn attach_record<T>(
+        &self,
+        recording: &Recording,
+        call: CallKind,
+        key: &str,
+        obj: &str,
+        taped: Option<Taped>,
+        outcome: Outcome,
+        r: &mut Result<(Result<T, GuestError>, CallReport), CallError>,
+    ) {
+        let record = self.call_record(
+            recording,
+            call,
+            key,
+            obj,
+            taped.unwrap_or_default(),
+            outcome,
+        );
+        let pending = recording.pending(record);
+        if let Ok((_, report)) = r {
+            report.record = Some(pending);
+        }
+    }
+
+    /// The record of a call that just ran.
+    fn call_record(
+        &self,
+        recording: &Recording,
+        call: CallKind,
+        key: &str,
+        obj: &str,
+        taped: Taped,
+        outcome: Outcome,
+    ) -> CallRecord {
+        let mut input = serde_json::from_str(obj).unwrap_or(serde_json::Value::Null);
+        recording.redaction.object(&mut input);
+        CallRecord {
+            seq: recording.writer.next_seq(),
+            at: crate::plugin::record::now_rfc3339(),
+            plugin: self.name.clone(),
+            digest: self.digest.clone(),
+            call,
+            key: key.to_string(),
+            input,
+            insecure_seed: format!("{:x}", taped.seed),
+            imports: taped.entries,
+            outcome,
+            host_writes: Vec::new(),
+        }
+    }
+
+    /// Runs one recorded call again on this version, every import answered
+    /// from `record` (the plugin must have been loaded for replay).
+    pub async fn replay(&self, record: &CallRecord) -> (Outcome, Taped) {
+        let seed = u128::from_str_radix(&record.insecure_seed, 16).unwrap_or(0);
+        let mode = TapeMode::Replay(record.imports.clone());
+        let obj = record.input.to_string();
+        let mut taped = None;
+        let outcome = match record.call {
+            CallKind::Reconcile => Outcome::of_reconcile(
+                &self
+                    .reconcile_taped(&record.key, &obj, mode, seed, &mut taped)
+                    .await,
+            ),
+            CallKind::Finalize => Outcome::of_finalize(
+                &self
+                    .finalize_taped(&record.key, &obj, mode, seed, &mut taped)
+                    .await,
+            ),
+        };
+        (outcome, taped.unwrap_or_default())
+    }
+
+    async fn reconcile_taped(
+        &self,
+        key: &str,
+        obj: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+    ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
+        let obj = obj.to_string();
+        let (result, report) = self
+            .call_taped(key, mode, seed, taped, move |inst, s| {
+                Box::pin(async move {
+                    reconciler(inst)?
+                        .wasmlet_plugin_reconciler()
+                        .call_reconcile(s, &obj)
+                        .await
+                })
+            })
+            .await?;
+        let result = match result {
+            Ok(o) => Reconciled::try_from(o).map(Ok),
+            Err(e) => GuestError::try_from(e).map(Err),
+        };
+        match result {
+            Ok(result) => Ok((result, report)),
+            Err(bad) => Err(self.refused(bad)),
+        }
+    }
+
+    pub async fn finalize(
+        &self,
+        key: &str,
+        obj: &str,
+    ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
+        let Some(recording) = &self.ctx.recording else {
+            return self
+                .finalize_taped(key, obj, TapeMode::Off, 0, &mut None)
+                .await;
+        };
+        let mut taped = None;
+        let mut r = self
+            .finalize_taped(key, obj, TapeMode::Record, 0, &mut taped)
+            .await;
+        let outcome = Outcome::of_finalize(&r);
+        self.attach_record(
+            recording,
+            CallKind::Finalize,
+            key,
+            obj,
+            taped,
+            outcome,
+            &mut r,
+        );
+        r
+    }
+
+    async fn finalize_taped(
+        &self,
+        key: &str,
+        obj: &str,
+        mode: TapeMode,
+        seed: u128,
+        taped: &mut Option<Taped>,
+    ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
+        let obj = obj.to_string();
+        let (result, report) = self
+            .call_taped(key, mode, seed, taped, move |inst, s| {
+                Box::pin(async move {
+                    reconciler(inst)?
+                        .wasmlet_plugin_reconciler()
+                        .call_finalize(s, &obj)
+                        .await
+                })
+            })
+            .await?;
+        let result = match result {
+            Ok(o) => Ok(Finalized::from(o)),
+            Err(e) => match GuestError::try_from(e) {
+                Ok(e) => Err(e),
+                Err(bad) => return Err(self.refused(bad)),
+            },
+        };
+        Ok((result, report))
+    }
+
+    /// Provider: the initial state data for a pod.
+    pub async fn provider_init(
+        &self,
+        key: &str,
+        pod: &str,
+    ) -> Result<Result<String, String>, CallError> {
+        let pod = pod.to_string();
+        self.call(key, move |inst, s| {
+            Box::pin(async move {
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_init(s, &pod)
+                    .await
+            })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+
+    /// Provider: one handler run.
+    pub async fn provider_handle(
+        &self,
+        key: &str,
+        state: &str,
+        pod: &str,
+        data: &str,
+        event: Option<WakeEvent>,
+    ) -> Result<Result<HandlerOutcome, String>, CallError> {
+        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
+        self.call(key, move |inst, s| {
+            Box::pin(async move {
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_handle(s, &state, &pod, &data, event)
+                    .await
+            })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+
+    /// Provider: the status fragment for a state.
+    pub async fn provider_status(
+        &self,
+        key: &str,
+        state: &str,
+        pod: &str,
+        data: &str,
+    ) -> Result<String, CallError> {
+        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
+        self.call(key, move |inst, s| {
+            Box::pin(async move {
+                provider(inst)?
+                    .wasmlet_plugin_provider()
+                    .call_status(s, &state, &pod, &data)
+                    .await
+            })
+        })
+        .await
+        .map(|(r, _)| r)
+    }
+}
+
+pub(super) fn reconciler(inst: &Instance) -> wasmtime::Result<&ReconcilerPlugin> {
+    match inst {
+        Instance::Reconciler(p) => Ok(p),
+        Instance::Provider(_) => Err(wasmtime::Error::msg("a provider has no reconciler exports")),
+    }
+}
+
+pub(super) fn provider(inst: &Instance) -> wasmtime::Result<&ProviderPlugin> {
+    match inst {
+        Instance::Provider(p) => Ok(p),
+        Instance::Reconciler(_) => {
+            Err(wasmtime::Error::msg("a reconciler has no provider exports"))
+        }
+    }
+}
