@@ -1,6 +1,7 @@
 //! The process's HTTP endpoints: `/metrics` (every registered metric, the
 //! plugin set's included), `/healthz` and `/readyz` (ready once the host has
-//! loaded its plugins), and the status page at `/`.
+//! loaded its plugins), the status page at `/`, and `/shadow/NAME`, a
+//! plugin's shadow report as JSON (`wasmlet plugin shadow-report`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use axum::Router;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::controller::metrics::ControllerMetrics;
@@ -24,6 +26,7 @@ pub async fn serve(
         format!("metrics cannot listen on {addr} (flag --metrics-addr; port 0 picks a free one)")
     })?;
     let bound = listener.local_addr()?;
+    let shadow_page = page.clone();
     let app = Router::new()
         .route(
             "/",
@@ -48,6 +51,24 @@ pub async fn serve(
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/shadow/{name}",
+            get({
+                let page = shadow_page;
+                move |axum::extract::Path(name): axum::extract::Path<String>| {
+                    let plugins = page.plugins.get().cloned();
+                    async move {
+                        match plugins {
+                            Some(set) if set.get(&name).is_some() => {
+                                axum::Json(set.shadow_slot(&name).report()).into_response()
+                            }
+                            _ => (StatusCode::NOT_FOUND, format!("no plugin {name}\n"))
+                                .into_response(),
+                        }
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

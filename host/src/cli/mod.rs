@@ -15,6 +15,7 @@ mod host;
 mod registry;
 mod replay;
 mod scaffold;
+mod shadow;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -142,6 +143,37 @@ enum PluginCommand {
         dir: PathBuf,
         #[command(flatten)]
         registry: registry::RegistryArgs,
+    },
+    /// Run CANDIDATE beside the live reconciler NAME on every live call, its
+    /// writes held back and its decisions compared (as DIR/NAME.shadow.wasm).
+    Shadow {
+        name: String,
+        candidate: PathBuf,
+        #[command(flatten)]
+        dir: shadow::PluginsDir,
+    },
+    /// Print how NAME's shadow candidate decided compared with the live
+    /// version, from a running host's endpoints.
+    ShadowReport {
+        name: String,
+        /// The host's --metrics-addr.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        host: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make NAME's shadow candidate the live version (the normal hot swap).
+    Promote {
+        name: String,
+        #[command(flatten)]
+        dir: shadow::PluginsDir,
+    },
+    /// Stop NAME's shadow candidate and remove it.
+    Abandon {
+        name: String,
+        #[command(flatten)]
+        dir: shadow::PluginsDir,
     },
 }
 
@@ -308,6 +340,16 @@ async fn main_async(cli: Cli) -> Result<()> {
             dir,
             registry,
         }) => registry::plugin_pull(&reference, &dir, &registry).await?,
+        Command::Plugin(PluginCommand::Shadow {
+            name,
+            candidate,
+            dir,
+        }) => shadow::start(&name, &candidate, &dir)?,
+        Command::Plugin(PluginCommand::ShadowReport { name, host, json }) => {
+            shadow::report(&name, &host, json).await?
+        }
+        Command::Plugin(PluginCommand::Promote { name, dir }) => shadow::promote(&name, &dir)?,
+        Command::Plugin(PluginCommand::Abandon { name, dir }) => shadow::abandon(&name, &dir)?,
     }
     Ok(())
 }

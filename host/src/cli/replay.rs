@@ -156,6 +156,7 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
                     http: None,
                     recording: None,
                     replay: true,
+                    shadow: None,
                 });
                 let l = Arc::new(Loaded::load(&engine, &wasm, manifest, ctx).await?);
                 eprintln!(

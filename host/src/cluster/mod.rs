@@ -8,6 +8,7 @@
 //! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
 //! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
+//! - [`read_only`]: [`ReadOnly`], access that never writes (shadow candidates);
 //! - [`error`]: why a call failed ([`ClientError`]).
 //!
 //! ```no_run
@@ -27,9 +28,11 @@ pub mod cache;
 pub mod client;
 pub mod encode;
 pub mod error;
+pub mod read_only;
 pub mod resolver;
 
 pub use access::ClusterAccess;
 pub use client::{Cluster, Delete, PatchKind};
 pub use error::ClientError;
+pub use read_only::ReadOnly;
 pub use resolver::{Resolved, Resolver};

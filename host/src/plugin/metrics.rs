@@ -23,6 +23,11 @@ pub struct PluginMetrics {
     pub swaps: AtomicU64,
     pub load_failures: AtomicU64,
     pub events_dropped: AtomicU64,
+    /// Shadow mode: the candidate's calls by result, and live calls it skipped.
+    pub shadow_same: AtomicU64,
+    pub shadow_different: AtomicU64,
+    pub shadow_error: AtomicU64,
+    pub shadow_skipped: AtomicU64,
 }
 
 impl PluginMetrics {
@@ -92,6 +97,12 @@ struct PluginLabels {
     plugin: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    plugin: String,
+    result: &'static str,
+}
+
 /// Exports `wasmlet_plugin_<counter>_total{plugin}` for every plugin the set
 /// has counted, read at each scrape; register it where the set is owned.
 pub struct PluginCollector(pub Arc<PluginSet>);
@@ -124,6 +135,39 @@ impl Collector for PluginCollector {
                 let value = PluginMetrics::get(m.counters()[i].2);
                 ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let mut family = encoder.encode_descriptor(
+            "wasmlet_shadow_calls",
+            "Shadow candidates' calls, by how their decision compared with the live version's",
+            None,
+            MetricType::Counter,
+        )?;
+        for (plugin, m) in &plugins {
+            for (result, counter) in [
+                ("same", &m.shadow_same),
+                ("different", &m.shadow_different),
+                ("error", &m.shadow_error),
+            ] {
+                let labels = ShadowLabels {
+                    plugin: plugin.clone(),
+                    result,
+                };
+                ConstCounter::new(PluginMetrics::get(counter))
+                    .encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "wasmlet_shadow_skipped",
+            "Live calls not handed to the shadow candidate because it was too far behind",
+            None,
+            MetricType::Counter,
+        )?;
+        for (plugin, m) in &plugins {
+            let labels = PluginLabels {
+                plugin: plugin.clone(),
+            };
+            ConstCounter::new(PluginMetrics::get(&m.shadow_skipped))
+                .encode(family.encode_family(&labels)?)?;
         }
         Ok(())
     }

@@ -11,7 +11,8 @@
 //! - [`events`]: where `record-event` goes, truncated and rate-limited;
 //! - [`http`]: the shared outbound client behind the `http` import;
 //! - [`http_dns`]: its resolver, which refuses non-public addresses;
-//! - [`record`]: calls recorded as JSON lines, and replayed from them.
+//! - [`record`]: calls recorded as JSON lines, and replayed from them;
+//! - [`shadow`]: a candidate version judged on live calls, its writes held back.
 //!
 //! The cluster behind the `client` import is [`crate::cluster`].
 
@@ -33,6 +34,7 @@ pub mod record;
 pub mod remote;
 pub mod sandbox;
 pub mod set;
+pub mod shadow;
 
 pub use loaded::{CallError, LoadError, Loaded};
 pub use manifest::Manifest;

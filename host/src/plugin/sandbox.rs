@@ -61,8 +61,11 @@ pub struct PluginCtx {
     pub http: Option<Arc<super::http::HttpClient>>,
     /// Where this version's calls are recorded; `None`: not recorded.
     pub recording: Option<Arc<super::record::Recording>>,
-    /// `wasmlet replay`: every import is answered from a record.
+    /// `wasmlet replay` or a shadow candidate: every import is answered from
+    /// a record (a candidate's cluster reads beyond it excepted).
     pub replay: bool,
+    /// Live reconciler versions: where a shadow candidate may run beside them.
+    pub shadow: Option<Arc<super::shadow::ShadowSlot>>,
 }
 
 impl PluginCtx {

@@ -22,7 +22,10 @@ use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
 use super::record::{RecordSettings, RecordWriter, Recording, Redaction};
 use super::sandbox::PluginCtx;
+use super::shadow::ShadowSlot;
 use crate::cluster::{Cluster, ClusterAccess};
+
+pub mod shadows;
 
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
@@ -83,6 +86,8 @@ pub struct PluginSet {
     record: RwLock<Option<RecordConfig>>,
     /// One record file writer per plugin name, shared by its versions.
     writers: Mutex<BTreeMap<String, Arc<RecordWriter>>>,
+    /// Per reconciler name, shared by its versions: its shadow candidate.
+    shadows: Mutex<BTreeMap<String, Arc<ShadowSlot>>>,
 }
 
 /// Recording for a set (`wasmlet up|run --record NAME`).
@@ -118,6 +123,7 @@ impl PluginSet {
             scanning: tokio::sync::Mutex::new(()),
             record: RwLock::new(None),
             writers: Mutex::new(BTreeMap::new()),
+            shadows: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -197,13 +203,15 @@ impl PluginSet {
             .push(dir.to_path_buf());
     }
 
-    /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`.
+    /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`; a shadow
+    /// candidate (`NAME.shadow.wasm`) is not one.
     fn plugins_in(dir: &Path) -> std::io::Result<BTreeSet<String>> {
         Ok(std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
             .filter(|n| !n.starts_with('.'))
             .filter_map(|n| n.strip_suffix(".wasm").map(str::to_string))
+            .filter(|n| !n.ends_with(shadows::SUFFIX))
             .filter(|n| dir.join(format!("{n}.toml")).exists())
             .collect())
     }
@@ -308,6 +316,8 @@ impl PluginSet {
             http: Some(super::http::HttpClient::shared()),
             recording: self.recording_for(name, &manifest, toml),
             replay: false,
+            shadow: (manifest.plugin.kind == super::manifest::PluginKind::Reconciler)
+                .then(|| self.shadow_slot(name)),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }
@@ -319,18 +329,21 @@ impl PluginSet {
             | PluginEvent::Removed(n)
             | PluginEvent::Rejected(n, _) => n.clone(),
         };
-        {
-            let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            if h.len() == HISTORY {
-                h.pop_front();
-            }
-            h.push_back(Change {
-                at: std::time::SystemTime::now(),
-                plugin,
-                what,
-            });
-        }
+        self.remember(plugin, what);
         let _ = self.events.send(event);
+    }
+
+    /// Adds a change to the history (the status page).
+    fn remember(&self, plugin: String, what: String) {
+        let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        if h.len() == HISTORY {
+            h.pop_front();
+        }
+        h.push_back(Change {
+            at: std::time::SystemTime::now(),
+            plugin,
+            what,
+        });
     }
 
     /// The set's recent changes, newest first.
@@ -371,7 +384,8 @@ impl PluginSet {
                 }
             }
         }
-        for (name, dir) in sources {
+        for (name, dir) in &sources {
+            let name = name.clone();
             let wasm = dir.join(format!("{name}.wasm"));
             let toml = dir.join(format!("{name}.toml"));
             present.insert(name.clone());
@@ -427,11 +441,13 @@ impl PluginSet {
             .into_iter()
             .filter(|n| !present.contains(n))
             .collect();
+        self.scan_shadows(&sources).await;
         for name in gone {
             self.slots
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&name);
+            self.stop_shadow(&name);
             tracing::info!(plugin = %name, "plugin removed");
             self.publish(PluginEvent::Removed(name), "removed".into());
         }

@@ -48,13 +48,19 @@ impl State {
         if !tape.replaying() {
             return None;
         }
-        Some(
-            tape.answer(op, args.clone(), false)
-                .and_then(decode)
-                .unwrap_or_else(|| {
-                    T::unanswered(format!("replay: the record has no answer for {op} {args}"))
-                }),
-        )
+        // A shadow candidate reads the cluster live where the live version
+        // did not read; everything else it asks for is held back.
+        let live_read = tape.shadowing() && matches!(op, "client.get" | "client.list");
+        match tape.answer(op, args.clone(), live_read).and_then(decode) {
+            Some(answer) => Some(answer),
+            None if live_read => None,
+            None if tape.shadowing() => Some(T::unanswered(format!(
+                "shadow: held back, the live version made no such request: {op} {args}"
+            ))),
+            None => Some(T::unanswered(format!(
+                "replay: the record has no answer for {op} {args}"
+            ))),
+        }
     }
 
     /// Recording: tapes `op(args)` with its result.
@@ -88,7 +94,7 @@ fn list_answer(v: Value) -> Option<Result<Vec<String>, ClientError>> {
 }
 
 /// Runs `op` through the tape: `$live` is the live import, evaluated only
-/// when the record does not answer.
+/// when the record does not answer (and, replaying, only for a shadow's reads).
 macro_rules! through_tape {
     ($self:ident, $op:literal, $args:expr, $encode:expr, $decode:expr, $live:expr) => {{
         let args = $self.tape_args(|| $args);

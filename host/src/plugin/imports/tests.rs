@@ -34,6 +34,7 @@ fn state_at(url: &str, rules: &str, extra: &str) -> State {
         http: None,
         recording: None,
         replay: false,
+        shadow: None,
     };
     State::new(Arc::new(ctx), "default/x".into())
 }

@@ -54,11 +54,15 @@ impl Loaded {
         PluginMetrics::inc(&self.ctx.metrics.calls);
         // A replay never reuses: each call's store answers from its own record.
         let reuse = self.manifest.limits.reuse_instances && !self.ctx.replay;
+        // A store made before a shadow started has no tape: a taped call
+        // leaves it and makes one that has.
+        let wants_tape = !matches!(mode, TapeMode::Off);
         let warm = if reuse {
             self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
         } else {
             None
-        };
+        }
+        .filter(|w| !wants_tape || w.store.data().tape.is_some());
         let (mut store, instance) = match warm {
             Some(Warm {
                 mut store,
@@ -72,26 +76,13 @@ impl Loaded {
                 (store, Some(instance))
             }
             None => {
-                let tape = self.ctx.taped().then(|| {
+                let tape = (self.ctx.taped() || wants_tape).then(|| {
                     let seed = if self.ctx.replay {
                         seed
                     } else {
                         rand::random::<u128>()
                     };
-                    // A replay redacts the guest's requests as the recording
-                    // host did (the manifest's `[record]`), so they compare alike.
-                    let redaction = match &self.ctx.recording {
-                        Some(r) => r.redaction.clone(),
-                        None => self
-                            .manifest
-                            .record
-                            .as_ref()
-                            .map(|r| Redaction {
-                                keep_secrets: r.keep_secrets,
-                                sensitive_hosts: r.sensitive_http_hosts.clone(),
-                            })
-                            .unwrap_or_default(),
-                    };
+                    let redaction = self.tape_redaction(&mode);
                     Tape::new(redaction, seed)
                 });
                 let mut store = Store::new(
@@ -129,6 +120,39 @@ impl Loaded {
                 .push(Warm { store, instance });
         }
         Ok((r, report))
+    }
+
+    /// How a new store's tape redacts. A replay redacts the guest's requests
+    /// as the recording host did (the manifest's `[record]`), and a shadow
+    /// candidate as the live call's tape did, so that they compare alike.
+    fn tape_redaction(&self, mode: &TapeMode) -> Redaction {
+        if let TapeMode::Shadow { redaction, .. } = mode {
+            return redaction.clone();
+        }
+        if self.ctx.replay && self.ctx.recording.is_none() {
+            return self
+                .manifest
+                .record
+                .as_ref()
+                .map(|r| Redaction {
+                    keep_secrets: r.keep_secrets,
+                    sensitive_hosts: r.sensitive_http_hosts.clone(),
+                })
+                .unwrap_or_default();
+        }
+        self.live_redaction()
+    }
+
+    /// How this version's live calls are taped: as its recording redacts, or
+    /// (taped only for a shadow, in memory) not at all.
+    pub(super) fn live_redaction(&self) -> Redaction {
+        match &self.ctx.recording {
+            Some(r) => r.redaction.clone(),
+            None => Redaction {
+                keep_secrets: true,
+                sensitive_hosts: Vec::new(),
+            },
+        }
     }
 
     /// Instantiates (unless `instance` is a warm one) and runs `f`.

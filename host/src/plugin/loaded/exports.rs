@@ -1,6 +1,9 @@
 //! The world's exports as typed methods on [`Loaded`], each one sandboxed
 //! call; with recording on, `reconcile` and `finalize` also make the call's
-//! record, and `replay` runs a recorded call again.
+//! record, and with a shadow candidate they offer the call to it; `replay`
+//! and `shadow_call` run a call again.
+
+use std::sync::Arc;
 
 use super::{CallError, Instance, Loaded};
 use crate::plugin::bindings::provider::ProviderPlugin;
@@ -9,59 +12,83 @@ use crate::plugin::outcome::{Finalized, GuestError, Reconciled};
 use crate::plugin::provider::{HandlerOutcome, WakeEvent};
 use crate::plugin::record::{CallKind, CallRecord, Outcome, Recording, TapeMode, Taped};
 use crate::plugin::sandbox::CallReport;
+use crate::plugin::shadow::{Shadow, ShadowJob};
+
+/// A live call that was taped, as it ended.
+struct TapedCall<'a> {
+    call: CallKind,
+    key: &'a str,
+    obj: &'a str,
+    taped: Taped,
+    outcome: Outcome,
+}
 
 impl Loaded {
     /// `reconcile` on a fresh instance. Returns the guest's result and the
-    /// writes it made (and, recording, the call's record).
+    /// writes it made (and, recording, the call's record). With a shadow
+    /// candidate beside this version, the call is taped and offered to it.
     pub async fn reconcile(
         &self,
         key: &str,
         obj: &str,
     ) -> Result<(Result<Reconciled, GuestError>, CallReport), CallError> {
-        let Some(recording) = &self.ctx.recording else {
+        let shadow = self.shadow_now();
+        if self.ctx.recording.is_none() && shadow.is_none() {
             return self
                 .reconcile_taped(key, obj, TapeMode::Off, 0, &mut None)
                 .await;
-        };
+        }
         let mut taped = None;
         let mut r = self
             .reconcile_taped(key, obj, TapeMode::Record, 0, &mut taped)
             .await;
         let outcome = Outcome::of_reconcile(&r);
-        self.attach_record(
-            recording,
-            CallKind::Reconcile,
+        let call = TapedCall {
+            call: CallKind::Reconcile,
             key,
             obj,
-            taped,
+            taped: taped.unwrap_or_default(),
             outcome,
-            &mut r,
-        );
+        };
+        self.after_taped_call(call, shadow, &mut r);
         r
     }
 
-    /// Hands the record of a call that just ran to the report, where the host
-    /// adds its writes before it is written; a failed call has no host writes
-    /// to wait for, so its record goes now (when the pending record drops).
-    #[allow(clippy::too_many_arguments)]
-    fn attach_record<T>(
+    /// The shadow candidate running beside this version now, if any.
+    fn shadow_now(&self) -> Option<Arc<Shadow>> {
+        self.ctx.shadow.as_ref()?.current()
+    }
+
+    /// Offers a taped call to the shadow candidate, and hands its record to
+    /// the report, where the host adds its writes before it is written; a
+    /// failed call has no host writes to wait for, so its record goes now
+    /// (when the pending record drops).
+    fn after_taped_call<T>(
         &self,
-        recording: &Recording,
-        call: CallKind,
-        key: &str,
-        obj: &str,
-        taped: Option<Taped>,
-        outcome: Outcome,
+        mut call: TapedCall<'_>,
+        shadow: Option<Arc<Shadow>>,
         r: &mut Result<(Result<T, GuestError>, CallReport), CallError>,
     ) {
-        let record = self.call_record(
-            recording,
-            call,
-            key,
-            obj,
-            taped.unwrap_or_default(),
-            outcome,
-        );
+        let recording = self.ctx.recording.as_deref();
+        if let Some(shadow) = shadow {
+            let entries = match recording {
+                Some(_) => call.taped.entries.clone(),
+                None => std::mem::take(&mut call.taped.entries),
+            };
+            shadow.offer(ShadowJob {
+                call: call.call,
+                key: call.key.to_string(),
+                obj: call.obj.to_string(),
+                entries,
+                seed: call.taped.seed,
+                outcome: call.outcome.clone(),
+                redaction: self.live_redaction(),
+            });
+        }
+        let Some(recording) = recording else {
+            return;
+        };
+        let record = self.call_record(recording, call);
         let pending = recording.pending(record);
         if let Ok((_, report)) = r {
             report.record = Some(pending);
@@ -69,28 +96,20 @@ impl Loaded {
     }
 
     /// The record of a call that just ran.
-    fn call_record(
-        &self,
-        recording: &Recording,
-        call: CallKind,
-        key: &str,
-        obj: &str,
-        taped: Taped,
-        outcome: Outcome,
-    ) -> CallRecord {
-        let mut input = serde_json::from_str(obj).unwrap_or(serde_json::Value::Null);
+    fn call_record(&self, recording: &Recording, call: TapedCall<'_>) -> CallRecord {
+        let mut input = serde_json::from_str(call.obj).unwrap_or(serde_json::Value::Null);
         recording.redaction.object(&mut input);
         CallRecord {
             seq: recording.writer.next_seq(),
             at: crate::plugin::record::now_rfc3339(),
             plugin: self.name.clone(),
             digest: self.digest.clone(),
-            call,
-            key: key.to_string(),
+            call: call.call,
+            key: call.key.to_string(),
             input,
-            insecure_seed: format!("{:x}", taped.seed),
-            imports: taped.entries,
-            outcome,
+            insecure_seed: format!("{:x}", call.taped.seed),
+            imports: call.taped.entries,
+            outcome: call.outcome,
             host_writes: Vec::new(),
         }
     }
@@ -101,18 +120,37 @@ impl Loaded {
         let seed = u128::from_str_radix(&record.insecure_seed, 16).unwrap_or(0);
         let mode = TapeMode::Replay(record.imports.clone());
         let obj = record.input.to_string();
+        self.run_again(record.call, &record.key, &obj, mode, seed)
+            .await
+    }
+
+    /// Runs a live version's call again on this shadow candidate, on the
+    /// live call's inputs (see [`TapeMode::Shadow`]).
+    pub async fn shadow_call(&self, job: &ShadowJob) -> (Outcome, Taped) {
+        let mode = TapeMode::Shadow {
+            entries: job.entries.clone(),
+            redaction: job.redaction.clone(),
+        };
+        self.run_again(job.call, &job.key, &job.obj, mode, job.seed)
+            .await
+    }
+
+    async fn run_again(
+        &self,
+        call: CallKind,
+        key: &str,
+        obj: &str,
+        mode: TapeMode,
+        seed: u128,
+    ) -> (Outcome, Taped) {
         let mut taped = None;
-        let outcome = match record.call {
-            CallKind::Reconcile => Outcome::of_reconcile(
-                &self
-                    .reconcile_taped(&record.key, &obj, mode, seed, &mut taped)
-                    .await,
-            ),
-            CallKind::Finalize => Outcome::of_finalize(
-                &self
-                    .finalize_taped(&record.key, &obj, mode, seed, &mut taped)
-                    .await,
-            ),
+        let outcome = match call {
+            CallKind::Reconcile => {
+                Outcome::of_reconcile(&self.reconcile_taped(key, obj, mode, seed, &mut taped).await)
+            }
+            CallKind::Finalize => {
+                Outcome::of_finalize(&self.finalize_taped(key, obj, mode, seed, &mut taped).await)
+            }
         };
         (outcome, taped.unwrap_or_default())
     }
@@ -151,25 +189,25 @@ impl Loaded {
         key: &str,
         obj: &str,
     ) -> Result<(Result<Finalized, GuestError>, CallReport), CallError> {
-        let Some(recording) = &self.ctx.recording else {
+        let shadow = self.shadow_now();
+        if self.ctx.recording.is_none() && shadow.is_none() {
             return self
                 .finalize_taped(key, obj, TapeMode::Off, 0, &mut None)
                 .await;
-        };
+        }
         let mut taped = None;
         let mut r = self
             .finalize_taped(key, obj, TapeMode::Record, 0, &mut taped)
             .await;
         let outcome = Outcome::of_finalize(&r);
-        self.attach_record(
-            recording,
-            CallKind::Finalize,
+        let call = TapedCall {
+            call: CallKind::Finalize,
             key,
             obj,
-            taped,
+            taped: taped.unwrap_or_default(),
             outcome,
-            &mut r,
-        );
+        };
+        self.after_taped_call(call, shadow, &mut r);
         r
     }
 

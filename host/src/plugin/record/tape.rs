@@ -24,6 +24,15 @@ pub enum TapeMode {
     Record,
     /// Answer from these entries.
     Replay(Vec<Entry>),
+    /// A shadow candidate's call, answered from the live call's entries
+    /// (redacted as those were): cluster reads the live call did not make are
+    /// read live, and clock or random reads past the record's are real
+    /// instead of divergences; any other request the record cannot answer is
+    /// held back and is the divergence.
+    Shadow {
+        entries: Vec<Entry>,
+        redaction: Redaction,
+    },
 }
 
 /// What a call left on its tape.
@@ -42,6 +51,7 @@ pub struct Taped {
 struct Inner {
     recording: bool,
     replaying: bool,
+    shadowing: bool,
     entries: Vec<Entry>,
     used: Vec<bool>,
     diverged: Option<Entry>,
@@ -93,6 +103,12 @@ impl Tape {
                 i.used = vec![false; entries.len()];
                 i.entries = entries;
             }
+            TapeMode::Shadow { entries, .. } => {
+                i.replaying = true;
+                i.shadowing = true;
+                i.used = vec![false; entries.len()];
+                i.entries = entries;
+            }
         }
     }
 
@@ -116,6 +132,11 @@ impl Tape {
 
     pub fn recording(&self) -> bool {
         self.lock().recording
+    }
+
+    /// Whether this call is a shadow candidate's (see [`TapeMode::Shadow`]).
+    pub fn shadowing(&self) -> bool {
+        self.lock().shadowing
     }
 
     /// Appends an import and its answer (redacted), when recording.
@@ -169,7 +190,7 @@ impl Tape {
     fn clock(&self, op: &str, real: impl FnOnce() -> u64) -> u64 {
         if self.replaying() {
             return self
-                .answer(op, Value::Null, false)
+                .answer(op, Value::Null, self.shadowing())
                 .and_then(|v| v.as_u64())
                 .unwrap_or_else(real);
         }
@@ -184,7 +205,7 @@ impl Tape {
         let args = json!({ "len": dst.len() });
         if self.replaying() {
             let bytes = self
-                .answer(op, args, false)
+                .answer(op, args, self.shadowing())
                 .and_then(|v| hex::decode(v.as_str()?).ok())
                 .filter(|b| b.len() == dst.len());
             match bytes {
@@ -322,5 +343,38 @@ mod tests {
             (d.op.as_str(), &d.args),
             ("client.get", &json!({"name": "b"}))
         );
+    }
+
+    #[test]
+    fn a_shadow_reads_past_the_record_and_diverges_only_on_other_requests() {
+        let t = Tape::new(Redaction::default(), 7);
+        t.start(TapeMode::Record);
+        t.record("client.list", json!({"of": "cm"}), json!({"ok": []}));
+        let wall = t.clock("clock.wall", || 42);
+        let entries = t.finish().entries;
+        t.start(TapeMode::Shadow {
+            entries,
+            redaction: Redaction::default(),
+        });
+        assert!(t.shadowing() && t.replaying());
+        assert_eq!(
+            t.answer("client.list", json!({"of": "cm"}), true),
+            Some(json!({"ok": []}))
+        );
+        // A read the live call did not make, and clocks read more often than
+        // it did, are not divergences (the caller reads them live).
+        assert_eq!(t.answer("client.get", json!({"name": "x"}), true), None);
+        assert_eq!(t.clock("clock.wall", || 7), wall);
+        assert_eq!(t.clock("clock.wall", || 99), 99);
+        assert!(t.finish().diverged.is_none());
+
+        t.start(TapeMode::Shadow {
+            entries: Vec::new(),
+            redaction: Redaction::default(),
+        });
+        assert_eq!(t.answer("client.create", json!({"obj": 1}), false), None);
+        let out = t.finish();
+        assert_eq!(out.diverged.map(|d| d.op), Some("client.create".into()));
+        assert_eq!(out.writes.len(), 1);
     }
 }

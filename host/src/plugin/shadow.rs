@@ -1,0 +1,327 @@
+//! Shadow mode (issue 15): a candidate version of a reconciler runs beside
+//! the live one on live traffic, and its decisions are compared with the live
+//! version's before it is ever allowed to write.
+//!
+//! The candidate is `NAME.shadow.wasm` beside the live `NAME.wasm` (under the
+//! live manifest; `wasmlet plugin shadow NAME CANDIDATE.wasm` puts it there).
+//! While it runs, each live call is taped and, once it has returned, handed to
+//! the candidate as a [`ShadowJob`]: the same object, answered from the live
+//! call's tape ([`TapeMode::Shadow`](super::record::TapeMode::Shadow)), so the
+//! candidate sees the same cache snapshot, HTTP responses, clocks and random.
+//! Cluster reads the live call did not make are read from the cache; every
+//! write, eviction, event and HTTP request the live call did not make is held
+//! back (the candidate's cluster access is read-only as well, so nothing it
+//! asks for reaches the API server). The two decisions (outcome and writes)
+//! are compared as a replay compares them ([`judge`]), counted in
+//! `wasmlet_shadow_calls_total{plugin,result="same|different|error"}`, and
+//! each difference is logged with its key and kept for
+//! `wasmlet plugin shadow-report NAME` (the last [`KEPT`]).
+//!
+//! Shadow work never delays live work: candidate calls run one at a time on a
+//! thread of their own at a lower CPU priority (nice +10), off the runtime
+//! that serves live calls, and a live call finding [`QUEUE`] calls already
+//! waiting is skipped (counted in `wasmlet_shadow_skipped_total`), never waited for.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwapOption;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::loaded::Loaded;
+use super::metrics::PluginMetrics;
+use super::record::replay::{Verdict, judge};
+use super::record::{CallKind, CallRecord, Entry, Outcome, Redaction};
+
+/// How many differences a plugin's shadow keeps for its report.
+pub const KEPT: usize = 100;
+/// Live calls that may wait for the candidate; a call beyond is skipped.
+pub const QUEUE: usize = 256;
+/// How much lower the candidate's thread runs than the host (`nice`).
+const NICENESS: i32 = 10;
+
+/// A live call, handed to the candidate: its input and everything the live
+/// version's imports answered, in order.
+pub struct ShadowJob {
+    pub call: CallKind,
+    pub key: String,
+    pub obj: String,
+    pub entries: Vec<Entry>,
+    /// The live store's `wasi:random/insecure-seed`.
+    pub seed: u128,
+    pub outcome: Outcome,
+    /// How the live call's tape redacted (the candidate's is the same, so
+    /// their requests compare alike).
+    pub redaction: Redaction,
+}
+
+/// How a candidate's call compared with the live one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShadowResult {
+    Same,
+    /// Another outcome or other writes, or a request the live call did not make.
+    Different,
+    /// The candidate trapped, timed out or ran out of memory where the live
+    /// version did not.
+    Error,
+}
+
+impl ShadowResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShadowResult::Same => "same",
+            ShadowResult::Different => "different",
+            ShadowResult::Error => "error",
+        }
+    }
+}
+
+/// One place where the two decisions differ (a JSON pointer into
+/// `{"outcome": .., "writes": [..]}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub path: String,
+    pub live: Value,
+    pub candidate: Value,
+}
+
+/// A call the candidate decided differently, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Difference {
+    pub at: String,
+    pub key: String,
+    pub call: CallKind,
+    pub result: ShadowResult,
+    /// The candidate's digest (sha256 of its `.wasm`).
+    pub candidate: String,
+    pub changes: Vec<Change>,
+    /// The first request the candidate made that the live call did not (held back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<Entry>,
+}
+
+/// What `GET /shadow/NAME` answers and `wasmlet plugin shadow-report` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Report {
+    pub plugin: String,
+    /// The running candidate's digest; `None`: no candidate now.
+    pub candidate: Option<String>,
+    /// Counted since the host started, across candidates.
+    pub same: u64,
+    pub different: u64,
+    pub error: u64,
+    pub skipped: u64,
+    /// The last [`KEPT`] differences of the running candidate, newest first.
+    pub differences: Vec<Difference>,
+}
+
+/// Per plugin name, shared by its live versions: the candidate running
+/// beside them now, and what it found.
+pub struct ShadowSlot {
+    pub name: String,
+    current: ArcSwapOption<Shadow>,
+    metrics: Arc<PluginMetrics>,
+    differences: Arc<Mutex<VecDeque<Difference>>>,
+    /// The candidate's files' fingerprint (`.shadow.wasm` + manifest).
+    pub(super) fingerprint: Mutex<String>,
+}
+
+/// A running candidate: where live calls are handed to it.
+pub struct Shadow {
+    pub digest: String,
+    jobs: mpsc::Sender<ShadowJob>,
+    metrics: Arc<PluginMetrics>,
+}
+
+impl Shadow {
+    /// Hands a live call to the candidate, or skips it when the candidate is
+    /// [`QUEUE`] calls behind: the live call never waits.
+    pub fn offer(&self, job: ShadowJob) {
+        if self.jobs.try_send(job).is_err() {
+            PluginMetrics::inc(&self.metrics.shadow_skipped);
+        }
+    }
+}
+
+impl ShadowSlot {
+    pub fn new(name: &str, metrics: Arc<PluginMetrics>) -> Arc<ShadowSlot> {
+        Arc::new(ShadowSlot {
+            name: name.to_string(),
+            current: ArcSwapOption::empty(),
+            metrics,
+            differences: Arc::default(),
+            fingerprint: Mutex::default(),
+        })
+    }
+
+    /// The candidate running now, if any.
+    pub fn current(&self) -> Option<Arc<Shadow>> {
+        self.current.load_full()
+    }
+
+    /// Runs `candidate` beside the live versions from now on, in place of
+    /// any earlier one.
+    pub fn start(&self, candidate: Loaded, fingerprint: String) -> std::io::Result<()> {
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        let digest = candidate.digest.clone();
+        let worker = Worker {
+            name: self.name.clone(),
+            candidate,
+            metrics: self.metrics.clone(),
+            differences: self.differences.clone(),
+        };
+        std::thread::Builder::new()
+            .name(format!("shadow-{}", self.name))
+            .spawn(move || worker.run(rx))?;
+        self.differences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        *self.fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
+        // The previous candidate's thread ends once its queue is drained and
+        // its sender (held only here and by calls in flight) is gone.
+        self.current.store(Some(Arc::new(Shadow {
+            digest,
+            jobs,
+            metrics: self.metrics.clone(),
+        })));
+        Ok(())
+    }
+
+    /// Stops the candidate; returns whether one was running.
+    pub fn stop(&self) -> bool {
+        self.fingerprint
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.current.swap(None).is_some()
+    }
+
+    pub fn report(&self) -> Report {
+        let m = &self.metrics;
+        Report {
+            plugin: self.name.clone(),
+            candidate: self.current().map(|s| s.digest.clone()),
+            same: PluginMetrics::get(&m.shadow_same),
+            different: PluginMetrics::get(&m.shadow_different),
+            error: PluginMetrics::get(&m.shadow_error),
+            skipped: PluginMetrics::get(&m.shadow_skipped),
+            differences: self
+                .differences
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .rev()
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// The candidate's thread: its calls, one at a time.
+struct Worker {
+    name: String,
+    candidate: Loaded,
+    metrics: Arc<PluginMetrics>,
+    differences: Arc<Mutex<VecDeque<Difference>>>,
+}
+
+impl Worker {
+    fn run(self, mut jobs: mpsc::Receiver<ShadowJob>) {
+        // SAFETY: setpriority has no memory effects; on Linux, `who` 0 with
+        // PRIO_PROCESS is the calling thread.
+        let lowered = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICENESS) } == 0;
+        if !lowered {
+            tracing::warn!(plugin = %self.name, "shadow: cannot lower the candidate thread's priority");
+        }
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(plugin = %self.name, error = %e, "shadow: no runtime for the candidate; it does not run");
+                return;
+            }
+        };
+        runtime.block_on(async {
+            while let Some(job) = jobs.recv().await {
+                self.judge(job).await;
+            }
+        });
+    }
+
+    async fn judge(&self, job: ShadowJob) {
+        let (outcome, taped) = self.candidate.shadow_call(&job).await;
+        let live = CallRecord {
+            seq: 0,
+            at: String::new(),
+            plugin: self.name.clone(),
+            digest: String::new(),
+            call: job.call,
+            key: job.key.clone(),
+            input: Value::Null,
+            insecure_seed: String::new(),
+            imports: job.entries,
+            outcome: job.outcome,
+            host_writes: Vec::new(),
+        };
+        let failed = |o: &Outcome| matches!(o, Outcome::Failed { .. });
+        let (result, changes, asked) = match judge(&live, &outcome, &taped) {
+            Verdict::Same => (ShadowResult::Same, Vec::new(), None),
+            Verdict::Different(d) => {
+                let result = if failed(&outcome) && !failed(&live.outcome) {
+                    ShadowResult::Error
+                } else {
+                    ShadowResult::Different
+                };
+                let changes = d
+                    .into_iter()
+                    .map(|d| Change {
+                        path: d.path,
+                        live: d.recorded,
+                        candidate: d.replayed,
+                    })
+                    .collect();
+                (result, changes, None)
+            }
+            Verdict::Diverged(asked) => (ShadowResult::Different, Vec::new(), Some(asked)),
+        };
+        let m = &self.metrics;
+        PluginMetrics::inc(match result {
+            ShadowResult::Same => &m.shadow_same,
+            ShadowResult::Different => &m.shadow_different,
+            ShadowResult::Error => &m.shadow_error,
+        });
+        if result == ShadowResult::Same {
+            return;
+        }
+        let difference = Difference {
+            at: super::record::now_rfc3339(),
+            key: job.key,
+            call: job.call,
+            result,
+            candidate: self.candidate.digest.clone(),
+            changes,
+            asked,
+        };
+        tracing::warn!(
+            plugin = %self.name,
+            key = %difference.key,
+            result = result.as_str(),
+            diff = %serde_json::to_string(&difference.changes).unwrap_or_default(),
+            asked = ?difference.asked.as_ref().map(|a| (&a.op, &a.args)),
+            "shadow: the candidate decided differently"
+        );
+        let mut kept = self.differences.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() == KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(difference);
+    }
+}
