@@ -6,7 +6,9 @@
 //! workqueue, host-owned status patch — with the reconciler either the `echo`
 //! wasm guest (a fresh instance per call) or the same logic as a native Rust
 //! function behind the controller's `Reconciler` interface. A fourth arm runs
-//! the wasm guest with its calls recorded (`[record]`), for recording's cost.
+//! the wasm guest with its calls recorded (`[record]`), for recording's cost,
+//! and a fifth with a shadow candidate (`NAME.shadow.wasm`, the same guest)
+//! beside it, for the cost of shadow mode to live work.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -177,7 +179,7 @@ async fn main() -> anyhow::Result<()> {
         root.join("configsummary.crd.yaml"),
     )?)?;
     crds.create(&PostParams::default(), &crd).await?;
-    for ns in ["wasm", "reuse", "native", "record"] {
+    for ns in ["wasm", "reuse", "native", "record", "shadow"] {
         let nsapi: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         nsapi
             .create(
@@ -198,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
         ("reuse", "echo-reuse"),
         ("native", "echo-native"),
         ("record", "echo-record"),
+        ("shadow", "echo-shadow"),
     ] {
         let mut text = manifest_text.replace(
             "[reconciles]",
@@ -214,6 +217,8 @@ async fn main() -> anyhow::Result<()> {
     std::fs::copy(root.join("echo.wasm"), dir.join("echo-wasm.wasm"))?;
     std::fs::copy(root.join("echo.wasm"), dir.join("echo-reuse.wasm"))?;
     std::fs::copy(root.join("echo.wasm"), dir.join("echo-record.wasm"))?;
+    std::fs::copy(root.join("echo.wasm"), dir.join("echo-shadow.wasm"))?;
+    std::fs::copy(root.join("echo.wasm"), dir.join("echo-shadow.shadow.wasm"))?;
     let plugins = PluginSet::new(
         PluginEngine::new(&data.path().join("cache"))?,
         &dir,
@@ -244,6 +249,16 @@ async fn main() -> anyhow::Result<()> {
         plugins.clone(),
     )
     .await?;
+    let shadowed = run(
+        &client,
+        &caches,
+        "shadow",
+        n,
+        "echo-shadow",
+        plugins.clone(),
+    )
+    .await?;
+    let shadow = plugins.shadow_slot("echo-shadow").report();
     let native = run(
         &client,
         &caches,
@@ -261,8 +276,16 @@ async fn main() -> anyhow::Result<()> {
     println!("  native echo, same host interface:          {native:.0} reconciles/s");
     println!("  wasm echo guest, every call recorded:      {recorded:.0} reconciles/s");
     println!(
+        "  wasm echo guest, a shadow candidate beside it: {shadowed:.0} reconciles/s (candidate: {} same, {} different, {} error, {} skipped)",
+        shadow.same, shadow.different, shadow.error, shadow.skipped
+    );
+    println!(
         "  recorded / not recorded = {:.2} (goal >= 0.85)",
         recorded / wasm
+    );
+    println!(
+        "  shadowed / not shadowed = {:.2} (goal >= 0.9)",
+        shadowed / wasm
     );
     println!(
         "  wasm / native = {:.2} fresh instances, {:.2} reused (goal >= 0.8)",
