@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use wasmlet_e2e::postgres::Postgres;
-use wasmlet_e2e::{Plane, eventually, install_plugin_with, wasmlet_bin};
+use wasmlet_e2e::{Plane, eventually, install_plugin_with, metric, wasmlet_bin};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -355,4 +355,89 @@ async fn a_bad_row_gets_a_clear_error_and_the_others_converge() -> Result<()> {
 
 fn ready_status(s: &Value) -> Option<&str> {
     ready(s)?["status"].as_str()
+}
+
+/// Successful reconciles a host counted (its metrics).
+async fn reconciles(plane: &Plane) -> Result<f64> {
+    Ok(metric(
+        &plane.metrics().await?,
+        "controller_runtime_reconcile_total",
+        "controller=\"rowsummary\",result=\"success\"",
+    ))
+}
+
+#[tokio::test]
+async fn two_hosts_split_the_rows_none_twice_at_once_and_one_takes_over_when_the_other_dies()
+-> Result<()> {
+    let (pg, db) = database().await?;
+    // The test's own audit: every status write the server took, by row and
+    // revision. Each row needs exactly one (rowsummary asks no requeue, and
+    // an up-to-date row is not written again); a second one at a revision
+    // would be a row reconciled twice, or by two hosts at once.
+    db.batch_execute(
+        "CREATE TABLE writes (id text, revision bigint);
+         CREATE FUNCTION audit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN INSERT INTO writes VALUES (NEW.id, NEW.revision); RETURN NULL; END $$;
+         CREATE TRIGGER audit AFTER UPDATE OF status ON rows
+             FOR EACH ROW EXECUTE FUNCTION audit();",
+    )
+    .await?;
+    let n: i64 = 10_000;
+    db.execute(
+        "INSERT INTO rows (id, spec) SELECT 'r' || i, jsonb_build_object('replicas', i % 7) \
+         FROM generate_series(1, $1::bigint) i",
+        &[&n],
+    )
+    .await?;
+    let mut a = host(&pg, &[], |t| t).await?;
+    let b = host(&pg, &[], |t| t).await?;
+    let count = |sql: &'static str| {
+        let db = &db;
+        async move {
+            db.query_one(sql, &[])
+                .await
+                .ok()
+                .map(|r| r.get::<_, i64>(0))
+        }
+    };
+    eventually(WAIT, "two members", || async {
+        (count("SELECT count(*) FROM rows_members").await? == 2).then_some(())
+    })
+    .await?;
+    eventually(WAIT, "a quarter of the rows reconciled", || async {
+        (count("SELECT count(*) FROM writes").await? >= n / 4).then_some(())
+    })
+    .await?;
+    let (by_a, by_b) = (reconciles(&a).await?, reconciles(&b).await?);
+    assert!(by_a > 0.0 && by_b > 0.0, "a: {by_a}, b: {by_b}");
+    a.kill9();
+    eventually(Duration::from_secs(240), "every row reconciled", || async {
+        let left = count(
+            "SELECT count(*) FROM rows \
+             WHERE status->'lastReconciledRevision' IS DISTINCT FROM to_jsonb(revision)",
+        )
+        .await?;
+        (left == 0).then_some(())
+    })
+    .await
+    .with_context(|| format!("host b's log:\n{}", b.log()))?;
+    let twice: Vec<String> = db
+        .query(
+            "SELECT id || '@' || revision || ' x' || count(*) FROM writes \
+             GROUP BY id, revision HAVING count(*) > 1 LIMIT 10",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(twice.is_empty(), "status written more than once: {twice:?}");
+    assert_eq!(count("SELECT count(*) FROM writes").await, Some(n));
+    // The survivor saw the other go and took its rows.
+    eventually(WAIT, "one member left", || async {
+        (count("SELECT count(*) FROM rows_members").await? == 1).then_some(())
+    })
+    .await?;
+    assert!(reconciles(&b).await? > by_b);
+    Ok(())
 }

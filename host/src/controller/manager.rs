@@ -202,7 +202,6 @@ impl Manager {
                     &p.manifest,
                     &self.config,
                     self.metrics.clone(),
-                    self.leading.clone(),
                 )
                 .map(|(c, tasks)| (Runner::Table(c), tasks)),
                 None => Err(super::controller::StartError::NotLoaded(name.clone())),

@@ -5,6 +5,12 @@
 //! with the same merge (`status.rs`); only reading the object and writing its
 //! status differ (a row, `UPDATE ... WHERE revision = $seen`).
 //!
+//! Several hosts may share the table: each queues only the rows it owns
+//! among the table's members, and reconciles a row only under the row's
+//! advisory lock, reading it and writing its status on the lock's connection
+//! (see [`crate::datastore::members`] and [`crate::datastore::lock`]). So a
+//! table controller needs no leader election: it runs on every host.
+//!
 //! Not here (yet): finalizers (a deleted row is simply gone), expectations
 //! for the guest's cluster writes, owned and watched kinds.
 
@@ -18,14 +24,18 @@ use tracing::Instrument;
 
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::guest::{call_reconcile, settle};
-use super::leader::Leadership;
 use super::metrics::ControllerMetrics;
 use super::source::Source;
 use super::status::desired_status;
 use super::workqueue::{Priority, WorkQueue};
+use crate::datastore::lock::RowLock;
+use crate::datastore::members::{Membership, MembershipConfig, keep};
 use crate::datastore::rows::LAST_RECONCILED;
 use crate::datastore::watch::{Sink, WatchConfig, watch};
 use crate::datastore::{Datastore, RowState, Table};
+
+/// How soon a row another host holds is tried again.
+const LOCKED_RETRY: Duration = Duration::from_secs(1);
 use crate::plugin::manifest::{Manifest, Reconciles};
 
 pub struct TableController {
@@ -36,8 +46,8 @@ pub struct TableController {
     pub queue: WorkQueue<String>,
     metrics: ControllerMetrics,
     reconciles: Reconciles,
-    /// Whether reconciles may run (leader election); checked before every call.
-    pub leading: Leadership,
+    /// This host among the table's members: which rows are its own.
+    pub membership: Arc<Membership>,
     priorities: bool,
     /// Rows waiting for a requeue-after (what `settle` keeps).
     waiting: Mutex<HashSet<String>>,
@@ -52,7 +62,6 @@ impl TableController {
         manifest: &Manifest,
         config: &ControllerConfig,
         metrics: ControllerMetrics,
-        leading: Leadership,
     ) -> Result<(Arc<TableController>, JoinSet<()>), StartError> {
         let reconciles = manifest
             .reconciles
@@ -74,6 +83,7 @@ impl TableController {
             Some(metrics.queue()),
         );
         metrics.controller_started(name);
+        let membership = Membership::new(&Membership::name_for_this_process());
         let controller = Arc::new(TableController {
             name: name.to_string(),
             source,
@@ -82,15 +92,22 @@ impl TableController {
             queue,
             metrics,
             reconciles,
-            leading,
+            membership: membership.clone(),
             priorities: config.priorities,
             waiting: Default::default(),
         });
         let mut tasks = JoinSet::new();
         let watch_config = WatchConfig {
             resync: config.resync,
+            rescan: Some(membership.changed.clone()),
             ..Default::default()
         };
+        tasks.spawn(keep(
+            store.clone(),
+            table.clone(),
+            membership,
+            MembershipConfig::default(),
+        ));
         tasks.spawn(watch(
             store,
             table,
@@ -105,6 +122,9 @@ impl TableController {
     }
 
     fn add(&self, id: String, priority: Priority) {
+        if !self.membership.owns(&id) {
+            return;
+        }
         let priority = if self.priorities {
             priority
         } else {
@@ -115,22 +135,36 @@ impl TableController {
 
     async fn worker(self: Arc<Self>) {
         loop {
-            // A follower takes no work: rows wait in the queue, at their
-            // priority, until leadership comes.
-            self.leading.acquired().await;
             let Some(item) = self.queue.next().await else {
                 return;
             };
             let key = item.key.clone();
-            if !self.leading.is_leading() {
-                self.queue.add(key.clone(), item.priority);
+            // Queued before the members changed: another host's now.
+            if !self.membership.owns(&key) {
+                self.queue.forget(&key);
                 self.queue.done(&key);
                 continue;
             }
             self.metrics.active_workers(&self.name, 1);
             let started = Instant::now();
             let span = tracing::info_span!("reconcile", plugin = %self.name, table = %self.table, row = %key, revision = tracing::field::Empty, outcome = tracing::field::Empty);
-            let outcome = self.reconcile(&key).instrument(span.clone()).await;
+            let outcome = match self.store.try_lock_row(&self.table, &key).await {
+                Ok(Some(lock)) => {
+                    let outcome = self.reconcile(&key, &lock).instrument(span.clone()).await;
+                    lock.release().await;
+                    outcome
+                }
+                Ok(None) => {
+                    // Another host is on it (a member list not yet seen alike).
+                    self.queue.add_after(key.clone(), LOCKED_RETRY);
+                    Outcome::Requeue
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %self.name, row = %key, error = %e, "cannot lock the row; retrying");
+                    self.queue.add_rate_limited(key.clone());
+                    Outcome::Error
+                }
+            };
             span.record("outcome", outcome.as_str());
             self.metrics
                 .reconciled(&self.name, outcome, started.elapsed());
@@ -141,9 +175,9 @@ impl TableController {
 
     /// One pass for row `id`: read it, call the guest, write the status back
     /// if the row is still at the revision the guest saw.
-    async fn reconcile(&self, id: &str) -> Outcome {
+    async fn reconcile(&self, id: &str, lock: &RowLock) -> Outcome {
         let key = id.to_string();
-        let row = match self.store.get(&self.table, id).await {
+        let row = match lock.get(id).await {
             Ok(Some(row)) => row,
             Ok(None) => {
                 // Deleted: nothing to do, nothing to remember.
@@ -202,9 +236,8 @@ impl TableController {
             };
         }
         if desired != row.status || requeue_after.is_some() || row.due_in.is_some() {
-            match self
-                .store
-                .write_status(&self.table, id, row.revision, &desired, requeue_after)
+            match lock
+                .write_status(id, row.revision, &desired, requeue_after)
                 .await
             {
                 Ok(true) => self.metrics.status_written(&self.name),

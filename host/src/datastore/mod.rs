@@ -44,11 +44,24 @@
 //! `WASMLET_DATASTORE_URL`), never from a plugin, and is never logged; a
 //! plugin names only its table, which must be a plain identifier ([`Table`]).
 //!
+//! # Scale-out
+//!
+//! Several hosts may reconcile one table: each renews a row in `NAME_members`
+//! every 2 s, members silent for 10 s are gone, and each host queues only
+//! the rows rendezvous hashing gives it among the live members, scanning
+//! again whenever the member list changes ([`members`]). A row is reconciled
+//! only under its advisory lock, and its status is written on the lock's
+//! connection ([`lock`]): no row is reconciled by two hosts at once, and a
+//! host that lost its connection cannot write. Kubernetes-sourced plugins
+//! keep Lease-based leader election; table controllers need none.
+//!
 //! Layout: [`table`] (checked names), [`schema`] (the migration), [`rows`]
 //! (reads and the guarded status write), [`watch`] (LISTEN/NOTIFY, scans,
-//! reconnects), [`error`].
+//! reconnects), [`members`] and [`lock`] (scale-out), [`error`].
 
 pub mod error;
+pub mod lock;
+pub mod members;
 pub mod rows;
 pub mod schema;
 pub mod table;

@@ -104,22 +104,7 @@ impl Datastore {
     /// The row `id`, if it exists.
     pub async fn get(&self, table: &Table, id: &str) -> Result<Option<Row>, DatastoreError> {
         let client = self.client().await?;
-        let sql = format!(
-            "SELECT id, spec, revision, status, \
-             EXTRACT(EPOCH FROM reconcile_at - now())::float8 FROM {} WHERE id = $1",
-            table.ident()
-        );
-        let row = client
-            .query_opt(&sql, &[&id])
-            .await
-            .map_err(|e| DatastoreError::sql(table.name(), e))?;
-        Ok(row.map(|r| Row {
-            id: r.get(0),
-            spec: r.get(1),
-            revision: r.get(2),
-            status: r.get(3),
-            due_in: r.get(4),
-        }))
+        get_on(&client, table, id).await
     }
 
     /// Writes `status` (and `reconcile_at`: now + `requeue_after`, or none)
@@ -134,19 +119,55 @@ impl Datastore {
         requeue_after: Option<Duration>,
     ) -> Result<bool, DatastoreError> {
         let client = self.client().await?;
-        let sql = format!(
-            "UPDATE {} SET status = $3, reconcile_at = now() + make_interval(secs => $4) \
-             WHERE id = $1 AND revision = $2",
-            table.ident()
-        );
-        // NULL seconds make a NULL reconcile_at: "no time asked for".
-        let secs = requeue_after.map(|d| d.as_secs_f64());
-        let n = client
-            .execute(&sql, &[&id, &revision, status, &secs])
-            .await
-            .map_err(|e| DatastoreError::sql(table.name(), e))?;
-        Ok(n == 1)
+        write_status_on(&client, table, id, revision, status, requeue_after).await
     }
+}
+
+/// [`Datastore::get`] on `client` (a row lock's connection).
+pub(super) async fn get_on(
+    client: &tokio_postgres::Client,
+    table: &Table,
+    id: &str,
+) -> Result<Option<Row>, DatastoreError> {
+    let sql = format!(
+        "SELECT id, spec, revision, status, \
+         EXTRACT(EPOCH FROM reconcile_at - now())::float8 FROM {} WHERE id = $1",
+        table.ident()
+    );
+    let row = client
+        .query_opt(&sql, &[&id])
+        .await
+        .map_err(|e| DatastoreError::sql(table.name(), e))?;
+    Ok(row.map(|r| Row {
+        id: r.get(0),
+        spec: r.get(1),
+        revision: r.get(2),
+        status: r.get(3),
+        due_in: r.get(4),
+    }))
+}
+
+/// [`Datastore::write_status`] on `client` (a row lock's connection).
+pub(super) async fn write_status_on(
+    client: &tokio_postgres::Client,
+    table: &Table,
+    id: &str,
+    revision: i64,
+    status: &Value,
+    requeue_after: Option<Duration>,
+) -> Result<bool, DatastoreError> {
+    let sql = format!(
+        "UPDATE {} SET status = $3, reconcile_at = now() + make_interval(secs => $4) \
+         WHERE id = $1 AND revision = $2",
+        table.ident()
+    );
+    // NULL seconds make a NULL reconcile_at: "no time asked for".
+    let secs = requeue_after.map(|d| d.as_secs_f64());
+    let n = client
+        .execute(&sql, &[&id, &revision, status, &secs])
+        .await
+        .map_err(|e| DatastoreError::sql(table.name(), e))?;
+    Ok(n == 1)
 }
 
 #[cfg(test)]

@@ -60,6 +60,7 @@ BEGIN
     RETURN NULL;
 END
 $$;
+{members_table}
 DROP TRIGGER IF EXISTS {revision} ON {t};
 CREATE TRIGGER {revision} BEFORE INSERT OR UPDATE ON {t}
     FOR EACH ROW EXECUTE FUNCTION {revision}();
@@ -68,6 +69,20 @@ CREATE TRIGGER {notify} AFTER INSERT OR UPDATE OR DELETE ON {t}
     FOR EACH ROW EXECUTE FUNCTION {notify}();
 "#,
         seq_literal = seq.trim_matches('"'),
+        members_table = members_table(table),
+    )
+}
+
+/// The membership table of the hosts reconciling `table` (scale-out, see
+/// [`super::members`]).
+pub fn members_table(table: &Table) -> String {
+    format!(
+        "-- The hosts reconciling this table, each with its last heartbeat (scale-out).
+CREATE TABLE IF NOT EXISTS {} (
+    member       text PRIMARY KEY,
+    heartbeat_at timestamptz NOT NULL DEFAULT now()
+);",
+        table.derived("members")
     )
 }
 

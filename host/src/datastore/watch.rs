@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::rows::PAGE;
@@ -35,6 +35,9 @@ pub struct WatchConfig {
     /// How often the LISTEN connection is checked with an empty query, so a
     /// silently dead connection is noticed.
     pub heartbeat: Duration,
+    /// Signalled when the rows this host owns may have changed (the member
+    /// list did): the table is scanned again.
+    pub rescan: Option<Arc<Notify>>,
 }
 
 impl Default for WatchConfig {
@@ -44,6 +47,7 @@ impl Default for WatchConfig {
             backoff_first: Duration::from_secs(1),
             backoff_max: Duration::from_secs(30),
             heartbeat: Duration::from_secs(10),
+            rescan: None,
         }
     }
 }
@@ -94,6 +98,10 @@ pub async fn watch(store: Datastore, table: Table, config: WatchConfig, sink: Ar
                         break;
                     }
                 },
+                _ = rescan_asked(&config.rescan) => match scan(&store, &table, &*sink).await {
+                    Ok(found) => tracing::info!(table = %table, rows = found.rows, "datastore: members changed, table scanned"),
+                    Err(e) => tracing::warn!(table = %table, error = %e, "datastore: rescan failed"),
+                },
                 _ = resync.tick() => match scan(&store, &table, &*sink).await {
                     Ok(found) => tracing::debug!(table = %table, rows = found.rows, changed = found.changed, "datastore: resync"),
                     // The next tick (or reconnect) scans again; notifications go on.
@@ -107,6 +115,14 @@ pub async fn watch(store: Datastore, table: Table, config: WatchConfig, sink: Ar
                 }
             }
         }
+    }
+}
+
+/// Resolves when `rescan` is signalled; never without one.
+async fn rescan_asked(rescan: &Option<Arc<Notify>>) {
+    match rescan {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 
