@@ -441,3 +441,180 @@ async fn two_hosts_split_the_rows_none_twice_at_once_and_one_takes_over_when_the
     assert!(reconciles(&b).await? > by_b);
     Ok(())
 }
+
+/// Rows still to reconcile at their current revision among those whose id
+/// starts with `prefix`.
+async fn unreconciled(db: &tokio_postgres::Client, prefix: &str) -> Result<i64> {
+    Ok(db
+        .query_one(
+            "SELECT count(*) FROM rows WHERE id LIKE $1 || '%' \
+             AND status->'lastReconciledRevision' IS DISTINCT FROM to_jsonb(revision)",
+            &[&prefix],
+        )
+        .await?
+        .get(0))
+}
+
+/// Seconds until every row is reconciled at its revision (polled every 50 ms).
+async fn until_reconciled(db: &tokio_postgres::Client, started: Instant) -> Result<f64> {
+    eventually(
+        Duration::from_secs(1800),
+        "every row reconciled",
+        || async { (unreconciled(db, "").await.ok()? == 0).then_some(()) },
+    )
+    .await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The manifest edit for a host of `concurrency` workers.
+fn with_concurrency(concurrency: usize) -> impl Fn(String) -> String {
+    move |t: String| t.replace("concurrency = 2", &format!("concurrency = {concurrency}"))
+}
+
+/// Issue 14's performance scenario (a benchmark that prints figures; run it
+/// with a release binary: `WASMLET_BIN=$PWD/target/release/wasmlet cargo
+/// test --test datastore bench_ -- --ignored --nocapture`; `DATASTORE_BENCH_ROWS`,
+/// default 200,000, and `DATASTORE_BENCH_CHANGED`, default 20,000):
+/// 1. the first pass over every row (all changed) at concurrency 16;
+/// 2. a host started on the now up-to-date table while a stream of new rows
+///    arrives (10 a second from 2 s in, for 20 s): each new row's first
+///    reconcile p50/p99, and the time until the up-to-date backlog is
+///    re-verified (low lane, idle workers; the configured floor rate besides);
+/// 3. reconciles/s over the changed rows at concurrency 1, 4 and 16, and
+///    with 2 hosts at 16 each.
+#[tokio::test]
+#[ignore = "benchmark: prints figures, minutes long"]
+async fn bench_a_new_row_among_200k_up_to_date_rows() -> Result<()> {
+    let env = |k: &str, d: i64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n = env("DATASTORE_BENCH_ROWS", 200_000);
+    let changed = env("DATASTORE_BENCH_CHANGED", 20_000).min(n);
+    let (pg, db) = database().await?;
+    db.execute(
+        "INSERT INTO rows (id, spec) SELECT 'r' || lpad(i::text, 7, '0'), \
+         jsonb_build_object('replicas', i % 7) FROM generate_series(1, $1::bigint) i",
+        &[&n],
+    )
+    .await?;
+    db.batch_execute("VACUUM ANALYZE rows").await?;
+    // A killed host's membership would hold its share of the rows until its
+    // TTL runs out: each phase starts with the table's members cleared.
+    let fresh = || db.execute("DELETE FROM rows_members", &[]);
+
+    // 1. Every row changed, nothing reconciled yet.
+    let plane = host(&pg, &[], with_concurrency(16)).await?;
+    let first = until_reconciled(&db, Instant::now()).await?;
+    let first_calls = reconciles(&plane).await.unwrap_or(0.0);
+    drop(plane);
+    fresh().await?;
+    println!(
+        "first pass: {n} rows in {first:.1} s ({:.0} reconciles/s at concurrency 16, {:.2} calls/row, host start included)",
+        n as f64 / first,
+        first_calls / n as f64
+    );
+
+    // 2. Up to date at start, new rows streaming in.
+    let started = Instant::now();
+    let plane = host(&pg, &[], with_concurrency(16)).await?;
+    tokio::time::sleep(Duration::from_secs(2).saturating_sub(started.elapsed())).await;
+    let mut inserted: Vec<(String, Instant)> = Vec::new();
+    let mut latencies: Vec<f64> = Vec::new();
+    let mut pending: Vec<(String, Instant)> = Vec::new();
+    let stream_end = Instant::now() + Duration::from_secs(20);
+    let mut next = Instant::now();
+    while Instant::now() < stream_end || !pending.is_empty() {
+        if Instant::now() >= next && Instant::now() < stream_end {
+            let id = format!("new-{:04}", inserted.len());
+            insert(&db, &id, json!({"replicas": 3})).await?;
+            inserted.push((id.clone(), Instant::now()));
+            pending.push((id, Instant::now()));
+            next += Duration::from_millis(100);
+        }
+        let mut still = Vec::new();
+        for (id, at) in pending.drain(..) {
+            match row(&db, &id).await? {
+                Some((rev, s)) if s["lastReconciledRevision"] == json!(rev) => {
+                    latencies.push(at.elapsed().as_secs_f64() * 1000.0)
+                }
+                _ if at.elapsed() > Duration::from_secs(600) => bail!("row {id} never reconciled"),
+                _ => still.push((id, at)),
+            }
+        }
+        pending = still;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        latencies[((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1]
+    };
+    println!(
+        "new rows during the backlog: {} rows, first reconcile p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (polled every ~10 ms)",
+        latencies.len(),
+        pct(0.5),
+        pct(0.99),
+        latencies.last().copied().unwrap_or(0.0)
+    );
+    let total = (n as usize + inserted.len()) as f64;
+    let reverified = eventually(
+        Duration::from_secs(3600),
+        "the backlog re-verified",
+        || async {
+            (reconciles(&plane).await.unwrap_or(0.0) >= total)
+                .then(|| started.elapsed().as_secs_f64())
+        },
+    )
+    .await?;
+    println!(
+        "up-to-date backlog: {n} rows re-verified {reverified:.1} s after the host started (idle workers; floor 300/min alone would take {:.0} min)",
+        n as f64 / 300.0
+    );
+    drop(plane);
+    fresh().await?;
+
+    // 3. Reconciles/s over `changed` rows whose spec changed.
+    let touch = || async {
+        db.execute(
+            "UPDATE rows SET spec = spec || jsonb_build_object('touched', now()::text) \
+             WHERE id IN (SELECT id FROM rows WHERE id LIKE 'r%' ORDER BY id LIMIT $1)",
+            &[&changed],
+        )
+        .await
+    };
+    for c in [1, 4, 16] {
+        let plane = host(&pg, &[], with_concurrency(c)).await?;
+        plane.metrics().await?;
+        let t = Instant::now();
+        touch().await?;
+        let s = until_reconciled(&db, t).await?;
+        println!(
+            "concurrency {c:2}: {changed} changed rows in {s:.1} s = {:.0} reconciles/s",
+            changed as f64 / s
+        );
+        drop(plane);
+        fresh().await?;
+    }
+    let a = host(&pg, &[], with_concurrency(16)).await?;
+    let b = host(&pg, &[], with_concurrency(16)).await?;
+    eventually(WAIT, "two members", || async {
+        let r = db
+            .query_one("SELECT count(*) FROM rows_members", &[])
+            .await
+            .ok()?;
+        (r.get::<_, i64>(0) == 2).then_some(())
+    })
+    .await?;
+    let t = Instant::now();
+    touch().await?;
+    let s = until_reconciled(&db, t).await?;
+    println!(
+        "2 hosts x 16: {changed} changed rows in {s:.1} s = {:.0} reconciles/s (a: {:.0}, b: {:.0} calls)",
+        changed as f64 / s,
+        reconciles(&a).await?,
+        reconciles(&b).await?
+    );
+    Ok(())
+}
