@@ -8,7 +8,11 @@ impl PluginSet {
     /// Server-side applies the CRDs a plugin ships; a cluster that does not
     /// allow it gets a warning, not a failed plugin. A CRD that another field
     /// manager wrote is never taken over: that fails the load, naming the owner.
-    pub(super) async fn apply_crds(&self, name: &str, manifest: &Manifest) -> Result<(), LoadError> {
+    pub(super) async fn apply_crds(
+        &self,
+        name: &str,
+        manifest: &Manifest,
+    ) -> Result<(), LoadError> {
         let Some(cluster) = &self.cluster else {
             return Ok(());
         };
@@ -62,7 +66,6 @@ impl PluginSet {
         }
         Ok(())
     }
-
 }
 
 /// The API servers' own controllers (the CRD finalizer and conditions): their
