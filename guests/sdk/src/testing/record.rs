@@ -67,9 +67,10 @@ impl RecordedCall {
             let v: Value = serde_json::from_str(line)
                 .map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), i + 1))?;
             if v.get("format").is_some() {
-                if v["version"] != 1 {
+                // Version 2 added provider calls; reconciler calls read the same in both.
+                if v["version"] != 1 && v["version"] != 2 {
                     return Err(format!(
-                        "{}:{}: version: record format {} (this SDK reads 1)",
+                        "{}:{}: version: record format {} (this SDK reads 1 and 2)",
                         path.display(),
                         i + 1,
                         v["version"]
