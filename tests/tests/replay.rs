@@ -356,9 +356,10 @@ fn recorded_phases(calls: &[Value], key: &str) -> BTreeSet<String> {
 
 /// The wasi-runner provider's busy run, recorded (`--record wasi-runner`):
 /// pods whose WASI workloads run to completion (components and preview 1
-/// modules), one that exits 3, and one deleted while it runs. Every call of
-/// every pod's life replays the same with no workload run; a record whose
-/// workload exit is changed replays as different, and only that call.
+/// modules; one given a Secret as environment and volume), one that exits 3,
+/// and one deleted while it runs. The record holds no secret bytes; every
+/// call of every pod's life replays the same with no workload run; a record
+/// whose workload exit is changed replays as different, and only that call.
 #[tokio::test]
 async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Result<()> {
     let (plane, client) =
@@ -380,12 +381,33 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
         )
         .await?;
     }
+    // A pod given a Secret as an environment variable and as a volume: the
+    // provider reads it and hands the values to the host.
+    let token = "tok-provider-0123456789";
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"}, "stringData": {"token": token},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let mut with_secret = node_pod("with-secret", &hello, &["s"], "Never")?;
+    let mut spec = serde_json::to_value(&with_secret.spec)?;
+    spec["containers"][0]["env"] = json!([{"name": "GREETING",
+        "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]);
+    spec["containers"][0]["volumeMounts"] = json!([{"name": "creds", "mountPath": "/creds"}]);
+    spec["volumes"] = json!([{"name": "creds", "secret": {"secretName": "creds"}}]);
+    with_secret.spec = Some(serde_json::from_value(spec)?);
+    pods.create(&PostParams::default(), &with_secret).await?;
     let sleeper = workload("sleeper.wasm");
     pods.create(
         &PostParams::default(),
         &node_pod("sleeper", &sleeper, &[], "Always")?,
     )
     .await?;
+    let finishing: Vec<_> = finishing
+        .into_iter()
+        .chain([("with-secret", &hello, "s", "Succeeded")])
+        .collect();
     for (name, _, _, want) in finishing
         .iter()
         .chain([&("sleeper", &sleeper, "", "Running")])
@@ -465,7 +487,47 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
         "no handle woken by a workload exit"
     );
     let pods_recorded: BTreeSet<&str> = recorded.iter().filter_map(|c| c["key"].as_str()).collect();
-    assert_eq!(pods_recorded.len(), 6, "{pods_recorded:?}");
+    assert_eq!(pods_recorded.len(), 7, "{pods_recorded:?}");
+
+    // No secret bytes: not in the Secret read, nor in the workload's
+    // environment or volume files (as text, base64 or bytes).
+    let raw = std::fs::read_to_string(&snapshot)?;
+    use base64::Engine;
+    let bytes = token
+        .bytes()
+        .map(|b| b.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    for form in [
+        token.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(token),
+        bytes,
+    ] {
+        assert!(!raw.contains(&form), "{form} is in the record");
+    }
+    let imports_of = |op: &'static str| {
+        recorded
+            .iter()
+            .filter(|c| c["key"] == "default/with-secret")
+            .flat_map(|c| c["imports"].as_array().into_iter().flatten())
+            .filter(move |e| e["op"] == op)
+            .cloned()
+            .collect::<Vec<Value>>()
+    };
+    let spawned = imports_of("workloads.spawn");
+    assert!(
+        spawned.iter().any(|e| e["args"]["spec"]["env"]
+            .as_array()
+            .is_some_and(|env| env.contains(&json!(["GREETING", "<redacted>"])))),
+        "{spawned:?}"
+    );
+    let volumes = imports_of("workloads.prepare-volume");
+    assert!(
+        volumes
+            .iter()
+            .any(|e| e.pointer("/args/req/source/Files/0/contents") == Some(&json!("<redacted>"))),
+        "{volumes:?}"
+    );
 
     // The recorded provider on its own records: every call the same.
     let path = snapshot.display().to_string();

@@ -105,6 +105,9 @@
 //! every file of a `workloads.prepare-volume` (either may hold a Secret's
 //! values, and the host cannot tell which do). A replay sees the redacted
 //! values, and redacts the guest's requests alike before matching them.
+//! Workload logs a provider reads (`workloads.read-logs`, for a termination
+//! message) are recorded as they are: a workload that prints a secret puts
+//! it there.
 
 pub mod provider;
 mod redact;
