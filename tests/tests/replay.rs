@@ -448,6 +448,7 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
                 c["key"] == "default/sleeper"
                     && c["outcome"]["kind"] == "wait"
                     && c["outcome"]["on"] == json!([])
+                    && c["host-writes"][0]["op"] == "delete"
             });
             (phases_in && torn_down).then_some(())
         },
@@ -486,6 +487,28 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
             .any(|c| c["call"] == "handle" && c["event"].get("workload-exited").is_some()),
         "no handle woken by a workload exit"
     );
+    // The host's writes for the calls: each status patched, the torn-down pod removed.
+    let host_writes = |key: &str, op: &str| {
+        recorded
+            .iter()
+            .filter(|c| c["key"] == key)
+            .flat_map(|c| c["host-writes"].as_array().into_iter().flatten())
+            .filter(|w| w["op"] == op)
+            .count()
+    };
+    for c in recorded.iter().filter(|c| c["call"] == "status") {
+        let w = &c["host-writes"][0];
+        assert!(
+            w["op"] == "patch-status" && w["result"]["ok"].is_string(),
+            "{c}"
+        );
+        assert_eq!(
+            w["body"]["status"]["phase"],
+            c["outcome"]["status"]["phase"]
+        );
+    }
+    assert_eq!(host_writes("default/sleeper", "delete"), 1);
+    assert_eq!(host_writes("default/hello-a", "delete"), 0);
     let pods_recorded: BTreeSet<&str> = recorded.iter().filter_map(|c| c["key"].as_str()).collect();
     assert_eq!(pods_recorded.len(), 7, "{pods_recorded:?}");
 

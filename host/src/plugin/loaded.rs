@@ -27,6 +27,7 @@ use super::provider::StateGraph;
 use super::sandbox::{PluginCtx, State};
 use call::Warm;
 use exports::{provider, reconciler};
+pub use provider_calls::ProviderReply;
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -3,13 +3,49 @@
 //! call is taped and written as one record (the pod, the state, state data
 //! and wake event, every import with its answer, workloads included, and the
 //! outcome), so a pod's life on a node can be replayed against another
-//! provider build (`replay_provider`, `wasmlet replay`).
+//! provider build (`replay_provider`, `wasmlet replay`). The record waits
+//! in the call's [`ProviderReply`] for the writes the host makes because of
+//! it (a `status` call's patch, the pod's removal after the on-delete
+//! state's last `handle`).
+
+use std::sync::Arc;
 
 use super::exports::{TapedCall, provider};
 use super::{CallError, Loaded};
 use crate::plugin::provider::{HandlerOutcome, WakeEvent};
 use crate::plugin::record::provider::{ProviderCall, ProviderResult};
-use crate::plugin::record::{Outcome, TapeMode, Taped};
+use crate::plugin::record::{Outcome, PendingRecord, TapeMode, Taped};
+
+/// A provider call's result and, recording, its record: written when the
+/// reply drops, after the host added the writes it made because of the call
+/// ([`PendingRecord::host_write`]: the status patch, the pod's removal).
+#[derive(Debug)]
+pub struct ProviderReply<T> {
+    pub result: Result<T, CallError>,
+    pub record: Option<Arc<PendingRecord>>,
+}
+
+impl<T> ProviderReply<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> Result<U, CallError>) -> ProviderReply<U> {
+        ProviderReply {
+            result: self.result.and_then(f),
+            record: self.record,
+        }
+    }
+
+    /// Adds a host write to the call's record, when it is recorded.
+    pub fn host_write(
+        &self,
+        op: &str,
+        key: &str,
+        body: &serde_json::Value,
+        result: Result<Option<&str>, String>,
+    ) {
+        if let Some(r) = &self.record {
+            r.host_write(op, key, body, result);
+        }
+    }
+}
 
 impl Loaded {
     /// Provider: the initial state data for a pod.
@@ -18,13 +54,19 @@ impl Loaded {
         key: &str,
         pod: &str,
     ) -> Result<Result<String, String>, CallError> {
-        match self.provider_live(key, pod, ProviderCall::Init).await? {
+        // `init` causes no host write: its record goes at once.
+        match self
+            .provider_live(key, pod, ProviderCall::Init)
+            .await
+            .result?
+        {
             ProviderResult::Init(r) => Ok(r),
             other => Err(mismatch("init", &other)),
         }
     }
 
-    /// Provider: one handler run.
+    /// Provider: one handler run. Recording, the reply holds the call's
+    /// record until it drops (the pod's removal after its teardown is added).
     pub async fn provider_handle(
         &self,
         key: &str,
@@ -32,52 +74,56 @@ impl Loaded {
         pod: &str,
         data: &str,
         event: Option<WakeEvent>,
-    ) -> Result<Result<HandlerOutcome, String>, CallError> {
+    ) -> ProviderReply<Result<HandlerOutcome, String>> {
         let call = ProviderCall::Handle {
             state: state.to_string(),
             data: data.to_string(),
             event,
         };
-        match self.provider_live(key, pod, call).await? {
+        self.provider_live(key, pod, call).await.map(|r| match r {
             ProviderResult::Handle(r) => Ok(r),
             other => Err(mismatch("handle", &other)),
-        }
+        })
     }
 
-    /// Provider: the status fragment for a state.
+    /// Provider: the status fragment for a state. Recording, the reply holds
+    /// the call's record until it drops (the host's status patch is added).
     pub async fn provider_status(
         &self,
         key: &str,
         state: &str,
         pod: &str,
         data: &str,
-    ) -> Result<String, CallError> {
+    ) -> ProviderReply<String> {
         let call = ProviderCall::Status {
             state: state.to_string(),
             data: data.to_string(),
         };
-        match self.provider_live(key, pod, call).await? {
+        self.provider_live(key, pod, call).await.map(|r| match r {
             ProviderResult::Status(s) => Ok(s),
             other => Err(mismatch("status", &other)),
-        }
+        })
     }
 
-    /// A live provider call; recording, it is taped and its record written
-    /// at once (the host's status patch and pod deletion are not part of a
-    /// provider record: the `status` call's outcome is what the host patches).
+    /// A live provider call; recording, it is taped and its record made,
+    /// written when the reply drops.
     async fn provider_live(
         &self,
         key: &str,
         pod: &str,
         call: ProviderCall,
-    ) -> Result<ProviderResult, CallError> {
+    ) -> ProviderReply<ProviderResult> {
         let Some(recording) = self.ctx.recording.as_deref() else {
-            return self
+            let result = self
                 .provider_taped(key, pod, &call, TapeMode::Off, 0, &mut None)
                 .await;
+            return ProviderReply {
+                result,
+                record: None,
+            };
         };
         let mut taped = None;
-        let r = self
+        let result = self
             .provider_taped(key, pod, &call, TapeMode::Record, 0, &mut taped)
             .await;
         let record = self.call_record(
@@ -87,13 +133,14 @@ impl Loaded {
                 key,
                 obj: pod,
                 taped: taped.unwrap_or_default(),
-                outcome: Outcome::of_provider(&r),
+                outcome: Outcome::of_provider(&result),
                 provider: Some(&call),
             },
         );
-        // Dropping the pending record writes it.
-        drop(recording.pending(record));
-        r
+        ProviderReply {
+            result,
+            record: Some(recording.pending(record)),
+        }
     }
 
     /// Runs a recorded provider call again, every import answered by `mode`.

@@ -86,9 +86,10 @@
 //!   `pod-status` (`status`: the PodStatus fragment) or `failed`.
 //! - `host-writes`: what the host wrote because of the outcome (the status
 //!   patch, the finalizer's removal), with the resourceVersion stored or the
-//!   error. Provider records have none: the host patches what the `status`
-//!   call returned (its outcome), and its pod deletion follows from a `wait`
-//!   on nothing in the on-delete state.
+//!   error. Providers: a `status` call's record has the pod status patch the
+//!   host made of its fragment (`patch-status`), and the on-delete state's
+//!   last `handle` (a `wait` on nothing) the pod's removal (`delete`, grace
+//!   0, the pod's uid as precondition); other provider calls cause none.
 //! - A replay's writes (compared besides the outcome) are the requests of
 //!   `client.create`, `update`, `patch`, `patch-status`, `delete`, `evict`,
 //!   `bind`, and a provider's `workloads.prepare-volume`, `spawn`, `kill` and
@@ -321,7 +322,8 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostWrite {
-    /// `patch-status` (the host-owned status) or `patch` (finalizers).
+    /// `patch-status` (the host-owned status), `patch` (finalizers) or
+    /// `delete` (a provider's pod, removed after its teardown).
     pub op: String,
     pub key: String,
     pub body: Value,
