@@ -571,6 +571,14 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
         text(&out)
     );
     eprintln!("replayed {} provider calls in {took:?}", recorded.len());
+    // The same build named with --plugin (its manifest beside it): the same.
+    let built = built_plugins().join("wasi-runner.wasm");
+    let out = replay(&[&path, "--plugin", &built.display().to_string()])?;
+    assert!(
+        out.status.success() && stdout_has(&out, " 0 different, 0 diverged"),
+        "{}",
+        text(&out)
+    );
     // One pod's life alone.
     let out = replay(&[&path, "--key", "default/fails"])?;
     assert!(out.status.success(), "{}", text(&out));

@@ -314,4 +314,38 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn a_provider_replay_that_spawns_less_differs_on_its_writes() {
+        let spawn = Entry {
+            op: "workloads.spawn".into(),
+            args: json!({"spec": {"module": "sha256:ab"}}),
+            result: json!({"ok": 3}),
+        };
+        let status = Entry {
+            op: "workloads.status".into(),
+            args: json!({"handle": 3}),
+            result: json!({"ok": {"state": "Running"}}),
+        };
+        let outcome = Outcome::Transition {
+            to: "Running".into(),
+            state_data: json!({}),
+        };
+        let mut record: CallRecord = serde_json::from_str(&call(1)).unwrap();
+        record.call = CallKind::Handle;
+        record.imports = vec![spawn.clone(), status];
+        record.outcome = outcome.clone();
+        // The same spawn (a status read is no write): the same.
+        let taped = Taped {
+            writes: vec![spawn],
+            ..Taped::default()
+        };
+        assert_eq!(judge(&record, &outcome, &taped), Verdict::Same);
+        // No spawn at all: different, on the writes.
+        let Verdict::Different(ds) = judge(&record, &outcome, &Taped::default()) else {
+            panic!("not different");
+        };
+        assert_eq!(ds.len(), 1);
+        assert_eq!(ds[0].path, "/writes");
+    }
 }
