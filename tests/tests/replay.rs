@@ -633,5 +633,40 @@ async fn a_busy_node_replays_the_same_and_a_changed_exit_differs() -> anyhow::Re
         "{}",
         text(&out)
     );
+
+    // A record that lost a pod's spawn answer: the call diverges, naming the request.
+    let at = lines
+        .iter()
+        .position(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                v["key"] == "default/hello-a"
+                    && v["imports"]
+                        .as_array()
+                        .is_some_and(|is| is.iter().any(|e| e["op"] == "workloads.spawn"))
+            })
+        })
+        .expect("a call that spawned hello-a");
+    let mut cut: Value = serde_json::from_str(&lines[at])?;
+    cut["imports"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["op"] != "workloads.spawn");
+    let mut tampered = lines.clone();
+    tampered[at] = cut.to_string();
+    std::fs::write(&bad, tampered.join("\n") + "\n")?;
+    let out = replay(&[&bad.display().to_string(), "--key", "default/hello-a"])?;
+    assert!(!out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let not_same: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("call ") && !l.ends_with(": same"))
+        .collect();
+    assert_eq!(not_same.len(), 1, "{}", text(&out));
+    assert!(
+        not_same[0].contains(&format!(":{}) handle ", at + 1))
+            && not_same[0].contains(": diverged: the guest asked workloads.spawn {"),
+        "{}",
+        text(&out)
+    );
     Ok(())
 }
