@@ -1,6 +1,6 @@
-//! `wasmlet replay RECORDS...`: runs recorded calls again, with no cluster,
-//! every import answered from the record, and says per call whether the
-//! outcome is the same.
+//! `wasmlet replay RECORDS...`: runs recorded calls again, with no cluster
+//! (and, for a provider's, no workload), every import answered from the
+//! record, and says per call whether the outcome is the same.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -170,15 +170,13 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
             }
         };
         let (outcome, taped) = plugin.replay(&c.record).await;
-        let what = format!(
-            "call {n} ({}:{}) {} {}",
-            c.file,
-            c.line,
-            serde_json::to_value(c.record.call)?
-                .as_str()
-                .unwrap_or_default(),
-            c.record.key
-        );
+        // A provider's handle and status calls name their state: `handle Running ns/pod`.
+        let export = serde_json::to_value(c.record.call)?;
+        let export = match &c.record.state {
+            Some(state) => format!("{} {state}", export.as_str().unwrap_or_default()),
+            None => export.as_str().unwrap_or_default().to_string(),
+        };
+        let what = format!("call {n} ({}:{}) {export} {}", c.file, c.line, c.record.key);
         match judge(&c.record, &outcome, &taped) {
             Verdict::Same => {
                 same += 1;

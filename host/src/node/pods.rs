@@ -27,6 +27,7 @@ use tracing::Instrument;
 
 use super::agent::NodeConfig;
 use crate::plugin::PluginSet;
+use crate::plugin::loaded::ProviderReply;
 use crate::plugin::provider::{HandlerOutcome, WaitOn, WakeEvent};
 
 /// What wakes a pod's machine.
@@ -248,11 +249,12 @@ impl Machine {
         let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
             return;
         };
-        let fragment = match provider
+        // Recording, the call's record is written when `reply` drops, with the patch below.
+        let reply = provider
             .provider_status(&self.key, state, &self.pod_json(), data)
-            .await
-        {
-            Ok(s) => serde_json::from_str::<Value>(&s).unwrap_or_else(|_| json!({})),
+            .await;
+        let fragment = match &reply.result {
+            Ok(s) => serde_json::from_str::<Value>(s).unwrap_or_else(|_| json!({})),
             Err(e) => {
                 tracing::warn!(pod = %self.key, %state, error = %e, "provider status call failed");
                 json!({})
@@ -288,15 +290,21 @@ impl Machine {
         status["conditions"] = Value::Array(conds);
         let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
-        if let Err(e) = pods
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
+        let body = json!({"status": status});
+        match pods
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
-            tracing::warn!(pod = %self.key, %state, error = %e, "pod status patch failed");
+            Ok(p) => reply.host_write(
+                "patch-status",
+                &self.key,
+                &body,
+                Ok(p.metadata.resource_version.as_deref()),
+            ),
+            Err(e) => {
+                tracing::warn!(pod = %self.key, %state, error = %e, "pod status patch failed");
+                reply.host_write("patch-status", &self.key, &body, Err(e.to_string()));
+            }
         }
     }
 
@@ -354,11 +362,11 @@ impl Machine {
             };
             // One span per state handler call (exported over OTLP when configured).
             let span = tracing::info_span!("pod_state", pod = %self.key, provider = %self.runner.provider, state = %state);
-            let outcome = provider
+            let reply = provider
                 .provider_handle(&self.key, &state, &self.pod_json(), &data, event.take())
                 .instrument(span)
                 .await;
-            let (on, new_data) = match outcome {
+            let (on, new_data) = match reply.result.clone() {
                 Ok(Ok(HandlerOutcome::Transition(t))) => {
                     // A self-edge is how a provider publishes an intermediate
                     // status (ErrImagePull before ImagePullBackOff): write it.
@@ -403,9 +411,11 @@ impl Machine {
             };
             data = new_data;
             if on.is_empty() && state == graph.on_delete {
-                self.finish().await;
+                self.finish(&reply).await;
                 return;
             }
+            // Recording: the handler's record is written (no host write follows from a wait).
+            drop(reply);
             if std::mem::take(&mut unpatched) {
                 self.enter(&state, &data).await;
             }
@@ -543,8 +553,9 @@ impl Machine {
         }
     }
 
-    /// Teardown done: the pod object goes (grace 0), as a kubelet does.
-    async fn finish(&self) {
+    /// Teardown done: the pod object goes (grace 0), as a kubelet does; the
+    /// deletion is added to the last handler call's record (`handled`).
+    async fn finish<T>(&self, handled: &ProviderReply<T>) {
         self.release().await;
         let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
@@ -556,10 +567,18 @@ impl Machine {
             }),
             ..Default::default()
         };
-        match pods.delete(name, &dp).await {
-            Ok(_) => tracing::info!(pod = %self.key, "pod terminated and removed"),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(e) => tracing::warn!(pod = %self.key, error = %e, "removing the pod failed"),
-        }
+        let body = json!({"gracePeriodSeconds": 0, "preconditions": {"uid": &self.uid}});
+        let result = match pods.delete(name, &dp).await {
+            Ok(_) => {
+                tracing::info!(pod = %self.key, "pod terminated and removed");
+                Ok(None)
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Err(e.to_string()),
+            Err(e) => {
+                tracing::warn!(pod = %self.key, error = %e, "removing the pod failed");
+                Err(e.to_string())
+            }
+        };
+        handled.host_write("delete", &self.key, &body, result);
     }
 }

@@ -5,10 +5,12 @@
 //!
 //! The sandboxed call (a fresh or warm `Store` under the manifest's limits,
 //! failures classified and counted) is in `call`; the world's exports as
-//! typed methods, and the records of recorded calls, are in `exports`.
+//! typed methods, and the records of recorded calls, are in `exports` (the
+//! provider world's in `provider_calls`).
 
 mod call;
 mod exports;
+mod provider_calls;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use super::provider::StateGraph;
 use super::sandbox::{PluginCtx, State};
 use call::Warm;
 use exports::{provider, reconciler};
+pub use provider_calls::ProviderReply;
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use super::sandbox::State;
 
 pub use super::bindings::provider::exports::wasmlet::plugin::provider::{
-    HandlerOutcome, StateGraph, WaitOn, WakeEvent,
+    HandlerOutcome, StateGraph, Transition, Wait, WaitOn, WakeEvent,
 };
 // The node agent's workload API still speaks the provider world's types.
 use self::wasmlet::plugin::workloads::{
-    self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
+    FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
     WorkloadStatus,
 };
 pub use super::bindings::provider::wasmlet;
@@ -65,8 +65,14 @@ fn backend(state: &State) -> Result<Arc<dyn Workloads>, WorkloadError> {
     })
 }
 
-impl w::Host for State {
-    async fn fetch_module(&mut self, req: FetchRequest) -> Result<FetchProgress, FetchError> {
+/// The live `workloads` imports: what the host does when nothing is replayed
+/// (the contract's `workloads::Host`, through the call's tape, is in
+/// `imports::taped::workloads`).
+impl State {
+    pub(crate) async fn fetch_module_live(
+        &mut self,
+        req: FetchRequest,
+    ) -> Result<FetchProgress, FetchError> {
         let b = backend(self).map_err(|e| FetchError::Other(format!("{e:?}")))?;
         let mut configs = Vec::new();
         if let Some(api) = self.plugin.api.clone()
@@ -87,29 +93,33 @@ impl w::Host for State {
         b.fetch_module(req, configs)
     }
 
-    async fn prepare_volume(&mut self, req: VolumeRequest) -> Result<u64, WorkloadError> {
+    pub(crate) fn prepare_volume_live(&self, req: VolumeRequest) -> Result<u64, WorkloadError> {
         backend(self)?.prepare_volume(req)
     }
 
-    async fn spawn(&mut self, spec: SpawnSpec) -> Result<u64, WorkloadError> {
+    pub(crate) fn spawn_live(&self, spec: SpawnSpec) -> Result<u64, WorkloadError> {
         backend(self)?.spawn(spec)
     }
 
-    async fn status(&mut self, handle: u64) -> Result<WorkloadStatus, WorkloadError> {
+    pub(crate) fn status_live(&self, handle: u64) -> Result<WorkloadStatus, WorkloadError> {
         backend(self)?.status(handle)
     }
 
-    async fn kill(&mut self, handle: u64, grace_ms: u32) -> Result<(), WorkloadError> {
+    pub(crate) fn kill_live(&self, handle: u64, grace_ms: u32) -> Result<(), WorkloadError> {
         backend(self)?.kill(handle, grace_ms)
     }
 
-    async fn read_logs(&mut self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, WorkloadError> {
+    pub(crate) fn read_logs_live(
+        &self,
+        handle: u64,
+        max_bytes: u32,
+    ) -> Result<Vec<u8>, WorkloadError> {
         backend(self)?.read_logs(handle, max_bytes)
     }
 
-    async fn release_pod(&mut self, pod_uid: String) {
+    pub(crate) fn release_pod_live(&self, pod_uid: &str) {
         if let Ok(b) = backend(self) {
-            b.release_pod(&pod_uid);
+            b.release_pod(pod_uid);
         }
     }
 }

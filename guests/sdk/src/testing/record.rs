@@ -67,9 +67,10 @@ impl RecordedCall {
             let v: Value = serde_json::from_str(line)
                 .map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), i + 1))?;
             if v.get("format").is_some() {
-                if v["version"] != 1 {
+                // Version 2 added provider calls; reconciler calls read the same in both.
+                if v["version"] != 1 && v["version"] != 2 {
                     return Err(format!(
-                        "{}:{}: version: record format {} (this SDK reads 1)",
+                        "{}:{}: version: record format {} (this SDK reads 1 and 2)",
                         path.display(),
                         i + 1,
                         v["version"]
@@ -155,6 +156,17 @@ mod tests {
             ]}}],
             "outcome": {"kind": "reconciled", "status": {"keys": 1}, "conditions": [], "requeue-after-ms": null},
         });
+        // Version 2 (provider calls added) reads alike; another does not.
+        let v2 = header.replace("\"version\":1", "\"version\":2");
+        std::fs::write(&path, format!("{v2}\n{call}\n")).unwrap();
+        assert_eq!(RecordedCall::all(&path).unwrap().len(), 1);
+        let v3 = header.replace("\"version\":1", "\"version\":3");
+        std::fs::write(&path, format!("{v3}\n{call}\n")).unwrap();
+        let e = RecordedCall::all(&path).unwrap_err();
+        assert!(
+            e.contains("record format 3 (this SDK reads 1 and 2)"),
+            "{e}"
+        );
         std::fs::write(&path, format!("{header}\n{call}\n")).unwrap();
         let c = RecordedCall::load(&path, 1).unwrap();
         let _ = std::fs::remove_file(&path);

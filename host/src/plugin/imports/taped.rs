@@ -107,6 +107,9 @@ macro_rules! through_tape {
     }};
 }
 
+/// The provider world's `workloads` imports, through the same tape.
+mod workloads;
+
 impl client::Host for State {
     async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
         through_tape!(

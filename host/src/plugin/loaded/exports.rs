@@ -1,7 +1,8 @@
-//! The world's exports as typed methods on [`Loaded`], each one sandboxed
-//! call; with recording on, `reconcile` and `finalize` also make the call's
-//! record, and with a shadow candidate they offer the call to it; `replay`
-//! and `shadow_call` run a call again.
+//! The reconciler world's exports as typed methods on [`Loaded`], each one
+//! sandboxed call; with recording on, `reconcile` and `finalize` also make
+//! the call's record, and with a shadow candidate they offer the call to it;
+//! `replay` (of any record, a provider's too) and `shadow_call` run a call
+//! again. The provider world's exports are in `provider_calls`.
 
 use std::sync::Arc;
 
@@ -9,18 +10,20 @@ use super::{CallError, Instance, Loaded};
 use crate::plugin::bindings::provider::ProviderPlugin;
 use crate::plugin::bindings::reconciler::ReconcilerPlugin;
 use crate::plugin::outcome::{Finalized, GuestError, Reconciled};
-use crate::plugin::provider::{HandlerOutcome, WakeEvent};
+use crate::plugin::record::provider::ProviderCall;
 use crate::plugin::record::{CallKind, CallRecord, Outcome, Recording, TapeMode, Taped};
 use crate::plugin::sandbox::CallReport;
 use crate::plugin::shadow::{Shadow, ShadowJob};
 
 /// A live call that was taped, as it ended.
-struct TapedCall<'a> {
-    call: CallKind,
-    key: &'a str,
-    obj: &'a str,
-    taped: Taped,
-    outcome: Outcome,
+pub(super) struct TapedCall<'a> {
+    pub call: CallKind,
+    pub key: &'a str,
+    pub obj: &'a str,
+    pub taped: Taped,
+    pub outcome: Outcome,
+    /// Provider calls: the state, state data and wake event (see [`ProviderCall::record_fields`]).
+    pub provider: Option<&'a ProviderCall>,
 }
 
 impl Loaded {
@@ -49,6 +52,7 @@ impl Loaded {
             obj,
             taped: taped.unwrap_or_default(),
             outcome,
+            provider: None,
         };
         self.after_taped_call(call, shadow, &mut r);
         r
@@ -96,9 +100,13 @@ impl Loaded {
     }
 
     /// The record of a call that just ran.
-    fn call_record(&self, recording: &Recording, call: TapedCall<'_>) -> CallRecord {
+    pub(super) fn call_record(&self, recording: &Recording, call: TapedCall<'_>) -> CallRecord {
         let mut input = serde_json::from_str(call.obj).unwrap_or(serde_json::Value::Null);
         recording.redaction.object(&mut input);
+        let (state, state_data, event) = call
+            .provider
+            .map(ProviderCall::record_fields)
+            .unwrap_or_default();
         CallRecord {
             seq: recording.writer.next_seq(),
             at: crate::plugin::record::now_rfc3339(),
@@ -107,6 +115,9 @@ impl Loaded {
             call: call.call,
             key: call.key.to_string(),
             input,
+            state,
+            state_data,
+            event,
             insecure_seed: format!("{:x}", call.taped.seed),
             imports: call.taped.entries,
             outcome: call.outcome,
@@ -120,8 +131,22 @@ impl Loaded {
         let seed = u128::from_str_radix(&record.insecure_seed, 16).unwrap_or(0);
         let mode = TapeMode::Replay(record.imports.clone());
         let obj = record.input.to_string();
-        self.run_again(record.call, &record.key, &obj, mode, seed)
-            .await
+        match ProviderCall::of_record(record) {
+            None => {
+                self.run_again(record.call, &record.key, &obj, mode, seed)
+                    .await
+            }
+            Some(Ok(call)) => {
+                self.replay_provider(&record.key, &obj, &call, mode, seed)
+                    .await
+            }
+            Some(Err(bad)) => (
+                Outcome::Failed {
+                    error: bad.to_string(),
+                },
+                Taped::default(),
+            ),
+        }
     }
 
     /// Runs a live version's call again on this shadow candidate, on the
@@ -151,6 +176,10 @@ impl Loaded {
             CallKind::Finalize => {
                 Outcome::of_finalize(&self.finalize_taped(key, obj, mode, seed, &mut taped).await)
             }
+            // Providers are not shadowed; their replays go through `replay_provider`.
+            CallKind::Init | CallKind::Handle | CallKind::Status => Outcome::Failed {
+                error: format!("a {call:?} call has no reconciler export to run"),
+            },
         };
         (outcome, taped.unwrap_or_default())
     }
@@ -206,6 +235,7 @@ impl Loaded {
             obj,
             taped: taped.unwrap_or_default(),
             outcome,
+            provider: None,
         };
         self.after_taped_call(call, shadow, &mut r);
         r
@@ -238,68 +268,6 @@ impl Loaded {
             },
         };
         Ok((result, report))
-    }
-
-    /// Provider: the initial state data for a pod.
-    pub async fn provider_init(
-        &self,
-        key: &str,
-        pod: &str,
-    ) -> Result<Result<String, String>, CallError> {
-        let pod = pod.to_string();
-        self.call(key, move |inst, s| {
-            Box::pin(async move {
-                provider(inst)?
-                    .wasmlet_plugin_provider()
-                    .call_init(s, &pod)
-                    .await
-            })
-        })
-        .await
-        .map(|(r, _)| r)
-    }
-
-    /// Provider: one handler run.
-    pub async fn provider_handle(
-        &self,
-        key: &str,
-        state: &str,
-        pod: &str,
-        data: &str,
-        event: Option<WakeEvent>,
-    ) -> Result<Result<HandlerOutcome, String>, CallError> {
-        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
-        self.call(key, move |inst, s| {
-            Box::pin(async move {
-                provider(inst)?
-                    .wasmlet_plugin_provider()
-                    .call_handle(s, &state, &pod, &data, event)
-                    .await
-            })
-        })
-        .await
-        .map(|(r, _)| r)
-    }
-
-    /// Provider: the status fragment for a state.
-    pub async fn provider_status(
-        &self,
-        key: &str,
-        state: &str,
-        pod: &str,
-        data: &str,
-    ) -> Result<String, CallError> {
-        let (state, pod, data) = (state.to_string(), pod.to_string(), data.to_string());
-        self.call(key, move |inst, s| {
-            Box::pin(async move {
-                provider(inst)?
-                    .wasmlet_plugin_provider()
-                    .call_status(s, &state, &pod, &data)
-                    .await
-            })
-        })
-        .await
-        .map(|(r, _)| r)
     }
 }
 

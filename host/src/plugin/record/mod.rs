@@ -1,15 +1,22 @@
 //! Recording guest calls, and replaying them against any build of a plugin
 //! with no cluster (issue 15).
 //!
-//! The host owns every input of a reconciler call: the object, each import's
-//! answer, the WASI clocks and random. A recording plugin (manifest
-//! `[record]`, or `wasmlet up|run --record NAME`) gets a [`Tape`] in each
-//! call's store; the imports ([`super::imports`]) and the tape's clocks and
-//! random sources ([`tape`]) write every request and its answer to it, so a
-//! call can be run again with each answer taken from the tape
-//! ([`replay`], `wasmlet replay`).
+//! The host owns every input of a guest call: the object (a provider's pod,
+//! state and state data), each import's answer (a provider's workloads
+//! too), the WASI clocks and random. A recording plugin (manifest
+//! `[record]`, or `wasmlet up|run --record NAME`), reconciler or provider,
+//! gets a [`Tape`] in each call's store; the imports ([`super::imports`])
+//! and the tape's clocks and random sources ([`tape`]) write every request
+//! and its answer to it, so a call can be run again with each answer taken
+//! from the tape ([`replay`], `wasmlet replay`).
 //!
-//! # The record format, version 1
+//! # The record format, version 2
+//!
+//! Version 2 (written since issue 15's provider recording) adds provider
+//! calls: the `init`, `handle` and `status` call kinds, the `state`,
+//! `state-data` and `event` fields, the `workloads.*` imports and the
+//! provider outcomes. A reconciler's call is written exactly as in version
+//! 1, and version-1 files (reconciler calls only) are read as they are.
 //!
 //! JSON lines, one file per plugin: `DATA_DIR/records/NAME.jsonl`, rotated to
 //! `NAME.jsonl.1` .. `NAME.jsonl.N` when it would pass its size
@@ -18,7 +25,7 @@
 //! another plugin version (digest) or manifest:
 //!
 //! ```json
-//! {"format":"wasmlet-record","version":1,"plugin":"configmap-summary",
+//! {"format":"wasmlet-record","version":2,"plugin":"configmap-summary",
 //!  "digest":"<sha256 of the .wasm>","manifest":"<the manifest's TOML>","redacted":true}
 //! ```
 //!
@@ -34,13 +41,35 @@
 //!  "host-writes":[{"op":"patch-status","key":"default/s1","body":{...},"result":{"ok":"123"}}]}
 //! ```
 //!
-//! - `call`: `reconcile` or `finalize`; `seq` counts the plugin's records
-//!   since the host started.
+//! A provider's call (one per export call, `key` the pod's `namespace/name`,
+//! `input` the pod):
+//!
+//! ```json
+//! {"seq":7,"at":"...","plugin":"wasi-runner","digest":"...","call":"handle","key":"default/p1",
+//!  "input":{...the pod...},"state":"Running","state-data":{...},"event":{"workload-exited":3},
+//!  "insecure-seed":"...",
+//!  "imports":[{"op":"workloads.status","args":{"handle":3},
+//!              "result":{"ok":{"state":{"Exited":0},"started_at_ms":...,"finished_at_ms":...}}},
+//!             {"op":"clock.wall","result":...}, ...],
+//!  "outcome":{"kind":"transition","to":"Completed","state-data":{...}}}
+//! ```
+//!
+//! - `call`: `reconcile` or `finalize` (reconcilers); `init`, `handle` or
+//!   `status` (providers). `seq` counts the plugin's records since the host
+//!   started.
+//! - `state` (`handle`, `status`): the pod's state; `state-data`: the state
+//!   data the call was given, as the JSON it holds (text that is not JSON as
+//!   a string); `event` (`handle`, absent on entering a state): the wake event
+//!   in the WIT's spelling, `"timer-elapsed"`, `"pod-changed"`,
+//!   `{"workload-exited": HANDLE}` or `{"fetch-done": ID}`.
 //! - `imports`, in the order the guest made them. `op` is the WIT interface
 //!   and function (`client.get`, `client.list`, `client.create`,
 //!   `client.update`, `client.patch`, `client.patch-status`, `client.delete`,
 //!   `client.evict`, `client.bind`, `client.record-event`, `http.fetch`,
-//!   `log.enabled`, `log.log`) or a WASI read (`clock.wall` and
+//!   `log.enabled`, `log.log`; a provider's `workloads.fetch-module`,
+//!   `workloads.prepare-volume`, `workloads.spawn`, `workloads.status`,
+//!   `workloads.kill`, `workloads.read-logs` (logs as `{"text":..}` or
+//!   `{"base64":..}`), `workloads.release-pod`) or a WASI read (`clock.wall` and
 //!   `clock.monotonic`: nanoseconds; `random.secure` and `random.insecure`:
 //!   `args.len` bytes, hex). `args` are the contract's arguments (records in
 //!   their Rust field names, variants as serde's externally tagged enums;
@@ -50,9 +79,21 @@
 //! - `outcome.kind`: `reconciled` (status, conditions, requeue-after-ms),
 //!   `finalized` (done, retry-after-ms), `guest-error` (terminal, reason,
 //!   message, status, conditions) or `failed` (error: a trap, timeout,
-//!   out-of-memory or refused result).
+//!   out-of-memory or refused result). Providers: `initialized` (`init`:
+//!   state-data), `transition` (to, state-data), `wait` (on: `{"workload-exited":
+//!   H}`, `{"timer": MS}`, `"pod-changed"`, `{"fetch-done": ID}`; state-data),
+//!   `handler-error` (message; `init` or `handle` returned an error),
+//!   `pod-status` (`status`: the PodStatus fragment) or `failed`.
 //! - `host-writes`: what the host wrote because of the outcome (the status
-//!   patch, the finalizer's removal), with the resourceVersion stored or the error.
+//!   patch, the finalizer's removal), with the resourceVersion stored or the
+//!   error. Providers: a `status` call's record has the pod status patch the
+//!   host made of its fragment (`patch-status`), and the on-delete state's
+//!   last `handle` (a `wait` on nothing) the pod's removal (`delete`, grace
+//!   0, the pod's uid as precondition); other provider calls cause none.
+//! - A replay's writes (compared besides the outcome) are the requests of
+//!   `client.create`, `update`, `patch`, `patch-status`, `delete`, `evict`,
+//!   `bind`, and a provider's `workloads.prepare-volume`, `spawn`, `kill` and
+//!   `release-pod`.
 //!
 //! Redaction (unless `[record] keep-secrets = true`; the header says
 //! `"redacted"`): every value of a Secret's `data` and `stringData` and its
@@ -60,8 +101,16 @@
 //! input, read results, write arguments and results), becomes `"<redacted>"`;
 //! so do the values of `authorization`, `proxy-authorization`, `cookie` and
 //! `set-cookie` headers, and the request and response bodies of HTTP calls to
-//! the hosts in `[record] sensitive-http-hosts`. A replay sees the redacted values.
+//! the hosts in `[record] sensitive-http-hosts`; and, in a provider's
+//! records, every environment value of `workloads.spawn` and the contents of
+//! every file of a `workloads.prepare-volume` (either may hold a Secret's
+//! values, and the host cannot tell which do). A replay sees the redacted
+//! values, and redacts the guest's requests alike before matching them.
+//! Workload logs a provider reads (`workloads.read-logs`, for a termination
+//! message) are recorded as they are: a workload that prints a secret puts
+//! it there.
 
+pub mod provider;
 mod redact;
 pub mod replay;
 pub mod tape;
@@ -82,8 +131,11 @@ use super::sandbox::CallReport;
 
 /// The `format` of a header line.
 pub const FORMAT: &str = "wasmlet-record";
-/// The format version this host writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this host writes.
+pub const FORMAT_VERSION: u32 = 2;
+/// The format versions this host reads (version 1: reconciler calls only,
+/// each of which reads the same in version 2).
+pub const READS_VERSIONS: [u32; 2] = [1, 2];
 
 /// The first line of a record file, repeated when the plugin version changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,6 +157,19 @@ pub struct Header {
 pub enum CallKind {
     Reconcile,
     Finalize,
+    /// Provider `init`: a pod's first state data (version 2).
+    Init,
+    /// Provider `handle`: one state handler run (version 2).
+    Handle,
+    /// Provider `status`: the pod status fragment for a state (version 2).
+    Status,
+}
+
+impl CallKind {
+    /// Whether this is a provider export's call.
+    pub fn is_provider(self) -> bool {
+        matches!(self, CallKind::Init | CallKind::Handle | CallKind::Status)
+    }
 }
 
 /// One guest call, complete.
@@ -118,6 +183,15 @@ pub struct CallRecord {
     pub call: CallKind,
     pub key: String,
     pub input: Value,
+    /// Provider `handle` and `status`: the pod's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Provider `handle` and `status`: the state data the call was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_data: Option<Value>,
+    /// Provider `handle`: the wake event (absent on entering the state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<Value>,
     /// `wasi:random/insecure-seed`'s answer for this call's store, hex.
     pub insecure_seed: String,
     pub imports: Vec<Entry>,
@@ -184,6 +258,17 @@ pub enum Outcome {
         status: Option<Value>,
         conditions: Vec<Condition>,
     },
+    /// Provider `init`: the pod's first state data.
+    Initialized { state_data: Value },
+    /// Provider `handle`: the pod moves to state `to`.
+    Transition { to: String, state_data: Value },
+    /// Provider `handle`: the pod waits in its state for any of `on`.
+    Wait { on: Vec<Value>, state_data: Value },
+    /// Provider `init` or `handle` returned an error (the pod goes to the
+    /// error state).
+    HandlerError { message: String },
+    /// Provider `status`: the PodStatus fragment the host merges and patches.
+    PodStatus { status: Value },
     /// The sandbox failed the call (trap, timeout, out of memory, refused result).
     Failed { error: String },
 }
@@ -237,7 +322,8 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostWrite {
-    /// `patch-status` (the host-owned status) or `patch` (finalizers).
+    /// `patch-status` (the host-owned status), `patch` (finalizers) or
+    /// `delete` (a provider's pod, removed after its teardown).
     pub op: String,
     pub key: String,
     pub body: Value,

@@ -90,6 +90,8 @@ impl Redaction {
                 }
             }
             "http.fetch" => self.http(e),
+            "workloads.prepare-volume" => redact_volume_files(&mut e.args),
+            "workloads.spawn" => redact_env(&mut e.args),
             _ => {}
         }
     }
@@ -116,6 +118,30 @@ impl Redaction {
         }
         if sensitive && let Some(b) = e.args.get_mut("body") {
             *b = serde_json::json!({ "text": REDACTED });
+        }
+    }
+}
+
+/// A provider's `files` volume may hold a Secret's values (decoded): every
+/// file's contents go, whatever the volume's source was (the host cannot tell).
+fn redact_volume_files(args: &mut Value) {
+    if let Some(Value::Array(files)) = args.pointer_mut("/req/source/Files") {
+        for f in files {
+            if let Some(c) = f.get_mut("contents") {
+                *c = Value::String(REDACTED.into());
+            }
+        }
+    }
+}
+
+/// A workload's environment may hold a Secret's values (`secretKeyRef`,
+/// `envFrom`): every value goes, the names stay.
+fn redact_env(args: &mut Value) {
+    if let Some(Value::Array(env)) = args.pointer_mut("/spec/env") {
+        for pair in env {
+            if let Some(v) = pair.get_mut(1) {
+                *v = Value::String(REDACTED.into());
+            }
         }
     }
 }
@@ -235,5 +261,42 @@ mod tests {
             !text.contains("t0ken") && text.contains("resp-secret"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn workload_env_values_and_volume_files_are_redacted_names_kept() {
+        let mut spawn = Entry {
+            op: "workloads.spawn".into(),
+            args: json!({"spec": {"module": "sha256:ab", "args": ["main"],
+                "env": [["TOKEN", "hunter2"], ["MODE", "fast"]]}}),
+            result: json!({"ok": 3}),
+        };
+        let mut volume = Entry {
+            op: "workloads.prepare-volume".into(),
+            args: json!({"req": {"pod_uid": "u", "name": "creds",
+                "source": {"Files": [{"path": "token", "contents": [104, 117, 110], "mode": 420}]}}}),
+            result: json!({"ok": 1}),
+        };
+        let kept = (spawn.clone(), volume.clone());
+        Redaction::default().entry(&mut spawn);
+        Redaction::default().entry(&mut volume);
+        assert_eq!(
+            spawn.args["spec"]["env"],
+            json!([["TOKEN", REDACTED], ["MODE", REDACTED]])
+        );
+        assert_eq!(spawn.args["spec"]["args"], json!(["main"]));
+        let file = &volume.args["req"]["source"]["Files"][0];
+        assert_eq!(
+            (file["path"].as_str(), &file["contents"]),
+            (Some("token"), &json!(REDACTED))
+        );
+        let keep = Redaction {
+            keep_secrets: true,
+            ..Default::default()
+        };
+        let (mut s, mut v) = kept.clone();
+        keep.entry(&mut s);
+        keep.entry(&mut v);
+        assert_eq!((s, v), kept);
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::tape::is_write;
-use super::{CallRecord, Entry, FORMAT, FORMAT_VERSION, Header, Outcome, Taped};
+use super::{CallRecord, Entry, FORMAT, Header, Outcome, READS_VERSIONS, Taped};
 
 /// A record file that cannot be read, naming where.
 #[derive(Debug, thiserror::Error)]
@@ -71,12 +71,12 @@ pub fn read_file(path: &Path) -> Result<Vec<Recorded>, ReadError> {
                     ),
                 ));
             }
-            if h.version != FORMAT_VERSION {
+            if !READS_VERSIONS.contains(&h.version) {
                 return Err(err(
                     n,
                     "version",
                     format!(
-                        "format version {}; this wasmlet reads version {FORMAT_VERSION}",
+                        "format version {}; this wasmlet reads versions {READS_VERSIONS:?}",
                         h.version
                     ),
                 ));
@@ -203,6 +203,9 @@ mod tests {
             call: CallKind::Reconcile,
             key: "ns/a".into(),
             input: json!({}),
+            state: None,
+            state_data: None,
+            event: None,
             insecure_seed: "1".into(),
             imports: vec![],
             outcome: Outcome::Failed { error: "x".into() },
@@ -253,7 +256,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "p.jsonl:1: version: format version 9; this wasmlet reads version 1"
+            "p.jsonl:1: version: format version 9; this wasmlet reads versions [1, 2]"
         );
         let e = read(&format!("{HEADER}\n{{\"seq\": \n{}\n", call(1))).unwrap_err();
         assert_eq!(e.line, 2, "{e}");
@@ -271,5 +274,78 @@ mod tests {
         let paths: Vec<&str> = out.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["/outcome/status/keys", "/writes"]);
         assert_eq!(out[0].replayed, json!(4));
+    }
+
+    #[test]
+    fn version_1_and_provider_calls_of_version_2_read() {
+        let v1 = read(&format!("{HEADER}\n{}\n", call(1))).unwrap();
+        assert_eq!(v1[0].header.version, 1);
+        let v2 = HEADER.replace("\"version\":1", "\"version\":2");
+        let handle = r#"{"seq":2,"at":"t","plugin":"p","digest":"d","call":"handle","key":"ns/pod",
+            "input":{"kind":"Pod"},"state":"Running","state-data":{"uid":"u"},
+            "event":{"workload-exited":4},"insecure-seed":"1",
+            "imports":[{"op":"workloads.status","args":{"handle":4},
+                        "result":{"ok":{"state":{"Exited":0},"started_at_ms":1,"finished_at_ms":2}}}],
+            "outcome":{"kind":"transition","to":"Completed","state-data":{"uid":"u"}}}"#
+            .replace('\n', "");
+        let got = read(&format!("{v2}\n{handle}\n")).unwrap();
+        let r = &got[0].record;
+        assert_eq!(
+            (r.call, r.state.as_deref()),
+            (CallKind::Handle, Some("Running"))
+        );
+        let call = crate::plugin::record::provider::ProviderCall::of_record(r)
+            .expect("a provider call")
+            .expect("well formed");
+        assert!(
+            matches!(&call, crate::plugin::record::provider::ProviderCall::Handle {
+                event: Some(crate::plugin::provider::WakeEvent::WorkloadExited(4)), data, ..
+            } if data == r#"{"uid":"u"}"#),
+            "{call:?}"
+        );
+        let bad = handle.replace(
+            r#""kind":"transition","to":"Completed""#,
+            r#""kind":"transition""#,
+        );
+        let e = read(&format!("{v2}\n{bad}\n")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("p.jsonl:2: outcome: missing field `to`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_provider_replay_that_spawns_less_differs_on_its_writes() {
+        let spawn = Entry {
+            op: "workloads.spawn".into(),
+            args: json!({"spec": {"module": "sha256:ab"}}),
+            result: json!({"ok": 3}),
+        };
+        let status = Entry {
+            op: "workloads.status".into(),
+            args: json!({"handle": 3}),
+            result: json!({"ok": {"state": "Running"}}),
+        };
+        let outcome = Outcome::Transition {
+            to: "Running".into(),
+            state_data: json!({}),
+        };
+        let mut record: CallRecord = serde_json::from_str(&call(1)).unwrap();
+        record.call = CallKind::Handle;
+        record.imports = vec![spawn.clone(), status];
+        record.outcome = outcome.clone();
+        // The same spawn (a status read is no write): the same.
+        let taped = Taped {
+            writes: vec![spawn],
+            ..Taped::default()
+        };
+        assert_eq!(judge(&record, &outcome, &taped), Verdict::Same);
+        // No spawn at all: different, on the writes.
+        let Verdict::Different(ds) = judge(&record, &outcome, &Taped::default()) else {
+            panic!("not different");
+        };
+        assert_eq!(ds.len(), 1);
+        assert_eq!(ds[0].path, "/writes");
     }
 }

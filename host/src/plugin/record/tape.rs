@@ -65,7 +65,8 @@ pub struct Tape {
     pub redaction: Redaction,
 }
 
-/// Import functions that change the cluster (their requests make up a call's writes).
+/// Import functions that change the cluster, or (a provider's) the node:
+/// their requests make up a call's writes.
 pub fn is_write(op: &str) -> bool {
     matches!(
         op,
@@ -76,6 +77,10 @@ pub fn is_write(op: &str) -> bool {
             | "client.delete"
             | "client.evict"
             | "client.bind"
+            | "workloads.prepare-volume"
+            | "workloads.spawn"
+            | "workloads.kill"
+            | "workloads.release-pod"
     )
 }
 
