@@ -80,17 +80,20 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
         say!("  may call: nothing beyond its own object's status");
     }
     for r in &manifest.permissions.rules {
-        let groups: Vec<&str> = r
-            .api_groups
-            .iter()
-            .map(|g| if g.is_empty() { "core" } else { g.as_str() })
-            .collect();
-        say!(
-            "  may call: {} on {} ({})",
-            r.verbs.join(","),
-            r.resources.join(","),
-            groups.join(",")
-        );
+        say!("  may call: {}", rule_text(r));
+    }
+    for (cluster, c) in &manifest.clusters {
+        let which = if cluster == crate::plugin::manifest::clusters::ANY {
+            "any named cluster not listed here".to_string()
+        } else {
+            format!("cluster {cluster}")
+        };
+        if c.rules.is_empty() {
+            say!("  in {which} (--cluster): nothing");
+        }
+        for r in &c.rules {
+            say!("  in {which} (--cluster): may call {}", rule_text(r));
+        }
     }
     for h in &manifest.permissions.http_hosts {
         say!("  may reach: https://{h}");
@@ -244,4 +247,19 @@ pub(super) async fn plugin_graph(path: &Path) -> Result<()> {
         .ok_or_else(|| anyhow::anyhow!("{name}: the provider declared no graph"))?;
     print!("{}", graph.to_dot(&name));
     Ok(())
+}
+
+/// `VERBS on RESOURCES (GROUPS)`, as `plugin check` prints a rule.
+fn rule_text(r: &crate::plugin::manifest::Rule) -> String {
+    let groups: Vec<&str> = r
+        .api_groups
+        .iter()
+        .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+        .collect();
+    format!(
+        "{} on {} ({})",
+        r.verbs.join(","),
+        r.resources.join(","),
+        groups.join(",")
+    )
 }

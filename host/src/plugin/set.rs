@@ -69,6 +69,8 @@ pub struct PluginSet {
     /// plugin of the same name.
     dirs_behind: RwLock<Vec<PathBuf>>,
     cluster: Option<Arc<Cluster>>,
+    /// The host's named clusters (`--cluster NAME=KUBECONFIG`).
+    clusters: RwLock<crate::cluster::NamedClusters>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
@@ -114,6 +116,7 @@ impl PluginSet {
             dir: dir.to_path_buf(),
             dirs_behind: RwLock::new(Vec::new()),
             cluster,
+            clusters: RwLock::default(),
             workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
@@ -189,6 +192,18 @@ impl PluginSet {
     }
 
     /// Makes this set able to run providers (node agents call this before the first scan).
+    /// The named clusters versions loaded from now on may reach (`clusters` import).
+    pub fn set_clusters(&self, clusters: crate::cluster::NamedClusters) {
+        *self.clusters.write().unwrap_or_else(|p| p.into_inner()) = clusters;
+    }
+
+    fn clusters(&self) -> crate::cluster::NamedClusters {
+        self.clusters
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn set_workloads(&self, w: Arc<dyn super::provider::Workloads>) {
         *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
     }
@@ -306,6 +321,7 @@ impl PluginSet {
             name: name.to_string(),
             manifest: manifest.clone(),
             api: self.cluster.clone().map(|c| c as Arc<dyn ClusterAccess>),
+            clusters: self.clusters(),
             metrics: self.metrics(name),
             events,
             workloads: self

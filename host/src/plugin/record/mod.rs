@@ -39,7 +39,10 @@
 //! - `imports`, in the order the guest made them. `op` is the WIT interface
 //!   and function (`client.get`, `client.list`, `client.create`,
 //!   `client.update`, `client.patch`, `client.patch-status`, `client.delete`,
-//!   `client.evict`, `client.bind`, `client.record-event`, `http.fetch`,
+//!   `client.evict`, `client.bind`, `client.record-event`; the named clusters'
+//!   `clusters.get`, `clusters.list`, `clusters.create`, `clusters.update`,
+//!   `clusters.patch`, `clusters.patch-status`, `clusters.delete`, whose
+//!   `args` add `"cluster": NAME` to `client`'s; `http.fetch`,
 //!   `log.enabled`, `log.log`) or a WASI read (`clock.wall` and
 //!   `clock.monotonic`: nanoseconds; `random.secure` and `random.insecure`:
 //!   `args.len` bytes, hex). `args` are the contract's arguments (records in

@@ -76,6 +76,11 @@ pub fn is_write(op: &str) -> bool {
             | "client.delete"
             | "client.evict"
             | "client.bind"
+            | "clusters.create"
+            | "clusters.update"
+            | "clusters.patch"
+            | "clusters.patch-status"
+            | "clusters.delete"
     )
 }
 
