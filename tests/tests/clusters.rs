@@ -118,6 +118,8 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         &eu_flag,
         "--cluster",
         &us_flag,
+        "--record",
+        "project-controller",
     ])
     .await?;
     install_plugin(&host.plugin_dir(), "project-controller")?;
@@ -220,6 +222,44 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
     .await?;
     println!(
         "first regional writes after {first_writes:?}; regional status in the row {status_back:?} after it was reported"
+    );
+
+    // Recorded with the cluster each call went to, and replayed the same
+    // without any cluster (a snapshot beside the live file: later calls
+    // cannot change it).
+    let file = host.data_dir().join("records/project-controller.jsonl");
+    let snapshot = host.data_dir().join("records/snapshot.jsonl");
+    std::fs::copy(&file, &snapshot)?;
+    let text = std::fs::read_to_string(&snapshot)?;
+    let calls: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|c| c.get("call").is_some())
+        .collect();
+    let applied_in = |region: &str| {
+        calls.iter().any(|c| {
+            c["imports"].as_array().into_iter().flatten().any(|e| {
+                e["op"] == "clusters.patch"
+                    && e["args"]["cluster"] == region
+                    && e["result"]["ok"].is_object()
+            })
+        })
+    };
+    assert!(applied_in("eu-west") && applied_in("us-east"), "{text}");
+    let out = Command::new(wasmlet_bin())
+        .arg("replay")
+        .arg(&snapshot)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && report.contains(&format!(
+                "replayed {n} calls: {n} same, 0 different, 0 diverged",
+                n = calls.len()
+            )),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }

@@ -25,7 +25,10 @@ use super::sandbox::PluginCtx;
 use super::shadow::ShadowSlot;
 use crate::cluster::{Cluster, ClusterAccess};
 
+mod crds;
 pub mod shadows;
+
+pub use crds::read_yaml_documents;
 
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
@@ -317,11 +320,17 @@ impl PluginSet {
                 },
             ))
         });
+        let clusters = self.clusters();
+        let missing = super::manifest::clusters::unconfigured(&manifest.clusters, &clusters);
+        // (Offline tools, `plugin check`, load with no cluster at all: no warning.)
+        if self.cluster.is_some() && !missing.is_empty() {
+            tracing::warn!(plugin = %name, clusters = ?missing, "the manifest names clusters this host was not given (--cluster NAME=KUBECONFIG); calls there fail");
+        }
         let ctx = Arc::new(PluginCtx {
             name: name.to_string(),
             manifest: manifest.clone(),
             api: self.cluster.clone().map(|c| c as Arc<dyn ClusterAccess>),
-            clusters: self.clusters(),
+            clusters,
             metrics: self.metrics(name),
             events,
             workloads: self
@@ -508,64 +517,6 @@ impl PluginSet {
         }
     }
 
-    /// Server-side applies the CRDs a plugin ships; a cluster that does not
-    /// allow it gets a warning, not a failed plugin. A CRD that another field
-    /// manager wrote is never taken over: that fails the load, naming the owner.
-    async fn apply_crds(&self, name: &str, manifest: &Manifest) -> Result<(), LoadError> {
-        let Some(cluster) = &self.cluster else {
-            return Ok(());
-        };
-        let manager = format!("wasmlet-plugin-{name}");
-        for path in &manifest.crds {
-            let docs = match read_yaml_documents(path) {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(plugin = %name, file = %path.display(), error = %e, "cannot read CRD file");
-                    continue;
-                }
-            };
-            for doc in docs {
-                let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-                    kube::Api::all(cluster.client().clone());
-                let crd_name = doc
-                    .pointer("/metadata/name")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default()
-                    .to_string();
-                match crds.get_opt(&crd_name).await {
-                    Ok(Some(existing)) => {
-                        if let Some(owner) = foreign_owner(&existing.metadata, &manager) {
-                            return Err(LoadError::Crd {
-                                path: path.display().to_string(),
-                                message: format!(
-                                    "CustomResourceDefinition {crd_name} is managed by field manager \"{owner}\", not by this plugin ({manager}); refusing to take it over"
-                                ),
-                            });
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(plugin = %name, crd = %crd_name, error = %e, "CRD not applied (cannot read the existing one)");
-                        continue;
-                    }
-                }
-                // `force` only takes fields from earlier writes under our own
-                // manager name (checked above).
-                let params = kube::api::PatchParams::apply(&manager).force();
-                match crds
-                    .patch(&crd_name, &params, &kube::api::Patch::Apply(doc))
-                    .await
-                {
-                    Ok(_) => tracing::info!(plugin = %name, crd = %crd_name, "CRD applied"),
-                    Err(e) => {
-                        tracing::warn!(plugin = %name, crd = %crd_name, error = %e, "CRD not applied")
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Scans now, then again whenever the directory changes (debounced).
     pub async fn watch(self: Arc<Self>) -> anyhow::Result<()> {
         use notify::{RecursiveMode, Watcher};
@@ -585,47 +536,6 @@ impl PluginSet {
         }
         Ok(())
     }
-}
-
-/// The API servers' own controllers (the CRD finalizer and conditions): their
-/// fields on a CRD are not an owner's.
-const SERVER_MANAGERS: &[&str] = &["kube-apiserver", "wasmlet-apiserver"];
-
-/// A field manager other than `ours` that owns fields outside `status`
-/// (status writers, such as the API server's own CRD controller, do not count).
-fn foreign_owner(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    ours: &str,
-) -> Option<String> {
-    let beyond_status =
-        |m: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
-            m.subresource.as_deref().unwrap_or("").is_empty()
-                && m.fields_v1
-                    .as_ref()
-                    .and_then(|f| f.0.as_object())
-                    .is_none_or(|o| o.keys().any(|k| k != "f:status"))
-        };
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .filter(beyond_status)
-        .filter_map(|m| m.manager.clone())
-        .filter(|m| !SERVER_MANAGERS.contains(&m.as_str()))
-        .find(|m| m != ours)
-}
-
-/// Every YAML document in a file, as JSON values (empty documents skipped).
-pub fn read_yaml_documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    use serde::Deserialize;
-    let text = std::fs::read_to_string(path)?;
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v = serde_json::Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
 }
 
 fn hostname() -> Option<String> {

@@ -12,7 +12,7 @@ use serde_json::Value;
 use wasmlet_apimachinery::names;
 
 use super::events::Dropped;
-use super::manifest::{Rule, rules_allow, rules_may_allow};
+use super::manifest::{Manifest, Rule, rules_allow, rules_may_allow};
 use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
 use crate::cluster::{ClientError as ApiClientError, ClusterAccess, Delete, PatchKind, Resolved};
@@ -80,41 +80,48 @@ impl At<'_> {
     }
 }
 
+/// The manifest's rules in `at`: `[permissions]` for the host's own cluster,
+/// `[clusters.NAME]` (else `[clusters."*"]`) for a named one.
+fn rules_in<'m>(manifest: &'m Manifest, at: At<'_>) -> &'m [Rule] {
+    match at {
+        At::Own => &manifest.permissions.rules,
+        At::Named(name) => manifest.cluster_rules(name).unwrap_or(&[]),
+    }
+}
+
 impl State {
-    /// The access and the rules for `at`: a named cluster the manifest does
-    /// not reach is denied, one this host was not given is invalid.
-    fn cluster_for(
-        &mut self,
-        at: At<'_>,
-    ) -> Result<(std::sync::Arc<dyn ClusterAccess>, Vec<Rule>), ClientError> {
-        let manifest = self.plugin.manifest.clone();
-        match at {
+    /// The cluster `at` addresses: a named cluster the manifest does not
+    /// reach is denied, one this host was not given is invalid.
+    fn cluster_for(&self, at: At<'_>) -> Result<std::sync::Arc<dyn ClusterAccess>, ClientError> {
+        let name = match at {
             At::Own => {
-                let api = self.plugin.api.clone().ok_or_else(|| {
+                return self.plugin.api.clone().ok_or_else(|| {
                     ClientError::Unavailable("this host has no Kubernetes API connected".into())
-                })?;
-                Ok((api, manifest.permissions.rules.clone()))
+                });
             }
-            At::Named(name) => {
-                let Some(rules) = manifest.cluster_rules(name) else {
-                    PluginMetrics::inc(&self.plugin.metrics.denied);
-                    tracing::warn!(plugin = %self.plugin.name, key = %self.key, cluster = name, "plugin call denied by its manifest: cluster not granted");
-                    return Err(ClientError::Denied(format!(
-                        "the manifest of plugin {} grants nothing in cluster \"{name}\" (no [clusters.{name}] or [clusters.\"*\"] in {})",
-                        self.plugin.name,
-                        manifest.path.display()
-                    )));
-                };
-                let api = self.plugin.clusters.get(name).ok_or_else(|| {
-                    let known: Vec<&str> = self.plugin.clusters.names().collect();
-                    ClientError::Invalid(format!(
-                        "cluster \"{name}\" is not configured on this host (wasmlet up|run --cluster {name}=KUBECONFIG; configured: {})",
-                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                    ))
-                })?;
-                Ok((api, rules.to_vec()))
-            }
+            At::Named(name) => name,
+        };
+        let manifest = &self.plugin.manifest;
+        if manifest.cluster_rules(name).is_none() {
+            PluginMetrics::inc(&self.plugin.metrics.denied);
+            tracing::warn!(plugin = %self.plugin.name, key = %self.key, cluster = name, "plugin call denied by its manifest: cluster not granted");
+            return Err(ClientError::Denied(format!(
+                "the manifest of plugin {} grants nothing in cluster \"{name}\" (no [clusters.{name}] or [clusters.\"*\"] in {})",
+                self.plugin.name,
+                manifest.path.display()
+            )));
         }
+        self.plugin.clusters.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.plugin.clusters.names().collect();
+            ClientError::Invalid(format!(
+                "cluster \"{name}\" is not configured on this host (wasmlet up|run --cluster {name}=KUBECONFIG; configured: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
     }
 
     /// Resolves the kind and checks the manifest grants `verb` on it (or on
@@ -127,11 +134,13 @@ impl State {
         sub: Option<&str>,
         verb: &str,
     ) -> Result<(std::sync::Arc<dyn ClusterAccess>, Resolved), ClientError> {
-        let (api, rules) = self.cluster_for(at)?;
+        let api = self.cluster_for(at)?;
+        let manifest = self.plugin.manifest.clone();
+        let rules = rules_in(&manifest, at);
         let group = group_of(api_version);
         // Before discovery: a call no rule could grant (group, verb, subresource)
         // is refused without reaching the API server.
-        if !rules_may_allow(&rules, group, sub, verb) {
+        if !rules_may_allow(rules, group, sub, verb) {
             let what = format!(
                 "{verb} {}",
                 sub.map_or(kind.to_string(), |s| format!("{kind}/{s}"))
@@ -146,7 +155,7 @@ impl State {
             Some(s) => format!("{}/{s}", r.resource.plural),
             None => r.resource.plural.clone(),
         };
-        if !rules_allow(&rules, group, &resource, verb) {
+        if !rules_allow(rules, group, &resource, verb) {
             return Err(self.deny(at, group, &format!("{verb} {resource}")));
         }
         Ok((api, r))

@@ -45,3 +45,16 @@ pub fn check_name(name: &str) -> Result<(), (String, String)> {
         ),
     ))
 }
+
+/// The clusters the manifest names (`*` aside) that `configured` lacks: calls
+/// there will fail, which an operator should hear about when the plugin loads.
+pub fn unconfigured<'a>(
+    clusters: &'a Clusters,
+    configured: &crate::cluster::NamedClusters,
+) -> Vec<&'a str> {
+    clusters
+        .keys()
+        .map(String::as_str)
+        .filter(|n| *n != ANY && configured.get(n).is_none())
+        .collect()
+}
