@@ -74,12 +74,14 @@ fn a_moved_project_leaves_its_old_region() {
     let host = FakeHost::new();
     let (eu, us) = (host.cluster("eu-west"), host.cluster("us-east"));
     let _guard = host.install();
-    run(&project("p2", 1, json!({"region": "eu-west"}))).unwrap();
+    let first = run(&project("p2", 1, json!({"region": "eu-west"}))).unwrap();
+    assert_eq!(first.status_json().unwrap()["region"], "eu-west");
     let mut moved = (*project("p2", 2, json!({"region": "us-east"}))).clone();
     moved.status = Some(ProjectStatus {
         region: Some("eu-west".into()),
     });
-    run(&Arc::new(moved)).unwrap();
+    let after = run(&Arc::new(moved)).unwrap();
+    assert_eq!(after.status_json().unwrap()["region"], "us-east");
     assert_eq!(
         eu.writes(),
         [
