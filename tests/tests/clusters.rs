@@ -265,7 +265,7 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
 }
 
 #[tokio::test]
-async fn plugin_check_shows_the_permissions_per_cluster() -> Result<()> {
+async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> {
     let out = Command::new(wasmlet_bin())
         .args(["plugin", "check"])
         .arg(built_plugins().join("project-controller.wasm"))
@@ -283,5 +283,28 @@ async fn plugin_check_shows_the_permissions_per_cluster() -> Result<()> {
         ),
         "{text}"
     );
+    // The role to grant the host's identity in a region.
+    let out = Command::new(wasmlet_bin())
+        .args(["plugin", "rbac", "--cluster", "eu-west"])
+        .arg(built_plugins().join("project-controller.wasm"))
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_slice(&out.stdout)
+        .map(serde::Deserialize::deserialize)
+        .collect::<Result<_, serde_yaml::Error>>()?;
+    assert_eq!(docs[0]["kind"], "ClusterRole");
+    assert_eq!(
+        docs[0]["rules"],
+        json!([{
+            "apiGroups": ["examples.wasmlet.dev"],
+            "resources": ["projectdeployments"],
+            "verbs": ["delete", "get", "list", "patch", "watch"],
+        }])
+    );
+    assert_eq!(docs[1]["kind"], "ClusterRoleBinding");
     Ok(())
 }

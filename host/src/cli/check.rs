@@ -166,7 +166,13 @@ fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
 /// plugin of a directory) its ClusterRole and a ClusterRoleBinding of it to
 /// the host's ServiceAccount, as YAML for `kubectl apply -f -` or a kustomize
 /// base. Stable output (sorted by name), so a checked-in copy can be compared.
-pub(super) fn plugin_rbac(paths: &[PathBuf], service_account: &str) -> Result<()> {
+/// With `cluster`: the roles for that named cluster instead (plugins granted
+/// nothing there are left out).
+pub(super) fn plugin_rbac(
+    paths: &[PathBuf],
+    service_account: &str,
+    cluster: Option<&str>,
+) -> Result<()> {
     let (namespace, account) = service_account.split_once('/').ok_or_else(|| {
         anyhow::anyhow!("--service-account {service_account:?}: expected NAMESPACE/NAME")
     })?;
@@ -196,7 +202,13 @@ pub(super) fn plugin_rbac(paths: &[PathBuf], service_account: &str) -> Result<()
             crds.extend(crate::plugin::set::read_yaml_documents(c)?);
         }
         let role_name = format!("wasmlet-plugin-{name}");
-        let role = crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds);
+        let role = match cluster {
+            None => crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds),
+            Some(c) => match manifest.cluster_rules(c) {
+                Some(rules) => crate::plugin::clusterrole::named_cluster_role(&role_name, rules),
+                None => continue,
+            },
+        };
         let binding = serde_json::json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
