@@ -62,3 +62,37 @@ async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
     );
     assert_eq!(b.cached_uid("v1", "ConfigMap", Some("default"), "x"), None);
 }
+
+/// `clusters` joined the 0.1.0 worlds without breaking anyone only if a
+/// guest that names no cluster does not import it (it would then need a host
+/// that provides it): the SDK dispatches statically for that.
+#[test]
+fn only_guests_that_name_a_cluster_import_clusters() {
+    let engine = wasmtime::Engine::default();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    for (name, imports_clusters) in [
+        ("configmap-summary", false),
+        ("rowsummary", false),
+        ("project-controller", true),
+    ] {
+        let path = dir.join(format!("{name}.wasm"));
+        assert!(
+            path.exists(),
+            "{}: run scripts/build-guests",
+            path.display()
+        );
+        let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        assert_eq!(
+            imports
+                .iter()
+                .any(|n| n.starts_with("wasmlet:plugin/clusters@")),
+            imports_clusters,
+            "{name}: {imports:?}"
+        );
+    }
+}
