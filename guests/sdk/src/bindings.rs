@@ -35,6 +35,7 @@ pub mod reconciler {
         with: {
             "wasmlet:plugin/types@0.1.0": crate::bindings::provider::wasmlet::plugin::types,
             "wasmlet:plugin/client@0.1.0": crate::bindings::provider::wasmlet::plugin::client,
+            "wasmlet:plugin/clusters@0.1.0": crate::bindings::provider::wasmlet::plugin::clusters,
             "wasmlet:plugin/log@0.1.0": crate::bindings::provider::wasmlet::plugin::log,
             "wasmlet:plugin/http@0.1.0": crate::bindings::provider::wasmlet::plugin::http,
         },
@@ -42,5 +43,5 @@ pub mod reconciler {
 }
 
 pub use provider::exports::wasmlet::plugin::provider as provider_exports;
-pub use provider::wasmlet::plugin::{client, http, log, types, workloads};
+pub use provider::wasmlet::plugin::{client, clusters, http, log, types, workloads};
 pub use reconciler::exports::wasmlet::plugin::reconciler as reconciler_exports;

@@ -8,6 +8,8 @@
 //! The trait speaks the contract's own types (`crate::bindings`): it is the WIT
 //! interface as a Rust trait, one method per import function.
 
+#[cfg(target_arch = "wasm32")]
+use crate::bindings::clusters as raw_clusters;
 use crate::bindings::{
     client as raw, http as raw_http, log as raw_log, types, workloads as raw_wl,
 };
@@ -63,6 +65,47 @@ pub trait Host {
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         Err(unsupported("client.record-event"))
+    }
+    /// `clusters.get`: [`Host::get`] in the host's named cluster `cluster`.
+    fn cluster_get(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+    ) -> Result<String, raw::ClientError> {
+        Err(unsupported("clusters.get"))
+    }
+    fn cluster_list(
+        &self,
+        cluster: &str,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
+        Err(unsupported("clusters.list"))
+    }
+    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported("clusters.create"))
+    }
+    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported("clusters.update"))
+    }
+    /// `status`: the `patch-status` import rather than `patch`.
+    fn cluster_patch(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        Err(unsupported("clusters.patch"))
+    }
+    fn cluster_delete(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        Err(unsupported("clusters.delete"))
     }
     fn log_enabled(&self, level: raw_log::Level) -> bool {
         true
@@ -215,6 +258,49 @@ impl Host for Imports {
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         raw::record_event(event)
+    }
+    fn cluster_get(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+    ) -> Result<String, raw::ClientError> {
+        raw_clusters::get(cluster, target)
+    }
+    fn cluster_list(
+        &self,
+        cluster: &str,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
+        raw_clusters::list(cluster, of, params)
+    }
+    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        raw_clusters::create(cluster, obj)
+    }
+    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        raw_clusters::update(cluster, obj)
+    }
+    fn cluster_patch(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        if status {
+            raw_clusters::patch_status(cluster, target, how, body)
+        } else {
+            raw_clusters::patch(cluster, target, how, body)
+        }
+    }
+    fn cluster_delete(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        raw_clusters::delete(cluster, target, options)
     }
     fn log_enabled(&self, level: raw_log::Level) -> bool {
         raw_log::enabled(level)

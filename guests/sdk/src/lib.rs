@@ -67,7 +67,9 @@
 //!   [`Error`](reconciler::Error), [`Condition`](reconciler::Condition),
 //!   [`Finalize`](reconciler::Finalize).
 //! - [`client`]: get / list / create / update / patch / patch-status / delete / evict /
-//!   events, typed over any `kube::Resource` (k8s-openapi and `CustomResource` types).
+//!   events, typed over any `kube::Resource` (k8s-openapi and `CustomResource` types);
+//!   the same in the host's named clusters with `ctx.cluster("eu-west")`
+//!   ([`ClusterClient`](client::ClusterClient)).
 //! - [`provider`]: [`State`](provider::State), [`PodState`](provider::PodState),
 //!   [`Transition`](provider::Transition), [`edges!`], [`provider!`];
 //!   [`workloads`]: modules, volumes and WASI workloads for pods.
@@ -101,7 +103,7 @@ pub use serde_json;
 /// What a reconciler module usually needs.
 pub mod prelude {
     pub use crate::client::{
-        Client, ClientError, DeleteParams, Event, ListParams, ObjectRef, Patch,
+        Client, ClientError, ClusterClient, DeleteParams, Event, ListParams, ObjectRef, Patch,
     };
     pub use crate::log::Level;
     pub use crate::reconciler::{Action, Condition, ConditionStatus, Context, Error, Finalize};

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::bindings::reconciler_exports as raw;
-use crate::client::{Client, ClientError, Event, ObjectRef};
+use crate::client::{Client, ClientError, ClusterClient, Event, ObjectRef};
 use crate::http::{self, HttpError};
 use crate::log::{self, Level};
 
@@ -49,6 +49,13 @@ impl Context {
     /// The typed client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The typed client of the host's named cluster `name` (`--cluster
+    /// NAME=KUBECONFIG`), e.g. `ctx.cluster("eu-west").patch(...)`; the manifest's
+    /// `[clusters.NAME]` (or `[clusters."*"]`) says what this plugin may do there.
+    pub fn cluster(&self, name: &str) -> ClusterClient {
+        self.client.cluster(name)
     }
 
     /// Records an Event, about the object being reconciled unless `event` says otherwise.

@@ -55,6 +55,11 @@ pub struct HostArgs {
     /// connection per table reconciler).
     #[arg(long, default_value_t = 8)]
     pub datastore_max_connections: usize,
+    /// A cluster reconcilers may address by NAME besides the host's own (the
+    /// contract's `clusters` import, manifest `[clusters.NAME]`), given by a
+    /// kubeconfig; repeatable. Each gets its own client and caches.
+    #[arg(long = "cluster", value_name = "NAME=KUBECONFIG")]
+    pub clusters: Vec<String>,
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     pub debug_cache_delay_ms: u64,

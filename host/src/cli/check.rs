@@ -80,17 +80,20 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
         say!("  may call: nothing beyond its own object's status");
     }
     for r in &manifest.permissions.rules {
-        let groups: Vec<&str> = r
-            .api_groups
-            .iter()
-            .map(|g| if g.is_empty() { "core" } else { g.as_str() })
-            .collect();
-        say!(
-            "  may call: {} on {} ({})",
-            r.verbs.join(","),
-            r.resources.join(","),
-            groups.join(",")
-        );
+        say!("  may call: {}", rule_text(r));
+    }
+    for (cluster, c) in &manifest.clusters {
+        let which = if cluster == crate::plugin::manifest::clusters::ANY {
+            "any named cluster not listed here".to_string()
+        } else {
+            format!("cluster {cluster}")
+        };
+        if c.rules.is_empty() {
+            say!("  in {which} (--cluster): nothing");
+        }
+        for r in &c.rules {
+            say!("  in {which} (--cluster): may call {}", rule_text(r));
+        }
     }
     for h in &manifest.permissions.http_hosts {
         say!("  may reach: https://{h}");
@@ -163,7 +166,13 @@ fn plugin_paths(path: &Path) -> (PathBuf, PathBuf) {
 /// plugin of a directory) its ClusterRole and a ClusterRoleBinding of it to
 /// the host's ServiceAccount, as YAML for `kubectl apply -f -` or a kustomize
 /// base. Stable output (sorted by name), so a checked-in copy can be compared.
-pub(super) fn plugin_rbac(paths: &[PathBuf], service_account: &str) -> Result<()> {
+/// With `cluster`: the roles for that named cluster instead (plugins granted
+/// nothing there are left out).
+pub(super) fn plugin_rbac(
+    paths: &[PathBuf],
+    service_account: &str,
+    cluster: Option<&str>,
+) -> Result<()> {
     let (namespace, account) = service_account.split_once('/').ok_or_else(|| {
         anyhow::anyhow!("--service-account {service_account:?}: expected NAMESPACE/NAME")
     })?;
@@ -193,7 +202,13 @@ pub(super) fn plugin_rbac(paths: &[PathBuf], service_account: &str) -> Result<()
             crds.extend(crate::plugin::set::read_yaml_documents(c)?);
         }
         let role_name = format!("wasmlet-plugin-{name}");
-        let role = crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds);
+        let role = match cluster {
+            None => crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds),
+            Some(c) => match manifest.cluster_rules(c) {
+                Some(rules) => crate::plugin::clusterrole::named_cluster_role(&role_name, rules),
+                None => continue,
+            },
+        };
         let binding = serde_json::json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
@@ -244,4 +259,19 @@ pub(super) async fn plugin_graph(path: &Path) -> Result<()> {
         .ok_or_else(|| anyhow::anyhow!("{name}: the provider declared no graph"))?;
     print!("{}", graph.to_dot(&name));
     Ok(())
+}
+
+/// `VERBS on RESOURCES (GROUPS)`, as `plugin check` prints a rule.
+fn rule_text(r: &crate::plugin::manifest::Rule) -> String {
+    let groups: Vec<&str> = r
+        .api_groups
+        .iter()
+        .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+        .collect();
+    format!(
+        "{} on {} ({})",
+        r.verbs.join(","),
+        r.resources.join(","),
+        groups.join(",")
+    )
 }

@@ -11,7 +11,8 @@ use anyhow::{Context, Result};
 use super::args::{HostArgs, NodeArgs, ServerArgs};
 use crate::apiserver::{ApiServer, Config};
 use crate::cluster::cache::Caches;
-use crate::cluster::{Cluster, Resolver};
+use crate::cluster::named::ClusterFlag;
+use crate::cluster::{Cluster, NamedClusters, Resolver};
 use crate::controller::Manager;
 use crate::controller::controller::ControllerConfig;
 use crate::controller::leader::{self, LeaderConfig, Leadership};
@@ -81,6 +82,8 @@ pub(super) async fn run_host(
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
 ) -> Result<Option<NodeAgent>> {
+    // Named clusters first: a bad --cluster fails the start before anything runs.
+    let named = named_clusters(&host.clusters).await?;
     // Cluster access, built once: the caches serve the controllers and the
     // plugins' reads alike.
     let resolver = Arc::new(Resolver::new(client.clone()));
@@ -100,6 +103,7 @@ pub(super) async fn run_host(
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
+            set.set_clusters(named);
             set.set_recording(crate::plugin::set::RecordConfig {
                 dir: data_dir.join("records"),
                 plugins: host.record.clone(),
@@ -233,6 +237,32 @@ pub(super) async fn run_host(
     }
     ready.store(true, std::sync::atomic::Ordering::Release);
     Ok(agent)
+}
+
+/// `--cluster NAME=KUBECONFIG`: a client per named cluster. Each kubeconfig
+/// is read now; the clusters themselves are reached on first use, so a
+/// region that is down does not keep the host from starting.
+async fn named_clusters(flags: &[String]) -> Result<NamedClusters> {
+    let mut clients = Vec::new();
+    for f in ClusterFlag::parse_all(flags)? {
+        let config = config_from(Some(&f.kubeconfig))
+            .await
+            .with_context(|| format!("--cluster {}", f.name))?;
+        let client = kube::Client::try_from(config).with_context(|| {
+            format!(
+                "--cluster {}: a client for {}",
+                f.name,
+                f.kubeconfig.display()
+            )
+        })?;
+        println!(
+            "wasmlet: cluster {} from {}",
+            f.name,
+            f.kubeconfig.display()
+        );
+        clients.push((f.name, client));
+    }
+    Ok(NamedClusters::new(clients))
 }
 
 pub(super) fn node_name(n: &NodeArgs) -> String {

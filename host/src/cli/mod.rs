@@ -127,6 +127,11 @@ enum PluginCommand {
         /// The host's ServiceAccount, NAMESPACE/NAME.
         #[arg(long, default_value = "wasmlet-system/wasmlet-controller")]
         service_account: String,
+        /// The roles for named cluster NAME instead (the manifests'
+        /// `[clusters.NAME]` or `[clusters."*"]` rules), to apply there and
+        /// bind to the identity the host's `--cluster NAME=KUBECONFIG` uses.
+        #[arg(long, value_name = "NAME")]
+        cluster: Option<String>,
     },
     /// Push a plugin (DIR/NAME: its component, manifest and CRDs) to an OCI
     /// registry as REGISTRY/REPO:TAG.
@@ -329,7 +334,8 @@ async fn main_async(cli: Cli) -> Result<()> {
         Command::Plugin(PluginCommand::Rbac {
             paths,
             service_account,
-        }) => plugin_rbac(&paths, &service_account)?,
+            cluster,
+        }) => plugin_rbac(&paths, &service_account, cluster.as_deref())?,
         Command::Plugin(PluginCommand::Push {
             path,
             reference,

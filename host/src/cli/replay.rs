@@ -150,6 +150,7 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
                     name: c.header.plugin.clone(),
                     manifest: manifest.clone(),
                     api: None,
+                    clusters: Default::default(),
                     metrics: Default::default(),
                     events: None,
                     workloads: None,

@@ -172,14 +172,22 @@ impl Caches {
             return Ok(c);
         }
         let resolved = self.resolver.resolve(api_version, kind).await?;
+        Ok(self.start(resolved))
+    }
+
+    /// The cache for a resolved kind, started now unless it runs already.
+    pub fn start(&self, resolved: Resolved) -> Arc<KindCache> {
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (api_version.to_string(), kind.to_string());
+        let key = (
+            resolved.resource.api_version.clone(),
+            resolved.resource.kind.clone(),
+        );
         if let Some(c) = kinds.get(&key) {
-            return Ok(c.clone());
+            return c.clone();
         }
         let cache = Arc::new(start(self.client().clone(), resolved, self.debug_delay));
         kinds.insert(key, cache.clone());
-        Ok(cache)
+        cache
     }
 }
 

@@ -48,11 +48,25 @@ pub struct Cluster {
     resolver: Arc<Resolver>,
     /// `None`: every read goes to the API server.
     caches: Option<Arc<Caches>>,
+    /// Start a kind's watch on its first read (named clusters: nothing else
+    /// starts their caches); otherwise only kinds a controller watches are cached.
+    lazy_watches: bool,
 }
 
 impl Cluster {
     pub fn new(resolver: Arc<Resolver>, caches: Option<Arc<Caches>>) -> Cluster {
-        Cluster { resolver, caches }
+        Cluster {
+            resolver,
+            caches,
+            lazy_watches: false,
+        }
+    }
+
+    /// Reads start the kind's watch (the read itself goes to the API server
+    /// until the cache has synced).
+    pub fn with_lazy_watches(mut self) -> Cluster {
+        self.lazy_watches = true;
+        self
     }
 
     /// Straight to the API server, no caches (tools, benchmarks).
@@ -69,10 +83,14 @@ impl Cluster {
     }
 
     fn cached(&self, r: &Resolved) -> Option<Arc<KindCache>> {
-        self.caches
-            .as_ref()?
-            .existing(&r.resource.api_version, &r.resource.kind)
-            .filter(|c| c.is_synced())
+        let caches = self.caches.as_ref()?;
+        let (av, kind) = (&r.resource.api_version, &r.resource.kind);
+        let cache = match caches.existing(av, kind) {
+            Some(c) => c,
+            None if self.lazy_watches => caches.start(r.clone()),
+            None => return None,
+        };
+        cache.is_synced().then_some(cache)
     }
 
     fn api(&self, r: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {

@@ -9,6 +9,8 @@
 //! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
 //! - [`read_only`]: [`ReadOnly`], access that never writes (shadow candidates);
+//! - [`named`]: [`NamedClusters`], the clusters besides the host's own
+//!   (`--cluster NAME=KUBECONFIG`), each a [`Cluster`] of its own;
 //! - [`error`]: why a call failed ([`ClientError`]).
 //!
 //! ```no_run
@@ -28,11 +30,13 @@ pub mod cache;
 pub mod client;
 pub mod encode;
 pub mod error;
+pub mod named;
 pub mod read_only;
 pub mod resolver;
 
 pub use access::ClusterAccess;
 pub use client::{Cluster, Delete, PatchKind};
 pub use error::ClientError;
+pub use named::NamedClusters;
 pub use read_only::ReadOnly;
 pub use resolver::{Resolved, Resolver};

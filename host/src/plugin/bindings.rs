@@ -4,7 +4,7 @@
 //! never names a WIT type.
 
 /// The `reconciler-plugin` world, which also defines the shared interfaces
-/// (`types`, `client`, `log`, `http`).
+/// (`types`, `client`, `clusters`, `log`, `http`).
 pub mod reconciler {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -27,6 +27,7 @@ pub mod provider {
         with: {
             "wasmlet:plugin/types": super::reconciler::wasmlet::plugin::types,
             "wasmlet:plugin/client": super::reconciler::wasmlet::plugin::client,
+            "wasmlet:plugin/clusters": super::reconciler::wasmlet::plugin::clusters,
             "wasmlet:plugin/log": super::reconciler::wasmlet::plugin::log,
             "wasmlet:plugin/http": super::reconciler::wasmlet::plugin::http,
         },

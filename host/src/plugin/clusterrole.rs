@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::manifest::Manifest;
+use super::manifest::{Manifest, Rule};
 
 /// `group` and `version` of an `apiVersion`.
 fn split(api_version: &str) -> (&str, &str) {
@@ -102,7 +102,21 @@ pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
         let (group, _) = split(&w.api_version);
         rules.add(group, &resource_of(group, &w.kind, crds), &read);
     }
-    for r in &manifest.permissions.rules {
+    add_manifest_rules(&mut rules, &manifest.permissions.rules);
+    // Events the host records for the plugin (kube's recorder creates and
+    // then patches a series).
+    rules.add("events.k8s.io", "events", &["create", "patch"]);
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "wasmlet"}},
+        "rules": rules.into_json(),
+    })
+}
+
+/// What the manifest's rules grant, as RBAC rules.
+fn add_manifest_rules(rules: &mut Rules, granted: &[Rule]) {
+    for r in granted {
         for group in &r.api_groups {
             for res in &r.resources {
                 for verb in &r.verbs {
@@ -116,9 +130,28 @@ pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
             }
         }
     }
-    // Events the host records for the plugin (kube's recorder creates and
-    // then patches a series).
-    rules.add("events.k8s.io", "events", &["create", "patch"]);
+}
+
+/// The ClusterRole `name` granting what `granted` (a manifest's
+/// `[clusters.NAME]` rules) needs in that named cluster: the rules, plus
+/// `list` and `watch` wherever they read, as the host's caches there start
+/// a watch on a kind's first read. No host-owned writes: the host reconciles
+/// nothing in a named cluster and records events only in its own.
+pub fn named_cluster_role(name: &str, granted: &[Rule]) -> Value {
+    let mut rules = Rules::default();
+    add_manifest_rules(&mut rules, granted);
+    for r in granted {
+        if r.verbs
+            .iter()
+            .any(|v| v == "get" || v == "list" || v == "*")
+        {
+            for group in &r.api_groups {
+                for res in r.resources.iter().filter(|res| !res.contains('/')) {
+                    rules.add(group, res, &["list", "watch"]);
+                }
+            }
+        }
+    }
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -192,5 +225,28 @@ rules = [{ api-groups = [""], resources = ["configmaps"], verbs = ["create"] },
         );
         assert_eq!(verbs_of("", "pods/eviction"), ["create"]);
         assert_eq!(verbs_of("events.k8s.io", "events"), ["create", "patch"]);
+    }
+
+    #[test]
+    fn a_named_cluster_role_grants_the_cluster_rules_and_the_watches_of_reads() {
+        let m = Manifest::parse(
+            r#"
+[plugin]
+kind = "reconciler"
+contract = "0.1.0"
+[reconciles]
+source = "postgres"
+table = "projects"
+[clusters.eu-west]
+rules = [{ api-groups = ["x.io"], resources = ["things"], verbs = ["get", "patch"] }]
+"#,
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let role = named_cluster_role("wasmlet-plugin-p", m.cluster_rules("eu-west").unwrap());
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": ["x.io"], "resources": ["things"], "verbs": ["get", "list", "patch", "watch"]}])
+        );
     }
 }

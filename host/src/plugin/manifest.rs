@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use wasmlet_apimachinery::selector::LabelSelector;
 
+pub mod clusters;
+pub use clusters::ClusterPermissions;
+
 /// The contract version this host implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
@@ -250,6 +253,8 @@ struct Raw {
     #[serde(default)]
     permissions: Permissions,
     #[serde(default)]
+    clusters: clusters::Clusters,
+    #[serde(default)]
     limits: Limits,
     record: Option<Record>,
 }
@@ -265,6 +270,8 @@ pub struct Manifest {
     pub owns: Vec<TypeRef>,
     pub watches: Vec<(Watch, MapFn)>,
     pub permissions: Permissions,
+    /// `[clusters.NAME]`: rules in the host's named clusters (`*`: any of them).
+    pub clusters: clusters::Clusters,
     pub limits: Limits,
     pub record: Option<Record>,
 }
@@ -409,21 +416,16 @@ impl Manifest {
             };
             watches.push((w.clone(), map));
         }
-        for (i, rule) in raw.permissions.rules.iter().enumerate() {
-            for (j, v) in rule.verbs.iter().enumerate() {
-                if !VERBS.contains(&v.as_str()) {
-                    return Err(err(
-                        &format!("permissions.rules[{i}].verbs[{j}]"),
-                        format!("unknown verb \"{v}\" (one of {})", VERBS.join(", ")),
-                    ));
-                }
-            }
-            if rule.resources.is_empty() {
-                return Err(err(
-                    &format!("permissions.rules[{i}].resources"),
-                    "must name at least one resource".into(),
-                ));
-            }
+        check_rules("permissions", &raw.permissions.rules).map_err(|(f, m)| err(&f, m))?;
+        for (name, c) in &raw.clusters {
+            clusters::check_name(name).map_err(|(f, m)| err(&f, m))?;
+            // Quoted like TOML keys that are not bare (`clusters."*"`).
+            let table = if name == clusters::ANY {
+                "clusters.\"*\"".to_string()
+            } else {
+                format!("clusters.{name}")
+            };
+            check_rules(&table, &c.rules).map_err(|(f, m)| err(&f, m))?;
         }
         if raw.limits.concurrency == 0 {
             return Err(err("limits.concurrency", "must be at least 1".into()));
@@ -478,37 +480,29 @@ impl Manifest {
             owns: raw.owns,
             watches,
             permissions: raw.permissions,
+            clusters: raw.clusters,
             limits: raw.limits,
             record: raw.record,
         })
     }
 
     /// Whether the manifest grants `verb` on `group`/`resource` (RBAC-style;
-    /// `resource` may be a subresource like `pods/status`).
+    /// `resource` may be a subresource like `pods/status`) in the host's own cluster.
     pub fn allows(&self, group: &str, resource: &str, verb: &str) -> bool {
-        self.permissions.rules.iter().any(|r| {
-            r.api_groups.iter().any(|g| g == group || g == "*")
-                && r.resources.iter().any(|x| x == resource || x == "*")
-                && r.verbs.iter().any(|v| v == verb || v == "*")
-        })
+        rules_allow(&self.permissions.rules, group, resource, verb)
     }
 
     /// Whether some rule could grant `verb` in `group` before the kind is
     /// resolved to its resource: on the main resource (`sub` none) or on
     /// subresource `sub` of some resource.
     pub fn may_allow(&self, group: &str, sub: Option<&str>, verb: &str) -> bool {
-        self.permissions.rules.iter().any(|r| {
-            r.api_groups.iter().any(|g| g == group || g == "*")
-                && r.verbs.iter().any(|v| v == verb || v == "*")
-                && r.resources.iter().any(|x| {
-                    x == "*"
-                        || match (sub, x.split_once('/')) {
-                            (None, None) => true,
-                            (Some(s), Some((_, xs))) => xs == s || xs == "*",
-                            _ => false,
-                        }
-                })
-        })
+        rules_may_allow(&self.permissions.rules, group, sub, verb)
+    }
+
+    /// The rules that apply in the named cluster `cluster` (`[clusters.NAME]`,
+    /// else `[clusters."*"]`); `None`: the manifest does not reach it.
+    pub fn cluster_rules(&self, cluster: &str) -> Option<&[Rule]> {
+        clusters::rules_for(&self.clusters, cluster)
     }
 
     /// Whether the `http` import may reach `host` (with optional `:port`).
@@ -525,6 +519,54 @@ impl Manifest {
             host_ok && (pport.is_none() || pport == port)
         })
     }
+}
+
+/// Checks the verbs and resources of `rules` under `table` (e.g. `permissions`);
+/// the error is `(field, message)`.
+fn check_rules(table: &str, rules: &[Rule]) -> Result<(), (String, String)> {
+    for (i, rule) in rules.iter().enumerate() {
+        for (j, v) in rule.verbs.iter().enumerate() {
+            if !VERBS.contains(&v.as_str()) {
+                return Err((
+                    format!("{table}.rules[{i}].verbs[{j}]"),
+                    format!("unknown verb \"{v}\" (one of {})", VERBS.join(", ")),
+                ));
+            }
+        }
+        if rule.resources.is_empty() {
+            return Err((
+                format!("{table}.rules[{i}].resources"),
+                "must name at least one resource".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `rules` grant `verb` on `group`/`resource`, as RBAC matches them.
+pub fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
+    rules.iter().any(|r| {
+        r.api_groups.iter().any(|g| g == group || g == "*")
+            && r.resources.iter().any(|x| x == resource || x == "*")
+            && r.verbs.iter().any(|v| v == verb || v == "*")
+    })
+}
+
+/// Whether some rule could grant `verb` in `group` before the kind is
+/// resolved (see [`Manifest::may_allow`]).
+pub fn rules_may_allow(rules: &[Rule], group: &str, sub: Option<&str>, verb: &str) -> bool {
+    rules.iter().any(|r| {
+        r.api_groups.iter().any(|g| g == group || g == "*")
+            && r.verbs.iter().any(|v| v == verb || v == "*")
+            && r.resources.iter().any(|x| {
+                x == "*"
+                    || match (sub, x.split_once('/')) {
+                        (None, None) => true,
+                        (Some(s), Some((_, xs))) => xs == s || xs == "*",
+                        _ => false,
+                    }
+            })
+    })
 }
 
 #[cfg(test)]
@@ -676,5 +718,33 @@ mod tests {
         assert_eq!(e.field, "reconciles.label-selector", "{e}");
         let e = parse(&format!("finalizer = \"x.io/f\"\n{TABLE}table = \"t\"\n")).unwrap_err();
         assert_eq!(e.field, "finalizer", "{e}");
+    }
+
+    #[test]
+    fn cluster_tables_grant_rules_per_named_cluster() {
+        let m = parse(&format!(
+            "{BASE}[clusters.eu-west]\nrules = [{{ api-groups = [\"x.io\"], resources = [\"things\"], verbs = [\"get\"] }}]\n\
+             [clusters.\"*\"]\nrules = [{{ api-groups = [\"x.io\"], resources = [\"things\"], verbs = [\"patch\"] }}]\n"
+        ))
+        .unwrap();
+        let eu = m.cluster_rules("eu-west").unwrap();
+        assert!(rules_allow(eu, "x.io", "things", "get"));
+        // A cluster's own table replaces `*`, it does not add to it.
+        assert!(!rules_allow(eu, "x.io", "things", "patch"));
+        let other = m.cluster_rules("us-east").unwrap();
+        assert!(rules_allow(other, "x.io", "things", "patch"));
+        // The host's own cluster keeps `[permissions]` only.
+        assert!(!m.allows("x.io", "things", "get"));
+        assert!(parse(BASE).unwrap().cluster_rules("eu-west").is_none());
+
+        let e = parse(&format!(
+            "{BASE}[clusters.eu-west]\nrules = [{{ api-groups = [\"\"], resources = [\"pods\"], verbs = [\"read\"] }}]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "clusters.eu-west.rules[0].verbs[0]", "{e}");
+        let e = parse(&format!("{BASE}[clusters.EU]\nrules = []\n")).unwrap_err();
+        assert_eq!(e.field, "clusters.EU", "{e}");
+        let e = parse(&format!("{BASE}[clusters.eu]\npermissions = []\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `permissions`"), "{e}");
     }
 }

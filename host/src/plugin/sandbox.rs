@@ -52,6 +52,8 @@ pub struct PluginCtx {
     pub name: String,
     pub manifest: Arc<Manifest>,
     pub api: Option<Arc<dyn ClusterAccess>>,
+    /// The host's named clusters (the `clusters` import); empty when it has none.
+    pub clusters: crate::cluster::NamedClusters,
     pub metrics: Arc<PluginMetrics>,
     /// Where `record-event` publishes (rate-limited); `None`: no cluster.
     pub events: Option<super::events::EventSink>,

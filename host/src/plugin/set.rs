@@ -28,6 +28,8 @@ use crate::cluster::{Cluster, ClusterAccess};
 mod crds;
 pub mod shadows;
 
+pub use crds::read_yaml_documents;
+
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
     Added(String),
@@ -70,6 +72,8 @@ pub struct PluginSet {
     /// plugin of the same name.
     dirs_behind: RwLock<Vec<PathBuf>>,
     cluster: Option<Arc<Cluster>>,
+    /// The host's named clusters (`--cluster NAME=KUBECONFIG`).
+    clusters: RwLock<crate::cluster::NamedClusters>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
@@ -115,6 +119,7 @@ impl PluginSet {
             dir: dir.to_path_buf(),
             dirs_behind: RwLock::new(Vec::new()),
             cluster,
+            clusters: RwLock::default(),
             workloads: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
@@ -148,6 +153,10 @@ impl PluginSet {
             .clone()?;
         let by_flag = config.plugins.iter().any(|p| p == name || p == "*");
         if !by_flag && !manifest.record.as_ref().is_some_and(|r| r.enabled) {
+            return None;
+        }
+        if manifest.plugin.kind != super::manifest::PluginKind::Reconciler {
+            tracing::warn!(plugin = %name, "recording covers reconcilers only: this provider is not recorded");
             return None;
         }
         let section = manifest.record.clone().unwrap_or_default();
@@ -186,6 +195,18 @@ impl PluginSet {
     }
 
     /// Makes this set able to run providers (node agents call this before the first scan).
+    /// The named clusters versions loaded from now on may reach (`clusters` import).
+    pub fn set_clusters(&self, clusters: crate::cluster::NamedClusters) {
+        *self.clusters.write().unwrap_or_else(|p| p.into_inner()) = clusters;
+    }
+
+    fn clusters(&self) -> crate::cluster::NamedClusters {
+        self.clusters
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn set_workloads(&self, w: Arc<dyn super::provider::Workloads>) {
         *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
     }
@@ -299,10 +320,17 @@ impl PluginSet {
                 },
             ))
         });
+        let clusters = self.clusters();
+        let missing = super::manifest::clusters::unconfigured(&manifest.clusters, &clusters);
+        // (Offline tools, `plugin check`, load with no cluster at all: no warning.)
+        if self.cluster.is_some() && !missing.is_empty() {
+            tracing::warn!(plugin = %name, clusters = ?missing, "the manifest names clusters this host was not given (--cluster NAME=KUBECONFIG); calls there fail");
+        }
         let ctx = Arc::new(PluginCtx {
             name: name.to_string(),
             manifest: manifest.clone(),
             api: self.cluster.clone().map(|c| c as Arc<dyn ClusterAccess>),
+            clusters,
             metrics: self.metrics(name),
             events,
             workloads: self
@@ -508,20 +536,6 @@ impl PluginSet {
         }
         Ok(())
     }
-}
-
-/// Every YAML document in a file, as JSON values (empty documents skipped).
-pub fn read_yaml_documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    use serde::Deserialize;
-    let text = std::fs::read_to_string(path)?;
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v = serde_json::Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
 }
 
 fn hostname() -> Option<String> {

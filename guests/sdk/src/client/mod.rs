@@ -18,9 +18,12 @@
 //! })))?;
 //! client.delete::<ConfigMap>("default", "old", &DeleteParams::background())?;
 //! client.evict("default", "web-1")?;
+//! // The same calls in the host's named cluster "eu-west" (`--cluster eu-west=KUBECONFIG`).
+//! let remote: Option<ConfigMap> = client.cluster("eu-west").get_opt("default", "settings")?;
 //! # Ok(()) }
 //! ```
 
+mod cluster;
 mod error;
 mod event;
 mod object_ref;
@@ -31,8 +34,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::bindings::{client as raw, types};
-use crate::host::with_host;
+use crate::host::{Host, with_host};
 
+pub use cluster::ClusterClient;
 pub use error::ClientError;
 pub use event::{Event, EventType};
 pub use object_ref::ObjectRef;
@@ -50,6 +54,13 @@ impl Client {
         Client { _private: () }
     }
 
+    /// The same typed client in the host's named cluster `name` (`wasmlet up|run
+    /// --cluster NAME=KUBECONFIG`; the manifest's `[clusters.NAME]` says what is
+    /// allowed there).
+    pub fn cluster(&self, name: &str) -> ClusterClient {
+        ClusterClient::new(name)
+    }
+
     /// The object `name` of type `K` (from the host's cache). `namespace` is a `&str`
     /// for namespaced kinds and `None` for cluster-scoped ones.
     pub fn get<'a, K>(
@@ -60,9 +71,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let target = ObjectRef::of::<K>(namespace, name).to_raw();
-        let json = with_host(|h| h.get(&target))?;
-        decode(&json)
+        get_at(&Own, namespace.into(), name)
     }
 
     /// As [`Client::get`], with `None` when the object does not exist.
@@ -86,17 +95,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let of = types::TypeRef {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-        };
-        let params = raw::ListParams {
-            namespace: params.namespace.clone(),
-            label_selector: params.label_selector.clone(),
-            field_selector: params.field_selector.clone(),
-        };
-        let items = with_host(|h| h.list(&of, &params))?;
-        items.iter().map(|json| decode(json)).collect()
+        list_at(&Own, params)
     }
 
     /// Creates `obj` (namespace from its metadata) and returns it as stored.
@@ -104,8 +103,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let body = encode(obj)?;
-        decode(&with_host(|h| h.create(&body))?)
+        create_at(&Own, obj)
     }
 
     /// Replaces `obj`; its resourceVersion makes this fail with `Conflict` when stale.
@@ -113,8 +111,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let body = encode(obj)?;
-        decode(&with_host(|h| h.update(&body))?)
+        update_at(&Own, obj)
     }
 
     /// Patches the object and returns it as stored.
@@ -127,7 +124,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        self.patch_impl(ObjectRef::of::<K>(namespace, name), patch, false)
+        patch_at(&Own, ObjectRef::of::<K>(namespace, name), patch, false)
     }
 
     /// Patches the object's status subresource. (A reconciler returns the status of the
@@ -141,20 +138,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        self.patch_impl(ObjectRef::of::<K>(namespace, name), patch, true)
-    }
-
-    fn patch_impl<K: DeserializeOwned>(
-        &self,
-        target: ObjectRef,
-        patch: &Patch,
-        status: bool,
-    ) -> Result<K, ClientError> {
-        let (how, body) = patch.split();
-        let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
-        decode(&with_host(|h| {
-            h.patch(&target.to_raw(), &how, &body, status)
-        })?)
+        patch_at(&Own, ObjectRef::of::<K>(namespace, name), patch, true)
     }
 
     /// Deletes the object.
@@ -167,8 +151,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()>,
     {
-        let target = ObjectRef::of::<K>(namespace, name).to_raw();
-        Ok(with_host(|h| h.delete(&target, &params.to_raw()))?)
+        delete_at::<K>(&Own, namespace.into(), name, params)
     }
 
     /// Evicts a pod (honours PodDisruptionBudgets: `TooManyRequests` when one blocks it).
@@ -212,6 +195,201 @@ impl Client {
         };
         Ok(with_host(|h| h.record_event(&raw_event))?)
     }
+}
+
+/// Where a typed call goes: the host's own cluster (`client`, [`Own`]) or one
+/// of its named clusters (`clusters`, [`Named`]). Static dispatch on purpose:
+/// a guest that never names a cluster must not import `clusters` (a runtime
+/// choice would keep both imports in every guest, which then needs a host
+/// that provides `clusters`). The methods are always inlined so the host call
+/// is devirtualised, as a direct call in the closure given to `with_host` is:
+/// an out-of-line call through `&dyn Host` would keep every import alive.
+trait Target {
+    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError>;
+    fn list(
+        &self,
+        h: &dyn Host,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError>;
+    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
+    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
+    fn patch(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError>;
+    fn delete(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError>;
+}
+
+/// The host's own cluster.
+struct Own;
+
+/// The host's named cluster `.0`.
+struct Named<'a>(&'a str);
+
+impl Target for Own {
+    #[inline(always)]
+    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        h.get(target)
+    }
+    #[inline(always)]
+    fn list(
+        &self,
+        h: &dyn Host,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
+        h.list(of, params)
+    }
+    #[inline(always)]
+    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+        h.create(obj)
+    }
+    #[inline(always)]
+    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+        h.update(obj)
+    }
+    #[inline(always)]
+    fn patch(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        h.patch(target, how, body, status)
+    }
+    #[inline(always)]
+    fn delete(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        h.delete(target, options)
+    }
+}
+
+impl Target for Named<'_> {
+    #[inline(always)]
+    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        h.cluster_get(self.0, target)
+    }
+    #[inline(always)]
+    fn list(
+        &self,
+        h: &dyn Host,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
+        h.cluster_list(self.0, of, params)
+    }
+    #[inline(always)]
+    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+        h.cluster_create(self.0, obj)
+    }
+    #[inline(always)]
+    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+        h.cluster_update(self.0, obj)
+    }
+    #[inline(always)]
+    fn patch(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        h.cluster_patch(self.0, target, how, body, status)
+    }
+    #[inline(always)]
+    fn delete(
+        &self,
+        h: &dyn Host,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        h.cluster_delete(self.0, target, options)
+    }
+}
+
+fn get_at<K>(via: &impl Target, namespace: Option<&str>, name: &str) -> Result<K, ClientError>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let target = ObjectRef::of::<K>(namespace, name).to_raw();
+    let json = with_host(|h| via.get(h, &target))?;
+    decode(&json)
+}
+
+fn list_at<K>(via: &impl Target, params: &ListParams) -> Result<Vec<K>, ClientError>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let of = types::TypeRef {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+    };
+    let params = raw::ListParams {
+        namespace: params.namespace.clone(),
+        label_selector: params.label_selector.clone(),
+        field_selector: params.field_selector.clone(),
+    };
+    let items = with_host(|h| via.list(h, &of, &params))?;
+    items.iter().map(|json| decode(json)).collect()
+}
+
+fn create_at<K>(via: &impl Target, obj: &K) -> Result<K, ClientError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+{
+    let body = encode(obj)?;
+    decode(&with_host(|h| via.create(h, &body))?)
+}
+
+fn update_at<K>(via: &impl Target, obj: &K) -> Result<K, ClientError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+{
+    let body = encode(obj)?;
+    decode(&with_host(|h| via.update(h, &body))?)
+}
+
+fn patch_at<K: DeserializeOwned>(
+    via: &impl Target,
+    target: ObjectRef,
+    patch: &Patch,
+    status: bool,
+) -> Result<K, ClientError> {
+    let (how, body) = patch.split();
+    let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
+    let target = target.to_raw();
+    decode(&with_host(|h| via.patch(h, &target, &how, &body, status))?)
+}
+
+fn delete_at<K>(
+    via: &impl Target,
+    namespace: Option<&str>,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<(), ClientError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let target = ObjectRef::of::<K>(namespace, name).to_raw();
+    let options = params.to_raw();
+    Ok(with_host(|h| via.delete(h, &target, &options))?)
 }
 
 fn encode<K: Serialize>(obj: &K) -> Result<String, ClientError> {

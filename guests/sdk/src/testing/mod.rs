@@ -21,8 +21,10 @@
 //! What it models: an object store with get/list (label selectors with `=`, `==`,
 //! `!=`, `key`, `!key`; field selectors on `metadata.name` / `metadata.namespace`),
 //! create/update with resourceVersion conflicts, merge patches (apply and strategic
-//! patches are applied as merge patches, JSON patches are refused), delete and evict,
-//! plus recorded events, logs and writes. Kinds marked with [`FakeHost::deny`] answer
+//! patches are applied as merge patches, an apply creating a missing object; JSON
+//! patches are refused), delete and evict,
+//! plus recorded events, logs and writes. Named clusters (`ctx.cluster(NAME)`) are
+//! fakes of their own, made with [`FakeHost::cluster`]. Kinds marked with [`FakeHost::deny`] answer
 //! `denied`, as a manifest that does not grant them would.
 //!
 //! For providers it also fakes `workloads`: modules are added with
@@ -72,6 +74,8 @@ struct Inner {
     writes: RefCell<Vec<String>>,
     next_version: RefCell<u64>,
     wl: RefCell<FakeWorkloads>,
+    /// The host's named clusters (`clusters` import), each a fake of its own.
+    clusters: RefCell<BTreeMap<String, FakeHost>>,
 }
 
 impl FakeHost {
@@ -107,6 +111,33 @@ impl FakeHost {
             name.to_owned(),
         );
         self.inner.objects.borrow().get(&key).cloned()
+    }
+
+    /// The fake of the host's named cluster `name` (`ctx.cluster(name)`),
+    /// configured on first use: insert objects into it and read what the code
+    /// under test wrote there. Calls to a named cluster never configured this
+    /// way answer `invalid`, naming the cluster, as a host without that
+    /// `--cluster` does.
+    pub fn cluster(&self, name: &str) -> FakeHost {
+        self.inner
+            .clusters
+            .borrow_mut()
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    fn named(&self, name: &str) -> Result<FakeHost, raw::ClientError> {
+        self.inner
+            .clusters
+            .borrow()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| {
+                raw::ClientError::Invalid(format!(
+                    "cluster \"{name}\" is not configured on this host"
+                ))
+            })
     }
 
     /// Calls on `kind` (e.g. `"Secret"`) fail with `denied` from now on.
@@ -309,13 +340,17 @@ impl Host for FakeHost {
             ));
         }
         let key = raw_key(target);
-        let mut obj = self
-            .inner
-            .objects
-            .borrow()
-            .get(&key)
-            .cloned()
-            .ok_or(raw::ClientError::NotFound)?;
+        let current = self.inner.objects.borrow().get(&key).cloned();
+        // Server-side apply creates what is missing, as the API server does.
+        let creates = current.is_none() && !status && matches!(how, raw::PatchType::Apply(_));
+        let mut obj = match current {
+            Some(o) => o,
+            None if creates => serde_json::json!({
+                "apiVersion": target.api_version, "kind": target.kind,
+                "metadata": { "name": target.name, "namespace": target.namespace },
+            }),
+            None => return Err(raw::ClientError::NotFound),
+        };
         let body = parse(body)?;
         if status {
             merge(
@@ -325,8 +360,18 @@ impl Host for FakeHost {
         } else {
             merge(&mut obj, &body);
         }
+        if obj.pointer("/metadata/namespace") == Some(&Value::Null)
+            && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.remove("namespace");
+        }
         self.bump(&mut obj);
-        self.record(if status { "patch-status" } else { "patch" }, &key);
+        let verb = match (status, creates) {
+            (true, _) => "patch-status",
+            (false, true) => "apply-create",
+            (false, false) => "patch",
+        };
+        self.record(verb, &key);
         self.inner.objects.borrow_mut().insert(key, obj.clone());
         Ok(obj.to_string())
     }
@@ -393,6 +438,51 @@ impl Host for FakeHost {
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         self.inner.events.borrow_mut().push(event.clone());
         Ok(())
+    }
+
+    fn cluster_get(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+    ) -> Result<String, raw::ClientError> {
+        self.named(cluster)?.get(target)
+    }
+
+    fn cluster_list(
+        &self,
+        cluster: &str,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+    ) -> Result<Vec<String>, raw::ClientError> {
+        self.named(cluster)?.list(of, params)
+    }
+
+    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        self.named(cluster)?.create(obj)
+    }
+
+    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
+        self.named(cluster)?.update(obj)
+    }
+
+    fn cluster_patch(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        self.named(cluster)?.patch(target, how, body, status)
+    }
+
+    fn cluster_delete(
+        &self,
+        cluster: &str,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        self.named(cluster)?.delete(target, options)
     }
 
     fn log(&self, level: raw_log::Level, message: &str, _fields: &[(String, String)]) {

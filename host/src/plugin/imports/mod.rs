@@ -12,6 +12,7 @@ use serde_json::Value;
 use wasmlet_apimachinery::names;
 
 use super::events::Dropped;
+use super::manifest::{Manifest, Rule, rules_allow, rules_may_allow};
 use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
 use crate::cluster::{ClientError as ApiClientError, ClusterAccess, Delete, PatchKind, Resolved};
@@ -55,28 +56,96 @@ fn delete_of(o: &DeleteOptions) -> Delete {
     }
 }
 
+/// Which cluster a call addresses: the host's own (`client`) or one of its
+/// named clusters (`clusters`).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum At<'a> {
+    Own,
+    Named(&'a str),
+}
+
+impl At<'_> {
+    /// Writes to the host's own cluster become expectations (its caches are
+    /// the ones the controller waits on); a named cluster's do not.
+    fn expects_writes(self) -> bool {
+        matches!(self, At::Own)
+    }
+
+    /// ` in cluster "NAME"`, for messages.
+    fn where_(self) -> String {
+        match self {
+            At::Own => String::new(),
+            At::Named(n) => format!(" in cluster \"{n}\""),
+        }
+    }
+}
+
+/// The manifest's rules in `at`: `[permissions]` for the host's own cluster,
+/// `[clusters.NAME]` (else `[clusters."*"]`) for a named one.
+fn rules_in<'m>(manifest: &'m Manifest, at: At<'_>) -> &'m [Rule] {
+    match at {
+        At::Own => &manifest.permissions.rules,
+        At::Named(name) => manifest.cluster_rules(name).unwrap_or(&[]),
+    }
+}
+
 impl State {
+    /// The cluster `at` addresses: a named cluster the manifest does not
+    /// reach is denied, one this host was not given is invalid.
+    fn cluster_for(&self, at: At<'_>) -> Result<std::sync::Arc<dyn ClusterAccess>, ClientError> {
+        let name = match at {
+            At::Own => {
+                return self.plugin.api.clone().ok_or_else(|| {
+                    ClientError::Unavailable("this host has no Kubernetes API connected".into())
+                });
+            }
+            At::Named(name) => name,
+        };
+        let manifest = &self.plugin.manifest;
+        if manifest.cluster_rules(name).is_none() {
+            PluginMetrics::inc(&self.plugin.metrics.denied);
+            tracing::warn!(plugin = %self.plugin.name, key = %self.key, cluster = name, "plugin call denied by its manifest: cluster not granted");
+            return Err(ClientError::Denied(format!(
+                "the manifest of plugin {} grants nothing in cluster \"{name}\" (no [clusters.{name}] or [clusters.\"*\"] in {})",
+                self.plugin.name,
+                manifest.path.display()
+            )));
+        }
+        self.plugin.clusters.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.plugin.clusters.names().collect();
+            ClientError::Invalid(format!(
+                "cluster \"{name}\" is not configured on this host (wasmlet up|run --cluster {name}=KUBECONFIG; configured: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+
     /// Resolves the kind and checks the manifest grants `verb` on it (or on
-    /// `resource/sub`). A refusal is logged and counted.
+    /// `resource/sub`) in cluster `at`. A refusal is logged and counted.
     async fn authorize(
         &mut self,
+        at: At<'_>,
         api_version: &str,
         kind: &str,
         sub: Option<&str>,
         verb: &str,
     ) -> Result<(std::sync::Arc<dyn ClusterAccess>, Resolved), ClientError> {
-        let api = self.plugin.api.clone().ok_or_else(|| {
-            ClientError::Unavailable("this host has no Kubernetes API connected".into())
-        })?;
+        let api = self.cluster_for(at)?;
+        let manifest = self.plugin.manifest.clone();
+        let rules = rules_in(&manifest, at);
         let group = group_of(api_version);
         // Before discovery: a call no rule could grant (group, verb, subresource)
         // is refused without reaching the API server.
-        if !self.plugin.manifest.may_allow(group, sub, verb) {
+        if !rules_may_allow(rules, group, sub, verb) {
             let what = format!(
                 "{verb} {}",
                 sub.map_or(kind.to_string(), |s| format!("{kind}/{s}"))
             );
-            return Err(self.deny(group, &what));
+            return Err(self.deny(at, group, &what));
         }
         let r = self
             .deadline()
@@ -86,8 +155,8 @@ impl State {
             Some(s) => format!("{}/{s}", r.resource.plural),
             None => r.resource.plural.clone(),
         };
-        if !self.plugin.manifest.allows(group, &resource, verb) {
-            return Err(self.deny(group, &format!("{verb} {resource}")));
+        if !rules_allow(rules, group, &resource, verb) {
+            return Err(self.deny(at, group, &format!("{verb} {resource}")));
         }
         Ok((api, r))
     }
@@ -105,17 +174,19 @@ impl State {
         }
     }
 
-    /// Logs, counts and returns the refusal of `what` (verb and resource) in `group`.
-    fn deny(&self, group: &str, what: &str) -> ClientError {
+    /// Logs, counts and returns the refusal of `what` (verb and resource) in
+    /// `group`, in cluster `at`.
+    fn deny(&self, at: At<'_>, group: &str, what: &str) -> ClientError {
         PluginMetrics::inc(&self.plugin.metrics.denied);
         let what = if group.is_empty() {
             what.to_string()
         } else {
             format!("{what}.{group}")
         };
-        tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, "plugin call denied by its manifest");
+        let where_ = at.where_();
+        tracing::warn!(plugin = %self.plugin.name, key = %self.key, denied = %what, cluster = ?at, "plugin call denied by its manifest");
         ClientError::Denied(format!(
-            "the manifest of plugin {} does not grant \"{what}\" ({})",
+            "the manifest of plugin {} does not grant \"{what}\"{where_} ({})",
             self.plugin.name,
             self.plugin.manifest.path.display()
         ))
@@ -196,9 +267,9 @@ impl State {
 
 /// The live imports: what the host does when nothing is replayed.
 impl State {
-    async fn get_live(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+    async fn get_live(&mut self, at: At<'_>, target: ObjectRef) -> Result<String, ClientError> {
         let (api, r) = self
-            .authorize(&target.api_version, &target.kind, None, "get")
+            .authorize(at, &target.api_version, &target.kind, None, "get")
             .await?;
         let r = self
             .deadline()
@@ -209,11 +280,12 @@ impl State {
 
     async fn list_live(
         &mut self,
+        at: At<'_>,
         of: TypeRef,
         params: client::ListParams,
     ) -> Result<Vec<String>, ClientError> {
         let (api, r) = self
-            .authorize(&of.api_version, &of.kind, None, "list")
+            .authorize(at, &of.api_version, &of.kind, None, "list")
             .await?;
         let r = self
             .deadline()
@@ -227,15 +299,18 @@ impl State {
         self.note(r)
     }
 
-    async fn create_live(&mut self, obj: String) -> Result<String, ClientError> {
+    async fn create_live(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, _) = meta_of(&v);
-        let (api, r) = self.authorize(&av, &kind, None, "create").await?;
+        let (api, r) = self.authorize(at, &av, &kind, None, "create").await?;
         let created = self
             .deadline()
             .bound(api.create(&r, ns.as_deref(), &v))
             .await;
         let created = self.note(created)?;
+        if !at.expects_writes() {
+            return Ok(created);
+        }
         let c = parse_json(&created)?;
         let (_, _, ns, name) = meta_of(&c);
         let uid = c
@@ -253,15 +328,18 @@ impl State {
         Ok(created)
     }
 
-    async fn update_live(&mut self, obj: String) -> Result<String, ClientError> {
+    async fn update_live(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, name) = meta_of(&v);
-        let (api, r) = self.authorize(&av, &kind, None, "update").await?;
+        let (api, r) = self.authorize(at, &av, &kind, None, "update").await?;
         let updated = self
             .deadline()
             .bound(api.update(&r, ns.as_deref(), &name, &v))
             .await;
         let updated = self.note(updated)?;
+        if !at.expects_writes() {
+            return Ok(updated);
+        }
         let rv = parse_json(&updated)?
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -279,29 +357,32 @@ impl State {
 
     async fn patch_live(
         &mut self,
+        at: At<'_>,
         target: ObjectRef,
         how: PatchType,
         body: String,
     ) -> Result<String, ClientError> {
-        self.patch_any(target, how, body, false).await
+        self.patch_any(at, target, how, body, false).await
     }
 
     async fn patch_status_live(
         &mut self,
+        at: At<'_>,
         target: ObjectRef,
         how: PatchType,
         body: String,
     ) -> Result<String, ClientError> {
-        self.patch_any(target, how, body, true).await
+        self.patch_any(at, target, how, body, true).await
     }
 
     async fn delete_live(
         &mut self,
+        at: At<'_>,
         target: ObjectRef,
         options: DeleteOptions,
     ) -> Result<(), ClientError> {
         let (api, r) = self
-            .authorize(&target.api_version, &target.kind, None, "delete")
+            .authorize(at, &target.api_version, &target.kind, None, "delete")
             .await?;
         let uid = api.cached_uid(
             &target.api_version,
@@ -319,6 +400,9 @@ impl State {
             ))
             .await;
         self.note(r)?;
+        if !at.expects_writes() {
+            return Ok(());
+        }
         self.writes.push(Write::Deleted {
             api_version: target.api_version,
             kind: target.kind,
@@ -371,7 +455,7 @@ impl State {
         node: String,
     ) -> Result<(), ClientError> {
         if !self.plugin.manifest.allows("", "pods/binding", "create") {
-            return Err(self.deny("", "create pods/binding"));
+            return Err(self.deny(At::Own, "", "create pods/binding"));
         }
         let api = self
             .plugin
@@ -438,6 +522,7 @@ impl State {
 impl State {
     async fn patch_any(
         &mut self,
+        at: At<'_>,
         target: ObjectRef,
         how: PatchType,
         body: String,
@@ -445,7 +530,7 @@ impl State {
     ) -> Result<String, ClientError> {
         let sub = status.then_some("status");
         let (api, r) = self
-            .authorize(&target.api_version, &target.kind, sub, "patch")
+            .authorize(at, &target.api_version, &target.kind, sub, "patch")
             .await?;
         let kind = match how {
             PatchType::Merge => PatchKind::Merge,
@@ -472,6 +557,9 @@ impl State {
             ))
             .await;
         let patched = self.note(patched)?;
+        if !at.expects_writes() {
+            return Ok(patched);
+        }
         let rv = parse_json(&patched)?
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)

@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 use crate::plugin::bindings::reconciler::wasmlet::plugin::client::{
     self, ClientError, DeleteOptions, Event, ObjectRef, PatchType, TypeRef,
 };
-use crate::plugin::bindings::reconciler::wasmlet::plugin::{http, log};
+use crate::plugin::bindings::reconciler::wasmlet::plugin::{clusters, http, log};
 use crate::plugin::record::{json_string_answer, json_string_result, result_answer, result_json};
 use crate::plugin::sandbox::State;
+
+use super::At;
 
 /// What a replayed import answers when the record has nothing for it.
 trait Unanswered {
@@ -50,7 +52,11 @@ impl State {
         }
         // A shadow candidate reads the cluster live where the live version
         // did not read; everything else it asks for is held back.
-        let live_read = tape.shadowing() && matches!(op, "client.get" | "client.list");
+        let live_read = tape.shadowing()
+            && matches!(
+                op,
+                "client.get" | "client.list" | "clusters.get" | "clusters.list"
+            );
         match tape.answer(op, args.clone(), live_read).and_then(decode) {
             Some(answer) => Some(answer),
             None if live_read => None,
@@ -118,7 +124,7 @@ impl client::Host for State {
             json!({ "target": &target }),
             json_string_result,
             json_string_answer,
-            self.get_live(target).await
+            self.get_live(At::Own, target).await
         )
     }
 
@@ -133,7 +139,7 @@ impl client::Host for State {
             json!({ "of": &of, "params": &params }),
             list_result,
             list_answer,
-            self.list_live(of, params).await
+            self.list_live(At::Own, of, params).await
         )
     }
 
@@ -144,7 +150,7 @@ impl client::Host for State {
             json!({ "obj": value_of(&obj) }),
             json_string_result,
             json_string_answer,
-            self.create_live(obj).await
+            self.create_live(At::Own, obj).await
         )
     }
 
@@ -155,7 +161,7 @@ impl client::Host for State {
             json!({ "obj": value_of(&obj) }),
             json_string_result,
             json_string_answer,
-            self.update_live(obj).await
+            self.update_live(At::Own, obj).await
         )
     }
 
@@ -171,7 +177,7 @@ impl client::Host for State {
             json!({ "target": &target, "how": &how, "body": value_of(&body) }),
             json_string_result,
             json_string_answer,
-            self.patch_live(target, how, body).await
+            self.patch_live(At::Own, target, how, body).await
         )
     }
 
@@ -187,7 +193,7 @@ impl client::Host for State {
             json!({ "target": &target, "how": &how, "body": value_of(&body) }),
             json_string_result,
             json_string_answer,
-            self.patch_status_live(target, how, body).await
+            self.patch_status_live(At::Own, target, how, body).await
         )
     }
 
@@ -202,7 +208,7 @@ impl client::Host for State {
             json!({ "target": &target, "options": &options }),
             result_json,
             result_answer,
-            self.delete_live(target, options).await
+            self.delete_live(At::Own, target, options).await
         )
     }
 
@@ -246,6 +252,111 @@ impl client::Host for State {
             result_json,
             result_answer,
             self.record_event_live(event).await
+        )
+    }
+}
+
+/// The named clusters' imports: `client`'s, taped as `clusters.OP` with the
+/// cluster's name in the arguments, so a replay answers each cluster's calls.
+impl clusters::Host for State {
+    async fn get(&mut self, cluster: String, target: ObjectRef) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "clusters.get",
+            json!({ "cluster": &cluster, "target": &target }),
+            json_string_result,
+            json_string_answer,
+            self.get_live(At::Named(&cluster), target).await
+        )
+    }
+
+    async fn list(
+        &mut self,
+        cluster: String,
+        of: TypeRef,
+        params: client::ListParams,
+    ) -> Result<Vec<String>, ClientError> {
+        through_tape!(
+            self,
+            "clusters.list",
+            json!({ "cluster": &cluster, "of": &of, "params": &params }),
+            list_result,
+            list_answer,
+            self.list_live(At::Named(&cluster), of, params).await
+        )
+    }
+
+    async fn create(&mut self, cluster: String, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "clusters.create",
+            json!({ "cluster": &cluster, "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.create_live(At::Named(&cluster), obj).await
+        )
+    }
+
+    async fn update(&mut self, cluster: String, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "clusters.update",
+            json!({ "cluster": &cluster, "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.update_live(At::Named(&cluster), obj).await
+        )
+    }
+
+    async fn patch(
+        &mut self,
+        cluster: String,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "clusters.patch",
+            json!({ "cluster": &cluster, "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_live(At::Named(&cluster), target, how, body)
+                .await
+        )
+    }
+
+    async fn patch_status(
+        &mut self,
+        cluster: String,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            "clusters.patch-status",
+            json!({ "cluster": &cluster, "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_status_live(At::Named(&cluster), target, how, body)
+                .await
+        )
+    }
+
+    async fn delete(
+        &mut self,
+        cluster: String,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            "clusters.delete",
+            json!({ "cluster": &cluster, "target": &target, "options": &options }),
+            result_json,
+            result_answer,
+            self.delete_live(At::Named(&cluster), target, options).await
         )
     }
 }

@@ -28,6 +28,7 @@ fn state_at(url: &str, rules: &str, extra: &str) -> State {
         name: "p".into(),
         manifest,
         api: Some(Arc::new(Cluster::uncached(client))),
+        clusters: Default::default(),
         metrics: Default::default(),
         events: None,
         workloads: None,
@@ -122,4 +123,126 @@ fn a_field_manager_with_a_single_error_is_refused() {
     ] {
         assert!(check_field_manager(good).is_ok(), "{good}");
     }
+}
+
+/// A call state whose manifest says `extra` (e.g. `[clusters.NAME]` tables)
+/// and whose host has the named clusters `named`, each an API server address
+/// with nothing listening.
+fn state_with_clusters(extra: &str, named: &[&str]) -> State {
+    let s = state_at("http://127.0.0.1:1", "", extra);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let clients = named.iter().map(|n| {
+        let config = kube::Config::new(format!("http://{closed}").parse().unwrap());
+        (n.to_string(), kube::Client::try_from(config).unwrap())
+    });
+    let ctx = PluginCtx {
+        name: s.plugin.name.clone(),
+        manifest: s.plugin.manifest.clone(),
+        api: s.plugin.api.clone(),
+        clusters: crate::cluster::NamedClusters::new(clients),
+        metrics: Default::default(),
+        events: None,
+        workloads: None,
+        http: None,
+        recording: None,
+        replay: false,
+        shadow: None,
+    };
+    State::new(Arc::new(ctx), "default/x".into())
+}
+
+fn configmap(name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("default".into()),
+        name: name.into(),
+    }
+}
+
+const EU_CONFIGMAPS: &str = "[clusters.eu-west]\nrules = [{ api-groups = [\"\"], resources = [\"configmaps\"], verbs = [\"get\"] }]\n";
+
+#[tokio::test]
+async fn a_named_cluster_is_reached_only_as_the_manifest_grants_and_errors_name_it() {
+    use crate::plugin::bindings::reconciler::wasmlet::plugin::clusters;
+    let mut s = state_with_clusters(EU_CONFIGMAPS, &["eu-west", "us-east"]);
+    // A cluster the manifest does not name: denied, naming it.
+    let e = clusters::Host::get(&mut s, "us-east".into(), configmap("c"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, ClientError::Denied(m) if m.contains("grants nothing in cluster \"us-east\"") && m.contains("[clusters.us-east]")),
+        "{e:?}"
+    );
+    // A named cluster, a kind its rules do not grant.
+    let e = clusters::Host::create(
+        &mut s,
+        "eu-west".into(),
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"default"}}"#
+            .into(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, ClientError::Denied(m) if m.contains("\"create ConfigMap\" in cluster \"eu-west\"")),
+        "{e:?}"
+    );
+    assert_eq!(PluginMetrics::get(&s.plugin.metrics.denied), 2);
+    // Granted: the call goes on to that cluster's API server (nothing listens).
+    let e = clusters::Host::get(&mut s, "eu-west".into(), configmap("c"))
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, ClientError::Unavailable(_)), "{e:?}");
+    // The host's own cluster keeps `[permissions]` (none here).
+    let e = client::Host::get(&mut s, configmap("c")).await.unwrap_err();
+    assert!(matches!(&e, ClientError::Denied(_)), "{e:?}");
+
+    // `*` reaches any name; one the host was not given is invalid, named.
+    let mut s = state_with_clusters(&EU_CONFIGMAPS.replace("eu-west", "\"*\""), &["eu-west"]);
+    let e = clusters::Host::get(&mut s, "ap-south".into(), configmap("c"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, ClientError::Invalid(m) if m.starts_with("cluster \"ap-south\" is not configured on this host") && m.contains("configured: eu-west")),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn named_cluster_calls_are_taped_with_the_cluster_and_answered_by_replay() {
+    use crate::plugin::bindings::reconciler::wasmlet::plugin::clusters;
+    use crate::plugin::record::{Redaction, Tape, TapeMode};
+    let recording = {
+        let s = state_with_clusters(EU_CONFIGMAPS, &[]);
+        let tape = Tape::new(Redaction::default(), 0);
+        tape.start(TapeMode::Record);
+        let mut s = State::with_tape(s.plugin.clone(), "default/x".into(), Some(tape.clone()));
+        let r = clusters::Host::get(&mut s, "us-east".into(), configmap("c")).await;
+        assert!(matches!(r, Err(ClientError::Denied(_))), "{r:?}");
+        tape.finish().entries
+    };
+    assert_eq!(recording.len(), 1);
+    assert_eq!(recording[0].op, "clusters.get");
+    assert_eq!(recording[0].args["cluster"], "us-east");
+    assert_eq!(recording[0].args["target"]["name"], "c");
+
+    // Replayed under a manifest that would answer differently live: the
+    // record answers, and a call to another cluster is not answered.
+    let s = state_with_clusters("[clusters.\"*\"]\nrules = []\n", &[]);
+    let tape = Tape::new(Redaction::default(), 0);
+    tape.start(TapeMode::Replay(recording));
+    let mut s = State::with_tape(s.plugin.clone(), "default/x".into(), Some(tape.clone()));
+    let r = clusters::Host::get(&mut s, "us-east".into(), configmap("c")).await;
+    assert!(
+        matches!(&r, Err(ClientError::Denied(m)) if m.contains("\"us-east\"")),
+        "{r:?}"
+    );
+    let r = clusters::Host::get(&mut s, "eu-west".into(), configmap("c")).await;
+    assert!(
+        matches!(&r, Err(ClientError::Unavailable(m)) if m.starts_with("replay: the record has no answer for clusters.get")),
+        "{r:?}"
+    );
 }

@@ -65,7 +65,10 @@
 //! - `imports`, in the order the guest made them. `op` is the WIT interface
 //!   and function (`client.get`, `client.list`, `client.create`,
 //!   `client.update`, `client.patch`, `client.patch-status`, `client.delete`,
-//!   `client.evict`, `client.bind`, `client.record-event`, `http.fetch`,
+//!   `client.evict`, `client.bind`, `client.record-event`; the named clusters'
+//!   `clusters.get`, `clusters.list`, `clusters.create`, `clusters.update`,
+//!   `clusters.patch`, `clusters.patch-status`, `clusters.delete`, whose
+//!   `args` add `"cluster": NAME` to `client`'s; `http.fetch`,
 //!   `log.enabled`, `log.log`; a provider's `workloads.fetch-module`,
 //!   `workloads.prepare-volume`, `workloads.spawn`, `workloads.status`,
 //!   `workloads.kill`, `workloads.read-logs` (logs as `{"text":..}` or

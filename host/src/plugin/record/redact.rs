@@ -57,7 +57,12 @@ impl Redaction {
         if self.keep_secrets {
             return;
         }
-        match e.op.as_str() {
+        // A named cluster's calls carry what `client`'s do.
+        let op = match e.op.strip_prefix("clusters.") {
+            Some(rest) => format!("client.{rest}"),
+            None => e.op.clone(),
+        };
+        match op.as_str() {
             "client.get"
             | "client.create"
             | "client.update"
@@ -74,7 +79,7 @@ impl Redaction {
             }
             _ => {}
         }
-        match e.op.as_str() {
+        match op.as_str() {
             "client.create" | "client.update" => {
                 if let Some(obj) = e.args.get_mut("obj") {
                     self.object(obj);

@@ -81,6 +81,11 @@ pub fn is_write(op: &str) -> bool {
             | "workloads.spawn"
             | "workloads.kill"
             | "workloads.release-pod"
+            | "clusters.create"
+            | "clusters.update"
+            | "clusters.patch"
+            | "clusters.patch-status"
+            | "clusters.delete"
     )
 }
 

@@ -1,7 +1,10 @@
-//! The CRDs a plugin ships, applied when it loads: server-side apply under
-//! the plugin's own field manager, never taking over a CRD another manager wrote.
+//! The CRDs a plugin ships (manifest `crds`), server-side applied to the
+//! host's cluster when a version loads, and read from their YAML files.
 
-use super::{LoadError, PluginSet, read_yaml_documents};
+use std::path::Path;
+
+use super::PluginSet;
+use crate::plugin::loaded::LoadError;
 use crate::plugin::manifest::Manifest;
 
 impl PluginSet {
@@ -93,4 +96,18 @@ fn foreign_owner(
         .filter_map(|m| m.manager.clone())
         .filter(|m| !SERVER_MANAGERS.contains(&m.as_str()))
         .find(|m| m != ours)
+}
+
+/// Every YAML document in a file, as JSON values (empty documents skipped).
+pub fn read_yaml_documents(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path)?;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = serde_json::Value::deserialize(doc)?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
 }

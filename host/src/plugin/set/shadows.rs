@@ -132,6 +132,9 @@ impl PluginSet {
                 .cluster
                 .clone()
                 .map(|c| Arc::new(ReadOnly(c as Arc<dyn ClusterAccess>)) as Arc<dyn ClusterAccess>),
+            clusters: self
+                .clusters()
+                .map(|c| Arc::new(ReadOnly(c)) as Arc<dyn ClusterAccess>),
             metrics: Arc::new(PluginMetrics::default()),
             events: None,
             workloads: None,

@@ -1,0 +1,264 @@
+//! project-controller: a global reconciler whose objects are rows of the PostgreSQL
+//! table `projects` and whose work lands in regional clusters (issue 14).
+//!
+//! For each project it server-side applies a cluster-scoped `ProjectDeployment` named
+//! after the project in the cluster its `spec.region` names (`ctx.cluster(region)`,
+//! the host's `--cluster REGION=KUBECONFIG`), and copies that object's regional status
+//! (phase, url, message) into the project's row. Nothing watches the regional clusters
+//! for this table, so while a project is not running yet the reconciler asks to be
+//! called again soon (`requeue`, which the host keeps as the row's `reconcileAt`).
+//! A project moved to another region has its old ProjectDeployment deleted.
+//!
+//! Errors name the project and the field or region: a bad spec and a region the host
+//! does not have are terminal (`Ready=False` in the row's status, no retries until the
+//! row changes); an unreachable region is transient (retried with back-off).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::{CustomResource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use wasmlet_sdk::prelude::*;
+
+/// The field manager of the applies: this controller owns the spec it declares.
+pub const MANAGER: &str = "project-controller";
+/// The label every ProjectDeployment carries: the project's id.
+pub const PROJECT_LABEL: &str = "examples.wasmlet.dev/project";
+/// How soon a project whose deployment is not running yet is looked at again.
+pub const POLL_PENDING: Duration = Duration::from_secs(2);
+/// How often a running project's regional status is re-read.
+pub const POLL_RUNNING: Duration = Duration::from_secs(60);
+
+/// A row of `projects` (`metadata.name` = the row's id, `metadata.generation` = its
+/// revision). Fields are optional here so that a bad row gets an error naming the
+/// field instead of a decoding error.
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize)]
+#[kube(
+    group = "examples.wasmlet.dev",
+    version = "v1",
+    kind = "Project",
+    status = "ProjectStatus",
+    schema = "disabled"
+)]
+pub struct ProjectSpec {
+    /// The cluster name of the project's region, e.g. `eu-west`.
+    pub region: Option<String>,
+    /// A display name.
+    pub name: Option<String>,
+    /// `small`, `medium` or `large`.
+    pub size: Option<String>,
+}
+
+/// What this controller keeps in a row's status (besides the host's
+/// `conditions`, `observedGeneration` and `lastReconciledRevision`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectStatus {
+    /// The region whose cluster holds the project's ProjectDeployment.
+    pub region: Option<String>,
+}
+
+/// The regional object, cluster-scoped (see `projectdeployment.crd.yaml`).
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize)]
+#[kube(
+    group = "examples.wasmlet.dev",
+    version = "v1",
+    kind = "ProjectDeployment",
+    status = "ProjectDeploymentStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectDeploymentSpec {
+    pub project: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    pub size: String,
+    pub replicas: u32,
+    pub revision: i64,
+}
+
+/// Written by the regional side.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectDeploymentStatus {
+    pub phase: Option<String>,
+    pub url: Option<String>,
+    pub message: Option<String>,
+    pub observed_revision: Option<i64>,
+}
+
+/// A checked spec.
+struct Wanted {
+    region: String,
+    size: String,
+    replicas: u32,
+}
+
+fn checked(id: &str, spec: &ProjectSpec) -> Result<Wanted, Error> {
+    let invalid = |field: &str, message: String| {
+        Error::terminal(
+            "InvalidSpec",
+            format!("project {id:?}: spec.{field}: {message}"),
+        )
+    };
+    let region = match spec.region.as_deref() {
+        Some(r) if is_dns_label(r) => r.to_string(),
+        Some(r) => {
+            return Err(invalid(
+                "region",
+                format!(
+                    "{r:?} is not a region (a cluster name: lowercase letters, digits and '-')"
+                ),
+            ));
+        }
+        None => return Err(invalid("region", "missing".into())),
+    };
+    let size = spec.size.as_deref().unwrap_or("small");
+    let replicas = match size {
+        "small" => 1,
+        "medium" => 2,
+        "large" => 4,
+        other => {
+            return Err(invalid(
+                "size",
+                format!("{other:?}: expected small, medium or large"),
+            ));
+        }
+    };
+    Ok(Wanted {
+        region,
+        size: size.to_string(),
+        replicas,
+    })
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A failed call to `region`'s cluster, as the reconcile's error. A region the
+/// host does not have (or the manifest does not reach) will not appear by
+/// retrying: terminal. Anything else may pass: transient.
+fn region_error(id: &str, region: &str, e: ClientError) -> Error {
+    let message = format!("project {id:?}: region {region:?}: {e}");
+    match e {
+        ClientError::Denied(_) | ClientError::Invalid(_) | ClientError::Decode(_) => {
+            Error::terminal("RegionUnavailable", message)
+        }
+        _ => Error::transient("RegionUnreachable", message),
+    }
+    .condition(
+        Condition::is_false("Deployed")
+            .reason("RegionUnavailable")
+            .message(format!("region {region:?}: {e}")),
+    )
+}
+
+fn reconcile(project: Arc<Project>, ctx: &Context) -> Result<Action, Error> {
+    let id = project.name_any();
+    let revision = project.metadata.generation.unwrap_or_default();
+    let wanted = checked(&id, &project.spec)?;
+    let region = ctx.cluster(&wanted.region);
+
+    // Moved: the old region's object goes first (a region no longer configured
+    // has nothing this host can clean up).
+    let previous = project.status.as_ref().and_then(|s| s.region.clone());
+    if let Some(old) = previous.filter(|r| *r != wanted.region) {
+        match ctx
+            .cluster(&old)
+            .delete::<ProjectDeployment>(None, &id, &DeleteParams::background())
+        {
+            Ok(()) | Err(ClientError::NotFound) => {}
+            Err(e @ (ClientError::Invalid(_) | ClientError::Denied(_))) => {
+                ctx.warn(&format!(
+                    "project {id}: cannot clean up region {old:?}: {e}"
+                ));
+            }
+            Err(e) => return Err(region_error(&id, &old, e)),
+        }
+    }
+
+    let spec = ProjectDeploymentSpec {
+        project: id.clone(),
+        display_name: project.spec.name.clone(),
+        size: wanted.size.clone(),
+        replicas: wanted.replicas,
+        revision,
+    };
+    let desired = json!({
+        "apiVersion": "examples.wasmlet.dev/v1",
+        "kind": "ProjectDeployment",
+        "metadata": { "name": id, "labels": { PROJECT_LABEL: id } },
+        "spec": spec,
+    });
+    // Apply creates or updates in one call, and answers with the object as
+    // stored: its status is the region's current word.
+    let deployment: ProjectDeployment = region
+        .patch(None, &id, &Patch::apply(desired, MANAGER).force())
+        .map_err(|e| region_error(&id, &wanted.region, e))?;
+
+    let st = deployment.status.unwrap_or_default();
+    let phase = st.phase.clone().unwrap_or_else(|| "Pending".into());
+    let current = st.observed_revision == Some(revision);
+    let running = phase == "Running" && current;
+    let running_condition = if running {
+        Condition::is_true("Running")
+            .reason("Running")
+            .message(st.url.clone().unwrap_or_default())
+    } else {
+        let why = match (&st.message, current) {
+            (Some(m), _) => m.clone(),
+            (None, false) => format!(
+                "waiting for region {:?} to act on revision {revision}",
+                wanted.region
+            ),
+            (None, true) => format!("phase {phase}"),
+        };
+        // A condition's reason is UpperCamelCase; a phase that is not stays out of it.
+        let reason = if phase.starts_with(|c: char| c.is_ascii_uppercase())
+            && phase.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            phase.as_str()
+        } else {
+            "NotRunning"
+        };
+        Condition::is_false("Running").reason(reason).message(why)
+    };
+    let action = if running {
+        Action::requeue(POLL_RUNNING)
+    } else {
+        Action::requeue(POLL_PENDING)
+    };
+    Ok(action
+        .status(json!({
+            "region": wanted.region,
+            "deployment": {
+                "cluster": wanted.region,
+                "name": id,
+                "phase": phase,
+                "url": st.url,
+                "message": st.message,
+                "observedRevision": st.observed_revision,
+            },
+        }))
+        .condition(
+            Condition::is_true("Deployed")
+                .reason("Applied")
+                .message(format!(
+                    "ProjectDeployment {id} in cluster {} at revision {revision}",
+                    wanted.region
+                )),
+        )
+        .condition(running_condition))
+}
+
+wasmlet_sdk::reconciler!(Project, reconcile, conditions = ["Deployed", "Running"]);
+
+#[cfg(test)]
+mod tests;

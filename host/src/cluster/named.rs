@@ -1,0 +1,148 @@
+//! [`NamedClusters`]: the clusters a host is given besides its own
+//! (`wasmlet up|run --cluster NAME=KUBECONFIG`), which global reconcilers
+//! address by name through the contract's `clusters` interface. Each is a
+//! [`Cluster`] of its own (client, resolver, caches), so a slow or
+//! unreachable region never touches another region's reads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::cache::Caches;
+use super::{Cluster, ClusterAccess, Resolver};
+
+/// Why a `--cluster` flag was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedClusterError {
+    #[error("--cluster {0:?}: expected NAME=KUBECONFIG")]
+    Syntax(String),
+    #[error(
+        "--cluster {flag:?}: cluster name {name:?} must be a DNS label (lowercase letters, digits and '-', at most 63)"
+    )]
+    Name { flag: String, name: String },
+    #[error("--cluster {0:?}: the cluster is named twice")]
+    Duplicate(String),
+}
+
+/// One `--cluster NAME=KUBECONFIG` flag, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterFlag {
+    pub name: String,
+    pub kubeconfig: std::path::PathBuf,
+}
+
+/// Whether `name` is usable as a cluster name: a DNS label, the form region
+/// names already have, and one that never clashes with the manifest's `*`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+impl ClusterFlag {
+    pub fn parse(flag: &str) -> Result<ClusterFlag, NamedClusterError> {
+        let (name, path) = flag
+            .split_once('=')
+            .filter(|(_, p)| !p.is_empty())
+            .ok_or_else(|| NamedClusterError::Syntax(flag.to_string()))?;
+        if !valid_name(name) {
+            return Err(NamedClusterError::Name {
+                flag: flag.to_string(),
+                name: name.to_string(),
+            });
+        }
+        Ok(ClusterFlag {
+            name: name.to_string(),
+            kubeconfig: path.into(),
+        })
+    }
+
+    /// Every flag parsed, each name once.
+    pub fn parse_all(flags: &[String]) -> Result<Vec<ClusterFlag>, NamedClusterError> {
+        let mut out: Vec<ClusterFlag> = Vec::new();
+        for f in flags {
+            let c = ClusterFlag::parse(f)?;
+            if out.iter().any(|o| o.name == c.name) {
+                return Err(NamedClusterError::Duplicate(f.clone()));
+            }
+            out.push(c);
+        }
+        Ok(out)
+    }
+}
+
+/// The host's named clusters. Empty on a host given none (and in replays).
+#[derive(Default, Clone)]
+pub struct NamedClusters {
+    clusters: BTreeMap<String, Arc<dyn ClusterAccess>>,
+}
+
+impl NamedClusters {
+    /// A cluster per `(name, client)`, each with its own resolver and caches
+    /// whose watches start on a kind's first read.
+    pub fn new(clients: impl IntoIterator<Item = (String, kube::Client)>) -> NamedClusters {
+        let clusters = clients
+            .into_iter()
+            .map(|(name, client)| {
+                let resolver = Arc::new(Resolver::new(client));
+                let caches = Caches::new(resolver.clone());
+                let cluster = Cluster::new(resolver, Some(caches)).with_lazy_watches();
+                (name, Arc::new(cluster) as Arc<dyn ClusterAccess>)
+            })
+            .collect();
+        NamedClusters { clusters }
+    }
+
+    /// Clusters served by anything answering [`ClusterAccess`] (tests, read-only wrappers).
+    pub fn from_access(clusters: BTreeMap<String, Arc<dyn ClusterAccess>>) -> NamedClusters {
+        NamedClusters { clusters }
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn ClusterAccess>> {
+        self.clusters.get(name).cloned()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.clusters.keys().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.clusters.is_empty()
+    }
+
+    /// The same clusters with every access passed through `wrap` (a shadow
+    /// candidate's are read-only).
+    pub fn map(&self, wrap: impl Fn(Arc<dyn ClusterAccess>) -> Arc<dyn ClusterAccess>) -> Self {
+        NamedClusters {
+            clusters: self
+                .clusters
+                .iter()
+                .map(|(n, c)| (n.clone(), wrap(c.clone())))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_name_a_dns_label_and_a_kubeconfig() {
+        let c = ClusterFlag::parse("eu-west=/etc/kc/eu.yaml").unwrap();
+        assert_eq!(c.name, "eu-west");
+        assert_eq!(c.kubeconfig, std::path::Path::new("/etc/kc/eu.yaml"));
+        for bad in ["eu-west", "=x", "eu-west=", "EU=x", "*=x", "-a=x", "a b=x"] {
+            let e = ClusterFlag::parse(bad).unwrap_err();
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+        let e = ClusterFlag::parse_all(&["a=1".into(), "b=2".into(), "a=3".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--cluster \"a=3\": the cluster is named twice"
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! `[clusters.NAME]`: what a plugin may do in the host's named clusters
+//! (`--cluster NAME=KUBECONFIG`), one table per cluster, in the form of
+//! `[permissions] rules`. `[clusters."*"]` grants its rules in every named
+//! cluster the plugin's own table does not name, so a global reconciler
+//! need not list each region; a cluster neither names is out of reach.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::Rule;
+
+/// The name that stands for any named cluster.
+pub const ANY: &str = "*";
+
+/// One `[clusters.NAME]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClusterPermissions {
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// The `[clusters]` tables by cluster name.
+pub type Clusters = BTreeMap<String, ClusterPermissions>;
+
+/// The rules that apply in `cluster`: its own table's, else `*`'s; `None`
+/// when the manifest grants nothing there.
+pub fn rules_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a [Rule]> {
+    clusters
+        .get(cluster)
+        .or_else(|| clusters.get(ANY))
+        .map(|c| c.rules.as_slice())
+}
+
+/// A problem with one `[clusters]` key: `(field, message)`.
+pub fn check_name(name: &str) -> Result<(), (String, String)> {
+    if name == ANY || crate::cluster::named::valid_name(name) {
+        return Ok(());
+    }
+    Err((
+        format!("clusters.{name}"),
+        format!(
+            "\"{name}\" is not a cluster name (a DNS label as in --cluster NAME=KUBECONFIG, or \"*\" for any)"
+        ),
+    ))
+}
+
+/// The clusters the manifest names (`*` aside) that `configured` lacks: calls
+/// there will fail, which an operator should hear about when the plugin loads.
+pub fn unconfigured<'a>(
+    clusters: &'a Clusters,
+    configured: &crate::cluster::NamedClusters,
+) -> Vec<&'a str> {
+    clusters
+        .keys()
+        .map(String::as_str)
+        .filter(|n| *n != ANY && configured.get(n).is_none())
+        .collect()
+}

@@ -1,0 +1,98 @@
+//! Named clusters (`--cluster NAME=KUBECONFIG`) against two embedded API
+//! servers: each cluster has caches of its own, and a kind's watch there is
+//! started by its first read (nothing else starts a named cluster's caches).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::cluster::{ClientError, NamedClusters};
+
+async fn server(dir: &std::path::Path) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start(Config {
+        data_dir: dir.into(),
+        listen: ([127, 0, 0, 1], 0).into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ((_a, client_a), (_b, client_b)) = (server(da.path()).await, server(db.path()).await);
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": "default"},
+    }))
+    .unwrap();
+    let created = kube::Api::<ConfigMap>::namespaced(client_a.clone(), "default")
+        .create(&Default::default(), &cm)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone();
+
+    let named = NamedClusters::new([("a".to_string(), client_a), ("b".to_string(), client_b)]);
+    let (a, b) = (named.get("a").unwrap(), named.get("b").unwrap());
+    assert!(named.get("c").is_none());
+    let kind = a.resolve("v1", "ConfigMap").await.unwrap();
+    // Nothing is cached before a read ...
+    assert_eq!(a.cached_uid("v1", "ConfigMap", Some("default"), "x"), None);
+    // ... the first read is answered (by the API server while the cache syncs) ...
+    let got: serde_json::Value =
+        serde_json::from_str(&a.get(&kind, Some("default"), "x").await.unwrap()).unwrap();
+    assert_eq!(got["metadata"]["uid"].as_str(), uid.as_deref());
+    // ... and starts the watch: the cache fills.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.cached_uid("v1", "ConfigMap", Some("default"), "x") != uid {
+        assert!(
+            Instant::now() < deadline,
+            "cluster a's ConfigMap cache never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Cluster b is another cluster: its own discovery, its own (empty) caches.
+    let kind_b = b.resolve("v1", "ConfigMap").await.unwrap();
+    assert_eq!(
+        b.get(&kind_b, Some("default"), "x").await,
+        Err(ClientError::NotFound)
+    );
+    assert_eq!(b.cached_uid("v1", "ConfigMap", Some("default"), "x"), None);
+}
+
+/// `clusters` joined the 0.1.0 worlds without breaking anyone only if a
+/// guest that names no cluster does not import it (it would then need a host
+/// that provides it): the SDK dispatches statically for that.
+#[test]
+fn only_guests_that_name_a_cluster_import_clusters() {
+    let engine = wasmtime::Engine::default();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
+    for (name, imports_clusters) in [
+        ("configmap-summary", false),
+        ("rowsummary", false),
+        ("project-controller", true),
+    ] {
+        let path = dir.join(format!("{name}.wasm"));
+        assert!(
+            path.exists(),
+            "{}: run scripts/build-guests",
+            path.display()
+        );
+        let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        assert_eq!(
+            imports
+                .iter()
+                .any(|n| n.starts_with("wasmlet:plugin/clusters@")),
+            imports_clusters,
+            "{name}: {imports:?}"
+        );
+    }
+}

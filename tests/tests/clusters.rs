@@ -1,0 +1,310 @@
+//! Global reconcilers writing to named clusters (issue 14), end to end: a
+//! private PostgreSQL server with table `projects`, two `wasmlet up` planes
+//! standing in for regions `eu-west` and `us-east`, and a third `wasmlet up`
+//! running the project-controller example with `--cluster eu-west=...
+//! --cluster us-east=...`. The test plays each region's operator: it writes
+//! the ProjectDeployments' status. Every wait is a bounded poll of the table
+//! or a regional API, never a sleep standing in for a signal.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+use wasmlet_e2e::postgres::Postgres;
+use wasmlet_e2e::{Plane, built_plugins, eventually, install_crd, install_plugin, wasmlet_bin};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn example_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/examples/project-controller")
+}
+
+fn deployments() -> ApiResource {
+    ApiResource {
+        group: "examples.wasmlet.dev".into(),
+        version: "v1".into(),
+        api_version: "examples.wasmlet.dev/v1".into(),
+        kind: "ProjectDeployment".into(),
+        plural: "projectdeployments".into(),
+    }
+}
+
+/// A region: a `wasmlet up` plane with the example's CRD, and a client to it.
+async fn region() -> Result<(Plane, Api<DynamicObject>)> {
+    let plane = Plane::start_up(&["--no-node", "--no-builtins"]).await?;
+    let client = plane.client().await?;
+    let text = std::fs::read_to_string(example_dir().join("projectdeployment.crd.yaml"))?;
+    install_crd(&client, serde_yaml::from_str(&text)?).await?;
+    let api = Api::<DynamicObject>::all_with(client, &deployments());
+    eventually(WAIT, "the ProjectDeployment CRD served", || async {
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await?;
+    Ok((plane, api))
+}
+
+async fn insert(db: &tokio_postgres::Client, id: &str, spec: Value) -> Result<i64> {
+    let row = db
+        .query_one(
+            "INSERT INTO projects (id, spec) VALUES ($1, $2) RETURNING revision",
+            &[&id, &spec],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+async fn status(db: &tokio_postgres::Client, id: &str) -> Option<(i64, Value)> {
+    let r = db
+        .query_opt(
+            "SELECT revision, status FROM projects WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .ok()??;
+    Some((r.get(0), r.get(1)))
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Waits for ProjectDeployment `name` in a region to satisfy `ok`; returns it.
+async fn deployment(
+    api: &Api<DynamicObject>,
+    name: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    eventually(WAIT, &format!("ProjectDeployment {name}"), || async {
+        let o = serde_json::to_value(api.get_opt(name).await.ok()??).ok()?;
+        ok(&o).then_some(o)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> Result<()> {
+    let pg = Postgres::start().await?;
+    let init = Command::new(wasmlet_bin())
+        .args([
+            "datastore",
+            "init",
+            "--url",
+            &pg.url(),
+            "--table",
+            "projects",
+        ])
+        .output()?;
+    if !init.status.success() {
+        bail!("datastore init: {}", String::from_utf8_lossy(&init.stderr));
+    }
+    let db = pg.client().await?;
+    let ((eu_plane, eu), (us_plane, us)) = (region().await?, region().await?);
+    let url = pg.url();
+    let eu_flag = format!("eu-west={}", eu_plane.kubeconfig().display());
+    let us_flag = format!("us-east={}", us_plane.kubeconfig().display());
+    let host = Plane::start_up(&[
+        "--no-node",
+        "--no-builtins",
+        "--datastore-url",
+        &url,
+        "--cluster",
+        &eu_flag,
+        "--cluster",
+        &us_flag,
+        "--record",
+        "project-controller",
+    ])
+    .await?;
+    install_plugin(&host.plugin_dir(), "project-controller")?;
+    let started = std::time::Instant::now();
+
+    let r1 = insert(
+        &db,
+        "p1",
+        json!({"region": "eu-west", "name": "Shop", "size": "small"}),
+    )
+    .await?;
+    let r2 = insert(&db, "p2", json!({"region": "us-east", "size": "large"})).await?;
+    let r3 = insert(&db, "p3", json!({"region": "ap-south", "size": "small"})).await?;
+
+    // Each write lands in its project's region, and only there.
+    let p1 = deployment(&eu, "p1", |_| true)
+        .await
+        .with_context(|| format!("host log:\n{}", host.log()))?;
+    assert_eq!(p1["spec"]["replicas"], 1);
+    assert_eq!(p1["spec"]["revision"], r1);
+    assert_eq!(p1["spec"]["displayName"], "Shop");
+    let p2 = deployment(&us, "p2", |_| true).await?;
+    let first_writes = started.elapsed();
+    assert_eq!(p2["spec"]["replicas"], 4);
+    assert_eq!(p2["spec"]["revision"], r2);
+    assert!(us.get_opt("p1").await?.is_none(), "p1 leaked into us-east");
+    assert!(eu.get_opt("p2").await?.is_none(), "p2 leaked into eu-west");
+
+    // A region the host was not given: a terminal error naming it, in the row.
+    let (revision, s3) = eventually(WAIT, "p3's error in its row", || async {
+        let (rev, s) = status(&db, "p3").await?;
+        (s["lastReconciledRevision"] == json!(rev)).then_some((rev, s))
+    })
+    .await?;
+    assert_eq!(revision, r3);
+    let ready = condition(&s3, "Ready").context("p3 has a Ready condition")?;
+    assert_eq!(ready["status"], "False", "{s3}");
+    assert_eq!(ready["reason"], "RegionUnavailable", "{s3}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("region \"ap-south\"")
+            && message.contains("cluster \"ap-south\" is not configured on this host"),
+        "{message}"
+    );
+
+    // Until the region reports, p1 is deployed but not running.
+    let s1 = eventually(WAIT, "p1 reconciled", || async {
+        let (rev, s) = status(&db, "p1").await?;
+        (s["lastReconciledRevision"] == json!(rev)).then_some(s)
+    })
+    .await?;
+    assert_eq!(s1["region"], "eu-west");
+    assert_eq!(s1["deployment"]["phase"], "Pending");
+    assert_eq!(condition(&s1, "Deployed").unwrap()["status"], "True");
+    assert_eq!(condition(&s1, "Ready").unwrap()["status"], "False");
+
+    // eu-west's operator reports p1 running: the row says so.
+    let reported = std::time::Instant::now();
+    eu.patch_status(
+        "p1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Running", "url": "https://p1.eu-west.example", "observedRevision": r1,
+        }})),
+    )
+    .await?;
+    let s1 = eventually(WAIT, "p1's regional status in its row", || async {
+        let (_, s) = status(&db, "p1").await?;
+        (condition(&s, "Ready")?["status"] == "True").then_some(s)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    let status_back = reported.elapsed();
+    assert_eq!(s1["deployment"]["url"], "https://p1.eu-west.example");
+    assert_eq!(s1["deployment"]["observedRevision"], r1);
+
+    // A spec change reaches the region as an update of the same object.
+    let r2b: i64 = db
+        .query_one(
+            "UPDATE projects SET spec = '{\"region\": \"us-east\", \"size\": \"medium\"}' \
+             WHERE id = 'p2' RETURNING revision",
+            &[],
+        )
+        .await?
+        .get(0);
+    let p2b = deployment(&us, "p2", |o| o["spec"]["revision"] == json!(r2b)).await?;
+    assert_eq!(p2b["spec"]["replicas"], 2);
+    assert_eq!(p2b["metadata"]["uid"], p2["metadata"]["uid"]);
+
+    // Moved to eu-west: it appears there and leaves us-east.
+    db.execute(
+        "UPDATE projects SET spec = '{\"region\": \"eu-west\", \"size\": \"medium\"}' WHERE id = 'p2'",
+        &[],
+    )
+    .await?;
+    deployment(&eu, "p2", |_| true).await?;
+    eventually(WAIT, "p2 gone from us-east", || async {
+        us.get_opt("p2").await.ok()?.is_none().then_some(())
+    })
+    .await?;
+    println!(
+        "first regional writes after {first_writes:?}; regional status in the row {status_back:?} after it was reported"
+    );
+
+    // Recorded with the cluster each call went to, and replayed the same
+    // without any cluster (a snapshot beside the live file: later calls
+    // cannot change it).
+    let file = host.data_dir().join("records/project-controller.jsonl");
+    let snapshot = host.data_dir().join("records/snapshot.jsonl");
+    std::fs::copy(&file, &snapshot)?;
+    let text = std::fs::read_to_string(&snapshot)?;
+    let calls: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|c| c.get("call").is_some())
+        .collect();
+    let applied_in = |region: &str| {
+        calls.iter().any(|c| {
+            c["imports"].as_array().into_iter().flatten().any(|e| {
+                e["op"] == "clusters.patch"
+                    && e["args"]["cluster"] == region
+                    && e["result"]["ok"].is_object()
+            })
+        })
+    };
+    assert!(applied_in("eu-west") && applied_in("us-east"), "{text}");
+    let out = Command::new(wasmlet_bin())
+        .arg("replay")
+        .arg(&snapshot)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && report.contains(&format!(
+                "replayed {n} calls: {n} same, 0 different, 0 diverged",
+                n = calls.len()
+            )),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> {
+    let out = Command::new(wasmlet_bin())
+        .args(["plugin", "check"])
+        .arg(built_plugins().join("project-controller.wasm"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("# plugin project-controller: OK"), "{text}");
+    assert!(
+        text.contains(
+            "in any named cluster not listed here (--cluster): may call get,patch,delete on projectdeployments (examples.wasmlet.dev)"
+        ),
+        "{text}"
+    );
+    // The role to grant the host's identity in a region.
+    let out = Command::new(wasmlet_bin())
+        .args(["plugin", "rbac", "--cluster", "eu-west"])
+        .arg(built_plugins().join("project-controller.wasm"))
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_slice(&out.stdout)
+        .map(serde::Deserialize::deserialize)
+        .collect::<Result<_, serde_yaml::Error>>()?;
+    assert_eq!(docs[0]["kind"], "ClusterRole");
+    assert_eq!(
+        docs[0]["rules"],
+        json!([{
+            "apiGroups": ["examples.wasmlet.dev"],
+            "resources": ["projectdeployments"],
+            "verbs": ["delete", "get", "list", "patch", "watch"],
+        }])
+    );
+    assert_eq!(docs[1]["kind"], "ClusterRoleBinding");
+    Ok(())
+}
