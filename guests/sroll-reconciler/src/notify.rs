@@ -2,9 +2,13 @@
 //!
 //! One message per rollout (`chat.postMessage`), then `chat.update` of it on
 //! every phase change or batch; pods are listed 50 per message, the first page
-//! in the message and the rest in thread replies. Each message is sent only when
-//! its text changed, so a 1,000-pod rollout costs one update per batch plus the
-//! pod pages that changed, never one message per pod.
+//! in the message and the rest in thread replies. Messages are brought up to
+//! date only at a milestone (another phase, reason or percent: a batch starts
+//! with its own "evicting ..." reason), and then only those whose text
+//! changed. Pods turning ready one by one between milestones send nothing, so
+//! a 1,000-pod rollout costs a few updates per batch plus the pod pages that
+//! changed, never one message per pod (chat APIs allow about one update a
+//! second per channel).
 
 use std::time::Duration;
 
@@ -19,6 +23,21 @@ use crate::spec::digest;
 
 /// Pods listed per chat message.
 pub const PODS_PER_MESSAGE: usize = 50;
+
+/// The key of `sent` that holds the milestone the messages were last brought
+/// up to date at (the others are message indexes).
+const MILESTONE: &str = "milestone";
+
+/// What a chat reader follows: the phase, its reason (a new batch names its
+/// pods) and the percent deployed. Live counts are not part of it.
+fn milestone(st: &StatefulsetRolloutStatus) -> String {
+    digest(&json!([
+        st.phase,
+        st.reason,
+        st.percent_deployed,
+        st.paused
+    ]))
+}
 
 /// The texts to send: the summary (with the first pod page), then one per extra page.
 pub fn texts(sroll: &StatefulsetRollout, st: &StatefulsetRolloutStatus) -> Vec<String> {
@@ -123,6 +142,13 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
             return;
         }
     };
+    let at = milestone(st);
+    if let Some(m) = &st.notification_message
+        && m.generation == generation
+        && m.sent.get(MILESTONE) == Some(&at)
+    {
+        return;
+    }
     let texts = texts(sroll, st);
     // The object this pass got may predate the status write of the pass that
     // opened the message; the cache may have it by now (never open two).
@@ -169,6 +195,7 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
             }
         }
     };
+    let mut all_sent = true;
     for (i, text) in texts.iter().enumerate() {
         let d = digest(&json!(text));
         if msg.sent.get(&i.to_string()) == Some(&d) {
@@ -207,9 +234,14 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
             }
             Err(e) => {
                 ctx.warn(&format!("notifications: {e}"));
+                all_sent = false;
                 break;
             }
         }
+    }
+    // A failed send is tried again on the next pass, milestone or not.
+    if all_sent {
+        msg.sent.insert(MILESTONE.to_owned(), at);
     }
     st.notification_message = Some(msg);
 }

@@ -326,6 +326,38 @@ fn chat_opens_one_message_updates_it_and_pages_pods_in_a_thread() {
     assert_eq!(w.chat_calls().len(), calls.len());
 }
 
+/// The bench's finding (2,159 updates for a 1,000-pod rollout): pods turning
+/// ready one by one while a batch settles send nothing; the next milestone
+/// (the phase moving on) brings every changed message up to date once.
+#[test]
+fn chat_waits_for_a_milestone_not_for_each_pod() {
+    let spec = json!({"channel": "#deploys",
+        "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
+    let w = World::ready(120, 100, spec, 10);
+    let _ = w.pass(t0());
+    w.pods_n(120, 10, false);
+    let waiting = w.pass(t0() + secs(1));
+    let n0 = w.chat_calls().len();
+    // Half of the batch ready, then all but one: the same phase, nothing sent.
+    for ready_new in [5, 9] {
+        let revs: Vec<&str> = (0..120)
+            .map(|i| if i >= 110 { "new" } else { "old" })
+            .collect();
+        let ready: Vec<bool> = (0..120).map(|i| i < 110 + ready_new).collect();
+        w.pods(&revs, &ready);
+        let out = w.pass(t0() + secs(2));
+        assert_eq!(out.status["phase"], waiting.status["phase"]);
+        assert_eq!(w.chat_calls().len(), n0, "{:?}", &w.chat_calls()[n0..]);
+    }
+    // The whole batch ready: the next batch starts, and the messages follow.
+    w.pods_n(120, 10, true);
+    let next = w.pass(t0() + secs(3));
+    assert_ne!(next.status["phase"], waiting.status["phase"]);
+    let later = w.chat_calls()[n0..].to_vec();
+    assert!(!later.is_empty() && later.len() <= 3, "{later:?}");
+    assert!(later.iter().all(|c| c.0 == "chat.update"), "{later:?}");
+}
+
 #[test]
 fn the_callback_is_sent_once_per_stage_with_back_off() {
     let spec = json!({"callback": {"url": "http://127.0.0.1:9/cb", "stageId": "s1"}});
