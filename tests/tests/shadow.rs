@@ -247,10 +247,26 @@ async fn a_shadow_candidate_is_judged_on_live_calls_writes_nothing_and_can_be_pr
 #[tokio::test]
 async fn a_trapping_candidate_has_no_effect_on_live_reconciles_and_can_be_abandoned()
 -> anyhow::Result<()> {
+    a_failing_candidate_has_no_effect("trap", "trapped").await
+}
+
+/// The `spin` guest loops forever: each candidate call runs to the live
+/// manifest's deadline (1 s) on the candidate's own thread, while live calls
+/// go on at their pace.
+#[tokio::test]
+async fn a_hanging_candidate_has_no_effect_on_live_reconciles_and_can_be_abandoned()
+-> anyhow::Result<()> {
+    a_failing_candidate_has_no_effect("spin", "deadline").await
+}
+
+/// A candidate built from test guest `guest` fails every call with an error
+/// whose text holds `words`; live reconciles, the live version's counters and
+/// abandoning it are unaffected.
+async fn a_failing_candidate_has_no_effect(guest: &str, words: &str) -> anyhow::Result<()> {
     let plane = Plane::start_up(&[]).await?;
     let n = 4;
     let client = summaries_with_keys(&plane, n).await?;
-    shadow(&plane, &built_plugins().join("trap.wasm"))?;
+    shadow(&plane, &built_plugins().join(format!("{guest}.wasm")))?;
     eventually(Duration::from_secs(30), "the candidate running", || async {
         let r = report(&plane, "configmap-summary").await.ok()?;
         r["candidate"].is_string().then_some(())
@@ -278,18 +294,16 @@ async fn a_trapping_candidate_has_no_effect_on_live_reconciles_and_can_be_abando
             .any(|c| c["path"] == "/outcome/kind" && c["candidate"] == "failed"),
         "{r:#}"
     );
-    assert!(first.to_string().contains("trapped"), "{r:#}");
+    assert!(first.to_string().contains(words), "{r:#}");
     // The live version's own counters saw no failure.
     let metrics = plane.metrics().await?;
-    assert_eq!(
-        metric(
-            &metrics,
-            "wasmlet_plugin_traps_total",
-            "plugin=\"configmap-summary\""
-        ),
-        0.0,
-        "{metrics}"
-    );
+    for failures in [
+        "wasmlet_plugin_traps_total",
+        "wasmlet_plugin_timeouts_total",
+    ] {
+        let live = metric(&metrics, failures, "plugin=\"configmap-summary\"");
+        assert_eq!(live, 0.0, "{failures}: {metrics}");
+    }
     let dir = plane.plugin_dir().display().to_string();
     ok(plugin_cli(&[
         "abandon",
