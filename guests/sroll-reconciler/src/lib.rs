@@ -155,7 +155,7 @@ fn execute(
             }
         }
     }
-    notify::sync(ctx, sroll, &mut plan.status);
+    notify::sync(ctx, sroll, &mut plan.status, now);
     if plan::is_final(&plan.status.phase)
         && let Some(wait) = notify::callback(ctx, sroll, &mut plan.status, now)
     {

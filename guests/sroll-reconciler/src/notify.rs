@@ -1,14 +1,19 @@
 //! Chat notifications in Slack's Web API shape, and the deploy callback.
 //!
 //! One message per rollout (`chat.postMessage`), then `chat.update` of it on
-//! every phase change or batch; pods are listed 50 per message, the first page
-//! in the message and the rest in thread replies. Messages are brought up to
-//! date only at a milestone (another phase, reason or percent: a batch starts
-//! with its own "evicting ..." reason), and then only those whose text
-//! changed. Pods turning ready one by one between milestones send nothing, so
-//! a 1,000-pod rollout costs a few updates per batch plus the pod pages that
-//! changed, never one message per pod (chat APIs allow about one update a
-//! second per channel).
+//! phase changes and batches; pods are listed 50 per message, the first page
+//! in the message and the rest in thread replies. Chat APIs allow about one
+//! update a second per channel, and a 1,000-pod rollout has hundreds of
+//! passes, so messages are brought up to date only:
+//! - at a milestone (another phase, reason or percent: a batch starts with its
+//!   own "evicting ..." reason), never because one more pod turned ready;
+//! - the summary at most every [`SUMMARY_EVERY`] and the pod pages at most
+//!   every [`PAGES_EVERY`], except when the rollout ends, fails or pauses
+//!   (then at once: the last word is always exact);
+//! - and then only the messages whose text changed.
+//!
+//! A milestone held back is sent on a later pass (the rollout requeues itself
+//! every few seconds while it runs).
 
 use std::time::Duration;
 
@@ -19,14 +24,35 @@ use wasmlet_sdk::http::{self, Request};
 use wasmlet_sdk::prelude::*;
 
 use crate::api::{NotificationMessage, StatefulsetRollout, StatefulsetRolloutStatus};
+use crate::plan::phase;
 use crate::spec::digest;
 
 /// Pods listed per chat message.
 pub const PODS_PER_MESSAGE: usize = 50;
 
-/// The key of `sent` that holds the milestone the messages were last brought
-/// up to date at (the others are message indexes).
+/// The least time between two updates of the summary message.
+pub const SUMMARY_EVERY: SignedDuration = SignedDuration::from_secs(10);
+/// The least time between two updates of the pod pages.
+pub const PAGES_EVERY: SignedDuration = SignedDuration::from_secs(60);
+
+/// Keys of `sent` besides the message indexes: the milestone the messages
+/// were last brought up to date at, and when the summary and the pages were.
 const MILESTONE: &str = "milestone";
+const SUMMARY_AT: &str = "summary-at";
+const PAGES_AT: &str = "pages-at";
+
+/// Phases whose message goes out at once.
+fn is_final(st: &StatefulsetRolloutStatus) -> bool {
+    [phase::DONE, phase::FAILED, phase::PAUSED].contains(&st.phase.as_str())
+}
+
+/// Whether the time stored under `key` is `every` or more before `now`.
+fn due(msg: &NotificationMessage, key: &str, every: SignedDuration, now: Timestamp) -> bool {
+    msg.sent
+        .get(key)
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .is_none_or(|t| now.duration_since(t) >= every)
+}
 
 /// What a chat reader follows: the phase, its reason (a new batch names its
 /// pods) and the percent deployed. Live counts are not part of it.
@@ -129,7 +155,12 @@ fn call(base: &str, method: &str, token: &str, body: Value) -> Result<Value, Str
 /// Brings the chat message up to date with `st` (opening it for a new
 /// generation). Failures are logged and retried on a later pass; they never
 /// hold the rollout.
-pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRolloutStatus) {
+pub fn sync(
+    ctx: &Context,
+    sroll: &StatefulsetRollout,
+    st: &mut StatefulsetRolloutStatus,
+    now: Timestamp,
+) {
     let (Some(n), Some(channel)) = (&sroll.spec.notifications, &sroll.spec.channel) else {
         return;
     };
@@ -143,9 +174,10 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
         }
     };
     let at = milestone(st);
+    let last = is_final(st);
     if let Some(m) = &st.notification_message
         && m.generation == generation
-        && m.sent.get(MILESTONE) == Some(&at)
+        && (m.sent.get(MILESTONE) == Some(&at) || !last && !due(m, SUMMARY_AT, SUMMARY_EVERY, now))
     {
         return;
     }
@@ -196,9 +228,15 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
         }
     };
     let mut all_sent = true;
+    // Pages not posted yet are posted now; changed ones wait for their turn.
+    let pages_due = last || due(&msg, PAGES_AT, PAGES_EVERY, now);
     for (i, text) in texts.iter().enumerate() {
         let d = digest(&json!(text));
         if msg.sent.get(&i.to_string()) == Some(&d) {
+            continue;
+        }
+        if i > 0 && i <= msg.pages.len() && !pages_due {
+            all_sent = false;
             continue;
         }
         let result = if i == 0 {
@@ -239,7 +277,12 @@ pub fn sync(ctx: &Context, sroll: &StatefulsetRollout, st: &mut StatefulsetRollo
             }
         }
     }
-    // A failed send is tried again on the next pass, milestone or not.
+    // A failed or held-back send is tried again on a later pass, milestone
+    // or not.
+    msg.sent.insert(SUMMARY_AT.to_owned(), now.to_string());
+    if pages_due {
+        msg.sent.insert(PAGES_AT.to_owned(), now.to_string());
+    }
     if all_sent {
         msg.sent.insert(MILESTONE.to_owned(), at);
     }
