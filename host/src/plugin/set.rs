@@ -155,10 +155,6 @@ impl PluginSet {
         if !by_flag && !manifest.record.as_ref().is_some_and(|r| r.enabled) {
             return None;
         }
-        if manifest.plugin.kind != super::manifest::PluginKind::Reconciler {
-            tracing::warn!(plugin = %name, "recording covers reconcilers only: this provider is not recorded");
-            return None;
-        }
         let section = manifest.record.clone().unwrap_or_default();
         let writer = {
             let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
