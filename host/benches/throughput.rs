@@ -8,7 +8,9 @@
 //! function behind the controller's `Reconciler` interface. A fourth arm runs
 //! the wasm guest with its calls recorded (`[record]`), for recording's cost,
 //! and a fifth with a shadow candidate (`NAME.shadow.wasm`, the same guest)
-//! beside it, for the cost of shadow mode to live work.
+//! beside it, for the cost of shadow mode to live work. `BENCH_ROUNDS`
+//! (default 3) rounds run every arm once each, in a rotating order, and the
+//! medians are compared: a shared machine's noise then falls on all arms.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -154,6 +156,48 @@ async fn run(
     Ok(n as f64 / took.as_secs_f64())
 }
 
+/// The ways the same echo logic is run, each an arm of the benchmark.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arm {
+    Fresh,
+    Reused,
+    Native,
+    Recorded,
+    Shadowed,
+}
+
+const ARMS: [Arm; 5] = [
+    Arm::Fresh,
+    Arm::Reused,
+    Arm::Native,
+    Arm::Recorded,
+    Arm::Shadowed,
+];
+
+impl Arm {
+    /// The arm's namespace (and plugin name suffix) in round `round`.
+    fn namespace(self, round: usize) -> String {
+        let arm = match self {
+            Arm::Fresh => "wasm",
+            Arm::Reused => "reuse",
+            Arm::Native => "native",
+            Arm::Recorded => "record",
+            Arm::Shadowed => "shadow",
+        };
+        format!("{arm}-{round}")
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Arm::Fresh => "wasm echo guest (fresh instance per call)",
+            Arm::Reused => "wasm echo guest, reused instances",
+            Arm::Native => "native echo, same host interface",
+            Arm::Recorded => "wasm echo guest, every call recorded",
+            Arm::Shadowed => "wasm echo guest, a shadow candidate beside it",
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n: usize = std::env::var("BENCH_OBJECTS")
@@ -179,46 +223,50 @@ async fn main() -> anyhow::Result<()> {
         root.join("configsummary.crd.yaml"),
     )?)?;
     crds.create(&PostParams::default(), &crd).await?;
-    for ns in ["wasm", "reuse", "native", "record", "shadow"] {
-        let nsapi: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        nsapi
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-            )
-            .await?;
-    }
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let resolver = Arc::new(Resolver::new(client.clone()));
     let caches = Caches::new(resolver.clone());
     let api = Arc::new(Cluster::new(resolver, Some(caches.clone())));
     let dir = data.path().join("plugins");
     std::fs::create_dir_all(&dir)?;
-    // The echo manifest, limited to one namespace per run.
+    // One copy of the echo plugin per arm and round, each limited to a
+    // namespace of its own, so every run starts on fresh objects.
     let manifest_text = std::fs::read_to_string(root.join("echo.toml"))?;
-    for (ns, file) in [
-        ("wasm", "echo-wasm"),
-        ("reuse", "echo-reuse"),
-        ("native", "echo-native"),
-        ("record", "echo-record"),
-        ("shadow", "echo-shadow"),
-    ] {
-        let mut text = manifest_text.replace(
-            "[reconciles]",
-            &format!("[reconciles]\nnamespace = \"{ns}\""),
-        );
-        if ns == "reuse" {
-            text = text.replace("[limits]", "[limits]\nreuse-instances = true");
+    let nsapi: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for round in 0..rounds {
+        for arm in ARMS {
+            let ns = arm.namespace(round);
+            nsapi
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+                )
+                .await?;
+            let mut text = manifest_text.replace(
+                "[reconciles]",
+                &format!("[reconciles]\nnamespace = \"{ns}\""),
+            );
+            match arm {
+                Arm::Reused => text = text.replace("[limits]", "[limits]\nreuse-instances = true"),
+                Arm::Recorded => text.push_str("\n[record]\nmax-file-mib = 64\n"),
+                _ => {}
+            }
+            let file = format!("echo-{ns}");
+            std::fs::write(dir.join(format!("{file}.toml")), text)?;
+            if arm != Arm::Native {
+                std::fs::copy(root.join("echo.wasm"), dir.join(format!("{file}.wasm")))?;
+            }
+            if arm == Arm::Shadowed {
+                std::fs::copy(
+                    root.join("echo.wasm"),
+                    dir.join(format!("{file}.shadow.wasm")),
+                )?;
+            }
         }
-        if ns == "record" {
-            text.push_str("\n[record]\nmax-file-mib = 64\n");
-        }
-        std::fs::write(dir.join(format!("{file}.toml")), text)?;
     }
-    std::fs::copy(root.join("echo.wasm"), dir.join("echo-wasm.wasm"))?;
-    std::fs::copy(root.join("echo.wasm"), dir.join("echo-reuse.wasm"))?;
-    std::fs::copy(root.join("echo.wasm"), dir.join("echo-record.wasm"))?;
-    std::fs::copy(root.join("echo.wasm"), dir.join("echo-shadow.wasm"))?;
-    std::fs::copy(root.join("echo.wasm"), dir.join("echo-shadow.shadow.wasm"))?;
     let plugins = PluginSet::new(
         PluginEngine::new(&data.path().join("cache"))?,
         &dir,
@@ -231,66 +279,70 @@ async fn main() -> anyhow::Result<()> {
     let failures = plugins.scan().await;
     anyhow::ensure!(failures.is_empty(), "echo did not load: {failures:?}");
     let concurrency = plugins
-        .get("echo-wasm")
+        .get(&format!("echo-{}", Arm::Fresh.namespace(0)))
         .map(|p| p.manifest.limits.concurrency)
         .unwrap_or(0);
-    let native = NativeEcho {
-        manifest: Manifest::load(&dir.join("echo-native.toml"))?,
-    };
 
-    let wasm = run(&client, &caches, "wasm", n, "echo-wasm", plugins.clone()).await?;
-    let reuse = run(&client, &caches, "reuse", n, "echo-reuse", plugins.clone()).await?;
-    let recorded = run(
-        &client,
-        &caches,
-        "record",
-        n,
-        "echo-record",
-        plugins.clone(),
-    )
-    .await?;
-    let shadowed = run(
-        &client,
-        &caches,
-        "shadow",
-        n,
-        "echo-shadow",
-        plugins.clone(),
-    )
-    .await?;
-    let shadow = plugins.shadow_slot("echo-shadow").report();
-    let native = run(
-        &client,
-        &caches,
-        "native",
-        n,
-        "echo-native",
-        Arc::new(Fixed(Arc::new(native))),
-    )
-    .await?;
+    // Rounds, each arm once per round in a rotating order, so that a noisy
+    // moment of a shared machine falls on every arm alike; medians compared.
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); ARMS.len()];
+    let mut shadow = (0, 0, 0, 0);
+    for round in 0..rounds {
+        for i in 0..ARMS.len() {
+            let a = (i + round) % ARMS.len();
+            let arm = ARMS[a];
+            let ns = arm.namespace(round);
+            let name = format!("echo-{ns}");
+            let source: Arc<dyn Source> = match arm {
+                Arm::Native => Arc::new(Fixed(Arc::new(NativeEcho {
+                    manifest: Manifest::load(&dir.join(format!("{name}.toml")))?,
+                }))),
+                _ => plugins.clone(),
+            };
+            rates[a].push(run(&client, &caches, &ns, n, &name, source).await?);
+            if arm == Arm::Shadowed {
+                let r = plugins.shadow_slot(&name).report();
+                shadow.0 += r.same;
+                shadow.1 += r.different;
+                shadow.2 += r.error;
+                shadow.3 += r.skipped;
+            }
+        }
+    }
+    let median = |a: Arm| {
+        let mut v = rates[ARMS.iter().position(|x| *x == a).unwrap_or(0)].clone();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
     println!(
-        "end-to-end reconcile throughput (watch -> queue -> reconcile -> status patch), {n} objects, concurrency {concurrency}, 2-core machine"
+        "end-to-end reconcile throughput (watch -> queue -> reconcile -> status patch), {n} objects, concurrency {concurrency}, {rounds} rounds (medians; every round's figures in brackets)"
     );
-    println!("  wasm echo guest (fresh instance per call): {wasm:.0} reconciles/s");
-    println!("  wasm echo guest, reused instances:         {reuse:.0} reconciles/s");
-    println!("  native echo, same host interface:          {native:.0} reconciles/s");
-    println!("  wasm echo guest, every call recorded:      {recorded:.0} reconciles/s");
+    for (a, arm) in ARMS.iter().enumerate() {
+        let each: Vec<String> = rates[a].iter().map(|r| format!("{r:.0}")).collect();
+        println!(
+            "  {:<52} {:>6.0} reconciles/s [{}]",
+            arm.label(),
+            median(*arm),
+            each.join(", ")
+        );
+    }
     println!(
-        "  wasm echo guest, a shadow candidate beside it: {shadowed:.0} reconciles/s (candidate: {} same, {} different, {} error, {} skipped)",
-        shadow.same, shadow.different, shadow.error, shadow.skipped
+        "  shadow candidate: {} same, {} different, {} error, {} skipped",
+        shadow.0, shadow.1, shadow.2, shadow.3
     );
+    let wasm = median(Arm::Fresh);
     println!(
         "  recorded / not recorded = {:.2} (goal >= 0.85)",
-        recorded / wasm
+        median(Arm::Recorded) / wasm
     );
     println!(
         "  shadowed / not shadowed = {:.2} (goal >= 0.9)",
-        shadowed / wasm
+        median(Arm::Shadowed) / wasm
     );
     println!(
         "  wasm / native = {:.2} fresh instances, {:.2} reused (goal >= 0.8)",
-        wasm / native,
-        reuse / native
+        wasm / median(Arm::Native),
+        median(Arm::Reused) / median(Arm::Native)
     );
     Ok(())
 }
