@@ -412,12 +412,7 @@ async fn two_hosts_split_the_rows_none_twice_at_once_and_one_takes_over_when_the
     assert!(by_a > 0.0 && by_b > 0.0, "a: {by_a}, b: {by_b}");
     a.kill9();
     eventually(Duration::from_secs(240), "every row reconciled", || async {
-        let left = count(
-            "SELECT count(*) FROM rows \
-             WHERE status->'lastReconciledRevision' IS DISTINCT FROM to_jsonb(revision)",
-        )
-        .await?;
-        (left == 0).then_some(())
+        (unreconciled(&db, "").await.ok()? == 0).then_some(())
     })
     .await
     .with_context(|| format!("host b's log:\n{}", b.log()))?;

@@ -41,9 +41,9 @@ const MILESTONE: &str = "milestone";
 const SUMMARY_AT: &str = "summary-at";
 const PAGES_AT: &str = "pages-at";
 
-/// Phases whose message goes out at once.
-fn is_final(st: &StatefulsetRolloutStatus) -> bool {
-    [phase::DONE, phase::FAILED, phase::PAUSED].contains(&st.phase.as_str())
+/// Phases whose message goes out at once: the rollout's end, and a pause.
+fn at_once(st: &StatefulsetRolloutStatus) -> bool {
+    crate::plan::is_final(&st.phase) || st.phase == phase::PAUSED
 }
 
 /// Whether the time stored under `key` is `every` or more before `now`.
@@ -174,7 +174,7 @@ pub fn sync(
         }
     };
     let at = milestone(st);
-    let last = is_final(st);
+    let last = at_once(st);
     if let Some(m) = &st.notification_message
         && m.generation == generation
         && (m.sent.get(MILESTONE) == Some(&at) || !last && !due(m, SUMMARY_AT, SUMMARY_EVERY, now))
@@ -317,7 +317,7 @@ pub fn callback(
     }
     let body = json!({
         "stageId": cb.stage_id,
-        "outcome": if st.phase == crate::plan::phase::DONE { "success" } else { "failure" },
+        "outcome": if st.phase == phase::DONE { "success" } else { "failure" },
         "phase": st.phase,
         "reason": st.reason,
         "namespace": sroll.metadata.namespace,
