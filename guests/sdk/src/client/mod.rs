@@ -23,7 +23,6 @@
 //! # Ok(()) }
 //! ```
 
-mod cluster;
 mod error;
 mod event;
 mod object_ref;
@@ -34,24 +33,57 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::bindings::{client as raw, types};
-use crate::host::{Host, with_host};
+use crate::host::with_host;
 
-pub use cluster::ClusterClient;
 pub use error::ClientError;
 pub use event::{Event, EventType};
 pub use object_ref::ObjectRef;
 pub use params::{DeleteParams, ListParams, Patch, Propagation};
 
-/// The typed client. It holds nothing (the host keeps the connection, caches and
-/// credentials), so make one wherever it is needed, or use `Context::client`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Client {
-    _private: (),
+/// The typed client in one cluster: [`Client`] for the host's own cluster,
+/// [`ClusterClient`] for one of its named clusters. It holds nothing but where
+/// its calls go (the host keeps the connections, caches and credentials), so
+/// make one wherever it is needed, or use `Context::client`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TypedClient<C> {
+    via: C,
 }
+
+/// The typed client of the host's own cluster (the contract's `client`).
+pub type Client = TypedClient<Own>;
+
+/// The typed client of one of the host's *named* clusters (the contract's
+/// `clusters`), for global reconcilers that act on regional clusters: the same
+/// calls as [`Client`] but `evict`, `bind` and events, which belong to the
+/// host's own cluster. A cluster the manifest does not grant answers
+/// [`ClientError::Denied`]; one the host was not given answers
+/// [`ClientError::Invalid`]; both messages name it.
+///
+/// ```no_run
+/// # fn demo(ctx: &wasmlet_sdk::reconciler::Context) -> Result<(), wasmlet_sdk::client::ClientError> {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use wasmlet_sdk::client::Patch;
+/// let eu = ctx.cluster("eu-west");
+/// let cm: ConfigMap = eu.patch("default", "settings", &Patch::apply(serde_json::json!({
+///     "apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "settings", "namespace": "default"},
+///     "data": {"size": "small"},
+/// }), "my-controller").force())?;
+/// # Ok(()) }
+/// ```
+pub type ClusterClient = TypedClient<Named>;
+
+/// Where a [`Client`]'s calls go: the host's own cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Own;
+
+/// Where a [`ClusterClient`]'s calls go: the named cluster it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Named(String);
 
 impl Client {
     pub fn new() -> Self {
-        Client { _private: () }
+        TypedClient { via: Own }
     }
 
     /// The same typed client in the host's named cluster `name` (`wasmlet up|run
@@ -59,99 +91,6 @@ impl Client {
     /// allowed there).
     pub fn cluster(&self, name: &str) -> ClusterClient {
         ClusterClient::new(name)
-    }
-
-    /// The object `name` of type `K` (from the host's cache). `namespace` is a `&str`
-    /// for namespaced kinds and `None` for cluster-scoped ones.
-    pub fn get<'a, K>(
-        &self,
-        namespace: impl Into<Option<&'a str>>,
-        name: &str,
-    ) -> Result<K, ClientError>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        get_at(&Own, namespace.into(), name)
-    }
-
-    /// As [`Client::get`], with `None` when the object does not exist.
-    pub fn get_opt<'a, K>(
-        &self,
-        namespace: impl Into<Option<&'a str>>,
-        name: &str,
-    ) -> Result<Option<K>, ClientError>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        match self.get(namespace, name) {
-            Ok(obj) => Ok(Some(obj)),
-            Err(ClientError::NotFound) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The objects of type `K` that `params` selects (from the host's cache).
-    pub fn list<K>(&self, params: &ListParams) -> Result<Vec<K>, ClientError>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        list_at(&Own, params)
-    }
-
-    /// Creates `obj` (namespace from its metadata) and returns it as stored.
-    pub fn create<K>(&self, obj: &K) -> Result<K, ClientError>
-    where
-        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-    {
-        create_at(&Own, obj)
-    }
-
-    /// Replaces `obj`; its resourceVersion makes this fail with `Conflict` when stale.
-    pub fn update<K>(&self, obj: &K) -> Result<K, ClientError>
-    where
-        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-    {
-        update_at(&Own, obj)
-    }
-
-    /// Patches the object and returns it as stored.
-    pub fn patch<'a, K>(
-        &self,
-        namespace: impl Into<Option<&'a str>>,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<K, ClientError>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        patch_at(&Own, ObjectRef::of::<K>(namespace, name), patch, false)
-    }
-
-    /// Patches the object's status subresource. (A reconciler returns the status of the
-    /// object it reconciles in its `Action` instead: the host owns that write.)
-    pub fn patch_status<'a, K>(
-        &self,
-        namespace: impl Into<Option<&'a str>>,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<K, ClientError>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        patch_at(&Own, ObjectRef::of::<K>(namespace, name), patch, true)
-    }
-
-    /// Deletes the object.
-    pub fn delete<'a, K>(
-        &self,
-        namespace: impl Into<Option<&'a str>>,
-        name: &str,
-        params: &DeleteParams,
-    ) -> Result<(), ClientError>
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        delete_at::<K>(&Own, namespace.into(), name, params)
     }
 
     /// Evicts a pod (honours PodDisruptionBudgets: `TooManyRequests` when one blocks it).
@@ -197,199 +136,269 @@ impl Client {
     }
 }
 
-/// Where a typed call goes: the host's own cluster (`client`, [`Own`]) or one
-/// of its named clusters (`clusters`, [`Named`]). Static dispatch on purpose:
-/// a guest that never names a cluster must not import `clusters` (a runtime
-/// choice would keep both imports in every guest, which then needs a host
-/// that provides `clusters`). The methods are always inlined so the host call
-/// is devirtualised, as a direct call in the closure given to `with_host` is:
-/// an out-of-line call through `&dyn Host` would keep every import alive.
-trait Target {
-    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError>;
-    fn list(
+impl ClusterClient {
+    pub fn new(name: &str) -> Self {
+        TypedClient {
+            via: Named(name.to_owned()),
+        }
+    }
+
+    /// The cluster's name, as the host's `--cluster NAME=...` gives it.
+    pub fn name(&self) -> &str {
+        &self.via.0
+    }
+}
+
+impl<C: sealed::Target> TypedClient<C> {
+    /// The object `name` of type `K` (from the cluster's cache in the host).
+    /// `namespace` is a `&str` for namespaced kinds and `None` for cluster-scoped ones.
+    pub fn get<'a, K>(
         &self,
-        h: &dyn Host,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError>;
-    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
-    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
-    fn patch(
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let target = ObjectRef::of::<K>(namespace, name).to_raw();
+        decode(&with_host(|h| self.via.get(h, &target))?)
+    }
+
+    /// As [`TypedClient::get`], with `None` when the object does not exist.
+    pub fn get_opt<'a, K>(
         &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+    ) -> Result<Option<K>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        match self.get(namespace, name) {
+            Ok(obj) => Ok(Some(obj)),
+            Err(ClientError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects of type `K` that `params` selects (from the cluster's cache in the host).
+    pub fn list<K>(&self, params: &ListParams) -> Result<Vec<K>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let of = types::TypeRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+        };
+        let params = raw::ListParams {
+            namespace: params.namespace.clone(),
+            label_selector: params.label_selector.clone(),
+            field_selector: params.field_selector.clone(),
+        };
+        let items = with_host(|h| self.via.list(h, &of, &params))?;
+        items.iter().map(|json| decode(json)).collect()
+    }
+
+    /// Creates `obj` (namespace from its metadata) and returns it as stored.
+    pub fn create<K>(&self, obj: &K) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let body = encode(obj)?;
+        decode(&with_host(|h| self.via.create(h, &body))?)
+    }
+
+    /// Replaces `obj`; its resourceVersion makes this fail with `Conflict` when stale.
+    pub fn update<K>(&self, obj: &K) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let body = encode(obj)?;
+        decode(&with_host(|h| self.via.update(h, &body))?)
+    }
+
+    /// Patches the object and returns it as stored; [`Patch::apply`] creates
+    /// it when it is missing.
+    pub fn patch<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.patch_at(ObjectRef::of::<K>(namespace, name), patch, false)
+    }
+
+    /// Patches the object's status subresource. (A reconciler returns the status of the
+    /// object it reconciles in its `Action` instead: the host owns that write.)
+    pub fn patch_status<'a, K>(
+        &self,
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<K, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.patch_at(ObjectRef::of::<K>(namespace, name), patch, true)
+    }
+
+    fn patch_at<K: DeserializeOwned>(
+        &self,
+        target: ObjectRef,
+        patch: &Patch,
         status: bool,
-    ) -> Result<String, raw::ClientError>;
-    fn delete(
+    ) -> Result<K, ClientError> {
+        let (how, body) = patch.split();
+        let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let target = target.to_raw();
+        decode(&with_host(|h| {
+            self.via.patch(h, &target, &how, &body, status)
+        })?)
+    }
+
+    /// Deletes the object.
+    pub fn delete<'a, K>(
         &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError>;
-}
-
-/// The host's own cluster.
-struct Own;
-
-/// The host's named cluster `.0`.
-struct Named<'a>(&'a str);
-
-impl Target for Own {
-    #[inline(always)]
-    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        h.get(target)
-    }
-    #[inline(always)]
-    fn list(
-        &self,
-        h: &dyn Host,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError> {
-        h.list(of, params)
-    }
-    #[inline(always)]
-    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-        h.create(obj)
-    }
-    #[inline(always)]
-    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-        h.update(obj)
-    }
-    #[inline(always)]
-    fn patch(
-        &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        h.patch(target, how, body, status)
-    }
-    #[inline(always)]
-    fn delete(
-        &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        h.delete(target, options)
+        namespace: impl Into<Option<&'a str>>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), ClientError>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let target = ObjectRef::of::<K>(namespace, name).to_raw();
+        let options = params.to_raw();
+        Ok(with_host(|h| self.via.delete(h, &target, &options))?)
     }
 }
 
-impl Target for Named<'_> {
-    #[inline(always)]
-    fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        h.cluster_get(self.0, target)
-    }
-    #[inline(always)]
-    fn list(
-        &self,
-        h: &dyn Host,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError> {
-        h.cluster_list(self.0, of, params)
-    }
-    #[inline(always)]
-    fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-        h.cluster_create(self.0, obj)
-    }
-    #[inline(always)]
-    fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-        h.cluster_update(self.0, obj)
-    }
-    #[inline(always)]
-    fn patch(
-        &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        h.cluster_patch(self.0, target, how, body, status)
-    }
-    #[inline(always)]
-    fn delete(
-        &self,
-        h: &dyn Host,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        h.cluster_delete(self.0, target, options)
-    }
-}
+/// Sealed: only this module's [`Own`] and [`Named`] are targets.
+mod sealed {
+    use crate::bindings::{client as raw, types};
+    use crate::host::Host;
 
-fn get_at<K>(via: &impl Target, namespace: Option<&str>, name: &str) -> Result<K, ClientError>
-where
-    K: Resource<DynamicType = ()> + DeserializeOwned,
-{
-    let target = ObjectRef::of::<K>(namespace, name).to_raw();
-    let json = with_host(|h| via.get(h, &target))?;
-    decode(&json)
-}
+    /// Where a typed call goes: the host's own cluster (`client`, [`Own`]) or one
+    /// of its named clusters (`clusters`, [`Named`]). Static dispatch on purpose:
+    /// a guest that never names a cluster must not import `clusters` (a runtime
+    /// choice would keep both imports in every guest, which then needs a host
+    /// that provides `clusters`). The methods are always inlined so the host call
+    /// is devirtualised, as a direct call in the closure given to `with_host` is:
+    /// an out-of-line call through `&dyn Host` would keep every import alive.
+    pub trait Target {
+        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError>;
+        fn list(
+            &self,
+            h: &dyn Host,
+            of: &types::TypeRef,
+            params: &raw::ListParams,
+        ) -> Result<Vec<String>, raw::ClientError>;
+        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
+        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
+        fn patch(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            how: &raw::PatchType,
+            body: &str,
+            status: bool,
+        ) -> Result<String, raw::ClientError>;
+        fn delete(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            options: &raw::DeleteOptions,
+        ) -> Result<(), raw::ClientError>;
+    }
 
-fn list_at<K>(via: &impl Target, params: &ListParams) -> Result<Vec<K>, ClientError>
-where
-    K: Resource<DynamicType = ()> + DeserializeOwned,
-{
-    let of = types::TypeRef {
-        api_version: K::api_version(&()).into_owned(),
-        kind: K::kind(&()).into_owned(),
-    };
-    let params = raw::ListParams {
-        namespace: params.namespace.clone(),
-        label_selector: params.label_selector.clone(),
-        field_selector: params.field_selector.clone(),
-    };
-    let items = with_host(|h| via.list(h, &of, &params))?;
-    items.iter().map(|json| decode(json)).collect()
-}
+    impl Target for super::Own {
+        #[inline(always)]
+        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+            h.get(target)
+        }
+        #[inline(always)]
+        fn list(
+            &self,
+            h: &dyn Host,
+            of: &types::TypeRef,
+            params: &raw::ListParams,
+        ) -> Result<Vec<String>, raw::ClientError> {
+            h.list(of, params)
+        }
+        #[inline(always)]
+        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+            h.create(obj)
+        }
+        #[inline(always)]
+        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+            h.update(obj)
+        }
+        #[inline(always)]
+        fn patch(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            how: &raw::PatchType,
+            body: &str,
+            status: bool,
+        ) -> Result<String, raw::ClientError> {
+            h.patch(target, how, body, status)
+        }
+        #[inline(always)]
+        fn delete(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            options: &raw::DeleteOptions,
+        ) -> Result<(), raw::ClientError> {
+            h.delete(target, options)
+        }
+    }
 
-fn create_at<K>(via: &impl Target, obj: &K) -> Result<K, ClientError>
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-{
-    let body = encode(obj)?;
-    decode(&with_host(|h| via.create(h, &body))?)
-}
-
-fn update_at<K>(via: &impl Target, obj: &K) -> Result<K, ClientError>
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-{
-    let body = encode(obj)?;
-    decode(&with_host(|h| via.update(h, &body))?)
-}
-
-fn patch_at<K: DeserializeOwned>(
-    via: &impl Target,
-    target: ObjectRef,
-    patch: &Patch,
-    status: bool,
-) -> Result<K, ClientError> {
-    let (how, body) = patch.split();
-    let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
-    let target = target.to_raw();
-    decode(&with_host(|h| via.patch(h, &target, &how, &body, status))?)
-}
-
-fn delete_at<K>(
-    via: &impl Target,
-    namespace: Option<&str>,
-    name: &str,
-    params: &DeleteParams,
-) -> Result<(), ClientError>
-where
-    K: Resource<DynamicType = ()>,
-{
-    let target = ObjectRef::of::<K>(namespace, name).to_raw();
-    let options = params.to_raw();
-    Ok(with_host(|h| via.delete(h, &target, &options))?)
+    impl Target for super::Named {
+        #[inline(always)]
+        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+            h.cluster_get(&self.0, target)
+        }
+        #[inline(always)]
+        fn list(
+            &self,
+            h: &dyn Host,
+            of: &types::TypeRef,
+            params: &raw::ListParams,
+        ) -> Result<Vec<String>, raw::ClientError> {
+            h.cluster_list(&self.0, of, params)
+        }
+        #[inline(always)]
+        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+            h.cluster_create(&self.0, obj)
+        }
+        #[inline(always)]
+        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
+            h.cluster_update(&self.0, obj)
+        }
+        #[inline(always)]
+        fn patch(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            how: &raw::PatchType,
+            body: &str,
+            status: bool,
+        ) -> Result<String, raw::ClientError> {
+            h.cluster_patch(&self.0, target, how, body, status)
+        }
+        #[inline(always)]
+        fn delete(
+            &self,
+            h: &dyn Host,
+            target: &types::ObjectRef,
+            options: &raw::DeleteOptions,
+        ) -> Result<(), raw::ClientError> {
+            h.cluster_delete(&self.0, target, options)
+        }
+    }
 }
 
 fn encode<K: Serialize>(obj: &K) -> Result<String, ClientError> {
