@@ -217,11 +217,18 @@ async fn foreground_cascade_keeps_owner_until_dependents_are_gone() -> anyhow::R
     cms.delete("owner", &DeleteParams::foreground()).await?;
     // The free dependent goes; the held one waits on its finalizer.
     gone(&cms, "dep").await?;
-    let h = cms.get("held-dep").await?;
-    assert!(
-        h.metadata.deletion_timestamp.is_some(),
-        "the dependent was not deleted"
-    );
+    // The collector deletes dependents one after another: the held one may be
+    // marked a moment after the free one is gone.
+    let h = eventually(
+        Duration::from_secs(10),
+        "held-dep marked for deletion",
+        || async {
+            let h = cms.get("held-dep").await.ok()?;
+            h.metadata.deletion_timestamp.is_some().then_some(h)
+        },
+    )
+    .await;
+    assert!(h.is_ok(), "the dependent was not deleted");
     // Meanwhile the owner stays, marked, with the foregroundDeletion finalizer.
     let o = cms.get("owner").await?;
     assert!(o.metadata.deletion_timestamp.is_some());

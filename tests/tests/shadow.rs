@@ -221,6 +221,15 @@ async fn a_shadow_candidate_is_judged_on_live_calls_writes_nothing_and_can_be_pr
     );
 
     // Promotion is the normal hot swap: the variant becomes the live version.
+    let swaps = || async {
+        let m = plane.metrics().await.ok()?;
+        Some(metric(
+            &m,
+            "wasmlet_plugin_swaps_total",
+            "plugin=\"configmap-summary\"",
+        ))
+    };
+    let swapped_before = swaps().await.unwrap_or(0.0);
     let dir = plane.plugin_dir().display().to_string();
     ok(plugin_cli(&[
         "promote",
@@ -237,6 +246,11 @@ async fn a_shadow_candidate_is_judged_on_live_calls_writes_nothing_and_can_be_pr
     eventually(Duration::from_secs(30), "the candidate stopped", || async {
         let r = report(&plane, "configmap-summary").await.ok()?;
         r["candidate"].is_null().then_some(())
+    })
+    .await?;
+    // Changes made before the swap is done would be reconciled by the old version.
+    eventually(Duration::from_secs(30), "the variant live", || async {
+        (swaps().await? > swapped_before).then_some(())
     })
     .await?;
     add_a_key(&client, n, "more").await?;
