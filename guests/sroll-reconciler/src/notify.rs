@@ -1,19 +1,20 @@
 //! Chat notifications in Slack's Web API shape, and the deploy callback.
 //!
-//! One message per rollout (`chat.postMessage`), then `chat.update` of it on
-//! phase changes and batches; pods are listed 50 per message, the first page
-//! in the message and the rest in thread replies. Chat APIs allow about one
-//! update a second per channel, and a 1,000-pod rollout has hundreds of
-//! passes, so messages are brought up to date only:
-//! - at a milestone (another phase, reason or percent: a batch starts with its
-//!   own "evicting ..." reason), never because one more pod turned ready;
-//! - the summary at most every [`SUMMARY_EVERY`] and the pod pages at most
-//!   every [`PAGES_EVERY`], except when the rollout ends, fails or pauses
-//!   (then at once: the last word is always exact);
+//! One message per rollout (`chat.postMessage`), then `chat.update` of it;
+//! pods are listed 50 per message, the first page in the message and the
+//! rest in thread replies. Chat APIs allow about one update a second per
+//! channel, and a 1,000-pod rollout has hundreds of passes, so:
+//! - the summary is brought up to date once per batch (the pass that
+//!   evicts it) and when the phase moves on otherwise, never because one
+//!   more pod turned ready, and at most every [`SUMMARY_EVERY`];
+//! - the pod pages in the thread are sent only when the rollout ends, fails
+//!   or pauses (then at once, with the summary: the last word is always
+//!   exact); while it runs the summary's counts and first page say enough;
 //! - and then only the messages whose text changed.
 //!
-//! A milestone held back is sent on a later pass (the rollout requeues itself
-//! every few seconds while it runs).
+//! So a rollout of N pods in B batches costs about one message, B updates
+//! and ceil(N / 50) - 1 thread replies. A milestone held back by the rate is
+//! sent on a later pass (the rollout requeues itself while it runs).
 
 use std::time::Duration;
 
@@ -32,14 +33,11 @@ pub const PODS_PER_MESSAGE: usize = 50;
 
 /// The least time between two updates of the summary message.
 pub const SUMMARY_EVERY: SignedDuration = SignedDuration::from_secs(10);
-/// The least time between two updates of the pod pages.
-pub const PAGES_EVERY: SignedDuration = SignedDuration::from_secs(60);
 
 /// Keys of `sent` besides the message indexes: the milestone the messages
-/// were last brought up to date at, and when the summary and the pages were.
+/// were last brought up to date at, and when the summary was.
 const MILESTONE: &str = "milestone";
 const SUMMARY_AT: &str = "summary-at";
-const PAGES_AT: &str = "pages-at";
 
 /// Phases whose message goes out at once: the rollout's end, and a pause.
 fn at_once(st: &StatefulsetRolloutStatus) -> bool {
@@ -54,15 +52,25 @@ fn due(msg: &NotificationMessage, key: &str, every: SignedDuration, now: Timesta
         .is_none_or(|t| now.duration_since(t) >= every)
 }
 
-/// What a chat reader follows: the phase, its reason (a new batch names its
-/// pods) and the percent deployed. Live counts are not part of it.
+/// Phases a running rollout moves between within each batch: one milestone.
+fn rolling(phase: &str) -> bool {
+    [
+        phase::ROLLING,
+        phase::WAITING_FOR_PODS,
+        phase::WAITING_FOR_INTERVAL,
+        phase::WAITING_FOR_BUDGET,
+    ]
+    .contains(&phase)
+}
+
+/// What a chat reader follows: while rolling, each batch (its eviction
+/// time); otherwise the phase and its reason. Live counts are not part of it.
 fn milestone(st: &StatefulsetRolloutStatus) -> String {
-    digest(&json!([
-        st.phase,
-        st.reason,
-        st.percent_deployed,
-        st.paused
-    ]))
+    if rolling(&st.phase) {
+        digest(&json!([phase::ROLLING, st.last_eviction_time]))
+    } else {
+        digest(&json!([st.phase, st.reason, st.paused]))
+    }
 }
 
 /// The texts to send: the summary (with the first pod page), then one per extra page.
@@ -228,15 +236,11 @@ pub fn sync(
         }
     };
     let mut all_sent = true;
-    // Pages not posted yet are posted now; changed ones wait for their turn.
-    let pages_due = last || due(&msg, PAGES_AT, PAGES_EVERY, now);
-    for (i, text) in texts.iter().enumerate() {
+    // The pages go out with the last word only (see the module docs).
+    let sending = if last { texts.len() } else { 1 };
+    for (i, text) in texts.iter().enumerate().take(sending) {
         let d = digest(&json!(text));
         if msg.sent.get(&i.to_string()) == Some(&d) {
-            continue;
-        }
-        if i > 0 && i <= msg.pages.len() && !pages_due {
-            all_sent = false;
             continue;
         }
         let result = if i == 0 {
@@ -277,12 +281,8 @@ pub fn sync(
             }
         }
     }
-    // A failed or held-back send is tried again on a later pass, milestone
-    // or not.
+    // A failed send is tried again on a later pass, milestone or not.
     msg.sent.insert(SUMMARY_AT.to_owned(), now.to_string());
-    if pages_due {
-        msg.sent.insert(PAGES_AT.to_owned(), now.to_string());
-    }
     if all_sent {
         msg.sent.insert(MILESTONE.to_owned(), at);
     }

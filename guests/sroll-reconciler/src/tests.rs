@@ -285,27 +285,42 @@ fn service_discovery_gates_each_step() {
 }
 
 #[test]
-fn chat_opens_one_message_updates_it_and_pages_pods_in_a_thread() {
+fn chat_opens_one_message_updates_it_and_pages_pods_in_a_thread_at_the_end() {
     let spec = json!({"channel": "#deploys",
         "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
     let w = World::ready(120, 100, spec, 10);
+    // Opened when the set was created; the first batch updates the summary.
     let out = w.pass(t0());
     let calls = w.chat_calls();
-    // Opened when the set was created; 120 pods: pods 0-49 in the message,
-    // the rest in two thread replies.
-    assert_eq!(
-        calls.iter().filter(|c| c.0 == "chat.postMessage").count(),
-        3,
-        "{calls:?}"
-    );
     assert!(calls.iter().all(|c| c.2 == "Bearer s3cret"));
-    let replies: Vec<_> = calls
+    let kinds: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(kinds, ["chat.postMessage", "chat.update"], "{calls:?}");
+    assert_eq!(calls[1].1["ts"], calls_ts(0));
+    assert_eq!(out.status["notificationMessage"]["ts"], calls_ts(0));
+    // While it runs, no page goes to the thread.
+    w.pods_n(120, 10, true);
+    let _ = w.pass(t0() + secs(20));
+    let n0 = calls.len();
+    let calls = w.chat_calls();
+    let later = &calls[n0..];
+    assert_eq!(later.len(), 1, "the next batch: {later:?}");
+    assert_eq!(later[0].1["ts"], calls_ts(0));
+    // Done: at once (5 s after the last update), with the pods 50 to a
+    // message: 120 pods, pods 0-49 in the summary and two thread replies.
+    w.pods_n(120, 120, true);
+    let out = w.pass(t0() + secs(25));
+    assert_eq!(out.status["phase"], "RolloutDone");
+    let n1 = calls.len();
+    let calls = w.chat_calls();
+    let later = &calls[n1..];
+    let replies: Vec<_> = later
         .iter()
         .filter(|c| c.1.get("thread_ts").is_some())
         .collect();
-    assert_eq!(replies.len(), 2, "{calls:?}");
+    assert_eq!(replies.len(), 2, "{later:?}");
+    assert!(replies.iter().all(|c| c.0 == "chat.postMessage"));
     assert!(replies.iter().all(|c| c.1["thread_ts"] == calls_ts(0)));
-    assert_eq!(out.status["notificationMessage"]["ts"], calls_ts(0));
+    assert_eq!(later.len(), 3, "the summary and two pages: {later:?}");
     assert_eq!(
         out.status["notificationMessage"]["pages"]
             .as_array()
@@ -313,68 +328,51 @@ fn chat_opens_one_message_updates_it_and_pages_pods_in_a_thread() {
             .len(),
         2
     );
-    // The next pass (pods evicted, phase changed), the summary due again:
-    // updates only, one per changed message.
-    w.pods_n(120, 10, false);
-    let _ = w.pass(t0() + secs(11));
-    let n0 = calls.len();
-    let calls = w.chat_calls();
-    let later = &calls[n0..];
-    assert!(later.iter().all(|c| c.0 == "chat.update"), "{later:?}");
-    assert!(!later.is_empty() && later.len() <= 3, "{later:?}");
     // Nothing changed: nothing sent.
-    let _ = w.pass(t0() + secs(30));
+    let _ = w.pass(t0() + secs(60));
     assert_eq!(w.chat_calls().len(), calls.len());
 }
 
 /// The bench's finding (2,159 updates for a 1,000-pod rollout): pods turning
-/// ready one by one while a batch settles send nothing; a milestone (the phase
-/// moving on) updates the summary, at most every `SUMMARY_EVERY`; changed pod
-/// pages wait for `PAGES_EVERY`, and the end of the rollout sends everything.
+/// ready one by one while a batch settles send nothing; each batch updates
+/// the summary, at most every `SUMMARY_EVERY`; the pod pages wait for the end.
 #[test]
-fn chat_follows_milestones_at_a_bounded_rate() {
+fn chat_follows_batches_at_a_bounded_rate() {
     let spec = json!({"channel": "#deploys",
         "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
     let w = World::ready(120, 100, spec, 10);
     let _ = w.pass(t0());
     let opened = w.chat_calls().len();
     let sent = |from: usize| w.chat_calls()[from..].to_vec();
-    // A batch evicted 1 s after the message opened: held back (too soon).
-    w.pods_n(120, 10, false);
-    let waiting = w.pass(t0() + secs(1));
+    // The next batch evicted 1 s after the last update: held back (too soon).
+    w.pods_n(120, 10, true);
+    let next = w.pass(t0() + secs(1));
+    assert_eq!(next.status["phase"], "RollingOut");
     assert_eq!(sent(opened), vec![]);
-    // Pods of the batch turning ready: the same phase, nothing sent, however late.
-    for (at, ready_new) in [(20, 5), (25, 9)] {
+    // Pods of the batch turning ready: the same batch, nothing sent but the
+    // milestone held back at 1 s, with the first due pass.
+    for (at, ready_new) in [(5, 2), (20, 5), (25, 9)] {
         let revs: Vec<&str> = (0..120)
-            .map(|i| if i >= 110 { "new" } else { "old" })
+            .map(|i| if i >= 100 { "new" } else { "old" })
             .collect();
-        let ready: Vec<bool> = (0..120).map(|i| i < 110 + ready_new).collect();
+        let ready: Vec<bool> = (0..120).map(|i| i < 100 + ready_new || i >= 110).collect();
         w.pods(&revs, &ready);
         let out = w.pass(t0() + secs(at));
-        assert_eq!(out.status["phase"], waiting.status["phase"]);
-        // The milestone held back at 1 s goes out with the first due pass.
-        if at == 20 {
-            let s = sent(opened);
-            assert_eq!(s.len(), 1, "{s:?}");
-            assert_eq!(s[0].0, "chat.update");
-            assert_eq!(s[0].1["ts"], calls_ts(0), "the summary, not a page: {s:?}");
-        }
+        assert_eq!(out.status["phase"], "WaitingForPods");
+        let s = sent(opened);
+        let want = usize::from(at >= 20);
+        assert_eq!(s.len(), want, "at {at} s: {s:?}");
     }
-    let n0 = w.chat_calls().len();
-    assert_eq!(n0, opened + 1);
-    // The whole batch ready: the next batch starts, the summary follows; the
-    // changed pages wait for PAGES_EVERY (60 s after the message opened).
-    w.pods_n(120, 10, true);
-    let next = w.pass(t0() + secs(40));
-    assert_ne!(next.status["phase"], waiting.status["phase"]);
-    let s = sent(n0);
+    let s = sent(opened);
+    assert_eq!(s[0].0, "chat.update");
+    assert_eq!(s[0].1["ts"], calls_ts(0), "the summary, not a page: {s:?}");
+    // The batch ready: the next one starts, the summary follows (once).
+    w.pods_n(120, 20, true);
+    let _ = w.pass(t0() + secs(40));
+    let s = sent(opened + 1);
     assert_eq!(s.len(), 1, "{s:?}");
     assert_eq!(s[0].1["ts"], calls_ts(0), "{s:?}");
-    w.pods_n(120, 20, false);
-    let _ = w.pass(t0() + secs(61));
-    let s = sent(n0 + 1);
-    assert!(s.iter().all(|c| c.0 == "chat.update"), "{s:?}");
-    assert!(s.iter().any(|c| c.1["ts"] != calls_ts(0)), "a page: {s:?}");
+    assert!(w.chat_calls().iter().all(|c| c.1.get("thread_ts").is_none()));
 }
 
 #[test]
