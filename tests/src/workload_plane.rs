@@ -163,19 +163,56 @@ where
 /// Successful API requests of the write verbs, counted by the API server
 /// (its own `/metrics`, kube-apiserver's `apiserver_request_total`).
 pub async fn api_writes(client: &kube::Client) -> Result<f64> {
+    Ok(api_writes_by(client).await?.values().sum())
+}
+
+/// Successful writes the plane has served so far, by verb and resource
+/// (`PATCH pods/status`), from `apiserver_request_total`.
+pub async fn api_writes_by(
+    client: &kube::Client,
+) -> Result<std::collections::BTreeMap<String, f64>> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(req).await?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter(|l| l.contains("code=\"2"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+    let label = |l: &str, name: &str| {
+        let from = l.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(l[from..].split('"').next()?.to_owned())
+    };
+    let mut by = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let (Some(verb), Some(code), Some(n)) = (
+            label(l, "verb"),
+            label(l, "code"),
+            l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        if !["POST", "PUT", "PATCH", "DELETE"].contains(&verb.as_str()) || !code.starts_with('2') {
+            continue;
+        }
+        let mut what = label(l, "resource").unwrap_or_default();
+        if let Some(sub) = label(l, "subresource").filter(|s| !s.is_empty()) {
+            what = format!("{what}/{sub}");
+        }
+        *by.entry(format!("{verb} {what}")).or_insert(0.0) += n;
+    }
+    Ok(by)
+}
+
+/// What `after` counts more than `before`, largest first, as `N KEY` items.
+pub fn growth(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> String {
+    let mut d: Vec<(f64, &String)> = after
+        .iter()
+        .map(|(k, v)| (v - before.get(k).copied().unwrap_or(0.0), k))
+        .filter(|(n, _)| *n > 0.0)
+        .collect();
+    d.sort_by(|a, b| b.0.total_cmp(&a.0));
+    d.iter()
+        .map(|(n, k)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Reconcile calls of plugin `plugin` so far (the host's metrics).

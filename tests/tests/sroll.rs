@@ -520,26 +520,36 @@ async fn bench_rollout_of_a_large_statefulset() -> Result<()> {
     done("first version up").await?;
     let up = start.elapsed();
     let c0 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
-    let w0 = workload_plane::api_writes(&client).await?;
+    let w0 = workload_plane::api_writes_by(&client).await?;
     let chat0 = server.state.lock().unwrap().chat.len();
     let start = std::time::Instant::now();
     edit(&api, "big", json!({"statefulset": set("2")})).await?;
     let st = done("rolled to version 2").await?;
     let took = start.elapsed();
     let c1 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
-    let w1 = workload_plane::api_writes(&client).await?;
+    let w1 = workload_plane::api_writes_by(&client).await?;
+    let writes = w1.values().sum::<f64>() - w0.values().sum::<f64>();
+    // Each pass that evicts records one Evicted event on the rollout: a batch.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let batches = events
+        .list(&ListParams::default().fields("involvedObject.name=big,reason=Evicted"))
+        .await?
+        .items
+        .iter()
+        .map(|e| e.count.unwrap_or(1))
+        .sum::<i32>();
     let chat = server.state.lock().unwrap().chat[chat0..].to_vec();
     let posts = chat.iter().filter(|c| c.0 == "chat.postMessage").count();
     let updates = chat.iter().filter(|c| c.0 == "chat.update").count();
     ensure!(st["updatedReplicas"] == n, "{st}");
     println!(
         "sroll bench: {n} pods up in {:.1} s; rollout to 100 % at maxUnavailable 10 %: \
-         {:.1} s, {} reconcile calls, {} API writes, chat: {posts} postMessage + {updates} update \
-         (pages allowed: {})",
+         {:.1} s in {batches} batches, {} reconcile calls, {writes} API writes ({}), chat: \
+         {posts} postMessage + {updates} update (allowed: {} pages + one update per batch)",
         up.as_secs_f64(),
         took.as_secs_f64(),
         c1 - c0,
-        w1 - w0,
+        workload_plane::growth(&w0, &w1),
         (n as usize).div_ceil(50),
     );
     Ok(())
