@@ -115,6 +115,8 @@ pub struct Config {
     /// there are (upstream's watch cache keeps 75 s fresh), so that memory
     /// comes back after a burst.
     pub history_max_age: std::time::Duration,
+    /// How many bytes of objects the watch history holds at most.
+    pub history_max_bytes: usize,
     /// Watches one user may hold open at once; past it a watch gets 429.
     pub max_watches_per_user: usize,
 }
@@ -126,6 +128,7 @@ impl Default for Config {
             listen: ([127, 0, 0, 1], 6443).into(),
             history: 10_000,
             history_max_age: store::DEFAULT_HISTORY_MAX_AGE,
+            history_max_bytes: store::DEFAULT_HISTORY_MAX_BYTES,
             max_watches_per_user: 1_000,
         }
     }
@@ -172,6 +175,7 @@ impl ApiServer {
             StoreConfig {
                 history: config.history,
                 max_age: config.history_max_age,
+                max_bytes: config.history_max_bytes,
             },
         )
         .with_context(|| format!("opening {}", db.display()))?;

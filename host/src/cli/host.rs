@@ -32,6 +32,7 @@ pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
         listen: SocketAddr::new(args.address, args.port),
         history: args.watch_history,
         history_max_age: std::time::Duration::from_secs(args.watch_history_seconds),
+        history_max_bytes: args.watch_history_mib << 20,
         max_watches_per_user: args.max_watches_per_user,
     })
     .await?;

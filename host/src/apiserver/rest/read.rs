@@ -316,7 +316,18 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
             &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string()),
         ));
     }
-    // Items are concatenated as stored: no re-encoding on the hot path.
+    list_response(state, t, metadata, &items)
+}
+
+/// A `KindList` of `items` with `metadata`, the items concatenated as stored:
+/// no parse and no re-encoding on the hot path (a LIST, and the answer of a
+/// DELETE of a collection, which may hold every object of a kind).
+pub fn list_response(
+    state: &ApiState,
+    t: &Target,
+    metadata: Value,
+    items: &[&Arc<Stored>],
+) -> ApiResult<Response> {
     let head = json!({
         "kind": format!("{}List", t.rt.kind),
         "apiVersion": t.rt.api_version(&t.version),

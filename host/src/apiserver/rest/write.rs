@@ -313,16 +313,14 @@ pub async fn delete_collection(
     for s in snap.range(&prefix, None).filter(|s| filter.matches(s)) {
         let (ns, name) = s.namespace_name();
         match state.resources.delete(&t.rt, ns, name, &opts).await {
-            Ok(d) => deleted.push(d.object.value()?),
+            // The last states are shared with the watch history: kept as
+            // stored, not parsed (27,000 objects of 16 KiB parsed took GiBs).
+            Ok(d) => deleted.push(d.object),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
-    let list = serde_json::json!({
-        "kind": format!("{}List", t.rt.kind),
-        "apiVersion": t.rt.api_version(&t.version),
-        "metadata": {"resourceVersion": state.resources.store.snapshot().rv.to_string()},
-        "items": deleted,
-    });
-    Ok(value_response(200, &list))
+    let rv = state.resources.store.snapshot().rv.to_string();
+    let items: Vec<&std::sync::Arc<_>> = deleted.iter().collect();
+    super::read::list_response(state, t, serde_json::json!({"resourceVersion": rv}), &items)
 }

@@ -37,6 +37,8 @@ struct Subscriber {
 
 struct Inner {
     ring: VecDeque<Arc<Event>>,
+    /// What the ring's events hold ([`held`]), against the byte limit.
+    bytes: usize,
     /// When each published batch came in, by its last revision: events older
     /// than the history's age limit are dropped even when few, so memory
     /// comes back after a burst.
@@ -53,12 +55,16 @@ pub(crate) struct Hub {
     inner: Mutex<Inner>,
     /// How long an event stays in the history at most.
     max_age: Duration,
+    /// How many bytes of objects the history holds at most: a burst of large
+    /// objects (or of their deletions) is let go at once, not after `max_age`.
+    max_bytes: usize,
 }
 
 impl Hub {
     pub fn new(
         history: usize,
         max_age: Duration,
+        max_bytes: usize,
         ring: VecDeque<Arc<Event>>,
         compacted: u64,
         rv: u64,
@@ -69,18 +75,21 @@ impl Hub {
             .map(|e| (e.rv, Instant::now()))
             .into_iter()
             .collect();
+        let bytes = ring.iter().map(|e| held(e)).sum();
         let mut inner = Inner {
             ring,
+            bytes,
             stamps,
             compacted,
             published: rv,
             db_compacted: compacted,
             subscribers: Vec::new(),
         };
-        trim(&mut inner, history);
+        trim(&mut inner, history, max_bytes);
         Hub {
             inner: Mutex::new(inner),
             max_age,
+            max_bytes,
         }
     }
 
@@ -119,9 +128,7 @@ impl Hub {
             }
             inner.stamps.pop_front();
             while inner.ring.front().is_some_and(|e| e.rv <= rv) {
-                if let Some(e) = inner.ring.pop_front() {
-                    inner.compacted = e.rv;
-                }
+                pop(&mut inner);
             }
         }
         // The ring is a VecDeque: give its buffer back once mostly empty.
@@ -142,6 +149,7 @@ impl Hub {
         make_visible();
         for event in events {
             inner.ring.push_back(event.clone());
+            inner.bytes += held(event);
             inner.subscribers.retain(|s| {
                 if !event.object.key.starts_with(&*s.prefix) {
                     return !s.tx.is_closed();
@@ -160,7 +168,7 @@ impl Hub {
         if let Some(last) = events.last() {
             inner.stamps.push_back((last.rv, Instant::now()));
         }
-        trim(&mut inner, history);
+        trim(&mut inner, history, self.max_bytes);
     }
 
     pub fn subscribe(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
@@ -213,15 +221,73 @@ impl Hub {
     }
 }
 
-fn trim(inner: &mut Inner, history: usize) {
-    while inner.ring.len() > history {
-        if let Some(e) = inner.ring.pop_front() {
-            inner.compacted = e.rv;
-        }
+/// The bytes `event` keeps alive while the history holds it: its object, and
+/// for a deletion also the last state (which nothing else holds any more).
+/// A modification's previous state is counted with the event that made it.
+fn held(event: &Event) -> usize {
+    let prev = match (&event.kind, &event.prev) {
+        (super::EventType::Deleted, Some(p)) => p.json.len(),
+        _ => 0,
+    };
+    event.object.json.len() + prev
+}
+
+/// Drops the oldest event; every revision up to it is then compacted.
+fn pop(inner: &mut Inner) {
+    if let Some(e) = inner.ring.pop_front() {
+        inner.bytes -= held(&e);
+        inner.compacted = e.rv;
+    }
+}
+
+fn trim(inner: &mut Inner, history: usize, max_bytes: usize) {
+    while inner.ring.len() > history || inner.bytes > max_bytes && inner.ring.len() > 1 {
+        pop(inner);
     }
     // A batch's stamp goes once its last event has.
     let oldest = inner.ring.front().map_or(u64::MAX, |e| e.rv);
     while inner.stamps.front().is_some_and(|&(rv, _)| rv < oldest) {
         inner.stamps.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EventType, make_stored};
+    use super::*;
+
+    fn event(rv: u64, kind: EventType, pad: usize) -> Arc<Event> {
+        let value = serde_json::json!({"metadata": {"name": "x"}, "data": "y".repeat(pad)});
+        let json = bytes::Bytes::from(serde_json::to_vec(&value).unwrap());
+        let stored = Arc::new(make_stored(Arc::from("/r/ns/x"), rv, json, &value));
+        let prev = (kind == EventType::Deleted).then(|| stored.clone());
+        Arc::new(Event {
+            rv,
+            kind,
+            object: stored,
+            prev,
+        })
+    }
+
+    #[test]
+    fn a_burst_past_the_byte_limit_is_let_go_at_once_and_old_watches_are_gone() {
+        let hub = Hub::new(10_000, Duration::from_secs(75), 100 << 10, VecDeque::new(), 0, 0);
+        // 20 events of ~16 KiB: only the last ones within 100 KiB stay.
+        let burst: Vec<_> = (1..=20).map(|rv| event(rv, EventType::Added, 16 << 10)).collect();
+        hub.publish_with(&burst, 10_000, || ());
+        assert!(matches!(
+            hub.subscribe("/r/", 1),
+            Err(WatchError::Gone { .. })
+        ));
+        let kept = hub.subscribe("/r/", 14).unwrap().backlog;
+        assert_eq!(kept.iter().map(|e| e.rv).collect::<Vec<_>>(), [15, 16, 17, 18, 19, 20]);
+        // A deletion holds its last state as well: three count as six.
+        let deletes: Vec<_> = (21..=23).map(|rv| event(rv, EventType::Deleted, 16 << 10)).collect();
+        hub.publish_with(&deletes, 10_000, || ());
+        let kept = hub.subscribe("/r/", 20).unwrap().backlog;
+        assert_eq!(kept.iter().map(|e| e.rv).collect::<Vec<_>>(), [21, 22, 23]);
+        assert!(matches!(hub.subscribe("/r/", 19), Err(WatchError::Gone { .. })));
+        // The database log may be cut where the history now starts.
+        assert_eq!(hub.expire(), Some(20));
     }
 }

@@ -159,17 +159,25 @@ pub struct StoreConfig {
     pub history: usize,
     /// How long an event stays in the history at most.
     pub max_age: std::time::Duration,
+    /// How many bytes of objects the history holds at most (older watch
+    /// requests get 410 Gone, as from a full kube-apiserver watch cache).
+    pub max_bytes: usize,
 }
 
 /// Upstream's watch cache keeps events fresh for 75 s; clients that watch
 /// with bookmarks (sent every few seconds) never fall behind it.
 pub const DEFAULT_HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 
+/// 10,000 events of a typical 2-6 KiB object fit; a burst of large objects
+/// is let go as soon as it passes this, not after 75 s, so memory comes back.
+pub const DEFAULT_HISTORY_MAX_BYTES: usize = 64 << 20;
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history: 10_000,
             max_age: DEFAULT_HISTORY_MAX_AGE,
+            max_bytes: DEFAULT_HISTORY_MAX_BYTES,
         }
     }
 }
@@ -205,6 +213,7 @@ impl Store {
         let hub = hub::Hub::new(
             config.history,
             config.max_age,
+            config.max_bytes,
             loaded.history,
             loaded.compacted,
             loaded.rv,

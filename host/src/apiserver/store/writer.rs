@@ -42,6 +42,8 @@ const MAINTENANCE_EVERY: Duration = Duration::from_secs(5);
 pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, history: usize) {
     let _stopped = Stopped(shared.clone());
     let mut next_maintenance = Instant::now() + MAINTENANCE_EVERY;
+    // Writes since the heap was last trimmed / since the last maintenance.
+    let (mut heap_dirty, mut wrote) = (false, false);
     loop {
         let wait = next_maintenance.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -53,7 +55,15 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
             return;
         };
         if Instant::now() >= next_maintenance {
-            maintain(&mut db, &shared);
+            // A quiet interval after writes: what requests and the history
+            // freed meanwhile goes back to the system, not only once the
+            // history expires (a LIST or DELETE of a collection is transient).
+            let settled = heap_dirty && !wrote;
+            if maintain(&mut db, &shared) || settled {
+                release_heap();
+                heap_dirty = false;
+            }
+            wrote = false;
             next_maintenance = Instant::now() + MAINTENANCE_EVERY;
         }
         let Some(first) = first else {
@@ -98,6 +108,7 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
             continue;
         }
         shared.set_fault(None);
+        (heap_dirty, wrote) = (true, true);
         let snapshot = Arc::new(Snapshot { rv, objects });
         shared
             .hub
@@ -108,12 +119,12 @@ pub(crate) fn run(mut db: Db, rx: Receiver<(Op, Reply)>, shared: Weak<Shared>, h
     }
 }
 
-/// Drops history past its age, cuts the log to match, and hands freed
-/// pages and heap back (after a burst of writes, memory and the database file
-/// shrink again).
-fn maintain(db: &mut Db, shared: &Shared) {
+/// Drops history past its age, cuts the log to match and hands freed pages
+/// back (after a burst of writes the database file shrinks again); true when
+/// the history let go of something, so the heap should be trimmed too.
+fn maintain(db: &mut Db, shared: &Shared) -> bool {
     let Some(compacted) = shared.hub.expire() else {
-        return;
+        return false;
     };
     if let Err(e) = db.compact(compacted).and_then(|()| db.give_back()) {
         tracing::warn!(error = %e, "store compaction failed");
@@ -121,7 +132,7 @@ fn maintain(db: &mut Db, shared: &Shared) {
     // A rewound snapshot for paging may hold every object of a revision the
     // history no longer has.
     *shared.rewound.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    release_heap();
+    true
 }
 
 /// glibc keeps freed heap pages mapped; after the history let go of many
