@@ -261,6 +261,37 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         "{report}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The project's finalizer is on its row, so deleting the row (a plain
+    // DELETE) removes the ProjectDeployment from its region first, and then
+    // the row. p3's region is not configured: nothing to clean up, it goes.
+    let finalizers: Vec<String> = db
+        .query_one("SELECT finalizers FROM projects WHERE id = 'p1'", &[])
+        .await?
+        .get(0);
+    assert_eq!(finalizers, ["examples.wasmlet.dev/project-deployment"]);
+    db.execute("DELETE FROM projects WHERE id IN ('p1', 'p3')", &[])
+        .await?;
+    for id in ["p1", "p3"] {
+        eventually(WAIT, &format!("row {id} gone"), || async {
+            let r = db
+                .query_opt("SELECT 1 FROM projects WHERE id = $1", &[&id])
+                .await
+                .ok()?;
+            r.is_none().then_some(())
+        })
+        .await
+        .with_context(|| format!("host log:\n{}", host.log()))?;
+    }
+    // The row went only once the region had dropped the object.
+    assert!(eu.get_opt("p1").await?.is_none(), "p1 left in eu-west");
+    assert!(
+        host.log()
+            .contains("project p3: cannot clean up region \"ap-south\"")
+    );
+    // The other project is untouched.
+    assert!(eu.get_opt("p2").await?.is_some(), "p2 gone from eu-west");
+    assert!(status(&db, "p2").await.is_some());
     Ok(())
 }
 
@@ -277,6 +308,10 @@ async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> 
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("# plugin project-controller: OK"), "{text}");
+    assert!(
+        text.contains("finalizer: examples.wasmlet.dev/project-deployment"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "in any named cluster not listed here (--cluster): may call get,patch,delete on projectdeployments (examples.wasmlet.dev)"
