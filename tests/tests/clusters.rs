@@ -292,6 +292,43 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
     // The other project is untouched.
     assert!(eu.get_opt("p2").await?.is_some(), "p2 gone from eu-west");
     assert!(status(&db, "p2").await.is_some());
+
+    // The finalize calls were recorded too (the record writer is behind a
+    // queue: waited for), and replay the same.
+    let finalizes_in = |text: &str| {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["call"] == "finalize")
+            .count()
+    };
+    eventually(WAIT, "the finalize calls recorded", || async {
+        let text = std::fs::read_to_string(&file).ok()?;
+        (finalizes_in(&text) >= 2).then_some(())
+    })
+    .await?;
+    let after = host.data_dir().join("records/after-deletes.jsonl");
+    std::fs::copy(&file, &after)?;
+    let text = std::fs::read_to_string(&after)?;
+    let calls: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|c| c.get("call").is_some())
+        .collect();
+    let out = Command::new(wasmlet_bin())
+        .arg("replay")
+        .arg(&after)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && report.contains(&format!(
+                "replayed {n} calls: {n} same, 0 different, 0 diverged",
+                n = calls.len()
+            )),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 
