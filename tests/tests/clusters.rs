@@ -261,6 +261,74 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         "{report}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The project's finalizer is on its row, so deleting the row (a plain
+    // DELETE) removes the ProjectDeployment from its region first, and then
+    // the row. p3's region is not configured: nothing to clean up, it goes.
+    let finalizers: Vec<String> = db
+        .query_one("SELECT finalizers FROM projects WHERE id = 'p1'", &[])
+        .await?
+        .get(0);
+    assert_eq!(finalizers, ["examples.wasmlet.dev/project-deployment"]);
+    db.execute("DELETE FROM projects WHERE id IN ('p1', 'p3')", &[])
+        .await?;
+    for id in ["p1", "p3"] {
+        eventually(WAIT, &format!("row {id} gone"), || async {
+            let r = db
+                .query_opt("SELECT 1 FROM projects WHERE id = $1", &[&id])
+                .await
+                .ok()?;
+            r.is_none().then_some(())
+        })
+        .await
+        .with_context(|| format!("host log:\n{}", host.log()))?;
+    }
+    // The row went only once the region had dropped the object.
+    assert!(eu.get_opt("p1").await?.is_none(), "p1 left in eu-west");
+    assert!(
+        host.log()
+            .contains("project p3: cannot clean up region \"ap-south\"")
+    );
+    // The other project is untouched.
+    assert!(eu.get_opt("p2").await?.is_some(), "p2 gone from eu-west");
+    assert!(status(&db, "p2").await.is_some());
+
+    // The finalize calls were recorded too (the record writer is behind a
+    // queue: waited for), and replay the same.
+    let finalizes_in = |text: &str| {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["call"] == "finalize")
+            .count()
+    };
+    eventually(WAIT, "the finalize calls recorded", || async {
+        let text = std::fs::read_to_string(&file).ok()?;
+        (finalizes_in(&text) >= 2).then_some(())
+    })
+    .await?;
+    let after = host.data_dir().join("records/after-deletes.jsonl");
+    std::fs::copy(&file, &after)?;
+    let text = std::fs::read_to_string(&after)?;
+    let calls: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|c| c.get("call").is_some())
+        .collect();
+    let out = Command::new(wasmlet_bin())
+        .arg("replay")
+        .arg(&after)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && report.contains(&format!(
+                "replayed {n} calls: {n} same, 0 different, 0 diverged",
+                n = calls.len()
+            )),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 
@@ -277,6 +345,10 @@ async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> 
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("# plugin project-controller: OK"), "{text}");
+    assert!(
+        text.contains("finalizer: examples.wasmlet.dev/project-deployment"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "in any named cluster not listed here (--cluster): may call get,patch,delete on projectdeployments (examples.wasmlet.dev)"

@@ -87,6 +87,42 @@ async fn reconciled(plane: &Plane, db: &tokio_postgres::Client, id: &str) -> Res
     .with_context(|| format!("host log:\n{}", plane.log()))
 }
 
+/// Whether row `id` is marked deleted (`deleted_at` set), if it exists.
+async fn marked(db: &tokio_postgres::Client, id: &str) -> Result<Option<bool>> {
+    let r = db
+        .query_opt(
+            "SELECT deleted_at IS NOT NULL FROM rows WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    Ok(r.map(|r| r.get(0)))
+}
+
+/// The finalizers of row `id`, if it exists.
+async fn finalizers(db: &tokio_postgres::Client, id: &str) -> Result<Option<Vec<String>>> {
+    let r = db
+        .query_opt("SELECT finalizers FROM rows WHERE id = $1", &[&id])
+        .await?;
+    Ok(r.map(|r| r.get(0)))
+}
+
+/// Waits until row `id` is gone.
+async fn gone(plane: &Plane, db: &tokio_postgres::Client, id: &str) -> Result<()> {
+    eventually(WAIT, &format!("row {id} gone"), || async {
+        row(db, id).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", plane.log()))
+}
+
+/// The finalizer the finalizing tests give rowsummary.
+const FINALIZER: &str = "datastore.wasmlet.dev/cleanup";
+
+/// rowsummary's manifest with [`FINALIZER`].
+fn finalizing(manifest: String) -> String {
+    format!("finalizer = \"{FINALIZER}\"\n{manifest}")
+}
+
 fn ready(status: &Value) -> Option<&Value> {
     status["conditions"]
         .as_array()?
@@ -142,6 +178,25 @@ async fn init_creates_the_table_revisions_and_notifications() -> Result<()> {
     // The silent status write sent nothing between the spec change and the delete.
     assert_eq!(notes.recv().await.as_deref(), Some("a"));
     assert!(notes.try_recv().is_err());
+
+    // Finalizers: writing them is silent (the next note is z's insert); a
+    // DELETE of a row that has some only marks it, and says so.
+    db.execute(
+        "UPDATE rows SET finalizers = '{x.io/f}' WHERE id = 'a'",
+        &[],
+    )
+    .await?;
+    insert(&db, "z", json!({})).await?;
+    assert_eq!(notes.recv().await.as_deref(), Some("z"));
+    let deleted = db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    assert_eq!(deleted, 0, "the row stays while it has finalizers");
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    assert_eq!(marked(&db, "a").await?, Some(true));
+    // Its last finalizer gone, the delete happens.
+    db.execute("UPDATE rows SET finalizers = '{}' WHERE id = 'a'", &[])
+        .await?;
+    assert_eq!(notes.recv().await.as_deref(), Some("a"));
+    assert_eq!(marked(&db, "a").await?, None);
     let bad_id = db
         .execute("INSERT INTO rows (id) VALUES ('')", &[])
         .await
@@ -175,6 +230,9 @@ async fn rows_are_reconciled_and_their_status_written() -> Result<()> {
     assert_eq!(status["seenRevision"], r1);
     assert_eq!(status["observedGeneration"], r1);
     assert_eq!(ready(&status).unwrap()["status"], "True", "{status}");
+    // No finalizer in the manifest: the host adds none.
+    assert_eq!(finalizers(&db, "a").await?, Some(vec![]));
+    assert!(status.get("seenFinalizers").is_none(), "{status}");
 
     // A spec change: a new revision, reconciled again.
     let r2 = set_spec(&db, "a", json!({"replicas": 3})).await?;
@@ -201,11 +259,86 @@ async fn rows_are_reconciled_and_their_status_written() -> Result<()> {
         .get(0);
     assert!(cleared);
 
-    // A deleted row is forgotten; the controller goes on with new ones.
-    db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    // A deleted row is simply gone; the controller goes on with new ones.
+    let deleted = db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    assert_eq!(deleted, 1);
+    assert_eq!(row(&db, "a").await?, None);
     insert(&db, "b", json!({"replicas": 0})).await?;
     let status = reconciled(&plane, &db, "b").await?;
     assert_eq!(status["summary"], "b: 0 replicas");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deleted_row_of_a_finalizing_plugin_is_finalized_then_gone() -> Result<()> {
+    let (pg, db) = database().await?;
+    let plane = host(&pg, &[], finalizing).await?;
+    insert(&db, "a", json!({"replicas": 2})).await?;
+    // The finalizer is on the row before the guest first sees it.
+    let status = reconciled(&plane, &db, "a").await?;
+    assert_eq!(status["seenFinalizers"], json!([FINALIZER]), "{status}");
+    assert_eq!(
+        finalizers(&db, "a").await?,
+        Some(vec![FINALIZER.to_string()])
+    );
+
+    // The application's plain DELETE: finalize runs, then the row goes.
+    let deleted = db.execute("DELETE FROM rows WHERE id = 'a'", &[]).await?;
+    assert_eq!(deleted, 0, "held by the finalizer, the row is only marked");
+    gone(&plane, &db, "a").await?;
+    let log = plane.log();
+    let finalized = log
+        .lines()
+        .find(|l| l.contains("row \"a\" finalized: deletionTimestamp \""))
+        .with_context(|| format!("the guest's finalize ran:\n{log}"))?;
+    assert!(
+        finalized.contains(&format!("finalizers [\"{FINALIZER}\"]")),
+        "{finalized}"
+    );
+    assert!(log.contains("row finalized and deleted"), "{log}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_finalize_keeps_the_row_until_it_succeeds() -> Result<()> {
+    let (pg, db) = database().await?;
+    let plane = host(&pg, &[], finalizing).await?;
+    insert(&db, "b", json!({"replicas": 1, "finalize": "fail"})).await?;
+    reconciled(&plane, &db, "b").await?;
+    db.execute("DELETE FROM rows WHERE id = 'b'", &[]).await?;
+    // Retried with back-off (two failures seen), the row staying, marked.
+    let failures = || {
+        plane
+            .log()
+            .lines()
+            .filter(|l| {
+                l.contains("finalize failed")
+                    && l.contains("CleanupFailed")
+                    && l.contains("row \"b\": spec.finalize is \"fail\": the cleanup refuses")
+            })
+            .count()
+    };
+    eventually(WAIT, "finalize failing twice", || async {
+        (failures() >= 2).then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", plane.log()))?;
+    assert_eq!(marked(&db, "b").await?, Some(true));
+    assert_eq!(
+        finalizers(&db, "b").await?,
+        Some(vec![FINALIZER.to_string()])
+    );
+    let log = plane.log();
+    assert!(
+        log.contains("finalize failed; the row stays, retrying with back-off"),
+        "{log}"
+    );
+
+    // The application fixes the row (a deleted row's spec may still change):
+    // finalize succeeds and the row goes.
+    set_spec(&db, "b", json!({"replicas": 1})).await?;
+    gone(&plane, &db, "b").await?;
+    assert!(plane.log().contains("row \"b\" finalized"));
     Ok(())
 }
 

@@ -11,8 +11,20 @@
 //! (see [`crate::datastore::members`] and [`crate::datastore::lock`]). So a
 //! table controller needs no leader election: it runs on every host.
 //!
-//! Not here (yet): finalizers (a deleted row is simply gone), expectations
-//! for the guest's cluster writes, owned and watched kinds.
+//! Finalizers work as for a custom resource: with a `finalizer` in the
+//! manifest, the host adds it to the row's `finalizers` before the guest
+//! first reconciles the row. The application deletes rows with a plain
+//! `DELETE`; the table's trigger turns the delete of a row that still has
+//! finalizers into setting `deleted_at` (`metadata.deletionTimestamp`), which
+//! NOTIFYs. The host queues that row high and calls the guest's `finalize`
+//! instead of `reconcile`; once it is done the host removes its finalizer,
+//! and the row is deleted with its last finalizer. A failed finalize keeps
+//! the row and is retried with back-off. All of it under the row's lock, so
+//! no two hosts finalize a row at once. Without a finalizer in the manifest,
+//! a deleted row is simply gone and the guest never hears of it.
+//!
+//! Not here (yet): expectations for the guest's cluster writes, owned and
+//! watched kinds.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -25,14 +37,15 @@ use tracing::Instrument;
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::guest::{call_reconcile, settle};
 use super::metrics::ControllerMetrics;
-use super::source::Source;
+use super::source::{Reconciler, Source};
 use super::status::desired_status;
 use super::workqueue::{Priority, WorkQueue};
 use crate::datastore::lock::RowLock;
 use crate::datastore::members::{Membership, MembershipConfig, keep};
-use crate::datastore::rows::LAST_RECONCILED;
+use crate::datastore::rows::{LAST_RECONCILED, Removed};
 use crate::datastore::watch::{Sink, WatchConfig, watch};
-use crate::datastore::{Datastore, RowState, Table};
+use crate::datastore::{Datastore, Row, RowState, Table};
+use crate::plugin::outcome::Finalized;
 
 /// How soon a row another host holds is tried again.
 const LOCKED_RETRY: Duration = Duration::from_secs(1);
@@ -46,6 +59,9 @@ pub struct TableController {
     pub queue: WorkQueue<String>,
     metrics: ControllerMetrics,
     reconciles: Reconciles,
+    /// The manifest's finalizer: set on every live row before its first
+    /// reconcile, removed once `finalize` is done with a deleted one.
+    finalizer: Option<String>,
     /// This host among the table's members: which rows are its own.
     pub membership: Arc<Membership>,
     priorities: bool,
@@ -92,6 +108,7 @@ impl TableController {
             queue,
             metrics,
             reconciles,
+            finalizer: manifest.finalizer.clone(),
             membership: membership.clone(),
             priorities: config.priorities,
             waiting: Default::default(),
@@ -173,19 +190,32 @@ impl TableController {
         }
     }
 
-    /// One pass for row `id`: read it, call the guest, write the status back
-    /// if the row is still at the revision the guest saw.
+    /// Drops what the queue and `waiting` keep of row `id` (gone, or done).
+    fn forget(&self, id: &str) {
+        self.queue.forget(&id.to_string());
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// The row as the guest reads it (JSON).
+    fn document(&self, row: &Row) -> String {
+        row.document(&self.reconciles.api_version, &self.reconciles.kind)
+            .to_string()
+    }
+
+    /// One pass for row `id`: read it; if it is deleted, finalize it;
+    /// otherwise make sure it carries the finalizer, call the guest, and
+    /// write the status back if the row is still at the revision the guest
+    /// saw.
     async fn reconcile(&self, id: &str, lock: &RowLock) -> Outcome {
         let key = id.to_string();
-        let row = match lock.get(id).await {
+        let mut row = match lock.get(id).await {
             Ok(Some(row)) => row,
             Ok(None) => {
                 // Deleted: nothing to do, nothing to remember.
-                self.queue.forget(&key);
-                self.waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(id);
+                self.forget(id);
                 return Outcome::Success;
             }
             Err(e) => {
@@ -198,9 +228,13 @@ impl TableController {
         let Some(plugin) = self.source.current(&self.name) else {
             return Outcome::Error;
         };
-        let doc = row
-            .document(&self.reconciles.api_version, &self.reconciles.kind)
-            .to_string();
+        if row.deleted_at.is_some() {
+            return self.finalize(&row, lock, &*plugin).await;
+        }
+        if let Some(outcome) = self.ensure_finalizer(&mut row, lock).await {
+            return outcome;
+        }
+        let doc = self.document(&row);
         let call = call_reconcile(&*plugin, &self.name, id, &doc).await;
         if let Some((reason, message)) = &call.result.error {
             tracing::warn!(plugin = %self.name, table = %self.table, row = %id, revision = row.revision, %reason, %message, "row not reconciled");
@@ -257,6 +291,108 @@ impl TableController {
     }
 }
 
+/// Finalizers (see the module docs): the Kubernetes path's steps, on rows.
+impl TableController {
+    /// Adds the manifest's finalizer to a live row that lacks it, before the
+    /// guest acts on the row: from then on a DELETE only marks the row, so
+    /// `finalize` runs before it goes. The write is silent (no NOTIFY), so
+    /// the pass goes on to reconcile, with the finalizer in the document.
+    /// `Some(outcome)`: the pass ends here (the row went or began deleting
+    /// since it was read, or the write failed).
+    async fn ensure_finalizer(&self, row: &mut Row, lock: &RowLock) -> Option<Outcome> {
+        let finalizer = self
+            .finalizer
+            .as_ref()
+            .filter(|f| !row.finalizers.contains(f))?;
+        match lock.add_finalizer(&row.id, finalizer).await {
+            Ok(true) => {
+                row.finalizers.push(finalizer.clone());
+                None
+            }
+            Ok(false) => {
+                // Deleted meanwhile: the next pass reads what is left of it.
+                self.queue.add(row.id.clone(), Priority::High);
+                Some(Outcome::Requeue)
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, %finalizer, error = %e, "cannot add the finalizer to the row; retrying");
+                self.queue.add_rate_limited(row.id.clone());
+                Some(Outcome::Error)
+            }
+        }
+    }
+
+    /// A deleted row still held by finalizers: while it carries this
+    /// plugin's, the guest's `finalize` runs (as for a custom resource with a
+    /// deletionTimestamp); when it is done the finalizer goes, and the row
+    /// with its last one. A failure keeps the row, retried with back-off.
+    async fn finalize(&self, row: &Row, lock: &RowLock, plugin: &dyn Reconciler) -> Outcome {
+        let key = row.id.clone();
+        let Some(finalizer) = self
+            .finalizer
+            .as_ref()
+            .filter(|f| row.finalizers.contains(f))
+        else {
+            // Not ours to finalize: other finalizers hold the row.
+            self.forget(&row.id);
+            return Outcome::Success;
+        };
+        match plugin.finalize(&row.id, &self.document(row)).await {
+            Ok((Ok(Finalized::Done), _)) => self.remove_finalizer(row, finalizer, lock).await,
+            Ok((Ok(Finalized::RetryAfter(wait)), _)) => {
+                self.queue.add_after(key, wait);
+                Outcome::RequeueAfter
+            }
+            Ok((Err(e), _)) => {
+                tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, reason = %e.reason, message = %e.message, "finalize failed");
+                let retry_in = self.queue.add_rate_limited(key);
+                tracing::info!(
+                    ?retry_in,
+                    "finalize failed; the row stays, retrying with back-off"
+                );
+                Outcome::Error
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, error = %e, "finalize failed");
+                let retry_in = self.queue.add_rate_limited(key);
+                tracing::info!(
+                    ?retry_in,
+                    "finalize failed; the row stays, retrying with back-off"
+                );
+                Outcome::Error
+            }
+        }
+    }
+
+    /// After a successful finalize: removes this plugin's finalizer, guarded
+    /// by the revision finalize saw (a spec changed meanwhile is finalized
+    /// again, as a stale resourceVersion fails the Kubernetes path's patch).
+    async fn remove_finalizer(&self, row: &Row, finalizer: &str, lock: &RowLock) -> Outcome {
+        let id = &row.id;
+        match lock.remove_finalizer(id, row.revision, finalizer).await {
+            Ok(Removed::RowDeleted) => {
+                tracing::info!(plugin = %self.name, table = %self.table, row = %id, "row finalized and deleted");
+                self.forget(id);
+                Outcome::Success
+            }
+            Ok(Removed::Others(left)) => {
+                tracing::info!(plugin = %self.name, table = %self.table, row = %id, finalizers_left = left, "row finalized; it waits for its other finalizers");
+                self.forget(id);
+                Outcome::Success
+            }
+            Ok(Removed::Stale) => {
+                self.queue.add(id.clone(), Priority::High);
+                Outcome::Requeue
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, table = %self.table, row = %id, %finalizer, error = %e, "cannot remove the finalizer from the row; retrying");
+                self.queue.add_rate_limited(id.clone());
+                Outcome::Error
+            }
+        }
+    }
+}
+
 /// The watcher's reports, as priorities (see [`crate::datastore`]).
 impl Sink for TableController {
     fn notified(&self, id: String) {
@@ -264,7 +400,8 @@ impl Sink for TableController {
     }
 
     fn scanned(&self, row: &RowState) {
-        if !row.up_to_date() {
+        // A deleted row waits for its finalizers: as urgent as a change.
+        if row.deleting || !row.up_to_date() {
             self.add(row.id.clone(), Priority::High);
             return;
         }

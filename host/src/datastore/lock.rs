@@ -1,17 +1,18 @@
 //! A row's lock for one reconcile: a PostgreSQL session advisory lock, taken
 //! with `pg_try_advisory_lock` on a pooled connection kept for the whole
-//! reconcile. The row is read and its status written on that same
-//! connection, so the lock fences the write: a host whose connection (and so
-//! whose lock) is gone cannot write a status another host may already be
-//! computing. No two hosts reconcile a row at once, whatever each believes
-//! about the membership ([`super::members`]).
+//! reconcile. The row is read and its status and finalizers written on that
+//! same connection, so the lock fences the writes: a host whose connection
+//! (and so whose lock) is gone cannot write a status another host may
+//! already be computing, nor remove a finalizer while another host
+//! finalizes. No two hosts reconcile or finalize a row at once, whatever
+//! each believes about the membership ([`super::members`]).
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::members::stable_hash;
-use super::rows::{Row, get_on, write_status_on};
+use super::rows::{Removed, Row, add_finalizer_on, get_on, remove_finalizer_on, write_status_on};
 use super::{Datastore, DatastoreError, Table};
 
 /// A held row lock; [`RowLock::release`] gives it back. Dropped unreleased
@@ -79,6 +80,23 @@ impl RowLock {
             requeue_after,
         )
         .await
+    }
+
+    /// Adds the host's `finalizer` to row `id` under the lock (see
+    /// [`add_finalizer_on`]): `false` when the row is gone or being deleted.
+    pub async fn add_finalizer(&self, id: &str, finalizer: &str) -> Result<bool, DatastoreError> {
+        add_finalizer_on(self.client(), &self.table, id, finalizer).await
+    }
+
+    /// Removes the host's `finalizer` from the marked row `id` under the
+    /// lock, if it is still at `revision` (see [`remove_finalizer_on`]).
+    pub async fn remove_finalizer(
+        &self,
+        id: &str,
+        revision: i64,
+        finalizer: &str,
+    ) -> Result<Removed, DatastoreError> {
+        remove_finalizer_on(self.client(), &self.table, id, revision, finalizer).await
     }
 
     /// Unlocks and returns the connection to the pool (or closes it, if the

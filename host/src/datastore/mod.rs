@@ -16,14 +16,32 @@
 //! | `status` | `jsonb` | written by the host only: the guest's status, `conditions` (with `Ready`), `observedGeneration` (the revision it saw) and `lastReconciledRevision` |
 //! | `reconcile_at` | `timestamptz` null | when the row is due again (the guest's `requeue-after`) |
 //! | `created_at`, `updated_at` | `timestamptz` | for people; `updated_at` moves with the revision |
+//! | `finalizers` | `text[]`, default `{}` | what must happen before the row may go (`metadata.finalizers`); the host adds its plugin's `finalizer` before the first reconcile |
+//! | `deleted_at` | `timestamptz` null | when a `DELETE` marked the row (`metadata.deletionTimestamp`); set by the delete trigger, never cleared |
 //!
 //! A trigger `NOTIFY`s channel `NAME_changes` with the row's id on insert,
-//! delete and every revision change; the host's own status writes keep the
-//! revision and notify nobody.
+//! delete, every revision change and when `deleted_at` becomes set; the
+//! host's own writes (status, finalizers) keep the revision and notify
+//! nobody. A table made by an older host gains `finalizers` and `deleted_at`
+//! when `init` runs again.
+//!
+//! # Finalizers
+//!
+//! The application deletes rows with a plain `DELETE FROM NAME WHERE id =
+//! ...`. A `BEFORE DELETE` trigger lets a row without finalizers go as
+//! before; a row that still has some is only marked (`deleted_at = now()`,
+//! the DELETE reports 0 rows) and stays, readable, until its finalizers are
+//! gone. The host calls the guest's `finalize` for a marked row carrying its
+//! plugin's finalizer, then removes that finalizer (under the row's lock,
+//! guarded by the revision `finalize` saw); when the last finalizer of a
+//! marked row goes, by the host or by hand, a trigger deletes the row in the
+//! same statement. A failed `finalize` keeps the row and is retried with
+//! back-off. `TRUNCATE` fires no row triggers: it bypasses finalizers.
 //!
 //! # Priorities
 //!
-//! `revision` ≠ `status.lastReconciledRevision` → high; otherwise low
+//! A marked row (`deleted_at` set) → high; `revision` ≠
+//! `status.lastReconciledRevision` → high; otherwise low
 //! (re-verified at the plugin's low-lane rate); an up-to-date row whose
 //! `reconcile_at` is in the future → scheduled for then. Every scan (the
 //! first, one every `--resync-seconds`, one after every reconnect) applies
@@ -33,7 +51,9 @@
 //!
 //! The host writes `status` and `reconcile_at` with `UPDATE ... WHERE id = $1
 //! AND revision = $seen`: a spec change since the row was read makes the write
-//! a no-op and queues the row high again. `lastReconciledRevision` becomes the
+//! a no-op and queues the row high again. Its finalizer is added to live rows
+//! only (`WHERE deleted_at IS NULL`: a row being deleted takes no new
+//! finalizer) and removed from marked ones with the same revision guard. `lastReconciledRevision` becomes the
 //! revision seen when the guest succeeded or failed terminally (nothing more
 //! to try at that revision); a retryable failure leaves it, so the row stays
 //! high priority until it converges.
@@ -50,14 +70,16 @@
 //! every 2 s, members silent for 10 s are gone, and each host queues only
 //! the rows rendezvous hashing gives it among the live members, scanning
 //! again whenever the member list changes ([`members`]). A row is reconciled
-//! only under its advisory lock, and its status is written on the lock's
-//! connection ([`lock`]): no row is reconciled by two hosts at once, and a
-//! host that lost its connection cannot write. Kubernetes-sourced plugins
-//! keep Lease-based leader election; table controllers need none.
+//! or finalized only under its advisory lock, and its status and finalizers
+//! are written on the lock's connection ([`lock`]): no row is reconciled or
+//! finalized by two hosts at once, and a host that lost its connection
+//! cannot write. Kubernetes-sourced plugins keep Lease-based leader
+//! election; table controllers need none.
 //!
 //! Layout: [`table`] (checked names), [`schema`] (the migration), [`rows`]
-//! (reads and the guarded status write), [`watch`] (LISTEN/NOTIFY, scans,
-//! reconnects), [`members`] and [`lock`] (scale-out), [`error`].
+//! (reads, the guarded status write, the finalizer writes), [`watch`]
+//! (LISTEN/NOTIFY, scans, reconnects), [`members`] and [`lock`] (scale-out),
+//! [`error`].
 
 pub mod error;
 pub mod lock;

@@ -1,6 +1,6 @@
 //! Reading rows and writing their status back: the page scan the watcher
-//! classifies, the full row a reconcile reads, and the status write guarded
-//! by the revision it was computed for.
+//! classifies, the full row a reconcile reads, the status write guarded by
+//! the revision it was computed for, and the host's finalizer writes.
 
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ pub struct RowState {
     pub last_reconciled: Option<i64>,
     /// Until `reconcile_at`, by the server's clock (negative: past).
     pub due_in: Option<f64>,
+    /// `deleted_at` is set: deleted, held by its finalizers.
+    pub deleting: bool,
 }
 
 impl RowState {
@@ -38,12 +40,18 @@ pub struct Row {
     pub status: Value,
     /// Until `reconcile_at` (negative: past); `None`: not set.
     pub due_in: Option<f64>,
+    /// What must happen before the row may go (`metadata.finalizers`).
+    pub finalizers: Vec<String>,
+    /// When a DELETE marked the row, RFC 3339 in UTC
+    /// (`metadata.deletionTimestamp`); `None`: not deleted.
+    pub deleted_at: Option<String>,
 }
 
 impl Row {
     /// The row as the guest sees it: a Kubernetes-shaped document with
     /// `metadata.name` = id and `metadata.generation` = revision, so a
-    /// reconciler reads it as it reads a custom resource.
+    /// reconciler reads it as it reads a custom resource. `finalizers` and
+    /// `deletionTimestamp` appear only when set, as the API server shows them.
     pub fn document(&self, api_version: &str, kind: &str) -> Value {
         let mut doc = serde_json::Map::new();
         if !api_version.is_empty() {
@@ -52,14 +60,18 @@ impl Row {
         if !kind.is_empty() {
             doc.insert("kind".into(), json!(kind));
         }
-        doc.insert(
-            "metadata".into(),
-            json!({
-                "name": self.id,
-                "generation": self.revision,
-                "resourceVersion": self.revision.to_string(),
-            }),
-        );
+        let mut metadata = json!({
+            "name": self.id,
+            "generation": self.revision,
+            "resourceVersion": self.revision.to_string(),
+        });
+        if !self.finalizers.is_empty() {
+            metadata["finalizers"] = json!(self.finalizers);
+        }
+        if let Some(at) = &self.deleted_at {
+            metadata["deletionTimestamp"] = json!(at);
+        }
+        doc.insert("metadata".into(), metadata);
         doc.insert("spec".into(), self.spec.clone());
         doc.insert("status".into(), self.status.clone());
         Value::Object(doc)
@@ -82,7 +94,7 @@ impl Datastore {
         let client = self.client().await?;
         let sql = format!(
             "SELECT id, revision, status->'{LAST_RECONCILED}', \
-             EXTRACT(EPOCH FROM reconcile_at - now())::float8 \
+             EXTRACT(EPOCH FROM reconcile_at - now())::float8, deleted_at IS NOT NULL \
              FROM {} WHERE id > $1 ORDER BY id LIMIT $2",
             table.ident()
         );
@@ -97,6 +109,7 @@ impl Datastore {
                 revision: r.get(1),
                 last_reconciled: r.get::<_, Option<Value>>(2).and_then(|v| v.as_i64()),
                 due_in: r.get(3),
+                deleting: r.get(4),
             })
             .collect())
     }
@@ -131,7 +144,9 @@ pub(super) async fn get_on(
 ) -> Result<Option<Row>, DatastoreError> {
     let sql = format!(
         "SELECT id, spec, revision, status, \
-         EXTRACT(EPOCH FROM reconcile_at - now())::float8 FROM {} WHERE id = $1",
+         EXTRACT(EPOCH FROM reconcile_at - now())::float8, finalizers, \
+         to_char(deleted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+         FROM {} WHERE id = $1",
         table.ident()
     );
     let row = client
@@ -144,6 +159,8 @@ pub(super) async fn get_on(
         revision: r.get(2),
         status: r.get(3),
         due_in: r.get(4),
+        finalizers: r.get(5),
+        deleted_at: r.get(6),
     }))
 }
 
@@ -170,6 +187,70 @@ pub(super) async fn write_status_on(
     Ok(n == 1)
 }
 
+/// What removing a finalizer from a marked row did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    /// Gone from the row; others remain, so the row stays (marked).
+    Others(usize),
+    /// It was the last one: the row is deleted (the table's trigger carries
+    /// out the DELETE that marked it, in the same statement).
+    RowDeleted,
+    /// The row is no longer at the revision finalize saw (its spec changed,
+    /// or it went): nothing was written.
+    Stale,
+}
+
+/// Adds `finalizer` to row `id` unless it carries it already, as the
+/// Kubernetes path adds its finalizer before the first reconcile. A row
+/// being deleted takes no new finalizer (as the API server refuses one):
+/// `false` then, or when the row is gone. Keeps the revision and notifies
+/// nobody (the triggers see no spec change).
+pub(super) async fn add_finalizer_on(
+    client: &tokio_postgres::Client,
+    table: &Table,
+    id: &str,
+    finalizer: &str,
+) -> Result<bool, DatastoreError> {
+    let sql = format!(
+        "UPDATE {} SET finalizers = CASE WHEN $2 = ANY(finalizers) THEN finalizers \
+         ELSE array_append(finalizers, $2) END \
+         WHERE id = $1 AND deleted_at IS NULL",
+        table.ident()
+    );
+    let n = client
+        .execute(&sql, &[&id, &finalizer])
+        .await
+        .map_err(|e| DatastoreError::sql(table.name(), e))?;
+    Ok(n == 1)
+}
+
+/// Removes `finalizer` from the marked row `id` if it is still at
+/// `revision` (what finalize saw: a spec changed meanwhile is finalized
+/// again, as a stale resourceVersion fails the Kubernetes path's patch).
+pub(super) async fn remove_finalizer_on(
+    client: &tokio_postgres::Client,
+    table: &Table,
+    id: &str,
+    revision: i64,
+    finalizer: &str,
+) -> Result<Removed, DatastoreError> {
+    let sql = format!(
+        "UPDATE {} SET finalizers = array_remove(finalizers, $3) \
+         WHERE id = $1 AND revision = $2 AND deleted_at IS NOT NULL \
+         RETURNING cardinality(finalizers)",
+        table.ident()
+    );
+    let left = client
+        .query_opt(&sql, &[&id, &revision, &finalizer])
+        .await
+        .map_err(|e| DatastoreError::sql(table.name(), e))?;
+    Ok(match left.map(|r| r.get::<_, i32>(0)) {
+        None => Removed::Stale,
+        Some(0) => Removed::RowDeleted,
+        Some(n) => Removed::Others(n as usize),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +263,8 @@ mod tests {
             revision: 7,
             status: json!({}),
             due_in: None,
+            finalizers: vec![],
+            deleted_at: None,
         };
         let d = row.document("example.com/v1", "Project");
         assert_eq!(d["metadata"]["name"], "p1");
@@ -189,6 +272,25 @@ mod tests {
         assert_eq!(d["kind"], "Project");
         assert_eq!(d["spec"]["replicas"], 2);
         assert!(row.document("", "").get("apiVersion").is_none());
+        // Unset, they are absent, as the API server leaves them out.
+        assert!(d["metadata"].get("finalizers").is_none());
+        assert!(d["metadata"].get("deletionTimestamp").is_none());
+    }
+
+    #[test]
+    fn a_deleted_row_reads_like_a_custom_resource_being_deleted() {
+        let row = Row {
+            id: "p1".into(),
+            spec: json!({}),
+            revision: 7,
+            status: json!({}),
+            due_in: None,
+            finalizers: vec!["example.com/cleanup".into()],
+            deleted_at: Some("2025-01-02T03:04:05Z".into()),
+        };
+        let d = row.document("example.com/v1", "Project");
+        assert_eq!(d["metadata"]["finalizers"], json!(["example.com/cleanup"]));
+        assert_eq!(d["metadata"]["deletionTimestamp"], "2025-01-02T03:04:05Z");
     }
 
     #[test]
@@ -198,6 +300,7 @@ mod tests {
             revision: 3,
             last_reconciled: Some(3),
             due_in: None,
+            deleting: false,
         };
         assert!(s.up_to_date());
         s.last_reconciled = Some(2);

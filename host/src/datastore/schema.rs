@@ -1,7 +1,9 @@
 //! The migration `wasmlet datastore init` runs: the table, its revision
-//! trigger and its NOTIFY trigger (the layout is documented in the module
-//! docs of [`crate::datastore`]). Idempotent: running it again changes
-//! nothing but the functions' bodies, so a newer host can update them.
+//! trigger, its NOTIFY trigger and its finalizer triggers (the layout is
+//! documented in the module docs of [`crate::datastore`]). Idempotent:
+//! running it again changes nothing but the functions' bodies, so a newer
+//! host can update them, and a table made by an older host gains the
+//! columns it lacks (`ADD COLUMN IF NOT EXISTS`).
 
 use super::{Datastore, DatastoreError, Table};
 
@@ -16,6 +18,8 @@ pub fn migration(table: &Table) -> String {
     let seq = table.derived("revision_seq");
     let revision = table.derived("revision");
     let notify = table.derived("notify");
+    let delete = table.derived("delete");
+    let finalized = table.derived("finalized");
     let channel = table.channel();
     format!(
         r#"
@@ -27,8 +31,13 @@ CREATE TABLE IF NOT EXISTS {t} (
     status       jsonb NOT NULL DEFAULT '{{}}',
     reconcile_at timestamptz,
     created_at   timestamptz NOT NULL DEFAULT now(),
-    updated_at   timestamptz NOT NULL DEFAULT now()
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    finalizers   text[] NOT NULL DEFAULT '{{}}',
+    deleted_at   timestamptz
 );
+-- Tables made before finalizers existed (a no-op on a new one).
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS finalizers text[] NOT NULL DEFAULT '{{}}';
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS deleted_at timestamptz;
 -- Revisions come from one sequence: they only grow, even across a delete and
 -- a new row of the same id, so a status computed for an old spec never lands
 -- on a new one. Nobody sets them by hand.
@@ -39,6 +48,13 @@ BEGIN
         NEW.updated_at := now();
     ELSE
         NEW.revision := OLD.revision;
+    END IF;
+    -- As a deletionTimestamp: set by a delete (or by hand), never taken back,
+    -- never there from the start.
+    IF TG_OP = 'INSERT' THEN
+        NEW.deleted_at := NULL;
+    ELSIF OLD.deleted_at IS NOT NULL THEN
+        NEW.deleted_at := OLD.deleted_at;
     END IF;
     RETURN NEW;
 END
@@ -51,12 +67,36 @@ BEGIN
         PERFORM pg_notify('{channel}', OLD.id);
     ELSIF TG_OP = 'INSERT' THEN
         PERFORM pg_notify('{channel}', NEW.id);
-    ELSIF NEW.revision <> OLD.revision OR NEW.id <> OLD.id THEN
+    ELSIF NEW.revision <> OLD.revision OR NEW.id <> OLD.id
+        OR (NEW.deleted_at IS NOT NULL AND OLD.deleted_at IS NULL) THEN
         IF NEW.id <> OLD.id THEN
             PERFORM pg_notify('{channel}', OLD.id);
         END IF;
         PERFORM pg_notify('{channel}', NEW.id);
     END IF;
+    RETURN NULL;
+END
+$$;
+-- Finalizers, the Kubernetes way: the application keeps its plain
+-- `DELETE FROM table WHERE id = ...`; a row that still has finalizers is
+-- only marked (deleted_at, which the NOTIFY trigger signals) and stays until
+-- its finalizers are gone. A row without finalizers goes at once.
+CREATE OR REPLACE FUNCTION {delete}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(OLD.finalizers) = 0 THEN
+        RETURN OLD;
+    END IF;
+    IF OLD.deleted_at IS NULL THEN
+        UPDATE {t} SET deleted_at = now() WHERE id = OLD.id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- The last finalizer of a marked row removed (by the host, or by hand): the
+-- delete that was asked for happens now.
+CREATE OR REPLACE FUNCTION {finalized}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {t} WHERE id = NEW.id AND deleted_at IS NOT NULL AND cardinality(finalizers) = 0;
     RETURN NULL;
 END
 $$;
@@ -67,6 +107,13 @@ CREATE TRIGGER {revision} BEFORE INSERT OR UPDATE ON {t}
 DROP TRIGGER IF EXISTS {notify} ON {t};
 CREATE TRIGGER {notify} AFTER INSERT OR UPDATE OR DELETE ON {t}
     FOR EACH ROW EXECUTE FUNCTION {notify}();
+DROP TRIGGER IF EXISTS {delete} ON {t};
+CREATE TRIGGER {delete} BEFORE DELETE ON {t}
+    FOR EACH ROW EXECUTE FUNCTION {delete}();
+DROP TRIGGER IF EXISTS {finalized} ON {t};
+CREATE TRIGGER {finalized} AFTER UPDATE OF finalizers, deleted_at ON {t}
+    FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL AND cardinality(NEW.finalizers) = 0)
+    EXECUTE FUNCTION {finalized}();
 "#,
         seq_literal = seq.trim_matches('"'),
         members_table = members_table(table),
@@ -109,5 +156,23 @@ mod tests {
         assert!(sql.contains("CREATE TABLE IF NOT EXISTS \"projects\" ("));
         assert!(sql.contains("pg_notify('projects_changes', NEW.id)"));
         assert!(sql.contains("nextval('projects_revision_seq')"));
+    }
+
+    #[test]
+    fn the_migration_upgrades_older_tables_and_guards_deletes() {
+        let sql = migration(&Table::new("projects").unwrap());
+        // A table made by an older host gains the columns.
+        for column in [
+            "finalizers text[] NOT NULL DEFAULT '{}'",
+            "deleted_at timestamptz",
+        ] {
+            let add = format!("ALTER TABLE \"projects\" ADD COLUMN IF NOT EXISTS {column};");
+            assert!(sql.contains(&add), "{add}");
+        }
+        assert!(sql.contains("CREATE TRIGGER \"projects_delete\" BEFORE DELETE ON \"projects\""));
+        assert!(sql.contains("UPDATE \"projects\" SET deleted_at = now() WHERE id = OLD.id;"));
+        // Marking a row notifies; so does nothing else but inserts, deletes
+        // and revisions.
+        assert!(sql.contains("OR (NEW.deleted_at IS NOT NULL AND OLD.deleted_at IS NULL)"));
     }
 }

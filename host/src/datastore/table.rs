@@ -98,7 +98,12 @@ mod tests {
     #[test]
     fn derived_names_fit_postgres_identifiers() {
         let t = Table::new(&"a".repeat(MAX_TABLE_NAME)).unwrap();
-        for d in [t.derived("revision_seq"), t.derived("notify"), t.channel()] {
+        for d in [
+            t.derived("revision_seq"),
+            t.derived("notify"),
+            t.derived("finalized"),
+            t.channel(),
+        ] {
             assert!(d.trim_matches('"').len() <= 63, "{d}");
         }
     }

@@ -119,3 +119,148 @@ async fn a_missing_table_says_how_to_create_it() {
         "table absent does not exist: create it with `wasmlet datastore init --table absent`"
     );
 }
+
+/// Row `id`'s (finalizers, deleted_at set), if it exists, read by hand.
+async fn marks(db: &tokio_postgres::Client, id: &str) -> Option<(Vec<String>, bool)> {
+    db.query_opt(
+        "SELECT finalizers, deleted_at IS NOT NULL FROM items WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .map(|r| (r.get(0), r.get(1)))
+}
+
+#[tokio::test]
+async fn a_table_made_before_finalizers_gains_them() {
+    let pg = Postgres::start().await.expect("a private PostgreSQL");
+    let store = Datastore::new(&pg.url(), 2).unwrap();
+    let table = Table::new("items").unwrap();
+    let db = store.client().await.unwrap();
+    // The layout an older host created, with a row in it.
+    db.batch_execute(
+        "CREATE SEQUENCE items_revision_seq;
+         CREATE TABLE items (id text PRIMARY KEY, spec jsonb NOT NULL DEFAULT '{}',
+             revision bigint NOT NULL DEFAULT 0, status jsonb NOT NULL DEFAULT '{}',
+             reconcile_at timestamptz, created_at timestamptz NOT NULL DEFAULT now(),
+             updated_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO items (id, spec) VALUES ('old', '{\"n\": 1}');",
+    )
+    .await
+    .unwrap();
+    schema::init(&store, &table).await.unwrap();
+    schema::init(&store, &table).await.unwrap();
+    assert_eq!(marks(&db, "old").await, Some((vec![], false)));
+    let row = store.get(&table, "old").await.unwrap().unwrap();
+    assert_eq!(row.spec, json!({"n": 1}));
+    // No finalizers: a delete is a delete.
+    assert_eq!(
+        db.execute("DELETE FROM items WHERE id = 'old'", &[])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(marks(&db, "old").await, None);
+}
+
+#[tokio::test]
+async fn a_delete_only_marks_a_row_with_finalizers_until_the_last_goes() {
+    let (pg, store, table) = store().await;
+    // The application's connection, outside the pool (the lock and the scan
+    // take both of its slots).
+    let db = pg.client().await.unwrap();
+    db.execute("INSERT INTO items (id) VALUES ('a'), ('b')", &[])
+        .await
+        .unwrap();
+    let lock = store.try_lock_row(&table, "a").await.unwrap().unwrap();
+    assert!(lock.add_finalizer("a", "x.io/host").await.unwrap());
+    // Twice is once.
+    assert!(lock.add_finalizer("a", "x.io/host").await.unwrap());
+    db.execute(
+        "UPDATE items SET finalizers = finalizers || '{x.io/other}' WHERE id = 'a'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let live = lock.get("a").await.unwrap().unwrap();
+    assert_eq!(live.finalizers, ["x.io/host", "x.io/other"]);
+    assert_eq!(live.deleted_at, None);
+
+    // The application's plain DELETE: the row stays, marked.
+    let n = db
+        .execute("DELETE FROM items WHERE id = 'a'", &[])
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "the delete is cancelled while finalizers remain");
+    let marked = lock.get("a").await.unwrap().unwrap();
+    let at = marked.deleted_at.clone().expect("deleted_at set");
+    assert!(at.ends_with('Z') && at.contains('T'), "RFC 3339: {at}");
+    assert_eq!(marked.revision, live.revision, "marking keeps the revision");
+    // Never taken back, never moved by a second delete.
+    db.execute("UPDATE items SET deleted_at = NULL WHERE id = 'a'", &[])
+        .await
+        .unwrap();
+    db.execute("DELETE FROM items WHERE id = 'a'", &[])
+        .await
+        .unwrap();
+    assert_eq!(lock.get("a").await.unwrap().unwrap().deleted_at, Some(at));
+    // A row being deleted takes no new finalizer.
+    assert!(!lock.add_finalizer("a", "x.io/late").await.unwrap());
+    let sink = Collect::default();
+    scan(&store, &table, &sink).await.unwrap();
+    let deleting: Vec<(String, bool)> = sink
+        .0
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.deleting))
+        .collect();
+    assert_eq!(deleting, [("a".into(), true), ("b".into(), false)]);
+
+    // Finalize saw an older spec: nothing is removed.
+    db.execute("UPDATE items SET spec = '{\"n\": 2}' WHERE id = 'a'", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        lock.remove_finalizer("a", marked.revision, "x.io/host")
+            .await
+            .unwrap(),
+        rows::Removed::Stale
+    );
+    let revision = lock.get("a").await.unwrap().unwrap().revision;
+    assert_eq!(
+        lock.remove_finalizer("a", revision, "x.io/host")
+            .await
+            .unwrap(),
+        rows::Removed::Others(1)
+    );
+    assert_eq!(
+        marks(&db, "a").await,
+        Some((vec!["x.io/other".into()], true))
+    );
+    // The last one removed (here by hand): the row goes.
+    db.execute(
+        "UPDATE items SET finalizers = array_remove(finalizers, 'x.io/other') WHERE id = 'a'",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(marks(&db, "a").await, None);
+    lock.release().await;
+
+    // The host's finalizer the last one: its removal deletes the row.
+    let lock = store.try_lock_row(&table, "b").await.unwrap().unwrap();
+    assert!(lock.add_finalizer("b", "x.io/host").await.unwrap());
+    db.execute("DELETE FROM items WHERE id = 'b'", &[])
+        .await
+        .unwrap();
+    let b = lock.get("b").await.unwrap().unwrap();
+    assert_eq!(
+        lock.remove_finalizer("b", b.revision, "x.io/host")
+            .await
+            .unwrap(),
+        rows::Removed::RowDeleted
+    );
+    assert!(lock.get("b").await.unwrap().is_none());
+    lock.release().await;
+}

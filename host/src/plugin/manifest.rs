@@ -356,18 +356,18 @@ impl Manifest {
             crate::datastore::Table::new(table)
                 .map_err(|e| err("reconciles.table", e.to_string()))?;
             // What a table controller does not do (yet): refused rather
-            // than silently ignored.
+            // than silently ignored. A `finalizer` is supported: the host
+            // keeps it in the row's `finalizers` column (datastore::schema).
             let unsupported = [
                 ("reconciles.namespace", r.namespace.is_some()),
                 ("reconciles.label-selector", r.label_selector.is_some()),
-                ("finalizer", raw.finalizer.is_some()),
                 ("owns", !raw.owns.is_empty()),
                 ("watches", !raw.watches.is_empty()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
                 return Err(err(
                     field,
-                    "not supported for source = \"postgres\" (rows have no namespaces, labels or finalizers, and table reconcilers watch nothing else yet)".into(),
+                    "not supported for source = \"postgres\" (rows have no namespaces or labels, and table reconcilers watch nothing else yet)".into(),
                 ));
             }
         } else if let Some(r) = &raw.reconciles {
@@ -716,7 +716,21 @@ mod tests {
         assert_eq!(e.field, "reconciles.table", "{e}");
         let e = parse(&format!("{TABLE}table = \"t\"\nlabel-selector = \"a=b\"\n")).unwrap_err();
         assert_eq!(e.field, "reconciles.label-selector", "{e}");
-        let e = parse(&format!("finalizer = \"x.io/f\"\n{TABLE}table = \"t\"\n")).unwrap_err();
+        let e = parse(&format!(
+            "{TABLE}table = \"t\"\n[[owns]]\napi-version = \"v1\"\nkind = \"Pod\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "owns", "{e}");
+        assert!(e.message.contains("source = \"postgres\""), "{e}");
+    }
+
+    #[test]
+    fn a_table_reconciler_may_name_a_finalizer() {
+        // Kept in the row's `finalizers` column, as on a custom resource.
+        let m = parse(&format!("finalizer = \"x.io/f\"\n{TABLE}table = \"t\"\n")).unwrap();
+        assert_eq!(m.finalizer.as_deref(), Some("x.io/f"));
+        // Checked as for a kind: a qualified name.
+        let e = parse(&format!("finalizer = \"cleanup\"\n{TABLE}table = \"t\"\n")).unwrap_err();
         assert_eq!(e.field, "finalizer", "{e}");
     }
 

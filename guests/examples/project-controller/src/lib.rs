@@ -9,6 +9,11 @@
 //! called again soon (`requeue`, which the host keeps as the row's `reconcileAt`).
 //! A project moved to another region has its old ProjectDeployment deleted.
 //!
+//! Deleting a project's row (a plain `DELETE`) deletes its ProjectDeployment too: the
+//! manifest names a `finalizer`, so the host keeps the row (marked with `deleted_at`,
+//! `metadata.deletionTimestamp` here) and calls [`finalize`], which deletes the
+//! regional object; once that is done the host removes its finalizer and the row goes.
+//!
 //! Errors name the project and the field or region: a bad spec and a region the host
 //! does not have are terminal (`Ready=False` in the row's status, no retries until the
 //! row changes); an unreachable region is transient (retried with back-off).
@@ -166,22 +171,10 @@ fn reconcile(project: Arc<Project>, ctx: &Context) -> Result<Action, Error> {
     let wanted = checked(&id, &project.spec)?;
     let region = ctx.cluster(&wanted.region);
 
-    // Moved: the old region's object goes first (a region no longer configured
-    // has nothing this host can clean up).
+    // Moved: the old region's object goes first.
     let previous = project.status.as_ref().and_then(|s| s.region.clone());
     if let Some(old) = previous.filter(|r| *r != wanted.region) {
-        match ctx
-            .cluster(&old)
-            .delete::<ProjectDeployment>(None, &id, &DeleteParams::background())
-        {
-            Ok(()) | Err(ClientError::NotFound) => {}
-            Err(e @ (ClientError::Invalid(_) | ClientError::Denied(_))) => {
-                ctx.warn(&format!(
-                    "project {id}: cannot clean up region {old:?}: {e}"
-                ));
-            }
-            Err(e) => return Err(region_error(&id, &old, e)),
-        }
+        remove_from(ctx, &id, &old)?;
     }
 
     let spec = ProjectDeploymentSpec {
@@ -258,7 +251,49 @@ fn reconcile(project: Arc<Project>, ctx: &Context) -> Result<Action, Error> {
         .condition(running_condition))
 }
 
-wasmlet_sdk::reconciler!(Project, reconcile, conditions = ["Deployed", "Running"]);
+/// Deletes project `id`'s ProjectDeployment in `region`. Already gone is done; a
+/// region this host does not have (or may not reach) holds nothing it can clean up,
+/// which a warning says; anything else may pass, so it is an error to retry.
+fn remove_from(ctx: &Context, id: &str, region: &str) -> Result<(), Error> {
+    match ctx
+        .cluster(region)
+        .delete::<ProjectDeployment>(None, id, &DeleteParams::background())
+    {
+        Ok(()) | Err(ClientError::NotFound) => Ok(()),
+        Err(e @ (ClientError::Invalid(_) | ClientError::Denied(_))) => {
+            ctx.warn(&format!(
+                "project {id}: cannot clean up region {region:?}: {e}"
+            ));
+            Ok(())
+        }
+        Err(e) => Err(region_error(id, region, e)),
+    }
+}
+
+/// A deleted project (its row marked by the DELETE, held by the manifest's
+/// finalizer): its ProjectDeployment goes from every region it may be in, the one
+/// the row's status names (where it was last applied) and the one its spec names
+/// (where a reconcile may have applied it before the status was written). Done,
+/// the host lets the row go; an unreachable region keeps the row, retried with
+/// back-off.
+fn finalize(project: Arc<Project>, ctx: &Context) -> Result<Finalize, Error> {
+    let id = project.name_any();
+    let applied = project.status.as_ref().and_then(|s| s.region.clone());
+    let asked = project.spec.region.clone().filter(|r| is_dns_label(r));
+    let mut regions: Vec<String> = applied.into_iter().chain(asked).collect();
+    regions.dedup();
+    for region in &regions {
+        remove_from(ctx, &id, region)?;
+    }
+    Ok(Finalize::Done)
+}
+
+wasmlet_sdk::reconciler!(
+    Project,
+    reconcile,
+    finalize = finalize,
+    conditions = ["Deployed", "Running"]
+);
 
 #[cfg(test)]
 mod tests;

@@ -141,3 +141,75 @@ fn the_shipped_crd_is_cluster_scoped_with_a_status_subresource() {
         assert!(props["status"]["properties"][f].is_object(), "status.{f}");
     }
 }
+
+/// A project whose row was deleted (marked), last applied in `applied`.
+fn deleted(id: &str, spec: serde_json::Value, applied: Option<&str>) -> Arc<Project> {
+    let mut p = (*project(id, 3, spec)).clone();
+    p.metadata.deletion_timestamp = serde_json::from_value(json!("2025-01-02T03:04:05Z")).ok();
+    p.metadata.finalizers = Some(vec!["examples.wasmlet.dev/project-deployment".into()]);
+    p.status = applied.map(|r| ProjectStatus {
+        region: Some(r.into()),
+    });
+    Arc::new(p)
+}
+
+fn run_finalize(p: &Arc<Project>) -> Result<Finalize, Error> {
+    finalize(p.clone(), &Context::for_object(&**p))
+}
+
+#[test]
+fn a_deleted_project_leaves_its_region() {
+    let host = FakeHost::new();
+    let (eu, us) = (host.cluster("eu-west"), host.cluster("us-east"));
+    let _guard = host.install();
+    let _applied = run(&project("p5", 1, json!({"region": "eu-west"}))).unwrap();
+    let gone = deleted("p5", json!({"region": "eu-west"}), Some("eu-west"));
+    assert_eq!(run_finalize(&gone).unwrap(), Finalize::Done);
+    assert!(
+        eu.object("examples.wasmlet.dev/v1", "ProjectDeployment", None, "p5")
+            .is_none()
+    );
+    assert_eq!(
+        eu.writes(),
+        [
+            "apply-create ProjectDeployment p5",
+            "delete ProjectDeployment p5"
+        ]
+    );
+    assert!(us.writes().is_empty());
+    // Again (the host retries after a lost write): already gone is done.
+    assert_eq!(run_finalize(&gone).unwrap(), Finalize::Done);
+}
+
+#[test]
+fn a_project_deleted_while_moving_leaves_both_regions() {
+    let host = FakeHost::new();
+    let (eu, us) = (host.cluster("eu-west"), host.cluster("us-east"));
+    let _guard = host.install();
+    // Applied in both, the row's status still naming the old region.
+    let _applied = run(&project("p6", 1, json!({"region": "eu-west"}))).unwrap();
+    let _applied = run(&project("p6", 2, json!({"region": "us-east"}))).unwrap();
+    let gone = deleted("p6", json!({"region": "us-east"}), Some("eu-west"));
+    assert_eq!(run_finalize(&gone).unwrap(), Finalize::Done);
+    for region in [&eu, &us] {
+        assert!(
+            region
+                .object("examples.wasmlet.dev/v1", "ProjectDeployment", None, "p6")
+                .is_none()
+        );
+    }
+}
+
+#[test]
+fn a_deleted_project_in_a_region_the_host_lacks_goes_with_a_warning() {
+    let host = FakeHost::new();
+    let _guard = host.install();
+    let gone = deleted("p7", json!({"region": "ap-south"}), None);
+    assert_eq!(run_finalize(&gone).unwrap(), Finalize::Done);
+    let logs = host.logs();
+    assert!(
+        logs.iter()
+            .any(|(_, m)| m.contains("project p7: cannot clean up region \"ap-south\"")),
+        "{logs:?}"
+    );
+}
