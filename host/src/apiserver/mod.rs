@@ -42,8 +42,10 @@
 //!   controller fills Endpoints from pods.
 //! - Field selectors: upstream's per built-in kind (see `rest::read`); a
 //!   CRD's `selectableFields` are not honoured yet.
-//! - Watch history is kept in memory, bounded by count (`--watch-history`)
-//!   and age (`--watch-history-seconds`, 75 s as upstream's watch cache);
+//! - Watch history is kept in memory, bounded by count (`--watch-history`),
+//!   age (`--watch-history-seconds`, 75 s as upstream's watch cache) and the
+//!   bytes of the objects it holds (`--watch-history-mib`, 32: a burst of
+//!   large objects, or their deletion, gives its memory back at once);
 //!   upstream can still serve older revisions from etcd (kept 5 minutes),
 //!   here they get 410 Gone and clients relist. Bookmarks every 5 s keep a
 //!   watching client's revision fresh.

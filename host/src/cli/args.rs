@@ -23,7 +23,7 @@ pub struct ServerArgs {
     pub watch_history_seconds: u64,
     /// MiB of objects the watch history holds at most, however recent (a burst
     /// of large objects is let go at once; older watches get 410 Gone).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 32)]
     pub watch_history_mib: usize,
     /// Watches one user may hold open at once (past it: 429 Too Many Requests).
     #[arg(long, default_value_t = 1_000)]

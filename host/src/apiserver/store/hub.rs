@@ -271,22 +271,39 @@ mod tests {
 
     #[test]
     fn a_burst_past_the_byte_limit_is_let_go_at_once_and_old_watches_are_gone() {
-        let hub = Hub::new(10_000, Duration::from_secs(75), 100 << 10, VecDeque::new(), 0, 0);
+        let hub = Hub::new(
+            10_000,
+            Duration::from_secs(75),
+            100 << 10,
+            VecDeque::new(),
+            0,
+            0,
+        );
         // 20 events of ~16 KiB: only the last ones within 100 KiB stay.
-        let burst: Vec<_> = (1..=20).map(|rv| event(rv, EventType::Added, 16 << 10)).collect();
+        let burst: Vec<_> = (1..=20)
+            .map(|rv| event(rv, EventType::Added, 16 << 10))
+            .collect();
         hub.publish_with(&burst, 10_000, || ());
         assert!(matches!(
             hub.subscribe("/r/", 1),
             Err(WatchError::Gone { .. })
         ));
         let kept = hub.subscribe("/r/", 14).unwrap().backlog;
-        assert_eq!(kept.iter().map(|e| e.rv).collect::<Vec<_>>(), [15, 16, 17, 18, 19, 20]);
+        assert_eq!(
+            kept.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            [15, 16, 17, 18, 19, 20]
+        );
         // A deletion holds its last state as well: three count as six.
-        let deletes: Vec<_> = (21..=23).map(|rv| event(rv, EventType::Deleted, 16 << 10)).collect();
+        let deletes: Vec<_> = (21..=23)
+            .map(|rv| event(rv, EventType::Deleted, 16 << 10))
+            .collect();
         hub.publish_with(&deletes, 10_000, || ());
         let kept = hub.subscribe("/r/", 20).unwrap().backlog;
         assert_eq!(kept.iter().map(|e| e.rv).collect::<Vec<_>>(), [21, 22, 23]);
-        assert!(matches!(hub.subscribe("/r/", 19), Err(WatchError::Gone { .. })));
+        assert!(matches!(
+            hub.subscribe("/r/", 19),
+            Err(WatchError::Gone { .. })
+        ));
         // The database log may be cut where the history now starts.
         assert_eq!(hub.expire(), Some(20));
     }

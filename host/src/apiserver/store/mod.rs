@@ -9,8 +9,9 @@
 //!   and only then publishes the new snapshot, feeds watchers and acknowledges.
 //!   So nothing a client was told about can be lost by `kill -9`, and no reader
 //!   or watcher ever sees a write that is not on disk.
-//! - **History**: the last `history` revisions stay in memory (and in the `log`
-//!   table, so a restart keeps them) for WATCH from a resourceVersion and for LIST
+//! - **History**: the last `history` revisions, at most `max_bytes` of objects
+//!   and `max_age` old, stay in memory (and in the `log` table, so a restart
+//!   keeps them) for WATCH from a resourceVersion and for LIST
 //!   at an exact older revision; older ones are compacted away (410 Gone).
 //!
 //! Why SQLite and not redb: a WAL-mode SQLite database is the most exercised
@@ -168,9 +169,9 @@ pub struct StoreConfig {
 /// with bookmarks (sent every few seconds) never fall behind it.
 pub const DEFAULT_HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 
-/// 10,000 events of a typical 2-6 KiB object fit; a burst of large objects
+/// 10,000 events of a typical 1-3 KiB object fit; a burst of large objects
 /// is let go as soon as it passes this, not after 75 s, so memory comes back.
-pub const DEFAULT_HISTORY_MAX_BYTES: usize = 64 << 20;
+pub const DEFAULT_HISTORY_MAX_BYTES: usize = 32 << 20;
 
 impl Default for StoreConfig {
     fn default() -> Self {
