@@ -343,25 +343,16 @@ impl TableController {
                 self.queue.add_after(key, wait);
                 Outcome::RequeueAfter
             }
-            Ok((Err(e), _)) => {
-                tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, reason = %e.reason, message = %e.message, "finalize failed");
-                let retry_in = self.queue.add_rate_limited(key);
-                tracing::info!(
-                    ?retry_in,
-                    "finalize failed; the row stays, retrying with back-off"
-                );
-                Outcome::Error
-            }
-            Err(e) => {
-                tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, error = %e, "finalize failed");
-                let retry_in = self.queue.add_rate_limited(key);
-                tracing::info!(
-                    ?retry_in,
-                    "finalize failed; the row stays, retrying with back-off"
-                );
-                Outcome::Error
-            }
+            Ok((Err(e), _)) => self.finalize_failed(row, format!("{}: {}", e.reason, e.message)),
+            Err(e) => self.finalize_failed(row, e.to_string()),
         }
+    }
+
+    /// A failed finalize: the row stays, retried with back-off.
+    fn finalize_failed(&self, row: &Row, why: String) -> Outcome {
+        let retry_in = self.queue.add_rate_limited(row.id.clone());
+        tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, error = %why, ?retry_in, "finalize failed; the row stays, retrying with back-off");
+        Outcome::Error
     }
 
     /// After a successful finalize: removes this plugin's finalizer, guarded
