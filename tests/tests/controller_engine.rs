@@ -213,6 +213,16 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
         calls_after > calls_before,
         "finalize was called before the finalizer went ({calls_before} → {calls_after} calls)"
     );
+    // The time those calls took is counted too (mean = seconds / calls).
+    let seconds = metric(
+        &plane.metrics().await?,
+        "wasmlet_plugin_call_seconds_total",
+        "plugin=\"configmap-summary\"",
+    );
+    assert!(
+        seconds > 0.0 && seconds < calls_after * 1.0,
+        "{seconds} s over {calls_after} calls"
+    );
     let rows = eventually(
         Duration::from_secs(10),
         "the watcher saw the delete",

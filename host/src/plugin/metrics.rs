@@ -28,6 +28,25 @@ pub struct PluginMetrics {
     pub shadow_different: AtomicU64,
     pub shadow_error: AtomicU64,
     pub shadow_skipped: AtomicU64,
+    /// Nanoseconds spent in calls: instantiation, the guest and the host
+    /// calls it makes (not the host's status write after it).
+    pub call_nanos: AtomicU64,
+}
+
+/// Adds the time from [`CallTimer::start`] to its drop to a call-time counter.
+pub struct CallTimer<'a>(&'a AtomicU64, std::time::Instant);
+
+impl<'a> CallTimer<'a> {
+    pub fn start(counter: &'a AtomicU64) -> CallTimer<'a> {
+        CallTimer(counter, std::time::Instant::now())
+    }
+}
+
+impl Drop for CallTimer<'_> {
+    fn drop(&mut self) {
+        let nanos = u64::try_from(self.1.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
 }
 
 impl PluginMetrics {
@@ -135,6 +154,19 @@ impl Collector for PluginCollector {
                 let value = PluginMetrics::get(m.counters()[i].2);
                 ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let mut family = encoder.encode_descriptor(
+            "wasmlet_plugin_call_seconds",
+            "Time spent in calls: instantiation, the guest and the host calls it makes (divide by wasmlet_plugin_calls_total for the mean)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (plugin, m) in &plugins {
+            let labels = PluginLabels {
+                plugin: plugin.clone(),
+            };
+            let seconds = PluginMetrics::get(&m.call_nanos) as f64 / 1e9;
+            ConstCounter::new(seconds).encode(family.encode_family(&labels)?)?;
         }
         let mut family = encoder.encode_descriptor(
             "wasmlet_shadow_calls",

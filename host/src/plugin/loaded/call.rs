@@ -9,7 +9,7 @@ use wasmtime::{Store, Trap};
 
 use super::{CallError, Instance, Loaded, Pre};
 use crate::plugin::engine::PluginEngine;
-use crate::plugin::metrics::PluginMetrics;
+use crate::plugin::metrics::{CallTimer, PluginMetrics};
 use crate::plugin::outcome::{BadResult, MAX_RESULT_BYTES};
 use crate::plugin::record::{Redaction, Tape, TapeMode, Taped};
 use crate::plugin::sandbox::{CallReport, State};
@@ -52,6 +52,7 @@ impl Loaded {
             .await
             .map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
         PluginMetrics::inc(&self.ctx.metrics.calls);
+        let _timer = CallTimer::start(&self.ctx.metrics.call_nanos);
         // A replay never reuses: each call's store answers from its own record.
         let reuse = self.manifest.limits.reuse_instances && !self.ctx.replay;
         // A store made before a shadow started has no tape: a taped call
