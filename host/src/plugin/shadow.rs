@@ -22,6 +22,12 @@
 //! CPU time live work leaves; nice +10 where that is refused), off the
 //! runtime that serves live calls, and a live call finding [`QUEUE`] calls already
 //! waiting is skipped (counted in `wasmlet_shadow_skipped_total`), never waited for.
+//! Nor may the candidate take more than [`CPU_SHARE`] of a core over time
+//! (bursts of up to [`CPU_BURST`] of CPU time pass): idle priority alone
+//! still let it cost a busy host ~10 % of its throughput on 2 cores (it
+//! shares the engine, the allocator and memory bandwidth), so past its share
+//! it skips calls too. Under sustained load the candidate samples live
+//! traffic instead of following every call.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -40,6 +46,12 @@ use super::record::{CallKind, CallRecord, Entry, Outcome, Redaction};
 pub const KEPT: usize = 100;
 /// Live calls that may wait for the candidate; a call beyond is skipped.
 pub const QUEUE: usize = 256;
+/// The candidate thread's CPU time over time at most, as a share of one core.
+pub const CPU_SHARE: f64 = 0.1;
+/// CPU time the candidate may spend at once beyond its share (a burst of
+/// changes is judged whole).
+pub const CPU_BURST: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How much lower the candidate's thread runs than the host (`nice`) where
 /// the idle scheduling class is refused.
 const NICENESS: i32 = 10;
@@ -238,6 +250,50 @@ fn lower_priority() -> bool {
     }
 }
 
+/// A token bucket of the calling thread's CPU time: it fills at
+/// [`CPU_SHARE`] of wall time up to [`CPU_BURST`], and what the thread uses
+/// is taken out of it.
+struct CpuBudget {
+    /// CPU time left to spend (negative after a call that overran it).
+    left: f64,
+    filled: std::time::Instant,
+    cpu: std::time::Duration,
+}
+
+impl CpuBudget {
+    fn new() -> CpuBudget {
+        CpuBudget {
+            left: CPU_BURST.as_secs_f64(),
+            filled: std::time::Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    /// Whether the budget is used up, after filling it for the time since
+    /// the last look and charging the CPU time used since.
+    fn spent(&mut self) -> bool {
+        let (now, cpu) = (std::time::Instant::now(), thread_cpu());
+        let earned = now.duration_since(self.filled).as_secs_f64() * CPU_SHARE;
+        let used = cpu.saturating_sub(self.cpu).as_secs_f64();
+        self.left = (self.left + earned - used).min(CPU_BURST.as_secs_f64());
+        (self.filled, self.cpu) = (now, cpu);
+        self.left <= 0.0
+    }
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes only `t`, which outlives the call.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// The candidate's thread: its calls, one at a time.
 struct Worker {
     name: String,
@@ -262,7 +318,12 @@ impl Worker {
             }
         };
         runtime.block_on(async {
+            let mut budget = CpuBudget::new();
             while let Some(job) = jobs.recv().await {
+                if budget.spent() {
+                    PluginMetrics::inc(&self.metrics.shadow_skipped);
+                    continue;
+                }
                 self.judge(job).await;
             }
         });
