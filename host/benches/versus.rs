@@ -11,8 +11,8 @@
 //!
 //! Per arm: seconds from the controller's start to every status written,
 //! reconcile calls and PATCHes per object (counted after the controller has
-//! been quiet for 2 s), controller CPU seconds (utime + stime) and peak RSS
-//! (VmHWM), the plane's CPU and peak RSS, and the late objects' p99 latency.
+//! been quiet for 2 s), controller CPU seconds (utime + stime, its compile
+//! children's included) and peak RSS (VmHWM), the plane's CPU and peak RSS, and the late objects' p99 latency.
 //! Then the controller is started again on the now up-to-date objects: time to
 //! re-verify every object once, p99 of objects created 2 s into that start,
 //! and PATCHes per object meanwhile (an up-to-date object needs none).

@@ -607,3 +607,65 @@ async fn a_name_resolving_to_a_private_address_is_refused_unless_allowed() {
     let status: Value = outcome.status.clone().unwrap();
     assert_eq!(status["body"], "hello plugin");
 }
+
+/// The host compiles components in a child (`wasmlet compile-component`):
+/// its artifact loads in the host's engine and is cached for the next start,
+/// a component it refuses is named with the child's reason, a child that
+/// dies is an error (never a retry in the host, where a hostile component
+/// could take the host down), and a child that cannot be started leaves the
+/// compile to the host.
+#[test]
+fn components_compile_in_a_child_process() {
+    use wasmlet::plugin::engine::CompileError;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("components");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_wasmlet"));
+    let component =
+        wat::parse_str(r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#).unwrap();
+    let imports = |engine: &PluginEngine, c: &wasmtime::component::Component| {
+        c.component_type()
+            .imports(&engine.engine)
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>()
+    };
+
+    let engine = PluginEngine::new(&cache)
+        .unwrap()
+        .compile_in_child(exe.clone());
+    let (c, _) = engine.load(Path::new("log.wasm"), &component).unwrap();
+    assert_eq!(imports(&engine, &c), ["wasmlet:plugin/log@0.1.0"]);
+    // Cached: an engine whose child could only fail loads it all the same.
+    let failing = PluginEngine::new(&cache)
+        .unwrap()
+        .compile_in_child("/bin/false".into());
+    let (c, _) = failing.load(Path::new("log.wasm"), &component).unwrap();
+    assert_eq!(imports(&failing, &c), ["wasmlet:plugin/log@0.1.0"]);
+
+    let refused = engine
+        .load(Path::new("bad.wasm"), b"\0asm\x0d\0\x01\0garbage")
+        .unwrap_err();
+    let CompileError::Invalid { path, message } = &refused else {
+        panic!("{refused}");
+    };
+    assert_eq!(path, "bad.wasm");
+    assert!(
+        !message.is_empty() && !message.contains("compiler process"),
+        "{message}"
+    );
+
+    let other = wat::parse_str(
+        r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)) (core module))"#,
+    )
+    .unwrap();
+    let died = failing.load(Path::new("other.wasm"), &other).unwrap_err();
+    assert!(
+        died.to_string().contains("the compiler process failed"),
+        "{died}"
+    );
+
+    let missing = PluginEngine::new(&dir.path().join("c2"))
+        .unwrap()
+        .compile_in_child(dir.path().join("no-such-wasmlet"));
+    let (c, _) = missing.load(Path::new("other.wasm"), &other).unwrap();
+    assert_eq!(imports(&missing, &c), ["wasmlet:plugin/log@0.1.0"]);
+}

@@ -15,7 +15,8 @@ pub fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// utime + stime of process `pid`, in seconds.
+/// utime + stime of process `pid` and of its children it waited for (a
+/// wasmlet host compiles components in child processes), in seconds.
 pub fn cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The command name may hold spaces: fields count from after its ')'.
@@ -24,10 +25,13 @@ pub fn cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
         .map(|(_, r)| r)
         .context("malformed /proc stat")?;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': state is field 3, so utime (14) and stime (15) are at 11, 12.
-    let utime: f64 = f.get(11).context("no utime")?.parse()?;
-    let stime: f64 = f.get(12).context("no stime")?.parse()?;
-    Ok((utime + stime) / ticks)
+    // After ')': state is field 3, so utime (14), stime (15), cutime (16) and
+    // cstime (17) are at 11..=14.
+    let mut sum = 0.0;
+    for i in 11..=14 {
+        sum += f.get(i).context("no CPU times")?.parse::<f64>()?;
+    }
+    Ok(sum / ticks)
 }
 
 /// Peak resident set size (VmHWM) of process `pid`, in MiB.

@@ -96,7 +96,13 @@ pub(super) async fn run_host(
     let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
-    let engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
+    let mut engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
+    match std::env::current_exe() {
+        Ok(exe) => engine = engine.compile_in_child(exe),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot find this executable; components compile in the host")
+        }
+    }
     let (dir, builtin_dir) =
         crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
     let plugins = match dir {

@@ -52,6 +52,13 @@ enum Mode {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Internal: compile a component read on stdin for the host's plugin
+    /// engine, the artifact on stdout (the host runs this as a child).
+    #[command(hide = true)]
+    CompileComponent {
+        #[arg(long, action = clap::ArgAction::Set)]
+        pooling: bool,
+    },
     /// Run the embedded control plane with the host and its plugins (the main command).
     Up {
         #[command(flatten)]
@@ -184,6 +191,9 @@ enum PluginCommand {
 
 async fn main_async(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::CompileComponent { .. } => {
+            anyhow::bail!("compile-component runs before the runtime starts")
+        }
         Command::Apiserver(args) => {
             let server = start_server(&args).await?;
             tokio::signal::ctrl_c().await?;
@@ -362,6 +372,10 @@ async fn main_async(cli: Cli) -> Result<()> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A compile child: no logging, no runtime, nothing but the compile.
+    if let Command::CompileComponent { pooling } = cli.command {
+        return crate::plugin::engine::compile_component_child(pooling);
+    }
     let telemetry = match crate::telemetry::init(cli.otlp_endpoint.as_deref()) {
         Ok(t) => t,
         Err(e) => {

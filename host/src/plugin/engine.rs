@@ -38,6 +38,26 @@ pub struct PluginEngine {
     /// cached or loaded from it.
     key: Option<Arc<CacheKey>>,
     pub pooling: bool,
+    /// The `wasmlet` executable that compiles components in a child process
+    /// ([`PluginEngine::compile_in_child`]); `None`: compiled in this process.
+    compiler: Option<Arc<PathBuf>>,
+}
+
+/// The plugins' engine configuration, with or without the pooling allocator:
+/// a compile child builds the same, so its artifact loads here.
+fn plugin_config(pooling: bool) -> Config {
+    let mut config = base_config();
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(512);
+        pool.total_core_instances(1024);
+        pool.total_memories(1024);
+        pool.total_tables(1024);
+        pool.total_stacks(512);
+        pool.max_memory_size(1 << 30);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
 }
 
 fn base_config() -> Config {
@@ -51,16 +71,7 @@ impl PluginEngine {
     /// Builds the plugins' engine: the pooling allocator when this machine can
     /// reserve its slots (a probe), on-demand allocation otherwise.
     pub fn new(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(512);
-        pool.total_core_instances(1024);
-        pool.total_memories(1024);
-        pool.total_tables(1024);
-        pool.total_stacks(512);
-        pool.max_memory_size(1 << 30);
-        let mut pooled = base_config();
-        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let (engine, pooling) = match Engine::new(&pooled) {
+        let (engine, pooling) = match Engine::new(&plugin_config(true)) {
             Ok(e) => (e, true),
             Err(e) => {
                 tracing::info!(error = %e, "pooling allocator unavailable, using on-demand allocation");
@@ -119,7 +130,18 @@ impl PluginEngine {
             cache_dir,
             key,
             pooling,
+            compiler: None,
         })
+    }
+
+    /// Compiles components from now on in child processes of `exe` (the
+    /// `wasmlet` binary, `wasmlet compile-component`): a compile's memory
+    /// (tens of MiB for a large component) is the child's and goes with it,
+    /// and a compiler crash on a hostile component ends the child, not the
+    /// host. Loading from the cache is unchanged.
+    pub fn compile_in_child(mut self, exe: PathBuf) -> PluginEngine {
+        self.compiler = Some(Arc::new(exe));
+        self
     }
 
     /// The component in file `path`, read and compiled (or deserialized) on
@@ -173,16 +195,53 @@ impl PluginEngine {
                 }
             }
         }
-        let compiled = self.engine.precompile_component(bytes).map_err(invalid)?;
+        let compiled = self.precompile(path, bytes)?;
         if let Some(key) = &self.key
             && let Err(e) = self.store(&cached, &key.seal(&digest, &compiled))
         {
             tracing::warn!(file = %cached.display(), error = %e, "cannot cache the compiled component");
         }
-        // SAFETY: compiled just above by this engine.
+        // SAFETY: compiled just above by this engine or by a child with this
+        // engine's configuration (deserialize checks that it matches).
         let component =
             unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(invalid)?;
         Ok((Arc::new(component), digest))
+    }
+
+    /// `bytes` compiled for this engine: in a child when one is configured
+    /// (and can be started), else here.
+    fn precompile(&self, path: &Path, bytes: &[u8]) -> Result<Vec<u8>, CompileError> {
+        let invalid = |message: String| CompileError::Invalid {
+            path: path.display().to_string(),
+            message,
+        };
+        if let Some(exe) = &self.compiler {
+            // A child that failed for another reason than refusing the
+            // component (it could not reserve its engine's memory, say) gets
+            // one more try in a fresh child, never in the host.
+            let outcome = match compile_child(exe, self.pooling, bytes) {
+                Ok(Err(ChildFailure::Failed(why))) => {
+                    tracing::warn!(file = %path.display(), error = %why, "the compile child failed; trying once more");
+                    compile_child(exe, self.pooling, bytes)
+                        .or_else(|e| Ok(Err(ChildFailure::Failed(format!("{why}; then: {e}")))))
+                }
+                other => other,
+            };
+            match outcome {
+                Ok(Ok(compiled)) => return Ok(compiled),
+                Ok(Err(ChildFailure::Refused(message) | ChildFailure::Failed(message))) => {
+                    return Err(invalid(message));
+                }
+                // Not started (the executable moved, say): nothing hostile ran
+                // yet, so compile here rather than not at all.
+                Err(e) => {
+                    tracing::warn!(exe = %exe.display(), error = %e, "cannot start a compile child; compiling in the host")
+                }
+            }
+        }
+        self.engine
+            .precompile_component(bytes)
+            .map_err(|e| invalid(format!("{e:#}")))
     }
 
     /// Writes `sealed` to `path` atomically: a uniquely named temp file (0600)
@@ -199,6 +258,96 @@ impl PluginEngine {
     /// Epoch ticks for a deadline (at least one).
     pub fn ticks(deadline: Duration) -> u64 {
         (deadline.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64 + 1
+    }
+}
+
+/// Why a compile child gave no artifact.
+enum ChildFailure {
+    /// The component is not valid: the compiler's reason.
+    Refused(String),
+    /// The child failed otherwise (its exit status and what it said).
+    Failed(String),
+}
+
+/// Runs `exe compile-component` on `bytes`: `Err` when the child could not be
+/// started or fed.
+fn compile_child(
+    exe: &Path,
+    pooling: bool,
+    bytes: &[u8],
+) -> std::io::Result<Result<Vec<u8>, ChildFailure>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(exe)
+        .args([
+            "compile-component",
+            "--pooling",
+            if pooling { "true" } else { "false" },
+        ])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Fed from a thread: a child that writes before it has read everything
+    // must not dead-lock with us.
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the child has no stdin"))?;
+    let input = bytes.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output()?;
+    let fed = feeder
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the feeding thread panicked")));
+    if out.status.success() {
+        fed?;
+        return Ok(Ok(out.stdout));
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Ok(Err(match out.status.code() {
+        Some(CHILD_REFUSED) => ChildFailure::Refused(said),
+        _ => ChildFailure::Failed(format!(
+            "the compiler process failed ({}): {said}",
+            out.status
+        )),
+    }))
+}
+
+/// `compile-component`'s exit status for a component it refuses.
+const CHILD_REFUSED: i32 = 3;
+
+/// The child's side of [`PluginEngine::compile_in_child`]: reads a component
+/// on stdin and writes it compiled for the plugins' engine (`pooling` as the
+/// host's) on stdout. Exits with [`CHILD_REFUSED`] and the reason on stderr
+/// for an invalid component.
+pub fn compile_component_child(pooling: bool) -> std::process::ExitCode {
+    use std::io::{Read, Write};
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
+        eprintln!("reading the component: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let engine = match Engine::new(&plugin_config(pooling)) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("engine: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match engine.precompile_component(&bytes) {
+        Ok(compiled) => match std::io::stdout().lock().write_all(&compiled) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("writing the artifact: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("{e:#}");
+            std::process::ExitCode::from(CHILD_REFUSED as u8)
+        }
     }
 }
 
