@@ -178,7 +178,10 @@ pub async fn api_writes_by(
         Some(l[from..].split('"').next()?.to_owned())
     };
     let mut by = std::collections::BTreeMap::new();
-    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
         let (Some(verb), Some(code), Some(n)) = (
             label(l, "verb"),
             label(l, "code"),

@@ -5,12 +5,15 @@
 //! a real cluster serves (StatefulSet, PodDisruptionBudget, Eviction).
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use wasmlet_e2e::sroll::{
     self, FakeServer, edit, failing_template, max_unavailable, rollout, template, wait_phase,
@@ -517,27 +520,37 @@ async fn bench_rollout_of_a_large_statefulset() -> Result<()> {
             .await
         }
     };
-    done("first version up").await?;
+    let st0 = done("first version up").await?;
     let up = start.elapsed();
     let c0 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
     let w0 = workload_plane::api_writes_by(&client).await?;
     let chat0 = server.state.lock().unwrap().chat.len();
+    // Each batch stamps status.lastEvictionTime: the distinct stamps seen
+    // while the rollout runs are its batches.
+    let batches = Arc::new(Mutex::new(BTreeSet::new()));
+    let first_stamp = st0["lastEvictionTime"].clone();
+    let stamps = {
+        let (api, batches) = (api.clone(), batches.clone());
+        let cfg = watcher::Config::default().fields("metadata.name=big");
+        tokio::spawn(async move {
+            let mut seen = watcher(api, cfg).applied_objects().boxed();
+            while let Some(Ok(o)) = seen.next().await {
+                let stamp = &o.data["status"]["lastEvictionTime"];
+                if !stamp.is_null() && *stamp != first_stamp {
+                    batches.lock().unwrap().insert(stamp.to_string());
+                }
+            }
+        })
+    };
     let start = std::time::Instant::now();
     edit(&api, "big", json!({"statefulset": set("2")})).await?;
     let st = done("rolled to version 2").await?;
     let took = start.elapsed();
+    stamps.abort();
     let c1 = workload_plane::plugin_calls(&plane, "sroll-reconciler").await?;
     let w1 = workload_plane::api_writes_by(&client).await?;
     let writes = w1.values().sum::<f64>() - w0.values().sum::<f64>();
-    // Each pass that evicts records one Evicted event on the rollout: a batch.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
-    let batches = events
-        .list(&ListParams::default().fields("involvedObject.name=big,reason=Evicted"))
-        .await?
-        .items
-        .iter()
-        .map(|e| e.count.unwrap_or(1))
-        .sum::<i32>();
+    let batches = batches.lock().unwrap().len();
     let chat = server.state.lock().unwrap().chat[chat0..].to_vec();
     let posts = chat.iter().filter(|c| c.0 == "chat.postMessage").count();
     let updates = chat.iter().filter(|c| c.0 == "chat.update").count();

@@ -372,7 +372,11 @@ fn chat_follows_batches_at_a_bounded_rate() {
     let s = sent(opened + 1);
     assert_eq!(s.len(), 1, "{s:?}");
     assert_eq!(s[0].1["ts"], calls_ts(0), "{s:?}");
-    assert!(w.chat_calls().iter().all(|c| c.1.get("thread_ts").is_none()));
+    assert!(
+        w.chat_calls()
+            .iter()
+            .all(|c| c.1.get("thread_ts").is_none())
+    );
 }
 
 #[test]
