@@ -88,6 +88,25 @@ async fn deployment(
     .await
 }
 
+/// `wasmlet replay` of the record file `file` finds all its `n` calls the same.
+fn replays_the_same(file: &std::path::Path, n: usize) -> Result<()> {
+    let out = Command::new(wasmlet_bin())
+        .arg("replay")
+        .arg(file)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && report.contains(&format!(
+                "replayed {n} calls: {n} same, 0 different, 0 diverged"
+            )),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> Result<()> {
     let pg = Postgres::start().await?;
@@ -246,21 +265,7 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         })
     };
     assert!(applied_in("eu-west") && applied_in("us-east"), "{text}");
-    let out = Command::new(wasmlet_bin())
-        .arg("replay")
-        .arg(&snapshot)
-        .env("WASMLET_LOG", "warn")
-        .output()?;
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success()
-            && report.contains(&format!(
-                "replayed {n} calls: {n} same, 0 different, 0 diverged",
-                n = calls.len()
-            )),
-        "{report}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    replays_the_same(&snapshot, calls.len())?;
 
     // The project's finalizer is on its row, so deleting the row (a plain
     // DELETE) removes the ProjectDeployment from its region first, and then
@@ -314,21 +319,7 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|c| c.get("call").is_some())
         .collect();
-    let out = Command::new(wasmlet_bin())
-        .arg("replay")
-        .arg(&after)
-        .env("WASMLET_LOG", "warn")
-        .output()?;
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success()
-            && report.contains(&format!(
-                "replayed {n} calls: {n} same, 0 different, 0 diverged",
-                n = calls.len()
-            )),
-        "{report}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    replays_the_same(&after, calls.len())?;
     Ok(())
 }
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeLabelSet, EncodeMetric,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 
@@ -146,28 +148,17 @@ impl Collector for PluginCollector {
         plugins.sort_by(|a, b| a.0.cmp(&b.0));
         for (i, (counter, help, _)) in PluginMetrics::default().counters().into_iter().enumerate() {
             let name = format!("wasmlet_plugin_{counter}");
-            let mut family = encoder.encode_descriptor(&name, help, None, MetricType::Counter)?;
-            for (plugin, m) in &plugins {
-                let labels = PluginLabels {
-                    plugin: plugin.clone(),
-                };
-                let value = PluginMetrics::get(m.counters()[i].2);
-                ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
-            }
+            per_plugin(&mut encoder, &name, help, &plugins, |m| {
+                PluginMetrics::get(m.counters()[i].2)
+            })?;
         }
-        let mut family = encoder.encode_descriptor(
+        per_plugin(
+            &mut encoder,
             "wasmlet_plugin_call_seconds",
             "Time spent in calls: instantiation, the guest and the host calls it makes (divide by wasmlet_plugin_calls_total for the mean)",
-            None,
-            MetricType::Counter,
+            &plugins,
+            |m| PluginMetrics::get(&m.call_nanos) as f64 / 1e9,
         )?;
-        for (plugin, m) in &plugins {
-            let labels = PluginLabels {
-                plugin: plugin.clone(),
-            };
-            let seconds = PluginMetrics::get(&m.call_nanos) as f64 / 1e9;
-            ConstCounter::new(seconds).encode(family.encode_family(&labels)?)?;
-        }
         let mut family = encoder.encode_descriptor(
             "wasmlet_shadow_calls",
             "Shadow candidates' calls, by how their decision compared with the live version's",
@@ -188,19 +179,31 @@ impl Collector for PluginCollector {
                     .encode(family.encode_family(&labels)?)?;
             }
         }
-        let mut family = encoder.encode_descriptor(
+        per_plugin(
+            &mut encoder,
             "wasmlet_shadow_skipped",
-            "Live calls not handed to the shadow candidate because it was too far behind",
-            None,
-            MetricType::Counter,
+            "Live calls not handed to the shadow candidate: it was too far behind or past its CPU share",
+            &plugins,
+            |m| PluginMetrics::get(&m.shadow_skipped),
         )?;
-        for (plugin, m) in &plugins {
-            let labels = PluginLabels {
-                plugin: plugin.clone(),
-            };
-            ConstCounter::new(PluginMetrics::get(&m.shadow_skipped))
-                .encode(family.encode_family(&labels)?)?;
-        }
         Ok(())
     }
+}
+
+/// Counter family `name` with one sample per plugin, `value` of its metrics.
+fn per_plugin<N: EncodeCounterValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    plugins: &[(String, Arc<PluginMetrics>)],
+    value: impl Fn(&PluginMetrics) -> N,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (plugin, m) in plugins {
+        let labels = PluginLabels {
+            plugin: plugin.clone(),
+        };
+        ConstCounter::new(value(m)).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
