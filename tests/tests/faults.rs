@@ -378,7 +378,19 @@ async fn a_thousand_guest_faults_leave_the_host_and_a_healthy_plugin_working() -
             },
         )
         .await
-        .with_context(|| format!("{:?}", last.lock().unwrap()))?;
+        .with_context(|| {
+            // Which plugins loaded, and why not: the lines about plugins.
+            let log = plane.log();
+            let plugins: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("plugin::set") || l.contains("compile"))
+                .collect();
+            format!(
+                "{:?}; plugin lines of the host log:\n{}",
+                last.lock().unwrap(),
+                plugins.join("\n")
+            )
+        })?;
     }
     // Every failing object says which fault, at its generation. On a loaded
     // machine an attempt may overrun the 50 ms deadline before it reaches its
