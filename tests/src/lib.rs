@@ -94,6 +94,15 @@ impl Plane {
         self.dir.path().join("plugins")
     }
 
+    /// The host's `wasmlet_plugin_<counter>_total{plugin="PLUGIN"}` now.
+    pub async fn plugin_counter(&self, counter: &str, plugin: &str) -> Result<f64> {
+        Ok(metric(
+            &self.metrics().await?,
+            &format!("wasmlet_plugin_{counter}_total"),
+            &format!("plugin=\"{plugin}\""),
+        ))
+    }
+
     /// `http://ADDR/metrics` of a plane started with [`Plane::start_up`].
     pub async fn metrics_url(&self) -> Result<String> {
         eventually(Duration::from_secs(30), "the metrics address", || async {

@@ -220,12 +220,7 @@ pub fn growth(
 
 /// Reconcile calls of plugin `plugin` so far (the host's metrics).
 pub async fn plugin_calls(plane: &Plane, plugin: &str) -> Result<f64> {
-    let m = plane.metrics().await?;
-    Ok(crate::metric(
-        &m,
-        "wasmlet_plugin_calls_total",
-        &format!("plugin=\"{plugin}\""),
-    ))
+    plane.plugin_counter("calls", plugin).await
 }
 
 /// A benchmark's size: `var` from the environment, else `default`.

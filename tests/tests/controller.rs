@@ -145,12 +145,10 @@ async fn hot_swap_under_steady_writes_misses_no_reconcile() -> anyhow::Result<()
     plugin_ready(&plane, &client).await?;
     let api = summaries(&client);
     let swaps = || async {
-        let m = plane.metrics().await.ok()?;
-        Some(metric(
-            &m,
-            "wasmlet_plugin_swaps_total",
-            "plugin=\"configmap-summary\"",
-        ))
+        plane
+            .plugin_counter("swaps", "configmap-summary")
+            .await
+            .ok()
     };
     // A steady writer (one object and its ConfigMap every 50 ms: the pace,
     // not a synchronisation) that counts what it wrote and runs until told

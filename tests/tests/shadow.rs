@@ -222,12 +222,10 @@ async fn a_shadow_candidate_is_judged_on_live_calls_writes_nothing_and_can_be_pr
 
     // Promotion is the normal hot swap: the variant becomes the live version.
     let swaps = || async {
-        let m = plane.metrics().await.ok()?;
-        Some(metric(
-            &m,
-            "wasmlet_plugin_swaps_total",
-            "plugin=\"configmap-summary\"",
-        ))
+        plane
+            .plugin_counter("swaps", "configmap-summary")
+            .await
+            .ok()
     };
     let swapped_before = swaps().await.unwrap_or(0.0);
     let dir = plane.plugin_dir().display().to_string();

@@ -76,7 +76,7 @@ impl PluginEngine {
             Err(e) => {
                 tracing::info!(error = %e, "pooling allocator unavailable, using on-demand allocation");
                 (
-                    Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?,
+                    Engine::new(&plugin_config(false)).map_err(|e| anyhow::anyhow!("{e}"))?,
                     false,
                 )
             }
