@@ -6,7 +6,6 @@
 //! the ProjectDeployments' status. Every wait is a bounded poll of the table
 //! or a regional API, never a sleep standing in for a signal.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -15,13 +14,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use wasmlet_e2e::postgres::Postgres;
-use wasmlet_e2e::{Plane, built_plugins, eventually, install_crd, install_plugin, wasmlet_bin};
+use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric, wasmlet_bin};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn example_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/examples/project-controller")
-}
 
 fn deployments() -> ApiResource {
     ApiResource {
@@ -33,18 +28,21 @@ fn deployments() -> ApiResource {
     }
 }
 
-/// A region: a `wasmlet up` plane with the example's CRD, and a client to it.
+/// A region: a bare `wasmlet up` plane (the host applies the example's CRD
+/// there), and a client of its ProjectDeployments.
 async fn region() -> Result<(Plane, Api<DynamicObject>)> {
     let plane = Plane::start_up(&["--no-node", "--no-builtins"]).await?;
-    let client = plane.client().await?;
-    let text = std::fs::read_to_string(example_dir().join("projectdeployment.crd.yaml"))?;
-    install_crd(&client, serde_yaml::from_str(&text)?).await?;
-    let api = Api::<DynamicObject>::all_with(client, &deployments());
+    let api = Api::<DynamicObject>::all_with(plane.client().await?, &deployments());
+    Ok((plane, api))
+}
+
+/// Waits until the region serves ProjectDeployments (its CRD applied).
+async fn served(api: &Api<DynamicObject>, host: &Plane) -> Result<()> {
     eventually(WAIT, "the ProjectDeployment CRD served", || async {
         api.list(&Default::default()).await.ok().map(|_| ())
     })
-    .await?;
-    Ok((plane, api))
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))
 }
 
 async fn insert(db: &tokio_postgres::Client, id: &str, spec: Value) -> Result<i64> {
@@ -143,6 +141,9 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
     .await?;
     install_plugin(&host.plugin_dir(), "project-controller")?;
     let started = std::time::Instant::now();
+    // The plugin's `[clusters."*"] crds`: applied by the host to each region.
+    served(&eu, &host).await?;
+    served(&us, &host).await?;
 
     let r1 = insert(
         &db,
@@ -205,10 +206,17 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
         }})),
     )
     .await?;
-    let s1 = eventually(WAIT, "p1's regional status in its row", || async {
-        let (_, s) = status(&db, "p1").await?;
-        (condition(&s, "Ready")?["status"] == "True").then_some(s)
-    })
+    // The host watches the regions' ProjectDeployments: the report reaches
+    // the row well before the guest's own requeue (`POLL_PENDING`, 60 s)
+    // would read it.
+    let s1 = eventually(
+        Duration::from_secs(30),
+        "p1's regional status in its row",
+        || async {
+            let (_, s) = status(&db, "p1").await?;
+            (condition(&s, "Ready")?["status"] == "True").then_some(s)
+        },
+    )
     .await
     .with_context(|| format!("host log:\n{}", host.log()))?;
     let status_back = reported.elapsed();
@@ -242,6 +250,23 @@ async fn projects_land_in_their_regions_and_the_regional_status_comes_back() -> 
     println!(
         "first regional writes after {first_writes:?}; regional status in the row {status_back:?} after it was reported"
     );
+
+    // Each region's requests are counted apart: the applies, and the watch.
+    let metrics = host.metrics().await?;
+    for region in ["eu-west", "us-east"] {
+        let patches = metric(
+            &metrics,
+            "wasmlet_cluster_requests_total",
+            &format!("cluster=\"{region}\",verb=\"patch\",code=\"200\""),
+        );
+        assert!(patches >= 1.0, "{region}: {patches} patches\n{metrics}");
+        let watches = metric(
+            &metrics,
+            "wasmlet_cluster_requests_total",
+            &format!("cluster=\"{region}\",verb=\"watch\",code=\"200\""),
+        );
+        assert!(watches >= 1.0, "{region}: {watches} watches\n{metrics}");
+    }
 
     // Recorded with the cluster each call went to, and replayed the same
     // without any cluster (a snapshot beside the live file: later calls
@@ -346,6 +371,17 @@ async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> 
         ),
         "{text}"
     );
+    assert!(
+        text.contains("in any named cluster not listed here (--cluster): applies CRD file ")
+            && text.contains("projectdeployment.crd.yaml"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "watches: examples.wasmlet.dev/v1 ProjectDeployment in every named cluster -> label:examples.wasmlet.dev/project"
+        ),
+        "{text}"
+    );
     // The role to grant the host's identity in a region.
     let out = Command::new(wasmlet_bin())
         .args(["plugin", "rbac", "--cluster", "eu-west"])
@@ -360,9 +396,14 @@ async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> 
         .map(serde::Deserialize::deserialize)
         .collect::<Result<_, serde_yaml::Error>>()?;
     assert_eq!(docs[0]["kind"], "ClusterRole");
+    // Its calls and the host's watch there; applying the CRD the plugin ships there.
     assert_eq!(
         docs[0]["rules"],
         json!([{
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["create", "get", "patch"],
+        }, {
             "apiGroups": ["examples.wasmlet.dev"],
             "resources": ["projectdeployments"],
             "verbs": ["delete", "get", "list", "patch", "watch"],

@@ -333,6 +333,15 @@ async fn a_failing_finalize_keeps_the_row_until_it_succeeds() -> Result<()> {
         log.contains("finalize failed; the row stays, retrying with back-off"),
         "{log}"
     );
+    // The application reads why in the row: Ready=False with the guest's reason.
+    let (_, status) = row(&db, "b").await?.context("row b")?;
+    let r = ready(&status).with_context(|| format!("a Ready condition: {status}"))?;
+    assert_eq!(r["status"], "False", "{status}");
+    assert_eq!(r["reason"], "CleanupFailed", "{status}");
+    assert_eq!(
+        r["message"], "finalize: row \"b\": spec.finalize is \"fail\": the cleanup refuses",
+        "{status}"
+    );
 
     // The application fixes the row (a deleted row's spec may still change):
     // finalize succeeds and the row goes.

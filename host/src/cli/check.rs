@@ -71,7 +71,17 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
         );
     }
     for (w, _) in &manifest.watches {
-        say!("  watches: {} {} -> {}", w.api_version, w.kind, w.map);
+        let in_cluster = match w.cluster.as_deref() {
+            Some(crate::plugin::manifest::clusters::ANY) => " in every named cluster".to_string(),
+            Some(c) => format!(" in cluster {c}"),
+            None => String::new(),
+        };
+        say!(
+            "  watches: {} {}{in_cluster} -> {}",
+            w.api_version,
+            w.kind,
+            w.map
+        );
     }
     if let Some(f) = &manifest.finalizer {
         say!("  finalizer: {f}");
@@ -93,6 +103,9 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
         }
         for r in &c.rules {
             say!("  in {which} (--cluster): may call {}", rule_text(r));
+        }
+        for f in &c.crds {
+            say!("  in {which} (--cluster): applies CRD file {}", f.display());
         }
     }
     for h in &manifest.permissions.http_hosts {
@@ -204,10 +217,19 @@ pub(super) fn plugin_rbac(
         let role_name = format!("wasmlet-plugin-{name}");
         let role = match cluster {
             None => crate::plugin::clusterrole::cluster_role(&role_name, &manifest, &crds),
-            Some(c) => match manifest.cluster_rules(c) {
-                Some(rules) => crate::plugin::clusterrole::named_cluster_role(&role_name, rules),
-                None => continue,
-            },
+            Some(c) => {
+                let mut crds = vec![];
+                let table = crate::plugin::manifest::clusters::table_for(&manifest.clusters, c);
+                for f in table.map(|t| t.crds.as_slice()).unwrap_or_default() {
+                    crds.extend(crate::plugin::set::read_yaml_documents(f)?);
+                }
+                match crate::plugin::clusterrole::named_cluster_role(
+                    &role_name, &manifest, c, &crds,
+                ) {
+                    Some(role) => role,
+                    None => continue,
+                }
+            }
         };
         let binding = serde_json::json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",

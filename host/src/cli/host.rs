@@ -83,8 +83,9 @@ pub(super) async fn run_host(
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
 ) -> Result<Option<NodeAgent>> {
+    let metrics = ControllerMetrics::new();
     // Named clusters first: a bad --cluster fails the start before anything runs.
-    let named = named_clusters(&host.clusters).await?;
+    let named = named_clusters(&host.clusters, &metrics).await?;
     // Cluster access, built once: the caches serve the controllers and the
     // plugins' reads alike.
     let resolver = Arc::new(Resolver::new(client.clone()));
@@ -93,7 +94,6 @@ pub(super) async fn run_host(
         std::time::Duration::from_millis(host.debug_cache_delay_ms),
     );
     let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
-    let metrics = ControllerMetrics::new();
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
     let mut engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
@@ -110,7 +110,7 @@ pub(super) async fn run_host(
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
-            set.set_clusters(named);
+            set.set_clusters(named.clone());
             set.set_recording(crate::plugin::set::RecordConfig {
                 dir: data_dir.join("records"),
                 plugins: host.record.clone(),
@@ -229,6 +229,7 @@ pub(super) async fn run_host(
         let config = ControllerConfig {
             resync: std::time::Duration::from_secs(host.resync_seconds.max(1)),
             datastore,
+            clusters: named,
             ..Default::default()
         };
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
@@ -249,25 +250,33 @@ pub(super) async fn run_host(
 /// `--cluster NAME=KUBECONFIG`: a client per named cluster. Each kubeconfig
 /// is read now; the clusters themselves are reached on first use, so a
 /// region that is down does not keep the host from starting.
-async fn named_clusters(flags: &[String]) -> Result<NamedClusters> {
+/// Each client counts its requests in `metrics` (`cluster::metrics`).
+async fn named_clusters(flags: &[String], metrics: &ControllerMetrics) -> Result<NamedClusters> {
+    let counted = crate::cluster::metrics::ClusterMetrics::default();
     let mut clients = Vec::new();
     for f in ClusterFlag::parse_all(flags)? {
         let config = config_from(Some(&f.kubeconfig))
             .await
             .with_context(|| format!("--cluster {}", f.name))?;
-        let client = kube::Client::try_from(config).with_context(|| {
-            format!(
-                "--cluster {}: a client for {}",
-                f.name,
-                f.kubeconfig.display()
-            )
-        })?;
+        let client = kube::client::ClientBuilder::try_from(config)
+            .with_context(|| {
+                format!(
+                    "--cluster {}: a client for {}",
+                    f.name,
+                    f.kubeconfig.display()
+                )
+            })?
+            .with_layer(&counted.layer(&f.name))
+            .build();
         println!(
             "wasmlet: cluster {} from {}",
             f.name,
             f.kubeconfig.display()
         );
         clients.push((f.name, client));
+    }
+    if !clients.is_empty() {
+        metrics.register(|r| counted.register(r));
     }
     Ok(NamedClusters::new(clients))
 }

@@ -8,6 +8,7 @@
 //! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
 //! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
+//! - [`metrics`]: requests to each named cluster, counted in its client;
 //! - [`read_only`]: [`ReadOnly`], access that never writes (shadow candidates);
 //! - [`named`]: [`NamedClusters`], the clusters besides the host's own
 //!   (`--cluster NAME=KUBECONFIG`), each a [`Cluster`] of its own;
@@ -30,6 +31,7 @@ pub mod cache;
 pub mod client;
 pub mod encode;
 pub mod error;
+pub mod metrics;
 pub mod named;
 pub mod read_only;
 pub mod resolver;

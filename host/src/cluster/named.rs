@@ -78,31 +78,48 @@ impl ClusterFlag {
 #[derive(Default, Clone)]
 pub struct NamedClusters {
     clusters: BTreeMap<String, Arc<dyn ClusterAccess>>,
+    /// Each real cluster's caches: what controllers watch there, and the
+    /// client the host applies a plugin's CRDs with.
+    caches: BTreeMap<String, Arc<Caches>>,
+}
+
+impl std::fmt::Debug for NamedClusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.clusters.keys()).finish()
+    }
 }
 
 impl NamedClusters {
     /// A cluster per `(name, client)`, each with its own resolver and caches
     /// whose watches start on a kind's first read.
     pub fn new(clients: impl IntoIterator<Item = (String, kube::Client)>) -> NamedClusters {
-        let clusters = clients
-            .into_iter()
-            .map(|(name, client)| {
-                let resolver = Arc::new(Resolver::new(client));
-                let caches = Caches::new(resolver.clone());
-                let cluster = Cluster::new(resolver, Some(caches)).with_lazy_watches();
-                (name, Arc::new(cluster) as Arc<dyn ClusterAccess>)
-            })
-            .collect();
-        NamedClusters { clusters }
+        let mut named = NamedClusters::default();
+        for (name, client) in clients {
+            let resolver = Arc::new(Resolver::new(client));
+            let caches = Caches::new(resolver.clone());
+            let cluster = Cluster::new(resolver, Some(caches.clone())).with_lazy_watches();
+            named.clusters.insert(name.clone(), Arc::new(cluster));
+            named.caches.insert(name, caches);
+        }
+        named
     }
 
     /// Clusters served by anything answering [`ClusterAccess`] (tests, read-only wrappers).
     pub fn from_access(clusters: BTreeMap<String, Arc<dyn ClusterAccess>>) -> NamedClusters {
-        NamedClusters { clusters }
+        NamedClusters {
+            clusters,
+            caches: BTreeMap::new(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn ClusterAccess>> {
         self.clusters.get(name).cloned()
+    }
+
+    /// The caches of cluster `name` (`None` for one served by a bare
+    /// [`ClusterAccess`]): its watches, and its client.
+    pub fn caches(&self, name: &str) -> Option<Arc<Caches>> {
+        self.caches.get(name).cloned()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -122,6 +139,7 @@ impl NamedClusters {
                 .iter()
                 .map(|(n, c)| (n.clone(), wrap(c.clone())))
                 .collect(),
+            caches: self.caches.clone(),
         }
     }
 }

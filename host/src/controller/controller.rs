@@ -35,6 +35,8 @@ pub struct ControllerConfig {
     pub priorities: bool,
     /// Where `source = "postgres"` reconcilers find their tables.
     pub datastore: Option<crate::datastore::Datastore>,
+    /// The host's named clusters: `[[watches]] cluster = ...` watch there.
+    pub clusters: crate::cluster::NamedClusters,
 }
 
 impl Default for ControllerConfig {
@@ -46,6 +48,7 @@ impl Default for ControllerConfig {
             field_manager: "wasmlet".into(),
             priorities: true,
             datastore: None,
+            clusters: Default::default(),
         }
     }
 }
@@ -317,7 +320,7 @@ impl Controller {
             let rx = cache.subscribe();
             tasks.spawn(async move { c.pump_related(rx, None).await });
         }
-        for (w, map) in &manifest.watches {
+        for (w, map) in manifest.watches.iter().filter(|(w, _)| w.cluster.is_none()) {
             let cache = caches
                 .cache(&w.api_version, &w.kind)
                 .await
@@ -326,6 +329,15 @@ impl Controller {
             let rx = cache.subscribe();
             let map = map.clone();
             tasks.spawn(async move { c.pump_related(rx, Some(map)).await });
+        }
+        for remote in
+            super::remote::remote_watches(name, &manifest, &controller.config.clusters, None)
+        {
+            let c = controller.clone();
+            tasks.spawn(async move {
+                let rx = remote.cache(&c.name).await.subscribe();
+                c.pump_related(rx, Some(remote.map)).await
+            });
         }
         {
             let c = controller.clone();

@@ -168,22 +168,7 @@ impl Controller {
                     }
                 }
                 Some(m) => {
-                    let target = match m {
-                        MapFn::Label(k) => {
-                            o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned()
-                        }
-                        MapFn::Annotation(k) => o
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(k))
-                            .cloned(),
-                        MapFn::Field(p) => at_path(&o.data, p)
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        MapFn::Selector(_) | MapFn::Waiting => unreachable!("matched above"),
-                    };
-                    if let Some(t) = target.filter(|t| !t.is_empty()) {
+                    if let Some(t) = named_by(&o, m) {
                         let key = if t.contains('/') { t } else { key_of(ns, &t) };
                         self.queue.add(key, Priority::High);
                     }
@@ -233,6 +218,25 @@ impl Controller {
             }
         }
     }
+}
+
+/// The name a `label:`, `annotation:` or `field:` map reads off a watched
+/// object (`None` for the other maps, or when it is missing or empty).
+pub(super) fn named_by(o: &DynamicObject, map: &MapFn) -> Option<String> {
+    let target = match map {
+        MapFn::Label(k) => o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned(),
+        MapFn::Annotation(k) => o
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .cloned(),
+        MapFn::Field(p) => at_path(&o.data, p)
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        MapFn::Selector(_) | MapFn::Waiting => None,
+    };
+    target.filter(|t| !t.is_empty())
 }
 
 /// The value at a dotted path (`spec.nodeName`) inside an object's JSON.

@@ -201,6 +201,7 @@ impl Manager {
                     self.plugins.clone() as Arc<dyn source::Source>,
                     &p.manifest,
                     &self.config,
+                    &self.caches,
                     self.metrics.clone(),
                 )
                 .map(|(c, tasks)| (Runner::Table(c), tasks)),

@@ -173,6 +173,11 @@ impl ControllerMetrics {
             .register_collector(collector);
     }
 
+    /// Adds metrics families kept elsewhere (the named clusters' requests).
+    pub fn register(&self, add: impl FnOnce(&mut Registry)) {
+        add(&mut self.registry.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
     /// The text exposition of every registered metric.
     pub fn encode(&self) -> String {
         self.queue.refresh_gauges();

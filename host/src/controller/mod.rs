@@ -7,6 +7,7 @@
 //! - [`expectations`]: no second reconcile before the cache saw the first one's writes;
 //! - [`leader`]: Lease-based leader election;
 //! - [`metrics`]: controller-runtime's metric names, `/healthz`, `/readyz`;
+//! - `remote`: watches of kinds in the host's named clusters;
 //! - [`table`]: the same for rows of a datastore table ([`crate::datastore`]);
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
@@ -20,6 +21,7 @@ pub mod manager;
 pub mod metrics;
 mod own_writes;
 mod reconcile;
+mod remote;
 pub mod source;
 pub mod status;
 pub mod table;

@@ -23,23 +23,33 @@
 //! no two hosts finalize a row at once. Without a finalizer in the manifest,
 //! a deleted row is simply gone and the guest never hears of it.
 //!
-//! Not here (yet): expectations for the guest's cluster writes, owned and
-//! watched kinds.
+//! Watches (`[[watches]]`, usually of a named cluster: `cluster = "*"`) name
+//! a row by a label, annotation or field of the watched object: when the
+//! regional object a row's guest wrote changes (its status, written by the
+//! region), the row is reconciled at once, with high priority. Objects a
+//! watch lists when it starts requeue nothing: the table's own scan gives
+//! every row its priority then.
+//!
+//! Not here (yet): expectations for the guest's cluster writes, owned kinds.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::controller::{ControllerConfig, Outcome, StartError};
+use super::enqueue::named_by;
 use super::guest::{call_reconcile, settle};
 use super::metrics::ControllerMetrics;
+use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
-use super::status::desired_status;
+use super::status::{GuestResult, desired_status};
 use super::workqueue::{Priority, WorkQueue};
+use crate::cluster::cache::{CacheEvent, Caches};
 use crate::datastore::lock::RowLock;
 use crate::datastore::members::{Membership, MembershipConfig, keep};
 use crate::datastore::rows::{LAST_RECONCILED, Removed};
@@ -49,7 +59,7 @@ use crate::plugin::outcome::Finalized;
 
 /// How soon a row another host holds is tried again.
 const LOCKED_RETRY: Duration = Duration::from_secs(1);
-use crate::plugin::manifest::{Manifest, Reconciles};
+use crate::plugin::manifest::{Manifest, MapFn, Reconciles};
 
 pub struct TableController {
     pub name: String,
@@ -72,11 +82,13 @@ pub struct TableController {
 impl TableController {
     /// Starts the watcher and workers of plugin `name` on `manifest`'s table.
     /// Stops when `tasks` is dropped.
+    /// `caches`: the host's own cluster, for watches that name no cluster.
     pub fn start(
         name: &str,
         source: Arc<dyn Source>,
         manifest: &Manifest,
         config: &ControllerConfig,
+        caches: &Arc<Caches>,
         metrics: ControllerMetrics,
     ) -> Result<(Arc<TableController>, JoinSet<()>), StartError> {
         let reconciles = manifest
@@ -131,6 +143,13 @@ impl TableController {
             watch_config,
             controller.clone() as Arc<dyn Sink>,
         ));
+        for remote in remote_watches(name, manifest, &config.clusters, Some(caches)) {
+            let c = controller.clone();
+            tasks.spawn(async move {
+                let rx = remote.cache(&c.name).await.subscribe();
+                c.pump_watched(rx, remote.map).await
+            });
+        }
         for _ in 0..manifest.limits.concurrency {
             let c = controller.clone();
             tasks.spawn(async move { c.worker().await });
@@ -148,6 +167,36 @@ impl TableController {
             Priority::High
         };
         self.queue.add(id, priority);
+    }
+
+    /// A watched kind's changes, as the rows their map names (see the module docs).
+    async fn pump_watched(self: Arc<Self>, mut rx: broadcast::Receiver<CacheEvent>, map: MapFn) {
+        loop {
+            let object = match rx.recv().await {
+                Ok(CacheEvent::Applied { initial: true, .. }) | Ok(CacheEvent::Synced) => continue,
+                Ok(CacheEvent::Applied { object, .. }) | Ok(CacheEvent::Deleted(object)) => object,
+                // Missed changes: the table's resync scan catches up.
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(plugin = %self.name, missed = n, "a watch of the table's reconciler fell behind");
+                    continue;
+                }
+                Err(RecvError::Closed) => return,
+            };
+            if let MapFn::Waiting = map {
+                let waiting: Vec<String> = self
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .cloned()
+                    .collect();
+                for id in waiting {
+                    self.add(id, Priority::High);
+                }
+            } else if let Some(id) = named_by(&object, &map) {
+                self.add(id, Priority::High);
+            }
+        }
     }
 
     async fn worker(self: Arc<Self>) {
@@ -343,15 +392,51 @@ impl TableController {
                 self.queue.add_after(key, wait);
                 Outcome::RequeueAfter
             }
-            Ok((Err(e), _)) => self.finalize_failed(row, format!("{}: {}", e.reason, e.message)),
-            Err(e) => self.finalize_failed(row, e.to_string()),
+            Ok((Err(e), _)) => {
+                self.finalize_failed(row, lock, plugin, e.reason, e.message)
+                    .await
+            }
+            Err(e) => {
+                self.finalize_failed(row, lock, plugin, "FinalizeFailed".into(), e.to_string())
+                    .await
+            }
         }
     }
 
-    /// A failed finalize: the row stays, retried with back-off.
-    fn finalize_failed(&self, row: &Row, why: String) -> Outcome {
+    /// A failed finalize: the row stays, retried with back-off, and its
+    /// status says why (`Ready=False` with the guest's reason), since a row
+    /// has no Events for the application to read.
+    async fn finalize_failed(
+        &self,
+        row: &Row,
+        lock: &RowLock,
+        plugin: &dyn Reconciler,
+        reason: String,
+        message: String,
+    ) -> Outcome {
         let retry_in = self.queue.add_rate_limited(row.id.clone());
-        tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, error = %why, ?retry_in, "finalize failed; the row stays, retrying with back-off");
+        tracing::warn!(plugin = %self.name, table = %self.table, row = %row.id, revision = row.revision, %reason, %message, ?retry_in, "finalize failed; the row stays, retrying with back-off");
+        if self.reconciles.host_status {
+            let failed = GuestResult {
+                error: Some((reason, format!("finalize: {message}"))),
+                ..Default::default()
+            };
+            let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let desired = desired_status(
+                &row.status,
+                &failed,
+                plugin.declared_conditions(),
+                row.revision,
+                &now,
+            );
+            if desired != row.status
+                && let Err(e) = lock
+                    .write_status(&row.id, row.revision, &desired, None)
+                    .await
+            {
+                tracing::warn!(plugin = %self.name, row = %row.id, error = %e, "cannot write the failed finalize into the row's status");
+            }
+        }
         Outcome::Error
     }
 

@@ -132,12 +132,23 @@ fn add_manifest_rules(rules: &mut Rules, granted: &[Rule]) {
     }
 }
 
-/// The ClusterRole `name` granting what `granted` (a manifest's
-/// `[clusters.NAME]` rules) needs in that named cluster: the rules, plus
-/// `list` and `watch` wherever they read, as the host's caches there start
-/// a watch on a kind's first read. No host-owned writes: the host reconciles
-/// nothing in a named cluster and records events only in its own.
-pub fn named_cluster_role(name: &str, granted: &[Rule]) -> Value {
+/// The ClusterRole `name` granting what `manifest` needs in its named
+/// cluster `cluster` (`None` when the manifest reaches nothing there): the
+/// `[clusters.NAME]` (else `[clusters."*"]`) rules, plus `list` and `watch`
+/// wherever they read, as the host's caches there start a watch on a kind's
+/// first read; reads of the kinds its `[[watches]]` watch there; and, when
+/// that table ships `crds`, applying CRDs (the host does it at load). No
+/// host-owned writes: the host reconciles nothing in a named cluster and
+/// records events only in its own. `crds`: the documents of the table's CRD
+/// files (for their plural names).
+pub fn named_cluster_role(
+    name: &str,
+    manifest: &Manifest,
+    cluster: &str,
+    crds: &[Value],
+) -> Option<Value> {
+    let table = super::manifest::clusters::table_for(&manifest.clusters, cluster)?;
+    let granted = &table.rules;
     let mut rules = Rules::default();
     add_manifest_rules(&mut rules, granted);
     for r in granted {
@@ -152,12 +163,32 @@ pub fn named_cluster_role(name: &str, granted: &[Rule]) -> Value {
             }
         }
     }
-    json!({
+    let watched = manifest.watches.iter().filter(|(w, _)| {
+        w.cluster
+            .as_deref()
+            .is_some_and(|c| super::manifest::clusters::covers(c, cluster))
+    });
+    for (w, _) in watched {
+        let (group, _) = split(&w.api_version);
+        rules.add(
+            group,
+            &resource_of(group, &w.kind, crds),
+            &["get", "list", "watch"],
+        );
+    }
+    if !table.crds.is_empty() {
+        rules.add(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &["create", "get", "patch"],
+        );
+    }
+    Some(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "wasmlet"}},
         "rules": rules.into_json(),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -229,7 +260,7 @@ rules = [{ api-groups = [""], resources = ["configmaps"], verbs = ["create"] },
 
     #[test]
     fn a_named_cluster_role_grants_the_cluster_rules_and_the_watches_of_reads() {
-        let m = Manifest::parse(
+        let m = Manifest::parse_detached(
             r#"
 [plugin]
 kind = "reconciler"
@@ -239,14 +270,38 @@ source = "postgres"
 table = "projects"
 [clusters.eu-west]
 rules = [{ api-groups = ["x.io"], resources = ["things"], verbs = ["get", "patch"] }]
+crds = ["things.yaml"]
+[clusters."*"]
+rules = []
+[[watches]]
+cluster = "*"
+api-version = "y.io/v1"
+kind = "Status"
+map = "label:x.io/project"
 "#,
             Path::new("p.toml"),
         )
         .unwrap();
-        let role = named_cluster_role("wasmlet-plugin-p", m.cluster_rules("eu-west").unwrap());
+        let role = named_cluster_role("wasmlet-plugin-p", &m, "eu-west", &[]).unwrap();
         assert_eq!(
             role["rules"],
-            json!([{"apiGroups": ["x.io"], "resources": ["things"], "verbs": ["get", "list", "patch", "watch"]}])
+            json!([
+                {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["create", "get", "patch"]},
+                {"apiGroups": ["x.io"], "resources": ["things"], "verbs": ["get", "list", "patch", "watch"]},
+                {"apiGroups": ["y.io"], "resources": ["statuses"], "verbs": ["get", "list", "watch"]},
+            ])
         );
+        // Another region: the `*` table (no rules), and the watch.
+        let role = named_cluster_role("wasmlet-plugin-p", &m, "us-east", &[]).unwrap();
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": ["y.io"], "resources": ["statuses"], "verbs": ["get", "list", "watch"]}])
+        );
+        let m = Manifest::parse(
+            "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\nsource = \"postgres\"\ntable = \"t\"\n[clusters.eu-west]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        assert!(named_cluster_role("r", &m, "us-east", &[]).is_none());
     }
 }

@@ -126,6 +126,12 @@ pub struct Watch {
     pub api_version: String,
     pub kind: String,
     pub map: String,
+    /// A named cluster (`--cluster NAME=KUBECONFIG`) whose objects of the
+    /// kind are watched instead of the host's own; `*`: every named cluster
+    /// the manifest reaches. As the regional objects a global reconciler
+    /// writes change, the object the map names is reconciled.
+    #[serde(default)]
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -276,6 +282,44 @@ pub struct Manifest {
     pub record: Option<Record>,
 }
 
+/// CRD files named in `field` (`crds`, `clusters.NAME.crds`), beside the
+/// manifest in `dir`: no absolute paths, no `..`; with `with_files`, each must exist.
+fn crd_paths<P: AsRef<Path>>(
+    field: &str,
+    named: &[P],
+    dir: &Path,
+    with_files: bool,
+) -> Result<Vec<PathBuf>, (String, String)> {
+    let mut out = Vec::new();
+    for (i, c) in named.iter().enumerate() {
+        let c = c.as_ref();
+        let relative = c.components().all(|part| {
+            matches!(
+                part,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+        if c.as_os_str().is_empty() || !relative {
+            return Err((
+                format!("{field}[{i}]"),
+                format!(
+                    "\"{}\" must be a path inside the plugin directory (relative, without \"..\")",
+                    c.display()
+                ),
+            ));
+        }
+        let p = dir.join(c);
+        if with_files && !p.exists() {
+            return Err((
+                format!("{field}[{i}]"),
+                format!("{} does not exist", p.display()),
+            ));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
 const VERBS: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete", "evict", "*",
 ];
@@ -355,19 +399,19 @@ impl Manifest {
             })?;
             crate::datastore::Table::new(table)
                 .map_err(|e| err("reconciles.table", e.to_string()))?;
-            // What a table controller does not do (yet): refused rather
-            // than silently ignored. A `finalizer` is supported: the host
-            // keeps it in the row's `finalizers` column (datastore::schema).
+            // What a table controller does not do: refused rather than
+            // silently ignored. A `finalizer` is supported (the row's
+            // `finalizers` column, datastore::schema), and so are `watches`
+            // whose map names a row id.
             let unsupported = [
                 ("reconciles.namespace", r.namespace.is_some()),
                 ("reconciles.label-selector", r.label_selector.is_some()),
                 ("owns", !raw.owns.is_empty()),
-                ("watches", !raw.watches.is_empty()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
                 return Err(err(
                     field,
-                    "not supported for source = \"postgres\" (rows have no namespaces or labels, and table reconcilers watch nothing else yet)".into(),
+                    "not supported for source = \"postgres\" (rows have no namespaces, labels or owner references)".into(),
                 ));
             }
         } else if let Some(r) = &raw.reconciles {
@@ -414,18 +458,38 @@ impl Manifest {
                     ));
                 }
             };
+            if matches!(map, MapFn::Selector(_))
+                && raw.reconciles.as_ref().is_some_and(|r| r.from_table())
+            {
+                return Err(err(
+                    &format!("watches[{i}].map"),
+                    "\"selector:\" is not supported for source = \"postgres\" (rows have no labels to select): name the row with \"label:KEY\", \"annotation:KEY\" or \"field:PATH\"".into(),
+                ));
+            }
+            if let Some(c) = &w.cluster {
+                clusters::check_name(c)
+                    .map_err(|(_, m)| err(&format!("watches[{i}].cluster"), m))?;
+                let reached = if c == clusters::ANY {
+                    !raw.clusters.is_empty()
+                } else {
+                    clusters::rules_for(&raw.clusters, c).is_some()
+                };
+                if !reached {
+                    return Err(err(
+                        &format!("watches[{i}].cluster"),
+                        format!(
+                            "the manifest grants nothing in cluster \"{c}\" (add [clusters.{}] with its rules)",
+                            if c == clusters::ANY { "\"*\"" } else { c }
+                        ),
+                    ));
+                }
+            }
             watches.push((w.clone(), map));
         }
         check_rules("permissions", &raw.permissions.rules).map_err(|(f, m)| err(&f, m))?;
         for (name, c) in &raw.clusters {
             clusters::check_name(name).map_err(|(f, m)| err(&f, m))?;
-            // Quoted like TOML keys that are not bare (`clusters."*"`).
-            let table = if name == clusters::ANY {
-                "clusters.\"*\"".to_string()
-            } else {
-                format!("clusters.{name}")
-            };
-            check_rules(&table, &c.rules).map_err(|(f, m)| err(&f, m))?;
+            check_rules(&clusters::table_name(name), &c.rules).map_err(|(f, m)| err(&f, m))?;
         }
         if raw.limits.concurrency == 0 {
             return Err(err("limits.concurrency", "must be at least 1".into()));
@@ -445,31 +509,11 @@ impl Manifest {
             return Err(err("record.max-file-mib", "must be at least 1".into()));
         }
         let dir = path.parent().unwrap_or(Path::new("."));
-        let mut crds = Vec::new();
-        for (i, c) in raw.crds.iter().enumerate() {
-            // CRD files live beside the manifest: no absolute paths, no `..`.
-            let relative = Path::new(c).components().all(|part| {
-                matches!(
-                    part,
-                    std::path::Component::Normal(_) | std::path::Component::CurDir
-                )
-            });
-            if c.is_empty() || !relative {
-                return Err(err(
-                    &format!("crds[{i}]"),
-                    format!(
-                        "\"{c}\" must be a path inside the plugin directory (relative, without \"..\")"
-                    ),
-                ));
-            }
-            let p = dir.join(c);
-            if with_files && !p.exists() {
-                return Err(err(
-                    &format!("crds[{i}]"),
-                    format!("{} does not exist", p.display()),
-                ));
-            }
-            crds.push(p);
+        let crds = crd_paths("crds", &raw.crds, dir, with_files).map_err(|(f, m)| err(&f, m))?;
+        let mut clusters = raw.clusters;
+        for (name, c) in clusters.iter_mut() {
+            let field = format!("{}.crds", clusters::table_name(name));
+            c.crds = crd_paths(&field, &c.crds, dir, with_files).map_err(|(f, m)| err(&f, m))?;
         }
         Ok(Manifest {
             path: path.to_path_buf(),
@@ -480,7 +524,7 @@ impl Manifest {
             owns: raw.owns,
             watches,
             permissions: raw.permissions,
-            clusters: raw.clusters,
+            clusters,
             limits: raw.limits,
             record: raw.record,
         })
@@ -760,5 +804,54 @@ mod tests {
         assert_eq!(e.field, "clusters.EU", "{e}");
         let e = parse(&format!("{BASE}[clusters.eu]\npermissions = []\n")).unwrap_err();
         assert!(e.to_string().contains("unknown field `permissions`"), "{e}");
+    }
+
+    #[test]
+    fn watches_may_name_a_cluster_the_manifest_reaches() {
+        let w =
+            "[[watches]]\napi-version = \"x.io/v1\"\nkind = \"Thing\"\nmap = \"label:x.io/row\"\n";
+        let grants = "[clusters.\"*\"]\nrules = []\n";
+        let m = parse(&format!(
+            "{TABLE}table = \"t\"\n{w}cluster = \"*\"\n{grants}"
+        ))
+        .unwrap();
+        assert_eq!(m.watches[0].0.cluster.as_deref(), Some("*"));
+        assert_eq!(m.watches[0].1, MapFn::Label("x.io/row".into()));
+        // Kubernetes-sourced reconcilers too.
+        let m = parse(&format!("{BASE}{w}cluster = \"eu-west\"\n{grants}")).unwrap();
+        assert_eq!(m.watches[0].0.cluster.as_deref(), Some("eu-west"));
+        // A cluster the manifest grants nothing in is named in the error.
+        let e = parse(&format!("{TABLE}table = \"t\"\n{w}cluster = \"eu-west\"\n")).unwrap_err();
+        assert_eq!(e.field, "watches[0].cluster", "{e}");
+        assert!(e.message.contains("cluster \"eu-west\""), "{e}");
+        let e = parse(&format!(
+            "{TABLE}table = \"t\"\n{w}cluster = \"EU\"\n{grants}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "watches[0].cluster", "{e}");
+        // Rows have no labels for a selector to match.
+        let e = parse(&format!(
+            "{TABLE}table = \"t\"\n[[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"selector:spec.selector\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "watches[0].map", "{e}");
+    }
+
+    #[test]
+    fn cluster_tables_may_ship_crds_beside_the_manifest() {
+        let m = Manifest::parse_detached(
+            &format!("{TABLE}table = \"t\"\n[clusters.\"*\"]\nrules = []\ncrds = [\"regional.crd.yaml\"]\n"),
+            Path::new("/plugins/p.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            m.clusters["*"].crds,
+            [Path::new("/plugins/regional.crd.yaml")]
+        );
+        let e = parse(&format!(
+            "{TABLE}table = \"t\"\n[clusters.eu-west]\ncrds = [\"../x.yaml\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "clusters.eu-west.crds[0]", "{e}");
     }
 }

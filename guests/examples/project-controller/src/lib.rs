@@ -4,9 +4,10 @@
 //! For each project it server-side applies a cluster-scoped `ProjectDeployment` named
 //! after the project in the cluster its `spec.region` names (`ctx.cluster(region)`,
 //! the host's `--cluster REGION=KUBECONFIG`), and copies that object's regional status
-//! (phase, url, message) into the project's row. Nothing watches the regional clusters
-//! for this table, so while a project is not running yet the reconciler asks to be
-//! called again soon (`requeue`, which the host keeps as the row's `reconcileAt`).
+//! (phase, url, message) into the project's row. The host watches every region's
+//! ProjectDeployments for this plugin (manifest `[[watches]]`, mapped to the row by
+//! [`PROJECT_LABEL`]), so a region's report reconciles the row at once; the `requeue`
+//! asked for here (kept by the host as the row's `reconcileAt`) is only a backstop.
 //! A project moved to another region has its old ProjectDeployment deleted.
 //!
 //! Deleting a project's row (a plain `DELETE`) deletes its ProjectDeployment too: the
@@ -30,10 +31,11 @@ use wasmlet_sdk::prelude::*;
 pub const MANAGER: &str = "project-controller";
 /// The label every ProjectDeployment carries: the project's id.
 pub const PROJECT_LABEL: &str = "examples.wasmlet.dev/project";
-/// How soon a project whose deployment is not running yet is looked at again.
-pub const POLL_PENDING: Duration = Duration::from_secs(2);
-/// How often a running project's regional status is re-read.
-pub const POLL_RUNNING: Duration = Duration::from_secs(60);
+/// How soon a project whose deployment is not running yet is looked at again,
+/// should the region's report not reach the host's watch.
+pub const POLL_PENDING: Duration = Duration::from_secs(60);
+/// How often a running project's regional status is re-read anyway.
+pub const POLL_RUNNING: Duration = Duration::from_secs(600);
 
 /// A row of `projects` (`metadata.name` = the row's id, `metadata.generation` = its
 /// revision). Fields are optional here so that a bad row gets an error naming the

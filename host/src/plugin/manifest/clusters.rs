@@ -19,18 +19,41 @@ pub const ANY: &str = "*";
 pub struct ClusterPermissions {
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// CRDs (files beside the manifest, as the top-level `crds`) the host
+    /// server-side applies to each of these clusters when the plugin loads:
+    /// the kinds the plugin writes there, so a new region needs no manual step.
+    #[serde(default)]
+    pub crds: Vec<std::path::PathBuf>,
 }
 
 /// The `[clusters]` tables by cluster name.
 pub type Clusters = BTreeMap<String, ClusterPermissions>;
 
+/// The table that applies in `cluster`: its own, else `*`'s; `None` when
+/// the manifest names neither.
+pub fn table_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a ClusterPermissions> {
+    clusters.get(cluster).or_else(|| clusters.get(ANY))
+}
+
 /// The rules that apply in `cluster`: its own table's, else `*`'s; `None`
 /// when the manifest grants nothing there.
 pub fn rules_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a [Rule]> {
-    clusters
-        .get(cluster)
-        .or_else(|| clusters.get(ANY))
-        .map(|c| c.rules.as_slice())
+    table_for(clusters, cluster).map(|c| c.rules.as_slice())
+}
+
+/// The table's name in messages, quoted like a TOML key that is not bare
+/// (`clusters."*"`).
+pub fn table_name(name: &str) -> String {
+    if name == ANY {
+        "clusters.\"*\"".to_string()
+    } else {
+        format!("clusters.{name}")
+    }
+}
+
+/// Whether a `cluster` that a watch names (a name, or `*`) covers `name`.
+pub fn covers(watched: &str, name: &str) -> bool {
+    watched == ANY || watched == name
 }
 
 /// A problem with one `[clusters]` key: `(field, message)`.
