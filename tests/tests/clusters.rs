@@ -14,7 +14,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use wasmlet_e2e::postgres::Postgres;
-use wasmlet_e2e::{Plane, built_plugins, eventually, install_plugin, metric, wasmlet_bin};
+use wasmlet_e2e::summary::{create_configmap, create_summary, ready, summaries};
+use wasmlet_e2e::{
+    Plane, built_plugins, eventually, install_plugin, install_plugin_with, metric, wasmlet_bin,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -410,5 +413,58 @@ async fn plugin_check_and_rbac_show_the_permissions_per_cluster() -> Result<()> 
         }])
     );
     assert_eq!(docs[1]["kind"], "ClusterRoleBinding");
+    Ok(())
+}
+
+/// A Kubernetes-sourced reconciler may watch a named cluster too: a ConfigMap
+/// in region eu-west labelled for ConfigSummary `s1` reconciles `s1` (in the
+/// host's own cluster), as one in the host's own cluster would.
+#[tokio::test]
+async fn a_kind_reconciler_is_called_for_changes_in_a_named_cluster() -> Result<()> {
+    let eu = Plane::start_up(&["--no-node", "--no-builtins"]).await?;
+    let flag = format!("eu-west={}", eu.kubeconfig().display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    install_plugin_with(&host.plugin_dir(), "configmap-summary", |toml| {
+        format!(
+            "{toml}\n[[watches]]\ncluster = \"eu-west\"\napi-version = \"v1\"\nkind = \"ConfigMap\"\n\
+             map = \"label:wasmlet.dev/summary\"\n\n[clusters.eu-west]\nrules = []\n"
+        )
+    })?;
+    let client = host.client().await?;
+    let api = summaries(&client);
+    eventually(WAIT, "the ConfigSummary CRD served", || async {
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await?;
+    create_summary(&api, "s1", json!({})).await?;
+    eventually(WAIT, "s1 reconciled", || async {
+        ready(&api.get("s1").await.ok()?).map(|_| ())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    eventually(WAIT, "the watch in eu-west started", || async {
+        host.log()
+            .lines()
+            .any(|l| l.contains("watching") && l.contains("eu-west") && l.contains("ConfigMap"))
+            .then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+
+    let reconciles = |m: &str| {
+        metric(
+            m,
+            "controller_runtime_reconcile_total",
+            "controller=\"configmap-summary\"",
+        )
+    };
+    let before = reconciles(&host.metrics().await?);
+    create_configmap(&eu.client().await?, "remote", "s1", 2).await?;
+    eventually(WAIT, "s1 reconciled for eu-west's ConfigMap", || async {
+        let m = host.metrics().await.ok()?;
+        (reconciles(&m) > before).then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
     Ok(())
 }
