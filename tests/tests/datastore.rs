@@ -197,6 +197,27 @@ async fn init_creates_the_table_revisions_and_notifications() -> Result<()> {
         .await?;
     assert_eq!(notes.recv().await.as_deref(), Some("a"));
     assert_eq!(marked(&db, "a").await?, None);
+    // TRUNCATE would skip finalizers (no row triggers): refused while a row
+    // has one, allowed once none has.
+    db.execute(
+        "UPDATE rows SET finalizers = '{x.io/f}' WHERE id = 'z'",
+        &[],
+    )
+    .await?;
+    let refused = db.batch_execute("TRUNCATE rows").await.unwrap_err();
+    let why = refused
+        .as_db_error()
+        .map(|e| e.message().to_string())
+        .unwrap_or_default();
+    assert!(
+        why.contains("TRUNCATE rows: rows have finalizers"),
+        "{refused:?}"
+    );
+    assert!(row(&db, "z").await?.is_some(), "z survived the TRUNCATE");
+    db.execute("UPDATE rows SET finalizers = '{}' WHERE id = 'z'", &[])
+        .await?;
+    db.batch_execute("TRUNCATE rows").await?;
+    assert!(row(&db, "z").await?.is_none());
     let bad_id = db
         .execute("INSERT INTO rows (id) VALUES ('')", &[])
         .await

@@ -36,7 +36,8 @@
 //! guarded by the revision `finalize` saw); when the last finalizer of a
 //! marked row goes, by the host or by hand, a trigger deletes the row in the
 //! same statement. A failed `finalize` keeps the row and is retried with
-//! back-off. `TRUNCATE` fires no row triggers: it bypasses finalizers.
+//! back-off. `TRUNCATE` fires no row triggers, so a statement trigger
+//! refuses it while any row has a finalizer.
 //!
 //! # Priorities
 //!

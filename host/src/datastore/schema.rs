@@ -20,6 +20,7 @@ pub fn migration(table: &Table) -> String {
     let notify = table.derived("notify");
     let delete = table.derived("delete");
     let finalized = table.derived("finalized");
+    let truncate = table.derived("truncate");
     let channel = table.channel();
     format!(
         r#"
@@ -100,6 +101,17 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- TRUNCATE fires no row triggers, so it would drop rows past their
+-- finalizers: refused while any row has one (DELETE them instead).
+CREATE OR REPLACE FUNCTION {truncate}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {t} WHERE cardinality(finalizers) > 0) THEN
+        RAISE EXCEPTION 'TRUNCATE {t_text}: rows have finalizers (their reconcilers clean up after a DELETE; TRUNCATE would skip them)'
+            USING HINT = 'DELETE FROM {t_text} instead';
+    END IF;
+    RETURN NULL;
+END
+$$;
 {members_table}
 DROP TRIGGER IF EXISTS {revision} ON {t};
 CREATE TRIGGER {revision} BEFORE INSERT OR UPDATE ON {t}
@@ -114,8 +126,12 @@ DROP TRIGGER IF EXISTS {finalized} ON {t};
 CREATE TRIGGER {finalized} AFTER UPDATE OF finalizers, deleted_at ON {t}
     FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL AND cardinality(NEW.finalizers) = 0)
     EXECUTE FUNCTION {finalized}();
+DROP TRIGGER IF EXISTS {truncate} ON {t};
+CREATE TRIGGER {truncate} BEFORE TRUNCATE ON {t}
+    FOR EACH STATEMENT EXECUTE FUNCTION {truncate}();
 "#,
         seq_literal = seq.trim_matches('"'),
+        t_text = table.name(),
         members_table = members_table(table),
     )
 }
