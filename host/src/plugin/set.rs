@@ -190,8 +190,8 @@ impl PluginSet {
         }))
     }
 
-    /// Makes this set able to run providers (node agents call this before the first scan).
-    /// The named clusters versions loaded from now on may reach (`clusters` import).
+    /// The named clusters versions loaded from now on may reach (`clusters`
+    /// import), and where their `[clusters.NAME] crds` are applied.
     pub fn set_clusters(&self, clusters: crate::cluster::NamedClusters) {
         *self.clusters.write().unwrap_or_else(|p| p.into_inner()) = clusters;
     }
@@ -203,6 +203,7 @@ impl PluginSet {
             .clone()
     }
 
+    /// Makes this set able to run providers (node agents call this before the first scan).
     pub fn set_workloads(&self, w: Arc<dyn super::provider::Workloads>) {
         *self.workloads.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
     }

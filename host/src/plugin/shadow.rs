@@ -26,7 +26,8 @@
 //! (bursts of up to [`CPU_BURST`] of CPU time pass): idle priority alone
 //! still let it cost a busy host ~10 % of its throughput on 2 cores (it
 //! shares the engine, the allocator and memory bandwidth), so past its share
-//! it skips calls too. Under sustained load the candidate samples live
+//! it skips calls too, and until its share has refilled live calls are not
+//! even taped for it. Under sustained load the candidate samples live
 //! traffic instead of following every call.
 
 use std::collections::VecDeque;
@@ -49,8 +50,8 @@ pub const QUEUE: usize = 256;
 /// The candidate thread's CPU time over time at most, as a share of one core.
 pub const CPU_SHARE: f64 = 0.1;
 /// CPU time the candidate may spend at once beyond its share (a burst of
-/// changes is judged whole).
-pub const CPU_BURST: std::time::Duration = std::time::Duration::from_secs(1);
+/// changes is judged whole, up to this much of the candidate's CPU).
+pub const CPU_BURST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How much lower the candidate's thread runs than the host (`nice`) where
 /// the idle scheduling class is refused.
@@ -150,15 +151,54 @@ pub struct Shadow {
     pub digest: String,
     jobs: mpsc::Sender<ShadowJob>,
     metrics: Arc<PluginMetrics>,
+    gate: Arc<Gate>,
 }
 
 impl Shadow {
+    /// Whether the candidate would take a call now; `false` counts the call
+    /// as skipped (the caller then neither tapes nor offers it).
+    pub fn accepting(&self) -> bool {
+        let open = self.jobs.capacity() > 0 && self.gate.open();
+        if !open {
+            PluginMetrics::inc(&self.metrics.shadow_skipped);
+        }
+        open
+    }
+
     /// Hands a live call to the candidate, or skips it when the candidate is
     /// [`QUEUE`] calls behind: the live call never waits.
     pub fn offer(&self, job: ShadowJob) {
         if self.jobs.try_send(job).is_err() {
             PluginMetrics::inc(&self.metrics.shadow_skipped);
         }
+    }
+}
+
+/// Until when the candidate's CPU budget is spent, shared with live calls
+/// so that they stop taping meanwhile.
+struct Gate {
+    since: std::time::Instant,
+    /// Nanoseconds after `since` before which calls are skipped.
+    closed_until: std::sync::atomic::AtomicU64,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            since: std::time::Instant::now(),
+            closed_until: Default::default(),
+        }
+    }
+
+    fn open(&self) -> bool {
+        let now = self.since.elapsed().as_nanos() as u64;
+        now >= self.closed_until.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn close_for(&self, wait: std::time::Duration) {
+        let until = (self.since.elapsed() + wait).as_nanos() as u64;
+        self.closed_until
+            .store(until, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -183,11 +223,13 @@ impl ShadowSlot {
     pub fn start(&self, candidate: Loaded, fingerprint: String) -> std::io::Result<()> {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let digest = candidate.digest.clone();
+        let gate = Arc::new(Gate::new());
         let worker = Worker {
             name: self.name.clone(),
             candidate,
             metrics: self.metrics.clone(),
             differences: self.differences.clone(),
+            gate: gate.clone(),
         };
         std::thread::Builder::new()
             .name(format!("shadow-{}", self.name))
@@ -203,6 +245,7 @@ impl ShadowSlot {
             digest,
             jobs,
             metrics: self.metrics.clone(),
+            gate,
         })));
         Ok(())
     }
@@ -270,14 +313,18 @@ impl CpuBudget {
     }
 
     /// Whether the budget is used up, after filling it for the time since
-    /// the last look and charging the CPU time used since.
-    fn spent(&mut self) -> bool {
+    /// the last look and charging the CPU time used since: `Some(wait)`, how
+    /// long until a tenth of a burst is back (so it does not reopen for one call).
+    fn spent(&mut self) -> Option<std::time::Duration> {
         let (now, cpu) = (std::time::Instant::now(), thread_cpu());
         let earned = now.duration_since(self.filled).as_secs_f64() * CPU_SHARE;
         let used = cpu.saturating_sub(self.cpu).as_secs_f64();
         self.left = (self.left + earned - used).min(CPU_BURST.as_secs_f64());
         (self.filled, self.cpu) = (now, cpu);
-        self.left <= 0.0
+        (self.left <= 0.0).then(|| {
+            let short = CPU_BURST.as_secs_f64() / 10.0 - self.left;
+            std::time::Duration::from_secs_f64(short / CPU_SHARE)
+        })
     }
 }
 
@@ -300,6 +347,7 @@ struct Worker {
     candidate: Loaded,
     metrics: Arc<PluginMetrics>,
     differences: Arc<Mutex<VecDeque<Difference>>>,
+    gate: Arc<Gate>,
 }
 
 impl Worker {
@@ -320,7 +368,9 @@ impl Worker {
         runtime.block_on(async {
             let mut budget = CpuBudget::new();
             while let Some(job) = jobs.recv().await {
-                if budget.spent() {
+                if let Some(wait) = budget.spent() {
+                    // Live calls stop taping until the budget is back.
+                    self.gate.close_for(wait);
                     PluginMetrics::inc(&self.metrics.shadow_skipped);
                     continue;
                 }

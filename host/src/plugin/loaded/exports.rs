@@ -58,9 +58,15 @@ impl Loaded {
         r
     }
 
-    /// The shadow candidate running beside this version now, if any.
+    /// The shadow candidate running beside this version now, if any, and
+    /// if it takes a call now: one it would skip (out of CPU, queue full) is
+    /// counted as skipped here, so the live call is not taped for nothing.
     fn shadow_now(&self) -> Option<Arc<Shadow>> {
-        self.ctx.shadow.as_ref()?.current()
+        self.ctx
+            .shadow
+            .as_ref()?
+            .current()
+            .filter(|s| s.accepting())
     }
 
     /// Offers a taped call to the shadow candidate, and hands its record to
