@@ -8,6 +8,11 @@
 //! let input: serde_json::Value = call.input();
 //! // run the reconcile function on `input`, compare with `call.status()`
 //! ```
+//!
+//! A provider's calls (`init`, `handle`, `status`) load the same way: the pod
+//! is the input, and [`RecordedCall::state`], [`RecordedCall::state_data`],
+//! [`RecordedCall::event`] and [`RecordedCall::workload_calls`] give what the
+//! state handler was given and what it asked the node's workloads.
 
 use std::path::Path;
 
@@ -21,7 +26,7 @@ use super::FakeHost;
 pub struct RecordedCall {
     /// `namespace/name`.
     pub key: String,
-    /// `reconcile` or `finalize`.
+    /// `reconcile` or `finalize`; a provider's `init`, `handle` or `status`.
     pub call: String,
     record: Value,
 }
@@ -121,7 +126,38 @@ impl RecordedCall {
         host
     }
 
-    /// The recorded outcome (`kind`: `reconciled`, `finalized`, `guest-error` or `failed`).
+    /// A provider call's pod state (`handle`, `status`), e.g. `Running`.
+    pub fn state(&self) -> Option<&str> {
+        self.record.get("state").and_then(Value::as_str)
+    }
+
+    /// The state data a provider call was given (`handle`, `status`).
+    pub fn state_data(&self) -> Option<&Value> {
+        self.record.get("state-data").filter(|v| !v.is_null())
+    }
+
+    /// What woke a `handle` call (`{"workload-exited": 3}`, `{"timer": 1000}`,
+    /// `"pod-changed"`, `{"fetch-done": 1}`); `None` for a first look.
+    pub fn event(&self) -> Option<&Value> {
+        self.record.get("event").filter(|v| !v.is_null())
+    }
+
+    /// The `workloads` import calls a provider call made, in order: the
+    /// operation (`spawn`, `status`, `kill`, ...), its arguments and its result.
+    pub fn workload_calls(&self) -> Vec<(&str, &Value, &Value)> {
+        self.record["imports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let op = e["op"].as_str()?.strip_prefix("workloads.")?;
+                Some((op, &e["args"], &e["result"]))
+            })
+            .collect()
+    }
+
+    /// The recorded outcome (`kind`: `reconciled`, `finalized`, `guest-error`
+    /// or `failed`; a provider's `initialized`, `transition`, `wait`, `status`, ...).
     pub fn outcome(&self) -> &Value {
         &self.record["outcome"]
     }
@@ -179,5 +215,38 @@ mod tests {
             .list(&ListParams::namespaced("ns").labels("x=s1"))
             .unwrap();
         assert_eq!(cms.len(), 1);
+    }
+
+    #[test]
+    fn a_recorded_provider_call_gives_its_state_event_and_workload_calls() {
+        let path = std::env::temp_dir().join(format!(
+            "wasmlet-sdk-provider-record-{}.jsonl",
+            std::process::id()
+        ));
+        let header = r#"{"format":"wasmlet-record","version":2,"plugin":"wasi-runner","digest":"d","manifest":"","redacted":true}"#;
+        let call = serde_json::json!({
+            "seq": 1, "at": "t", "plugin": "wasi-runner", "digest": "d", "call": "handle",
+            "key": "default/hello", "insecure-seed": "0",
+            "input": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hello", "namespace": "default"}},
+            "state": "Running", "state-data": {"handle": 3}, "event": {"workload-exited": 3},
+            "imports": [
+                {"op": "workloads.status", "args": {"handle": 3},
+                 "result": {"ok": {"state": {"Exited": 0}}}},
+                {"op": "client.get", "args": {}, "result": {"ok": null}},
+            ],
+            "outcome": {"kind": "transition", "to": "Completed", "state-data": {}},
+        });
+        std::fs::write(&path, format!("{header}\n{call}\n")).unwrap();
+        let c = RecordedCall::last_for(&path, "default/hello").unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(c.call, "handle");
+        assert_eq!(c.state(), Some("Running"));
+        assert_eq!(c.state_data(), Some(&serde_json::json!({"handle": 3})));
+        assert_eq!(c.event(), Some(&serde_json::json!({"workload-exited": 3})));
+        let calls = c.workload_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "status");
+        assert_eq!(calls[0].2["ok"]["state"]["Exited"], 0);
+        assert_eq!(c.outcome()["to"], "Completed");
     }
 }
