@@ -156,14 +156,7 @@ impl Controller {
                 }
                 Some(MapFn::Selector(path)) => self.enqueue_selecting(&o, path),
                 Some(MapFn::Waiting) => {
-                    let keys: Vec<String> = self
-                        .waiting
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .iter()
-                        .cloned()
-                        .collect();
-                    for key in keys {
+                    for key in super::guest::waiting_keys(&self.waiting) {
                         self.queue.add(key, Priority::High);
                     }
                 }

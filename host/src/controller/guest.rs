@@ -123,3 +123,14 @@ pub(super) fn settle(
         }
     }
 }
+
+/// The keys waiting for a requeue-after (what [`settle`] keeps), for a
+/// `waiting` watch to call now.
+pub(super) fn waiting_keys(waiting: &Mutex<HashSet<String>>) -> Vec<String> {
+    waiting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .cloned()
+        .collect()
+}

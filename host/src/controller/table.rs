@@ -43,7 +43,7 @@ use tracing::Instrument;
 
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
-use super::guest::{call_reconcile, settle};
+use super::guest::{call_reconcile, settle, waiting_keys};
 use super::metrics::ControllerMetrics;
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
@@ -183,14 +183,7 @@ impl TableController {
                 Err(RecvError::Closed) => return,
             };
             if let MapFn::Waiting = map {
-                let waiting: Vec<String> = self
-                    .waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .cloned()
-                    .collect();
-                for id in waiting {
+                for id in waiting_keys(&self.waiting) {
                     self.add(id, Priority::High);
                 }
             } else if let Some(id) = named_by(&object, &map) {
