@@ -363,10 +363,9 @@ async fn run_arm(
         .await
         .context("timed out waiting for every status")??;
     let seconds = start.elapsed().as_secs_f64();
-    let first_seconds = progress
-        .borrow()
-        .first
-        .map_or(f64::NAN, |t| t.saturating_duration_since(start).as_secs_f64());
+    let first_seconds = progress.borrow().first.map_or(f64::NAN, |t| {
+        t.saturating_duration_since(start).as_secs_f64()
+    });
     let cpu_at_done = probe::cpu_seconds(pid, ticks)?;
     let created = late_created.await??;
     tokio::time::timeout(
