@@ -34,7 +34,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
@@ -63,6 +63,8 @@ struct Measured {
     arm: Arm,
     concurrency: u16,
     seconds: f64,
+    /// Seconds from the controller's start to the first status written.
+    first_seconds: f64,
     reconciles_per_object: f64,
     patches_per_object: f64,
     cpu_at_done: f64,
@@ -92,6 +94,8 @@ struct Progress {
     listed: bool,
     /// Objects (not late ones) whose status is written.
     done: usize,
+    /// When the first of them was.
+    first: Option<Instant>,
     /// Late objects whose status is written, and when.
     late_done: HashMap<String, Instant>,
 }
@@ -162,13 +166,26 @@ async fn setup_objects(client: &kube::Client, crd_yaml: &str, n: usize) -> anyho
     Ok(())
 }
 
-/// Follows every Widget's status from the orchestrator's own watch.
-fn follow(client: &kube::Client) -> tokio::sync::watch::Receiver<Progress> {
+/// A task aborted when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Follows every Widget's status from the orchestrator's own watch, until the
+/// returned guard drops: an arm's watch must not outlive its plane, or it
+/// retries against the dead plane while the next arm runs and takes CPU from it.
+fn follow(client: &kube::Client) -> (tokio::sync::watch::Receiver<Progress>, AbortOnDrop) {
     let (tx, rx) = tokio::sync::watch::channel(Progress::default());
     let api: Api<Widget> = Api::namespaced(client.clone(), NS);
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut seen = std::collections::HashSet::new();
-        let mut s = watcher(api, watcher::Config::default()).boxed();
+        let mut s = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(ev) = s.next().await {
             let w = match ev {
                 Ok(watcher::Event::InitDone) => {
@@ -188,11 +205,12 @@ fn follow(client: &kube::Client) -> tokio::sync::watch::Receiver<Progress> {
                     p.late_done.insert(name, now);
                 } else {
                     p.done += 1;
+                    p.first.get_or_insert(now);
                 }
             });
         }
     });
-    rx
+    (rx, AbortOnDrop(task))
 }
 
 /// The controller process of `arm` and how to read its reconcile count.
@@ -316,7 +334,7 @@ async fn run_arm(
         n,
     )
     .await?;
-    let mut progress = follow(&client);
+    let (mut progress, _following) = follow(&client);
     progress.wait_for(|p| p.listed).await?;
 
     let start = Instant::now();
@@ -345,6 +363,9 @@ async fn run_arm(
         .await
         .context("timed out waiting for every status")??;
     let seconds = start.elapsed().as_secs_f64();
+    let first_seconds = progress.borrow().first.map_or(f64::NAN, |t| {
+        t.saturating_duration_since(start).as_secs_f64()
+    });
     let cpu_at_done = probe::cpu_seconds(pid, ticks)?;
     let created = late_created.await??;
     tokio::time::timeout(
@@ -386,6 +407,7 @@ async fn run_arm(
         arm,
         concurrency,
         seconds,
+        first_seconds,
         reconciles_per_object: last as f64 / objects,
         patches_per_object: patches / objects,
         cpu_at_done,
@@ -490,10 +512,11 @@ fn print_row(m: &Measured) {
         .map(|(at, ms)| format!("late@{at}s p99 {ms:.0} ms"))
         .collect();
     println!(
-        "  {:<12} c={:<2} {:>8.2} s  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
+        "  {:<12} c={:<2} {:>8.2} s (first status at {:.2} s)  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
         m.arm.name(),
         m.concurrency,
         m.seconds,
+        m.first_seconds,
         m.reconciles_per_object,
         m.patches_per_object,
         m.cpu,

@@ -24,6 +24,7 @@ mod reconcile;
 mod remote;
 pub mod source;
 pub mod status;
+mod status_write;
 pub mod table;
 pub mod workqueue;
 

@@ -242,14 +242,15 @@ impl Controller {
                 ..Default::default()
             };
             self.own_writes.begin(key);
-            let response = self
-                .api_in(ns)
-                .patch_status(name, &params, &Patch::Merge(patch))
-                .await;
-            let rv = response
-                .as_ref()
-                .ok()
-                .and_then(|s| s.metadata.resource_version.as_deref());
+            let response = super::status_write::patch_status(
+                &self.api_in(ns),
+                self.caches.client(),
+                name,
+                &params,
+                &Patch::Merge(patch),
+            )
+            .await;
+            let rv = response.as_ref().ok().and_then(|s| s.resource_version());
             if let Some(r) = &record {
                 let result = response.as_ref().map(|_| rv).map_err(|e| e.to_string());
                 r.host_write("patch-status", key, &json!({"status": &desired}), result);
@@ -260,10 +261,10 @@ impl Controller {
             }
             let stored = match response {
                 Ok(stored) => stored,
-                Err(e) => return self.retry(key, &e.into()),
+                Err(e) => return self.retry(key, &e),
             };
             self.metrics.status_written(&self.name);
-            let kept = status_of(&stored.data);
+            let kept = stored.status();
             let pruned = kept != desired;
             if pruned {
                 self.warn_pruned(&desired, &kept);
@@ -272,7 +273,7 @@ impl Controller {
                 .primary
                 .get(ns, name)
                 .and_then(|o| o.metadata.resource_version.clone());
-            if !pruned && seen.is_some() && seen == stored.metadata.resource_version {
+            if !pruned && seen.is_some() && seen.as_deref() == stored.resource_version() {
                 // The cache has the write already (its event came first).
                 self.written_lock().remove(key);
             } else {
@@ -282,7 +283,7 @@ impl Controller {
                         sent: desired,
                         kept,
                         replaced: obj.metadata.resource_version.clone(),
-                        stored: stored.metadata.resource_version.clone(),
+                        stored: stored.resource_version().map(str::to_string),
                         pruned,
                     },
                 );

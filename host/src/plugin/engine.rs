@@ -55,9 +55,36 @@ fn plugin_config(pooling: bool) -> Config {
         pool.total_tables(1024);
         pool.total_stacks(512);
         pool.max_memory_size(1 << 30);
+        keep_dirty_pages_resident(&mut pool);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config
+}
+
+/// Linear memory kept mapped between instances of a pool slot, up to this
+/// many bytes from its start: a Rust guest's shadow stack takes the first
+/// MiB, its data and heap start above it, so 4 MiB covers what a typical
+/// reconcile touches.
+const KEEP_RESIDENT: usize = 4 << 20;
+
+/// Every call runs on a fresh instance, so the slot's memory is reset after
+/// each one. By default that is an `madvise` of the whole memory (a TLB
+/// flush), and the next call faults every page it touches in again. With
+/// the kernel's `PAGEMAP_SCAN` (Linux 6.7+) the pool finds the pages the
+/// call dirtied and copies them back from the initial image instead, so they
+/// stay mapped: the next instance starts from exactly the same contents (nothing
+/// survives between calls) without faulting. The versus bench's widget call
+/// (fresh instance included) went from 87 to 54 µs under load, 41 to 17 µs
+/// idle, with 1.2 page faults per reconcile instead of 9.2 (issue 16).
+/// Without the ioctl, keeping memory
+/// resident would mean a `memset` of all of it per call, slower than the
+/// faults: the default is kept.
+fn keep_dirty_pages_resident(pool: &mut PoolingAllocationConfig) {
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        pool.pagemap_scan(wasmtime::Enabled::Yes);
+        pool.linear_memory_keep_resident(KEEP_RESIDENT);
+        pool.table_keep_resident(64 << 10);
+    }
 }
 
 fn base_config() -> Config {
