@@ -55,7 +55,7 @@ async fn apply_files(
     paths: &[std::path::PathBuf],
     named: Option<&str>,
 ) -> Result<(), LoadError> {
-    let cluster = named.unwrap_or("");
+    let cluster = named.unwrap_or("(the host's)");
     let manager = format!("wasmlet-plugin-{name}");
     for path in paths {
         let docs = match read_yaml_documents(path) {
