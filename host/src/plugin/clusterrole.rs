@@ -98,7 +98,8 @@ pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
         let (group, _) = split(&o.api_version);
         rules.add(group, &resource_of(group, &o.kind, crds), &read);
     }
-    for (w, _) in &manifest.watches {
+    // Watches of a named cluster are granted there (`named_cluster_role`).
+    for (w, _) in manifest.watches.iter().filter(|(w, _)| w.cluster.is_none()) {
         let (group, _) = split(&w.api_version);
         rules.add(group, &resource_of(group, &w.kind, crds), &read);
     }
@@ -291,6 +292,9 @@ map = "label:x.io/project"
                 {"apiGroups": ["y.io"], "resources": ["statuses"], "verbs": ["get", "list", "watch"]},
             ])
         );
+        // The host's own cluster is not granted the regional watch.
+        let own = cluster_role("wasmlet-plugin-p", &m, &[]);
+        assert!(!own.to_string().contains("statuses"), "{own}");
         // Another region: the `*` table (no rules), and the watch.
         let role = named_cluster_role("wasmlet-plugin-p", &m, "us-east", &[]).unwrap();
         assert_eq!(
