@@ -77,10 +77,16 @@ impl ClusterFlag {
 /// The host's named clusters. Empty on a host given none (and in replays).
 #[derive(Default, Clone)]
 pub struct NamedClusters {
-    clusters: BTreeMap<String, Arc<dyn ClusterAccess>>,
-    /// Each real cluster's caches: what controllers watch there, and the
-    /// client the host applies a plugin's CRDs with.
-    caches: BTreeMap<String, Arc<Caches>>,
+    clusters: BTreeMap<String, Named>,
+}
+
+/// One named cluster.
+#[derive(Clone)]
+struct Named {
+    access: Arc<dyn ClusterAccess>,
+    /// A real cluster's caches: what controllers watch there, and the client
+    /// the host applies a plugin's CRDs with (`None`: a bare [`ClusterAccess`]).
+    caches: Option<Arc<Caches>>,
 }
 
 impl std::fmt::Debug for NamedClusters {
@@ -93,33 +99,47 @@ impl NamedClusters {
     /// A cluster per `(name, client)`, each with its own resolver and caches
     /// whose watches start on a kind's first read.
     pub fn new(clients: impl IntoIterator<Item = (String, kube::Client)>) -> NamedClusters {
-        let mut named = NamedClusters::default();
-        for (name, client) in clients {
-            let resolver = Arc::new(Resolver::new(client));
-            let caches = Caches::new(resolver.clone());
-            let cluster = Cluster::new(resolver, Some(caches.clone())).with_lazy_watches();
-            named.clusters.insert(name.clone(), Arc::new(cluster));
-            named.caches.insert(name, caches);
-        }
-        named
+        let clusters = clients
+            .into_iter()
+            .map(|(name, client)| {
+                let resolver = Arc::new(Resolver::new(client));
+                let caches = Caches::new(resolver.clone());
+                let cluster = Cluster::new(resolver, Some(caches.clone())).with_lazy_watches();
+                let named = Named {
+                    access: Arc::new(cluster),
+                    caches: Some(caches),
+                };
+                (name, named)
+            })
+            .collect();
+        NamedClusters { clusters }
     }
 
     /// Clusters served by anything answering [`ClusterAccess`] (tests, read-only wrappers).
     pub fn from_access(clusters: BTreeMap<String, Arc<dyn ClusterAccess>>) -> NamedClusters {
-        NamedClusters {
-            clusters,
-            caches: BTreeMap::new(),
-        }
+        let clusters = clusters
+            .into_iter()
+            .map(|(name, access)| {
+                (
+                    name,
+                    Named {
+                        access,
+                        caches: None,
+                    },
+                )
+            })
+            .collect();
+        NamedClusters { clusters }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn ClusterAccess>> {
-        self.clusters.get(name).cloned()
+        self.clusters.get(name).map(|c| c.access.clone())
     }
 
     /// The caches of cluster `name` (`None` for one served by a bare
     /// [`ClusterAccess`]): its watches, and its client.
     pub fn caches(&self, name: &str) -> Option<Arc<Caches>> {
-        self.caches.get(name).cloned()
+        self.clusters.get(name)?.caches.clone()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -131,15 +151,20 @@ impl NamedClusters {
     }
 
     /// The same clusters with every access passed through `wrap` (a shadow
-    /// candidate's are read-only).
+    /// candidate's are read-only; the caches, which only the host uses, stay).
     pub fn map(&self, wrap: impl Fn(Arc<dyn ClusterAccess>) -> Arc<dyn ClusterAccess>) -> Self {
         NamedClusters {
             clusters: self
                 .clusters
                 .iter()
-                .map(|(n, c)| (n.clone(), wrap(c.clone())))
+                .map(|(n, c)| {
+                    let named = Named {
+                        access: wrap(c.access.clone()),
+                        caches: c.caches.clone(),
+                    };
+                    (n.clone(), named)
+                })
                 .collect(),
-            caches: self.caches.clone(),
         }
     }
 }

@@ -227,7 +227,7 @@ impl Controller {
             }
             _ => current.clone(),
         };
-        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let now = super::status::now();
         let desired = desired_status(
             &base,
             &result,

@@ -21,9 +21,9 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// One watch in one cluster.
 pub(super) struct RemoteWatch {
     /// `None`: the host's own.
-    pub cluster: Option<String>,
+    cluster: Option<String>,
     caches: Arc<Caches>,
-    pub watch: Watch,
+    watch: Watch,
     pub map: MapFn,
 }
 

@@ -61,6 +61,12 @@ fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, no
     }
 }
 
+/// The time a condition's `lastTransitionTime` takes now (RFC 3339, seconds,
+/// as the API server's timestamps).
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// The status the object should have after this reconcile.
 pub fn desired_status(
     current: &Value,

@@ -291,7 +291,7 @@ impl TableController {
             Ok((Some(wait), false)) if !wait.is_zero() => Some(wait),
             _ => None,
         };
-        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let now = super::status::now();
         let mut desired = desired_status(
             &row.status,
             &call.result,
@@ -414,7 +414,7 @@ impl TableController {
                 error: Some((reason, format!("finalize: {message}"))),
                 ..Default::default()
             };
-            let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let now = super::status::now();
             let desired = desired_status(
                 &row.status,
                 &failed,

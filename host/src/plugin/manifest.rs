@@ -478,8 +478,8 @@ impl Manifest {
                     return Err(err(
                         &format!("watches[{i}].cluster"),
                         format!(
-                            "the manifest grants nothing in cluster \"{c}\" (add [clusters.{}] with its rules)",
-                            if c == clusters::ANY { "\"*\"" } else { c }
+                            "the manifest grants nothing in cluster \"{c}\" (add [{}] with its rules)",
+                            clusters::table_name(c)
                         ),
                     ));
                 }

@@ -57,6 +57,9 @@ async fn apply_files(
 ) -> Result<(), LoadError> {
     let cluster = named.unwrap_or("(the host's)");
     let manager = format!("wasmlet-plugin-{name}");
+    let crds: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(client.clone());
     for path in paths {
         let docs = match read_yaml_documents(path) {
             Ok(d) => d,
@@ -66,8 +69,6 @@ async fn apply_files(
             }
         };
         for doc in docs {
-            let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-                    kube::Api::all(client.clone());
             let crd_name = doc
                 .pointer("/metadata/name")
                 .and_then(|v| v.as_str())
