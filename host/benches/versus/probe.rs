@@ -18,6 +18,20 @@ pub fn clock_ticks() -> f64 {
 /// utime + stime of process `pid` and of its children it waited for (a
 /// wasmlet host compiles components in child processes), in seconds.
 pub fn cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
+    stat_seconds(pid, ticks, 11..=14)
+}
+
+/// The CPU seconds of the children `pid` waited for alone (a wasmlet host's
+/// compiles).
+pub fn children_cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
+    stat_seconds(pid, ticks, 13..=14)
+}
+
+fn stat_seconds(
+    pid: u32,
+    ticks: f64,
+    fields: std::ops::RangeInclusive<usize>,
+) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The command name may hold spaces: fields count from after its ')'.
     let rest = stat
@@ -28,7 +42,7 @@ pub fn cpu_seconds(pid: u32, ticks: f64) -> anyhow::Result<f64> {
     // After ')': state is field 3, so utime (14), stime (15), cutime (16) and
     // cstime (17) are at 11..=14.
     let mut sum = 0.0;
-    for i in 11..=14 {
+    for i in fields {
         sum += f.get(i).context("no CPU times")?.parse::<f64>()?;
     }
     Ok(sum / ticks)

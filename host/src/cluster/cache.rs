@@ -1,31 +1,31 @@
-//! Shared watches and caches: one kube-runtime watcher + reflector per kind,
-//! whoever needs it (any number of plugins, the `client` import's reads).
-//! The watcher resumes after disconnects and relists after a 410; every
-//! subscriber gets the events through a broadcast channel. Cached objects
-//! carry no `metadata.managedFields`.
+//! Shared watches and caches: one kube-runtime watcher per kind and a store
+//! of its objects, whoever needs it (any number of plugins, the `client`
+//! import's reads). The watcher resumes after disconnects and relists after
+//! a 410; every subscriber gets the events through a broadcast channel.
+//! Cached objects are [`CachedObject`]s (their bodies kept as text) and carry
+//! no `metadata.managedFields`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::api::{Api, ApiResource};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, broadcast};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
-use super::{ClientError, Resolved, Resolver};
+use super::{CachedObject, ClientError, Resolved, Resolver};
 
-/// What a cache saw.
+/// What a cache saw. The object is the one the store holds (one copy).
 #[derive(Debug, Clone)]
 pub enum CacheEvent {
     /// Created or changed; `initial` during a (re)list.
     Applied {
-        object: Arc<DynamicObject>,
+        object: Arc<CachedObject>,
         initial: bool,
     },
-    Deleted(Arc<DynamicObject>),
+    Deleted(Arc<CachedObject>),
     /// A (re)list finished: the cache is complete.
     Synced,
 }
@@ -34,9 +34,55 @@ pub enum CacheEvent {
 /// the store (it is told so by `RecvError::Lagged`).
 const FANOUT: usize = 16 * 1024;
 
+/// A kind's cached objects by `namespace/name` (`name` when cluster-scoped).
+/// Written by the cache's watch task only; a (re)list is gathered apart and
+/// swapped in whole when complete, as kube-runtime's reflector does.
+#[derive(Clone, Default)]
+pub struct Store {
+    objects: Arc<RwLock<HashMap<Box<str>, Arc<CachedObject>>>>,
+}
+
+impl Store {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Box<str>, Arc<CachedObject>>> {
+        // Plain data: a poisoned lock still holds a usable map.
+        self.objects.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Box<str>, Arc<CachedObject>>> {
+        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The object under `key` (`namespace/name`, or `name`).
+    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
+        self.read().get(key).cloned()
+    }
+
+    /// Every cached object.
+    pub fn state(&self) -> Vec<Arc<CachedObject>> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The store key of `o`: `namespace/name`, or `name`.
+fn key(o: &CachedObject) -> Box<str> {
+    let name = o.metadata.name.as_deref().unwrap_or_default();
+    match o.metadata.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}").into(),
+        _ => name.into(),
+    }
+}
+
 pub struct KindCache {
     pub resolved: Resolved,
-    pub store: Store<DynamicObject>,
+    pub store: Store,
     events: broadcast::Sender<CacheEvent>,
     synced: Arc<Synced>,
     task: tokio::task::JoinHandle<()>,
@@ -74,14 +120,13 @@ impl KindCache {
         }
     }
 
-    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
-        let mut r = ObjectRef::new_with(name, self.resolved.resource.clone());
-        if self.resolved.namespaced
-            && let Some(ns) = namespace
-        {
-            r = r.within(ns);
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+        match namespace {
+            Some(ns) if self.resolved.namespaced && !ns.is_empty() => {
+                self.store.get(&format!("{ns}/{name}"))
+            }
+            _ => self.store.get(name),
         }
-        self.store.get(&r)
     }
 
     /// Objects matching a namespace and selectors, from memory.
@@ -90,7 +135,7 @@ impl KindCache {
         namespace: Option<&str>,
         labels: &LabelSelector,
         fields: &FieldSelector,
-    ) -> Vec<Arc<DynamicObject>> {
+    ) -> Vec<Arc<CachedObject>> {
         self.store
             .state()
             .into_iter()
@@ -100,14 +145,9 @@ impl KindCache {
                 fields.matches(|f| match f {
                     "metadata.name" => o.metadata.name.clone(),
                     "metadata.namespace" => o.metadata.namespace.clone(),
-                    other => {
-                        let path: Vec<&str> = other.split('.').collect();
-                        let mut cur = &o.data;
-                        for p in path {
-                            cur = cur.get(p)?;
-                        }
-                        cur.as_str().map(str::to_string)
-                    }
+                    other => o
+                        .at_path(other)
+                        .and_then(|v| v.as_str().map(str::to_string)),
                 })
             })
             .collect()
@@ -116,7 +156,7 @@ impl KindCache {
 
 /// Whether `selector` matches `o`'s labels (checked in place: this runs for
 /// every watch event and every cached object a list scans).
-pub fn selects(selector: &LabelSelector, o: &DynamicObject) -> bool {
+pub fn selects(selector: &LabelSelector, o: &CachedObject) -> bool {
     static NONE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     selector.matches(o.metadata.labels.as_ref().unwrap_or(&NONE))
 }
@@ -126,7 +166,7 @@ pub struct Caches {
     resolver: Arc<Resolver>,
     kinds: Mutex<HashMap<(String, String), Arc<KindCache>>>,
     /// Debugging/testing only (`--debug-cache-delay-ms`): every watch event is
-    /// held this long before the reflector stores it, so caches lag the API.
+    /// held this long before the store has it, so caches lag the API.
     debug_delay: std::time::Duration,
 }
 
@@ -193,25 +233,25 @@ impl Caches {
 
 fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -> KindCache {
     let ar: ApiResource = resolved.resource.clone();
-    let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
-    let store = writer.as_reader();
+    let store = Store::default();
     let (events, _) = broadcast::channel(FANOUT);
     let tx = events.clone();
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let api: Api<CachedObject> = Api::all_with(client, &ar);
     let synced = Arc::new(Synced::default());
     let flag = synced.clone();
     let kind = ar.kind.clone();
+    let writer = store.clone();
     let task = tokio::spawn(async move {
         // managedFields are half of a typical object and no reconcile reads
         // them (field ownership is the API server's business): the cache
         // drops them, as controller-runtime's common transform does.
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
-        let stream = if delay.is_zero() {
+            .modify(|o: &mut CachedObject| o.metadata.managed_fields = None);
+        let mut stream = if delay.is_zero() {
             stream.boxed()
         } else {
-            // Before the reflector, so the store itself lags (not only the
+            // Before the store, so the store itself lags (not only the
             // fan-out); only live changes, so (re)lists stay quick.
             stream
                 .then(move |ev| async move {
@@ -222,7 +262,8 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                 })
                 .boxed()
         };
-        let mut stream = reflector::reflector(writer, stream).boxed();
+        // A (re)list in progress: swapped into the store when complete.
+        let mut relist: HashMap<Box<str>, Arc<CachedObject>> = HashMap::new();
         while let Some(ev) = stream.next().await {
             let ev = match ev {
                 Ok(ev) => ev,
@@ -232,21 +273,36 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                 }
             };
             let out = match ev {
-                watcher::Event::Init => continue,
-                watcher::Event::InitApply(o) => CacheEvent::Applied {
-                    object: Arc::new(o),
-                    initial: true,
-                },
+                watcher::Event::Init => {
+                    relist = HashMap::new();
+                    continue;
+                }
+                watcher::Event::InitApply(o) => {
+                    let object = Arc::new(o);
+                    relist.insert(key(&object), object.clone());
+                    CacheEvent::Applied {
+                        object,
+                        initial: true,
+                    }
+                }
                 watcher::Event::InitDone => {
+                    *writer.write() = std::mem::take(&mut relist);
                     flag.done.store(true, Ordering::Release);
                     flag.notify.notify_waiters();
                     CacheEvent::Synced
                 }
-                watcher::Event::Apply(o) => CacheEvent::Applied {
-                    object: Arc::new(o),
-                    initial: false,
-                },
-                watcher::Event::Delete(o) => CacheEvent::Deleted(Arc::new(o)),
+                watcher::Event::Apply(o) => {
+                    let object = Arc::new(o);
+                    writer.write().insert(key(&object), object.clone());
+                    CacheEvent::Applied {
+                        object,
+                        initial: false,
+                    }
+                }
+                watcher::Event::Delete(o) => {
+                    writer.write().remove(&key(&o));
+                    CacheEvent::Deleted(Arc::new(o))
+                }
             };
             let _ = tx.send(out);
         }

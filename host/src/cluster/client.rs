@@ -131,7 +131,7 @@ impl Cluster {
         if let Some(cache) = self.cached(r) {
             return cache
                 .get(namespace, name)
-                .map(|o| Self::encode(&o, r))
+                .map(|o| o.json(&r.resource))
                 .ok_or(ClientError::NotFound);
         }
         let obj = self.api(r, namespace).get(name).await?;
@@ -153,7 +153,7 @@ impl Cluster {
             return Ok(cache
                 .list(namespace, &labels, &fields)
                 .iter()
-                .map(|o| Self::encode(o, r))
+                .map(|o| o.json(&r.resource))
                 .collect());
         }
         let mut lp = ListParams::default();

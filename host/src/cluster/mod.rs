@@ -4,7 +4,8 @@
 //! it once; nothing here knows about plugins or controllers.
 //!
 //! - [`resolver`]: `apiVersion` + `kind` → resource (discovery, cached);
-//! - [`cache`]: shared watches and reflector caches, one per kind;
+//! - [`cache`]: shared watches and caches, one per kind;
+//! - [`object`]: [`CachedObject`], a cached object (its body kept as text);
 //! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
 //! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
@@ -33,6 +34,7 @@ pub mod encode;
 pub mod error;
 pub mod metrics;
 pub mod named;
+pub mod object;
 pub mod read_only;
 pub mod resolver;
 
@@ -40,5 +42,6 @@ pub use access::ClusterAccess;
 pub use client::{Cluster, Delete, PatchKind};
 pub use error::ClientError;
 pub use named::NamedClusters;
+pub use object::CachedObject;
 pub use read_only::ReadOnly;
 pub use resolver::{Resolved, Resolver};

@@ -5,18 +5,18 @@
 
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::controller::{Controller, key_of, split_key};
 use super::workqueue::Priority;
+use crate::cluster::CachedObject;
 use crate::cluster::cache::CacheEvent;
 use crate::plugin::manifest::MapFn;
 use wasmlet_apimachinery::selector::LabelSelector;
 
 impl Controller {
-    pub(super) fn selected(&self, o: &DynamicObject) -> bool {
+    pub(super) fn selected(&self, o: &CachedObject) -> bool {
         let rec = self.manifest.reconciles.as_ref().expect("checked at start");
         if rec
             .namespace
@@ -40,7 +40,7 @@ impl Controller {
     /// controller starts with (its backlog, as controller-runtime's priority
     /// queue has it): a change made once the controller runs goes first, and
     /// idle workers take the backlog at full speed. Everything else is high.
-    pub(super) fn enqueue_primary(&self, o: &DynamicObject, initial: bool) {
+    pub(super) fn enqueue_primary(&self, o: &CachedObject, initial: bool) {
         if !self.selected(o) {
             return;
         }
@@ -57,10 +57,7 @@ impl Controller {
             return;
         }
         let generation = o.metadata.generation.unwrap_or(0);
-        let observed = o
-            .data
-            .pointer("/status/observedGeneration")
-            .and_then(Value::as_i64);
+        let observed = o.status().get("observedGeneration").and_then(Value::as_i64);
         let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
         let backlog = !self.listed.load(std::sync::atomic::Ordering::Acquire);
         let priority = if self.config.priorities && initial && (up_to_date || backlog) {
@@ -172,15 +169,16 @@ impl Controller {
 
     /// Requeues every reconciled object in `o`'s namespace whose label selector
     /// at `path` selects `o` (an unparsable or missing selector selects nothing).
-    fn enqueue_selecting(&self, o: &DynamicObject, path: &str) {
+    fn enqueue_selecting(&self, o: &CachedObject, path: &str) {
         let no_labels = std::collections::BTreeMap::new();
         let labels = o.metadata.labels.as_ref().unwrap_or(&no_labels);
         for owner in self.primary.store.state() {
             if owner.metadata.namespace != o.metadata.namespace || !self.selected(&owner) {
                 continue;
             }
-            let Some(sel) =
-                at_path(&owner.data, path).and_then(|v| LabelSelector::from_label_selector(v).ok())
+            let Some(sel) = owner
+                .at_path(path)
+                .and_then(|v| LabelSelector::from_label_selector(&v).ok())
             else {
                 continue;
             };
@@ -215,7 +213,7 @@ impl Controller {
 
 /// The name a `label:`, `annotation:` or `field:` map reads off a watched
 /// object (`None` for the other maps, or when it is missing or empty).
-pub(super) fn named_by(o: &DynamicObject, map: &MapFn) -> Option<String> {
+pub(super) fn named_by(o: &CachedObject, map: &MapFn) -> Option<String> {
     let target = match map {
         MapFn::Label(k) => o.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned(),
         MapFn::Annotation(k) => o
@@ -224,15 +222,8 @@ pub(super) fn named_by(o: &DynamicObject, map: &MapFn) -> Option<String> {
             .as_ref()
             .and_then(|a| a.get(k))
             .cloned(),
-        MapFn::Field(p) => at_path(&o.data, p)
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        MapFn::Field(p) => o.at_path(p).and_then(|v| v.as_str().map(str::to_string)),
         MapFn::Selector(_) | MapFn::Waiting => None,
     };
     target.filter(|t| !t.is_empty())
-}
-
-/// The value at a dotted path (`spec.nodeName`) inside an object's JSON.
-fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |cur, part| cur.get(part))
 }

@@ -13,9 +13,9 @@ use tracing::Instrument;
 use super::controller::{Controller, Outcome, Written, split_key};
 use super::expectations::Seen;
 use super::guest::{Requeue, call_reconcile, settle};
-use super::status::{desired_status, status_of};
+use super::status::desired_status;
 use super::workqueue::Priority;
-use crate::cluster::ClientError;
+use crate::cluster::{CachedObject, ClientError};
 use crate::plugin::manifest::ExpectationScope;
 use crate::plugin::outcome::Finalized;
 use crate::plugin::sandbox::Write;
@@ -99,7 +99,7 @@ impl Controller {
     /// Writes finalizers with the object's resourceVersion as precondition.
     pub(super) async fn set_finalizers(
         &self,
-        o: &DynamicObject,
+        o: &CachedObject,
         list: Vec<String>,
     ) -> Result<(), ClientError> {
         let (ns, name) = (
@@ -145,7 +145,7 @@ impl Controller {
         };
         let finalizer = self.manifest.finalizer.clone();
         let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let obj_json = crate::cluster::encode::object_json(&obj, &self.primary.resolved.resource);
+        let obj_json = obj.json(&self.primary.resolved.resource);
 
         if obj.metadata.deletion_timestamp.is_some() {
             let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else {
@@ -214,7 +214,7 @@ impl Controller {
             return self.settle(key, outcome);
         }
         let generation = obj.metadata.generation.unwrap_or(0);
-        let current = status_of(&obj.data);
+        let current = obj.status();
         // What the host last sent stands for the stored status while the
         // server still holds what it kept of that write.
         // So does it while the cache still shows the object from before that
@@ -297,7 +297,7 @@ impl Controller {
     /// status the server kept, at the resourceVersion it answered). A guest
     /// that keeps its progress in the status (the time of its last eviction,
     /// say) must never decide on the status before its last pass.
-    fn as_stored(&self, key: &str, obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
+    fn as_stored(&self, key: &str, obj: Arc<CachedObject>) -> Arc<CachedObject> {
         let written = self.written_lock();
         let Some(w) = written.get(key) else {
             return obj;
@@ -305,10 +305,7 @@ impl Controller {
         if w.replaced.is_none() || w.replaced != obj.metadata.resource_version {
             return obj;
         }
-        let mut stored = (*obj).clone();
-        stored.data["status"] = w.kept.clone();
-        stored.metadata.resource_version = w.stored.clone();
-        Arc::new(stored)
+        Arc::new(obj.with_status(w.kept.clone(), w.stored.clone()))
     }
 
     /// Queues `key` again (or not) as the reconcile's outcome asks.

@@ -1,0 +1,405 @@
+//! Objects as the caches hold them: metadata parsed, everything else (spec,
+//! status, data...) kept as one JSON text.
+//!
+//! A [`kube::api::DynamicObject`] holds its body as a `serde_json::Value`
+//! tree: a map, its keys and every string are separate allocations, about
+//! 2.5 KiB for a small custom resource with one condition. 20,000 cached
+//! objects were most of the host's memory (issue 16: RSS 1.37× a typed
+//! kube-runtime controller's). As text the body is its own JSON size, and
+//! what a guest reads is spliced from it without re-encoding. The host reads
+//! the few fields it needs ([`CachedObject::status`], a watch's map path) by
+//! parsing on demand.
+//!
+//! ```
+//! use kube::api::{ApiResource, GroupVersionKind};
+//! use wasmlet::cluster::CachedObject;
+//! let o: CachedObject = serde_json::from_str(
+//!     r#"{"apiVersion":"example.dev/v1","kind":"Widget",
+//!         "metadata":{"name":"w","namespace":"ns"},"spec":{"size":3}}"#,
+//! )?;
+//! assert_eq!(o.metadata.name.as_deref(), Some("w"));
+//! assert_eq!(o.at_path("spec.size"), Some(serde_json::json!(3)));
+//! let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.dev", "v1", "Widget"));
+//! assert!(o.json(&ar).starts_with(r#"{"apiVersion":"example.dev/v1","kind":"Widget""#));
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::DynamicResourceScope;
+use kube::core::TypeMeta;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A cached object of one kind: its metadata, and its other top-level fields
+/// as the text of one JSON object (`apiVersion` and `kind` are the cache's
+/// kind, so they are not kept).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedObject {
+    pub metadata: ObjectMeta,
+    body: Box<str>,
+}
+
+impl CachedObject {
+    pub fn from_dynamic(o: &DynamicObject) -> CachedObject {
+        let mut body = Map::new();
+        if let Some(fields) = o.data.as_object() {
+            for (k, v) in fields {
+                if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    body.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        CachedObject {
+            metadata: o.metadata.clone(),
+            body: Value::Object(body).to_string().into_boxed_str(),
+        }
+    }
+
+    /// The fields besides apiVersion, kind and metadata, parsed.
+    pub fn body(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| Value::Object(Map::new()))
+    }
+
+    /// `status`, or an empty object when there is none.
+    pub fn status(&self) -> Value {
+        self.at_path("status")
+            .filter(|s| !s.is_null())
+            .unwrap_or_else(|| Value::Object(Map::new()))
+    }
+
+    /// The value at a dotted path of the body (`spec.nodeName`). Only that
+    /// value is built into a tree; the rest of the text is skipped over.
+    pub fn at_path(&self, path: &str) -> Option<Value> {
+        let parts: Vec<&str> = path.split('.').collect();
+        let mut de = serde_json::Deserializer::from_str(&self.body);
+        serde::de::DeserializeSeed::deserialize(path::At(&parts), &mut de)
+            .ok()
+            .flatten()
+    }
+
+    /// The same object with `status` replaced and stored at `resource_version`.
+    pub fn with_status(&self, status: Value, resource_version: Option<String>) -> CachedObject {
+        let mut body = match self.body() {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        body.insert("status".into(), status);
+        let mut metadata = self.metadata.clone();
+        metadata.resource_version = resource_version;
+        CachedObject {
+            metadata,
+            body: Value::Object(body).to_string().into_boxed_str(),
+        }
+    }
+
+    /// As a [`DynamicObject`] of kind `resource`.
+    pub fn to_dynamic(&self, resource: &ApiResource) -> DynamicObject {
+        DynamicObject {
+            types: Some(TypeMeta {
+                api_version: resource.api_version.clone(),
+                kind: resource.kind.clone(),
+            }),
+            metadata: self.metadata.clone(),
+            data: self.body(),
+        }
+    }
+
+    /// The object as a guest reads it: JSON text with `apiVersion` and
+    /// `kind`, the body spliced in as it is kept (no tree is built).
+    pub fn json(&self, resource: &ApiResource) -> String {
+        let text = |v: &str| Value::String(v.to_string()).to_string();
+        let mut out = String::with_capacity(self.body.len() + 512);
+        out.push_str("{\"apiVersion\":");
+        out.push_str(&text(&resource.api_version));
+        out.push_str(",\"kind\":");
+        out.push_str(&text(&resource.kind));
+        out.push_str(",\"metadata\":");
+        out.push_str(&serde_json::to_string(&self.metadata).unwrap_or_else(|_| "{}".into()));
+        let inner = &self.body[1..self.body.len() - 1];
+        if !inner.is_empty() {
+            out.push(',');
+            out.push_str(inner);
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// A walk down a path of object keys while deserializing: values off the
+/// path are skipped without being built.
+mod path {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+
+    pub struct At<'a>(pub &'a [&'a str]);
+
+    impl<'de> DeserializeSeed<'de> for At<'_> {
+        type Value = Option<Value>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+            match self.0.split_first() {
+                None => serde::Deserialize::deserialize(d).map(Some),
+                Some((first, rest)) => d.deserialize_any(Within { first, rest }),
+            }
+        }
+    }
+
+    struct Within<'a> {
+        first: &'a str,
+        rest: &'a [&'a str],
+    }
+
+    impl<'de> Visitor<'de> for Within<'_> {
+        type Value = Option<Value>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+            let mut found = None;
+            while let Some(hit) = map.next_key_seed(Is(self.first))? {
+                if hit && found.is_none() {
+                    found = map.next_value_seed(At(self.rest))?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E>(self) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+    }
+
+    /// Whether a map key is `.0` (compared in place, not allocated).
+    struct Is<'a>(&'a str);
+
+    impl<'de> DeserializeSeed<'de> for Is<'_> {
+        type Value = bool;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Is<'_> {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a key")
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+            Ok(v == self.0)
+        }
+    }
+}
+
+impl kube::Resource for CachedObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Straight from the wire (list items and watch events): metadata into its
+/// struct, every other field written to the body text. A field's value is
+/// parsed into a `Value` on the way (watch events may reach here buffered,
+/// where borrowing the raw text is not possible), then dropped.
+impl<'de> Deserialize<'de> for CachedObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = CachedObject;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedObject, A::Error> {
+                let mut metadata = None;
+                let mut body = String::with_capacity(256);
+                body.push('{');
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                        "apiVersion" | "kind" => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        _ => {
+                            let value = map.next_value::<Value>()?;
+                            if body.len() > 1 {
+                                body.push(',');
+                            }
+                            body.push_str(&Value::String(key.into_owned()).to_string());
+                            body.push(':');
+                            body.push_str(&value.to_string());
+                        }
+                    }
+                }
+                body.push('}');
+                Ok(CachedObject {
+                    metadata: metadata.unwrap_or_default(),
+                    body: body.into_boxed_str(),
+                })
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// As a [`DynamicObject`] serializes (tests and debugging; the host sends
+/// guests [`CachedObject::json`]).
+impl Serialize for CachedObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            metadata: &'a ObjectMeta,
+            #[serde(flatten)]
+            body: Value,
+        }
+        Out {
+            metadata: &self.metadata,
+            body: self.body(),
+        }
+        .serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::GroupVersionKind;
+    use serde_json::json;
+
+    fn widget() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("example.dev", "v1", "Widget"))
+    }
+
+    #[test]
+    fn the_guest_reads_the_object_with_its_api_version_and_kind() {
+        let obj: CachedObject = serde_json::from_value(json!({
+            "apiVersion": "example.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w\"1", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"size": 3, "tags": ["a", "é"]},
+            "status": {"summary": "size=3"},
+        }))
+        .unwrap();
+        let v: Value = serde_json::from_str(&obj.json(&widget())).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "apiVersion": "example.dev/v1", "kind": "Widget",
+                "metadata": {"name": "w\"1", "namespace": "ns", "resourceVersion": "7"},
+                "spec": {"size": 3, "tags": ["a", "é"]},
+                "status": {"summary": "size=3"},
+            })
+        );
+    }
+
+    #[test]
+    fn an_object_with_only_metadata_reads_whole() {
+        let obj: CachedObject =
+            serde_json::from_str(r#"{"kind":"Namespace","metadata":{"name":"a"}}"#).unwrap();
+        assert_eq!(obj.status(), json!({}));
+        assert_eq!(obj.at_path("spec"), None);
+        let v: Value = serde_json::from_str(&obj.json(&widget())).unwrap();
+        assert_eq!(v["metadata"]["name"], "a");
+        assert_eq!(v.as_object().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn fields_read_on_demand() {
+        let obj: CachedObject = serde_json::from_str(
+            r#"{"metadata":{"name":"a"},"spec":{"node":{"name":"n1"}},"status":{"observedGeneration":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(obj.status(), json!({"observedGeneration": 2}));
+        assert_eq!(obj.at_path("spec.node.name"), Some(json!("n1")));
+        assert_eq!(obj.at_path("spec.node.missing"), None);
+        assert_eq!(obj.at_path("spec.node.name.deeper"), None);
+        let updated = obj.with_status(json!({"ready": true}), Some("9".into()));
+        assert_eq!(updated.status(), json!({"ready": true}));
+        assert_eq!(updated.at_path("spec.node.name"), Some(json!("n1")));
+        assert_eq!(updated.metadata.resource_version.as_deref(), Some("9"));
+    }
+
+    #[test]
+    fn a_dynamic_object_converts_both_ways() {
+        let d: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w", "labels": {"a": "b"}},
+            "spec": {"size": 1},
+        }))
+        .unwrap();
+        let c = CachedObject::from_dynamic(&d);
+        assert_eq!(c.body(), json!({"spec": {"size": 1}}));
+        let back = c.to_dynamic(&widget());
+        assert_eq!(back.metadata, d.metadata);
+        assert_eq!(back.data, json!({"spec": {"size": 1}}));
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}})
+        );
+    }
+}
