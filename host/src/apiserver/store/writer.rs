@@ -136,7 +136,8 @@ fn maintain(db: &mut Db, shared: &Shared) -> bool {
 }
 
 /// glibc keeps freed heap pages mapped; after the history let go of many
-/// objects, ask it to return them.
+/// objects, ask it to return them. (The `wasmlet` binary runs on jemalloc,
+/// which returns them itself within a second: this is then a no-op.)
 fn release_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
