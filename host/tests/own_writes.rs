@@ -34,6 +34,13 @@ struct Recorder {
 }
 
 impl Recorder {
+    fn new() -> anyhow::Result<Arc<Recorder>> {
+        Ok(Arc::new(Recorder {
+            manifest: Manifest::parse(MANIFEST, Path::new("widget.toml"))?,
+            calls: Mutex::new(Vec::new()),
+        }))
+    }
+
     fn calls(&self) -> Vec<Value> {
         self.calls.lock().unwrap().clone()
     }
@@ -69,6 +76,35 @@ impl Reconciler for Recorder {
     }
 }
 
+/// The embedded API server with the Widget kind served; widgets are made in
+/// namespace `default` through the returned Api.
+async fn plane_with_widgets(
+    dir: &Path,
+) -> anyhow::Result<(ApiServer, kube::Client, Api<DynamicObject>)> {
+    let server = ApiServer::start(Config {
+        data_dir: dir.into(),
+        listen: ([127, 0, 0, 1], 0).into(),
+        ..Default::default()
+    })
+    .await?;
+    let client = kube::Client::try_from(server.kube_config().await?)?;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    crds.create(&PostParams::default(), &serde_yaml::from_str(CRD)?)
+        .await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("bench.wasmlet.dev", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(Duration::from_secs(30), "widgets served", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    Ok((server, client, api))
+}
+
 fn rv(o: &Value) -> String {
     o.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -94,32 +130,8 @@ async fn summary_written(api: &Api<DynamicObject>, summary: &str) -> anyhow::Res
 #[tokio::test]
 async fn the_hosts_own_status_write_reconciles_nothing_other_changes_do() -> anyhow::Result<()> {
     let data = tempfile::tempdir()?;
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        ..Default::default()
-    })
-    .await?;
-    let client = kube::Client::try_from(server.kube_config().await?)?;
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(client.clone());
-    crds.create(&PostParams::default(), &serde_yaml::from_str(CRD)?)
-        .await?;
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bench.wasmlet.dev", "v1", "Widget"),
-        "widgets",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    eventually(Duration::from_secs(30), "widgets served", || async {
-        api.list(&Default::default()).await.ok()
-    })
-    .await?;
-
-    let recorder = Arc::new(Recorder {
-        manifest: Manifest::parse(MANIFEST, Path::new("widget.toml"))?,
-        calls: Mutex::new(Vec::new()),
-    });
+    let (_server, client, api) = plane_with_widgets(data.path()).await?;
+    let recorder = Recorder::new()?;
     let caches = Caches::new(Arc::new(Resolver::new(client.clone())));
     let (_controller, _tasks) = Controller::start(
         "widget",
@@ -188,5 +200,82 @@ async fn the_hosts_own_status_write_reconciles_nothing_other_changes_do() -> any
     );
     assert_eq!(calls[1]["spec"]["size"], 2);
     assert_eq!(calls[2]["status"]["summary"], "tampered");
+    Ok(())
+}
+
+/// The host starts the reconciled kinds' watches while the plugins compile,
+/// so a controller may start halfway through its kind's first list: the
+/// objects of the pages already delivered (not in the store until the list
+/// completes) must be reconciled too. 2,500 objects are five list pages.
+#[tokio::test]
+async fn a_controller_started_during_the_first_list_reconciles_every_object() -> anyhow::Result<()>
+{
+    use futures::StreamExt;
+    const N: usize = 2500;
+    let data = tempfile::tempdir()?;
+    let (_server, client, api) = plane_with_widgets(data.path()).await?;
+    futures::stream::iter(0..N)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let w: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "bench.wasmlet.dev/v1", "kind": "Widget",
+                    "metadata": {"name": format!("w{i}")}, "spec": {"size": i},
+                }))?;
+                api.create(&PostParams::default(), &w).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()?;
+
+    let caches = Caches::new(Arc::new(Resolver::new(client.clone())));
+    let cache = caches.cache("bench.wasmlet.dev/v1", "Widget").await?;
+    let mut first = cache.subscribe();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !matches!(
+            first.recv().await,
+            Ok(wasmlet::cluster::cache::CacheEvent::Applied { initial: true, .. })
+        ) {}
+    })
+    .await?;
+    let listing = !cache.is_synced();
+
+    let recorder = Recorder::new()?;
+    let (_controller, _tasks) = Controller::start(
+        "widget",
+        Arc::new(Fixed(recorder.clone())),
+        caches,
+        ControllerConfig::default(),
+        ControllerMetrics::new(),
+        Leadership::new(true),
+    )
+    .await?;
+    let reconciled = || {
+        recorder
+            .calls()
+            .iter()
+            .filter_map(|c| {
+                c.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            })
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    let done = eventually(
+        Duration::from_secs(120),
+        "every widget reconciled",
+        || async { (reconciled().len() == N).then_some(()) },
+    )
+    .await;
+    assert!(
+        done.is_ok(),
+        "{} of {N} widgets reconciled (the controller started {} the first list)",
+        reconciled().len(),
+        if listing { "during" } else { "after" }
+    );
     Ok(())
 }

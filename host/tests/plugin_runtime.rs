@@ -106,6 +106,35 @@ async fn configmap(client: &kube::Client, name: &str, summary: &str, keys: usize
     api.create(&Default::default(), &cm).await.unwrap();
 }
 
+/// The host starts the reconciled kinds' watches while the plugins compile:
+/// the kinds come from the manifests on disk, before anything loads, and a
+/// manifest that does not parse names none.
+#[tokio::test]
+async fn the_reconciled_kinds_are_read_from_the_manifests_before_loading() {
+    let env = env().await;
+    install(env.plugins.path(), "configmap-summary");
+    install(env.plugins.path(), "trap");
+    std::fs::write(env.plugins.path().join("broken.toml"), "[reconciles\n").unwrap();
+    std::fs::write(env.plugins.path().join("broken.wasm"), b"").unwrap();
+    let kinds = env.set.reconciled_kinds();
+    assert!(
+        kinds.contains(&(
+            "examples.wasmlet.dev/v1".to_string(),
+            "ConfigSummary".to_string()
+        )),
+        "{kinds:?}"
+    );
+    let trap = wasmlet::plugin::Manifest::load(&env.plugins.path().join("trap.toml")).unwrap();
+    let trap = trap.reconciles.unwrap();
+    assert!(kinds.contains(&(trap.api_version, trap.kind)), "{kinds:?}");
+    assert!(kinds.len() <= 2, "{kinds:?}");
+    assert!(
+        env.set.names().is_empty(),
+        "nothing loaded: {:?}",
+        env.set.names()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let env = env().await;

@@ -232,6 +232,16 @@ pub(super) async fn run_host(
             clusters: named,
             ..Default::default()
         };
+        // The reconciled kinds' watches list while the plugins compile (both
+        // take a fraction of a second; in a row they delayed the first status).
+        for (api_version, kind) in plugins.reconciled_kinds() {
+            let caches = caches.clone();
+            tokio::spawn(async move {
+                // Not served yet (a CRD the plugin ships): its controller
+                // starts the watch once it is.
+                let _ = caches.cache(&api_version, &kind).await;
+            });
+        }
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
         let _ = page.manager.set(manager.clone());
         plugins.scan().await;

@@ -39,35 +39,36 @@ const FANOUT: usize = 16 * 1024;
 /// swapped in whole when complete, as kube-runtime's reflector does.
 #[derive(Clone, Default)]
 pub struct Store {
-    objects: Arc<RwLock<HashMap<Box<str>, Arc<CachedObject>>>>,
+    objects: Arc<RwLock<Objects>>,
+}
+
+type ByKey = HashMap<Box<str>, Arc<CachedObject>>;
+
+#[derive(Default)]
+struct Objects {
+    complete: ByKey,
+    /// A (re)list in progress.
+    relist: Option<ByKey>,
 }
 
 impl Store {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Box<str>, Arc<CachedObject>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
         // Plain data: a poisoned lock still holds a usable map.
         self.objects.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Box<str>, Arc<CachedObject>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Objects> {
         self.objects.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The object under `key` (`namespace/name`, or `name`).
     pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
-        self.read().get(key).cloned()
+        self.read().complete.get(key).cloned()
     }
 
     /// Every cached object.
     pub fn state(&self) -> Vec<Arc<CachedObject>> {
-        self.read().values().cloned().collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.read().complete.values().cloned().collect()
     }
 }
 
@@ -104,6 +105,24 @@ impl Drop for KindCache {
 impl KindCache {
     pub fn subscribe(&self) -> broadcast::Receiver<CacheEvent> {
         self.events.subscribe()
+    }
+
+    /// A subscription and every object its events will not bring: the
+    /// store's, and those a (re)list in progress has delivered so far (they
+    /// reach the store only when it completes). Taken under the store's lock,
+    /// which the watch task holds while it stores and sends an event, so no
+    /// object falls between the two (a watch started by another plugin, or
+    /// by the host ahead of its controllers, may be halfway through a list).
+    pub fn subscribe_with_objects(
+        &self,
+    ) -> (broadcast::Receiver<CacheEvent>, Vec<Arc<CachedObject>>) {
+        let objects = self.store.read();
+        let rx = self.events.subscribe();
+        let mut all = objects.complete.clone();
+        if let Some(relist) = &objects.relist {
+            all.extend(relist.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        (rx, all.into_values().collect())
     }
 
     pub fn is_synced(&self) -> bool {
@@ -262,8 +281,6 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                 })
                 .boxed()
         };
-        // A (re)list in progress: swapped into the store when complete.
-        let mut relist: HashMap<Box<str>, Arc<CachedObject>> = HashMap::new();
         while let Some(ev) = stream.next().await {
             let ev = match ev {
                 Ok(ev) => ev,
@@ -272,39 +289,45 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                     continue;
                 }
             };
+            // Stored and sent under the lock: see `subscribe_with_objects`.
+            let mut objects = writer.write();
             let out = match ev {
                 watcher::Event::Init => {
-                    relist = HashMap::new();
+                    objects.relist = Some(HashMap::new());
                     continue;
                 }
                 watcher::Event::InitApply(o) => {
                     let object = Arc::new(o);
-                    relist.insert(key(&object), object.clone());
+                    objects
+                        .relist
+                        .get_or_insert_default()
+                        .insert(key(&object), object.clone());
                     CacheEvent::Applied {
                         object,
                         initial: true,
                     }
                 }
                 watcher::Event::InitDone => {
-                    *writer.write() = std::mem::take(&mut relist);
+                    objects.complete = objects.relist.take().unwrap_or_default();
                     flag.done.store(true, Ordering::Release);
                     flag.notify.notify_waiters();
                     CacheEvent::Synced
                 }
                 watcher::Event::Apply(o) => {
                     let object = Arc::new(o);
-                    writer.write().insert(key(&object), object.clone());
+                    objects.complete.insert(key(&object), object.clone());
                     CacheEvent::Applied {
                         object,
                         initial: false,
                     }
                 }
                 watcher::Event::Delete(o) => {
-                    writer.write().remove(&key(&o));
+                    objects.complete.remove(&key(&o));
                     CacheEvent::Deleted(Arc::new(o))
                 }
             };
             let _ = tx.send(out);
+            drop(objects);
         }
     });
     KindCache {

@@ -301,9 +301,10 @@ impl Controller {
         let mut tasks = JoinSet::new();
         {
             let c = controller.clone();
-            let rx = primary.subscribe();
-            // Anything already cached (another plugin started the watch first).
-            for o in primary.store.state() {
+            // Anything cached or listed already (another plugin, or the
+            // host ahead of the plugins' compiles, started the watch first).
+            let (rx, objects) = primary.subscribe_with_objects();
+            for o in objects {
                 c.enqueue_primary(&o, true);
             }
             if primary.is_synced() {

@@ -220,6 +220,54 @@ impl PluginSet {
 
     /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`; a shadow
     /// candidate (`NAME.shadow.wasm`) is not one.
+    /// Every plugin on disk and the directory it is loaded from (the first
+    /// that has it); `None` when the plugin directory cannot be read.
+    fn sources(&self) -> Option<BTreeMap<String, PathBuf>> {
+        let names = match Self::plugins_in(&self.dir) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory");
+                return None;
+            }
+        };
+        let mut sources: BTreeMap<String, PathBuf> =
+            names.into_iter().map(|n| (n, self.dir.clone())).collect();
+        let behind = self
+            .dirs_behind
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for dir in behind {
+            match Self::plugins_in(&dir) {
+                Ok(names) => {
+                    for n in names {
+                        sources.entry(n).or_insert_with(|| dir.clone());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read a plugin directory")
+                }
+            }
+        }
+        Some(sources)
+    }
+
+    /// The Kubernetes kinds (apiVersion, kind) the reconcilers on disk
+    /// reconcile, read from their manifests without loading anything (a
+    /// manifest that does not parse names none). The host starts their
+    /// watches while the plugins compile.
+    pub fn reconciled_kinds(&self) -> BTreeSet<(String, String)> {
+        self.sources()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(name, dir)| Manifest::load(&dir.join(format!("{name}.toml"))).ok())
+            .filter_map(|m| m.reconciles)
+            .filter(|r| r.source == super::manifest::ObjectSource::Kubernetes)
+            .map(|r| (r.api_version, r.kind))
+            .collect()
+    }
+
     fn plugins_in(dir: &Path) -> std::io::Result<BTreeSet<String>> {
         Ok(std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
@@ -379,33 +427,9 @@ impl PluginSet {
         let _one = self.scanning.lock().await;
         let mut failures = Vec::new();
         let mut present = BTreeSet::new();
-        let names = match Self::plugins_in(&self.dir) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory");
-                return failures;
-            }
+        let Some(sources) = self.sources() else {
+            return failures;
         };
-        let mut sources: BTreeMap<String, PathBuf> =
-            names.into_iter().map(|n| (n, self.dir.clone())).collect();
-        let behind = self
-            .dirs_behind
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        for dir in behind {
-            match Self::plugins_in(&dir) {
-                Ok(names) => {
-                    for n in names {
-                        sources.entry(n).or_insert_with(|| dir.clone());
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read a plugin directory")
-                }
-            }
-        }
         for (name, dir) in &sources {
             let name = name.clone();
             let wasm = dir.join(format!("{name}.wasm"));
