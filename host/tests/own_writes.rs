@@ -105,6 +105,23 @@ async fn plane_with_widgets(
     Ok((server, client, api))
 }
 
+/// The controller engine running `recorder` as the widget reconciler; it
+/// stops when the returned value is dropped.
+async fn start_widget_controller(
+    caches: Arc<Caches>,
+    recorder: &Arc<Recorder>,
+) -> anyhow::Result<impl Sized> {
+    Ok(Controller::start(
+        "widget",
+        Arc::new(Fixed(recorder.clone())),
+        caches,
+        ControllerConfig::default(),
+        ControllerMetrics::new(),
+        Leadership::new(true),
+    )
+    .await?)
+}
+
 fn rv(o: &Value) -> String {
     o.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -133,15 +150,7 @@ async fn the_hosts_own_status_write_reconciles_nothing_other_changes_do() -> any
     let (_server, client, api) = plane_with_widgets(data.path()).await?;
     let recorder = Recorder::new()?;
     let caches = Caches::new(Arc::new(Resolver::new(client.clone())));
-    let (_controller, _tasks) = Controller::start(
-        "widget",
-        Arc::new(Fixed(recorder.clone())),
-        caches,
-        ControllerConfig::default(),
-        ControllerMetrics::new(),
-        Leadership::new(true),
-    )
-    .await?;
+    let _running = start_widget_controller(caches, &recorder).await?;
 
     let widget: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "bench.wasmlet.dev/v1", "kind": "Widget",
@@ -245,15 +254,7 @@ async fn a_controller_started_during_the_first_list_reconciles_every_object() ->
     let listing = !cache.is_synced();
 
     let recorder = Recorder::new()?;
-    let (_controller, _tasks) = Controller::start(
-        "widget",
-        Arc::new(Fixed(recorder.clone())),
-        caches,
-        ControllerConfig::default(),
-        ControllerMetrics::new(),
-        Leadership::new(true),
-    )
-    .await?;
+    let _running = start_widget_controller(caches, &recorder).await?;
     let reconciled = || {
         recorder
             .calls()

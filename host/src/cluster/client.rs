@@ -102,7 +102,7 @@ impl Cluster {
 
     fn encode(obj: &DynamicObject, r: &Resolved) -> String {
         // Every object handed to a guest decodes on its own.
-        super::encode::object_json(obj, &r.resource)
+        super::CachedObject::from_dynamic(obj).json(&r.resource)
     }
 
     /// See [`ClusterAccess::cached_uid`](super::ClusterAccess::cached_uid).

@@ -5,9 +5,9 @@
 //!
 //! - [`resolver`]: `apiVersion` + `kind` → resource (discovery, cached);
 //! - [`cache`]: shared watches and caches, one per kind;
-//! - [`object`]: [`CachedObject`], a cached object (its body kept as text);
+//! - [`object`]: [`CachedObject`], a cached object (its body kept as text),
+//!   and objects as guests read them (JSON with apiVersion and kind);
 //! - [`client`]: [`Cluster`], reads from the caches, writes to the server;
-//! - [`encode`]: objects as guests read them (JSON with apiVersion and kind);
 //! - [`access`]: [`ClusterAccess`], the trait the plugin imports call;
 //! - [`metrics`]: requests to each named cluster, counted in its client;
 //! - [`read_only`]: [`ReadOnly`], access that never writes (shadow candidates);
@@ -30,7 +30,6 @@
 pub mod access;
 pub mod cache;
 pub mod client;
-pub mod encode;
 pub mod error;
 pub mod metrics;
 pub mod named;
