@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::controller::{Controller, key_of, split_key};
@@ -57,7 +56,9 @@ impl Controller {
             return;
         }
         let generation = o.metadata.generation.unwrap_or(0);
-        let observed = o.status().get("observedGeneration").and_then(Value::as_i64);
+        let observed = o
+            .at_path("status.observedGeneration")
+            .and_then(|v| v.as_i64());
         let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
         let backlog = !self.listed.load(std::sync::atomic::Ordering::Acquire);
         let priority = if self.config.priorities && initial && (up_to_date || backlog) {

@@ -19,7 +19,7 @@
 //! assert_eq!(s["conditions"][1]["status"], "True");
 //! ```
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use crate::plugin::outcome::GuestCondition;
 
@@ -169,12 +169,6 @@ pub fn pruned_host_fields(crd: &Value, version: &str) -> Vec<&'static str> {
         .into_iter()
         .filter(|f| status["properties"].get(*f).is_none())
         .collect()
-}
-
-pub fn status_of(obj: &Value) -> Value {
-    obj.get("status")
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ impl Stored {
         self.metadata.resource_version.as_deref()
     }
 
-    /// The stored status, `{}` when absent (as [`super::status::status_of`]).
+    /// The stored status, `{}` when absent (as [`crate::cluster::CachedObject::status`]).
     pub(super) fn status(&self) -> Value {
         self.status
             .clone()

@@ -218,8 +218,6 @@ impl PluginSet {
             .push(dir.to_path_buf());
     }
 
-    /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`; a shadow
-    /// candidate (`NAME.shadow.wasm`) is not one.
     /// Every plugin on disk and the directory it is loaded from (the first
     /// that has it); `None` when the plugin directory cannot be read.
     fn sources(&self) -> Option<BTreeMap<String, PathBuf>> {
@@ -268,6 +266,8 @@ impl PluginSet {
             .collect()
     }
 
+    /// Plugin names (`NAME.wasm` beside `NAME.toml`) in `dir`; a shadow
+    /// candidate (`NAME.shadow.wasm`) is not one.
     fn plugins_in(dir: &Path) -> std::io::Result<BTreeSet<String>> {
         Ok(std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
