@@ -118,11 +118,22 @@ impl KindCache {
     ) -> (broadcast::Receiver<CacheEvent>, Vec<Arc<CachedObject>>) {
         let objects = self.store.read();
         let rx = self.events.subscribe();
-        let mut all = objects.complete.clone();
-        if let Some(relist) = &objects.relist {
-            all.extend(relist.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        (rx, all.into_values().collect())
+        let all = match &objects.relist {
+            None => objects.complete.values().cloned().collect(),
+            // The relist's version of an object, else the store's.
+            Some(relist) => relist
+                .values()
+                .chain(
+                    objects
+                        .complete
+                        .iter()
+                        .filter(|(k, _)| !relist.contains_key(*k))
+                        .map(|(_, v)| v),
+                )
+                .cloned()
+                .collect(),
+        };
+        (rx, all)
     }
 
     pub fn is_synced(&self) -> bool {
@@ -137,6 +148,19 @@ impl KindCache {
             }
             notified.await;
         }
+    }
+
+    /// The object under a controller's key (`namespace/name`, or `name`), as
+    /// [`KindCache::get`] finds it: for a namespaced kind that is the store's
+    /// own key, so nothing is formatted per lookup.
+    pub fn get_key(&self, key: &str) -> Option<Arc<CachedObject>> {
+        if self.resolved.namespaced {
+            return self.store.get(key);
+        }
+        // A cluster-scoped kind's key may carry the namespace of whatever
+        // named it (an owner reference): `get` ignores it too.
+        self.store
+            .get(key.rsplit_once('/').map_or(key, |(_, name)| name))
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {

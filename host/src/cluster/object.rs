@@ -30,9 +30,8 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::DynamicResourceScope;
-use kube::core::TypeMeta;
+use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A cached object of one kind: its metadata, and its other top-level fields
@@ -94,18 +93,6 @@ impl CachedObject {
         CachedObject {
             metadata,
             body: Value::Object(body).to_string().into_boxed_str(),
-        }
-    }
-
-    /// As a [`DynamicObject`] of kind `resource`.
-    pub fn to_dynamic(&self, resource: &ApiResource) -> DynamicObject {
-        DynamicObject {
-            types: Some(TypeMeta {
-                api_version: resource.api_version.clone(),
-                kind: resource.kind.clone(),
-            }),
-            metadata: self.metadata.clone(),
-            data: self.body(),
         }
     }
 
@@ -308,24 +295,6 @@ impl<'de> Deserialize<'de> for CachedObject {
     }
 }
 
-/// As a [`DynamicObject`] serializes (tests and debugging; the host sends
-/// guests [`CachedObject::json`]).
-impl Serialize for CachedObject {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Out<'a> {
-            metadata: &'a ObjectMeta,
-            #[serde(flatten)]
-            body: Value,
-        }
-        Out {
-            metadata: &self.metadata,
-            body: self.body(),
-        }
-        .serialize(s)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dynamic_object_converts_both_ways() {
+    fn a_dynamic_object_converts_to_its_metadata_and_body() {
         let d: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "example.dev/v1", "kind": "Widget",
             "metadata": {"name": "w", "labels": {"a": "b"}},
@@ -394,12 +363,11 @@ mod tests {
         .unwrap();
         let c = CachedObject::from_dynamic(&d);
         assert_eq!(c.body(), json!({"spec": {"size": 1}}));
-        let back = c.to_dynamic(&widget());
-        assert_eq!(back.metadata, d.metadata);
-        assert_eq!(back.data, json!({"spec": {"size": 1}}));
+        assert_eq!(c.metadata, d.metadata);
         assert_eq!(
-            serde_json::to_value(&c).unwrap(),
-            json!({"metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}})
+            serde_json::from_str::<Value>(&c.json(&widget())).unwrap(),
+            json!({"apiVersion": "example.dev/v1", "kind": "Widget",
+                   "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}})
         );
     }
 }

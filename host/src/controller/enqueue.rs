@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast::error::RecvError;
 
-use super::controller::{Controller, key_of, split_key};
+use super::controller::{Controller, key_of};
 use super::workqueue::Priority;
 use crate::cluster::CachedObject;
 use crate::cluster::cache::CacheEvent;
@@ -30,8 +30,7 @@ impl Controller {
     /// Whether the cached object under `key` is one this reconciler may act on
     /// (a key whose object is gone is: reconcile then forgets it).
     pub(super) fn in_scope(&self, key: &str) -> bool {
-        let (ns, name) = split_key(key);
-        self.primary.get(ns, name).is_none_or(|o| self.selected(&o))
+        self.primary.get_key(key).is_none_or(|o| self.selected(&o))
     }
 
     /// Seed 002's rule: an object already reconciled at its generation is low

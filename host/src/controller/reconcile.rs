@@ -116,7 +116,7 @@ impl Controller {
     /// One pass of the host-owned reconcile loop for `key`.
     pub(super) async fn reconcile(&self, key: &str) -> Outcome {
         let (ns, name) = split_key(key);
-        let Some(obj) = self.primary.get(ns, name) else {
+        let Some(obj) = self.primary.get_key(key) else {
             // Gone: nothing to do, nothing to remember.
             self.queue.forget(&key.to_string());
             self.expectations.forget(key);
@@ -271,7 +271,7 @@ impl Controller {
             }
             let seen = self
                 .primary
-                .get(ns, name)
+                .get_key(key)
                 .and_then(|o| o.metadata.resource_version.clone());
             if !pruned && seen.is_some() && seen.as_deref() == stored.resource_version() {
                 // The cache has the write already (its event came first).
