@@ -81,6 +81,8 @@ struct Measured {
     late: Vec<(u64, f64)>,
     /// The controller restarted on the up-to-date objects.
     restart: Restart,
+    /// The API server's requests by verb and resource, the bench's own included.
+    requests: Vec<String>,
 }
 
 /// The second start of an arm's controller, every object already up to date:
@@ -435,6 +437,7 @@ async fn run_arm(
         plane_rss_mib: probe::peak_rss_mib(plane_pid)?,
         late: late_p99,
         restart: Restart::default(),
+        requests: probe::requests_by_verb(&plane_metrics),
     };
     ctl.child.kill().await?;
     let _ = ctl.child.wait().await;
@@ -552,6 +555,12 @@ fn print_row(m: &Measured) {
         m.restart.reverify_seconds,
         m.restart.late_p99_ms,
         m.restart.patches_per_object,
+    );
+    println!(
+        "  {:<12} c={:<2} API requests (the bench's own included): {}",
+        m.arm.name(),
+        m.concurrency,
+        m.requests.join(", ")
     );
 }
 

@@ -135,6 +135,41 @@ async fn the_reconciled_kinds_are_read_from_the_manifests_before_loading() {
     );
 }
 
+/// A watched directory is scanned when it changes, and only then: the scan's
+/// own reads of the plugin files are no change (they once had an idle host
+/// rescan, reading and hashing every plugin, several times a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_plugin_directory_is_not_scanned_again() {
+    let env = env().await;
+    install(env.plugins.path(), "configmap-summary");
+    tokio::spawn(env.set.clone().watch());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.set.names().is_empty() {
+        assert!(Instant::now() < deadline, "configmap-summary never loaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Past the watcher's debounce (150 ms), several times over.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let settled = env.set.scans();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        env.set.scans(),
+        settled,
+        "the directory was scanned again with nothing changed"
+    );
+    // A real change is still seen.
+    let toml = env.plugins.path().join("configmap-summary.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}\n")).unwrap();
+    while env.set.scans() == settled {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "a changed manifest was never scanned"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_plugin_reconciles_and_failures_stay_contained() {
     let env = env().await;

@@ -78,6 +78,35 @@ pub fn counter_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// The API server's requests by verb and resource (`apiserver_request_total`),
+/// most first, as `VERB resource count`.
+pub fn requests_by_verb(text: &str) -> Vec<String> {
+    let mut sums: std::collections::BTreeMap<(String, String), f64> = Default::default();
+    let label = |rest: &str, key: &str| {
+        let start = rest.find(&format!("{key}=\""))? + key.len() + 2;
+        let len = rest[start..].find('"')?;
+        Some(rest[start..start + len].to_string())
+    };
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = l.rsplit_once(' ') else {
+            continue;
+        };
+        let Some(("apiserver_request_total", rest)) = series.split_once('{') else {
+            continue;
+        };
+        let key = (
+            label(rest, "verb").unwrap_or_default(),
+            label(rest, "resource").unwrap_or_default(),
+        );
+        *sums.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0);
+    }
+    let mut rows: Vec<_> = sums.into_iter().filter(|(_, n)| *n > 0.0).collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    rows.into_iter()
+        .map(|((verb, resource), n)| format!("{verb} {resource} {n}"))
+        .collect()
+}
+
 /// `GET /metrics` of a plain-HTTP endpoint (the wasmlet host's).
 pub async fn scrape(addr: &str) -> anyhow::Result<String> {
     let mut s = tokio::net::TcpStream::connect(addr).await?;

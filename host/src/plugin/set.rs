@@ -87,6 +87,8 @@ pub struct PluginSet {
     history: Mutex<std::collections::VecDeque<Change>>,
     /// One scan at a time.
     scanning: tokio::sync::Mutex<()>,
+    /// Scans so far (see [`PluginSet::scans`]).
+    scans: std::sync::atomic::AtomicU64,
     /// Where calls are recorded, and which plugins record whatever their manifest says.
     record: RwLock<Option<RecordConfig>>,
     /// One record file writer per plugin name, shared by its versions.
@@ -127,6 +129,7 @@ impl PluginSet {
             events,
             history: Mutex::default(),
             scanning: tokio::sync::Mutex::new(()),
+            scans: Default::default(),
             record: RwLock::new(None),
             writers: Mutex::new(BTreeMap::new()),
             shadows: Mutex::new(BTreeMap::new()),
@@ -425,6 +428,8 @@ impl PluginSet {
     /// Brings the set in line with the directory. Returns what failed.
     pub async fn scan(&self) -> Vec<(String, LoadError)> {
         let _one = self.scanning.lock().await;
+        self.scans
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut failures = Vec::new();
         let mut present = BTreeSet::new();
         let Some(sources) = self.sources() else {
@@ -538,12 +543,17 @@ impl PluginSet {
         }
     }
 
+    /// How many times the directory has been scanned.
+    pub fn scans(&self) -> u64 {
+        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Scans now, then again whenever the directory changes (debounced).
     pub async fn watch(self: Arc<Self>) -> anyhow::Result<()> {
         use notify::{RecursiveMode, Watcher};
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if ev.is_ok() {
+            if ev.is_ok_and(|ev| changes_files(&ev.kind)) {
                 let _ = tx.send(());
             }
         })?;
@@ -557,6 +567,15 @@ impl PluginSet {
         }
         Ok(())
     }
+}
+
+/// Whether a directory event can change what a scan finds. A file opened or
+/// closed unchanged cannot: notify reports opens (inotify `IN_OPEN`), and the
+/// scan itself opens every plugin to fingerprint it, so reacting to them had
+/// an idle host rescan, reading and hashing every plugin, about six times a
+/// second.
+fn changes_files(kind: &notify::EventKind) -> bool {
+    !matches!(kind, notify::EventKind::Access(_))
 }
 
 fn hostname() -> Option<String> {
