@@ -6,7 +6,9 @@
 //!
 //! Run: `scripts/build-guests && cargo bench -p wasmlet --bench versus`.
 //! `BENCH_OBJECTS` (default 20000), `BENCH_CONCURRENCY` (default `1,16`),
-//! `BENCH_ARMS` (default `kube-runtime,wasmlet`), `BENCH_LATE` (objects created
+//! `BENCH_ARMS` (default `kube-runtime,kube-runtime+cond,wasmlet`; the second
+//! also writes `observedGeneration` and a `Ready` condition, as the wasmlet
+//! host does, so it does the same work), `BENCH_LATE` (objects created
 //! 2 s and 10 s after the controller starts, default 10 each), `VERSUS_WRAP`
 //! (a profiler command the wasmlet host runs under, e.g. `heaptrack -o FILE`).
 //!
@@ -50,6 +52,9 @@ const WASMLET: &str = env!("CARGO_BIN_EXE_wasmlet");
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Arm {
     KubeRuntime,
+    /// kube-runtime also writing `observedGeneration` and a `Ready` condition,
+    /// as the wasmlet host does: the same work.
+    KubeRuntimeConditions,
     Wasmlet,
 }
 
@@ -57,6 +62,7 @@ impl Arm {
     fn name(self) -> &'static str {
         match self {
             Arm::KubeRuntime => "kube-runtime",
+            Arm::KubeRuntimeConditions => "kube-runtime+cond",
             Arm::Wasmlet => "wasmlet",
         }
     }
@@ -256,11 +262,19 @@ fn start_controller(
     plugins: &Path,
 ) -> anyhow::Result<Controller> {
     let mut cmd = match arm {
-        Arm::KubeRuntime => {
+        Arm::KubeRuntime | Arm::KubeRuntimeConditions => {
             let mut c = Command::new(std::env::current_exe()?);
             c.env("VERSUS_ROLE", "kube-runtime")
                 .env("KUBECONFIG", kubeconfig)
-                .env("BENCH_CONCURRENCY", concurrency.to_string());
+                .env("BENCH_CONCURRENCY", concurrency.to_string())
+                .env(
+                    "VERSUS_CONDITIONS",
+                    if arm == Arm::KubeRuntimeConditions {
+                        "1"
+                    } else {
+                        "0"
+                    },
+                );
             c
         }
         Arm::Wasmlet => {
@@ -533,7 +547,7 @@ fn print_row(m: &Measured) {
         .map(|(at, ms)| format!("late@{at}s p99 {ms:.0} ms"))
         .collect();
     println!(
-        "  {:<12} c={:<2} {:>8.2} s (first status at {:.2} s)  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done, {:.2} compiling)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
+        "  {:<17} c={:<2} {:>8.2} s (first status at {:.2} s)  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done, {:.2} compiling)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
         m.arm.name(),
         m.concurrency,
         m.seconds,
@@ -549,7 +563,7 @@ fn print_row(m: &Measured) {
         late.join(", ")
     );
     println!(
-        "  {:<12} c={:<2} restarted: all re-verified in {:.2} s, created 2 s in: p99 {:.0} ms, PATCH/obj {:.3}",
+        "  {:<17} c={:<2} restarted: all re-verified in {:.2} s, created 2 s in: p99 {:.0} ms, PATCH/obj {:.3}",
         m.arm.name(),
         m.concurrency,
         m.restart.reverify_seconds,
@@ -557,7 +571,7 @@ fn print_row(m: &Measured) {
         m.restart.patches_per_object,
     );
     println!(
-        "  {:<12} c={:<2} API requests (the bench's own included): {}",
+        "  {:<17} c={:<2} API requests (the bench's own included): {}",
         m.arm.name(),
         m.concurrency,
         m.requests.join(", ")
@@ -587,10 +601,11 @@ async fn orchestrate() -> anyhow::Result<()> {
         .map(|s| s.parse())
         .collect::<Result<_, _>>()
         .context("BENCH_CONCURRENCY: comma-separated numbers")?;
-    let arms: Vec<Arm> = env_list("BENCH_ARMS", "kube-runtime,wasmlet")
+    let arms: Vec<Arm> = env_list("BENCH_ARMS", "kube-runtime,kube-runtime+cond,wasmlet")
         .iter()
         .map(|s| match s.as_str() {
             "kube-runtime" => Ok(Arm::KubeRuntime),
+            "kube-runtime+cond" => Ok(Arm::KubeRuntimeConditions),
             "wasmlet" => Ok(Arm::Wasmlet),
             other => Err(anyhow::anyhow!("BENCH_ARMS: unknown arm {other}")),
         })
@@ -621,32 +636,44 @@ async fn orchestrate() -> anyhow::Result<()> {
             all.push(m);
         }
     }
-    println!("ratios wasmlet / kube-runtime (throughput: kube-runtime seconds / wasmlet seconds):");
-    for &c in &concurrencies {
-        let get = |a| all.iter().find(|m| m.arm == a && m.concurrency == c);
-        if let (Some(k), Some(w)) = (get(Arm::KubeRuntime), get(Arm::Wasmlet)) {
-            println!(
-                "  c={c:<2} throughput {:.2}x  cpu {:.2}x ({:.2}x without compiling)  rss {:.2}x  reconciles/obj {:.2} vs {:.2}  PATCH/obj {:.2} vs {:.2}  plane cpu {:.2}x  plane rss {:.2}x",
-                k.seconds / w.seconds,
-                w.cpu / k.cpu,
-                (w.cpu - w.compile_cpu) / (k.cpu - k.compile_cpu),
-                w.rss_mib / k.rss_mib,
-                w.reconciles_per_object,
-                k.reconciles_per_object,
-                w.patches_per_object,
-                k.patches_per_object,
-                w.plane_cpu / k.plane_cpu,
-                w.plane_rss_mib / k.plane_rss_mib,
-            );
-            println!(
-                "  c={c:<2} restarted: re-verify {:.2}x  created 2 s in p99 {:.0} vs {:.0} ms",
-                k.restart.reverify_seconds / w.restart.reverify_seconds,
-                w.restart.late_p99_ms,
-                k.restart.late_p99_ms,
-            );
-        }
+    for reference in [Arm::KubeRuntime, Arm::KubeRuntimeConditions] {
+        print_ratios(&all, reference, &concurrencies);
     }
     Ok(())
+}
+
+/// The wasmlet arm's figures over `reference`'s, per concurrency both ran.
+fn print_ratios(all: &[Measured], reference: Arm, concurrencies: &[u16]) {
+    let r = reference.name();
+    let mut header = false;
+    for &c in concurrencies {
+        let get = |a| all.iter().find(|m| m.arm == a && m.concurrency == c);
+        let (Some(k), Some(w)) = (get(reference), get(Arm::Wasmlet)) else {
+            continue;
+        };
+        if !std::mem::replace(&mut header, true) {
+            println!("ratios wasmlet / {r} (throughput: {r} seconds / wasmlet seconds):");
+        }
+        println!(
+            "  c={c:<2} throughput {:.2}x  cpu {:.2}x ({:.2}x without compiling)  rss {:.2}x  reconciles/obj {:.2} vs {:.2}  PATCH/obj {:.2} vs {:.2}  plane cpu {:.2}x  plane rss {:.2}x",
+            k.seconds / w.seconds,
+            w.cpu / k.cpu,
+            (w.cpu - w.compile_cpu) / (k.cpu - k.compile_cpu),
+            w.rss_mib / k.rss_mib,
+            w.reconciles_per_object,
+            k.reconciles_per_object,
+            w.patches_per_object,
+            k.patches_per_object,
+            w.plane_cpu / k.plane_cpu,
+            w.plane_rss_mib / k.plane_rss_mib,
+        );
+        println!(
+            "  c={c:<2} restarted: re-verify {:.2}x  created 2 s in p99 {:.0} vs {:.0} ms",
+            k.restart.reverify_seconds / w.restart.reverify_seconds,
+            w.restart.late_p99_ms,
+            k.restart.late_p99_ms,
+        );
+    }
 }
 
 #[tokio::main]
@@ -656,7 +683,8 @@ async fn main() -> anyhow::Result<()> {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(1);
-        return native::run(c).await;
+        let conditions = std::env::var("VERSUS_CONDITIONS").as_deref() == Ok("1");
+        return native::run(c, conditions).await;
     }
     orchestrate().await
 }

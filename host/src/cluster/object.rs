@@ -31,7 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::DynamicResourceScope;
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// A cached object of one kind: its metadata, and its other top-level fields
@@ -250,9 +250,9 @@ impl kube::Resource for CachedObject {
 }
 
 /// Straight from the wire (list items and watch events): metadata into its
-/// struct, every other field written to the body text. A field's value is
-/// parsed into a `Value` on the way (watch events may reach here buffered,
-/// where borrowing the raw text is not possible), then dropped.
+/// struct, every other field copied into the body text as it is read
+/// (`serde_transcode`), never built into a `Value` first. Watch events may
+/// reach here buffered, where borrowing the raw text is not possible.
 impl<'de> Deserialize<'de> for CachedObject {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Fields;
@@ -265,8 +265,8 @@ impl<'de> Deserialize<'de> for CachedObject {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedObject, A::Error> {
                 let mut metadata = None;
-                let mut body = String::with_capacity(256);
-                body.push('{');
+                let mut body = Vec::with_capacity(256);
+                body.push(b'{');
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     match &*key {
                         "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
@@ -274,17 +274,17 @@ impl<'de> Deserialize<'de> for CachedObject {
                             map.next_value::<IgnoredAny>()?;
                         }
                         _ => {
-                            let value = map.next_value::<Value>()?;
                             if body.len() > 1 {
-                                body.push(',');
+                                body.push(b',');
                             }
-                            body.push_str(&Value::String(key.into_owned()).to_string());
-                            body.push(':');
-                            body.push_str(&value.to_string());
+                            serde_json::to_writer(&mut body, &*key).map_err(A::Error::custom)?;
+                            body.push(b':');
+                            map.next_value_seed(Transcode(&mut body))?;
                         }
                     }
                 }
-                body.push('}');
+                body.push(b'}');
+                let body = String::from_utf8(body).map_err(A::Error::custom)?;
                 Ok(CachedObject {
                     metadata: metadata.unwrap_or_default(),
                     body: body.into_boxed_str(),
@@ -292,6 +292,18 @@ impl<'de> Deserialize<'de> for CachedObject {
             }
         }
         d.deserialize_map(Fields)
+    }
+}
+
+/// Writes the value it is given to the buffer as JSON, as it is read.
+struct Transcode<'a>(&'a mut Vec<u8>);
+
+impl<'de> DeserializeSeed<'de> for Transcode<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        let mut out = serde_json::Serializer::new(self.0);
+        serde_transcode::transcode(d, &mut out).map_err(D::Error::custom)
     }
 }
 
@@ -369,5 +381,25 @@ mod tests {
             json!({"apiVersion": "example.dev/v1", "kind": "Widget",
                    "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}})
         );
+    }
+
+    /// A watch event's object is read straight from the text when `type`
+    /// comes first, and from serde's buffer when `object` does: the body
+    /// comes out the same, numbers and escapes included.
+    #[test]
+    fn watch_events_read_the_same_in_either_field_order() {
+        let object = r#"{"apiVersion":"example.dev/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3"},"spec":{"n":-2,"big":18446744073709551615,"f":1.5,"s":"a\"\u00e9\n","list":[true,null,{}]}}"#;
+        let want = serde_json::json!({"spec": {"n": -2, "big": 18446744073709551615u64, "f": 1.5, "s": "a\"é\n", "list": [true, null, {}]}});
+        for text in [
+            format!(r#"{{"type":"ADDED","object":{object}}}"#),
+            format!(r#"{{"object":{object},"type":"ADDED"}}"#),
+        ] {
+            let ev: kube::api::WatchEvent<CachedObject> = serde_json::from_str(&text).unwrap();
+            let kube::api::WatchEvent::Added(obj) = ev else {
+                panic!("{text}: not an ADDED event");
+            };
+            assert_eq!(obj.metadata.resource_version.as_deref(), Some("3"));
+            assert_eq!(obj.body(), want, "{text}");
+        }
     }
 }

@@ -264,16 +264,16 @@ impl Controller {
                 Err(e) => return self.retry(key, &e),
             };
             self.metrics.status_written(&self.name);
-            let kept = stored.status();
+            let stored_rv = stored.resource_version().map(str::to_string);
+            let kept = stored.into_status();
             let pruned = kept != desired;
             if pruned {
                 self.warn_pruned(&desired, &kept);
             }
-            let seen = self
-                .primary
-                .get_key(key)
-                .and_then(|o| o.metadata.resource_version.clone());
-            if !pruned && seen.is_some() && seen.as_deref() == stored.resource_version() {
+            let caught_up = self.primary.get_key(key).is_some_and(|o| {
+                o.metadata.resource_version.is_some() && o.metadata.resource_version == stored_rv
+            });
+            if !pruned && caught_up {
                 // The cache has the write already (its event came first).
                 self.written_lock().remove(key);
             } else {
@@ -283,7 +283,7 @@ impl Controller {
                         sent: desired,
                         kept,
                         replaced: obj.metadata.resource_version.clone(),
-                        stored: stored.resource_version().map(str::to_string),
+                        stored: stored_rv,
                         pruned,
                     },
                 );

@@ -64,7 +64,9 @@ fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, no
 /// The time a condition's `lastTransitionTime` takes now (RFC 3339, seconds,
 /// as the API server's timestamps).
 pub fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    // Not `format("%Y-...")`: parsing the format string on every reconcile
+    // showed in profiles.
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The status the object should have after this reconcile.
@@ -191,6 +193,14 @@ mod tests {
         assert!(pruned_host_fields(&full, "v1").is_empty());
         let open = crd(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
         assert!(pruned_host_fields(&open, "v1").is_empty());
+    }
+
+    #[test]
+    fn now_is_rfc3339_in_whole_seconds_utc() {
+        let t = now();
+        assert_eq!(t.len(), "2026-01-01T00:00:00Z".len(), "{t}");
+        assert!(t.ends_with('Z'), "{t}");
+        assert!(chrono::DateTime::parse_from_rfc3339(&t).is_ok(), "{t}");
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";

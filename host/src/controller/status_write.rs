@@ -36,10 +36,8 @@ impl Stored {
     }
 
     /// The stored status, `{}` when absent (as [`crate::cluster::CachedObject::status`]).
-    pub(super) fn status(&self) -> Value {
-        self.status
-            .clone()
-            .unwrap_or_else(|| Value::Object(Map::new()))
+    pub(super) fn into_status(self) -> Value {
+        self.status.unwrap_or_else(|| Value::Object(Map::new()))
     }
 }
 
@@ -79,7 +77,7 @@ mod tests {
         let s: Stored = serde_json::from_value(answer).unwrap();
         assert_eq!(s.resource_version(), Some("42"));
         assert_eq!(
-            s.status(),
+            s.into_status(),
             json!({"summary": "size=3", "observedGeneration": 1})
         );
     }
@@ -88,6 +86,6 @@ mod tests {
     fn a_pruned_status_reads_as_empty() {
         let s: Stored =
             serde_json::from_value(json!({"metadata": {"resourceVersion": "7"}})).unwrap();
-        assert_eq!(s.status(), json!({}));
+        assert_eq!(s.into_status(), json!({}));
     }
 }
