@@ -15,7 +15,7 @@ use wasmlet_apimachinery::selector::LabelSelector;
 
 use super::expectations::Expectations;
 use super::leader::Leadership;
-use super::metrics::ControllerMetrics;
+use super::metrics::{ControllerMetrics, ControllerSeries};
 use super::source::Source;
 use super::workqueue::{QueueConfig, WorkQueue};
 use crate::cluster::ClientError;
@@ -161,7 +161,7 @@ pub struct Controller {
     pub queue: WorkQueue<String>,
     pub(super) expectations: Expectations,
     pub(super) config: ControllerConfig,
-    pub(super) metrics: ControllerMetrics,
+    pub(super) metrics: ControllerSeries,
     pub(super) selector: LabelSelector,
     pub(super) manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
@@ -278,7 +278,6 @@ impl Controller {
             queue_config(&config.queue, &manifest.limits),
             Some(metrics.queue()),
         );
-        metrics.controller_started(name);
         let controller = Arc::new(Controller {
             name: name.to_string(),
             source,
@@ -287,7 +286,7 @@ impl Controller {
             queue,
             expectations: Expectations::new(config.expectations_timeout),
             config,
-            metrics,
+            metrics: metrics.series(name),
             selector,
             manifest: manifest.clone(),
             leading,

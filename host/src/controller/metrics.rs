@@ -39,6 +39,43 @@ pub struct ControllerMetrics {
     status_writes: Family<ControllerLabels, Counter>,
 }
 
+/// One controller's series in [`ControllerMetrics`] (see
+/// [`ControllerMetrics::series`]).
+#[derive(Clone)]
+pub struct ControllerSeries {
+    /// Per [`Outcome::ALL`], in its order.
+    reconcile_total: [Counter; Outcome::ALL.len()],
+    reconcile_errors: Counter,
+    reconcile_time: Histogram,
+    active_workers: Gauge,
+    out_of_scope: Counter,
+    status_writes: Counter,
+}
+
+impl ControllerSeries {
+    pub fn status_written(&self) {
+        self.status_writes.inc();
+    }
+
+    pub fn out_of_scope(&self) {
+        self.out_of_scope.inc();
+    }
+
+    pub fn reconciled(&self, outcome: Outcome, took: Duration) {
+        if let Some(i) = Outcome::ALL.iter().position(|o| *o == outcome) {
+            self.reconcile_total[i].inc();
+        }
+        if outcome == Outcome::Error {
+            self.reconcile_errors.inc();
+        }
+        self.reconcile_time.observe(took.as_secs_f64());
+    }
+
+    pub fn active_workers(&self, delta: i64) {
+        self.active_workers.inc_by(delta);
+    }
+}
+
 impl Default for ControllerMetrics {
     fn default() -> Self {
         Self::new()
@@ -103,66 +140,30 @@ impl ControllerMetrics {
         &self.queue
     }
 
-    pub fn status_written(&self, controller: &str) {
-        self.status_writes
-            .get_or_create(&ControllerLabels {
-                controller: controller.to_string(),
-            })
-            .inc();
-    }
-
-    pub fn out_of_scope(&self, controller: &str) {
-        self.out_of_scope
-            .get_or_create(&ControllerLabels {
-                controller: controller.to_string(),
-            })
-            .inc();
-    }
-
-    /// Creates `controller`'s series at zero, as controller-runtime does: a
+    /// `controller`'s series, created at zero as controller-runtime does (a
     /// dashboard's `rate()` and an alert's `absent()` see a controller that has
-    /// not reconciled yet.
-    pub fn controller_started(&self, controller: &str) {
+    /// not reconciled yet). The handles share the registry's values: a
+    /// reconcile counts without looking its labels up again.
+    pub fn series(&self, controller: &str) -> ControllerSeries {
         let c = ControllerLabels {
             controller: controller.to_string(),
         };
-        for outcome in Outcome::ALL {
-            let _ = self.reconcile_total.get_or_create(&ResultLabels {
-                controller: controller.into(),
-                result: outcome.as_str().into(),
-            });
+        let reconcile_total = Outcome::ALL.map(|outcome| {
+            self.reconcile_total
+                .get_or_create(&ResultLabels {
+                    controller: controller.into(),
+                    result: outcome.as_str().into(),
+                })
+                .clone()
+        });
+        ControllerSeries {
+            reconcile_total,
+            reconcile_errors: self.reconcile_errors.get_or_create(&c).clone(),
+            reconcile_time: self.reconcile_time.get_or_create(&c).clone(),
+            active_workers: self.active_workers.get_or_create(&c).clone(),
+            out_of_scope: self.out_of_scope.get_or_create(&c).clone(),
+            status_writes: self.status_writes.get_or_create(&c).clone(),
         }
-        let _ = self.reconcile_errors.get_or_create(&c);
-        let _ = self.reconcile_time.get_or_create(&c);
-        let _ = self.active_workers.get_or_create(&c);
-        let _ = self.out_of_scope.get_or_create(&c);
-        let _ = self.status_writes.get_or_create(&c);
-    }
-
-    pub fn reconciled(&self, controller: &str, outcome: Outcome, took: Duration) {
-        let c = ControllerLabels {
-            controller: controller.to_string(),
-        };
-        self.reconcile_total
-            .get_or_create(&ResultLabels {
-                controller: controller.into(),
-                result: outcome.as_str().into(),
-            })
-            .inc();
-        if outcome == Outcome::Error {
-            self.reconcile_errors.get_or_create(&c).inc();
-        }
-        self.reconcile_time
-            .get_or_create(&c)
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn active_workers(&self, controller: &str, delta: i64) {
-        self.active_workers
-            .get_or_create(&ControllerLabels {
-                controller: controller.to_string(),
-            })
-            .inc_by(delta);
     }
 
     /// Adds metrics owned elsewhere (the plugin set's counters), read at each scrape.
@@ -195,7 +196,7 @@ mod tests {
     #[test]
     fn a_started_controller_exports_every_series_at_zero() {
         let m = ControllerMetrics::new();
-        m.controller_started("demo");
+        let _ = m.series("demo");
         let text = m.encode();
         for outcome in Outcome::ALL {
             let line = format!(
@@ -210,6 +211,26 @@ mod tests {
             "controller_runtime_active_workers{controller=\"demo\"} 0",
         ] {
             assert!(text.contains(series), "{series} missing:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_controllers_series_count_into_the_registry() {
+        let m = ControllerMetrics::new();
+        let series = m.series("demo");
+        series.reconciled(Outcome::Error, Duration::from_millis(2));
+        series.status_written();
+        let again = m.series("demo");
+        again.reconciled(Outcome::Success, Duration::from_millis(2));
+        let text = m.encode();
+        for line in [
+            "controller_runtime_reconcile_total{controller=\"demo\",result=\"error\"} 1",
+            "controller_runtime_reconcile_total{controller=\"demo\",result=\"success\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"demo\"} 1",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"demo\"} 2",
+            "wasmlet_controller_status_writes_total{controller=\"demo\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
         }
     }
 }

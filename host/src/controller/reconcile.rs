@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -46,20 +47,19 @@ impl Controller {
                 // `owns` and `watches` come from what other objects say, and whoever
                 // may label a watched object could otherwise aim the plugin (its
                 // finalizer, its status writes) at any object of the kind.
-                self.metrics.out_of_scope(&self.name);
+                self.metrics.out_of_scope();
                 self.queue.forget(&key);
                 self.expectations.forget(&key);
                 self.queue.done(&key);
                 continue;
             }
-            self.metrics.active_workers(&self.name, 1);
+            self.metrics.active_workers(1);
             let started = Instant::now();
             let span = tracing::info_span!("reconcile", plugin = %self.name, key = %key, generation = tracing::field::Empty, outcome = tracing::field::Empty);
             let outcome = self.reconcile(&key).instrument(span.clone()).await;
             span.record("outcome", outcome.as_str());
-            self.metrics
-                .reconciled(&self.name, outcome, started.elapsed());
-            self.metrics.active_workers(&self.name, -1);
+            self.metrics.reconciled(outcome, started.elapsed());
+            self.metrics.active_workers(-1);
             self.queue.done(&key);
         }
     }
@@ -242,8 +242,12 @@ impl Controller {
                 ..Default::default()
             };
             self.own_writes.begin(key);
+            // The URL as `api_in` would make it, without an `Api` (and a
+            // client clone) per write.
+            let r = &self.primary.resolved;
+            let url = DynamicObject::url_path(&r.resource, ns.filter(|_| r.namespaced));
             let response = super::status_write::patch_status(
-                &self.api_in(ns),
+                url,
                 self.caches.client(),
                 name,
                 &params,
@@ -263,7 +267,7 @@ impl Controller {
                 Ok(stored) => stored,
                 Err(e) => return self.retry(key, &e),
             };
-            self.metrics.status_written(&self.name);
+            self.metrics.status_written();
             let stored_rv = stored.resource_version().map(str::to_string);
             let kept = stored.into_status();
             let pruned = kept != desired;

@@ -8,7 +8,7 @@
 //! Any Kubernetes API server answers a PATCH of `/status` with the object, so
 //! nothing here depends on the embedded plane.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -41,15 +41,16 @@ impl Stored {
     }
 }
 
-/// PATCHes `name`'s status subresource through `api` (its URL and client).
+/// PATCHes `name`'s status subresource in the collection at `url` (as
+/// `Resource::url_path` gives it) through `client`.
 pub(super) async fn patch_status(
-    api: &Api<DynamicObject>,
+    url: String,
     client: &kube::Client,
     name: &str,
     params: &PatchParams,
     patch: &Patch<Value>,
 ) -> Result<Stored, ClientError> {
-    let mut req = kube::core::Request::new(api.resource_url())
+    let mut req = kube::core::Request::new(url)
         .patch_subresource("status", name, params, patch)
         .map_err(|e| ClientError::Invalid(e.to_string()))?;
     // As `Api::patch_status` tags it (kube's tracing and metrics layers).

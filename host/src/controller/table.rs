@@ -44,7 +44,7 @@ use tracing::Instrument;
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
 use super::guest::{call_reconcile, settle, waiting_keys};
-use super::metrics::ControllerMetrics;
+use super::metrics::{ControllerMetrics, ControllerSeries};
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
 use super::status::{GuestResult, desired_status};
@@ -67,7 +67,7 @@ pub struct TableController {
     store: Datastore,
     pub table: Table,
     pub queue: WorkQueue<String>,
-    metrics: ControllerMetrics,
+    metrics: ControllerSeries,
     reconciles: Reconciles,
     /// The manifest's finalizer: set on every live row before its first
     /// reconcile, removed once `finalize` is done with a deleted one.
@@ -110,7 +110,6 @@ impl TableController {
             super::controller::queue_config(&config.queue, &manifest.limits),
             Some(metrics.queue()),
         );
-        metrics.controller_started(name);
         let membership = Membership::new(&Membership::name_for_this_process());
         let controller = Arc::new(TableController {
             name: name.to_string(),
@@ -118,7 +117,7 @@ impl TableController {
             store: store.clone(),
             table: table.clone(),
             queue,
-            metrics,
+            metrics: metrics.series(name),
             reconciles,
             finalizer: manifest.finalizer.clone(),
             membership: membership.clone(),
@@ -204,7 +203,7 @@ impl TableController {
                 self.queue.done(&key);
                 continue;
             }
-            self.metrics.active_workers(&self.name, 1);
+            self.metrics.active_workers(1);
             let started = Instant::now();
             let span = tracing::info_span!("reconcile", plugin = %self.name, table = %self.table, row = %key, revision = tracing::field::Empty, outcome = tracing::field::Empty);
             let outcome = match self.store.try_lock_row(&self.table, &key).await {
@@ -225,9 +224,8 @@ impl TableController {
                 }
             };
             span.record("outcome", outcome.as_str());
-            self.metrics
-                .reconciled(&self.name, outcome, started.elapsed());
-            self.metrics.active_workers(&self.name, -1);
+            self.metrics.reconciled(outcome, started.elapsed());
+            self.metrics.active_workers(-1);
             self.queue.done(&key);
         }
     }
@@ -316,7 +314,7 @@ impl TableController {
                 .write_status(id, row.revision, &desired, requeue_after)
                 .await
             {
-                Ok(true) => self.metrics.status_written(&self.name),
+                Ok(true) => self.metrics.status_written(),
                 Ok(false) => {
                     // The spec moved on (or the row went) since it was read.
                     self.queue.add(key, Priority::High);
