@@ -6,7 +6,9 @@
 //!
 //! Run: `scripts/build-guests && cargo bench -p wasmlet --bench versus`.
 //! `BENCH_OBJECTS` (default 20000), `BENCH_CONCURRENCY` (default `1,16`),
-//! `BENCH_ARMS` (default `kube-runtime,kube-runtime+cond,wasmlet`; the second
+//! `BENCH_ROUNDS` (default 1: every arm again per round, ratios taken within
+//! a round and their median printed), `BENCH_ARMS` (default
+//! `kube-runtime,kube-runtime+cond,wasmlet`; the second
 //! also writes `observedGeneration` and a `Ready` condition, as the wasmlet
 //! host does, so it does the same work), `BENCH_LATE` (objects created
 //! 2 s and 10 s after the controller starts, default 10 each), `VERSUS_WRAP`
@@ -70,6 +72,8 @@ impl Arm {
 
 struct Measured {
     arm: Arm,
+    /// Which round of `BENCH_ROUNDS` (from 0).
+    round: usize,
     concurrency: u16,
     seconds: f64,
     /// Seconds from the controller's start to the first status written.
@@ -438,6 +442,7 @@ async fn run_arm(
     late_p99.sort_by_key(|(k, _)| *k);
     let mut m = Measured {
         arm,
+        round: 0,
         concurrency,
         seconds,
         first_seconds,
@@ -596,6 +601,11 @@ async fn orchestrate() -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let concurrencies: Vec<u16> = env_list("BENCH_CONCURRENCY", "1,16")
         .iter()
         .map(|s| s.parse())
@@ -619,21 +629,26 @@ async fn orchestrate() -> anyhow::Result<()> {
     let ticks = probe::clock_ticks();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "versus: {n} Widgets (+{late} created 2 s and 10 s after start), concurrency {concurrencies:?}, {} cores, load average {}",
+        "versus: {n} Widgets (+{late} created 2 s and 10 s after start), concurrency {concurrencies:?}, {rounds} round(s), {} cores, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()
             .join(" ")
     );
+    // Rounds run every arm again, arms one after another within a round, so
+    // that a noisy stretch of a shared machine falls on every arm alike.
     let mut all = Vec::new();
-    for &c in &concurrencies {
-        for &arm in &arms {
-            let m = run_arm(arm, c, n, late, &plugins, ticks)
-                .await
-                .with_context(|| format!("{} at concurrency {c}", arm.name()))?;
-            print_row(&m);
-            all.push(m);
+    for round in 0..rounds {
+        for &c in &concurrencies {
+            for &arm in &arms {
+                let mut m = run_arm(arm, c, n, late, &plugins, ticks)
+                    .await
+                    .with_context(|| format!("{} at concurrency {c}", arm.name()))?;
+                m.round = round;
+                print_row(&m);
+                all.push(m);
+            }
         }
     }
     for reference in [Arm::KubeRuntime, Arm::KubeRuntimeConditions] {
@@ -642,34 +657,59 @@ async fn orchestrate() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The wasmlet arm's figures over `reference`'s, per concurrency both ran.
+/// The wasmlet arm's figures over `reference`'s, per concurrency both ran:
+/// each ratio taken within a round, then their median (and range, over
+/// several rounds).
 fn print_ratios(all: &[Measured], reference: Arm, concurrencies: &[u16]) {
     let r = reference.name();
     let mut header = false;
     for &c in concurrencies {
-        let get = |a| all.iter().find(|m| m.arm == a && m.concurrency == c);
-        let (Some(k), Some(w)) = (get(reference), get(Arm::Wasmlet)) else {
+        let pairs: Vec<(&Measured, &Measured)> = all
+            .iter()
+            .filter(|k| k.arm == reference && k.concurrency == c)
+            .filter_map(|k| {
+                let w = all
+                    .iter()
+                    .find(|w| w.arm == Arm::Wasmlet && w.concurrency == c && w.round == k.round)?;
+                Some((k, w))
+            })
+            .collect();
+        if pairs.is_empty() {
             continue;
-        };
-        if !std::mem::replace(&mut header, true) {
-            println!("ratios wasmlet / {r} (throughput: {r} seconds / wasmlet seconds):");
         }
+        if !std::mem::replace(&mut header, true) {
+            println!(
+                "ratios wasmlet / {r} (throughput: {r} seconds / wasmlet seconds; median of {} round(s), range in brackets):",
+                pairs.len()
+            );
+        }
+        let ratio = |f: &dyn Fn(&Measured, &Measured) -> f64| {
+            let mut v: Vec<f64> = pairs.iter().map(|(k, w)| f(k, w)).collect();
+            v.sort_by(f64::total_cmp);
+            let median = v[v.len() / 2];
+            if v.len() == 1 {
+                format!("{median:.2}x")
+            } else {
+                format!("{median:.2}x [{:.2}-{:.2}]", v[0], v[v.len() - 1])
+            }
+        };
+        let (k, w) = pairs[0];
         println!(
-            "  c={c:<2} throughput {:.2}x  cpu {:.2}x ({:.2}x without compiling)  rss {:.2}x  reconciles/obj {:.2} vs {:.2}  PATCH/obj {:.2} vs {:.2}  plane cpu {:.2}x  plane rss {:.2}x",
-            k.seconds / w.seconds,
-            w.cpu / k.cpu,
-            (w.cpu - w.compile_cpu) / (k.cpu - k.compile_cpu),
-            w.rss_mib / k.rss_mib,
+            "  c={c:<2} throughput {}  cpu {} ({} without compiling)  rss {}  reconciles/obj {:.2} vs {:.2}  PATCH/obj {:.2} vs {:.2}  plane cpu {}  plane rss {}",
+            ratio(&|k, w| k.seconds / w.seconds),
+            ratio(&|k, w| w.cpu / k.cpu),
+            ratio(&|k, w| (w.cpu - w.compile_cpu) / (k.cpu - k.compile_cpu)),
+            ratio(&|k, w| w.rss_mib / k.rss_mib),
             w.reconciles_per_object,
             k.reconciles_per_object,
             w.patches_per_object,
             k.patches_per_object,
-            w.plane_cpu / k.plane_cpu,
-            w.plane_rss_mib / k.plane_rss_mib,
+            ratio(&|k, w| w.plane_cpu / k.plane_cpu),
+            ratio(&|k, w| w.plane_rss_mib / k.plane_rss_mib),
         );
         println!(
-            "  c={c:<2} restarted: re-verify {:.2}x  created 2 s in p99 {:.0} vs {:.0} ms",
-            k.restart.reverify_seconds / w.restart.reverify_seconds,
+            "  c={c:<2} restarted: re-verify {}  created 2 s in p99 {:.0} vs {:.0} ms (round 1)",
+            ratio(&|k, w| k.restart.reverify_seconds / w.restart.reverify_seconds),
             w.restart.late_p99_ms,
             k.restart.late_p99_ms,
         );
