@@ -218,6 +218,73 @@ async fn api_resources_apply_get_and_patch() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `kubectl get` prints a CRD's `additionalPrinterColumns` with upstream's
+/// JSONPath: the `Ready` column kubebuilder generates (a filter on the
+/// conditions), an index and a plain field.
+#[tokio::test]
+async fn get_prints_printer_columns_with_filters_and_indexes() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let crd = CRD_YAML.replace(
+        "    served: true\n",
+        r#"    served: true
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Reason, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].reason'}
+    - {name: First, type: string, jsonPath: '.status.conditions[0].type'}
+"#,
+    );
+    let crd = crd.replace(
+        "              phase: {type: string}\n",
+        "              phase: {type: string}\n              conditions: {type: array, items: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+    );
+    let path = plane.data_dir().join("crd.yaml");
+    std::fs::write(&path, crd)?;
+    plane.kubectl_ok(&["apply", "-f", path.to_str().unwrap()])?;
+    let crs = plane.data_dir().join("widgets.yaml");
+    std::fs::write(&crs, WIDGETS_YAML)?;
+    // The CRD's resource may take a moment to be served.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !plane
+        .kubectl(&["apply", "-f", crs.to_str().unwrap()])?
+        .status
+        .success()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "widgets never served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    plane.kubectl_ok(&[
+        "patch",
+        "widget",
+        "small",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Synced","status":"True","reason":"Done"},{"type":"Ready","status":"False","reason":"Waiting"}]}}"#,
+    ])?;
+    let out = plane.kubectl_ok(&["get", "widgets", "--sort-by=.metadata.name"])?;
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "SIZE", "READY", "REASON", "FIRST", "AGE"],
+        "{out}"
+    );
+    assert_eq!(
+        rows[1][..5],
+        ["large", "9", "<none>", "<none>", "<none>"],
+        "{out}"
+    );
+    assert_eq!(
+        rows[2][..5],
+        ["small", "1", "False", "Waiting", "Synced"],
+        "{out}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn get_watch_streams_changes() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;

@@ -166,7 +166,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
                 printer_columns.push(PrinterColumn {
                     name: c["name"].as_str().unwrap_or("").into(),
                     type_: c["type"].as_str().unwrap_or("string").into(),
-                    json_path: c["jsonPath"].as_str().unwrap_or("").into(),
+                    json_path: PrinterColumn::parse_path(c["jsonPath"].as_str().unwrap_or("")),
                     priority: c["priority"].as_i64().unwrap_or(0),
                 });
             }

@@ -30,8 +30,36 @@ pub enum Extra {
 pub struct PrinterColumn {
     pub name: String,
     pub type_: String,
-    pub json_path: String,
+    /// The column's Kubernetes JSONPath (`.status.conditions[?(@.type=="Ready")].status`),
+    /// parsed once; `None` when it does not parse (the cell stays empty).
+    pub json_path: Option<serde_json_path::JsonPath>,
     pub priority: i64,
+}
+
+impl PrinterColumn {
+    /// Parses a column's Kubernetes JSONPath. Upstream's is a dialect of
+    /// JSONPath without the leading `$` (and optionally in braces, as
+    /// `kubectl -o jsonpath` takes it); what printer columns use (fields,
+    /// indexes, wildcards, `?(@.type=="Ready")` filters) reads the same in
+    /// RFC 9535 once `$` is put in front.
+    pub fn parse_path(path: &str) -> Option<serde_json_path::JsonPath> {
+        let path = path.trim();
+        let path = path
+            .strip_prefix('{')
+            .and_then(|p| p.strip_suffix('}'))
+            .unwrap_or(path);
+        let rooted = match path.chars().next() {
+            Some('.') | Some('[') => format!("${path}"),
+            _ => format!("$.{path}"),
+        };
+        serde_json_path::JsonPath::parse(&rooted).ok()
+    }
+
+    /// The cell's value in `obj`: the path's first match, as upstream's table
+    /// convertor takes it.
+    pub fn value<'a>(&self, obj: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+        self.json_path.as_ref()?.query(obj).first()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -536,5 +564,41 @@ impl Registry {
             }
         }
         groups.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PrinterColumn;
+    use serde_json::json;
+
+    #[test]
+    fn printer_column_paths_read_as_upstream_writes_them() {
+        let obj = json!({"spec": {"size": 3, "ports": [{"port": 80}, {"port": 443}]},
+            "status": {"conditions": [{"type": "Synced", "status": "True"}, {"type": "Ready", "status": "False"}]}});
+        let cell = |path: &str| {
+            let c = PrinterColumn {
+                name: "c".into(),
+                type_: "string".into(),
+                json_path: PrinterColumn::parse_path(path),
+                priority: 0,
+            };
+            c.value(&obj).cloned()
+        };
+        assert_eq!(cell(".spec.size"), Some(json!(3)));
+        assert_eq!(cell("{.spec.size}"), Some(json!(3)));
+        assert_eq!(cell("spec.size"), Some(json!(3)));
+        assert_eq!(cell(".spec.ports[1].port"), Some(json!(443)));
+        assert_eq!(cell(".spec.ports[*].port"), Some(json!(80)));
+        assert_eq!(
+            cell(r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("False"))
+        );
+        assert_eq!(cell(".status.missing"), None);
+        assert_eq!(
+            cell(".spec[?("),
+            None,
+            "a path that does not parse leaves the cell empty"
+        );
     }
 }

@@ -257,7 +257,7 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
             let mut row = vec![name];
             for c in &rt.printer_columns {
                 defs.push(col(&c.name, &c.type_, c.priority));
-                let v = meta::get_path(obj, &c.json_path);
+                let v = c.value(obj);
                 row.push(match (c.type_.as_str(), v) {
                     ("date", Some(Value::String(ts))) => json!(
                         chrono::DateTime::parse_from_rfc3339(ts)
