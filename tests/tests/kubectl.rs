@@ -282,6 +282,25 @@ async fn get_prints_printer_columns_with_filters_and_indexes() -> anyhow::Result
         ["small", "1", "False", "Waiting", "Synced"],
         "{out}"
     );
+    // A column path must start with `.`, as upstream checks; the field is named.
+    let bad = CRD_YAML
+        .replace("widgets", "gadgets")
+        .replace("widget", "gadget")
+        .replace("kind: Widget", "kind: Gadget")
+        .replace("[wd]", "[gd]")
+        .replace(
+            "    served: true\n",
+            "    served: true\n    additionalPrinterColumns:\n    - {name: Size, type: integer, jsonPath: spec.size}\n",
+        );
+    std::fs::write(&path, bad)?;
+    let out = plane.kubectl(&["apply", "-f", path.to_str().unwrap()])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("spec.versions[0].additionalPrinterColumns[0].jsonPath")
+            && err.contains("must be a simple json path starting with ."),
+        "{err}"
+    );
     Ok(())
 }
 

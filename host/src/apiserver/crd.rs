@@ -31,6 +31,30 @@ fn required(field: &str) -> Cause {
     }
 }
 
+/// Upstream's check of a CRD's printer columns on create and update: a
+/// `jsonPath` is required and starts with `.` (what follows is JSONPath, read
+/// when printing). Not part of [`resource_type`], so that a CRD stored before
+/// the check is still served.
+pub fn printer_column_causes(crd: &Value) -> Vec<Cause> {
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    let mut causes = Vec::new();
+    for (i, v) in versions.into_iter().flatten().enumerate() {
+        let columns = v["additionalPrinterColumns"].as_array();
+        for (j, c) in columns.into_iter().flatten().enumerate() {
+            let field = format!("spec.versions[{i}].additionalPrinterColumns[{j}].jsonPath");
+            match c["jsonPath"].as_str() {
+                None | Some("") => causes.push(required(&field)),
+                Some(p) if !p.starts_with('.') => causes.push(invalid(
+                    &field,
+                    format!("Invalid value: {p:?}: must be a simple json path starting with ."),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    causes
+}
+
 /// The served type a CRD declares, or every reason it cannot be served.
 pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let mut causes = Vec::new();
@@ -257,4 +281,52 @@ pub fn established(crd: &Value) -> Option<Value> {
         "storedVersions": stored,
     });
     if new == *crd { None } else { Some(new) }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{printer_column_causes, resource_type};
+
+    fn crd(columns: serde_json::Value) -> serde_json::Value {
+        json!({"metadata": {"name": "things.x.dev"}, "spec": {"group": "x.dev", "scope": "Namespaced",
+            "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+                "additionalPrinterColumns": columns}]}})
+    }
+
+    #[test]
+    fn a_printer_column_path_must_start_with_a_dot() {
+        // A stored CRD is served whatever its columns say; the check is on writes.
+        let ok = crd(json!([{"name": "Ready", "type": "string",
+            "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}]));
+        let rt = resource_type(&ok).unwrap();
+        assert!(rt.printer_columns[0].json_path.is_some());
+        let bad = crd(json!([
+            {"name": "Size", "type": "integer", "jsonPath": "spec.size"},
+            {"name": "None", "type": "string"},
+        ]));
+        assert!(printer_column_causes(&ok).is_empty());
+        assert!(resource_type(&bad).is_ok());
+        let causes = printer_column_causes(&bad);
+        let fields: Vec<(&str, &str)> = causes
+            .iter()
+            .map(|c| (c.field.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (
+                    "spec.versions[0].additionalPrinterColumns[0].jsonPath",
+                    "Invalid value: \"spec.size\": must be a simple json path starting with ."
+                ),
+                (
+                    "spec.versions[0].additionalPrinterColumns[1].jsonPath",
+                    "Required value"
+                ),
+            ]
+        );
+    }
 }

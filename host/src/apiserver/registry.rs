@@ -37,22 +37,12 @@ pub struct PrinterColumn {
 }
 
 impl PrinterColumn {
-    /// Parses a column's Kubernetes JSONPath. Upstream's is a dialect of
-    /// JSONPath without the leading `$` (and optionally in braces, as
-    /// `kubectl -o jsonpath` takes it); what printer columns use (fields,
-    /// indexes, wildcards, `?(@.type=="Ready")` filters) reads the same in
-    /// RFC 9535 once `$` is put in front.
+    /// Parses a column's Kubernetes JSONPath (`.status.x`, which the CRD's
+    /// validation requires to start with `.`). Upstream's dialect has no
+    /// leading `$`; what printer columns use (fields, indexes, wildcards,
+    /// `?(@.type=="Ready")` filters) reads the same in RFC 9535 with one.
     pub fn parse_path(path: &str) -> Option<serde_json_path::JsonPath> {
-        let path = path.trim();
-        let path = path
-            .strip_prefix('{')
-            .and_then(|p| p.strip_suffix('}'))
-            .unwrap_or(path);
-        let rooted = match path.chars().next() {
-            Some('.') | Some('[') => format!("${path}"),
-            _ => format!("$.{path}"),
-        };
-        serde_json_path::JsonPath::parse(&rooted).ok()
+        serde_json_path::JsonPath::parse(&format!("${path}")).ok()
     }
 
     /// The cell's value in `obj`: the path's first match, as upstream's table
@@ -586,8 +576,6 @@ mod tests {
             c.value(&obj).cloned()
         };
         assert_eq!(cell(".spec.size"), Some(json!(3)));
-        assert_eq!(cell("{.spec.size}"), Some(json!(3)));
-        assert_eq!(cell("spec.size"), Some(json!(3)));
         assert_eq!(cell(".spec.ports[1].port"), Some(json!(443)));
         assert_eq!(cell(".spec.ports[*].port"), Some(json!(80)));
         assert_eq!(

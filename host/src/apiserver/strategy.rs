@@ -138,6 +138,7 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             if let Err(more) = super::crd::resource_type(obj) {
                 causes.extend(more);
             }
+            causes.extend(super::crd::printer_column_causes(obj));
         }
         (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
             causes.extend(super::rbac::validate_binding(&rt.resource, obj));
