@@ -99,7 +99,7 @@ impl CachedObject {
     /// The object as a guest reads it: JSON text with `apiVersion` and
     /// `kind`, the body spliced in as it is kept (no tree is built).
     pub fn json(&self, resource: &ApiResource) -> String {
-        let text = |v: &str| Value::String(v.to_string()).to_string();
+        let text = |v: &str| serde_json::to_string(v).unwrap_or_default();
         let mut out = String::with_capacity(self.body.len() + 512);
         out.push_str("{\"apiVersion\":");
         out.push_str(&text(&resource.api_version));

@@ -88,12 +88,22 @@ impl Controller {
 
     pub(super) fn api_in(&self, ns: Option<&str>) -> Api<DynamicObject> {
         let r = &self.primary.resolved;
-        match ns {
-            Some(ns) if r.namespaced => {
-                Api::namespaced_with(self.caches.client().clone(), ns, &r.resource)
-            }
-            _ => self.api(),
+        match self.scoped(ns) {
+            Some(ns) => Api::namespaced_with(self.caches.client().clone(), ns, &r.resource),
+            None => self.api(),
         }
+    }
+
+    /// The URL of the collection `api_in(ns)` reaches, without building an
+    /// `Api` (and cloning the client) for it.
+    fn url_in(&self, ns: Option<&str>) -> String {
+        DynamicObject::url_path(&self.primary.resolved.resource, self.scoped(ns))
+    }
+
+    /// `ns` when the primary kind is namespaced (a cluster-scoped kind's key
+    /// may carry one all the same).
+    fn scoped<'a>(&self, ns: Option<&'a str>) -> Option<&'a str> {
+        ns.filter(|_| self.primary.resolved.namespaced)
     }
 
     /// Writes finalizers with the object's resourceVersion as precondition.
@@ -242,12 +252,8 @@ impl Controller {
                 ..Default::default()
             };
             self.own_writes.begin(key);
-            // The URL as `api_in` would make it, without an `Api` (and a
-            // client clone) per write.
-            let r = &self.primary.resolved;
-            let url = DynamicObject::url_path(&r.resource, ns.filter(|_| r.namespaced));
             let response = super::status_write::patch_status(
-                url,
+                self.url_in(ns),
                 self.caches.client(),
                 name,
                 &params,
