@@ -48,6 +48,15 @@ pub fn printer_column_causes(crd: &Value) -> Vec<Cause> {
                     &field,
                     format!("Invalid value: {p:?}: must be a simple json path starting with ."),
                 )),
+                Some(p) if PrinterColumn::nesting(p) > PrinterColumn::MAX_NESTING => {
+                    causes.push(invalid(
+                        &field,
+                        format!(
+                            "Invalid value: brackets and parentheses nest deeper than {}",
+                            PrinterColumn::MAX_NESTING
+                        ),
+                    ))
+                }
                 Some(_) => {}
             }
         }
@@ -304,9 +313,11 @@ mod tests {
             "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}]));
         let rt = resource_type(&ok).unwrap();
         assert!(rt.printer_columns[0].json_path.is_some());
+        let deep = format!(".a[?{}@.b{}]", "(".repeat(1000), ")".repeat(1000));
         let bad = crd(json!([
             {"name": "Size", "type": "integer", "jsonPath": "spec.size"},
             {"name": "None", "type": "string"},
+            {"name": "Deep", "type": "string", "jsonPath": deep},
         ]));
         assert!(printer_column_causes(&ok).is_empty());
         assert!(resource_type(&bad).is_ok());
@@ -325,6 +336,10 @@ mod tests {
                 (
                     "spec.versions[0].additionalPrinterColumns[1].jsonPath",
                     "Required value"
+                ),
+                (
+                    "spec.versions[0].additionalPrinterColumns[2].jsonPath",
+                    "Invalid value: brackets and parentheses nest deeper than 32"
                 ),
             ]
         );

@@ -42,7 +42,32 @@ impl PrinterColumn {
     /// leading `$`; what printer columns use (fields, indexes, wildcards,
     /// `?(@.type=="Ready")` filters) reads the same in RFC 9535 with one.
     pub fn parse_path(path: &str) -> Option<serde_json_path::JsonPath> {
+        if Self::nesting(path) > Self::MAX_NESTING {
+            return None;
+        }
         serde_json_path::JsonPath::parse(&format!("${path}")).ok()
+    }
+
+    /// Brackets and parentheses a column path may nest. The parser recurses
+    /// once per level: a path a thousand levels deep overflowed a worker's
+    /// stack and aborted the whole plane. Real columns nest two or three.
+    pub const MAX_NESTING: usize = 32;
+
+    /// How deep `path`'s brackets and parentheses nest (counted inside
+    /// quoted names too: that only overestimates).
+    pub fn nesting(path: &str) -> usize {
+        let (mut depth, mut max) = (0usize, 0usize);
+        for c in path.chars() {
+            match c {
+                '(' | '[' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                ')' | ']' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        max
     }
 
     /// The cell's value in `obj`: the path's first match, as upstream's table
@@ -588,5 +613,22 @@ mod tests {
             None,
             "a path that does not parse leaves the cell empty"
         );
+    }
+
+    /// A stored CRD is read again at every start: however deep its column
+    /// path nests, reading it must not take the plane down.
+    #[test]
+    fn a_deeply_nested_column_path_is_refused_not_parsed() {
+        let deep = |n: usize| format!(".a[?{}@.b{}]", "(".repeat(n), ")".repeat(n));
+        assert!(PrinterColumn::parse_path(&deep(8)).is_some());
+        // On a thread with a worker's stack (2 MiB), as the plane parses it.
+        let path = deep(100_000);
+        let parsed = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || PrinterColumn::parse_path(&path).is_some())
+            .unwrap()
+            .join()
+            .expect("parsing a deep path overflowed the stack");
+        assert!(!parsed);
     }
 }
