@@ -50,12 +50,18 @@ impl Plane {
     pub async fn start(extra: &[&str]) -> Result<Plane> {
         let mut args = vec!["apiserver".to_string()];
         args.extend(extra.iter().map(|s| s.to_string()));
-        Plane::launch(args).await
+        Plane::launch(args, &[]).await
     }
 
     /// `wasmlet up --plugins DATA/plugins --metrics-addr 127.0.0.1:0 EXTRA...`:
     /// the control plane with the host. Put plugins into [`Plane::plugin_dir`].
     pub async fn start_up(extra: &[&str]) -> Result<Plane> {
+        Plane::start_up_with(extra, &[]).await
+    }
+
+    /// [`Plane::start_up`] with the built `plugins` (by name) already in the
+    /// plugin directory when the host starts, so that its first scan loads them.
+    pub async fn start_up_with(extra: &[&str], plugins: &[&str]) -> Result<Plane> {
         let mut args = vec![
             "up".to_string(),
             "--metrics-addr".into(),
@@ -70,16 +76,19 @@ impl Plane {
             args.extend(["--builtin-plugins".into(), "scheduler,wasi-runner".into()]);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        Plane::launch(args).await
+        Plane::launch(args, plugins).await
     }
 
-    async fn launch(mut args: Vec<String>) -> Result<Plane> {
+    async fn launch(mut args: Vec<String>, plugins: &[&str]) -> Result<Plane> {
         let dir = tempfile::tempdir()?;
         if args[0] == "up" {
-            let plugins = dir.path().join("plugins");
-            std::fs::create_dir_all(&plugins)?;
+            let pdir = dir.path().join("plugins");
+            std::fs::create_dir_all(&pdir)?;
+            for name in plugins {
+                install_plugin(&pdir, name)?;
+            }
             args.push("--plugins".into());
-            args.push(plugins.display().to_string());
+            args.push(pdir.display().to_string());
         }
         let mut plane = Plane {
             dir,

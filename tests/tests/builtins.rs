@@ -1,7 +1,8 @@
 //! Shipping of the built-in plugins end to end: a plugin of the same name in the
 //! user's plugin directory replaces the built-in one (and removing it brings the
-//! built-in back), and `--no-builtins` loads none of them while the user's
-//! plugins still load.
+//! built-in back), `--no-builtins` loads none of them while the user's
+//! plugins still load, and a controller does not wait for the built-ins that
+//! load after its plugin.
 
 use std::time::Duration;
 
@@ -141,6 +142,45 @@ async fn no_builtins_loads_none_but_the_users_plugins_still_load() -> Result<()>
         node_of(&p).is_none() && !has_scheduled_condition(&p),
         "a scheduler ran: {:?}",
         p.status
+    );
+    Ok(())
+}
+
+/// Each controller starts once its own plugin is loaded. On a fresh data
+/// directory the built-ins that sort after configmap-summary compile for
+/// seconds; every controller used to wait for the whole first scan.
+#[tokio::test]
+async fn a_controller_starts_while_later_plugins_still_compile() -> Result<()> {
+    let plane = Plane::start_up_with(
+        &[
+            "--builtin-plugins",
+            "scheduler,statefulset-controller,wasi-runner",
+        ],
+        &["configmap-summary"],
+    )
+    .await?;
+    logged(
+        &plane,
+        "the last built-in loaded",
+        &["plugin loaded", "wasi-runner"],
+    )
+    .await?;
+    logged(
+        &plane,
+        "configmap-summary's controller started",
+        &["controller started", "configmap-summary"],
+    )
+    .await?;
+    let log = plane.log();
+    let line = |words: &[&str]| {
+        log.lines()
+            .position(|l| words.iter().all(|w| l.contains(w)))
+    };
+    let started = line(&["controller started", "configmap-summary"]);
+    let last_loaded = line(&["plugin loaded", "wasi-runner"]);
+    ensure!(
+        started < last_loaded,
+        "configmap-summary's controller started only after every plugin had loaded; log:\n{log}"
     );
     Ok(())
 }

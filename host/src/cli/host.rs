@@ -244,8 +244,11 @@ pub(super) async fn run_host(
         }
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
         let _ = page.manager.set(manager.clone());
-        plugins.scan().await;
+        // Following the set before the first scan starts each controller as
+        // its plugin loads: on a fresh data directory the plugins after it
+        // compile for seconds.
         tokio::spawn(manager.run());
+        plugins.scan().await;
         let watcher = plugins.clone();
         tokio::spawn(async move {
             if let Err(e) = watcher.watch().await {
