@@ -35,14 +35,16 @@ fn is_running(p: &Pod) -> bool {
     p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
+/// The index of `log`'s first line with all of `words`.
+fn line_of(log: &str, words: &[&str]) -> Option<usize> {
+    log.lines()
+        .position(|l| words.iter().all(|w| l.contains(w)))
+}
+
 /// Waits until the log has a line with all of `words`.
 async fn logged(plane: &Plane, what: &str, words: &[&str]) -> Result<()> {
     eventually(Duration::from_secs(60), what, || async {
-        plane
-            .log()
-            .lines()
-            .any(|l| words.iter().all(|w| l.contains(w)))
-            .then_some(())
+        line_of(&plane.log(), words).map(|_| ())
     })
     .await
 }
@@ -172,12 +174,8 @@ async fn a_controller_starts_while_later_plugins_still_compile() -> Result<()> {
     )
     .await?;
     let log = plane.log();
-    let line = |words: &[&str]| {
-        log.lines()
-            .position(|l| words.iter().all(|w| l.contains(w)))
-    };
-    let started = line(&["controller started", "configmap-summary"]);
-    let last_loaded = line(&["plugin loaded", "wasi-runner"]);
+    let started = line_of(&log, &["controller started", "configmap-summary"]);
+    let last_loaded = line_of(&log, &["plugin loaded", "wasi-runner"]);
     ensure!(
         started < last_loaded,
         "configmap-summary's controller started only after every plugin had loaded; log:\n{log}"

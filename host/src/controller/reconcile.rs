@@ -274,8 +274,7 @@ impl Controller {
                 Err(e) => return self.retry(key, &e),
             };
             self.metrics.status_written();
-            let stored_rv = stored.resource_version().map(str::to_string);
-            let kept = stored.into_status();
+            let (stored_rv, kept) = stored.into_parts();
             let pruned = kept != desired;
             if pruned {
                 self.warn_pruned(&desired, &kept);

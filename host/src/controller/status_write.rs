@@ -35,9 +35,11 @@ impl Stored {
         self.metadata.resource_version.as_deref()
     }
 
-    /// The stored status, `{}` when absent (as [`crate::cluster::CachedObject::status`]).
-    pub(super) fn into_status(self) -> Value {
-        self.status.unwrap_or_else(|| Value::Object(Map::new()))
+    /// The resourceVersion the write produced and the stored status, `{}`
+    /// when absent (as [`crate::cluster::CachedObject::status`]), both moved out.
+    pub(super) fn into_parts(self) -> (Option<String>, Value) {
+        let status = self.status.unwrap_or_else(|| Value::Object(Map::new()));
+        (self.metadata.resource_version, status)
     }
 }
 
@@ -77,8 +79,10 @@ mod tests {
         });
         let s: Stored = serde_json::from_value(answer).unwrap();
         assert_eq!(s.resource_version(), Some("42"));
+        let (rv, status) = s.into_parts();
+        assert_eq!(rv.as_deref(), Some("42"));
         assert_eq!(
-            s.into_status(),
+            status,
             json!({"summary": "size=3", "observedGeneration": 1})
         );
     }
@@ -87,6 +91,6 @@ mod tests {
     fn a_pruned_status_reads_as_empty() {
         let s: Stored =
             serde_json::from_value(json!({"metadata": {"resourceVersion": "7"}})).unwrap();
-        assert_eq!(s.into_status(), json!({}));
+        assert_eq!(s.into_parts().1, json!({}));
     }
 }
