@@ -12,7 +12,10 @@
 //! also writes `observedGeneration` and a `Ready` condition, as the wasmlet
 //! host does, so it does the same work), `BENCH_LATE` (objects created
 //! 2 s and 10 s after the controller starts, default 10 each), `VERSUS_WRAP`
-//! (a profiler command the wasmlet host runs under, e.g. `heaptrack -o FILE`).
+//! (a profiler command the wasmlet host runs under, e.g. `heaptrack -o FILE`),
+//! `BENCH_TIMELINE` (set: every 250 ms of the first start, statuses written so
+//! far and the controller's and plane's CPU seconds, to see where the first
+//! seconds go).
 //!
 //! Per arm: seconds from the controller's start to every status written,
 //! reconcile calls and PATCHes per object (counted after the controller has
@@ -395,6 +398,25 @@ async fn run_arm(
             anyhow::Ok(created)
         })
     };
+    let _timeline = std::env::var_os("BENCH_TIMELINE").map(|_| {
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let done = progress.borrow().done;
+                let cpu = probe::cpu_seconds(pid, ticks).unwrap_or(f64::NAN);
+                let pcpu = probe::cpu_seconds(plane_pid, ticks).unwrap_or(f64::NAN);
+                eprintln!(
+                    "    {:>6.2} s  done {done:>6}  cpu {cpu:.2}  plane cpu {pcpu:.2}",
+                    start.elapsed().as_secs_f64()
+                );
+                if done >= n {
+                    break;
+                }
+            }
+        })
+    });
     let timeout = Duration::from_secs(3600);
     tokio::time::timeout(timeout, progress.wait_for(|p| p.done >= n))
         .await

@@ -17,6 +17,9 @@ use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
 use super::{CachedObject, ClientError, Resolved, Resolver};
 
+mod by_namespace;
+use by_namespace::ByNamespace;
+
 /// What a cache saw. The object is the one the store holds (one copy).
 #[derive(Debug, Clone)]
 pub enum CacheEvent {
@@ -34,21 +37,20 @@ pub enum CacheEvent {
 /// the store (it is told so by `RecvError::Lagged`).
 const FANOUT: usize = 16 * 1024;
 
-/// A kind's cached objects by `namespace/name` (`name` when cluster-scoped).
-/// Written by the cache's watch task only; a (re)list is gathered apart and
-/// swapped in whole when complete, as kube-runtime's reflector does.
+/// A kind's cached objects by namespace and name, found by their key
+/// (`namespace/name`, or `name` when cluster-scoped). Written by the cache's
+/// watch task only; a (re)list is gathered apart and swapped in whole when
+/// complete, as kube-runtime's reflector does.
 #[derive(Clone, Default)]
 pub struct Store {
     objects: Arc<RwLock<Objects>>,
 }
 
-type ByKey = HashMap<Box<str>, Arc<CachedObject>>;
-
 #[derive(Default)]
 struct Objects {
-    complete: ByKey,
+    complete: ByNamespace,
     /// A (re)list in progress.
-    relist: Option<ByKey>,
+    relist: Option<ByNamespace>,
 }
 
 impl Store {
@@ -63,21 +65,27 @@ impl Store {
 
     /// The object under `key` (`namespace/name`, or `name`).
     pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
-        self.read().complete.get(key).cloned()
+        self.read().complete.get_key(key).cloned()
+    }
+
+    /// The object `name` in `namespace` (`""` for a cluster-scoped kind).
+    pub fn get_in(&self, namespace: &str, name: &str) -> Option<Arc<CachedObject>> {
+        self.read().complete.get(namespace, name).cloned()
     }
 
     /// Every cached object.
     pub fn state(&self) -> Vec<Arc<CachedObject>> {
         self.read().complete.values().cloned().collect()
     }
-}
 
-/// The store key of `o`: `namespace/name`, or `name`.
-fn key(o: &CachedObject) -> Box<str> {
-    let name = o.metadata.name.as_deref().unwrap_or_default();
-    match o.metadata.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}").into(),
-        _ => name.into(),
+    /// The cached objects of one namespace (`""`: the cluster-scoped ones),
+    /// found without looking at the others.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
+        self.read()
+            .complete
+            .in_namespace(namespace)
+            .cloned()
+            .collect()
     }
 }
 
@@ -123,13 +131,7 @@ impl KindCache {
             // The relist's version of an object, else the store's.
             Some(relist) => relist
                 .values()
-                .chain(
-                    objects
-                        .complete
-                        .iter()
-                        .filter(|(k, _)| !relist.contains_key(*k))
-                        .map(|(_, v)| v),
-                )
+                .chain(objects.complete.values().filter(|o| !relist.contains(o)))
                 .cloned()
                 .collect(),
         };
@@ -164,25 +166,25 @@ impl KindCache {
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
-        match namespace {
-            Some(ns) if self.resolved.namespaced && !ns.is_empty() => {
-                self.store.get(&format!("{ns}/{name}"))
-            }
-            _ => self.store.get(name),
-        }
+        let ns = namespace.filter(|_| self.resolved.namespaced);
+        self.store.get_in(ns.unwrap_or_default(), name)
     }
 
-    /// Objects matching a namespace and selectors, from memory.
+    /// Objects matching a namespace and selectors, from memory. A
+    /// cluster-scoped kind has no namespaces: `namespace` is ignored, as the
+    /// API's own list does for it.
     pub fn list(
         &self,
         namespace: Option<&str>,
         labels: &LabelSelector,
         fields: &FieldSelector,
     ) -> Vec<Arc<CachedObject>> {
-        self.store
-            .state()
+        let objects = match namespace.filter(|_| self.resolved.namespaced) {
+            Some(ns) => self.store.in_namespace(ns),
+            None => self.store.state(),
+        };
+        objects
             .into_iter()
-            .filter(|o| namespace.is_none() || o.metadata.namespace.as_deref() == namespace)
             .filter(|o| selects(labels, o))
             .filter(|o| {
                 fields.matches(|f| match f {
@@ -317,7 +319,7 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
             let mut objects = writer.write();
             let out = match ev {
                 watcher::Event::Init => {
-                    objects.relist = Some(HashMap::new());
+                    objects.relist = Some(ByNamespace::default());
                     continue;
                 }
                 watcher::Event::InitApply(o) => {
@@ -325,7 +327,7 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                     objects
                         .relist
                         .get_or_insert_default()
-                        .insert(key(&object), object.clone());
+                        .insert(object.clone());
                     CacheEvent::Applied {
                         object,
                         initial: true,
@@ -339,14 +341,14 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                 }
                 watcher::Event::Apply(o) => {
                     let object = Arc::new(o);
-                    objects.complete.insert(key(&object), object.clone());
+                    objects.complete.insert(object.clone());
                     CacheEvent::Applied {
                         object,
                         initial: false,
                     }
                 }
                 watcher::Event::Delete(o) => {
-                    objects.complete.remove(&key(&o));
+                    objects.complete.remove(&o);
                     CacheEvent::Deleted(Arc::new(o))
                 }
             };

@@ -284,3 +284,61 @@ impl Cluster {
         Ok(pod.metadata.resource_version.unwrap_or_default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Names in a `list` answer, sorted.
+    fn names(list: &[String]) -> Vec<String> {
+        let mut v: Vec<String> = list
+            .iter()
+            .map(|o| serde_json::from_str::<Value>(o).unwrap()["metadata"]["name"].to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The cache answers a `list` as the API server does: a namespace's own
+    /// objects (through the cache's namespace index), and for a
+    /// cluster-scoped kind every object whatever namespace is named.
+    #[tokio::test]
+    async fn cached_lists_answer_as_the_api_server_does() {
+        let (_dir, server, client) = crate::apiserver::test_server().await;
+        let resolver = Arc::new(Resolver::new(client.clone()));
+        let caches = Caches::new(resolver.clone());
+        let cached = Cluster::new(resolver.clone(), Some(caches.clone()));
+        let direct = Cluster::new(resolver.clone(), None);
+        let namespaces = resolver.resolve("v1", "Namespace").await.unwrap();
+        let cms = resolver.resolve("v1", "ConfigMap").await.unwrap();
+        for ns in ["a", "b"] {
+            let body = json!({"metadata": {"name": ns}});
+            direct.create(&namespaces, None, &body).await.unwrap();
+            for (name, app) in [("web", "web"), ("db", "db")] {
+                let body =
+                    json!({"metadata": {"name": name, "labels": {"app": app}}, "data": {"ns": ns}});
+                direct.create(&cms, Some(ns), &body).await.unwrap();
+            }
+        }
+        for kind in ["ConfigMap", "Namespace"] {
+            caches.cache("v1", kind).await.unwrap().wait_synced().await;
+        }
+        for (r, ns, labels) in [
+            (&cms, Some("a"), "app=web"),
+            (&cms, Some("b"), ""),
+            (&cms, Some("none"), ""),
+            (&cms, None, "app=db"),
+            (&namespaces, Some("a"), ""),
+            (&namespaces, None, ""),
+        ] {
+            let want = names(&direct.list(r, ns, labels, None).await.unwrap());
+            let got = names(&cached.list(r, ns, labels, None).await.unwrap());
+            assert_eq!(got, want, "{} in {ns:?} with {labels:?}", r.resource.kind);
+        }
+        let in_a = cached.list(&cms, Some("a"), "", None).await.unwrap();
+        assert_eq!(names(&in_a), ["\"db\"", "\"web\""]);
+        assert!(in_a.iter().all(|o| o.contains(r#""ns":"a""#)));
+        server.shutdown();
+    }
+}

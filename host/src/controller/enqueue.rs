@@ -172,8 +172,9 @@ impl Controller {
     fn enqueue_selecting(&self, o: &CachedObject, path: &str) {
         let no_labels = std::collections::BTreeMap::new();
         let labels = o.metadata.labels.as_ref().unwrap_or(&no_labels);
-        for owner in self.primary.store.state() {
-            if owner.metadata.namespace != o.metadata.namespace || !self.selected(&owner) {
+        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+        for owner in self.primary.store.in_namespace(ns) {
+            if !self.selected(&owner) {
                 continue;
             }
             let Some(sel) = owner

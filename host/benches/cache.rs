@@ -1,0 +1,134 @@
+//! Reads of one namespace from a host cache, printed side by side (run:
+//! `cargo bench -p wasmlet --bench cache`). The embedded API server runs in
+//! this process; `BENCH_NAMESPACES` (default 100) namespaces hold
+//! `BENCH_PER_NAMESPACE` (default 200) ConfigMaps each, half of them
+//! labelled `app=web`.
+//!
+//! A guest's `list` in its namespace and a `selector:` map (a changed Pod
+//! requeues the ReplicaSets beside it) read one namespace. Timed per read,
+//! on the same synced cache, in one run:
+//! - **indexed**: `KindCache::list(Some(ns), app=web)`, through the store's
+//!   namespace index;
+//! - **scan**: every cached object filtered by namespace and selector, as
+//!   those reads were done before the index.
+
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ObjectMeta, PostParams};
+use wasmlet::apiserver::{ApiServer, Config};
+use wasmlet::cluster::Resolver;
+use wasmlet::cluster::cache::{Caches, selects};
+use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(bench());
+}
+
+async fn bench() {
+    let namespaces = env_usize("BENCH_NAMESPACES", 100);
+    let per = env_usize("BENCH_PER_NAMESPACE", 200);
+    let reads = env_usize("BENCH_READS", 2000);
+    let work = tempfile::tempdir().unwrap();
+    let server = ApiServer::start(Config {
+        data_dir: work.path().join("plane"),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+
+    let setup = Instant::now();
+    let nsapi: Api<Namespace> = Api::all(client.clone());
+    for n in 0..namespaces {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(format!("ns-{n}")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        nsapi.create(&PostParams::default(), &ns).await.unwrap();
+    }
+    let mut created =
+        futures::stream::iter((0..namespaces).flat_map(|n| (0..per).map(move |i| (n, i))))
+            .map(|(n, i)| {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &format!("ns-{n}"));
+                async move {
+                    let app = if i % 2 == 0 { "web" } else { "db" };
+                    let cm = ConfigMap {
+                        metadata: ObjectMeta {
+                            name: Some(format!("cm-{i}")),
+                            labels: Some([("app".to_string(), app.to_string())].into()),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    api.create(&PostParams::default(), &cm).await.unwrap();
+                }
+            })
+            .buffer_unordered(64);
+    while created.next().await.is_some() {}
+    let total = namespaces * per;
+    println!(
+        "cache reads of one namespace: {namespaces} namespaces × {per} ConfigMaps = {total} cached objects (set up in {:.1} s)",
+        setup.elapsed().as_secs_f64()
+    );
+
+    let caches = Caches::new(std::sync::Arc::new(Resolver::new(client.clone())));
+    let cache = caches.cache("v1", "ConfigMap").await.unwrap();
+    cache.wait_synced().await;
+    let web = LabelSelector::parse("app=web").unwrap();
+    let all = FieldSelector::parse("").unwrap();
+
+    let indexed = Instant::now();
+    let mut found = 0;
+    for r in 0..reads {
+        let ns = format!("ns-{}", r % namespaces);
+        found += cache.list(Some(&ns), &web, &all).len();
+    }
+    let indexed = indexed.elapsed().as_secs_f64() / reads as f64;
+    assert_eq!(
+        found,
+        reads * per.div_ceil(2),
+        "the indexed reads found other objects"
+    );
+
+    let scan = Instant::now();
+    let mut found = 0;
+    for r in 0..reads {
+        let ns = format!("ns-{}", r % namespaces);
+        found += cache
+            .store
+            .state()
+            .into_iter()
+            .filter(|o| o.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .filter(|o| selects(&web, o))
+            .count();
+    }
+    let scan = scan.elapsed().as_secs_f64() / reads as f64;
+    assert_eq!(
+        found,
+        reads * per.div_ceil(2),
+        "the scans found other objects"
+    );
+
+    println!("  indexed: {:>9.1} µs per read", indexed * 1e6);
+    println!("  scan:    {:>9.1} µs per read", scan * 1e6);
+    println!("  scan / indexed: {:.0}×", scan / indexed);
+    server.shutdown();
+}
