@@ -1,12 +1,18 @@
-//! Reads of one namespace from a host cache, printed side by side (run:
-//! `cargo bench -p wasmlet --bench cache`). The embedded API server runs in
-//! this process; `BENCH_NAMESPACES` (default 100) namespaces hold
-//! `BENCH_PER_NAMESPACE` (default 200) ConfigMaps each, half of them
-//! labelled `app=web`.
+//! Host cache figures, printed side by side (run:
+//! `cargo bench -p wasmlet --bench cache`).
 //!
-//! A guest's `list` in its namespace and a `selector:` map (a changed Pod
-//! requeues the ReplicaSets beside it) read one namespace. Timed per read,
-//! on the same synced cache, in one run:
+//! 1. **Decoding a watch event**: a Widget's MODIFIED event after its status
+//!    write (two `managedFields` entries, a `Ready` condition), µs per event
+//!    as the cache reads it (`CachedObject`: metadata without
+//!    `managedFields`, the rest kept as text) and as a `DynamicObject`
+//!    (everything built, as a kube-runtime controller over dynamic objects
+//!    reads it).
+//! 2. **Reads of one namespace.** The embedded API server runs in this
+//!    process; `BENCH_NAMESPACES` (default 100) namespaces hold
+//!    `BENCH_PER_NAMESPACE` (default 200) ConfigMaps each, half of them
+//!    labelled `app=web`. A guest's `list` in its namespace and a `selector:`
+//!    map (a changed Pod requeues the ReplicaSets beside it) read one
+//!    namespace. Timed per read, on the same synced cache, in one run:
 //! - **indexed**: `KindCache::list(Some(ns), app=web)`, through the store's
 //!   namespace index;
 //! - **scan**: every cached object filtered by namespace and selector, as
@@ -16,10 +22,10 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, PostParams, WatchEvent};
 use wasmlet::apiserver::{ApiServer, Config};
-use wasmlet::cluster::Resolver;
 use wasmlet::cluster::cache::{Caches, selects};
+use wasmlet::cluster::{CachedObject, Resolver};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -38,7 +44,36 @@ fn main() {
     rt.block_on(bench());
 }
 
+/// A Widget's watch event after the wasmlet host wrote its status.
+const EVENT: &str = r#"{"type":"MODIFIED","object":{"apiVersion":"bench.wasmlet.dev/v1","kind":"Widget","metadata":{"name":"w-12345","namespace":"bench","uid":"6b0d3c39-4a7e-4a53-9d5e-0c0a1c1e2f33","resourceVersion":"123456","generation":1,"creationTimestamp":"2026-11-26T10:00:00Z","managedFields":[{"manager":"versus","operation":"Update","apiVersion":"bench.wasmlet.dev/v1","time":"2026-11-26T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:size":{}}}},{"manager":"wasmlet","operation":"Update","apiVersion":"bench.wasmlet.dev/v1","time":"2026-11-26T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{".":{},"f:conditions":{},"f:observedGeneration":{},"f:summary":{}}},"subresource":"status"}]},"spec":{"size":12345},"status":{"summary":"size=12345","observedGeneration":1,"conditions":[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-11-26T10:00:01Z","observedGeneration":1}]}}}"#;
+
+/// µs per decode of [`EVENT`] as a `WatchEvent<K>`, best of 3 rounds.
+fn decode_us<K: serde::de::DeserializeOwned + Clone>(rounds: usize) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..rounds {
+                let e: WatchEvent<K> = serde_json::from_str(std::hint::black_box(EVENT)).unwrap();
+                std::hint::black_box(e);
+            }
+            t.elapsed().as_secs_f64() / rounds as f64 * 1e6
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 async fn bench() {
+    let events = env_usize("BENCH_EVENTS", 100_000);
+    let cached = decode_us::<CachedObject>(events);
+    let dynamic = decode_us::<DynamicObject>(events);
+    println!(
+        "(1) decoding a Widget's watch event ({} bytes, 2 managedFields entries):",
+        EVENT.len()
+    );
+    println!("  CachedObject:  {cached:>6.2} µs");
+    println!("  DynamicObject: {dynamic:>6.2} µs");
+    println!("  DynamicObject / CachedObject: {:.2}×", dynamic / cached);
+    println!();
+
     let namespaces = env_usize("BENCH_NAMESPACES", 100);
     let per = env_usize("BENCH_PER_NAMESPACE", 200);
     let reads = env_usize("BENCH_READS", 2000);
@@ -85,7 +120,7 @@ async fn bench() {
     while created.next().await.is_some() {}
     let total = namespaces * per;
     println!(
-        "cache reads of one namespace: {namespaces} namespaces × {per} ConfigMaps = {total} cached objects (set up in {:.1} s)",
+        "(2) cache reads of one namespace: {namespaces} namespaces × {per} ConfigMaps = {total} cached objects (set up in {:.1} s)",
         setup.elapsed().as_secs_f64()
     );
 

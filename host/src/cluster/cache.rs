@@ -288,11 +288,9 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
     let writer = store.clone();
     let task = tokio::spawn(async move {
         // managedFields are half of a typical object and no reconcile reads
-        // them (field ownership is the API server's business): the cache
-        // drops them, as controller-runtime's common transform does.
-        let stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(|o: &mut CachedObject| o.metadata.managed_fields = None);
+        // them: `CachedObject`'s reader skips them as it reads (as
+        // controller-runtime's common transform drops them, but never built).
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
         let mut stream = if delay.is_zero() {
             stream.boxed()
         } else {

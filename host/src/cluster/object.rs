@@ -250,9 +250,10 @@ impl kube::Resource for CachedObject {
 }
 
 /// Straight from the wire (list items and watch events): metadata into its
-/// struct, every other field copied into the body text as it is read
-/// (`serde_transcode`), never built into a `Value` first. Watch events may
-/// reach here buffered, where borrowing the raw text is not possible.
+/// struct without `managedFields` (see [`meta`]), every other field copied
+/// into the body text as it is read (`serde_transcode`), never built into a
+/// `Value` first. Watch events may reach here buffered, where borrowing the
+/// raw text is not possible.
 impl<'de> Deserialize<'de> for CachedObject {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Fields;
@@ -269,7 +270,9 @@ impl<'de> Deserialize<'de> for CachedObject {
                 body.push(b'{');
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     match &*key {
-                        "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                        "metadata" => {
+                            metadata = Some(map.next_value_seed(meta::WithoutManagedFields)?)
+                        }
                         "apiVersion" | "kind" => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -292,6 +295,119 @@ impl<'de> Deserialize<'de> for CachedObject {
             }
         }
         d.deserialize_map(Fields)
+    }
+}
+
+/// `metadata` read without its `managedFields`, which are skipped as they
+/// are read and never built: their `fieldsV1` trees are most of a busy
+/// object's metadata, and no reconcile reads them (field ownership is the
+/// API server's business; the cache kept none of them before either).
+mod meta {
+    use std::fmt;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::Deserialize;
+    use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StrDeserializer};
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    pub struct WithoutManagedFields;
+
+    impl<'de> DeserializeSeed<'de> for WithoutManagedFields {
+        type Value = ObjectMeta;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ObjectMeta, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for WithoutManagedFields {
+        type Value = ObjectMeta;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("object metadata")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ObjectMeta, A::Error> {
+            ObjectMeta::deserialize(MapAccessDeserializer::new(Skipping(map)))
+        }
+    }
+
+    /// The metadata's map with `managedFields` left out.
+    struct Skipping<A>(A);
+
+    impl<'de, A: MapAccess<'de>> MapAccess<'de> for Skipping<A> {
+        type Error = A::Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, A::Error> {
+            loop {
+                let key = match self.0.next_key_seed(Key)? {
+                    None => return Ok(None),
+                    Some(k) => k,
+                };
+                let key = match key {
+                    KeyText::Borrowed("managedFields") => None,
+                    KeyText::Owned(ref k) if k == "managedFields" => None,
+                    k => Some(k),
+                };
+                match key {
+                    None => {
+                        self.0.next_value::<IgnoredAny>()?;
+                    }
+                    Some(KeyText::Borrowed(k)) => {
+                        return seed.deserialize(BorrowedStrDeserializer::new(k)).map(Some);
+                    }
+                    Some(KeyText::Owned(k)) => {
+                        return seed.deserialize(StrDeserializer::new(&k)).map(Some);
+                    }
+                }
+            }
+        }
+
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, A::Error> {
+            self.0.next_value_seed(seed)
+        }
+    }
+
+    /// A map key, borrowed from the input where it can be (no allocation).
+    enum KeyText<'de> {
+        Borrowed(&'de str),
+        Owned(String),
+    }
+
+    struct Key;
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = KeyText<'de>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<KeyText<'de>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Key {
+        type Value = KeyText<'de>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a key")
+        }
+
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<KeyText<'de>, E> {
+            Ok(KeyText::Borrowed(v))
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<KeyText<'de>, E> {
+            Ok(KeyText::Owned(v.to_string()))
+        }
+
+        fn visit_string<E>(self, v: String) -> Result<KeyText<'de>, E> {
+            Ok(KeyText::Owned(v))
+        }
     }
 }
 
@@ -381,6 +497,36 @@ mod tests {
             json!({"apiVersion": "example.dev/v1", "kind": "Widget",
                    "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 1}})
         );
+    }
+
+    /// `managedFields` are skipped, wherever they stand in the metadata and
+    /// whether the text is read in place or from serde's buffer; every other
+    /// metadata field is kept.
+    #[test]
+    fn managed_fields_are_not_kept() {
+        let managed = r#""managedFields":[{"manager":"m","operation":"Update","fieldsV1":{"f:spec":{"f:size":{}}}}]"#;
+        for meta in [
+            format!(r#"{{{managed},"name":"w","labels":{{"a":"b"}},"resourceVersion":"3"}}"#),
+            format!(r#"{{"name":"w","labels":{{"a":"b"}},{managed},"resourceVersion":"3"}}"#),
+            format!(r#"{{"name":"w","labels":{{"a":"b"}},"resourceVersion":"3",{managed}}}"#),
+        ] {
+            let object = format!(r#"{{"metadata":{meta},"spec":{{"size":1}}}}"#);
+            let direct: CachedObject = serde_json::from_str(&object).unwrap();
+            let event = format!(r#"{{"object":{object},"type":"MODIFIED"}}"#);
+            let kube::api::WatchEvent::Modified(buffered) = serde_json::from_str(&event).unwrap()
+            else {
+                panic!("{event}: not a MODIFIED event");
+            };
+            for o in [direct, buffered] {
+                assert_eq!(o.metadata.managed_fields, None, "{meta}");
+                assert_eq!(o.metadata.name.as_deref(), Some("w"));
+                assert_eq!(o.metadata.resource_version.as_deref(), Some("3"));
+                assert_eq!(o.metadata.labels, Some([("a".into(), "b".into())].into()));
+                assert_eq!(o.body(), json!({"spec": {"size": 1}}));
+            }
+        }
+        // Metadata that is not an object is still an error, not a default.
+        assert!(serde_json::from_str::<CachedObject>(r#"{"metadata":[]}"#).is_err());
     }
 
     /// A watch event's object is read straight from the text when `type`
