@@ -338,9 +338,13 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let of = |a: Arm| &rates[ARMS.iter().position(|x| *x == a).unwrap_or(0)];
+    // An even count's median is the mean of its two middle rounds.
     let median_of = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
+        match v.len() {
+            0 => 0.0,
+            n => (v[(n - 1) / 2] + v[n / 2]) / 2.0,
+        }
     };
     let median = |a: Arm| median_of(of(a).clone());
     // A ratio is taken within each round (its arms ran minutes apart at

@@ -708,7 +708,8 @@ fn print_ratios(all: &[Measured], reference: Arm, concurrencies: &[u16]) {
         let ratio = |f: &dyn Fn(&Measured, &Measured) -> f64| {
             let mut v: Vec<f64> = pairs.iter().map(|(k, w)| f(k, w)).collect();
             v.sort_by(f64::total_cmp);
-            let median = v[v.len() / 2];
+            // An even count's median is the mean of its two middle rounds.
+            let median = (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2.0;
             if v.len() == 1 {
                 format!("{median:.2}x")
             } else {

@@ -27,8 +27,17 @@ fn place(o: &CachedObject) -> (&str, &str) {
 impl ByNamespace {
     pub(super) fn insert(&mut self, o: Arc<CachedObject>) {
         let (ns, name) = place(&o);
-        let (ns, name): (Box<str>, Box<str>) = (ns.into(), name.into());
-        self.namespaces.entry(ns).or_default().insert(name, o);
+        let name: Box<str> = name.into();
+        // The namespace is allocated once, when its first object comes.
+        match self.namespaces.get_mut(ns) {
+            Some(names) => {
+                names.insert(name, o);
+            }
+            None => {
+                let ns: Box<str> = ns.into();
+                self.namespaces.entry(ns).or_default().insert(name, o);
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, o: &CachedObject) {
