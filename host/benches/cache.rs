@@ -35,15 +35,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(bench());
-}
-
 /// A Widget's watch event after the wasmlet host wrote its status.
 const EVENT: &str = r#"{"type":"MODIFIED","object":{"apiVersion":"bench.wasmlet.dev/v1","kind":"Widget","metadata":{"name":"w-12345","namespace":"bench","uid":"6b0d3c39-4a7e-4a53-9d5e-0c0a1c1e2f33","resourceVersion":"123456","generation":1,"creationTimestamp":"2026-11-26T10:00:00Z","managedFields":[{"manager":"versus","operation":"Update","apiVersion":"bench.wasmlet.dev/v1","time":"2026-11-26T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:size":{}}}},{"manager":"wasmlet","operation":"Update","apiVersion":"bench.wasmlet.dev/v1","time":"2026-11-26T10:00:01Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{".":{},"f:conditions":{},"f:observedGeneration":{},"f:summary":{}}},"subresource":"status"}]},"spec":{"size":12345},"status":{"summary":"size=12345","observedGeneration":1,"conditions":[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-11-26T10:00:01Z","observedGeneration":1}]}}}"#;
 
@@ -61,7 +52,9 @@ fn decode_us<K: serde::de::DeserializeOwned + Clone>(rounds: usize) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-async fn bench() {
+// Two workers, as the other in-process benches run the plane and host.
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let events = env_usize("BENCH_EVENTS", 100_000);
     let cached = decode_us::<CachedObject>(events);
     let dynamic = decode_us::<DynamicObject>(events);
