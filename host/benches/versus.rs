@@ -22,7 +22,8 @@
 //! been quiet for 2 s), controller CPU seconds (utime + stime, its compile
 //! children's included and also shown apart: every arm starts with an empty
 //! data dir, so the plugin is compiled each time) and peak RSS (VmHWM), the
-//! plane's CPU and peak RSS, and the late objects' p99 latency.
+//! plane's CPU, peak RSS and mean time to answer a status PATCH, and the late
+//! objects' p99 latency.
 //! Then the controller is started again on the now up-to-date objects: time to
 //! re-verify every object once, p99 of objects created 2 s into that start,
 //! and PATCHes per object meanwhile (an up-to-date object needs none).
@@ -90,6 +91,10 @@ struct Measured {
     rss_mib: f64,
     plane_cpu: f64,
     plane_rss_mib: f64,
+    /// The plane's mean time to answer a Widget status PATCH
+    /// (`apiserver_request_duration_seconds`), ms: at c=1 the rest of an
+    /// object's time is the controller's.
+    plane_patch_ms: f64,
     /// (seconds after start, p99 ms) of the late objects.
     late: Vec<(u64, f64)>,
     /// The controller restarted on the up-to-date objects.
@@ -476,6 +481,12 @@ async fn run_arm(
         rss_mib: probe::peak_rss_mib(pid)?,
         plane_cpu: probe::cpu_seconds(plane_pid, ticks)?,
         plane_rss_mib: probe::peak_rss_mib(plane_pid)?,
+        plane_patch_ms: {
+            let patch = ["verb=\"PATCH\"", "resource=\"widgets\""];
+            let of = |name| probe::counter_sum(&plane_metrics, name, &patch);
+            of("apiserver_request_duration_seconds_sum") * 1000.0
+                / of("apiserver_request_duration_seconds_count")
+        },
         late: late_p99,
         restart: Restart::default(),
         requests: probe::requests_by_verb(&plane_metrics),
@@ -574,7 +585,7 @@ fn print_row(m: &Measured) {
         .map(|(at, ms)| format!("late@{at}s p99 {ms:.0} ms"))
         .collect();
     println!(
-        "  {:<17} c={:<2} {:>8.2} s (first status at {:.2} s)  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done, {:.2} compiling)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB  | {}",
+        "  {:<17} c={:<2} {:>8.2} s (first status at {:.2} s)  reconciles/obj {:.2}  PATCH/obj {:.2}  cpu {:.2} s ({:.2} at done, {:.2} compiling)  rss {:.0} MiB  | plane cpu {:.2} s rss {:.0} MiB PATCH {:.2} ms  | {}",
         m.arm.name(),
         m.concurrency,
         m.seconds,
@@ -587,6 +598,7 @@ fn print_row(m: &Measured) {
         m.rss_mib,
         m.plane_cpu,
         m.plane_rss_mib,
+        m.plane_patch_ms,
         late.join(", ")
     );
     println!(

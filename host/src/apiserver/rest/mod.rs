@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::ApiState;
 use super::codec::{self, Output};
-use super::metrics::RequestLabels;
+use super::metrics::{DurationLabels, RequestLabels};
 use super::registry::{Extra, ResourceType};
 use super::status::{ApiError, ApiResult};
 
@@ -182,10 +182,11 @@ pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
 
 /// The fallback handler for every resource path.
 pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let watching =
-        uri.path().contains("/watch/") || query_bool(&parse_query(&uri), "watch") == Some(true);
+    let query = parse_query(&uri);
+    let watching = uri.path().contains("/watch/") || query_bool(&query, "watch") == Some(true);
     let target = parse_target(&state, uri.path()).ok();
     let accept = req
         .headers()
@@ -229,6 +230,27 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
             subresource: t.subresource.clone().unwrap_or_default(),
             code: response.status().as_u16().to_string(),
         });
+        if verb != "WATCH" {
+            let scope = match (&t.name, &t.namespace) {
+                (Some(_), _) => "resource",
+                (None, Some(_)) => "namespace",
+                (None, None) => "cluster",
+            };
+            let dry_run = query.get("dryRun").filter(|v| !v.is_empty());
+            state.metrics.duration(
+                DurationLabels {
+                    verb: verb.to_string(),
+                    dry_run: dry_run.map_or("", |_| "All").to_string(),
+                    group: t.rt.group.clone(),
+                    version: t.version.clone(),
+                    resource: t.rt.resource.clone(),
+                    subresource: t.subresource.unwrap_or_default(),
+                    scope: scope.to_string(),
+                    component: "apiserver".to_string(),
+                },
+                started.elapsed(),
+            );
+        }
     }
     response
 }
