@@ -268,8 +268,8 @@ impl<'de> Deserialize<'de> for CachedObject {
                 let mut metadata = None;
                 let mut body = Vec::with_capacity(256);
                 body.push(b'{');
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    match &*key {
+                while let Some(key) = map.next_key_seed(meta::Key)? {
+                    match key.as_str() {
                         "metadata" => {
                             metadata = Some(map.next_value_seed(meta::WithoutManagedFields)?)
                         }
@@ -280,7 +280,8 @@ impl<'de> Deserialize<'de> for CachedObject {
                             if body.len() > 1 {
                                 body.push(b',');
                             }
-                            serde_json::to_writer(&mut body, &*key).map_err(A::Error::custom)?;
+                            serde_json::to_writer(&mut body, key.as_str())
+                                .map_err(A::Error::custom)?;
                             body.push(b':');
                             map.next_value_seed(Transcode(&mut body))?;
                         }
@@ -307,7 +308,7 @@ mod meta {
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde::Deserialize;
-    use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer, StrDeserializer};
+    use serde::de::value::{MapAccessDeserializer, StrDeserializer};
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
     pub struct WithoutManagedFields;
@@ -342,28 +343,16 @@ mod meta {
             &mut self,
             seed: K,
         ) -> Result<Option<K::Value>, A::Error> {
-            loop {
-                let key = match self.0.next_key_seed(Key)? {
-                    None => return Ok(None),
-                    Some(k) => k,
-                };
-                let key = match key {
-                    KeyText::Borrowed("managedFields") => None,
-                    KeyText::Owned(ref k) if k == "managedFields" => None,
-                    k => Some(k),
-                };
-                match key {
-                    None => {
-                        self.0.next_value::<IgnoredAny>()?;
-                    }
-                    Some(KeyText::Borrowed(k)) => {
-                        return seed.deserialize(BorrowedStrDeserializer::new(k)).map(Some);
-                    }
-                    Some(KeyText::Owned(k)) => {
-                        return seed.deserialize(StrDeserializer::new(&k)).map(Some);
-                    }
+            while let Some(key) = self.0.next_key_seed(Key)? {
+                if key.as_str() == "managedFields" {
+                    self.0.next_value::<IgnoredAny>()?;
+                    continue;
                 }
+                return seed
+                    .deserialize(StrDeserializer::new(key.as_str()))
+                    .map(Some);
             }
+            Ok(None)
         }
 
         fn next_value_seed<V: DeserializeSeed<'de>>(
@@ -375,12 +364,21 @@ mod meta {
     }
 
     /// A map key, borrowed from the input where it can be (no allocation).
-    enum KeyText<'de> {
+    pub enum KeyText<'de> {
         Borrowed(&'de str),
         Owned(String),
     }
 
-    struct Key;
+    impl KeyText<'_> {
+        pub fn as_str(&self) -> &str {
+            match self {
+                KeyText::Borrowed(k) => k,
+                KeyText::Owned(k) => k,
+            }
+        }
+    }
+
+    pub struct Key;
 
     impl<'de> DeserializeSeed<'de> for Key {
         type Value = KeyText<'de>;
