@@ -34,14 +34,14 @@ pub struct RequestLabels {
 pub struct DurationLabels {
     pub verb: String,
     /// `All` for a dry run, else empty.
-    pub dry_run: String,
+    pub dry_run: &'static str,
     pub group: String,
     pub version: String,
     pub resource: String,
     pub subresource: String,
     /// `resource` (one named object), `namespace` or `cluster`.
-    pub scope: String,
-    pub component: String,
+    pub scope: &'static str,
+    pub component: &'static str,
 }
 
 /// kube-apiserver's buckets for `apiserver_request_duration_seconds`.

@@ -240,13 +240,13 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
             state.metrics.duration(
                 DurationLabels {
                     verb: verb.to_string(),
-                    dry_run: dry_run.map_or("", |_| "All").to_string(),
+                    dry_run: dry_run.map_or("", |_| "All"),
                     group: t.rt.group.clone(),
                     version: t.version.clone(),
                     resource: t.rt.resource.clone(),
                     subresource: t.subresource.unwrap_or_default(),
-                    scope: scope.to_string(),
-                    component: "apiserver".to_string(),
+                    scope,
+                    component: "apiserver",
                 },
                 started.elapsed(),
             );
