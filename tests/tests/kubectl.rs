@@ -490,3 +490,45 @@ async fn create_of_a_list_creates_each_item() -> anyhow::Result<()> {
     assert!(stderr.contains("unknown field \"bogus\""), "{stderr}");
     Ok(())
 }
+
+/// The demo's pod (`examples/pod.yaml`) lists a toleration of its own;
+/// applying it again must keep the not-ready/unreachable tolerations the
+/// server added (upstream's DefaultTolerationSeconds adds them on update
+/// too), not fail because the update "removes" them. `scripts/up` re-applies
+/// it on every run.
+#[tokio::test]
+async fn a_pod_with_its_own_tolerations_applies_again() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pod.yaml"),
+    )?
+    .replace("WORKLOADS", "/nonexistent");
+    let file = plane.data_dir().join("pod.yaml");
+    std::fs::write(&file, manifest)?;
+    let file = file.to_string_lossy();
+    plane.kubectl_ok(&["apply", "-f", &file])?;
+    let again = plane.kubectl_ok(&["apply", "-f", &file])?;
+    assert!(
+        again.contains("pod/ticker unchanged") || again.contains("pod/ticker configured"),
+        "{again}"
+    );
+    let pod: Pod = Api::namespaced(plane.client().await?, "default")
+        .get("ticker")
+        .await?;
+    let keys: Vec<String> = pod
+        .spec
+        .and_then(|s| s.tolerations)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| t.key)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "kubernetes.io/arch",
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable"
+        ]
+    );
+    Ok(())
+}

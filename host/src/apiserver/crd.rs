@@ -31,6 +31,87 @@ fn required(field: &str) -> Cause {
     }
 }
 
+/// The annotation upstream requires on CRDs in the Kubernetes project's own
+/// groups (`*.k8s.io`, `*.kubernetes.io`).
+pub const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Whether `group` is reserved for the Kubernetes project, as upstream's
+/// `IsProtectedCommunityGroup`.
+fn is_protected_group(group: &str) -> bool {
+    ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|d| group == *d || group.strip_suffix(d).is_some_and(|g| g.ends_with('.')))
+}
+
+/// How a CRD's [`API_APPROVED`] annotation reads (upstream's
+/// `GetAPIApprovalState`): `Ok` approved (a URL) or bypassed (a reason
+/// starting with `unapproved`), else why not.
+fn api_approval(crd: &Value) -> Result<(), (&'static str, String)> {
+    let see = "see https://github.com/kubernetes/enhancements/pull/1111";
+    let Some(value) = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED))
+        .and_then(Value::as_str)
+    else {
+        return Err((
+            "FieldValueRequired",
+            format!(
+                "Required value: protected groups must have approval annotation \"{API_APPROVED}\", {see}"
+            ),
+        ));
+    };
+    // Go's `url.ParseRequestURI`: an absolute URL or an absolute path.
+    let is_url = value.starts_with('/')
+        || value
+            .split_once("://")
+            .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.is_empty());
+    if value.starts_with("unapproved") || is_url {
+        return Ok(());
+    }
+    Err((
+        "FieldValueInvalid",
+        format!(
+            "Invalid value: \"{value}\": protected groups must have approval annotation \"{API_APPROVED}\" \
+             with either a URL or a reason starting with \"unapproved\", {see}"
+        ),
+    ))
+}
+
+/// What keeps a CRD from taking a name that is not its to take, checked on
+/// create and update (`old`): a group/resource this server serves natively
+/// is refused (upstream lets such a CRD be created and keeps serving the
+/// built-in; here it would replace the built-in, so it is refused outright),
+/// and a group of the Kubernetes project needs upstream's approval
+/// annotation (checked, as upstream, only when its state changes).
+pub fn protection_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
+    let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (group, plural) = (s("/spec/group"), s("/spec/names/plural"));
+    let mut causes = Vec::new();
+    if super::registry::is_builtin(group, plural) {
+        causes.push(invalid(
+            "spec.names.plural",
+            format!(
+                "Invalid value: \"{plural}\": {plural}.{group} is served by this API server \
+                 natively; a CustomResourceDefinition may not replace it"
+            ),
+        ));
+    }
+    if is_protected_group(group) {
+        let unchanged = old.is_some_and(|o| {
+            let state = |v: &Value| api_approval(v).map_err(|(reason, _)| reason);
+            state(o) == state(crd)
+        });
+        if let (false, Err((reason, message))) = (unchanged, api_approval(crd)) {
+            causes.push(Cause {
+                reason: reason.into(),
+                message,
+                field: format!("metadata.annotations[{API_APPROVED}]"),
+            });
+        }
+    }
+    causes
+}
+
 /// Upstream's check of a CRD's printer columns on create and update: a
 /// `jsonPath` is required and starts with `.` (what follows is JSONPath, read
 /// when printing). Not part of [`resource_type`], so that a CRD stored before
@@ -296,7 +377,7 @@ pub fn established(crd: &Value) -> Option<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::{printer_column_causes, resource_type};
+    use super::{printer_column_causes, protection_causes, resource_type};
 
     fn crd(columns: serde_json::Value) -> serde_json::Value {
         json!({"metadata": {"name": "things.x.dev"}, "spec": {"group": "x.dev", "scope": "Namespaced",
@@ -342,6 +423,62 @@ mod tests {
                     "Invalid value: brackets and parentheses nest deeper than 32"
                 ),
             ]
+        );
+    }
+
+    fn named(group: &str, plural: &str, annotation: Option<&str>) -> serde_json::Value {
+        let mut v = crd(json!([]));
+        v["spec"]["group"] = json!(group);
+        v["spec"]["names"]["plural"] = json!(plural);
+        if let Some(a) = annotation {
+            v["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": a});
+        }
+        v
+    }
+
+    fn fields(old: Option<&serde_json::Value>, new: &serde_json::Value) -> Vec<String> {
+        protection_causes(old, new)
+            .into_iter()
+            .map(|c| c.field)
+            .collect()
+    }
+
+    #[test]
+    fn built_in_types_and_kubernetes_groups_are_protected() {
+        let approval = "metadata.annotations[api-approved.kubernetes.io]";
+        assert!(fields(None, &named("x.dev", "things", None)).is_empty());
+        // Not a Kubernetes group by suffix alone: `notk8s.io` is anyone's.
+        assert!(fields(None, &named("notk8s.io", "things", None)).is_empty());
+        for group in ["k8s.io", "a.k8s.io", "kubernetes.io", "x.kubernetes.io"] {
+            assert_eq!(
+                fields(None, &named(group, "things", None)),
+                [approval],
+                "{group}"
+            );
+            for ok in [
+                "unapproved, testing",
+                "https://github.com/kubernetes/enhancements/pull/1",
+            ] {
+                assert!(
+                    fields(None, &named(group, "things", Some(ok))).is_empty(),
+                    "{ok}"
+                );
+            }
+            assert_eq!(
+                fields(None, &named(group, "things", Some("yes"))),
+                [approval]
+            );
+        }
+        // Served natively: refused whatever the annotation says.
+        let leases = named("coordination.k8s.io", "leases", Some("unapproved"));
+        assert_eq!(fields(None, &leases), ["spec.names.plural"]);
+        // An update that leaves a missing approval as it was is let through,
+        // as upstream (a CRD stored before the rule stays writable).
+        let old = named("a.k8s.io", "things", None);
+        assert!(fields(Some(&old), &old).is_empty());
+        assert_eq!(
+            fields(Some(&old), &named("a.k8s.io", "things", Some("no"))),
+            [approval]
         );
     }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::crd::{self, CLEANUP_FINALIZER};
 use super::meta;
-use super::registry::ResourceType;
+use super::registry::{ResourceType, is_builtin};
 use super::resources::{DeleteOptions, Propagation, Resources};
 use super::store::{EventType, Stored};
 
@@ -351,7 +351,13 @@ impl Controllers {
     }
 
     async fn empty_crd(&mut self, v: &Value, crd_rt: &ResourceType, name: &str) {
-        let Ok(t) = crd::resource_type(v) else {
+        // A CRD that names a built-in type (stored before such CRDs were
+        // refused) never served it: the objects under that prefix are the
+        // built-in's, not the CRD's, and stay.
+        let own = crd::resource_type(v)
+            .ok()
+            .filter(|t| !is_builtin(&t.group, &t.resource));
+        let Some(t) = own else {
             self.remove_finalizer(crd_rt, "", name, CLEANUP_FINALIZER)
                 .await;
             return;

@@ -147,6 +147,51 @@ pub fn check(
     }
 }
 
+/// Upstream's NodeRestriction for a TokenRequest (`serviceaccounts/token`)
+/// by a node identity: the token must be bound, by uid, to a pod scheduled on
+/// that node. Without it a node could mint an unbound token of any
+/// ServiceAccount its pods use, valid long after the pod is gone.
+/// `pod` is the bound pod as stored, when the request names one.
+pub fn check_token_request(
+    user: &UserInfo,
+    sa: &str,
+    request: &Value,
+    pod: Option<&Value>,
+) -> ApiResult<()> {
+    let Some(node) = node_of(user) else {
+        return Ok(());
+    };
+    let refuse =
+        |why: &str| ApiError::forbidden(format!("serviceaccounts \"{sa}\" is forbidden: {why}"));
+    let bound = request.pointer("/spec/boundObjectRef");
+    let field = |f: &str| {
+        bound
+            .and_then(|b| b.get(f))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    if field("apiVersion") != "v1" || field("kind") != "Pod" || field("name").is_empty() {
+        return Err(refuse("node requested token not bound to a pod"));
+    }
+    if field("uid").is_empty() {
+        return Err(refuse(
+            "node requested token with a pod binding without a uid",
+        ));
+    }
+    // The pod exists (the caller answers 404 before this otherwise) and its
+    // uid was compared with the reference's.
+    let on_node = pod
+        .and_then(|p| p.pointer("/spec/nodeName"))
+        .and_then(Value::as_str)
+        == Some(node);
+    if !on_node {
+        return Err(refuse(
+            "node requested token bound to a pod scheduled on a different node",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +218,30 @@ mod tests {
             "sub.k8s.io/x",
         ] {
             assert!(!label_allowed_for_node(refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_node_requests_only_tokens_bound_to_its_own_pods() {
+        use serde_json::json;
+        let node = UserInfo::new("system:node:n1", &["system:nodes"]);
+        let admin = UserInfo::new("admin", &["system:masters"]);
+        let pod = |on: &str| json!({"spec": {"nodeName": on}});
+        let bound = |uid: &str| json!({"spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": uid}}});
+        let unbound = json!({"spec": {}});
+        let check = |user: &UserInfo, req: &Value, on: Option<&str>| {
+            let p = on.map(pod);
+            check_token_request(user, "sa", req, p.as_ref()).map_err(|e| e.message)
+        };
+        assert!(check(&admin, &unbound, None).is_ok());
+        assert!(check(&node, &bound("u"), Some("n1")).is_ok());
+        for (req, on, why) in [
+            (&unbound, None, "not bound to a pod"),
+            (&bound(""), Some("n1"), "without a uid"),
+            (&bound("u"), Some("n2"), "scheduled on a different node"),
+        ] {
+            let e = check(&node, req, on).unwrap_err();
+            assert!(e.contains(why), "{e}");
         }
     }
 }

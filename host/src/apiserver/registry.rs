@@ -487,6 +487,14 @@ fn builtin(def: &Builtin) -> ResourceType {
     }
 }
 
+/// Whether `group`/`resource` is a kind this server serves natively: no CRD
+/// may declare it (it would replace the built-in type and its objects).
+pub fn is_builtin(group: &str, resource: &str) -> bool {
+    BUILTINS
+        .iter()
+        .any(|b| b.group == group && b.resource == resource)
+}
+
 /// The set of served resources. Cheap to read on every request.
 #[derive(Default)]
 pub struct Registry {
@@ -503,9 +511,17 @@ impl Registry {
         r
     }
 
-    pub fn insert(&self, rt: ResourceType) {
+    /// Serves `rt`, unless it would replace a built-in type (a CRD stored
+    /// before CRDs for built-ins were refused): then the built-in stays and
+    /// this answers false.
+    pub fn insert(&self, rt: ResourceType) -> bool {
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
-        types.insert((rt.group.clone(), rt.resource.clone()), Arc::new(rt));
+        let key = (rt.group.clone(), rt.resource.clone());
+        if !rt.builtin && types.get(&key).is_some_and(|t| t.builtin) {
+            return false;
+        }
+        types.insert(key, Arc::new(rt));
+        true
     }
 
     pub fn remove(&self, group: &str, resource: &str) {
@@ -630,5 +646,27 @@ mod tests {
             .join()
             .expect("parsing a deep path overflowed the stack");
         assert!(!parsed);
+    }
+
+    /// A CRD stored before CRDs for built-ins were refused is read at every
+    /// start: it must never replace the built-in it names.
+    #[test]
+    fn a_custom_type_never_replaces_a_built_in() {
+        let registry = super::Registry::with_builtins();
+        let crd = json!({"metadata": {"name": "leases.coordination.k8s.io"},
+            "spec": {"group": "coordination.k8s.io", "scope": "Namespaced",
+                "names": {"plural": "leases", "singular": "lease", "kind": "Lease"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let rt = crate::apiserver::crd::resource_type(&crd).expect("a valid CRD");
+        assert!(!registry.insert(rt));
+        assert!(
+            registry
+                .get("coordination.k8s.io", "leases")
+                .unwrap()
+                .builtin
+        );
+        registry.remove("coordination.k8s.io", "leases");
+        assert!(registry.get("coordination.k8s.io", "leases").is_some());
     }
 }

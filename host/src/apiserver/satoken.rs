@@ -249,6 +249,7 @@ pub fn token_request(
     resources: &Resources,
     sa: &Value,
     mut req: Value,
+    user: &wasmlet_apimachinery::rbac::UserInfo,
 ) -> Result<Value, super::status::ApiError> {
     use super::status::ApiError;
     let spec = &req["spec"];
@@ -289,6 +290,17 @@ pub fn token_request(
                     ),
                 ));
             }
+            // Upstream's TokenREST: a token of one ServiceAccount is never
+            // bound to a pod that runs as another.
+            let sa_name = sa["metadata"]["name"].as_str().unwrap_or("");
+            let runs_as = p["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap_or("default");
+            if runs_as != sa_name {
+                return Err(ApiError::bad_request(format!(
+                    "cannot bind token for serviceaccount \"{sa_name}\" to pod running with different serviceaccount name."
+                )));
+            }
             Some(p)
         }
         Some(other) => {
@@ -297,6 +309,12 @@ pub fn token_request(
             )));
         }
     };
+    super::noderestriction::check_token_request(
+        user,
+        sa["metadata"]["name"].as_str().unwrap_or(""),
+        &req,
+        pod.as_ref(),
+    )?;
     let (token, exp) = signer
         .issue(sa, audiences, seconds, pod.as_ref())
         .map_err(|e| ApiError::internal(e.to_string()))?;

@@ -57,7 +57,7 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
 
 /// Validation of built-in kinds: the fields whose absence would break the
 /// controllers and agents that read them. (Upstream validates far more.)
-pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
+pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = meta::name(obj);
     if !name.is_empty() {
@@ -139,6 +139,7 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
                 causes.extend(more);
             }
             causes.extend(super::crd::printer_column_causes(obj));
+            causes.extend(super::crd::protection_causes(old, obj));
         }
         (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
             causes.extend(super::rbac::validate_binding(&rt.resource, obj));

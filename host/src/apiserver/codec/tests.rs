@@ -176,6 +176,19 @@ fn empty_strings_zero_numbers_and_zero_times_are_left_out() {
     assert_eq!(v, json!({"metadata": {"name": "c"}}));
 }
 
+/// An empty string in a list is an element, not an unset field: a Role's
+/// `apiGroups: [""]` names the core group (dropped, the rule granted nothing).
+#[test]
+fn empty_strings_in_lists_are_kept() {
+    round_trip(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "reader", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": ["", "apps"], "resources": ["pods", "deployments"], "verbs": ["watch"]}]
+    }));
+}
+
 #[test]
 fn garbage_is_an_error_naming_the_problem_never_a_panic() {
     let enveloped = |raw: &[u8]| {

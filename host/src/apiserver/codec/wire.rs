@@ -180,13 +180,15 @@ pub fn decode(m: &Message, buf: &[u8], path: &str, depth: usize) -> Result<Value
                 // Go writes every non-pointer string and number, zero or not;
                 // its JSON leaves the zero ones out (omitempty), and so does
                 // the stored form here, where logic reads `nodePort: 0` as set.
+                // An element of a list is never omitted: `apiGroups: [""]` (the
+                // core group) is one empty string, not an empty list.
                 let v = scalar(f.ty, &w, &p)?;
                 let zero = match &v {
                     Value::String(s) => s.is_empty(),
                     Value::Number(n) => n.as_f64() == Some(0.0),
                     _ => false,
                 };
-                if !zero {
+                if !zero || f.repeated {
                     put(&mut out, f, v);
                 }
             }

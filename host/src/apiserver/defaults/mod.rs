@@ -20,8 +20,8 @@ pub use pod::qos_class;
 use super::registry::ResourceType;
 
 /// Fills upstream's defaults into `obj`. `create` adds what upstream's
-/// admission plugins add on create only (a pod's ServiceAccount,
-/// tolerations and priority).
+/// admission plugins add on create only (a pod's ServiceAccount and
+/// priority); a pod's default tolerations are added on every write.
 pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
     if !rt.builtin {
         return;
@@ -33,6 +33,8 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
                 pod::pod(spec);
                 if create {
                     pod::admission(spec);
+                } else {
+                    pod::default_tolerations(spec);
                 }
             }
         }

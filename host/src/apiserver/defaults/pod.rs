@@ -62,8 +62,24 @@ pub fn admission(spec: &mut Map<String, Value>) {
     default(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
     spec.insert("serviceAccount".into(), sa);
-    // DefaultTolerationSeconds: pods stay 300 s on a node that went
-    // not-ready or unreachable, unless they already tolerate it.
+    default_tolerations(spec);
+    // Priority: no priorityClassName and no global default class → 0.
+    if spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        default(spec, "priority", json!(0));
+    }
+    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+}
+
+/// DefaultTolerationSeconds: pods stay 300 s on a node that went not-ready
+/// or unreachable, unless they already tolerate it. Upstream's plugin runs
+/// on create and on update, so re-applying a manifest that lists its own
+/// tolerations gets these back rather than removing them (which pod update
+/// validation forbids).
+pub fn default_tolerations(spec: &mut Map<String, Value>) {
     let mut add = Vec::new();
     for key in [
         "node.kubernetes.io/not-ready",
@@ -91,15 +107,6 @@ pub fn admission(spec: &mut Map<String, Value>) {
             }
         }
     }
-    // Priority: no priorityClassName and no global default class → 0.
-    if spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        default(spec, "priority", json!(0));
-    }
-    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
 }
 
 fn container(c: &mut Map<String, Value>) {

@@ -133,7 +133,7 @@ impl Resources {
         let mut causes = old
             .map(|old| validation::validate_update(rt, old, obj))
             .unwrap_or_default();
-        causes.extend(strategy::validate(rt, obj));
+        causes.extend(strategy::validate(rt, obj, old));
         causes.extend(validation::validate(rt, obj));
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, meta::name(obj), causes));

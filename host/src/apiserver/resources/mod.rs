@@ -192,7 +192,15 @@ impl Resources {
         };
         match super::crd::resource_type(&v) {
             Ok(t) if gone => self.registry.remove(&t.group, &t.resource),
-            Ok(t) => self.registry.insert(t),
+            Ok(t) => {
+                let (group, resource) = (t.group.clone(), t.resource.clone());
+                if !self.registry.insert(t) {
+                    tracing::warn!(
+                        crd = meta::name(&v),
+                        "stored CRD names {resource}.{group}, a built-in type: not served"
+                    );
+                }
+            }
             Err(causes) => {
                 tracing::warn!(crd = meta::name(&v), ?causes, "stored CRD cannot be served")
             }

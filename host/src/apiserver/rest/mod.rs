@@ -34,6 +34,10 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// The path began with `watch/` (the deprecated watch paths): a watch
+    /// whatever the query says. Read from the parsed path, never by searching
+    /// it for `/watch/`, which a namespace or name may hold.
+    pub watch_path: bool,
 }
 
 impl Target {
@@ -84,7 +88,8 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
         }
     };
     let mut rest: Vec<&str> = rest.to_vec();
-    if rest.first() == Some(&"watch") {
+    let watch_path = rest.first() == Some(&"watch");
+    if watch_path {
         rest.remove(0);
     }
     let not_found = || {
@@ -136,6 +141,7 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         subresource: sub.map(str::to_string),
+        watch_path,
     })
 }
 
@@ -186,8 +192,9 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
     let method = req.method().clone();
     let uri = req.uri().clone();
     let query = parse_query(&uri);
-    let watching = uri.path().contains("/watch/") || query_bool(&query, "watch") == Some(true);
     let target = parse_target(&state, uri.path()).ok();
+    let watching =
+        target.as_ref().is_some_and(|t| t.watch_path) || query_bool(&query, "watch") == Some(true);
     let accept = req
         .headers()
         .get(header::ACCEPT)
@@ -321,7 +328,6 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let (parts, mut body) = req.into_parts();
     let target = parse_target(&state, parts.uri.path())?;
     let query = parse_query(&parts.uri);
-    let watch_path = parts.uri.path().contains("/watch/");
     let mut content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -376,7 +382,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         target.subresource.as_deref(),
     ) {
         (&Method::GET, false, _) => {
-            let watching = watch_path || query_bool(&query, "watch") == Some(true);
+            let watching = target.watch_path || query_bool(&query, "watch") == Some(true);
             if watching {
                 watch::watch(&state, &target, &query, &accept, &req.user.name).await
             } else {
@@ -393,7 +399,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
             subresources::bind(&state, &target, read_body(body).await?).await
         }
         (&Method::POST, true, Some("token")) => {
-            subresources::token(&state, &target, read_body(body).await?).await
+            subresources::token(&state, &target, read_body(body).await?, &req).await
         }
         (&Method::POST, true, Some("eviction")) => {
             eviction::evict(&state, &target, read_body(body).await?).await

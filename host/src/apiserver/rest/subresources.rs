@@ -233,11 +233,22 @@ pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> Api
 }
 
 /// `serviceaccounts/NAME/token`: a TokenRequest for a bound token.
-pub async fn token(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
-    let req = parse_object(&body, "application/json")?;
+pub async fn token(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
+    let request = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
     let sa = state.resources.get(&t.rt, t.ns(), name)?.value()?;
-    let answer = super::super::satoken::token_request(&state.tokens, &state.resources, &sa, req)?;
+    let answer = super::super::satoken::token_request(
+        &state.tokens,
+        &state.resources,
+        &sa,
+        request,
+        &req.user,
+    )?;
     Ok(value_response(201, &answer))
 }
 
