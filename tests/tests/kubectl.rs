@@ -532,3 +532,94 @@ async fn a_pod_with_its_own_tolerations_applies_again() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A Deployment as a user keeps it in git: applied, re-applied unchanged,
+/// its image changed by `kubectl set image`, by `kubectl apply` and by a
+/// strategic patch that adds a container, then taken over by server-side
+/// apply. Each needs the pod template's merge keys (containers by `name`).
+#[tokio::test]
+async fn a_deployment_applies_patches_and_changes_image_as_upstream() -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let plane = Plane::start(&[]).await?;
+    let file = plane.data_dir().join("web.yaml");
+    let manifest = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  \
+             selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    \
+             spec:\n      containers:\n      - name: main\n        image: {image}\n        \
+             ports: [{{containerPort: 80}}]\n"
+        )
+    };
+    let path = file.to_string_lossy().to_string();
+    std::fs::write(&file, manifest("file:///m/v1.wasm"))?;
+    plane.kubectl_ok(&["apply", "-f", &path])?;
+    let api: Api<Deployment> = Api::namespaced(plane.client().await?, "default");
+    let first = api.get("web").await?;
+    // Unchanged: no new generation, no new resourceVersion.
+    let again = plane.kubectl_ok(&["apply", "-f", &path])?;
+    assert!(again.contains("deployment.apps/web unchanged"), "{again}");
+    let same = api.get("web").await?;
+    assert_eq!(
+        (
+            same.metadata.generation,
+            same.metadata.resource_version.clone()
+        ),
+        (
+            first.metadata.generation,
+            first.metadata.resource_version.clone()
+        )
+    );
+    let images = |d: &Deployment| -> Vec<(String, String)> {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map_or(vec![], |s| {
+                s.containers
+                    .iter()
+                    .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                    .collect()
+            })
+    };
+    // A changed image through apply, diff first (kubectl diff exits 1 on a difference).
+    std::fs::write(&file, manifest("file:///m/v2.wasm"))?;
+    let diff = plane.kubectl(&["diff", "-f", &path])?;
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert_eq!(
+        diff.status.code(),
+        Some(1),
+        "{text}{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('+') && l.trim_end().ends_with("image: file:///m/v2.wasm")),
+        "{text}"
+    );
+    plane.kubectl_ok(&["apply", "-f", &path])?;
+    let d = api.get("web").await?;
+    assert_eq!(images(&d), [("main".into(), "file:///m/v2.wasm".into())]);
+    assert_eq!(
+        d.metadata.generation,
+        first.metadata.generation.map(|g| g + 1)
+    );
+    plane.kubectl_ok(&["set", "image", "deployment/web", "main=file:///m/v3.wasm"])?;
+    // A strategic patch adds a container beside the existing one.
+    plane.kubectl_ok(&[
+        "patch",
+        "deployment/web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"file:///m/side.wasm"}]}}}}"#,
+    ])?;
+    let d = api.get("web").await?;
+    assert_eq!(
+        images(&d),
+        [
+            ("side".into(), "file:///m/side.wasm".into()),
+            ("main".into(), "file:///m/v3.wasm".into())
+        ]
+    );
+    // Server-side apply of the same values after client-side apply: no conflict.
+    std::fs::write(&file, manifest("file:///m/v3.wasm"))?;
+    plane.kubectl_ok(&["apply", "--server-side", "-f", &path])?;
+    Ok(())
+}

@@ -23,6 +23,8 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
         "discovery/EndpointSlice",
     ),
     ("apps", "StatefulSet", "apps/StatefulSet"),
+    ("apps", "Deployment", "apps/Deployment"),
+    ("apps", "ReplicaSet", "apps/ReplicaSet"),
     ("apps", "ControllerRevision", "apps/ControllerRevision"),
     (
         "policy",
@@ -36,6 +38,33 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
         "apiextensions.k8s.io",
         "CustomResourceDefinition",
         "apiext/CustomResourceDefinition",
+    ),
+    ("rbac.authorization.k8s.io", "Role", "rbac/Role"),
+    (
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        "rbac/RoleBinding",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        "rbac/ClusterRole",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "rbac/ClusterRoleBinding",
+    ),
+    ("authentication.k8s.io", "TokenReview", "authn/TokenReview"),
+    (
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "authz/SubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "authz/SelfSubjectAccessReview",
     ),
 ];
 
@@ -154,6 +183,76 @@ pub(crate) static TYPES: &[TypeDef] = &[
         }],
     },
     TypeDef {
+        name: "apps/Deployment",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("apps/DeploymentSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("apps/DeploymentStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/DeploymentSpec",
+        fields: &[F {
+            json: "template",
+            shape: S::Struct("core/PodTemplateSpec"),
+        }],
+    },
+    TypeDef {
+        name: "apps/DeploymentStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "apps/ReplicaSet",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("apps/ReplicaSetSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("apps/ReplicaSetStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/ReplicaSetSpec",
+        fields: &[F {
+            json: "template",
+            shape: S::Struct("core/PodTemplateSpec"),
+        }],
+    },
+    TypeDef {
+        name: "apps/ReplicaSetStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
         name: "apps/StatefulSet",
         fields: &[
             F {
@@ -196,6 +295,27 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 ssa: L::Map(&["type"]),
                 elem: None,
             },
+        }],
+    },
+    TypeDef {
+        name: "authn/TokenReview",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "authz/SelfSubjectAccessReview",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "authz/SubjectAccessReview",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
         }],
     },
     TypeDef {
@@ -947,6 +1067,34 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 ssa: L::Map(&["type"]),
                 elem: None,
             },
+        }],
+    },
+    TypeDef {
+        name: "rbac/ClusterRole",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "rbac/ClusterRoleBinding",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "rbac/Role",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "rbac/RoleBinding",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
         }],
     },
 ];

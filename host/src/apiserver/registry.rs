@@ -669,4 +669,22 @@ mod tests {
         registry.remove("coordination.k8s.io", "leases");
         assert!(registry.get("coordination.k8s.io", "leases").is_some());
     }
+
+    /// Strategic merge patch and server-side apply read each built-in kind's
+    /// list keys from the generated table: a served kind missing from it
+    /// would treat every list as atomic (a `kubectl apply` that changes one
+    /// container of a Deployment replaced them all, or failed validation).
+    #[test]
+    fn every_served_kind_has_its_list_types() {
+        use wasmlet_apimachinery::builtin::BuiltinListTypes;
+        let missing: Vec<String> = super::BUILTINS
+            .iter()
+            .filter(|b| !BuiltinListTypes::for_kind(b.group, b.kind).is_known())
+            .map(|b| format!("{}.{}", b.kind, b.group))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in apimachinery's table: {missing:?}"
+        );
+    }
 }
