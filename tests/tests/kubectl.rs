@@ -623,3 +623,43 @@ async fn a_deployment_applies_patches_and_changes_image_as_upstream() -> anyhow:
     plane.kubectl_ok(&["apply", "--server-side", "-f", &path])?;
     Ok(())
 }
+
+/// `kubectl describe` finds an object's Events by `involvedObject.uid`: the
+/// scheduler's (a plugin's `record-event`, whose reference names no uid) and
+/// the node agent's must both carry it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_shows_the_schedulers_and_the_nodes_events() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let pods: Api<Pod> = Api::namespaced(plane.client().await?, "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "described"},
+        "spec": {"tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "m", "image": "file:///nonexistent/m.wasm"}]}}))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let out = eventually(
+        Duration::from_secs(60),
+        "the pod's events in describe",
+        || async {
+            let out = plane.kubectl_ok(&["describe", "pod", "described"]).ok()?;
+            let events = out.split_once("\nEvents:")?.1.to_string();
+            let node_event = events
+                .lines()
+                .any(|l| l.contains("Warning") && !l.contains("Scheduled"));
+            (events.contains("Scheduled") && node_event).then_some(out)
+        },
+    )
+    .await
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; describe:\n{}",
+            plane
+                .kubectl_ok(&["describe", "pod", "described"])
+                .unwrap_or_default()
+        )
+    })?;
+    assert!(
+        out.contains("default-scheduler") || out.contains("Successfully assigned"),
+        "{out}"
+    );
+    Ok(())
+}

@@ -483,11 +483,18 @@ impl State {
                 "this host records no events".into(),
             ));
         };
+        // The uid from the host's caches, where the object is cached (what a
+        // controller reports on is its own, owned or watched object):
+        // `kubectl describe` finds an object's Events by uid.
+        let api = self.plugin.api.clone();
         let reference = |o: &ObjectRef| k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(o.api_version.clone()),
             kind: Some(o.kind.clone()),
             namespace: o.namespace.clone(),
             name: Some(o.name.clone()),
+            uid: api.as_ref().and_then(|api| {
+                api.cached_uid(&o.api_version, &o.kind, o.namespace.as_deref(), &o.name)
+            }),
             ..Default::default()
         };
         let ev = kube::runtime::events::Event {
