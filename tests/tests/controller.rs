@@ -374,3 +374,46 @@ async fn failing_plugins_are_contained_next_to_a_healthy_one() -> anyhow::Result
     );
     Ok(())
 }
+
+/// "I fixed it and shipped it": a new version of a plugin re-runs every
+/// object it reconciles at once (the resync is 600 s away and no object
+/// changes). The variant caps a summary at 3 keys.
+#[tokio::test]
+async fn a_new_version_reruns_every_existing_object() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    plugin_ready(&plane, &client).await?;
+    let api = summaries(&client);
+    for n in ["big", "bigger"] {
+        create_summary(&api, n, json!({})).await?;
+        create_configmap(&client, &format!("{n}-cm"), n, 5).await?;
+    }
+    for n in ["big", "bigger"] {
+        eventually(Duration::from_secs(30), "5 keys summarised", || async {
+            (status_keys(&api.get(n).await.ok()?) == Some(5)).then_some(())
+        })
+        .await?;
+    }
+    let wasm = plane.plugin_dir().join("configmap-summary.wasm");
+    let staged = plane.plugin_dir().join(".configmap-summary.wasm");
+    std::fs::copy(
+        wasmlet_e2e::built_plugins().join("summary-variant.wasm"),
+        &staged,
+    )?;
+    std::fs::rename(&staged, &wasm)?;
+    for n in ["big", "bigger"] {
+        eventually(
+            Duration::from_secs(60),
+            "the new version's summary",
+            || async { (status_keys(&api.get(n).await.ok()?) == Some(3)).then_some(()) },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    }
+    assert!(
+        plane
+            .log()
+            .contains("new version: every object queued for it")
+    );
+    Ok(())
+}

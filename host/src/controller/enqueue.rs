@@ -200,15 +200,27 @@ impl Controller {
         tick.tick().await;
         loop {
             tick.tick().await;
-            for o in self.primary.store.state() {
-                if self.selected(&o)
-                    && let Some(n) = o.metadata.name.as_deref()
-                {
-                    self.queue
-                        .add(key_of(o.metadata.namespace.as_deref(), n), Priority::Low);
-                }
+            self.requeue_all();
+        }
+    }
+
+    /// Queues every selected cached object in the low lane (new work still
+    /// goes first). A key waiting out its back-off or a requeue-after
+    /// becomes ready now: queued state merges to the earlier time. Used by
+    /// the periodic resync and when a new version of the plugin loads, so a
+    /// fixed build runs on every object at once, not at their next change.
+    pub fn requeue_all(&self) -> usize {
+        let mut queued = 0;
+        for o in self.primary.store.state() {
+            if self.selected(&o)
+                && let Some(n) = o.metadata.name.as_deref()
+            {
+                self.queue
+                    .add(key_of(o.metadata.namespace.as_deref(), n), Priority::Low);
+                queued += 1;
             }
         }
+        queued
     }
 }
 

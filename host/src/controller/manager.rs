@@ -159,7 +159,10 @@ impl Manager {
 
     /// Starts, restarts or stops the controller of `name` to match the plugin
     /// set. Returns at once: a start runs in its own task.
-    fn sync(self: &Arc<Self>, name: &str) {
+    /// `replaced`: a new version of the plugin loaded; a controller that
+    /// keeps running re-runs every object with it (a restarted one lists
+    /// them anew anyway).
+    fn sync(self: &Arc<Self>, name: &str, replaced: bool) {
         let shape = self.shape(name);
         let mut slots = self.slots();
         let slot = slots.entry(name.to_string()).or_default();
@@ -168,6 +171,17 @@ impl Manager {
             .as_ref()
             .or(slot.running.as_ref().map(|r| &r.shape));
         if current == shape.as_ref() {
+            if let (
+                true,
+                Some(Running {
+                    runner: Runner::Kind(c),
+                    ..
+                }),
+            ) = (replaced, &slot.running)
+            {
+                let queued = c.requeue_all();
+                tracing::info!(plugin = %name, queued, "new version: every object queued for it");
+            }
             if shape.is_none() {
                 slots.remove(name);
             }
@@ -303,26 +317,25 @@ impl Manager {
             return;
         };
         for name in self.plugins.names() {
-            self.sync(&name);
+            self.sync(&name, false);
         }
         loop {
             let event = tokio::select! {
                 e = events.recv() => e,
                 Some(name) = retries.recv() => {
-                    self.sync(&name);
+                    self.sync(&name, false);
                     continue;
                 }
             };
             match event {
-                Ok(PluginEvent::Added(n) | PluginEvent::Replaced(n) | PluginEvent::Removed(n)) => {
-                    self.sync(&n)
-                }
+                Ok(PluginEvent::Replaced(n)) => self.sync(&n, true),
+                Ok(PluginEvent::Added(n) | PluginEvent::Removed(n)) => self.sync(&n, false),
                 Ok(PluginEvent::Rejected(..)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     let mut names: Vec<String> = self.plugins.names();
                     names.extend(self.slots().keys().cloned());
                     for n in names {
-                        self.sync(&n);
+                        self.sync(&n, false);
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
