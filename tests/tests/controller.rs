@@ -340,6 +340,17 @@ async fn failing_plugins_are_contained_next_to_a_healthy_one() -> anyhow::Result
             .cloned()
             .unwrap();
         assert_eq!(cond["reason"], reason, "{name}: {cond}");
+        if name == "trap" {
+            // The panic's own words and place (the SDK's panic hook), not
+            // `unreachable` and a backtrace of unnamed frames.
+            let message = cond["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("guests/testing/trap/src/lib.rs:")
+                    && message.contains("reconcile of Some(\"bad-trap\") panics by design")
+                    && !message.contains("backtrace"),
+                "{message}"
+            );
+        }
     }
     let m = plane.metrics().await?;
     assert!(

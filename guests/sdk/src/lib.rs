@@ -79,6 +79,7 @@
 //! Clocks and randomness are WASI's (`std::time`, `getrandom`); the host provides them.
 //! A panic traps the instance: the host reports it as a failed reconcile for that one
 //! object and retries with back-off, so panicking is a legitimate (if blunt) error path.
+//! Its message and location reach `Ready`, the Event and the host's log ([`panic`]).
 
 // Lets the generated code and the exported macros name this crate as `wasmlet_sdk`
 // from inside it too.
@@ -90,6 +91,7 @@ pub mod controllers;
 pub mod host;
 pub mod http;
 pub mod log;
+pub mod panic;
 pub mod provider;
 pub mod reconciler;
 #[cfg(not(target_arch = "wasm32"))]

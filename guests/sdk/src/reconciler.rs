@@ -418,6 +418,7 @@ pub fn __reconcile<K>(
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    crate::panic::install();
     let obj = decode_object::<K>(&obj)?;
     let ctx = Context::for_object(&*obj);
     match f(obj, &ctx) {
@@ -442,6 +443,7 @@ pub fn __finalize<K>(
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    crate::panic::install();
     let obj = decode_object::<K>(&obj)?;
     let ctx = Context::for_object(&*obj);
     match f(obj, &ctx) {

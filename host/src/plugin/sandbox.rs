@@ -178,7 +178,18 @@ pub struct State {
     pub started: std::time::Instant,
     /// Recording or replaying: the imports' (and WASI clocks' and random's) tape.
     pub tape: Option<Arc<Tape>>,
+    /// The message of a guest panic, handed over by the SDK's panic hook just
+    /// before the trap (see [`PANIC_FIELD`]).
+    pub panic: Option<String>,
 }
+
+/// The log field by which a guest's panic hook marks its last record as the
+/// panic's message (`wasmlet-sdk` sets it): the host reports that text as the
+/// call's failure instead of a bare `unreachable` trap and its backtrace.
+pub const PANIC_FIELD: &str = "wasmlet.panic";
+
+/// The most bytes of a panic message kept.
+pub const MAX_PANIC_BYTES: usize = 4096;
 
 /// What a call did besides its result.
 #[derive(Debug, Default, Clone)]
@@ -214,6 +225,7 @@ impl State {
             retry_soon: false,
             started: std::time::Instant::now(),
             tape,
+            panic: None,
         }
     }
 }

@@ -71,6 +71,7 @@ fn decode_envelope<S: PodState>(data: &str) -> Result<Envelope<S>, String> {
 /// The `init` export: the pod data plus the initial state's default value.
 #[doc(hidden)]
 pub fn __init<S: Machine, I: State<S> + Default>(pod: String) -> Result<String, String> {
+    crate::panic::install();
     let pod = decode_pod(&pod)?;
     let pod_state = S::new(&pod).map_err(|e| e.0)?;
     let state = to_json(&I::default())?;
@@ -126,6 +127,7 @@ pub fn __handle_in<S: Machine>(
     data: String,
     event: Option<raw::WakeEvent>,
 ) -> Result<raw::HandlerOutcome, String> {
+    crate::panic::install();
     let pod = decode_pod(&pod)?;
     let Envelope {
         pod: mut pod_state,
@@ -190,6 +192,7 @@ pub fn __status_in<S: Machine>(
     pod: String,
     data: String,
 ) -> String {
+    crate::panic::install();
     let result = (|| -> Result<Value, String> {
         let pod = decode_pod(&pod)?;
         let envelope = decode_envelope::<S>(&data)?;

@@ -447,6 +447,23 @@ impl log::Host for State {
             tape.answer("log.log", a.clone(), true);
         }
         self.taped("log.log", args, || Value::Null);
+        if fields
+            .iter()
+            .any(|(k, _)| k == crate::plugin::sandbox::PANIC_FIELD)
+        {
+            // Reported once, as the call's failure, not also as a log line.
+            let mut message = message;
+            let max = crate::plugin::sandbox::MAX_PANIC_BYTES;
+            if message.len() > max {
+                let cut = (0..=max)
+                    .rev()
+                    .find(|i| message.is_char_boundary(*i))
+                    .unwrap_or(0);
+                message.truncate(cut);
+            }
+            self.panic = Some(message);
+            return;
+        }
         self.log_live(level, message, fields);
     }
 }

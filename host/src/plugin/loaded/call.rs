@@ -74,6 +74,7 @@ impl Loaded {
                 data.writes.clear();
                 data.retry_soon = false;
                 data.limiter.hit = false;
+                data.panic = None;
                 (store, Some(instance))
             }
             None => {
@@ -178,22 +179,28 @@ impl Loaded {
                 };
                 match made {
                     Ok(i) => i,
-                    Err(e) => return Err(self.classify(e, store.data().limiter.hit)),
+                    Err(e) => return Err(self.classify(e, store.data_mut())),
                 }
             }
         };
         let result = f(&instance, store).await;
         match result {
             Ok(r) => Ok((r, instance)),
-            Err(e) => Err(self.classify(e, store.data().limiter.hit)),
+            Err(e) => Err(self.classify(e, store.data_mut())),
         }
     }
 
-    fn classify(&self, e: wasmtime::Error, memory_cap_hit: bool) -> CallError {
+    /// What a failed call is reported as. A guest panic the SDK handed over
+    /// is its message (where it panicked and why), not wasmtime's
+    /// `unreachable` trap with a backtrace of unnamed frames.
+    fn classify(&self, e: wasmtime::Error, state: &mut State) -> CallError {
         let error = match e.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => CallError::Timeout(self.deadline()),
-            _ if memory_cap_hit => CallError::OutOfMemory(self.manifest.limits.memory_mib),
-            _ => CallError::Trap(format!("{e:#}")),
+            _ if state.limiter.hit => CallError::OutOfMemory(self.manifest.limits.memory_mib),
+            _ => match state.panic.take() {
+                Some(message) => CallError::Trap(format!("guest panicked at {message}")),
+                None => CallError::Trap(format!("{e:#}")),
+            },
         };
         self.failed(error)
     }
