@@ -158,7 +158,13 @@ mod tests {
         assert!(trusted_peer(ip("127.0.0.1")));
         assert!(trusted_peer(ip("::1")));
         assert!(trusted_peer(ip("::ffff:127.0.0.1")));
-        for other in ["127.0.0.3", "10.0.0.7", "192.168.1.1", "::ffff:10.0.0.1", "fe80::1"] {
+        for other in [
+            "127.0.0.3",
+            "10.0.0.7",
+            "192.168.1.1",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+        ] {
             assert!(!trusted_peer(ip(other)), "{other}");
         }
     }

@@ -119,7 +119,9 @@ async fn a_second_host_on_a_data_directory_in_use_is_refused_and_the_first_keeps
     plane.spawn().await?;
     let cms: Api<ConfigMap> = Api::namespaced(plane.client().await?, "default");
     for name in ["before", "after"] {
-        cms.get(name).await.with_context(|| format!("{name} lost"))?;
+        cms.get(name)
+            .await
+            .with_context(|| format!("{name} lost"))?;
     }
     plane_serves(&plane, "restarted").await?;
     Ok(())
@@ -230,7 +232,7 @@ fn kubelet_client(port: u16) -> Result<kube::Client> {
 async fn kubelet_get(client: &kube::Client, path: &str, token: &str) -> Result<(u16, String)> {
     let req = http::Request::get(path)
         .header("authorization", format!("Bearer {token}"))
-        .body(kube::client::Body::empty())?;
+        .body(Vec::new())?;
     match client.request_text(req).await {
         Ok(text) => Ok((200, text)),
         Err(kube::Error::Api(s)) => Ok((s.code, s.message.clone())),
@@ -327,7 +329,10 @@ async fn extreme_log_options_mean_everything_or_422_never_a_503() -> Result<()> 
         format!("sinceSeconds={max}"),
         format!("tailLines={max}"),
         format!("limitBytes={max}"),
-        format!("sinceSeconds={}&tailLines={max}&limitBytes={max}", max / 1000),
+        format!(
+            "sinceSeconds={}&tailLines={max}&limitBytes={max}",
+            max / 1000
+        ),
         "sinceTime=0001-01-01T00:00:00Z".to_string(),
     ] {
         let (code, body) = curl(&plane, &format!("{log}?{q}"))?;
@@ -341,7 +346,10 @@ async fn extreme_log_options_mean_everything_or_422_never_a_503() -> Result<()> 
     assert_eq!(tail, all);
     // What upstream's ValidatePodLogOptions refuses: 422, naming the field.
     for (q, says) in [
-        ("sinceSeconds=0", "sinceSeconds: Invalid value: 0: must be greater than 0"),
+        (
+            "sinceSeconds=0",
+            "sinceSeconds: Invalid value: 0: must be greater than 0",
+        ),
         (
             "sinceSeconds=-9223372036854775808",
             "sinceSeconds: Invalid value: -9223372036854775808: must be greater than 0",
@@ -350,7 +358,10 @@ async fn extreme_log_options_mean_everything_or_422_never_a_503() -> Result<()> 
             "tailLines=-1",
             "tailLines: Invalid value: -1: must be greater than or equal to 0",
         ),
-        ("limitBytes=0", "limitBytes: Invalid value: 0: must be greater than 0"),
+        (
+            "limitBytes=0",
+            "limitBytes: Invalid value: 0: must be greater than 0",
+        ),
         (
             "sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z",
             "at most one of `sinceTime` or `sinceSeconds` may be specified",
@@ -398,13 +409,21 @@ fn install_with_hosts(dir: &Path, name: &str, hosts: &str) -> Result<()> {
 async fn an_http_host_whose_port_does_not_parse_is_a_manifest_error() -> Result<()> {
     let dir = tempfile::tempdir()?;
     for (hosts, field, says) in [
-        (r#"["name:abc"]"#, "permissions.http-hosts[0]", r#"port "abc""#),
+        (
+            r#"["name:abc"]"#,
+            "permissions.http-hosts[0]",
+            r#"port "abc""#,
+        ),
         (
             r#"["ok.example.com", "name:70000"]"#,
             "permissions.http-hosts[1]",
             r#"port "70000""#,
         ),
-        (r#"[":443"]"#, "permissions.http-hosts[0]", "the host is empty"),
+        (
+            r#"[":443"]"#,
+            "permissions.http-hosts[0]",
+            "the host is empty",
+        ),
     ] {
         install_with_hosts(dir.path(), "bad-hosts", hosts)?;
         let out = Command::new(wasmlet_bin())
@@ -444,8 +463,7 @@ async fn an_http_host_whose_port_does_not_parse_is_a_manifest_error() -> Result<
     .await?;
     let log = plane.log();
     assert!(
-        !log
-            .lines()
+        !log.lines()
             .any(|l| l.contains("bad-hosts") && l.contains("plugin loaded")),
         "bad-hosts was loaded:\n{log}"
     );
@@ -456,7 +474,12 @@ async fn an_http_host_whose_port_does_not_parse_is_a_manifest_error() -> Result<
 
 /// `GET path` on `addr` from source address `from`, over a raw HTTP/1.1
 /// connection: (status, body).
-async fn get_from(from: &str, addr: &str, path: &str, token: Option<&str>) -> Result<(u16, String)> {
+async fn get_from(
+    from: &str,
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.bind(format!("{from}:0").parse()?)?;
@@ -465,17 +488,14 @@ async fn get_from(from: &str, addr: &str, path: &str, token: Option<&str>) -> Re
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n")
+            .as_bytes(),
     )
     .await?;
     let mut raw = Vec::new();
     conn.read_to_end(&mut raw).await?;
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .context("no status line")?
-        .parse()?;
+    let code = text.split(' ').nth(1).context("no status line")?.parse()?;
     let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
     Ok((code, body.to_string()))
 }
@@ -549,15 +569,29 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
     }
     let (code, body) = get_from(remote, &addr, "/", Some(viewer)).await?;
     assert_eq!(code, 200, "/ as viewer: {body}");
-    assert!(body.contains("<html") || body.contains("<!DOCTYPE"), "{body}");
+    assert!(
+        body.contains("<html") || body.contains("<!DOCTYPE"),
+        "{body}"
+    );
     // Authorized, and then the plugin is looked for.
     let (code, body) = get_from(remote, &addr, "/shadow/none", Some(viewer)).await?;
     assert_eq!(code, 404, "/shadow/none as viewer: {body}");
     // Scrapers and probes need nothing.
-    for path in ["/metrics", "/healthz", "/readyz"] {
+    for path in ["/metrics", "/healthz"] {
         let (code, body) = get_from(remote, &addr, path, None).await?;
         assert_eq!(code, 200, "{path} from {remote}: {body}");
     }
+    // Ready once the host has loaded its plugins (503 until then, never 401).
+    eventually(
+        Duration::from_secs(60),
+        "/readyz from 127.0.0.3",
+        || async {
+            let (code, _) = get_from(remote, &addr, "/readyz", None).await.ok()?;
+            assert!(code == 200 || code == 503, "/readyz: {code}");
+            (code == 200).then_some(())
+        },
+    )
+    .await?;
     // The machine itself (127.0.0.1) needs no token.
     let (code, body) = get_from("127.0.0.1", &addr, "/", None).await?;
     assert_eq!(code, 200, "/ from 127.0.0.1: {body}");

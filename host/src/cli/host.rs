@@ -220,11 +220,7 @@ pub(super) async fn run_host(
             leading: leading.clone(),
         }));
         let config = LeaderConfig::new(&identity(host));
-        let task = tokio::spawn(leader::run(
-            client.clone(),
-            config.clone(),
-            leading.clone(),
-        ));
+        let task = tokio::spawn(leader::run(client.clone(), config.clone(), leading.clone()));
         lease = Some(Lease {
             task,
             client: client.clone(),
@@ -394,4 +390,3 @@ pub(super) fn node_name(n: &NodeArgs) -> String {
         }
     })
 }
-

@@ -605,9 +605,7 @@ pub fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
     } else {
         match entry.rsplit_once(':') {
             Some((h, _)) if h.contains(':') => {
-                return Err(
-                    "an IPv6 address goes in brackets, e.g. \"[2001:db8::1]:8443\"".into(),
-                );
+                return Err("an IPv6 address goes in brackets, e.g. \"[2001:db8::1]:8443\"".into());
             }
             Some((h, p)) => (h, Some(p)),
             None => (entry, None),
@@ -839,7 +837,8 @@ mod tests {
             assert!(e.message.contains(says), "{bad}: {e}");
             assert!(e.message.contains(&format!("\"{bad}\"")), "{bad}: {e}");
         }
-        let m = with("[\"api.test:8443\", \"[::1]:9000\", \"[2001:db8::1]\", \"10.0.0.1\"]").unwrap();
+        let m =
+            with("[\"api.test:8443\", \"[::1]:9000\", \"[2001:db8::1]\", \"10.0.0.1\"]").unwrap();
         assert!(m.allows_http_host("api.test", Some(8443)));
         assert!(!m.allows_http_host("api.test", Some(80)));
         assert!(m.allows_http_host("[::1]", Some(9000)));

@@ -347,9 +347,9 @@ mod tests {
                 } else {
                     serde_json::json!({"allowed": true})
                 };
-                Ok::<_, std::convert::Infallible>(http::Response::new(
-                    http_body_util::Full::new(bytes::Bytes::from(obj.to_string())),
-                ))
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from(obj.to_string()),
+                )))
             }
         });
         let client = kube::Client::new(svc, "default");

@@ -50,9 +50,8 @@ impl LogOptions {
                 .get(k)
                 .filter(|v| !v.is_empty())
                 .map(|v| {
-                    v.parse::<i64>().map_err(|e| {
-                        format!("{k}: \"{v}\" is not a 64-bit integer ({e})")
-                    })
+                    v.parse::<i64>()
+                        .map_err(|e| format!("{k}: \"{v}\" is not a 64-bit integer ({e})"))
                 })
                 .transpose()
         };
@@ -110,7 +109,9 @@ impl LogOptions {
     /// when `sinceSeconds` reaches back past what a date can hold).
     pub fn since(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match (self.since_seconds, self.since_time) {
-            (Some(s), _) => chrono::TimeDelta::try_seconds(s).and_then(|d| now.checked_sub_signed(d)),
+            (Some(s), _) => {
+                chrono::TimeDelta::try_seconds(s).and_then(|d| now.checked_sub_signed(d))
+            }
             (None, t) => t,
         }
     }

@@ -305,8 +305,14 @@ mod tests {
                 .collect::<HashMap<_, _>>()
         };
         let code = |pairs| LogQuery::parse(&raw(pairs)).err().map(|r| r.status());
-        assert_eq!(code(&[("sinceSeconds", "0")]), Some(StatusCode::UNPROCESSABLE_ENTITY));
-        assert_eq!(code(&[("tailLines", "-5")]), Some(StatusCode::UNPROCESSABLE_ENTITY));
+        assert_eq!(
+            code(&[("sinceSeconds", "0")]),
+            Some(StatusCode::UNPROCESSABLE_ENTITY)
+        );
+        assert_eq!(
+            code(&[("tailLines", "-5")]),
+            Some(StatusCode::UNPROCESSABLE_ENTITY)
+        );
         assert_eq!(
             code(&[("sinceSeconds", "99999999999999999999")]),
             Some(StatusCode::BAD_REQUEST)
