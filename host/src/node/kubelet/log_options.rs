@@ -1,9 +1,10 @@
 //! The numeric `pods/log` options (`tailLines`, `sinceSeconds`, `sinceTime`,
 //! `limitBytes`), parsed and validated once for the kubelet endpoint and the
-//! API server's proxy, as upstream's `ValidatePodLogOptions`: `tailLines`
-//! >= 0, `limitBytes` and `sinceSeconds` > 0, not both `sinceSeconds` and
-//! `sinceTime`. Values past what a clock or a buffer can hold mean
-//! "everything" (`sinceSeconds=9223372036854775807` once panicked the handler).
+//! API server's proxy, as upstream's `ValidatePodLogOptions`: `tailLines` at
+//! least 0, `limitBytes` and `sinceSeconds` at least 1, not both
+//! `sinceSeconds` and `sinceTime`. Values past what a clock or a buffer can
+//! hold mean "everything" (`sinceSeconds=9223372036854775807` once panicked
+//! the handler).
 
 use std::collections::HashMap;
 

@@ -30,12 +30,12 @@ pub(super) struct LogQuery {
 impl LogQuery {
     /// The query, checked as upstream's kubelet checks it: a value that is
     /// not a number is 400, one `ValidatePodLogOptions` refuses 422.
-    fn parse(raw: &HashMap<String, String>) -> Result<LogQuery, Response> {
-        let opts = LogOptions::parse(raw).map_err(|e| status(StatusCode::BAD_REQUEST, e))?;
+    fn parse(raw: &HashMap<String, String>) -> Result<LogQuery, (StatusCode, String)> {
+        let opts = LogOptions::parse(raw).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
         let invalid = opts.validate();
         if !invalid.is_empty() {
             let why: Vec<String> = invalid.iter().map(|i| i.text()).collect();
-            return Err(status(
+            return Err((
                 StatusCode::UNPROCESSABLE_ENTITY,
                 format!("Invalid request: {}", why.join(", ")),
             ));
@@ -112,7 +112,7 @@ pub(super) async fn container_logs(
 ) -> Response {
     let q = match LogQuery::parse(&raw) {
         Ok(q) => q,
-        Err(refused) => return refused,
+        Err((code, why)) => return status(code, why),
     };
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), &namespace);
     let p = match pods.get_opt(&pod).await {
@@ -304,7 +304,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<HashMap<_, _>>()
         };
-        let code = |pairs| LogQuery::parse(&raw(pairs)).err().map(|r| r.status());
+        let code = |pairs| LogQuery::parse(&raw(pairs)).err().map(|r| r.0);
         assert_eq!(
             code(&[("sinceSeconds", "0")]),
             Some(StatusCode::UNPROCESSABLE_ENTITY)
