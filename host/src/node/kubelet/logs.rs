@@ -1,7 +1,8 @@
 //! `GET /containerLogs/{namespace}/{pod}/{container}`: a container's log as
-//! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `timestamps`,
-//! `previous`, `limitBytes`), read from the CRI-format files the workload
-//! manager writes.
+//! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `sinceTime`,
+//! `timestamps`, `previous`, `limitBytes`), read from the CRI-format files the
+//! workload manager writes. The numeric options are checked as upstream's
+//! (see [`super::log_options`]): 400 when not a number, 422 when refused.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
