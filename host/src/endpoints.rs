@@ -2,32 +2,86 @@
 //! plugin set's included), `/healthz` and `/readyz` (ready once the host has
 //! loaded its plugins), the status page at `/`, and `/shadow/NAME`, a
 //! plugin's shadow report as JSON (`wasmlet plugin shadow-report`).
+//!
+//! The status page and the shadow reports show reconcile errors and pod
+//! names, so they are served only to a peer on 127.0.0.1 or ::1 (the
+//! machine itself, `kubectl port-forward`), or to a caller whose bearer
+//! token the API server accepts (TokenReview) and who may `get` the
+//! non-resource URL of the request's path (SubjectAccessReview), as
+//! kube-rbac-proxy guards a path; else 401 or 403. `/metrics`, `/healthz`
+//! and `/readyz` stay open to scrapers and probes.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use axum::Router;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::controller::metrics::ControllerMetrics;
+use crate::node::kubelet::auth::{Gate, Refusal};
 
-/// Serves the endpoints on `addr` until the process ends; returns the bound address.
+/// Whether a peer is this machine's own loopback address (127.0.0.1, ::1),
+/// which only local processes can connect from. Other 127/8 addresses are
+/// not trusted: a test (or a container runtime) can source connections there.
+pub fn trusted_peer(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
+        IpAddr::V6(v6) => v6 == Ipv6Addr::LOCALHOST,
+    }
+}
+
+/// The status page's guard (see the module's documentation).
+async fn guard(
+    State(gate): State<Arc<Gate>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if trusted_peer(peer.ip()) {
+        return next.run(req).await;
+    }
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string());
+    match gate
+        .admit_path(bearer.as_deref(), req.method(), req.uri().path())
+        .await
+    {
+        Ok(_) => next.run(req).await,
+        Err(Refusal::Unauthenticated) => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "Unauthorized: the status page is served to 127.0.0.1/::1, or to a bearer token allowed to get this path (RBAC nonResourceURLs)\n",
+        )
+            .into_response(),
+        Err(Refusal::Forbidden(why)) => (StatusCode::FORBIDDEN, format!("{why}\n")).into_response(),
+    }
+}
+
+/// Serves the endpoints on `addr` until the process ends; returns the bound
+/// address. `gate` authenticates and authorizes remote callers of the status page.
 pub async fn serve(
     addr: SocketAddr,
     metrics: ControllerMetrics,
     ready: Arc<AtomicBool>,
     page: Arc<crate::status_page::StatusPage>,
+    gate: Arc<Gate>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("metrics cannot listen on {addr} (flag --metrics-addr; port 0 picks a free one)")
     })?;
     let bound = listener.local_addr()?;
     let shadow_page = page.clone();
-    let app = Router::new()
+    let guarded = Router::new()
         .route(
             "/",
             get(move || {
@@ -35,22 +89,6 @@ pub async fn serve(
                 async move { axum::response::Html(page.render()) }
             }),
         )
-        .route(
-            "/metrics",
-            get(move || {
-                let m = metrics.clone();
-                async move {
-                    (
-                        [(
-                            "content-type",
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        m.encode(),
-                    )
-                }
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
         .route(
             "/shadow/{name}",
             get({
@@ -69,6 +107,24 @@ pub async fn serve(
                 }
             }),
         )
+        .route_layer(middleware::from_fn_with_state(gate, guard));
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    (
+                        [(
+                            "content-type",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
             get(move || {
@@ -81,11 +137,35 @@ pub async fn serve(
                     }
                 }
             }),
-        );
+        )
+        .merge(guarded);
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics server stopped");
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_loopback_address_itself_is_a_trusted_peer() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(trusted_peer(ip("127.0.0.1")));
+        assert!(trusted_peer(ip("::1")));
+        assert!(trusted_peer(ip("::ffff:127.0.0.1")));
+        for other in [
+            "127.0.0.3",
+            "10.0.0.7",
+            "192.168.1.1",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+        ] {
+            assert!(!trusted_peer(ip(other)), "{other}");
+        }
+    }
 }

@@ -25,6 +25,7 @@ pub mod builtins;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod data_lock;
 pub mod datastore;
 pub mod endpoints;
 pub mod node;

@@ -10,11 +10,12 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http_body_util::BodyExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::ApiState;
 use super::rest::Query;
 use super::status::{ApiError, ApiResult};
+use crate::node::kubelet::log_options::LogOptions;
 
 /// One client per kubelet address.
 #[derive(Default)]
@@ -59,6 +60,42 @@ fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
     Ok(client)
 }
 
+/// The numeric options, checked before the kubelet is asked: not a number is
+/// 400; what upstream's `ValidatePodLogOptions` refuses is its 422
+/// `PodLogOptions "POD" is invalid: ...`. Huge values are valid (everything).
+fn log_options(pod: &str, query: &Query) -> ApiResult<LogOptions> {
+    let opts = LogOptions::parse(query).map_err(ApiError::bad_request)?;
+    let invalid = opts.validate();
+    if invalid.is_empty() {
+        return Ok(opts);
+    }
+    let causes: Vec<Value> = invalid
+        .iter()
+        .map(|i| {
+            let message = i.text();
+            let reason = if i.field.is_empty() {
+                "FieldValueForbidden"
+            } else {
+                "FieldValueInvalid"
+            };
+            json!({"reason": reason, "message": message, "field": i.field})
+        })
+        .collect();
+    let texts: Vec<String> = invalid.iter().map(|i| i.text()).collect();
+    let summary = if texts.len() == 1 {
+        texts[0].clone()
+    } else {
+        format!("[{}]", texts.join(", "))
+    };
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        format!("PodLogOptions \"{pod}\" is invalid: {summary}"),
+    );
+    err.details = Some(json!({"name": pod, "kind": "PodLogOptions", "causes": causes}));
+    Err(err)
+}
+
 pub async fn proxy(
     state: &ApiState,
     pod: &Value,
@@ -98,6 +135,7 @@ pub async fn proxy(
             )));
         }
     };
+    let opts = log_options(name, query)?;
     let nodes = state.registry.builtin("", "v1", "nodes")?;
     let node_obj = state.resources.get(&nodes, "", node)?.value()?;
     let port = node_obj
@@ -125,17 +163,13 @@ pub async fn proxy(
     // The serializer is not Send: finish it before any await.
     let q = {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
-        for k in [
-            "follow",
-            "tailLines",
-            "sinceSeconds",
-            "timestamps",
-            "previous",
-            "limitBytes",
-        ] {
+        for k in ["follow", "timestamps", "previous"] {
             if let Some(v) = query.get(k) {
                 q.append_pair(k, v);
             }
+        }
+        for (k, v) in opts.to_pairs() {
+            q.append_pair(k, &v);
         }
         q.finish()
     };

@@ -249,6 +249,19 @@ impl ApiServer {
     pub fn shutdown(&self) {
         self.handle.shutdown();
     }
+
+    /// The graceful stop: no new connections, and the open ones (requests in
+    /// flight, watches) get up to `within` to end before they are cut. Every
+    /// write is committed (fsynced) before it is answered, so the store has
+    /// nothing left to flush.
+    pub async fn drain(&self, within: std::time::Duration) {
+        self.handle.graceful_shutdown(Some(within));
+        let deadline = tokio::time::Instant::now() + within;
+        while self.handle.connection_count() > 0 && tokio::time::Instant::now() < deadline {
+            // axum-server signals no "all closed"; connections close within milliseconds.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// The namespaces every cluster has from the start.

@@ -82,7 +82,7 @@ pub(super) async fn run_host(
     data_dir: &Path,
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
-) -> Result<Option<NodeAgent>> {
+) -> Result<RunningHost> {
     let metrics = ControllerMetrics::new();
     // Named clusters first: a bad --cluster fails the start before anything runs.
     let named = named_clusters(&host.clusters, &metrics).await?;
@@ -199,25 +199,36 @@ pub(super) async fn run_host(
     if let Some(a) = &agent {
         let _ = page.pods.set((a.config.name.clone(), a.runner.clone()));
     }
+    // The status page's remote callers are reviewed by the cluster the host serves.
+    let gate = Arc::new(crate::node::kubelet::auth::Gate::new(
+        client.clone(),
+        String::new(),
+    ));
     let bound = crate::endpoints::serve(
         host.metrics_addr,
         metrics.clone(),
         ready.clone(),
         page.clone(),
+        gate,
     )
     .await?;
     println!("wasmlet: metrics on http://{bound}/metrics");
+    let mut lease = None;
     if host.leader_elect {
         metrics.register_collector(Box::new(leader::LeaderCollector {
             name: LeaderConfig::new("").name,
             leading: leading.clone(),
         }));
-        tokio::spawn(leader::run(
-            client.clone(),
-            LeaderConfig::new(&identity(host)),
-            leading.clone(),
-        ));
+        let config = LeaderConfig::new(&identity(host));
+        let task = tokio::spawn(leader::run(client.clone(), config.clone(), leading.clone()));
+        lease = Some(Lease {
+            task,
+            client: client.clone(),
+            config,
+            leading: leading.clone(),
+        });
     }
+    let mut manager_handle = None;
     if let Some(plugins) = plugins {
         let datastore = match &host.datastore_url {
             Some(url) => Some(crate::datastore::Datastore::new(
@@ -244,6 +255,7 @@ pub(super) async fn run_host(
         }
         let manager = Manager::new(plugins.clone(), caches, config, metrics, leading);
         let _ = page.manager.set(manager.clone());
+        manager_handle = Some(manager.clone());
         // Following the set before the first scan starts each controller as
         // its plugin loads: on a fresh data directory the plugins after it
         // compile for seconds.
@@ -257,7 +269,80 @@ pub(super) async fn run_host(
         });
     }
     ready.store(true, std::sync::atomic::Ordering::Release);
-    Ok(agent)
+    Ok(RunningHost {
+        agent,
+        manager: manager_handle,
+        lease,
+        ready,
+    })
+}
+
+/// The leader-election task and what releasing the lease needs.
+struct Lease {
+    task: tokio::task::JoinHandle<()>,
+    client: kube::Client,
+    config: LeaderConfig,
+    leading: Leadership,
+}
+
+/// A started host, for [`RunningHost::drain`].
+pub(super) struct RunningHost {
+    agent: Option<NodeAgent>,
+    manager: Option<Arc<Manager>>,
+    lease: Option<Lease>,
+    ready: Arc<AtomicBool>,
+}
+
+/// How long in-flight reconciles get to finish at shutdown.
+const CALLS_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long each workload gets to stop at shutdown.
+const WORKLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl RunningHost {
+    /// The graceful stop (SIGTERM or SIGINT): not ready (load balancers and
+    /// rollouts stop sending work), no new reconciles and the ones in flight
+    /// finish, the leader lease is given up so another replica takes over at
+    /// once, then the node goes NotReady and its workloads stop within their grace.
+    pub(super) async fn drain(self) {
+        self.ready
+            .store(false, std::sync::atomic::Ordering::Release);
+        if let Some(m) = &self.manager {
+            let left = m.shutdown(CALLS_GRACE).await;
+            if left == 0 {
+                tracing::info!("drain: reconciles stopped, none in flight");
+            } else {
+                tracing::warn!(
+                    in_flight = left,
+                    "drain: reconciles still running after {CALLS_GRACE:?}; they are cut off"
+                );
+            }
+        }
+        if let Some(l) = self.lease {
+            l.task.abort();
+            l.leading.set(false);
+            match tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                leader::release(l.client, &l.config),
+            )
+            .await
+            {
+                Ok(Ok(true)) => {
+                    tracing::info!(lease = %l.config.name, "drain: leader lease released")
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "drain: cannot release the leader lease; it expires")
+                }
+                Err(_) => {
+                    tracing::warn!("drain: releasing the leader lease timed out; it expires")
+                }
+            }
+        }
+        if let Some(a) = self.agent {
+            a.shutdown(WORKLOAD_GRACE).await;
+            tracing::info!("drain: node NotReady, workloads stopped");
+        }
+    }
 }
 
 /// `--cluster NAME=KUBECONFIG`: a client per named cluster. Each kubeconfig
@@ -304,11 +389,4 @@ pub(super) fn node_name(n: &NodeArgs) -> String {
             h
         }
     })
-}
-
-/// Stops the node agent gracefully (NotReady, workloads given their grace).
-pub(super) async fn stop(agent: Option<NodeAgent>) {
-    if let Some(a) = agent {
-        a.shutdown(std::time::Duration::from_secs(10)).await;
-    }
 }

@@ -16,6 +16,7 @@ mod registry;
 mod replay;
 mod scaffold;
 mod shadow;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +27,19 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::node::kubelet::KubeletTls;
 use args::{HostArgs, NodeArgs, ServerArgs};
 use check::{plugin_check, plugin_crds, plugin_graph, plugin_rbac};
-use host::{config_from, node_name, pem_certificate, run_host, start_server, stop};
+use host::{config_from, node_name, pem_certificate, run_host, start_server};
+use signals::Signals;
+
+/// How long the API server's open connections get at shutdown.
+const API_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Makes `dir` private and locks it for this process (one host per data
+/// directory), before anything in it is written.
+fn lock_data_dir(dir: &std::path::Path) -> Result<crate::data_lock::DataDirLock> {
+    crate::private_dir::private_dir(dir)
+        .with_context(|| format!("data directory {}", dir.display()))?;
+    Ok(crate::data_lock::DataDirLock::acquire(dir)?)
+}
 
 #[derive(Parser)]
 #[command(
@@ -174,6 +187,10 @@ enum PluginCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// A bearer token allowed to get /shadow/NAME (needed unless the
+        /// host is reached on 127.0.0.1 or ::1).
+        #[arg(long, env = "WASMLET_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// Make NAME's shadow candidate the live version (the normal hot swap).
     Promote {
@@ -195,9 +212,11 @@ async fn main_async(cli: Cli) -> Result<()> {
             anyhow::bail!("compile-component runs before the runtime starts")
         }
         Command::Apiserver(args) => {
+            let signals = Signals::install()?;
+            let _lock = lock_data_dir(&args.data_dir)?;
             let server = start_server(&args).await?;
-            tokio::signal::ctrl_c().await?;
-            server.shutdown();
+            signals.wait().await;
+            signals::bounded(server.drain(API_DRAIN)).await?;
         }
         Command::Up {
             server,
@@ -206,6 +225,8 @@ async fn main_async(cli: Cli) -> Result<()> {
             no_node,
         } => {
             host.builtin.on_by_default = true;
+            let signals = Signals::install()?;
+            let _lock = lock_data_dir(&server.data_dir)?;
             let s = start_server(&server).await?;
             // The host and the node agent each get an identity of their own
             // (client certificates of the plane's CA), as on a real cluster.
@@ -239,7 +260,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                     client_ca_source: "this API server's CA".into(),
                 })
             };
-            let agent = run_host(
+            let running = run_host(
                 client,
                 node_client,
                 &server.data_dir,
@@ -247,9 +268,13 @@ async fn main_async(cli: Cli) -> Result<()> {
                 tls.map(|t| (&node, Some(t))),
             )
             .await?;
-            tokio::signal::ctrl_c().await?;
-            stop(agent).await;
-            s.shutdown();
+            signals.wait().await;
+            // The host first, while the plane still answers its writes.
+            signals::bounded(async {
+                running.drain().await;
+                s.drain(API_DRAIN).await;
+            })
+            .await?;
         }
         Command::Run {
             kubeconfig,
@@ -258,9 +283,9 @@ async fn main_async(cli: Cli) -> Result<()> {
             host,
             node,
         } => {
+            let signals = Signals::install()?;
             // Secret volumes, pulled modules, the compiled-plugin cache.
-            crate::private_dir::private_dir(&data_dir)
-                .with_context(|| format!("data directory {}", data_dir.display()))?;
+            let _lock = lock_data_dir(&data_dir)?;
             let config = config_from(kubeconfig.as_deref()).await?;
             let cluster_ca = config.root_cert.clone();
             let client = kube::Client::try_from(config)?;
@@ -316,9 +341,9 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // A node-only host reconciles nothing.
                 host.leader_elect = false;
             }
-            let agent = run_host(client.clone(), client, &data_dir, &host, node_part).await?;
-            tokio::signal::ctrl_c().await?;
-            stop(agent).await;
+            let running = run_host(client.clone(), client, &data_dir, &host, node_part).await?;
+            signals.wait().await;
+            signals::bounded(running.drain()).await?;
         }
         Command::Replay(args) => replay::replay(args).await?,
         Command::Datastore(command) => datastore::run(command).await?,
@@ -361,9 +386,12 @@ async fn main_async(cli: Cli) -> Result<()> {
             candidate,
             dir,
         }) => shadow::start(&name, &candidate, &dir)?,
-        Command::Plugin(PluginCommand::ShadowReport { name, host, json }) => {
-            shadow::report(&name, &host, json).await?
-        }
+        Command::Plugin(PluginCommand::ShadowReport {
+            name,
+            host,
+            json,
+            token,
+        }) => shadow::report(&name, &host, token.as_deref(), json).await?,
         Command::Plugin(PluginCommand::Promote { name, dir }) => shadow::promote(&name, &dir)?,
         Command::Plugin(PluginCommand::Abandon { name, dir }) => shadow::abandon(&name, &dir)?,
     }

@@ -93,11 +93,17 @@ pub fn abandon(name: &str, dir: &PluginsDir) -> Result<()> {
     }
 }
 
-pub async fn report(name: &str, host: &str, json: bool) -> Result<()> {
+pub async fn report(name: &str, host: &str, token: Option<&str>, json: bool) -> Result<()> {
     let url = format!("http://{host}/shadow/{name}");
     // reqwest is built without a TLS provider of its own (plain HTTP here).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let response = reqwest::get(&url)
+    let mut request = reqwest::Client::new().get(&url);
+    // Callers not on 127.0.0.1/::1 need a token allowed to get the path.
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    let response = request
+        .send()
         .await
         .with_context(|| format!("{url}: is the host running with --metrics-addr {host}?"))?;
     if !response.status().is_success() {

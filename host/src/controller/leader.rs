@@ -113,6 +113,34 @@ pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership
     }
 }
 
+/// Gives the lease up at shutdown, as client-go's `ReleaseOnCancel` does:
+/// if this process holds it, the holder is cleared (and the duration set to
+/// 1 s), so another replica takes over at once rather than after
+/// `lease_duration`. Stop [`run`] first. Returns whether it held the lease.
+pub async fn release(client: kube::Client, config: &LeaderConfig) -> Result<bool, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        return Ok(false);
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return Ok(false);
+    }
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(now());
+    // A compare-and-swap on the resourceVersion: a lease taken over
+    // meanwhile is left alone (409).
+    match api
+        .replace(&config.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaderConfig,

@@ -59,11 +59,15 @@ enum Runner {
 }
 
 impl Runner {
-    fn stop(&self) {
+    fn queue(&self) -> &super::workqueue::WorkQueue<String> {
         match self {
-            Runner::Kind(c) => c.queue.shutdown(),
-            Runner::Table(c) => c.queue.shutdown(),
+            Runner::Kind(c) => &c.queue,
+            Runner::Table(c) => &c.queue,
         }
+    }
+
+    fn stop(&self) {
+        self.queue().shutdown();
     }
 }
 
@@ -97,6 +101,8 @@ pub struct Manager {
     /// Plugins whose controller failed to start, to try again.
     retry_tx: tokio::sync::mpsc::UnboundedSender<String>,
     retry_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    /// Set by [`Manager::shutdown`]: no controller starts again.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Manager {
@@ -117,6 +123,7 @@ impl Manager {
             slots: Mutex::new(HashMap::new()),
             retry_tx,
             retry_rx: Mutex::new(Some(retry_rx)),
+            stopping: Default::default(),
         })
     }
 
@@ -163,6 +170,9 @@ impl Manager {
     /// keeps running re-runs every object with it (a restarted one lists
     /// them anew anyway).
     fn sync(self: &Arc<Self>, name: &str, replaced: bool) {
+        if self.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let shape = self.shape(name);
         let mut slots = self.slots();
         let slot = slots.entry(name.to_string()).or_default();
@@ -234,7 +244,11 @@ impl Manager {
             .map(|(c, tasks)| (Runner::Kind(c), tasks))
         };
         let mut slots = self.slots();
-        let Some(slot) = slots.get_mut(&name).filter(|s| s.epoch == epoch) else {
+        let stopping = self.stopping.load(std::sync::atomic::Ordering::Acquire);
+        let Some(slot) = slots
+            .get_mut(&name)
+            .filter(|s| s.epoch == epoch && !stopping)
+        else {
             // Superseded while starting: dropping the tasks stops them.
             return;
         };
@@ -302,6 +316,34 @@ impl Manager {
                     "two plugins may reconcile the same objects; their status writes will fight (give them disjoint namespaces or label selectors)"
                 );
             }
+        }
+    }
+
+    /// The drain at shutdown: every controller stops taking work (its queue
+    /// is shut down, so each worker finishes the call in hand and takes no
+    /// other) and no controller starts again. Returns once no call is in
+    /// flight, or after `within` with the number still running.
+    pub async fn shutdown(&self, within: Duration) -> usize {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        let queues: Vec<_> = self
+            .slots()
+            .values()
+            .filter_map(|s| s.running.as_ref())
+            .map(|r| {
+                r.runner.stop();
+                r.runner.queue().clone()
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let busy: usize = queues.iter().map(|q| q.depth().processing).sum();
+            if busy == 0 || tokio::time::Instant::now() >= deadline {
+                return busy;
+            }
+            // The queue has no "idle" notification; a call takes milliseconds
+            // to seconds, so a short poll costs nothing noticeable.
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

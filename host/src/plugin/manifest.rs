@@ -487,6 +487,14 @@ impl Manifest {
             watches.push((w.clone(), map));
         }
         check_rules("permissions", &raw.permissions.rules).map_err(|(f, m)| err(&f, m))?;
+        for (i, h) in raw.permissions.http_hosts.iter().enumerate() {
+            parse_http_host(h).map_err(|m| {
+                err(
+                    &format!("permissions.http-hosts[{i}]"),
+                    format!("\"{h}\": {m}"),
+                )
+            })?;
+        }
         for (name, c) in &raw.clusters {
             clusters::check_name(name).map_err(|(f, m)| err(&f, m))?;
             check_rules(&clusters::table_name(name), &c.rules).map_err(|(f, m)| err(&f, m))?;
@@ -552,9 +560,10 @@ impl Manifest {
     /// Whether the `http` import may reach `host` (with optional `:port`).
     pub fn allows_http_host(&self, host: &str, port: Option<u16>) -> bool {
         self.permissions.http_hosts.iter().any(|h| {
-            let (pat, pport) = match h.rsplit_once(':') {
-                Some((a, p)) => (a, p.parse::<u16>().ok()),
-                None => (h.as_str(), None),
+            // Entries were checked at parse time; one that does not parse
+            // allows nothing (it once allowed every port).
+            let Ok((pat, pport)) = parse_http_host(h) else {
+                return false;
             };
             let host_ok = match pat.strip_prefix("*.") {
                 Some(suffix) => host.ends_with(&format!(".{suffix}")),
@@ -563,6 +572,71 @@ impl Manifest {
             host_ok && (pport.is_none() || pport == port)
         })
     }
+}
+
+/// One `http-hosts` entry: a host name (`*.` in front: any subdomain), an
+/// IPv4 address or a bracketed IPv6 address, then optionally `:PORT` (1 to
+/// 65535; without it, any port). The error says what is wrong with it.
+pub fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
+    let (host, port) = if entry.starts_with('[') {
+        let end = entry
+            .find(']')
+            .ok_or("an IPv6 address needs its closing \"]\"")?;
+        let (host, rest) = entry.split_at(end + 1);
+        if host.len() == 2 {
+            return Err("the host is empty".into());
+        }
+        if !host[1..end]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return Err(format!("{host} is not an IPv6 address"));
+        }
+        match rest {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(
+                    rest.strip_prefix(':')
+                        .ok_or("expected \":PORT\" after the \"]\"")?,
+                ),
+            ),
+        }
+    } else {
+        match entry.rsplit_once(':') {
+            Some((h, _)) if h.contains(':') => {
+                return Err("an IPv6 address goes in brackets, e.g. \"[2001:db8::1]:8443\"".into());
+            }
+            Some((h, p)) => (h, Some(p)),
+            None => (entry, None),
+        }
+    };
+    if !host.starts_with('[') {
+        let name = host.strip_prefix("*.").unwrap_or(host);
+        if name.is_empty() {
+            return Err("the host is empty".into());
+        }
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        {
+            return Err(format!(
+                "\"{host}\" is not a host name or IP address (\"*.\" only in front)"
+            ));
+        }
+    }
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(format!(
+                    "port \"{p}\" is not a number from 1 to 65535 (leave \":PORT\" out to allow any port)"
+                ));
+            }
+        },
+    };
+    Ok((host, port))
 }
 
 /// Checks the verbs and resources of `rules` under `table` (e.g. `permissions`);
@@ -738,6 +812,48 @@ mod tests {
         assert!(!m.allows_http_host("example.com", Some(443)));
         assert!(m.allows_http_host("api.test", Some(8443)));
         assert!(!m.allows_http_host("api.test", Some(443)));
+    }
+
+    #[test]
+    fn an_http_host_whose_port_or_host_does_not_parse_is_refused() {
+        let with = |hosts: &str| parse(&format!("{BASE}[permissions]\nhttp-hosts = {hosts}\n"));
+        for (bad, says) in [
+            ("name:abc", "port \"abc\""),
+            ("name:0", "port \"0\""),
+            ("name:65536", "port \"65536\""),
+            ("name:", "port \"\""),
+            (":8443", "the host is empty"),
+            ("*.:443", "the host is empty"),
+            ("", "the host is empty"),
+            ("a/b", "is not a host name"),
+            ("a.*.com", "is not a host name"),
+            ("::1", "in brackets"),
+            ("[::1", "closing"),
+            ("[]:80", "the host is empty"),
+            ("[::1]8080", "after the"),
+        ] {
+            let e = with(&format!("[\"ok.example.com\", {bad:?}]")).unwrap_err();
+            assert_eq!(e.field, "permissions.http-hosts[1]", "{bad}: {e}");
+            assert!(e.message.contains(says), "{bad}: {e}");
+            assert!(e.message.contains(&format!("\"{bad}\"")), "{bad}: {e}");
+        }
+        let m =
+            with("[\"api.test:8443\", \"[::1]:9000\", \"[2001:db8::1]\", \"10.0.0.1\"]").unwrap();
+        assert!(m.allows_http_host("api.test", Some(8443)));
+        assert!(!m.allows_http_host("api.test", Some(80)));
+        assert!(m.allows_http_host("[::1]", Some(9000)));
+        assert!(!m.allows_http_host("[::1]", Some(9001)));
+        assert!(m.allows_http_host("[2001:db8::1]", Some(443)));
+        assert!(m.allows_http_host("10.0.0.1", Some(443)));
+    }
+
+    #[test]
+    fn an_unparsed_http_host_entry_allows_no_port() {
+        // A manifest built without `parse` (as the old parser let through).
+        let mut m = parse(BASE).unwrap();
+        m.permissions.http_hosts = vec!["name:abc".into()];
+        assert!(!m.allows_http_host("name", Some(443)));
+        assert!(!m.allows_http_host("name", Some(1)));
     }
 
     const TABLE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\nsource = \"postgres\"\n";

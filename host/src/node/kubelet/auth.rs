@@ -13,22 +13,30 @@
 //!   ServiceAccount is not, so it reads no logs.
 //!
 //! Decisions are cached as the kubelet caches them: allowed for 5 minutes,
-//! denied for 30 seconds, tokens for 2 minutes.
+//! denied for 30 seconds (`--authorization-webhook-cache-authorized-ttl`,
+//! `-unauthorized-ttl`), tokens for 2 minutes whether accepted or refused
+//! (`--authentication-token-webhook-cache-ttl`, which upstream's delegating
+//! authenticator uses for both), so a bad token repeated costs one review.
+//! Each cache holds at most [`MAX_CACHED`] entries ([`super::review_cache`]).
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
 use sha2::{Digest, Sha256};
 
+use super::review_cache::ReviewCache;
+
 const ALLOWED_TTL: Duration = Duration::from_secs(300);
 const DENIED_TTL: Duration = Duration::from_secs(30);
 const TOKEN_TTL: Duration = Duration::from_secs(120);
+/// Entries per cache: a 32-byte token digest with its user (or none), or a
+/// user and request attributes with the decision; a few MiB at most.
+pub const MAX_CACHED: usize = 4096;
 
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -100,10 +108,19 @@ pub enum Refusal {
     Forbidden(String),
 }
 
-/// Token reviews by the token's SHA-256: the user (`None`: refused) and when.
-type TokenCache = HashMap<[u8; 32], (Option<User>, Instant)>;
-/// Access reviews: allowed, or the refusal message, and when.
-type DecisionCache = HashMap<(User, Attributes), (Result<(), String>, Instant)>;
+/// Token reviews by the token's SHA-256: the user (`None`: refused).
+type TokenCache = ReviewCache<[u8; 32], Option<User>>;
+/// Access reviews: allowed, or the refusal message.
+type DecisionCache = ReviewCache<(User, Access), Result<(), String>>;
+
+/// What a SubjectAccessReview asks about.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Access {
+    /// A kubelet route: `nodes/<subresource>` on this node.
+    Node(Attributes),
+    /// A non-resource URL (the metrics address's status page).
+    Path { verb: &'static str, path: String },
+}
 
 /// Authenticates and authorizes callers of one node's kubelet API.
 pub struct Gate {
@@ -118,8 +135,8 @@ impl Gate {
         Gate {
             client,
             node,
-            tokens: Mutex::default(),
-            decisions: Mutex::default(),
+            tokens: Mutex::new(ReviewCache::new(MAX_CACHED)),
+            decisions: Mutex::new(ReviewCache::new(MAX_CACHED)),
         }
     }
 
@@ -139,18 +156,43 @@ impl Gate {
                 .ok_or(Refusal::Unauthenticated)?,
             (None, None) => return Err(Refusal::Unauthenticated),
         };
-        self.authorize(&user, attrs)
+        self.authorize(&user, &Access::Node(attrs.clone()))
             .await
             .map_err(Refusal::Forbidden)?;
         Ok(user)
     }
 
+    /// A bearer-token caller allowed `verb` on the non-resource URL `path`
+    /// (as kube-rbac-proxy asks for a path it guards: the request's path and
+    /// the HTTP method's verb), for endpoints other than the kubelet's.
+    pub async fn admit_path(
+        &self,
+        bearer: Option<&str>,
+        method: &http::Method,
+        path: &str,
+    ) -> Result<User, Refusal> {
+        let token = bearer.ok_or(Refusal::Unauthenticated)?;
+        let user = self
+            .token_user(token)
+            .await
+            .ok_or(Refusal::Unauthenticated)?;
+        let verb = Attributes::of(method, path).verb;
+        self.authorize(
+            &user,
+            &Access::Path {
+                verb,
+                path: path.to_string(),
+            },
+        )
+        .await
+        .map_err(Refusal::Forbidden)?;
+        Ok(user)
+    }
+
     async fn token_user(&self, token: &str) -> Option<User> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some((user, at)) = lock(&self.tokens).get(&digest)
-            && at.elapsed() < TOKEN_TTL
-        {
-            return user.clone();
+        if let Some(user) = lock(&self.tokens).get(&digest, Instant::now(), |_| TOKEN_TTL) {
+            return user;
         }
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -180,30 +222,24 @@ impl Gate {
                 return None;
             }
         };
-        let mut tokens = lock(&self.tokens);
-        tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
-        tokens.insert(digest, (user.clone(), Instant::now()));
+        lock(&self.tokens).insert(digest, user.clone(), Instant::now());
         user
     }
 
-    async fn authorize(&self, user: &User, attrs: &Attributes) -> Result<(), String> {
-        let key = (user.clone(), attrs.clone());
-        if let Some((decision, at)) = lock(&self.decisions).get(&key) {
-            let ttl = if decision.is_ok() {
-                ALLOWED_TTL
-            } else {
-                DENIED_TTL
-            };
-            if at.elapsed() < ttl {
-                return decision.clone();
-            }
+    async fn authorize(&self, user: &User, access: &Access) -> Result<(), String> {
+        let key = (user.clone(), access.clone());
+        if let Some(decision) = lock(&self.decisions).get(&key, Instant::now(), decision_ttl) {
+            return decision;
         }
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.name.clone()),
-                groups: Some(user.groups.clone()),
-                uid: user.uid.clone(),
-                resource_attributes: Some(ResourceAttributes {
+        let mut spec = SubjectAccessReviewSpec {
+            user: Some(user.name.clone()),
+            groups: Some(user.groups.clone()),
+            uid: user.uid.clone(),
+            ..Default::default()
+        };
+        match access {
+            Access::Node(attrs) => {
+                spec.resource_attributes = Some(ResourceAttributes {
                     verb: Some(attrs.verb.into()),
                     group: Some(String::new()),
                     version: Some("v1".into()),
@@ -211,16 +247,27 @@ impl Gate {
                     subresource: Some(attrs.subresource.into()),
                     name: Some(self.node.clone()),
                     ..Default::default()
-                }),
-                ..Default::default()
-            },
+                })
+            }
+            Access::Path { verb, path } => {
+                spec.non_resource_attributes = Some(NonResourceAttributes {
+                    verb: Some(verb.to_string()),
+                    path: Some(path.clone()),
+                })
+            }
+        }
+        let review = SubjectAccessReview {
+            spec,
             ..Default::default()
         };
-        let forbidden = || {
-            format!(
+        let forbidden = || match access {
+            Access::Node(attrs) => format!(
                 "Forbidden (user={}, verb={}, resource=nodes, subresource={})",
                 user.name, attrs.verb, attrs.subresource
-            )
+            ),
+            Access::Path { verb, path } => {
+                format!("Forbidden (user={}, verb={verb}, path={path})", user.name)
+            }
         };
         let decision = match Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
@@ -236,12 +283,18 @@ impl Gate {
                 return Err(forbidden());
             }
         };
-        let mut decisions = lock(&self.decisions);
-        decisions
-            .retain(|_, (d, at)| at.elapsed() < if d.is_ok() { ALLOWED_TTL } else { DENIED_TTL });
-        decisions.insert(key, (decision.clone(), Instant::now()));
+        lock(&self.decisions).insert(key, decision.clone(), Instant::now());
         decision
     }
+
+    /// Entries in the token and the decision caches now.
+    pub fn cached(&self) -> (usize, usize) {
+        (lock(&self.tokens).len(), lock(&self.decisions).len())
+    }
+}
+
+fn decision_ttl(d: &Result<(), String>) -> Duration {
+    if d.is_ok() { ALLOWED_TTL } else { DENIED_TTL }
 }
 
 // The maps are caches: a panic mid-update leaves at worst a stale entry.
@@ -267,6 +320,79 @@ mod tests {
             "create"
         );
         assert_eq!(of("/containerLogs/default/p/c").verb, "get");
+    }
+
+    /// A Gate whose API server is a stub: `good` authenticates as `alice`
+    /// (allowed everything), any other token is refused; counts the reviews.
+    fn stub_gate() -> (Gate, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let reviews = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = reviews.clone();
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::Relaxed);
+                let path = req.uri().path().to_string();
+                let body = http_body_util::BodyExt::collect(req.into_body())
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                let mut obj: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                obj["status"] = if path.ends_with("/tokenreviews") {
+                    if obj["spec"]["token"] == "good" {
+                        serde_json::json!({"authenticated": true, "user": {"username": "alice"}})
+                    } else {
+                        serde_json::json!({"authenticated": false})
+                    }
+                } else {
+                    serde_json::json!({"allowed": true})
+                };
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from(obj.to_string()),
+                )))
+            }
+        });
+        let client = kube::Client::new(svc, "default");
+        (Gate::new(client, "n".into()), reviews)
+    }
+
+    #[tokio::test]
+    async fn random_tokens_keep_the_cache_bounded_and_a_repeated_bad_token_is_reviewed_once() {
+        use std::sync::atomic::Ordering;
+        let (gate, reviews) = stub_gate();
+        let attrs = Attributes::of(&http::Method::GET, "/containerLogs/a/b/c");
+        let n = MAX_CACHED * 3;
+        for i in 0..n {
+            let token = format!("random-{i}");
+            let refused = gate.admit(None, Some(&token), &attrs).await;
+            assert_eq!(refused, Err(Refusal::Unauthenticated));
+        }
+        assert_eq!(reviews.load(Ordering::Relaxed), n);
+        let (tokens, _) = gate.cached();
+        assert!(tokens <= MAX_CACHED, "{tokens} tokens cached");
+        // The same bad token again and again: one review.
+        let before = reviews.load(Ordering::Relaxed);
+        for _ in 0..100 {
+            let refused = gate.admit(None, Some("bad"), &attrs).await;
+            assert_eq!(refused, Err(Refusal::Unauthenticated));
+        }
+        assert_eq!(reviews.load(Ordering::Relaxed), before + 1);
+        // A valid token still works after the flood (a token review and an
+        // access review), then from the cache.
+        let user = gate.admit(None, Some("good"), &attrs).await.unwrap();
+        assert_eq!(user.name, "alice");
+        assert_eq!(reviews.load(Ordering::Relaxed), before + 3);
+        gate.admit(None, Some("good"), &attrs).await.unwrap();
+        assert_eq!(reviews.load(Ordering::Relaxed), before + 3);
+        let path = gate
+            .admit_path(Some("good"), &http::Method::GET, "/")
+            .await
+            .unwrap();
+        assert_eq!(path.name, "alice");
+        assert_eq!(
+            gate.admit_path(None, &http::Method::GET, "/").await,
+            Err(Refusal::Unauthenticated)
+        );
     }
 
     #[test]

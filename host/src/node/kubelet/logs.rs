@@ -1,8 +1,10 @@
 //! `GET /containerLogs/{namespace}/{pod}/{container}`: a container's log as
-//! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `timestamps`,
-//! `previous`, `limitBytes`), read from the CRI-format files the workload
-//! manager writes.
+//! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `sinceTime`,
+//! `timestamps`, `previous`, `limitBytes`), read from the CRI-format files the
+//! workload manager writes. The numeric options are checked as upstream's
+//! (see [`super::log_options`]): 400 when not a number, 422 when refused.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,28 +15,50 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use serde::Deserialize;
 
 use super::super::workloads::logs::parse_cri_line;
+use super::log_options::LogOptions;
 use super::{Kubelet, status};
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default)]
 pub(super) struct LogQuery {
     follow: Option<bool>,
-    tail_lines: Option<i64>,
-    since_seconds: Option<i64>,
     timestamps: Option<bool>,
     previous: Option<bool>,
-    limit_bytes: Option<i64>,
+    opts: LogOptions,
 }
 
-/// Renders log lines: `sinceSeconds`, `tailLines`, `timestamps`; partial
-/// lines (`P`) are joined to the next.
+impl LogQuery {
+    /// The query, checked as upstream's kubelet checks it: a value that is
+    /// not a number is 400, one `ValidatePodLogOptions` refuses 422.
+    fn parse(raw: &HashMap<String, String>) -> Result<LogQuery, (StatusCode, String)> {
+        let opts = LogOptions::parse(raw).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+        let invalid = opts.validate();
+        if !invalid.is_empty() {
+            let why: Vec<String> = invalid.iter().map(|i| i.text()).collect();
+            return Err((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("Invalid request: {}", why.join(", ")),
+            ));
+        }
+        // Go's strconv.ParseBool, which the kubelet's query decoding uses.
+        let flag = |k: &str| {
+            raw.get(k)
+                .map(|v| matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"))
+        };
+        Ok(LogQuery {
+            follow: flag("follow"),
+            timestamps: flag("timestamps"),
+            previous: flag("previous"),
+            opts,
+        })
+    }
+}
+
+/// Renders log lines: `sinceSeconds`/`sinceTime`, `tailLines`,
+/// `timestamps`, `limitBytes`; partial lines (`P`) are joined to the next.
 fn render(raw: &[u8], q: &LogQuery) -> Vec<u8> {
-    let since = q
-        .since_seconds
-        .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s));
+    let since = q.opts.since(chrono::Utc::now());
     let mut lines: Vec<Vec<u8>> = Vec::new();
     let mut pending: Option<(String, Vec<u8>)> = None;
     for line in raw.split_inclusive(|b| *b == b'\n') {
@@ -63,17 +87,14 @@ fn render(raw: &[u8], q: &LogQuery) -> Vec<u8> {
         out.push(b'\n');
         lines.push(out);
     }
-    if let Some(n) = q.tail_lines
-        && n >= 0
-        && (n as usize) < lines.len()
+    if let Some(n) = q.opts.tail()
+        && n < lines.len()
     {
-        lines.drain(..lines.len() - n as usize);
+        lines.drain(..lines.len() - n);
     }
     let mut out: Vec<u8> = lines.concat();
-    if let Some(limit) = q.limit_bytes
-        && limit >= 0
-    {
-        out.truncate(limit as usize);
+    if let Some(limit) = q.opts.limit() {
+        out.truncate(limit);
     }
     out
 }
@@ -88,8 +109,12 @@ fn read_all(files: &[PathBuf]) -> Vec<u8> {
 pub(super) async fn container_logs(
     State(k): State<Kubelet>,
     Path((namespace, pod, container)): Path<(String, String, String)>,
-    Query(q): Query<LogQuery>,
+    Query(raw): Query<HashMap<String, String>>,
 ) -> Response {
+    let q = match LogQuery::parse(&raw) {
+        Ok(q) => q,
+        Err((code, why)) => return status(code, why),
+    };
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), &namespace);
     let p = match pods.get_opt(&pod).await {
         Ok(Some(p)) => p,
@@ -228,27 +253,71 @@ mod tests {
     #[test]
     fn renders_like_kubelet() {
         assert_eq!(render(LOG, &LogQuery::default()), b"one\ntwo\nthree\n");
-        let q = LogQuery {
-            tail_lines: Some(2),
+        let opts = |o: LogOptions| LogQuery {
+            opts: o,
             ..Default::default()
         };
+        let q = opts(LogOptions {
+            tail_lines: Some(2),
+            ..Default::default()
+        });
         assert_eq!(render(LOG, &q), b"two\nthree\n");
         let q = LogQuery {
             timestamps: Some(true),
-            tail_lines: Some(1),
+            opts: LogOptions {
+                tail_lines: Some(1),
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert_eq!(render(LOG, &q), b"2026-01-01T00:00:02.000000000Z three\n");
-        let q = LogQuery {
+        let q = opts(LogOptions {
             limit_bytes: Some(5),
             ..Default::default()
-        };
+        });
         assert_eq!(render(LOG, &q), b"one\nt");
         // Everything is older than 10 s.
-        let q = LogQuery {
+        let q = opts(LogOptions {
             since_seconds: Some(10),
             ..Default::default()
-        };
+        });
         assert_eq!(render(LOG, &q), b"");
+        // As far back as an i64 reaches: everything, no panic.
+        let q = opts(LogOptions {
+            since_seconds: Some(i64::MAX),
+            tail_lines: Some(i64::MAX),
+            limit_bytes: Some(i64::MAX),
+            ..Default::default()
+        });
+        assert_eq!(render(LOG, &q), b"one\ntwo\nthree\n");
+        let q = opts(LogOptions {
+            since_time: Some("2026-01-01T00:00:01Z".parse().unwrap()),
+            ..Default::default()
+        });
+        assert_eq!(render(LOG, &q), b"two\nthree\n");
+    }
+
+    #[test]
+    fn refused_options_are_400_or_422_not_a_panic() {
+        let raw = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        let code = |pairs| LogQuery::parse(&raw(pairs)).err().map(|r| r.0);
+        assert_eq!(
+            code(&[("sinceSeconds", "0")]),
+            Some(StatusCode::UNPROCESSABLE_ENTITY)
+        );
+        assert_eq!(
+            code(&[("tailLines", "-5")]),
+            Some(StatusCode::UNPROCESSABLE_ENTITY)
+        );
+        assert_eq!(
+            code(&[("sinceSeconds", "99999999999999999999")]),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(code(&[("sinceSeconds", "9223372036854775807")]), None);
     }
 }

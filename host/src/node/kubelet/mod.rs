@@ -24,7 +24,9 @@ use super::workloads::WorkloadManager;
 use auth::{Attributes, Gate, Refusal, User};
 
 pub mod auth;
+pub mod log_options;
 mod logs;
+pub mod review_cache;
 
 /// The TLS material of the kubelet endpoint.
 pub struct KubeletTls {
