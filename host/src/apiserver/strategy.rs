@@ -46,6 +46,24 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         }
         // Nodes report their own status on registration, as kubelets do.
         ("", "nodes") => {}
+        // Upstream's PrepareForCreate: an empty status with the storage
+        // version stored (clients such as kube-rs read `status` off the
+        // create's answer, before the names are accepted).
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let storage: Vec<Value> = obj
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|v| v["storage"] == true)
+                .take(1)
+                .map(|v| v["name"].clone())
+                .collect();
+            obj["status"] = json!({
+                "acceptedNames": {"plural": "", "kind": ""},
+                "storedVersions": storage,
+            });
+        }
         _ if rt.status => {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");

@@ -64,8 +64,8 @@ pub enum Output {
 /// Picks the response encoding from `Accept` as upstream's negotiation
 /// does: the client's most preferred media type this server can write.
 /// `protobuf_ok` is false for kinds without protobuf (custom resources).
-/// `None` only when the client named protobuf and nothing else it accepts
-/// (406); any other list falls back to JSON, as the server always did.
+/// `None` (406 Not Acceptable, as upstream) when the client named media
+/// types and none this server can write; no `Accept` at all means JSON.
 pub fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
     let mut ranges: Vec<(f32, &str, bool)> = Vec::new();
     for item in accept.split(',') {
@@ -86,14 +86,15 @@ pub fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
     }
     // Stable: equal preferences keep the client's order.
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let mut named_protobuf = false;
+    if ranges.is_empty() {
+        return Some(Output::Json);
+    }
     for (q, media, as_kind) in ranges {
         if q <= 0.0 {
             continue;
         }
-        match media {
+        match media.to_ascii_lowercase().as_str() {
             PROTOBUF => {
-                named_protobuf = true;
                 // Tables and partial metadata are served as JSON only.
                 if protobuf_ok && !as_kind {
                     return Some(Output::Protobuf);
@@ -105,7 +106,7 @@ pub fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
             _ => {}
         }
     }
-    (!named_protobuf).then_some(Output::Json)
+    None
 }
 
 fn unwrap_envelope(body: &[u8]) -> Result<(String, String, Vec<u8>), CodecError> {

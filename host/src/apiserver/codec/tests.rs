@@ -258,7 +258,11 @@ fn negotiation_follows_the_clients_preference() {
         js
     );
     assert_eq!(negotiate("", true), js);
-    assert_eq!(negotiate("text/html", true), js);
+    // Nothing this server writes: 406, as upstream (it was served as JSON).
+    assert_eq!(negotiate("text/html", true), None);
+    assert_eq!(negotiate("application/json;q=0", true), None);
+    assert_eq!(negotiate("text/html, */*;q=0.8", true), js);
+    assert_eq!(negotiate("Application/JSON", true), js);
     assert_eq!(
         negotiate(
             "application/json;q=0.5, application/vnd.kubernetes.protobuf",

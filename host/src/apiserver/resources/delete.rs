@@ -102,7 +102,8 @@ impl Resources {
                     "deletionTimestamp".into(),
                     Value::String(meta::rfc3339_in(grace)),
                 );
-                if graceful || existing.is_some() {
+                // Upstream sets 0 on an object held only by finalizers too.
+                if graceful || existing.is_some() || pending {
                     m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }
             }

@@ -207,7 +207,11 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
         None => ApiError::new(
             406,
             "NotAcceptable",
-            "only the following media types are accepted: application/json, application/yaml",
+            if protobuf_ok {
+                "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            } else {
+                "only the following media types are accepted: application/json, application/yaml"
+            },
         )
         .into_response(),
         Some(output) => {

@@ -1,0 +1,58 @@
+//! Small answers where clients read upstream's exact behaviour (issue 31
+//! item 7): a CRD's create answer carries a status (kube-rs' `crd_api`
+//! example unwraps it), an object held by finalizers gets
+//! `deletionGracePeriodSeconds: 0`, and an `Accept` naming nothing the server
+//! writes is 406.
+
+use anyhow::Result;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wasmlet_e2e::{Plane, configmap, widget_crd};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_read_as_upstreams() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+
+    // The create's answer: status with the storage version, names not yet accepted.
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(widget_crd("widgets", "Widget", "Namespaced"))?;
+    let created = Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+    let status = created.status.expect("a status in the create's answer");
+    assert_eq!(status.stored_versions, Some(vec!["v1".to_string()]));
+
+    // A delete held by a finalizer: a zero grace period, as upstream writes it.
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    let mut cm = configmap("held", &[("k", "v")]);
+    cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &cm).await?;
+    cms.delete("held", &DeleteParams::default()).await?;
+    let held = cms.get("held").await?;
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(held.metadata.deletion_grace_period_seconds, Some(0));
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
+
+    // Accept: what the server cannot write is 406; */* among others is JSON.
+    let get = |accept: &str| {
+        http::Request::get("/api/v1/namespaces/default/configmaps")
+            .header("Accept", accept)
+            .body(Vec::new())
+            .expect("a request")
+    };
+    match client.request_text(get("text/html")).await {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (406, "NotAcceptable")),
+        other => panic!("text/html was answered: {other:?}"),
+    }
+    let text = client.request_text(get("text/html, */*;q=0.8")).await?;
+    assert!(text.contains("\"kind\":\"ConfigMapList\""), "{text}");
+    Ok(())
+}
