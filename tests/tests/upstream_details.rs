@@ -56,3 +56,59 @@ async fn answers_read_as_upstreams() -> Result<()> {
     assert!(text.contains("\"kind\":\"ConfigMapList\""), "{text}");
     Ok(())
 }
+
+/// Metadata-only clients (kube-rs `list_metadata`, controller-runtime's
+/// metadata informers) get `PartialObjectMetadata`: no data, no spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_clients_get_partial_object_metadata() -> Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &configmap("big", &[("k", &"x".repeat(10_000))]),
+    )
+    .await?;
+    let list = cms.list_metadata(&ListParams::default()).await?;
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("big"));
+    assert!(list.metadata.resource_version.is_some());
+    let one = cms.get_metadata("big").await?;
+    assert_eq!(
+        one.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    // The raw answer carries no data.
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    assert!(
+        text.contains("\"kind\":\"PartialObjectMetadataList\"") && !text.contains("xxxx"),
+        "{text}"
+    );
+    // A watch of metadata sees a change as metadata.
+    let rv = list.metadata.resource_version.unwrap_or_default();
+    let mut watch = cms
+        .watch_metadata(&WatchParams::default().timeout(20), &rv)
+        .await?
+        .boxed();
+    cms.create(&PostParams::default(), &configmap("next", &[("k", "v")]))
+        .await?;
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(e) = watch.try_next().await? {
+            if let WatchEvent::Added(m) = e {
+                return anyhow::Ok(m.metadata.name);
+            }
+        }
+        Ok(None)
+    })
+    .await??;
+    assert_eq!(seen.as_deref(), Some("next"));
+    Ok(())
+}

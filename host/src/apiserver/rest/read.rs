@@ -169,6 +169,31 @@ pub fn wants_table(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
+/// `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
+/// (kube-rs `Api::list_metadata`, controller-runtime's metadata informers):
+/// objects reduced to their metadata.
+pub fn wants_metadata(accept: &str) -> bool {
+    accept.contains("as=PartialObjectMetadata")
+}
+
+/// The meta.k8s.io version the client asked its partial metadata in.
+fn metadata_version(accept: &str) -> &'static str {
+    if accept.contains("v=v1beta1") {
+        "meta.k8s.io/v1beta1"
+    } else {
+        "meta.k8s.io/v1"
+    }
+}
+
+/// One object as `PartialObjectMetadata`.
+pub fn partial_metadata(accept: &str, object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": metadata_version(accept),
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
 pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let stored = state.resources.get(&t.rt, t.ns(), name)?;
@@ -176,6 +201,12 @@ pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
         return Ok(super::value_response(
             200,
             &table::table(&t.rt, &[stored.value()?], None, ""),
+        ));
+    }
+    if wants_metadata(accept) {
+        return Ok(super::value_response(
+            200,
+            &partial_metadata(accept, &stored.value()?),
         ));
     }
     Ok(json_response(
@@ -314,6 +345,17 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
         return Ok(super::value_response(
             200,
             &table::table(&t.rt, &values, next.as_deref(), &snap.rv.to_string()),
+        ));
+    }
+    if wants_metadata(accept) {
+        let items = items
+            .iter()
+            .map(|s| Ok(partial_metadata(accept, &s.value()?)))
+            .collect::<ApiResult<Vec<Value>>>()?;
+        return Ok(super::value_response(
+            200,
+            &json!({"kind": "PartialObjectMetadataList", "apiVersion": metadata_version(accept),
+                "metadata": metadata, "items": items}),
         ));
     }
     list_response(state, t, metadata, &items)

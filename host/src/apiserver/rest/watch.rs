@@ -47,6 +47,9 @@ struct Stream {
     error: Option<ApiError>,
     /// `Accept: ...;as=Table` (kubectl get -w): each object as a one-row Table.
     table: bool,
+    /// `Accept: ...;as=PartialObjectMetadata`: each object's metadata only,
+    /// in this `Accept` (which names the meta.k8s.io version).
+    metadata: Option<String>,
     /// Counts this watch against its user's quota until the stream is dropped.
     _permit: WatchPermit,
 }
@@ -66,6 +69,10 @@ impl Stream {
         if self.table {
             let t = super::super::table::table(&self.rt, &[s.value()?], None, &s.rv.to_string());
             return Ok(Bytes::from(serde_json::to_vec(&t).unwrap_or_default()));
+        }
+        if let Some(accept) = &self.metadata {
+            let m = super::read::partial_metadata(accept, &s.value()?);
+            return Ok(Bytes::from(serde_json::to_vec(&m).unwrap_or_default()));
         }
         self.resources.render(&self.rt, &self.version, s)
     }
@@ -239,6 +246,7 @@ pub async fn watch(
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         error,
         table: super::read::wants_table(accept),
+        metadata: super::read::wants_metadata(accept).then(|| accept.to_string()),
         _permit: permit,
     };
     let body = futures::stream::unfold(stream, |mut s| async move {
