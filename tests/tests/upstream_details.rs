@@ -112,3 +112,56 @@ async fn metadata_only_clients_get_partial_object_metadata() -> Result<()> {
     assert_eq!(seen.as_deref(), Some("next"));
     Ok(())
 }
+
+/// Aggregated discovery (apidiscovery.k8s.io/v2), which kube-rs'
+/// `run_aggregated` and kubectl ask for first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_discovery_lists_every_group() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(widget_crd("widgets", "Widget", "Namespaced"))?,
+        )
+        .await?;
+    let discovery = wasmlet_e2e::eventually(
+        std::time::Duration::from_secs(20),
+        "the widgets group in aggregated discovery",
+        || async {
+            let d = kube::Discovery::new(client.clone())
+                .run_aggregated()
+                .await
+                .ok()?;
+            d.has_group("test.wasmlet.dev").then_some(d)
+        },
+    )
+    .await?;
+    let apps = discovery.get("apps").expect("the apps group");
+    let (deploy, caps) = apps
+        .recommended_resources()
+        .into_iter()
+        .find(|(r, _)| r.kind == "Deployment")
+        .expect("Deployments in apps");
+    assert_eq!(
+        (deploy.plural.as_str(), deploy.version.as_str()),
+        ("deployments", "v1")
+    );
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(r, _)| r.plural == "deployments/scale" || r.plural == "scale"),
+        "{:?}",
+        caps.subresources
+    );
+    let core = discovery.get("").expect("the core group");
+    assert!(
+        core.recommended_resources()
+            .iter()
+            .any(|(r, _)| r.kind == "Pod")
+    );
+    // kubectl reads the same documents.
+    let out = plane.kubectl_ok(&["api-resources", "--api-group=test.wasmlet.dev"])?;
+    assert!(out.contains("widgets"), "{out}");
+    Ok(())
+}

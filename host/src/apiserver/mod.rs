@@ -300,15 +300,25 @@ fn router(state: Arc<ApiState>) -> Router {
         )
         .route(
             "/api",
-            get(|State(s): State<Arc<ApiState>>| async move {
-                json(discovery::api_versions(&s.addr.to_string()))
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, headers: axum::http::HeaderMap| async move {
+                    match aggregated(&headers) {
+                        true => discovery_v2(discovery::aggregated(&s.registry, true)),
+                        false => json(discovery::api_versions(&s.addr.to_string())),
+                    }
+                },
+            ),
         )
         .route(
             "/apis",
-            get(|State(s): State<Arc<ApiState>>| async move {
-                json(discovery::api_groups(&s.registry))
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, headers: axum::http::HeaderMap| async move {
+                    match aggregated(&headers) {
+                        true => discovery_v2(discovery::aggregated(&s.registry, false)),
+                        false => json(discovery::api_groups(&s.registry)),
+                    }
+                },
+            ),
         )
         .route(
             "/apis/{group}",
@@ -388,6 +398,28 @@ fn router(state: Arc<ApiState>) -> Router {
 
 fn json(v: serde_json::Value) -> Response {
     rest::value_response(200, &v)
+}
+
+/// Whether the request's `Accept` asks for aggregated discovery.
+fn aggregated(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(discovery::wants_aggregated)
+}
+
+/// An aggregated discovery document, with the media type clients check to
+/// tell it from the legacy one.
+fn discovery_v2(v: serde_json::Value) -> Response {
+    let body = serde_json::to_vec(&v).unwrap_or_default();
+    (
+        [
+            (header::CONTENT_TYPE, discovery::AGGREGATED),
+            (header::VARY, "Accept"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 fn not_found() -> Response {
