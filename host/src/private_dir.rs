@@ -29,7 +29,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
         ));
     }
     if meta.mode() & 0o077 != 0 {
-        tracing::info!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o777), "making the directory private (0700)");
+        tracing::debug!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o777), "making the directory private (0700)");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! Logs to stderr, and the host's spans (`reconcile`, `pod_state`) to an
+//! Logs to stderr (text, coloured only on a terminal, or JSON lines), and the host's spans (`reconcile`, `pod_state`) to an
 //! OpenTelemetry collector over OTLP/HTTP when an endpoint is configured.
 //!
 //! Off unless `--otlp-endpoint` (or the standard `OTEL_EXPORTER_OTLP_ENDPOINT`)
@@ -9,7 +9,9 @@
 //! slow or absent collector never delays a reconcile.
 //!
 //! ```no_run
-//! let telemetry = wasmlet::telemetry::init(Some("http://127.0.0.1:4318")).unwrap();
+//! use wasmlet::telemetry::{DEFAULT_LOG_FILTER, LogFormat, Logs};
+//! let logs = Logs { filter: DEFAULT_LOG_FILTER, format: LogFormat::Json };
+//! let telemetry = wasmlet::telemetry::init(logs, Some("http://127.0.0.1:4318")).unwrap();
 //! // ... run; spans are batched and sent in the background ...
 //! telemetry.shutdown(); // flushes what is still batched
 //! ```
@@ -30,6 +32,8 @@ pub enum TelemetryError {
     Endpoint(String, String),
     #[error("--otlp-endpoint {0:?}: cannot build the OTLP exporter: {1}")]
     Exporter(String, String),
+    #[error("--log-level (or WASMLET_LOG) {0:?} is not a tracing filter: {1}")]
+    LogFilter(String, String),
 }
 
 /// Owns the span exporter, if any; [`Telemetry::shutdown`] flushes it.
@@ -76,20 +80,44 @@ pub fn traces_url(endpoint: &str) -> Result<String, TelemetryError> {
     })
 }
 
-/// Installs the process's subscriber: logs filtered by `WASMLET_LOG` to
-/// stderr and, with an endpoint, wasmlet's spans to that OTLP collector.
-pub fn init(otlp_endpoint: Option<&str>) -> Result<Telemetry, TelemetryError> {
-    let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMLET_LOG").unwrap_or_else(|_| {
-                // kube-client warns "Server cert bypassed" on every connection the
-                // logs proxy makes to a kubelet (whose serving certificate is not
-                // verified, as with kube-apiserver without
-                // --kubelet-certificate-authority): said once at start instead.
-                "info,kube_client::client::tls=error".into()
-            }),
-        );
+/// The log filter without `--log-level` / `WASMLET_LOG`. kube-client warns
+/// "Server cert bypassed" on every connection the logs proxy makes to a
+/// kubelet (whose serving certificate is not verified, as with
+/// kube-apiserver without --kubelet-certificate-authority): said once at
+/// start instead.
+pub const DEFAULT_LOG_FILTER: &str = "info,kube_client::client::tls=error";
+
+/// How log records are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured only when stderr is a terminal (so no
+    /// escape codes reach `kubectl logs` or a file).
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// The log settings (`--log-level`, `--log-format`).
+pub struct Logs<'a> {
+    pub filter: &'a str,
+    pub format: LogFormat,
+}
+
+/// Installs the process's subscriber: logs filtered and formatted as `logs`
+/// says to stderr and, with an endpoint, wasmlet's spans to that OTLP
+/// collector.
+pub fn init(logs: Logs<'_>, otlp_endpoint: Option<&str>) -> Result<Telemetry, TelemetryError> {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_new(logs.filter)
+        .map_err(|e| TelemetryError::LogFilter(logs.filter.to_owned(), e.to_string()))?;
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match logs.format {
+        LogFormat::Text => fmt
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+    };
     let Some(endpoint) = otlp_endpoint.filter(|e| !e.is_empty()) else {
         tracing_subscriber::registry().with(logs).init();
         return Ok(Telemetry { provider: None });

@@ -77,8 +77,7 @@ async fn requests(client: &kube::Client, verb: &str, resource: &str) -> anyhow::
 /// reconciles of `key` ("reconcile failed; retrying with back-off").
 fn backoffs(log: &str, key: &str) -> Vec<f64> {
     let key = format!("key={key}");
-    strip_ansi(log)
-        .lines()
+    log.lines()
         .filter(|l| l.contains("retrying with back-off") && l.contains(&key))
         .filter_map(|l| {
             let d = l.split("retry_in=").nth(1)?.split_whitespace().next()?;
@@ -88,24 +87,6 @@ fn backoffs(log: &str, key: &str) -> Vec<f64> {
             Some(n.parse::<f64>().ok()? * scale)
         })
         .collect()
-}
-
-/// The log without terminal colour codes (`ESC [ ... letter`).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[tokio::test]

@@ -54,6 +54,25 @@ struct Cli {
     /// host's reconcile and pod-state spans are sent there. Off when unset.
     #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     otlp_endpoint: Option<String>,
+    /// Which log records are written, as `tracing` filter directives: a level
+    /// (`debug`) or per target (`info,wasmlet::controller=debug`).
+    #[arg(
+        long,
+        global = true,
+        env = "WASMLET_LOG",
+        default_value = crate::telemetry::DEFAULT_LOG_FILTER
+    )]
+    log_level: String,
+    /// How log records are written to stderr: `text` (coloured only on a
+    /// terminal) or `json` (one object a line, for log collectors).
+    #[arg(
+        long,
+        global = true,
+        env = "WASMLET_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: crate::telemetry::LogFormat,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -404,7 +423,11 @@ pub fn main() -> ExitCode {
     if let Command::CompileComponent { pooling } = cli.command {
         return crate::plugin::engine::compile_component_child(pooling);
     }
-    let telemetry = match crate::telemetry::init(cli.otlp_endpoint.as_deref()) {
+    let logs = crate::telemetry::Logs {
+        filter: &cli.log_level,
+        format: cli.log_format,
+    };
+    let telemetry = match crate::telemetry::init(logs, cli.otlp_endpoint.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("wasmlet: {e}");
