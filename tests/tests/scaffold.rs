@@ -91,6 +91,8 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
         krate.join("hello-widgets.wasm").to_str().unwrap(),
     ])?;
     ensure!(check.contains("plugin hello-widgets: OK"), "{check}");
+    // The scaffold's CRD declares what the host writes: nothing to warn about.
+    ensure!(!check.to_lowercase().contains("warn"), "{check}");
 
     let plane = Plane::start_up(&[]).await?;
     for f in [
@@ -120,6 +122,36 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
         (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
     })
     .await?;
+
+    // Break it: a panic on an empty name, built and swapped in. The object
+    // shows Ready=False with the panic's own words in kubectl.
+    let lib_rs = krate.join("src/lib.rs");
+    let broken = std::fs::read_to_string(&lib_rs)?.replace(
+        "    let message = format!(",
+        "    assert!(!obj.spec.name.is_empty(), \"a greeting needs a name\");\n    let message = format!(",
+    );
+    std::fs::write(&lib_rs, broken)?;
+    cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    let staged = plane.plugin_dir().join(".hello-widgets.wasm");
+    std::fs::copy(
+        repo().join("target/scaffold/wasm32-wasip2/release/hello_widgets.wasm"),
+        &staged,
+    )?;
+    std::fs::rename(&staged, plane.plugin_dir().join("hello-widgets.wasm"))?;
+    let o: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "nameless"}, "spec": {"name": ""},
+    }))?;
+    api.create(&PostParams::default(), &o).await?;
+    let shown = eventually(Duration::from_secs(60), "Ready=False with the panic", || async {
+        let out = plane
+            .kubectl_ok(&["get", "greeting", "nameless", "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.conditions[?(@.type==\"Ready\")].message}"])
+            .ok()?;
+        (out.starts_with("False") && out.contains("a greeting needs a name")).then_some(out)
+    })
+    .await?;
+    ensure!(shown.contains("src/lib.rs:"), "{shown}");
 
     // The provider template compiles and its state graph passes the host's checks.
     let node = tmp.path().join("hello-node");

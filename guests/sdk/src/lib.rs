@@ -94,6 +94,7 @@ pub mod log;
 pub mod panic;
 pub mod provider;
 pub mod reconciler;
+pub mod status;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 pub mod workloads;

@@ -187,14 +187,22 @@ pub struct @KIND@Spec {
     pub name: String,
 }
 
+/// `message` is this reconciler's; `observedGeneration` and `conditions`
+/// (`Ready`, with the failure's reason and message) are the host's.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct @KIND@Status {
+    #[serde(default)]
     pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<wasmlet_sdk::status::StatusCondition>,
 }
 
 fn reconcile(obj: Arc<@KIND@>, _ctx: &Context) -> Result<Action, Error> {
     let message = format!("Hello, {}!", obj.spec.name);
-    Ok(Action::await_change().status(@KIND@Status { message }))
+    Ok(Action::await_change().status(@KIND@Status { message, ..Default::default() }))
 }
 
 wasmlet_sdk::reconciler!(@KIND@, reconcile);
