@@ -127,11 +127,16 @@ impl Controller {
     pub(super) async fn reconcile(&self, key: &str) -> Outcome {
         let (ns, name) = split_key(key);
         let Some(obj) = self.primary.get_key(key) else {
-            // Gone: nothing to do, nothing to remember.
+            // Gone: nothing to do, nothing to remember (a key left in
+            // `waiting` was queued again by every later `waiting` event).
             self.queue.forget(&key.to_string());
             self.expectations.forget(key);
             self.written_lock().remove(key);
             self.own_writes.forget(key);
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
             return Outcome::Success;
         };
         let obj = self.as_stored(key, obj);
