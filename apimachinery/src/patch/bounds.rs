@@ -43,7 +43,9 @@ pub fn measure(v: &Value) -> Measure {
             // Brackets and commas.
             Value::Array(a) => 2 + a.len().saturating_sub(1),
             // Braces, commas, each key's quotes and colon.
-            Value::Object(o) => 2 + o.len().saturating_sub(1) + o.keys().map(|k| k.len() + 3).sum::<usize>(),
+            Value::Object(o) => {
+                2 + o.len().saturating_sub(1) + o.keys().map(|k| k.len() + 3).sum::<usize>()
+            }
         };
         match v {
             Value::Array(a) => {
@@ -63,7 +65,10 @@ pub fn measure(v: &Value) -> Measure {
 fn number_len(n: &serde_json::Number) -> usize {
     // Integers are exact; floats at most 24 characters (ryu's longest).
     if let Some(i) = n.as_i64() {
-        i.unsigned_abs().checked_ilog10().map_or(1, |d| d as usize + 1) + usize::from(i < 0)
+        i.unsigned_abs()
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1)
+            + usize::from(i < 0)
     } else if let Some(u) = n.as_u64() {
         u.checked_ilog10().map_or(1, |d| d as usize + 1)
     } else {
@@ -91,7 +96,11 @@ mod tests {
             json!([1, "x", {"a": [true, null]}, {}]),
             json!({"k": {"l": [1, 2, 3]}, "m": "n"}),
         ] {
-            assert_eq!(measure(&v).bytes, serde_json::to_vec(&v).unwrap().len(), "{v}");
+            assert_eq!(
+                measure(&v).bytes,
+                serde_json::to_vec(&v).unwrap().len(),
+                "{v}"
+            );
         }
         assert_eq!(measure(&json!(1)).depth, 0);
         assert_eq!(measure(&json!({})).depth, 1);

@@ -169,8 +169,12 @@ pub fn json(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
         let added = match op {
             Op::Add(o) => Some((&o.path, bounds::measure(&o.value))),
             Op::Replace(o) => Some((&o.path, bounds::measure(&o.value))),
-            Op::Copy(o) => out.pointer(o.from.as_str()).map(|v| (&o.path, bounds::measure(v))),
-            Op::Move(o) => out.pointer(o.from.as_str()).map(|v| (&o.path, bounds::measure(v))),
+            Op::Copy(o) => out
+                .pointer(o.from.as_str())
+                .map(|v| (&o.path, bounds::measure(v))),
+            Op::Move(o) => out
+                .pointer(o.from.as_str())
+                .map(|v| (&o.path, bounds::measure(v))),
             Op::Remove(_) | Op::Test(_) => None,
         };
         if let Some((path, m)) = added {

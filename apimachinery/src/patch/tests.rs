@@ -455,13 +455,22 @@ fn copies_into_a_descendant_stop_at_the_depth_limit() {
         }
     }
     let e = json(&mut obj, &Value::Array(ops)).unwrap_err();
-    let PatchError::TooDeep { op, ref path, depth } = e else {
+    let PatchError::TooDeep {
+        op,
+        ref path,
+        depth,
+    } = e
+    else {
         panic!("{e:?}")
     };
     // Depths 2, 3, 5, 9, 17, 33 fit; op 6 would put /a (64 deep) 65 down.
     assert_eq!((op, depth), (6, 129), "{e}");
     assert!(path.starts_with("/a/x/x"), "{path}");
-    assert!(e.to_string().contains("operation '/6' failed at path '/a/x/x"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("operation '/6' failed at path '/a/x/x"),
+        "{e}"
+    );
     assert_eq!(obj, before);
 }
 
@@ -475,7 +484,10 @@ fn copies_that_double_the_size_stop_at_the_copy_limit() {
         .map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"}))
         .collect();
     let e = json(&mut obj, &Value::Array(ops)).unwrap_err();
-    let PatchError::CopyTooLarge { op, accumulated, .. } = e else {
+    let PatchError::CopyTooLarge {
+        op, accumulated, ..
+    } = e
+    else {
         panic!("{e:?}")
     };
     assert!(accumulated > bounds::MAX_COPY_BYTES && op < 20, "{e}");
@@ -514,14 +526,26 @@ fn added_values_are_bounded_in_depth_and_the_result_in_size() {
     }
     let mut obj = json!({"a": {}});
     // 1 + 99 levels fit; 2 + 99 do not.
-    json(&mut obj, &json!([{"op": "add", "path": "/b", "value": deep}])).unwrap();
-    let e = json(&mut obj, &json!([{"op": "add", "path": "/a/b", "value": deep}])).unwrap_err();
+    json(
+        &mut obj,
+        &json!([{"op": "add", "path": "/b", "value": deep}]),
+    )
+    .unwrap();
+    let e = json(
+        &mut obj,
+        &json!([{"op": "add", "path": "/a/b", "value": deep}]),
+    )
+    .unwrap_err();
     assert!(
         matches!(e, PatchError::TooDeep { op: 0, depth: 101, ref path } if path == "/a/b"),
         "{e:?}"
     );
     // A move deepens too.
-    let e = json(&mut obj, &json!([{"op": "move", "from": "/b", "path": "/a/c"}])).unwrap_err();
+    let e = json(
+        &mut obj,
+        &json!([{"op": "move", "from": "/b", "path": "/a/c"}]),
+    )
+    .unwrap_err();
     assert!(matches!(e, PatchError::TooDeep { op: 0, .. }), "{e:?}");
     let big = "x".repeat(2 * 1024 * 1024);
     let before = obj.clone();
@@ -533,6 +557,9 @@ fn added_values_are_bounded_in_depth_and_the_result_in_size() {
         ]),
     )
     .unwrap_err();
-    assert!(matches!(e, PatchError::ResultTooLarge { bytes } if bytes > 4 * 1024 * 1024), "{e:?}");
+    assert!(
+        matches!(e, PatchError::ResultTooLarge { bytes } if bytes > 4 * 1024 * 1024),
+        "{e:?}"
+    );
     assert_eq!(obj, before);
 }
