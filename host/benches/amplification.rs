@@ -58,13 +58,16 @@ fn measured<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
 }
 
 /// Doubling copies of `/a` (one string of `seed` bytes) while they stay
-/// under the copy limit: the largest copy patch accepted.
+/// under the copy and result limits: the largest copy patch accepted.
 fn doubling(seed: usize) -> (Value, Value) {
     let obj = json!({"a": ["x".repeat(seed)]});
     let mut size = bounds::measure(&obj["a"]).bytes;
     let mut copied = 0;
     let mut ops = vec![];
-    while copied + size <= bounds::MAX_COPY_BYTES {
+    let base = bounds::measure(&obj).bytes;
+    while copied + size <= bounds::MAX_COPY_BYTES
+        && base + copied + size <= bounds::MAX_RESULT_BYTES
+    {
         ops.push(json!({"op": "copy", "from": "/a", "path": "/a/-"}));
         copied += size;
         size = size * 2 + 1;
