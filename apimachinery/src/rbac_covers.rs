@@ -278,17 +278,19 @@ fn walk<'a>(owner: &[PolicyRule], dims: &[&Dim<'a>]) -> Option<(Vec<Vec<Option<&
             }
         })
         .collect();
-    let mut states: BTreeMap<Owners, State> = BTreeMap::new();
-    states.insert(
+    // In the order of first appearance too.
+    let mut states: Vec<(Owners, State)> = vec![(
         full,
         State {
             count: 1,
             first: vec![vec![]],
         },
-    );
+    )];
     for dim in dims {
         // The list's values grouped by the owner rules allowing them.
-        let mut classes: BTreeMap<Owners, Vec<Option<&'a str>>> = BTreeMap::new();
+        // In the order of first appearance, so the listing follows the rule's lists.
+        let mut classes: Vec<(Owners, Vec<Option<&'a str>>)> = vec![];
+        let mut class_of: BTreeMap<Owners, usize> = BTreeMap::new();
         for &v in &dim.values {
             let mut set = vec![0u64; words];
             for (j, o) in owner.iter().enumerate() {
@@ -296,16 +298,28 @@ fn walk<'a>(owner: &[PolicyRule], dims: &[&Dim<'a>]) -> Option<(Vec<Vec<Option<&
                     set[j / 64] |= 1 << (j % 64);
                 }
             }
-            classes.entry(set).or_default().push(v);
+            let at = *class_of.entry(set.clone()).or_insert_with(|| {
+                classes.push((set, vec![]));
+                classes.len() - 1
+            });
+            classes[at].1.push(v);
         }
-        let mut next: BTreeMap<Owners, State> = BTreeMap::new();
+        let mut next: Vec<(Owners, State)> = vec![];
+        let mut state_of: BTreeMap<Owners, usize> = BTreeMap::new();
         for (set, state) in &states {
             for (class, values) in &classes {
                 let both: Owners = set.iter().zip(class).map(|(a, b)| a & b).collect();
-                let entry = next.entry(both).or_insert_with(|| State {
-                    count: 0,
-                    first: vec![],
+                let at = *state_of.entry(both.clone()).or_insert_with(|| {
+                    next.push((
+                        both,
+                        State {
+                            count: 0,
+                            first: vec![],
+                        },
+                    ));
+                    next.len() - 1
                 });
+                let entry = &mut next[at].1;
                 entry.count = entry
                     .count
                     .saturating_add(state.count.saturating_mul(values.len() as u128));
