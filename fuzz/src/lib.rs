@@ -31,6 +31,16 @@ pub const TARGETS: &[Target] = &[
         run: targets::patch::strategic,
     },
     Target {
+        name: "patch-bounds",
+        about: "amplifying JSON patches (self-copies, doubling lists, deep values): results stay within patch::bounds",
+        run: targets::patch_bounds::patch_bounds,
+    },
+    Target {
+        name: "rbac-covers",
+        about: "RBAC coverage without breakdown agrees with the breakdown; rules up to the limits finish, bounded listing",
+        run: targets::rbac::rbac_covers,
+    },
+    Target {
         name: "apply",
         about: "server-side apply and update (managed fields); re-applying is a no-op, fieldsV1 round-trips",
         run: targets::apply::apply,

@@ -58,6 +58,7 @@ use serde_json::Value;
 
 use strategic::kind_name;
 
+pub mod bounds;
 mod ordering;
 mod strategic;
 #[cfg(test)]
@@ -81,6 +82,39 @@ pub enum PatchError {
         what: &'static str,
         got: &'static str,
     },
+    /// More operations than [`bounds::MAX_OPERATIONS`] (upstream answers 413).
+    #[error(
+        "The allowed maximum operations in a JSON patch is {}, got {got}",
+        bounds::MAX_OPERATIONS
+    )]
+    TooManyOperations { got: usize },
+    /// The `copy` ops would add more than [`bounds::MAX_COPY_BYTES`] in all;
+    /// the text after the op is upstream's json-patch error.
+    #[error(
+        "the JSON patch could not be applied: operation '/{op}' failed at path '{path}': Unable to complete the copy, the accumulated size increase of copy is {accumulated}, exceeding the limit {}",
+        bounds::MAX_COPY_BYTES
+    )]
+    CopyTooLarge {
+        op: usize,
+        path: String,
+        accumulated: usize,
+    },
+    /// The op would nest the object deeper than [`bounds::MAX_DEPTH`].
+    #[error(
+        "the JSON patch could not be applied: operation '/{op}' failed at path '{path}': the result would nest {depth} levels deep, over the limit of {}",
+        bounds::MAX_DEPTH
+    )]
+    TooDeep {
+        op: usize,
+        path: String,
+        depth: usize,
+    },
+    /// The patched object would be larger than [`bounds::MAX_RESULT_BYTES`].
+    #[error(
+        "the JSON patch could not be applied: the patched object would be {bytes} bytes, over the limit of {}",
+        bounds::MAX_RESULT_BYTES
+    )]
+    ResultTooLarge { bytes: usize },
     /// A strategic merge patch is malformed or does not fit the object; `path` is
     /// where (`.spec.containers`), empty at the root.
     #[error("invalid strategic merge patch{}: {message}", at(path))]
@@ -104,13 +138,20 @@ pub fn merge(target: &mut Value, patch: &Value) {
 
 /// JSON patch (RFC 6902). Either every operation applies or `target` is left as it
 /// was. A malformed document is [`PatchError::MalformedJsonPatch`]; an operation
-/// that fails on this object is [`PatchError::JsonPatchFailed`].
+/// that fails on this object is [`PatchError::JsonPatchFailed`]. The patch is held
+/// to the limits in [`bounds`]: at most [`bounds::MAX_OPERATIONS`] ops, copies
+/// adding at most [`bounds::MAX_COPY_BYTES`], no op nesting the object deeper than
+/// [`bounds::MAX_DEPTH`], a result of at most [`bounds::MAX_RESULT_BYTES`]. Each op
+/// is checked before it applies, so an over-limit object is never built.
 pub fn json(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
-    if !patch.is_array() {
+    let Some(list) = patch.as_array() else {
         return Err(PatchError::MalformedJsonPatch(format!(
             "expected an array of operations, not {}",
             kind_name(patch)
         )));
+    };
+    if list.len() > bounds::MAX_OPERATIONS {
+        return Err(PatchError::TooManyOperations { got: list.len() });
     }
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::MalformedJsonPatch(e.to_string()))?;
@@ -118,8 +159,60 @@ pub fn json(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     // `move` whose destination parent is missing keeps its source removed)
     // and panics on others (undoing a move of a child over its parent).
     let mut out = target.clone();
-    json_patch::patch_unsafe(&mut out, &ops)
-        .map_err(|e| PatchError::JsonPatchFailed(e.to_string()))?;
+    let mut copied = 0;
+    // An upper bound of the result's size: what the object had plus all that
+    // adds, replaces and copies brought in (removals are not subtracted).
+    let mut bound = bounds::measure(&out).bytes;
+    for (i, op) in ops.iter().enumerate() {
+        use json_patch::PatchOperation as Op;
+        // What the op puts where; a missing `from` is json-patch's to report.
+        let added = match op {
+            Op::Add(o) => Some((&o.path, bounds::measure(&o.value))),
+            Op::Replace(o) => Some((&o.path, bounds::measure(&o.value))),
+            Op::Copy(o) => out
+                .pointer(o.from.as_str())
+                .map(|v| (&o.path, bounds::measure(v))),
+            Op::Move(o) => out
+                .pointer(o.from.as_str())
+                .map(|v| (&o.path, bounds::measure(v))),
+            Op::Remove(_) | Op::Test(_) => None,
+        };
+        if let Some((path, m)) = added {
+            let depth = path.count() + m.depth;
+            if depth > bounds::MAX_DEPTH {
+                return Err(PatchError::TooDeep {
+                    op: i,
+                    path: path.to_string(),
+                    depth,
+                });
+            }
+            if let Op::Copy(_) = op {
+                copied += m.bytes;
+                if copied > bounds::MAX_COPY_BYTES {
+                    return Err(PatchError::CopyTooLarge {
+                        op: i,
+                        path: path.to_string(),
+                        accumulated: copied,
+                    });
+                }
+            }
+            if !matches!(op, Op::Move(_)) {
+                bound += m.bytes;
+            }
+        }
+        json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            PatchError::JsonPatchFailed(e.to_string())
+        })?;
+    }
+    // Adds and copies are bounded by the body and the copy limit; only when
+    // their sum could pass the limit is the result measured.
+    if bound > bounds::MAX_RESULT_BYTES {
+        let bytes = bounds::measure(&out).bytes;
+        if bytes > bounds::MAX_RESULT_BYTES {
+            return Err(PatchError::ResultTooLarge { bytes });
+        }
+    }
     *target = out;
     Ok(())
 }

@@ -434,3 +434,132 @@ fn a_failing_patch_after_moving_a_child_over_its_parent_is_an_error() {
     ));
     assert_eq!(obj, before);
 }
+
+/// Issue 30 row 1: each op copies the object into its own deepest point,
+/// doubling its depth; the op that would pass the depth limit is refused,
+/// by index and path, and nothing is applied.
+#[test]
+fn copies_into_a_descendant_stop_at_the_depth_limit() {
+    let before = json!({"a": {"x": 1}});
+    let mut obj = before.clone();
+    let mut ops = vec![];
+    // Depth of /a after k ops: 2^k; its deepest object is at /a/x/x/...
+    let mut deepest = "/a".to_string();
+    for k in 0..30 {
+        ops.push(json!({"op": "copy", "from": "/a", "path": format!("{deepest}/x")}));
+        for _ in 0..(1usize << k) {
+            deepest.push_str("/x");
+        }
+        if deepest.len() > 1000 {
+            break;
+        }
+    }
+    let e = json(&mut obj, &Value::Array(ops)).unwrap_err();
+    let PatchError::TooDeep {
+        op,
+        ref path,
+        depth,
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    // Depths 2, 3, 5, 9, 17, 33 fit; op 6 would put /a (64 deep) 65 down.
+    assert_eq!((op, depth), (6, 129), "{e}");
+    assert!(path.starts_with("/a/x/x"), "{path}");
+    assert!(
+        e.to_string()
+            .contains("operation '/6' failed at path '/a/x/x"),
+        "{e}"
+    );
+    assert_eq!(obj, before);
+}
+
+/// Issue 30 row 1: a 2 KB patch whose copies double the object's size is
+/// refused once the copies add more than upstream's 3 MiB.
+#[test]
+fn copies_that_double_the_size_stop_at_the_copy_limit() {
+    let before = json!({"a": ["x".repeat(1000)]});
+    let mut obj = before.clone();
+    let ops: Vec<Value> = (0..40)
+        .map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"}))
+        .collect();
+    let e = json(&mut obj, &Value::Array(ops)).unwrap_err();
+    let PatchError::CopyTooLarge {
+        op, accumulated, ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert!(accumulated > bounds::MAX_COPY_BYTES && op < 20, "{e}");
+    assert!(
+        e.to_string()
+            .contains("Unable to complete the copy, the accumulated size increase of copy is"),
+        "{e}"
+    );
+    assert_eq!(obj, before);
+    // Copies under the limit apply.
+    let ops: Vec<Value> = (0..5)
+        .map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"}))
+        .collect();
+    json(&mut obj, &Value::Array(ops)).unwrap();
+    assert_eq!(bounds::measure(&obj).depth, 7);
+}
+
+#[test]
+fn at_most_ten_thousand_operations() {
+    let test = json!({"op": "test", "path": "/a", "value": 1});
+    let mut obj = json!({"a": 1});
+    json(&mut obj, &Value::Array(vec![test.clone(); 10_000])).unwrap();
+    let e = json(&mut obj, &Value::Array(vec![test; 10_001])).unwrap_err();
+    assert_eq!(e, PatchError::TooManyOperations { got: 10_001 });
+    assert_eq!(
+        e.to_string(),
+        "The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+}
+
+#[test]
+fn added_values_are_bounded_in_depth_and_the_result_in_size() {
+    let mut deep = json!(1);
+    for _ in 0..99 {
+        deep = json!([deep]);
+    }
+    let mut obj = json!({"a": {}});
+    // 1 + 99 levels fit; 2 + 99 do not.
+    json(
+        &mut obj,
+        &json!([{"op": "add", "path": "/b", "value": deep}]),
+    )
+    .unwrap();
+    let e = json(
+        &mut obj,
+        &json!([{"op": "add", "path": "/a/b", "value": deep}]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, PatchError::TooDeep { op: 0, depth: 101, ref path } if path == "/a/b"),
+        "{e:?}"
+    );
+    // A move deepens too.
+    let e = json(
+        &mut obj,
+        &json!([{"op": "move", "from": "/b", "path": "/a/c"}]),
+    )
+    .unwrap_err();
+    assert!(matches!(e, PatchError::TooDeep { op: 0, .. }), "{e:?}");
+    let big = "x".repeat(2 * 1024 * 1024);
+    let before = obj.clone();
+    let e = json(
+        &mut obj,
+        &json!([
+            {"op": "add", "path": "/c", "value": big},
+            {"op": "add", "path": "/d", "value": big},
+        ]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, PatchError::ResultTooLarge { bytes } if bytes > 4 * 1024 * 1024),
+        "{e:?}"
+    );
+    assert_eq!(obj, before);
+}

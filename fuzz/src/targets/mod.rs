@@ -6,6 +6,8 @@ pub mod component;
 #[cfg(feature = "host")]
 pub mod manifest;
 pub mod patch;
+pub mod patch_bounds;
+pub mod rbac;
 #[cfg(feature = "host")]
 pub mod rest;
 pub mod schema;

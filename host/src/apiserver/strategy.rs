@@ -162,6 +162,9 @@ pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Caus
         (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
             causes.extend(super::rbac::validate_binding(&rt.resource, obj));
         }
+        (super::rbac::GROUP, "roles" | "clusterroles") => {
+            causes.extend(super::rbac::limits::validate_role(obj));
+        }
         ("apps", "statefulsets") => {
             if obj.pointer("/spec/selector").is_none() {
                 causes.push(required("spec.selector"));

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, UserInfo};
-use wasmlet_apimachinery::rbac_covers::{compact, compact_string, quote_list, uncovered};
+use wasmlet_apimachinery::rbac_covers::{Missing, compact, compact_string, missing, quote_list};
 
 use super::super::authz::{self, MASTERS};
 use super::super::meta;
@@ -58,14 +58,16 @@ pub fn check(
                 return Ok(());
             }
             let rules = rules_of(new);
-            let missing = uncovered(&held(), &rules);
-            if !missing.is_empty() {
-                return Err(refuse(not_held(user, &missing)));
+            let absent = missing(&held(), &rules).map_err(|e| refuse(e.to_string()))?;
+            if absent.total > 0 {
+                return Err(refuse(not_held(user, &absent)));
             }
             // An aggregation rule can gather any rule, now or later.
             let aggregation_changed =
                 aggregation(new).is_some() && old.map(aggregation) != Some(aggregation(new));
-            if aggregation_changed && !uncovered(&held(), &full_authority()).is_empty() {
+            if aggregation_changed
+                && missing(&held(), &full_authority()).map_or(true, |m| m.total > 0)
+            {
                 return Err(refuse(
                     "must have cluster-admin privileges to use the aggregationRule".into(),
                 ));
@@ -92,9 +94,15 @@ pub fn check(
                     role_ref.name
                 )));
             };
-            let missing = uncovered(&held(), &rules);
-            if !missing.is_empty() {
-                return Err(refuse(not_held(user, &missing)));
+            let absent = missing(&held(), &rules).map_err(|e| {
+                refuse(format!(
+                    "{} {}: {e}",
+                    role_ref.kind.to_lowercase(),
+                    role_ref.name
+                ))
+            })?;
+            if absent.total > 0 {
+                return Err(refuse(not_held(user, &absent)));
             }
             Ok(())
         }
@@ -128,11 +136,22 @@ fn full_authority() -> Vec<PolicyRule> {
     ]
 }
 
-/// Upstream's refusal: who, and each missing permission on a line.
-fn not_held(user: &UserInfo, missing: &[PolicyRule]) -> String {
-    let mut lines: Vec<String> = compact(missing).iter().map(compact_string).collect();
+/// Upstream's refusal: who, and each missing permission on a line. Upstream
+/// lists them all; past the first [`MAX_LISTED`] this says how many more, so
+/// the answer stays small whatever the rules hold.
+///
+/// [`MAX_LISTED`]: wasmlet_apimachinery::rbac_covers::MAX_LISTED
+fn not_held(user: &UserInfo, missing: &Missing) -> String {
+    let mut lines: Vec<String> = compact(&missing.listed)
+        .iter()
+        .map(compact_string)
+        .collect();
     lines.sort();
     lines.dedup();
+    let more = missing.total.saturating_sub(missing.listed.len() as u128);
+    if more > 0 {
+        lines.push(format!("... and {more} more permissions not held"));
+    }
     format!(
         "user \"{}\" (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
         user.name,

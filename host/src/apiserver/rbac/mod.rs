@@ -10,6 +10,7 @@
 
 pub mod aggregate;
 pub mod escalation;
+pub mod limits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -84,8 +84,7 @@ impl Resources {
                         }
                         PatchBody::Json(p) => {
                             let mut v = old.clone();
-                            patches::json(&mut v, p)
-                                .map_err(|e| ApiError::invalid_patch(e.to_string()))?;
+                            patches::json(&mut v, p).map_err(json_patch_error)?;
                             (v, false)
                         }
                         PatchBody::Strategic(p) => {
@@ -164,6 +163,18 @@ fn apply_error(e: ApplyError) -> ApiError {
     let mut e = ApiError::new(409, "Conflict", c.to_string());
     e.details = Some(json!({"causes": causes}));
     e
+}
+
+/// Upstream's answers: 413 for too many ops (and, like its storage limit, for
+/// a result too large to store), 422 for an op that cannot apply.
+fn json_patch_error(e: patches::PatchError) -> ApiError {
+    use patches::PatchError as E;
+    match e {
+        E::TooManyOperations { .. } | E::ResultTooLarge { .. } => {
+            ApiError::new(413, "RequestEntityTooLarge", e.to_string())
+        }
+        e => ApiError::invalid_patch(e.to_string()),
+    }
 }
 
 impl ApiError {
