@@ -94,12 +94,8 @@ pub fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
             continue;
         }
         match media.to_ascii_lowercase().as_str() {
-            PROTOBUF => {
-                // Tables and partial metadata are served as JSON only.
-                if protobuf_ok && !as_kind {
-                    return Some(Output::Protobuf);
-                }
-            }
+            // Tables and partial metadata are served as JSON only.
+            PROTOBUF if protobuf_ok && !as_kind => return Some(Output::Protobuf),
             "application/json" | "application/yaml" | "*/*" | "application/*" => {
                 return Some(Output::Json);
             }
