@@ -125,7 +125,14 @@ fn proc_status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB")?.trim().parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or(0)
 }
 
@@ -136,14 +143,23 @@ fn open_fds(pid: u32) -> usize {
 }
 
 fn pid(plane: &Plane) -> u32 {
-    plane.child.as_ref().map(|c| c.id()).expect("a running plane")
+    plane
+        .child
+        .as_ref()
+        .map(|c| c.id())
+        .expect("a running plane")
 }
 
 /// (type, reason, message) of the core/v1 and events.k8s.io/v1 Events about `name`.
 async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
-    for e in core.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
+    for e in core
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
         if e.involved_object.name.as_deref() == Some(name) {
             out.push((
                 e.type_.unwrap_or_default(),
@@ -153,7 +169,12 @@ async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String,
         }
     }
     let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
-    for e in v1.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
+    for e in v1
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
         if e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) {
             out.push((
                 e.type_.unwrap_or_default(),
@@ -166,13 +187,17 @@ async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String,
 }
 
 async fn event_containing(client: &kube::Client, name: &str, texts: &[&str]) -> Result<String> {
-    let found = eventually(Duration::from_secs(60), &format!("an event about {name}"), || async {
-        events_about(client, name)
-            .await
-            .into_iter()
-            .map(|(_, _, m)| m)
-            .find(|m| texts.iter().all(|t| m.contains(t)))
-    })
+    let found = eventually(
+        Duration::from_secs(60),
+        &format!("an event about {name}"),
+        || async {
+            events_about(client, name)
+                .await
+                .into_iter()
+                .map(|(_, _, m)| m)
+                .find(|m| texts.iter().all(|t| m.contains(t)))
+        },
+    )
     .await;
     match found {
         Ok(m) => Ok(m),
@@ -219,7 +244,9 @@ impl Drop for FakeRegistry {
 }
 
 impl FakeRegistry {
-    async fn start(route: impl Fn(&str) -> Option<Reply> + Send + Sync + 'static) -> Result<FakeRegistry> {
+    async fn start(
+        route: impl Fn(&str) -> Option<Reply> + Send + Sync + 'static,
+    ) -> Result<FakeRegistry> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
         let sent = Arc::new(AtomicU64::new(0));
@@ -259,7 +286,8 @@ impl FakeRegistry {
                     }
                     let filler = vec![b' '; 64 << 10];
                     let mut left = reply.total;
-                    let mut chunks = std::iter::once(reply.prefix.as_slice()).chain(std::iter::repeat(filler.as_slice()));
+                    let mut chunks = std::iter::once(reply.prefix.as_slice())
+                        .chain(std::iter::repeat(filler.as_slice()));
                     while left > 0 {
                         let c = chunks.next().unwrap();
                         let c = &c[..c.len().min(left as usize)];
@@ -294,7 +322,10 @@ async fn a_workload_opening_its_secret_thirty_thousand_times_is_capped() -> Resu
     let (plane, client) = plane(&["--workload-max-open-files", "32"]).await?;
     let host = pid(&plane);
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("before", &[("k", "v")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("before", &[("k", "v")]),
+        )
         .await?;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "sec"}, "data": {"key": "czNjcmV0"},
@@ -312,12 +343,15 @@ async fn a_workload_opening_its_secret_thirty_thousand_times_is_capped() -> Resu
             "volumeMounts": [{"name": "sec", "mountPath": "/sec"}],
         }],
     });
-    pods.create(&PostParams::default(), &node_pod("hog", spec)).await?;
+    pods.create(&PostParams::default(), &node_pod("hog", spec))
+        .await?;
     // Its opens stop at the cap with an error inside the workload.
     let line = eventually(Duration::from_secs(90), "the hog's report", || async {
         let out = plane.kubectl(&["logs", "hog"]).ok()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines().find(|l| l.starts_with("hold ")).map(str::to_string)
+        text.lines()
+            .find(|l| l.starts_with("hold "))
+            .map(str::to_string)
     })
     .await?;
     let opened: usize = line
@@ -326,7 +360,10 @@ async fn a_workload_opening_its_secret_thirty_thousand_times_is_capped() -> Resu
         .and_then(|r| r.split(',').next())
         .and_then(|n| n.parse().ok())
         .with_context(|| format!("the open did not fail in the workload: {line}"))?;
-    ensure!(opened > 0 && opened < 32, "opened {opened} (cap 32): {line}");
+    ensure!(
+        opened > 0 && opened < 32,
+        "opened {opened} (cap 32): {line}"
+    );
     // While it holds them: the host has descriptors to spare, and serves.
     let fds = open_fds(host);
     ensure!(fds < 2000, "the host holds {fds} descriptors");
@@ -335,7 +372,8 @@ async fn a_workload_opening_its_secret_thirty_thousand_times_is_capped() -> Resu
     serves_others(&plane, "during-hog", &["before"]).await?;
     // A module loads and runs beside it (a compile and a spawn need descriptors).
     let spec = json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": workload("hello.wasm")}]});
-    pods.create(&PostParams::default(), &node_pod("neighbour", spec)).await?;
+    pods.create(&PostParams::default(), &node_pod("neighbour", spec))
+        .await?;
     let p = wait_pod(&plane, &pods, "neighbour", "Succeeded", |p| {
         matches!(phase(p).as_str(), "Succeeded" | "Failed")
     })
@@ -364,14 +402,19 @@ async fn an_oversized_manifest_is_refused_before_it_is_read() -> Result<()> {
     let (plane, client) = plane(&["--insecure-registry", &addr]).await?;
     let host = pid(&plane);
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("before", &[("k", "v")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("before", &[("k", "v")]),
+        )
         .await?;
     let peak_before = proc_status_kib(host, "VmHWM:");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for name in ["endless", "declared"] {
         let image = format!("{addr}/{name}:v1");
-        let spec = json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": image}]});
-        pods.create(&PostParams::default(), &node_pod(name, spec)).await?;
+        let spec =
+            json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": image}]});
+        pods.create(&PostParams::default(), &node_pod(name, spec))
+            .await?;
     }
     for name in ["endless", "declared"] {
         let image = format!("{addr}/{name}:v1");
@@ -388,7 +431,11 @@ async fn an_oversized_manifest_is_refused_before_it_is_read() -> Result<()> {
         registry.sent_mib()
     );
     ensure!(grown < 100, "the node's peak RSS grew by {grown} MiB");
-    ensure!(registry.sent_mib() < 64, "{} MiB were read", registry.sent_mib());
+    ensure!(
+        registry.sent_mib() < 64,
+        "{} MiB were read",
+        registry.sent_mib()
+    );
     Ok(())
 }
 
@@ -431,11 +478,21 @@ async fn plugin_pull_stops_reading_a_blob_at_its_declared_size() -> Result<()> {
     })
     .await??;
     let err = String::from_utf8_lossy(&out.stderr);
-    println!("plugin pull: {err}; the registry sent {} MiB", registry.sent_mib());
+    println!(
+        "plugin pull: {err}; the registry sent {} MiB",
+        registry.sent_mib()
+    );
     ensure!(!out.status.success(), "the pull succeeded");
     ensure!(err.contains("1000") && err.contains("liar"), "{err}");
-    ensure!(registry.sent_mib() < 64, "{} MiB were read", registry.sent_mib());
-    ensure!(!dir.path().join("liar.wasm").exists(), "a plugin was written");
+    ensure!(
+        registry.sent_mib() < 64,
+        "{} MiB were read",
+        registry.sent_mib()
+    );
+    ensure!(
+        !dir.path().join("liar.wasm").exists(),
+        "a plugin was written"
+    );
     Ok(())
 }
 
@@ -457,7 +514,10 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
     ])
     .await?;
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("before", &[("k", "v")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("before", &[("k", "v")]),
+        )
         .await?;
     let node = Api::<Node>::all(client.clone()).get(NODE).await?;
     let alloc = node.status.and_then(|s| s.allocatable).unwrap_or_default();
@@ -465,13 +525,18 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
         alloc.get("memory").map(|q| q.0.as_str()) == Some("1073741824"),
         "allocatable: {alloc:?}"
     );
-    let cpu: i64 = alloc.get("cpu").and_then(|q| q.0.parse().ok()).context("cpu")?;
+    let cpu: i64 = alloc
+        .get("cpu")
+        .and_then(|q| q.0.parse().ok())
+        .context("cpu")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     // spec.nodeName set by the author: the scheduler never saw these.
     let huge = json!({"containers": [resources(json!({"cpu": "500", "memory": "1000Gi"}))]});
-    pods.create(&PostParams::default(), &node_pod("huge", huge)).await?;
+    pods.create(&PostParams::default(), &node_pod("huge", huge))
+        .await?;
     let greedy = json!({"containers": [resources(json!({"memory": "2Gi"}))]});
-    pods.create(&PostParams::default(), &node_pod("greedy", greedy)).await?;
+    pods.create(&PostParams::default(), &node_pod("greedy", greedy))
+        .await?;
     let p = wait_pod(&plane, &pods, "huge", "rejection", |p| phase(p) == "Failed").await?;
     let s = status_of(&p);
     ensure!(s["reason"] == "OutOfcpu", "{s}");
@@ -483,7 +548,10 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
             ),
         "{s}"
     );
-    let p = wait_pod(&plane, &pods, "greedy", "rejection", |p| phase(p) == "Failed").await?;
+    let p = wait_pod(&plane, &pods, "greedy", "rejection", |p| {
+        phase(p) == "Failed"
+    })
+    .await?;
     let s = status_of(&p);
     ensure!(s["reason"] == "OutOfmemory", "{s}");
     ensure!(
@@ -491,17 +559,28 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
             == "Pod was rejected: Node didn't have enough resource: memory, requested: 2147483648, used: 0, capacity: 1073741824",
         "{s}"
     );
-    event_containing(&client, "greedy", &["Node didn't have enough resource: memory"]).await?;
+    event_containing(
+        &client,
+        "greedy",
+        &["Node didn't have enough resource: memory"],
+    )
+    .await?;
     ensure!(
-        !s.to_string().contains("containerStatuses") || s["containerStatuses"][0]["state"].get("running").is_none(),
+        !s.to_string().contains("containerStatuses")
+            || s["containerStatuses"][0]["state"].get("running").is_none(),
         "a rejected pod ran: {s}"
     );
     // Requests that fit are admitted; the next one is measured against them.
     let fits = json!({"containers": [resources(json!({"memory": "700Mi"}))]});
-    pods.create(&PostParams::default(), &node_pod("fits", fits.clone())).await?;
+    pods.create(&PostParams::default(), &node_pod("fits", fits.clone()))
+        .await?;
     wait_pod(&plane, &pods, "fits", "Running", |p| phase(p) == "Running").await?;
-    pods.create(&PostParams::default(), &node_pod("second", fits)).await?;
-    let p = wait_pod(&plane, &pods, "second", "rejection", |p| phase(p) == "Failed").await?;
+    pods.create(&PostParams::default(), &node_pod("second", fits))
+        .await?;
+    let p = wait_pod(&plane, &pods, "second", "rejection", |p| {
+        phase(p) == "Failed"
+    })
+    .await?;
     let s = status_of(&p);
     ensure!(
         s["message"]
@@ -515,7 +594,8 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
     // Without requests, the workloads' memory budget still holds: the default
     // limit of 600Mi does not fit beside the 700Mi one.
     let none = json!({"containers": [{"name": "main", "image": workload("sleeper.wasm")}]});
-    pods.create(&PostParams::default(), &node_pod("unbounded", none)).await?;
+    pods.create(&PostParams::default(), &node_pod("unbounded", none))
+        .await?;
     let p = wait_pod(&plane, &pods, "unbounded", "the budget's refusal", |p| {
         status_of(p).to_string().contains("workload memory budget")
     })
@@ -541,7 +621,8 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
     })
     .await?;
     let again = json!({"containers": [resources(json!({"memory": "700Mi"}))]});
-    pods.create(&PostParams::default(), &node_pod("third", again)).await?;
+    pods.create(&PostParams::default(), &node_pod("third", again))
+        .await?;
     wait_pod(&plane, &pods, "third", "Running", |p| phase(p) == "Running").await?;
     serves_others(&plane, "after-admission", &["before"]).await?;
     Ok(())
@@ -567,7 +648,8 @@ fn cwasm_files(root: &Path) -> BTreeSet<PathBuf> {
 
 async fn run_to_end(plane: &Plane, pods: &Api<Pod>, name: &str, image: &str) -> Result<String> {
     let spec = json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": image}]});
-    pods.create(&PostParams::default(), &node_pod(name, spec)).await?;
+    pods.create(&PostParams::default(), &node_pod(name, spec))
+        .await?;
     wait_pod(plane, pods, name, "a terminal phase", |p| {
         matches!(phase(p).as_str(), "Succeeded" | "Failed")
     })
@@ -579,7 +661,10 @@ async fn run_to_end(plane: &Plane, pods: &Api<Pod>, name: &str, image: &str) -> 
 async fn a_swapped_compiled_module_is_recompiled_not_run() -> Result<()> {
     let (mut plane, client) = plane(&[]).await?;
     Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &wasmlet_e2e::configmap("before", &[("k", "v")]))
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("before", &[("k", "v")]),
+        )
         .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let data = plane.data_dir().to_path_buf();
@@ -595,7 +680,10 @@ async fn a_swapped_compiled_module_is_recompiled_not_run() -> Result<()> {
         .filter(|p| !victims.contains(*p))
         .cloned()
         .collect();
-    ensure!(!victims.is_empty() && !attackers.is_empty(), "no compiled artifacts: {victims:?} {attackers:?}");
+    ensure!(
+        !victims.is_empty() && !attackers.is_empty(),
+        "no compiled artifacts: {victims:?} {attackers:?}"
+    );
     // Whoever can write the cache puts the attacker's artifact in the victim's place.
     let mut swapped = 0;
     for v in &victims {
@@ -604,7 +692,10 @@ async fn a_swapped_compiled_module_is_recompiled_not_run() -> Result<()> {
             swapped += 1;
         }
     }
-    ensure!(swapped > 0, "no artifacts to swap: {victims:?} {attackers:?}");
+    ensure!(
+        swapped > 0,
+        "no artifacts to swap: {victims:?} {attackers:?}"
+    );
     // After a restart the victim's image runs its own code.
     plane.kill9();
     plane.spawn().await?;

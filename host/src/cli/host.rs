@@ -161,9 +161,9 @@ pub(super) async fn run_host(
         wc.max_workloads = wc.max_workloads.max(4 * n.max_pods as usize);
         wc.default_memory_limit = n.workload_memory_limit;
         wc.max_memory_limit = n.workload_max_memory;
-        wc.memory_budget = n.workload_memory_budget.unwrap_or_else(|| {
-            crate::node::agent::total_memory().map_or(1 << 30, |m| m / 4 * 3)
-        });
+        wc.memory_budget = n
+            .workload_memory_budget
+            .unwrap_or_else(|| crate::node::agent::total_memory().map_or(1 << 30, |m| m / 4 * 3));
         // Workloads get their own engine: pods must not exhaust the plugins' pool.
         let mut wengine = WorkloadEngine::new(&data_dir.join("cache").join("components"))?;
         // Pods' modules are compiled in the child too, as plugins are.

@@ -237,19 +237,23 @@ mod tests {
             }
         );
         // A limit without a request requests the limit.
-        let p = pod(json!({"containers": [{"name": "a", "image": "x", "resources": {"limits": {"memory": "64Mi"}}}]}));
+        let p = pod(
+            json!({"containers": [{"name": "a", "image": "x", "resources": {"limits": {"memory": "64Mi"}}}]}),
+        );
         assert_eq!(pod_requests(&p).memory, 64 << 20);
         // A sidecar adds to the containers' sum.
         let mut side = ctr("s", json!({"cpu": "1"}));
         side["restartPolicy"] = json!("Always");
-        let p = pod(json!({"containers": [ctr("a", json!({"cpu": "1"}))], "initContainers": [side]}));
+        let p =
+            pod(json!({"containers": [ctr("a", json!({"cpu": "1"}))], "initContainers": [side]}));
         assert_eq!(pod_requests(&p).cpu_milli, 2000);
     }
 
     #[test]
     fn rejects_as_the_kubelet_and_frees_what_a_finished_pod_held() {
         let mut a = Admission::new(NODE);
-        let huge = pod(json!({"containers": [ctr("a", json!({"cpu": "500", "memory": "1000Gi"}))]}));
+        let huge =
+            pod(json!({"containers": [ctr("a", json!({"cpu": "500", "memory": "1000Gi"}))]}));
         let r = a.admit("huge", &huge).unwrap_err();
         assert_eq!(r.reason, "OutOfcpu");
         assert_eq!(

@@ -231,7 +231,8 @@ impl PodRunner {
         {
             tracing::warn!(pod = %key, error = %e, "writing the pod's rejection failed");
         }
-        self.event(pod, EventType::Warning, &r.reason, r.message).await;
+        self.event(pod, EventType::Warning, &r.reason, r.message)
+            .await;
     }
 
     /// A rejected pod being deleted: nothing runs, so it goes at once.

@@ -117,7 +117,10 @@ impl<'a> CappedReader<'a> {
 
     fn url(&self, kind: &str, name: &str) -> String {
         let r = self.reference;
-        let ns = r.namespace().map(|ns| format!("?ns={ns}")).unwrap_or_default();
+        let ns = r
+            .namespace()
+            .map(|ns| format!("?ns={ns}"))
+            .unwrap_or_default();
         format!(
             "{}://{}/v2/{}/{kind}/{name}{ns}",
             self.scheme,
@@ -141,7 +144,11 @@ impl<'a> CappedReader<'a> {
 
     /// GETs `url`; a response other than 200 becomes [`RegistryError::Status`]
     /// with at most [`MAX_ERROR_BODY_BYTES`] of its body read.
-    async fn send(&self, req: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, RegistryError> {
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<reqwest::Response, RegistryError> {
         let mut res = req.send().await.map_err(|e| RegistryError::Transport {
             reference: self.shown(),
             url: url.into(),
@@ -152,7 +159,9 @@ impl<'a> CappedReader<'a> {
             return Ok(res);
         }
         // Enough for the registry's message; a longer body is not read.
-        let body = read_up_to(&mut res, MAX_ERROR_BODY_BYTES).await.unwrap_or_default();
+        let body = read_up_to(&mut res, MAX_ERROR_BODY_BYTES)
+            .await
+            .unwrap_or_default();
         let codes = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| {
@@ -220,9 +229,13 @@ impl<'a> CappedReader<'a> {
     /// Returns the parsed manifest and its digest.
     async fn manifest_at(&self, name: &str) -> Result<(OciManifest, String), RegistryError> {
         let url = self.url("manifests", name);
-        let req = self.get(&url).header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
+        let req = self
+            .get(&url)
+            .header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
         let mut res = self.send(req, &url).await?;
-        let body = self.body(&mut res, &url, "manifest", MAX_MANIFEST_BYTES).await?;
+        let body = self
+            .body(&mut res, &url, "manifest", MAX_MANIFEST_BYTES)
+            .await?;
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(&body)));
         if name.starts_with("sha256:") && name != digest {
             return Err(self.invalid(format!("the manifest's digest is {digest}, not {name}")));

@@ -268,9 +268,15 @@ async fn reader<'a>(
         reference: r.to_string(),
         message,
     })?;
-    CappedReader::new(client, http, r, &auth_for(r, &opts.credentials), opts.insecure)
-        .await
-        .map_err(capped_error)
+    CappedReader::new(
+        client,
+        http,
+        r,
+        &auth_for(r, &opts.credentials),
+        opts.insecure,
+    )
+    .await
+    .map_err(capped_error)
 }
 
 fn capped_error(e: RegistryError) -> DistributionError {

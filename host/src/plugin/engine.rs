@@ -431,7 +431,11 @@ pub fn compile_component_child(pooling: bool, module: bool) -> std::process::Exi
             return std::process::ExitCode::FAILURE;
         }
     };
-    let kind = if module { Kind::Module } else { Kind::Component };
+    let kind = if module {
+        Kind::Module
+    } else {
+        Kind::Component
+    };
     match kind.precompile(&engine, &bytes) {
         Ok(compiled) => match std::io::stdout().lock().write_all(&compiled) {
             Ok(()) => std::process::ExitCode::SUCCESS,
@@ -502,7 +506,11 @@ mod tests {
         let (_, ed) = engine.load_module(Path::new("e.wasm"), &evil).unwrap();
         let path = |d: &str| engine.cache_dir.join(Kind::Module.file_name(d));
         assert!(path(&vd).is_file(), "the module's artifact is cached");
-        let exports = |m: &wasmtime::Module| m.exports().map(|e| e.name().to_string()).collect::<Vec<_>>();
+        let exports = |m: &wasmtime::Module| {
+            m.exports()
+                .map(|e| e.name().to_string())
+                .collect::<Vec<_>>()
+        };
         std::fs::copy(path(&ed), path(&vd)).unwrap();
         let (m, _) = engine.load_module(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(exports(&m), ["_start"]);

@@ -15,10 +15,10 @@
 //!   anything; the workload and the node carry on.
 
 use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self as fs, DescriptorFlags, HostDescriptor, OpenFlags, PathFlags,
 };
-use wasmtime_wasi::filesystem::WasiFilesystemView;
 
 use super::run::P2State;
 
@@ -58,7 +58,9 @@ pub fn host_reserve(limit: u64) -> u64 {
 pub fn per_workload_cap(wanted: usize, limit: u64, max_workloads: usize) -> usize {
     let shared = limit.saturating_sub(host_reserve(limit));
     let fair = shared / (max_workloads.max(1) as u64);
-    wanted.min(usize::try_from(fair).unwrap_or(usize::MAX)).max(16)
+    wanted
+        .min(usize::try_from(fair).unwrap_or(usize::MAX))
+        .max(16)
 }
 
 /// Open descriptors (files and directories, preopens included) in a

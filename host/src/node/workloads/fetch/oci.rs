@@ -108,7 +108,13 @@ fn classify(e: RegistryError) -> FetchError {
         RegistryError::Transport { .. } => FetchError::Unavailable(msg),
         RegistryError::Status { status, codes, .. } => {
             let has = |c: &[&str]| codes.iter().any(|x| c.contains(&x.as_str()));
-            if has(&["NAME_UNKNOWN", "MANIFEST_UNKNOWN", "BLOB_UNKNOWN", "NOT_FOUND"]) || *status == 404 {
+            if has(&[
+                "NAME_UNKNOWN",
+                "MANIFEST_UNKNOWN",
+                "BLOB_UNKNOWN",
+                "NOT_FOUND",
+            ]) || *status == 404
+            {
                 FetchError::NotFound(msg)
             } else if has(&["UNAUTHORIZED", "DENIED"]) || matches!(status, 401 | 403) {
                 FetchError::Unauthorized(msg)
