@@ -1,6 +1,9 @@
 //! OCI registry credentials, shared by the node's image pulls and plugin
 //! artifacts: docker config files and `imagePullSecrets` read into
-//! [`PullSecret`]s, and the one that applies to a reference.
+//! [`PullSecret`]s, and the one that applies to a reference; [`capped`]: the
+//! size-capped reads both pull through.
+
+pub mod capped;
 
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;

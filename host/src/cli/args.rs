@@ -111,6 +111,19 @@ pub struct NodeArgs {
     /// container fails to start).
     #[arg(long, default_value = "2Gi", value_parser = parse_bytes)]
     pub workload_max_memory: u64,
+    /// The memory limits of all running workloads together stay under this
+    /// (every workload's memory is the host process's); a container that
+    /// would pass it fails to start. Advertised as the node's allocatable
+    /// memory, which pods' requests are admitted against. Default: three
+    /// quarters of the machine's memory (the rest for the host itself).
+    #[arg(long, value_parser = parse_bytes)]
+    pub workload_memory_budget: Option<u64>,
+    /// Descriptors (files, directories, mounts) a WASI 0.2 workload may hold
+    /// open; an open past it fails in the workload. Lowered at start so that
+    /// the node's most workloads together stay within the open-file limit
+    /// (raised to its hard limit) minus a quarter kept for the host.
+    #[arg(long, default_value_t = crate::node::workloads::files::DEFAULT_MAX_OPEN_FILES)]
+    pub workload_max_open_files: usize,
     /// CA whose client certificates may call the kubelet API (`run` only;
     /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
     #[arg(long)]

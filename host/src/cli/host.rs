@@ -97,11 +97,13 @@ pub(super) async fn run_host(
     let ready = Arc::new(AtomicBool::new(false));
     let leading = Leadership::new(!host.leader_elect);
     let mut engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
-    match std::env::current_exe() {
-        Ok(exe) => engine = engine.compile_in_child(exe),
-        Err(e) => {
+    let exe = std::env::current_exe()
+        .inspect_err(|e| {
             tracing::warn!(error = %e, "cannot find this executable; components compile in the host")
-        }
+        })
+        .ok();
+    if let Some(exe) = &exe {
+        engine = engine.compile_in_child(exe.clone());
     }
     let (dir, builtin_dir) =
         crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
@@ -159,13 +161,40 @@ pub(super) async fn run_host(
         wc.max_workloads = wc.max_workloads.max(4 * n.max_pods as usize);
         wc.default_memory_limit = n.workload_memory_limit;
         wc.max_memory_limit = n.workload_max_memory;
+        wc.memory_budget = n
+            .workload_memory_budget
+            .unwrap_or_else(|| crate::node::agent::total_memory().map_or(1 << 30, |m| m / 4 * 3));
         // Workloads get their own engine: pods must not exhaust the plugins' pool.
-        let wengine = WorkloadEngine::new(&data_dir.join("cache").join("components"))?;
+        let mut wengine = WorkloadEngine::new(&data_dir.join("cache").join("components"))?;
+        // Pods' modules are compiled in the child too, as plugins are.
+        if let Some(exe) = &exe {
+            wengine = wengine.compile_in_child(exe.clone());
+        }
+        // Open files: the limit raised, the host's share kept, the rest split
+        // so that every workload the node may run can hold its cap at once.
+        let nofile = crate::node::workloads::files::raise_nofile_limit();
+        wc.max_open_files = crate::node::workloads::files::per_workload_cap(
+            n.workload_max_open_files,
+            nofile,
+            wc.max_workloads,
+        );
+        if wc.max_open_files < n.workload_max_open_files {
+            tracing::warn!(
+                wanted = n.workload_max_open_files,
+                cap = wc.max_open_files,
+                open_file_limit = nofile,
+                max_workloads = wc.max_workloads,
+                "--workload-max-open-files lowered: the open-file limit does not cover every workload at the cap beside the host's reserve"
+            );
+        }
+        let memory_budget = wc.memory_budget;
         let workloads = Arc::new(WorkloadManager::new(wc, wengine)?);
         let mut config = NodeConfig::new(&node_name(n));
         config.address = n.node_address;
         config.kubelet_port = n.kubelet_port;
         config.pods = n.max_pods;
+        // Pods are admitted (and scheduled) against the budget, not all memory.
+        config.allocatable_memory = Some(memory_budget);
         // Providers must be able to load before the first scan.
         plugins.set_workloads(workloads.clone());
         let a = NodeAgent::start(

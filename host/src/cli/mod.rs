@@ -90,6 +90,9 @@ enum Command {
     CompileComponent {
         #[arg(long, action = clap::ArgAction::Set)]
         pooling: bool,
+        /// A core module (a pod's WASI preview 1 workload), not a component.
+        #[arg(long)]
+        module: bool,
     },
     /// Run the embedded control plane with the host and its plugins (the main command).
     Up {
@@ -420,8 +423,8 @@ async fn main_async(cli: Cli) -> Result<()> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // A compile child: no logging, no runtime, nothing but the compile.
-    if let Command::CompileComponent { pooling } = cli.command {
-        return crate::plugin::engine::compile_component_child(pooling);
+    if let Command::CompileComponent { pooling, module } = cli.command {
+        return crate::plugin::engine::compile_component_child(pooling, module);
     }
     let logs = crate::telemetry::Logs {
         filter: &cli.log_level,

@@ -25,6 +25,9 @@ pub struct NodeConfig {
     pub kubelet_port: u16,
     pub cpu: String,
     pub memory: String,
+    /// Memory offered to pods (`status.allocatable.memory`, bytes): the
+    /// workloads' memory budget; `None`: all of `memory`.
+    pub allocatable_memory: Option<u64>,
     pub pods: u32,
 }
 
@@ -38,13 +41,17 @@ impl NodeConfig {
                 .map(|n| n.get())
                 .unwrap_or(1)
                 .to_string(),
-            memory: total_memory().unwrap_or_else(|| "1Gi".into()),
+            memory: total_memory()
+                .map(|b| format!("{}Ki", b >> 10))
+                .unwrap_or_else(|| "1Gi".into()),
+            allocatable_memory: None,
             pods: 110,
         }
     }
 }
 
-fn total_memory() -> Option<String> {
+/// The machine's memory in bytes (`MemTotal`).
+pub fn total_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
         .lines()
@@ -53,7 +60,7 @@ fn total_memory() -> Option<String> {
         .nth(1)?
         .parse()
         .ok()?;
-    Some(format!("{kb}Ki"))
+    kb.checked_mul(1024)
 }
 
 fn now_rfc3339() -> String {
@@ -94,10 +101,15 @@ fn conditions(ready: bool, since: &str) -> Value {
 }
 
 fn status(cfg: &NodeConfig, ready: bool, since: &str) -> Value {
-    let resources = json!({"cpu": cfg.cpu, "memory": cfg.memory, "pods": cfg.pods.to_string()});
+    let capacity = json!({"cpu": cfg.cpu, "memory": cfg.memory, "pods": cfg.pods.to_string()});
+    let mut allocatable = capacity.clone();
+    if let Some(m) = cfg.allocatable_memory {
+        // What the node admits pods against and the scheduler places by.
+        allocatable["memory"] = json!(m.to_string());
+    }
     json!({
-        "capacity": resources,
-        "allocatable": resources,
+        "capacity": capacity,
+        "allocatable": allocatable,
         "conditions": conditions(ready, since),
         "addresses": [
             {"type": "InternalIP", "address": cfg.address.to_string()},

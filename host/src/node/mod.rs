@@ -1,10 +1,12 @@
 //! The node agent: a kubelet whose pod runtime is a provider plugin.
 //!
 //! - [`agent`]: the Node object, its lease and heartbeat;
+//! - [`admission`]: which bound pods fit the node (the kubelet's admission);
 //! - [`pods`]: one state machine per pod, driven through the provider;
 //! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
 //! - [`kubelet`]: the kubelet API subset behind `kubectl logs`.
 
+pub mod admission;
 pub mod agent;
 pub mod kubelet;
 pub mod pods;

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::admission::{self, Admission, Allocatable};
 use super::agent::NodeConfig;
 use crate::plugin::PluginSet;
 use crate::plugin::loaded::ProviderReply;
@@ -61,6 +62,10 @@ pub struct PodRunner {
     recorder: Recorder,
     /// Each pod's state and since when (the status page).
     states: Mutex<std::collections::BTreeMap<String, (String, std::time::SystemTime)>>,
+    /// The requests of the pods admitted to run here.
+    admission: Mutex<Admission>,
+    /// Pods this node rejected (uid): they never get a machine.
+    rejected: Mutex<std::collections::HashSet<String>>,
 }
 
 fn key_of(pod: &Pod) -> String {
@@ -89,10 +94,12 @@ impl PodRunner {
             client,
             plugins,
             provider: provider.into(),
-            node,
             routes: Mutex::new(Routes::default()),
             recorder,
             states: Mutex::default(),
+            admission: Mutex::new(Admission::new(Allocatable::of(&node))),
+            rejected: Mutex::default(),
+            node,
         })
     }
 
@@ -157,6 +164,8 @@ impl PodRunner {
                 Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => self.deliver(p),
                 Ok(watcher::Event::Delete(p)) => {
                     let uid = p.metadata.uid.clone().unwrap_or_default();
+                    self.admission().release(&uid);
+                    self.rejected().remove(&uid);
                     if let Some(tx) = self.routes().machines.get(&uid) {
                         let _ = tx.send(Wake::PodGone);
                     }
@@ -169,15 +178,100 @@ impl PodRunner {
         }
     }
 
+    fn admission(&self) -> std::sync::MutexGuard<'_, Admission> {
+        self.admission.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rejected(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.rejected.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admission, before a pod gets its machine: `false` when the pod must
+    /// not run here (rejected now or before; a deleted rejected pod is
+    /// removed, as the kubelet removes a terminated one).
+    fn admit(self: &Arc<Self>, uid: &str, pod: &Arc<Pod>) -> bool {
+        if self.rejected().contains(uid) || admission::rejected(pod) {
+            if deleting(pod) {
+                let me = self.clone();
+                let (key, uid) = (key_of(pod), uid.to_string());
+                tokio::spawn(async move { me.remove_rejected(&key, &uid).await });
+            }
+            return false;
+        }
+        // A finished pod requests nothing; its machine still reports it.
+        if admission::terminal(pod) {
+            self.admission().release(uid);
+            return true;
+        }
+        let rejection = match self.admission().admit(uid, pod) {
+            Ok(()) => return true,
+            Err(r) => r,
+        };
+        self.rejected().insert(uid.to_string());
+        tracing::info!(pod = %key_of(pod), reason = %rejection.reason, "{}", rejection.message);
+        let (me, pod) = (self.clone(), pod.clone());
+        tokio::spawn(async move { me.reject(&pod, rejection).await });
+        false
+    }
+
+    /// Writes the rejection as the kubelet does: phase Failed with its reason
+    /// and message, and a Warning event of the same reason.
+    async fn reject(&self, pod: &Pod, r: admission::Rejection) {
+        let key = key_of(pod);
+        let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let body = json!({"status": {
+            "phase": "Failed",
+            "reason": r.reason,
+            "message": r.message,
+        }});
+        if let Err(e) = pods
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            tracing::warn!(pod = %key, error = %e, "writing the pod's rejection failed");
+        }
+        self.event(pod, EventType::Warning, &r.reason, r.message)
+            .await;
+    }
+
+    /// A rejected pod being deleted: nothing runs, so it goes at once.
+    async fn remove_rejected(&self, key: &str, uid: &str) {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match pods.delete(name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => tracing::warn!(pod = %key, error = %e, "removing a rejected pod failed"),
+        }
+    }
+
     fn deliver(self: &Arc<Self>, pod: Pod) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let pod = Arc::new(pod);
-        let mut routes = self.routes();
+        // A pod that has finished no longer holds what it requested.
+        if admission::terminal(&pod) {
+            self.admission().release(&uid);
+        }
+        let routes = self.routes();
         if let Some(tx) = routes.machines.get(&uid)
             && tx.send(Wake::PodChanged(pod.clone())).is_ok()
         {
             return;
         }
+        drop(routes);
+        if !self.admit(&uid, &pod) {
+            return;
+        }
+        let mut routes = self.routes();
         let (tx, rx) = mpsc::unbounded_channel();
         routes.machines.insert(uid.clone(), tx);
         drop(routes);
@@ -194,6 +288,7 @@ impl PodRunner {
             .run()
             .await;
             me.set_state(&key, None);
+            me.admission().release(&uid);
             let mut r = me.routes();
             r.machines.remove(&uid);
             r.handles.retain(|_, u| *u != uid);

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::{Client, Reference};
-use sha2::{Digest, Sha256};
 
 use super::manifest::{Manifest, ManifestError};
+use crate::oci::capped::{CappedReader, RegistryError, http_client};
 use crate::oci::{PullSecret, auth_for};
 
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -34,7 +34,9 @@ pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.manifest.v
 pub const CRD_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.crd.v1+yaml";
 const TITLE: &str = "org.opencontainers.image.title";
 /// The most a pulled artifact may hold, all layers together: a registry that
-/// answers with more is refused before anything is downloaded.
+/// declares more is refused before anything is downloaded, and a layer longer
+/// than its descriptor says is cut off there (manifests: at 4 MiB,
+/// [`crate::oci::capped::MAX_MANIFEST_BYTES`]).
 pub const MAX_ARTIFACT_BYTES: i64 = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -216,10 +218,6 @@ fn inside(relative: &str) -> bool {
             .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
 /// Pushes `artifact` as `reference`; returns the manifest's digest.
 pub async fn push(
     artifact: &Artifact,
@@ -256,10 +254,44 @@ pub async fn push(
 pub async fn digest(reference: &str, opts: &RegistryOptions) -> Result<String, DistributionError> {
     let r = parse(reference)?;
     let client = client(&r, opts)?;
-    client
-        .fetch_manifest_digest(&r, &auth_for(&r, &opts.credentials))
-        .await
-        .map_err(registry_error(&r))
+    let registry = reader(&client, &r, opts).await?;
+    registry.manifest_digest().await.map_err(capped_error)
+}
+
+/// A size-capped reader of `r`'s repository (see [`crate::oci::capped`]).
+async fn reader<'a>(
+    client: &Client,
+    r: &'a Reference,
+    opts: &RegistryOptions,
+) -> Result<CappedReader<'a>, DistributionError> {
+    let http = http_client().map_err(|message| DistributionError::Registry {
+        reference: r.to_string(),
+        message,
+    })?;
+    CappedReader::new(
+        client,
+        http,
+        r,
+        &auth_for(r, &opts.credentials),
+        opts.insecure,
+    )
+    .await
+    .map_err(capped_error)
+}
+
+fn capped_error(e: RegistryError) -> DistributionError {
+    let reference = e.reference().to_string();
+    let shown = e.to_string();
+    let message = shown
+        .strip_prefix(&format!("{reference}: "))
+        .unwrap_or(&shown)
+        .to_string();
+    match e {
+        RegistryError::TooLarge { .. } | RegistryError::Invalid { .. } => {
+            DistributionError::NotAPlugin { reference, message }
+        }
+        _ => DistributionError::Registry { reference, message },
+    }
 }
 
 /// Pulls the plugin `reference` names; returns its manifest digest and files.
@@ -270,11 +302,12 @@ pub async fn pull(
 ) -> Result<(String, Artifact), DistributionError> {
     let r = parse(reference)?;
     let client = client(&r, opts)?;
-    let auth = auth_for(&r, &opts.credentials);
-    let (manifest, digest) = client
-        .pull_image_manifest(&r, &auth)
+    let registry = reader(&client, &r, opts).await?;
+    // Indexes are not plugin artifacts: no entry is picked.
+    let (manifest, digest) = registry
+        .image_manifest(|_| None)
         .await
-        .map_err(registry_error(&r))?;
+        .map_err(capped_error)?;
     let not_a_plugin = |message: String| DistributionError::NotAPlugin {
         reference: reference.into(),
         message,
@@ -293,17 +326,12 @@ pub async fn pull(
     }
     let (mut wasm, mut toml, mut files) = (None, None, BTreeMap::new());
     for layer in &manifest.layers {
-        let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
-        client
-            .pull_blob(&r, layer, &mut bytes)
+        // Streamed, cut off at the size its descriptor declares (all of them
+        // together are under the limit), then checked against its digest.
+        let bytes = registry
+            .blob(layer, MAX_ARTIFACT_BYTES as u64)
             .await
-            .map_err(registry_error(&r))?;
-        if bytes.len() as i64 != layer.size || sha256(&bytes) != layer.digest {
-            return Err(not_a_plugin(format!(
-                "layer {} does not match its descriptor (size or digest)",
-                layer.digest
-            )));
-        }
+            .map_err(capped_error)?;
         let title = layer
             .annotations
             .as_ref()

@@ -30,6 +30,40 @@ pub enum CompileError {
     Io { path: String, message: String },
 }
 
+/// What a cached artifact was compiled from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Component,
+    /// A core module: pods' WASI preview 1 workloads.
+    Module,
+}
+
+impl Kind {
+    /// The cache file of source digest `digest` (components keep the name
+    /// they always had, so existing caches stay valid).
+    fn file_name(self, digest: &str) -> String {
+        match self {
+            Kind::Component => format!("{digest}.cwasm"),
+            Kind::Module => format!("{digest}.module.cwasm"),
+        }
+    }
+
+    /// The string the seal binds.
+    fn sealed_for(self, digest: &str) -> String {
+        match self {
+            Kind::Component => digest.to_string(),
+            Kind::Module => format!("module:{digest}"),
+        }
+    }
+
+    fn precompile(self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        match self {
+            Kind::Component => engine.precompile_component(bytes),
+            Kind::Module => engine.precompile_module(bytes),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct PluginEngine {
     pub engine: Engine,
@@ -198,8 +232,44 @@ impl PluginEngine {
         path: &Path,
         bytes: &[u8],
     ) -> Result<(Arc<Component>, String), CompileError> {
+        // SAFETY (both closures): `load_sealed` hands over only artifacts this
+        // install sealed for exactly these bytes, compiled as a component by an
+        // engine with this configuration (deserialize checks the engine matches).
+        let (c, digest) = self.load_sealed(path, bytes, Kind::Component, |e, a| unsafe {
+            Component::deserialize(e, a)
+        })?;
+        Ok((Arc::new(c), digest))
+    }
+
+    /// The core module in `bytes` (a pod's WASI preview 1 workload), like
+    /// [`PluginEngine::load`]: compiled in the compile child, its artifact
+    /// sealed in the same cache. Blocking.
+    pub fn load_module(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(wasmtime::Module, String), CompileError> {
+        // SAFETY: as in `load`, for a core module's artifact.
+        self.load_sealed(path, bytes, Kind::Module, |e, a| unsafe {
+            wasmtime::Module::deserialize(e, a)
+        })
+    }
+
+    /// The cache's sealed artifact for `bytes` opened and deserialized, or
+    /// `bytes` compiled now (in the child when configured), sealed and cached.
+    /// A seal that fails (tampered, swapped, foreign) means a recompile.
+    fn load_sealed<T>(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        kind: Kind,
+        deserialize: impl Fn(&Engine, &[u8]) -> wasmtime::Result<T>,
+    ) -> Result<(T, String), CompileError> {
         let digest = hex::encode(Sha256::digest(bytes));
-        let cached = self.cache_dir.join(format!("{digest}.cwasm"));
+        let cached = self.cache_dir.join(kind.file_name(&digest));
+        // What the seal binds: the source digest, and for modules the kind
+        // (a component's artifact never opens as a module's or back).
+        let sealed_for = kind.sealed_for(&digest);
         let invalid = |e: wasmtime::Error| CompileError::Invalid {
             path: path.display().to_string(),
             message: format!("{e:#}"),
@@ -207,37 +277,31 @@ impl PluginEngine {
         if let Some(key) = &self.key
             && let Ok(sealed) = std::fs::read(&cached)
         {
-            match key.open(&digest, &sealed) {
-                // SAFETY: the seal proves this engine's install wrote the
-                // artifact for exactly these bytes (`precompile_component` of an
-                // engine with this compatibility hash).
-                Some(artifact) => match unsafe { Component::deserialize(&self.engine, artifact) } {
-                    Ok(c) => return Ok((Arc::new(c), digest)),
+            match key.open(&sealed_for, &sealed) {
+                Some(artifact) => match deserialize(&self.engine, artifact) {
+                    Ok(c) => return Ok((c, digest)),
                     Err(e) => {
-                        tracing::warn!(file = %cached.display(), error = %e, "cached component unusable, recompiling")
+                        tracing::warn!(file = %cached.display(), error = %e, "cached artifact unusable, recompiling")
                     }
                 },
                 None => {
-                    tracing::warn!(file = %cached.display(), "cached component fails its integrity check (tampered or foreign), recompiling")
+                    tracing::warn!(file = %cached.display(), "cached artifact fails its integrity check (tampered or foreign), recompiling")
                 }
             }
         }
-        let compiled = self.precompile(path, bytes)?;
+        let compiled = self.precompile(path, bytes, kind)?;
         if let Some(key) = &self.key
-            && let Err(e) = self.store(&cached, &key.seal(&digest, &compiled))
+            && let Err(e) = self.store(&cached, &key.seal(&sealed_for, &compiled))
         {
-            tracing::warn!(file = %cached.display(), error = %e, "cannot cache the compiled component");
+            tracing::warn!(file = %cached.display(), error = %e, "cannot cache the compiled artifact");
         }
-        // SAFETY: compiled just above by this engine or by a child with this
-        // engine's configuration (deserialize checks that it matches).
-        let component =
-            unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(invalid)?;
-        Ok((Arc::new(component), digest))
+        let loaded = deserialize(&self.engine, &compiled).map_err(invalid)?;
+        Ok((loaded, digest))
     }
 
     /// `bytes` compiled for this engine: in a child when one is configured
     /// (and can be started), else here.
-    fn precompile(&self, path: &Path, bytes: &[u8]) -> Result<Vec<u8>, CompileError> {
+    fn precompile(&self, path: &Path, bytes: &[u8], kind: Kind) -> Result<Vec<u8>, CompileError> {
         let invalid = |message: String| CompileError::Invalid {
             path: path.display().to_string(),
             message,
@@ -246,10 +310,10 @@ impl PluginEngine {
             // A child that failed for another reason than refusing the
             // component (it could not reserve its engine's memory, say) gets
             // one more try in a fresh child, never in the host.
-            let outcome = match compile_child(exe, self.pooling, bytes) {
+            let outcome = match compile_child(exe, self.pooling, kind, bytes) {
                 Ok(Err(ChildFailure::Failed(why))) => {
                     tracing::warn!(file = %path.display(), error = %why, "the compile child failed; trying once more");
-                    compile_child(exe, self.pooling, bytes)
+                    compile_child(exe, self.pooling, kind, bytes)
                         .or_else(|e| Ok(Err(ChildFailure::Failed(format!("{why}; then: {e}")))))
                 }
                 other => other,
@@ -266,8 +330,7 @@ impl PluginEngine {
                 }
             }
         }
-        self.engine
-            .precompile_component(bytes)
+        kind.precompile(&self.engine, bytes)
             .map_err(|e| invalid(format!("{e:#}")))
     }
 
@@ -301,16 +364,21 @@ enum ChildFailure {
 fn compile_child(
     exe: &Path,
     pooling: bool,
+    kind: Kind,
     bytes: &[u8],
 ) -> std::io::Result<Result<Vec<u8>, ChildFailure>> {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let mut child = Command::new(exe)
-        .args([
-            "compile-component",
-            "--pooling",
-            if pooling { "true" } else { "false" },
-        ])
+    let mut command = Command::new(exe);
+    command.args([
+        "compile-component",
+        "--pooling",
+        if pooling { "true" } else { "false" },
+    ]);
+    if kind == Kind::Module {
+        command.arg("--module");
+    }
+    let mut child = command
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -346,10 +414,10 @@ fn compile_child(
 const CHILD_REFUSED: i32 = 3;
 
 /// The child's side of [`PluginEngine::compile_in_child`]: reads a component
-/// on stdin and writes it compiled for the plugins' engine (`pooling` as the
-/// host's) on stdout. Exits with [`CHILD_REFUSED`] and the reason on stderr
-/// for an invalid component.
-pub fn compile_component_child(pooling: bool) -> std::process::ExitCode {
+/// (with `module`, a core module) on stdin and writes it compiled for the
+/// plugins' engine (`pooling` as the host's) on stdout. Exits with
+/// [`CHILD_REFUSED`] and the reason on stderr for an invalid one.
+pub fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
     use std::io::{Read, Write};
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
@@ -363,7 +431,12 @@ pub fn compile_component_child(pooling: bool) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match engine.precompile_component(&bytes) {
+    let kind = if module {
+        Kind::Module
+    } else {
+        Kind::Component
+    };
+    match kind.precompile(&engine, &bytes) {
         Ok(compiled) => match std::io::stdout().lock().write_all(&compiled) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
@@ -417,5 +490,43 @@ mod tests {
         let again = PluginEngine::new(&root).unwrap();
         let (c, _) = again.load(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(imports(&again, &c), ["wasmlet:plugin/log@0.1.0"]);
+    }
+
+    /// The same for pods' core modules (the workloads' engine): a swapped
+    /// artifact, or a component's artifact renamed to a module's, is
+    /// recompiled; the module that runs is the one the bytes say.
+    #[test]
+    fn a_swapped_cached_module_is_recompiled_not_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let engine = PluginEngine::for_workloads(&root).unwrap();
+        let victim = wat::parse_str(r#"(module (func (export "_start")))"#).unwrap();
+        let evil = wat::parse_str(r#"(module (func (export "evil")))"#).unwrap();
+        let (_, vd) = engine.load_module(Path::new("v.wasm"), &victim).unwrap();
+        let (_, ed) = engine.load_module(Path::new("e.wasm"), &evil).unwrap();
+        let path = |d: &str| engine.cache_dir.join(Kind::Module.file_name(d));
+        assert!(path(&vd).is_file(), "the module's artifact is cached");
+        let exports = |m: &wasmtime::Module| {
+            m.exports()
+                .map(|e| e.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        std::fs::copy(path(&ed), path(&vd)).unwrap();
+        let (m, _) = engine.load_module(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(exports(&m), ["_start"]);
+        // Recompiled and re-sealed: a fresh engine of this install loads it.
+        let again = PluginEngine::for_workloads(&root).unwrap();
+        let (m, _) = again.load_module(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(exports(&m), ["_start"]);
+        // A component's sealed artifact under the module's name is refused too.
+        let component = wat::parse_str(r#"(component)"#).unwrap();
+        let (_, cd) = again.load(Path::new("c.wasm"), &component).unwrap();
+        std::fs::copy(
+            again.cache_dir.join(Kind::Component.file_name(&cd)),
+            path(&vd),
+        )
+        .unwrap();
+        let (m, _) = again.load_module(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(exports(&m), ["_start"]);
     }
 }

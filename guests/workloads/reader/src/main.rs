@@ -6,7 +6,10 @@
 //!   connect:HOST:PORT  open a TCP connection
 //!   resolve:NAME       resolve a host name
 //!   alloc:MIB          allocate and touch MIB MiB (aborts when the memory cap is hit)
+//!   hold:PATH=N        open PATH N times, keeping every file open (until exit)
+//!   sleep:SECS         sleep (holding what `hold` opened)
 fn main() {
+    let mut held: Vec<std::fs::File> = Vec::new();
     for arg in std::env::args().skip(1) {
         let (op, rest) = arg.split_once(':').unwrap_or((arg.as_str(), ""));
         let result: Result<String, String> = match op {
@@ -44,6 +47,31 @@ fn main() {
                     v.len(),
                     v.iter().map(|&b| b as usize).sum::<usize>()
                 ))
+            }
+            "hold" => {
+                let (path, n) = rest.split_once('=').unwrap_or((rest, "1"));
+                let n: usize = n.parse().unwrap_or(1);
+                let before = held.len();
+                let mut failed = None;
+                for _ in 0..n {
+                    match std::fs::File::open(path) {
+                        Ok(f) => held.push(f),
+                        Err(e) => {
+                            failed = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                let opened = held.len() - before;
+                match failed {
+                    None => Ok(format!("opened {opened}")),
+                    Some(e) => Err(format!("opened {opened}, then: {e}")),
+                }
+            }
+            "sleep" => {
+                let secs: u64 = rest.parse().unwrap_or(1);
+                std::thread::sleep(std::time::Duration::from_secs(secs));
+                Ok(format!("slept, holding {}", held.len()))
             }
             _ => Err(format!("unknown op {op}")),
         };

@@ -16,4 +16,11 @@ impl WorkloadEngine {
     pub fn new(cache_dir: &Path) -> anyhow::Result<WorkloadEngine> {
         Ok(WorkloadEngine(PluginEngine::for_workloads(cache_dir)?))
     }
+
+    /// Compiles pods' modules in child processes of `exe`, as plugins are
+    /// ([`PluginEngine::compile_in_child`]): a pod's module is untrusted input
+    /// to the compiler.
+    pub fn compile_in_child(self, exe: std::path::PathBuf) -> WorkloadEngine {
+        WorkloadEngine(self.0.compile_in_child(exe))
+    }
 }

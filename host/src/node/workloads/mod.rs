@@ -7,10 +7,12 @@
 //! ```text
 //! DATA/modules/sha256/<hex>.wasm              fetched modules, content-addressed, shared by all pods
 //! DATA/modules/refs/<sha256 of reference>     reference -> digest (IfNotPresent / Never)
-//! DATA/modules/compiled/<engine>/<hex>.cwasm  precompiled core modules (components: PluginEngine's cache)
 //! DATA/pods/<uid>/volumes/<name>/             emptyDir and files volumes
 //! DATA/pods/<uid>/logs/<container>/<attempt>.log[.1]   CRI-format logs, rotated once
 //! ```
+//!
+//! Compiled modules and components live in the engine's sealed cache
+//! ([`crate::plugin::artifact`]), compiled in its compile child.
 //!
 //! Nothing here blocks: fetches and workloads run on tokio tasks; completion is
 //! announced on [`WorkloadManager::subscribe_fetches`] / [`WorkloadManager::subscribe_exits`].
@@ -18,6 +20,7 @@
 mod disk;
 mod engine;
 mod fetch;
+pub mod files;
 pub mod logs;
 mod run;
 mod types;
@@ -118,6 +121,8 @@ impl WorkloadManager {
         // Includes `wasi:cli/exit.exit-with-code` (stable since WASI 0.2.12).
         wasmtime_wasi::p2::add_to_linker_async(&mut p2_linker)
             .map_err(|e| anyhow::anyhow!("linking WASI 0.2: {e:#}"))?;
+        files::cap_open_at(&mut p2_linker)
+            .map_err(|e| anyhow::anyhow!("capping WASI 0.2 open-at: {e:#}"))?;
         let mut p1_linker = wasmtime::Linker::new(&engine.engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut p1_linker, |s: &mut run::P1State| &mut s.ctx)
             .map_err(|e| anyhow::anyhow!("linking WASI preview 1: {e:#}"))?;

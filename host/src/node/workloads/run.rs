@@ -34,6 +34,14 @@ pub(crate) struct P2State {
     ctx: WasiCtx,
     table: ResourceTable,
     limiter: Limiter,
+    /// Descriptors it may hold open (see `files.rs`).
+    pub(crate) max_open_files: usize,
+}
+
+impl P2State {
+    pub(crate) fn table_mut(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
 }
 
 impl WasiView for P2State {
@@ -80,6 +88,8 @@ impl KillSwitch {
 
 pub(crate) struct Workload {
     pub(crate) pod_uid: String,
+    /// Its memory limit (bytes), counted against the node's budget while it runs.
+    pub(crate) memory_limit: u64,
     pub(crate) status: watch::Sender<WorkloadStatus>,
     pub(crate) kill: Arc<KillSwitch>,
     pub(crate) sink: Arc<Mutex<LogSink>>,
@@ -275,15 +285,30 @@ impl Inner {
         let kill = Arc::new(KillSwitch::default());
         let workload = Arc::new(Workload {
             pod_uid: t.pod_uid.clone(),
+            memory_limit: memory,
             status,
             kill: kill.clone(),
             sink: sink.clone(),
             log_path,
         });
-        self.workloads
-            .lock()
-            .unwrap()
-            .insert(handle, workload.clone());
+        {
+            // Checked and taken under one lock: concurrent spawns cannot
+            // both fit into the same remainder.
+            let mut all = self.workloads.lock().unwrap();
+            let used: u64 = all
+                .values()
+                .filter(|w| w.running())
+                .map(|w| w.memory_limit)
+                .sum();
+            let budget = self.config.memory_budget;
+            if used.saturating_add(memory) > budget {
+                return Err(WorkloadError::Failed(format!(
+                    "container {}: memory limit {memory} bytes does not fit the node's workload memory budget of {budget} bytes ({used} bytes taken by running workloads)",
+                    t.container
+                )));
+            }
+            all.insert(handle, workload.clone());
+        }
 
         let engine = self.engine.engine.clone();
         let memory = Some(memory);
@@ -293,6 +318,7 @@ impl Inner {
                 ctx: b.build(),
                 table: ResourceTable::new(),
                 limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
+                max_open_files: self.config.max_open_files,
             }),
             Runnable::Core(_) => Prepared::P1(P1State {
                 ctx: b.build_p1(),

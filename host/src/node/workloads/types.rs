@@ -193,6 +193,13 @@ pub struct WorkloadConfig {
     pub default_memory_limit: u64,
     /// The largest memory limit a container may ask for.
     pub max_memory_limit: u64,
+    /// The node-wide budget: the memory limits of the running workloads
+    /// together stay under it (all of them live in this process); a spawn
+    /// past it is refused. The node's allocatable memory.
+    pub memory_budget: u64,
+    /// Descriptors (files and directories, mounts included) a WASI 0.2
+    /// workload may hold open; an open past it fails in the guest.
+    pub max_open_files: usize,
     /// How often emptyDirs with a `sizeLimit` are measured (the kubelet's eviction
     /// manager checks every 10 s).
     pub disk_check_interval: Duration,
@@ -211,6 +218,8 @@ impl WorkloadConfig {
             pull_timeout: Duration::from_secs(300),
             default_memory_limit: 256 << 20,
             max_memory_limit: 2 << 30,
+            memory_budget: u64::MAX,
+            max_open_files: super::files::DEFAULT_MAX_OPEN_FILES,
             disk_check_interval: Duration::from_secs(10),
         }
     }

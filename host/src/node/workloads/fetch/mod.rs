@@ -3,8 +3,9 @@
 //!
 //! - `DATA/modules/refs/<sha256 of the reference>` maps a reference (`file:///x.wasm`,
 //!   `registry/repo:tag`) to the digest it resolved to, for `IfNotPresent` / `Never`.
-//! - Components are compiled through [`PluginEngine::load`](crate::plugin::engine::PluginEngine::load) (its precompiled cache);
-//!   core modules are precompiled to `DATA/modules/compiled/<engine hash>/<hex>.cwasm`.
+//! - Components and core modules are compiled through [`PluginEngine::load`](crate::plugin::engine::PluginEngine::load)
+//!   and [`PluginEngine::load_module`](crate::plugin::engine::PluginEngine::load_module): in the
+//!   compile child, cached sealed.
 //! - A finished fetch's result stays collectable by the same request for
 //!   [`RESULT_TTL`], so the provider's "wait on fetch-done, then ask again" returns it
 //!   rather than starting another pull (which `Always` would otherwise do forever).

@@ -10,6 +10,7 @@ use oci_client::{Client, Reference};
 
 use super::super::{FetchError, Inner, PullSecret};
 use crate::oci::auth_for;
+use crate::oci::capped::{CappedReader, RegistryError, http_client};
 
 /// Layer media types accepted from a registry: wasm artifacts and image layers (tar).
 const WASM_LAYER_TYPES: &[&str] = &[
@@ -45,10 +46,21 @@ impl Inner {
         let client =
             Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
         let auth = auth_for(reference, secrets);
-        let (manifest, _) = client
-            .pull_image_manifest(reference, &auth)
+        let http = http_client().map_err(FetchError::Other)?;
+        let insecure = self
+            .config
+            .insecure_registries
+            .iter()
+            .any(|r| r == reference.resolve_registry());
+        // Every read below is capped before it is read (manifests at 4 MiB,
+        // the layer at its declared size, under the module limit).
+        let registry = CappedReader::new(&client, http, reference, &auth, insecure)
             .await
-            .map_err(|e| classify_oci(reference, e))?;
+            .map_err(classify)?;
+        let (manifest, _) = registry
+            .image_manifest(wasm_platform)
+            .await
+            .map_err(classify)?;
         let not_wasm = |m: String| FetchError::NotWasm(format!("{reference}: {m}"));
         for l in &manifest.layers {
             if !WASM_LAYER_TYPES.contains(&l.media_type.as_str())
@@ -62,30 +74,7 @@ impl Inner {
         }
         let layer = pick_layer(&manifest.layers).map_err(not_wasm)?;
         let max = self.config.max_module_bytes;
-        // The descriptor's size is checked before anything is downloaded, and the
-        // download is cut off there too (a registry may lie about it).
-        let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
-        if declared > max {
-            return Err(not_wasm(format!(
-                "the layer declares {declared} bytes, more than the limit of {max} bytes"
-            )));
-        }
-        let mut stream = client
-            .pull_blob_stream(reference, layer)
-            .await
-            .map_err(|e| classify_oci(reference, e))?;
-        let mut data = Vec::with_capacity(declared.min(16 << 20) as usize);
-        while let Some(chunk) = futures::StreamExt::next(&mut stream.stream).await {
-            let chunk = chunk.map_err(|e| {
-                FetchError::Unavailable(format!("{reference}: downloading the layer: {e}"))
-            })?;
-            if (data.len() + chunk.len()) as u64 > declared {
-                return Err(not_wasm(format!(
-                    "the layer is larger than the {declared} bytes its descriptor declares"
-                )));
-            }
-            data.extend_from_slice(&chunk);
-        }
+        let data = registry.blob(layer, max).await.map_err(classify)?;
         if WASM_LAYER_TYPES.contains(&layer.media_type.as_str()) {
             return Ok(data);
         }
@@ -109,10 +98,39 @@ fn wasm_platform(entries: &[ImageIndexEntry]) -> Option<String> {
     }
 }
 
-/// The credentials of the first pull secret for the reference's registry.
-fn classify_oci(reference: &Reference, e: OciDistributionError) -> FetchError {
-    let msg = format!("{reference}: {e}");
+/// A capped read's failure as the pod's pull error: too large is not a
+/// usable wasm image; statuses and codes as the registry client's.
+fn classify(e: RegistryError) -> FetchError {
+    let msg = e.to_string();
     match &e {
+        RegistryError::TooLarge { .. } | RegistryError::Invalid { .. } => FetchError::NotWasm(msg),
+        RegistryError::Auth { reference, source } => classify_oci(reference, source),
+        RegistryError::Transport { .. } => FetchError::Unavailable(msg),
+        RegistryError::Status { status, codes, .. } => {
+            let has = |c: &[&str]| codes.iter().any(|x| c.contains(&x.as_str()));
+            if has(&[
+                "NAME_UNKNOWN",
+                "MANIFEST_UNKNOWN",
+                "BLOB_UNKNOWN",
+                "NOT_FOUND",
+            ]) || *status == 404
+            {
+                FetchError::NotFound(msg)
+            } else if has(&["UNAUTHORIZED", "DENIED"]) || matches!(status, 401 | 403) {
+                FetchError::Unauthorized(msg)
+            } else if has(&["NAME_INVALID", "TAG_INVALID"]) {
+                FetchError::InvalidReference(msg)
+            } else {
+                FetchError::Unavailable(msg)
+            }
+        }
+    }
+}
+
+/// An error of the registry client (its authentication) as the pod's pull error.
+fn classify_oci(reference: &str, e: &OciDistributionError) -> FetchError {
+    let msg = format!("{reference}: {e}");
+    match e {
         OciDistributionError::AuthenticationFailure(_)
         | OciDistributionError::UnauthorizedError { .. } => FetchError::Unauthorized(msg),
         OciDistributionError::ImageManifestNotFoundError(_) => FetchError::NotFound(msg),

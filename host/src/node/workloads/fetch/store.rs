@@ -1,8 +1,7 @@
 //! The content-addressed store (`DATA/modules/sha256/`) and turning its modules into
-//! pre-linked runnables (components through the plugin engine's cache, core modules
-//! precompiled to `DATA/modules/compiled/`).
+//! pre-linked runnables (components and core modules through the plugin engine's
+//! sealed cache, compiled in its compile child).
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -91,39 +90,18 @@ impl Inner {
         Ok(loaded)
     }
 
+    /// A core module through the engine's sealed cache, compiled in the compile
+    /// child as components are: a swapped or planted artifact is recompiled,
+    /// never run, and a hostile module crashes the child, not the node.
     pub(super) fn load_core(
         &self,
         hex: &str,
         bytes: &[u8],
     ) -> Result<wasmtime::Module, FetchError> {
-        let engine = &self.engine.engine;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        let cached = self
-            .modules_dir()
-            .join("compiled")
-            .join(format!("{:016x}", h.finish()))
-            .join(format!("{hex}.cwasm"));
-        if cached.is_file() {
-            // SAFETY: this directory is written only below, by an engine with the same
-            // compatibility hash (part of the path).
-            match unsafe { wasmtime::Module::deserialize_file(engine, &cached) } {
-                Ok(m) => return Ok(m),
-                Err(e) => {
-                    tracing::warn!(file = %cached.display(), error = %e, "cached module unusable, recompiling")
-                }
-            }
-        }
-        let compiled = engine.precompile_module(bytes).map_err(|e| {
-            FetchError::NotWasm(format!(
-                "sha256:{hex}: not a valid WebAssembly module: {e:#}"
-            ))
-        })?;
-        write_atomic(&cached, &compiled)
-            .map_err(|e| FetchError::Other(format!("{}: {e}", cached.display())))?;
-        // SAFETY: written just above by this engine.
-        unsafe { wasmtime::Module::deserialize_file(engine, &cached) }
-            .map_err(|e| FetchError::Other(format!("{e:#}")))
+        self.engine
+            .load_module(&self.module_path(hex), bytes)
+            .map(|(m, _)| m)
+            .map_err(|e| FetchError::NotWasm(format!("sha256:{hex}: {e}")))
     }
 }
 
