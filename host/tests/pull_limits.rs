@@ -98,7 +98,7 @@ async fn an_oversized_layer_is_refused_by_its_descriptor() {
     let m = manager(tmp.path(), &registry.addr, 1 << 20);
     match pull(&m, &format!("{}/wasm/big:v1", registry.addr)).await {
         Err(FetchError::NotWasm(msg)) => assert!(
-            msg.contains("declares 2097152 bytes, more than the limit of 1048576"),
+            msg.contains("(declaring 2097152 bytes) is larger than the limit of 1048576 bytes"),
             "{msg}"
         ),
         other => panic!("the layer must be refused: {other:?}"),

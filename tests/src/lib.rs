@@ -229,6 +229,30 @@ impl Plane {
     }
 
     /// Runs `kubectl --kubeconfig ...` with the given arguments.
+    /// A client acting as `user` (the admin impersonates, as `kubectl --as`
+    /// does): its groups are `system:authenticated` only.
+    pub async fn client_as(&self, user: &str) -> Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(self.kubeconfig())?;
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        config.auth_info.impersonate = Some(user.to_string());
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client from one of `wasmlet up`'s identity kubeconfigs
+    /// (`kubeconfig-node`, `kubeconfig-controller`), waiting for the file.
+    pub async fn identity_client(&self, file: &str) -> Result<kube::Client> {
+        let path = self.data_dir().join(file);
+        eventually(
+            Duration::from_secs(30),
+            "the identity kubeconfig",
+            || async { path.exists().then_some(()) },
+        )
+        .await?;
+        let kc = kube::config::Kubeconfig::read_from(&path)?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
         let out = Command::new(kubectl_bin())
             .arg("--kubeconfig")

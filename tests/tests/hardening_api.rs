@@ -19,16 +19,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, configmap, eventually, expect_status};
-
-/// A client of `plane` acting as `user` (the admin impersonates, as
-/// `kubectl --as` does).
-async fn client_as(plane: &Plane, user: &str) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig())?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    config.auth_info.impersonate = Some(user.to_string());
-    Ok(kube::Client::try_from(config)?)
-}
+use wasmlet_e2e::{Plane, configmap, expect_status};
 
 /// The plane still serves another user: a watch started before a write
 /// sees it, and the write reads back.
@@ -216,7 +207,7 @@ async fn a_namespace_named_watch_is_listed_not_watched() -> Result<()> {
         "--role=lister",
         "--user=lister",
     ])?;
-    let lister = client_as(&plane, "lister").await?;
+    let lister = plane.client_as("lister").await?;
     let get = |q: &str| {
         http::Request::get(format!("/api/v1/namespaces/watch/configmaps{q}"))
             .body(Vec::new())
@@ -272,7 +263,7 @@ async fn a_role_created_by_kubectl_grants_the_core_group() -> Result<()> {
     let out = plane.kubectl_ok(&["get", "role", "cm-reader", "-o", "json"])?;
     let role: Value = serde_json::from_str(&out)?;
     assert_eq!(role["rules"][0]["apiGroups"], json!([""]), "{out}");
-    let reader = client_as(&plane, "reader").await?;
+    let reader = plane.client_as("reader").await?;
     let cm = Api::<ConfigMap>::namespaced(reader, "default")
         .get("readable")
         .await?;
@@ -286,21 +277,6 @@ async fn a_role_created_by_kubectl_grants_the_core_group() -> Result<()> {
     still_serves(&admin, "after-role").await
 }
 
-/// A client from `wasmlet up`'s kubeconfig for one identity, waiting for
-/// the file.
-async fn identity_client(plane: &Plane, file: &str) -> Result<kube::Client> {
-    let path = plane.data_dir().join(file);
-    eventually(
-        Duration::from_secs(30),
-        "the identity kubeconfig",
-        || async { path.exists().then_some(()) },
-    )
-    .await?;
-    let kc = kube::config::Kubeconfig::read_from(&path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// Row 12: a node may request a ServiceAccount token only bound, by uid,
 /// to a pod scheduled on itself (upstream's NodeRestriction); an admin's
 /// unbound request still works.
@@ -308,7 +284,7 @@ async fn identity_client(plane: &Plane, file: &str) -> Result<kube::Client> {
 async fn a_node_mints_only_tokens_bound_to_its_own_pods() -> Result<()> {
     let plane = Plane::start_up(&["--node-name", "n1"]).await?;
     let admin = plane.client().await?;
-    let node = identity_client(&plane, "kubeconfig-node").await?;
+    let node = plane.identity_client("kubeconfig-node").await?;
     let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "robot"}}))?;
     Api::<ServiceAccount>::namespaced(admin.clone(), "default")
         .create(&PostParams::default(), &sa)

@@ -16,14 +16,6 @@ use wasmlet_e2e::{Plane, configmap, expect_status};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
-/// A client of `plane` acting as `user` (the admin impersonates).
-async fn client_as(plane: &Plane, user: &str) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig())?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    config.auth_info.impersonate = Some(user.to_string());
-    Ok(kube::Client::try_from(config)?)
-}
-
 async fn create<K>(api: &Api<K>, v: Value) -> std::result::Result<K, kube::Error>
 where
     K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
@@ -143,7 +135,7 @@ async fn amplifying_json_patches_are_refused() -> Result<()> {
         .await?;
     let mut watching = Watching::open(admin_cms.clone()).await?;
 
-    let mallory = Api::<ConfigMap>::namespaced(client_as(&plane, "mallory").await?, "default");
+    let mallory = Api::<ConfigMap>::namespaced(plane.client_as("mallory").await?, "default");
     let pp = PatchParams::default();
     let json_patch = |v: Value| {
         Patch::<()>::Json(serde_json::from_value::<json_patch::Patch>(v).expect("a JSON patch"))
@@ -239,7 +231,7 @@ async fn roles_with_millions_of_permissions_are_refused() -> Result<()> {
     let plane = Plane::start(&[]).await?;
     let admin = plane.client().await?;
     grant(&admin, "team", "nadia", ("ClusterRole", "admin")).await?;
-    let nadia = client_as(&plane, "nadia").await?;
+    let nadia = plane.client_as("nadia").await?;
     let roles = Api::<Role>::namespaced(nadia.clone(), "team");
     let mut watching = Watching::open(Api::<ConfigMap>::namespaced(admin.clone(), "team")).await?;
 

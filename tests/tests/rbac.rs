@@ -7,15 +7,6 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use wasmlet_e2e::{Plane, expect_status};
 
-/// A client of `plane` acting as `user` (the admin impersonates, as
-/// `kubectl --as` does).
-async fn client_as(plane: &Plane, user: &str) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig())?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    config.auth_info.impersonate = Some(user.to_string());
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// Creates an RBAC object through the kube client (JSON). `kubectl create
 /// rolebinding` and friends send protobuf, which the embedded plane does not
 /// read for these kinds.
@@ -106,7 +97,7 @@ async fn a_viewer_reads_its_namespace_only() -> Result<()> {
     )
     .await?;
 
-    let alice = client_as(&plane, "alice").await?;
+    let alice = plane.client_as("alice").await?;
     let pods_a = Api::<Pod>::namespaced(alice.clone(), "a");
     let listed = pods_a.list(&ListParams::default()).await?;
     assert_eq!(listed.items.len(), 1);
@@ -251,21 +242,6 @@ async fn roles_bindings_and_impersonation() -> Result<()> {
     Ok(())
 }
 
-/// A client from `wasmlet up`'s kubeconfig for one identity (`DIR/FILE`),
-/// waiting for the file.
-async fn identity_client(plane: &Plane, file: &str) -> Result<kube::Client> {
-    let path = plane.data_dir().join(file);
-    wasmlet_e2e::eventually(
-        std::time::Duration::from_secs(30),
-        "the identity kubeconfig",
-        || async { path.exists().then_some(()) },
-    )
-    .await?;
-    let kc = kube::config::Kubeconfig::read_from(&path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// The node agent authenticates with its own certificate
 /// (`system:node:NAME` in `system:nodes`) and the Node authorizer confines
 /// it: it reads the secrets its pods reference, not others, and writes its
@@ -277,7 +253,7 @@ async fn the_node_identity_reads_only_what_its_pods_reference() -> Result<()> {
     let plane = Plane::start_up(&["--node-name", "n1"]).await?;
     wasmlet_e2e::install_plugin(&plane.plugin_dir(), "wasi-runner")?;
     let admin = plane.client().await?;
-    let node = identity_client(&plane, "kubeconfig-node").await?;
+    let node = plane.identity_client("kubeconfig-node").await?;
     // The agent registers its Node through that identity.
     let nodes = Api::<Node>::all(admin.clone());
     wasmlet_e2e::eventually(
@@ -334,7 +310,7 @@ async fn the_node_identity_reads_only_what_its_pods_reference() -> Result<()> {
     );
 
     // The controller host has its own identity too.
-    let controller = identity_client(&plane, "kubeconfig-controller").await?;
+    let controller = plane.identity_client("kubeconfig-controller").await?;
     Api::<Secret>::namespaced(controller, "default")
         .list(&ListParams::default())
         .await?;
@@ -629,7 +605,7 @@ async fn a_list_only_user_cannot_watch_by_spelling_it_differently() -> Result<()
         ),
     )
     .await?;
-    let lister = client_as(&plane, "lister").await?;
+    let lister = plane.client_as("lister").await?;
     let get = |q: &str| {
         http::Request::get(format!("/api/v1/namespaces/default/configmaps{q}"))
             .body(Vec::new())

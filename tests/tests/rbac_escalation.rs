@@ -13,15 +13,6 @@ use wasmlet_e2e::{Plane, eventually, expect_status};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
-/// A client of `plane` acting as `user` (the admin impersonates, as
-/// `kubectl --as` does): its groups are `system:authenticated` only.
-async fn client_as(plane: &Plane, user: &str) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig())?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    config.auth_info.impersonate = Some(user.to_string());
-    Ok(kube::Client::try_from(config)?)
-}
-
 async fn create<K>(api: &Api<K>, v: Value) -> std::result::Result<K, kube::Error>
 where
     K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
@@ -89,7 +80,7 @@ async fn roles_and_bindings_cannot_grant_more_than_the_writer_holds() -> Result<
     )
     .await?;
 
-    let alice = client_as(&plane, "alice").await?;
+    let alice = plane.client_as("alice").await?;
     let roles = Api::<Role>::namespaced(alice.clone(), "team");
     let bindings = Api::<RoleBinding>::namespaced(alice.clone(), "team");
 
@@ -257,7 +248,7 @@ async fn an_aggregation_rule_needs_cluster_admin() -> Result<()> {
         ),
     )
     .await?;
-    let mallory = Api::<ClusterRole>::all(client_as(&plane, "mallory").await?);
+    let mallory = Api::<ClusterRole>::all(plane.client_as("mallory").await?);
     let s = expect_status(
         create(
             &mallory,
@@ -321,7 +312,7 @@ async fn aggregated_cluster_roles_follow_the_roles_they_select() -> Result<()> {
         binding("bob-view", ("ClusterRole", "view"), "bob"),
     )
     .await?;
-    let bob = client_as(&plane, "bob").await?;
+    let bob = plane.client_as("bob").await?;
     // The defaults are aggregated before the plane serves.
     Api::<ConfigMap>::namespaced(bob.clone(), "a")
         .list(&ListParams::default())

@@ -21,21 +21,6 @@ where
     api.create(&PostParams::default(), &obj).await
 }
 
-/// A client from `wasmlet up`'s kubeconfig for one identity, waiting for
-/// the file.
-async fn identity_client(plane: &Plane, file: &str) -> Result<kube::Client> {
-    let path = plane.data_dir().join(file);
-    eventually(
-        Duration::from_secs(30),
-        "the identity kubeconfig",
-        || async { path.exists().then_some(()) },
-    )
-    .await?;
-    let kc = kube::config::Kubeconfig::read_from(&path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 fn merge(v: Value) -> Patch<Value> {
     Patch::Merge(v)
 }
@@ -44,7 +29,7 @@ fn merge(v: Value) -> Patch<Value> {
 async fn a_node_writes_only_itself_and_the_status_of_its_pods() -> Result<()> {
     let plane = Plane::start_up(&["--node-name", "n1"]).await?;
     let admin = plane.client().await?;
-    let node = identity_client(&plane, "kubeconfig-node").await?;
+    let node = plane.identity_client("kubeconfig-node").await?;
     let admin_nodes = Api::<Node>::all(admin.clone());
     eventually(Duration::from_secs(30), "Node n1 registered", || async {
         admin_nodes.get_opt("n1").await.ok().flatten()

@@ -325,6 +325,18 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     })
 }
 
+/// The names of the versions a CRD stores objects in (validation lets
+/// exactly one through).
+pub fn storage_versions(crd: &Value) -> Vec<Value> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == true)
+        .map(|v| v["name"].clone())
+        .collect()
+}
+
 /// The CRD with upstream's accepted-names status and cleanup finalizer, or
 /// `None` when it already has both.
 pub fn established(crd: &Value) -> Option<Value> {
@@ -335,14 +347,7 @@ pub fn established(crd: &Value) -> Option<Value> {
         meta::set_finalizers(&mut new, finalizers);
     }
     let now = meta::now_rfc3339();
-    let storage: Vec<Value> = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|v| v["storage"] == true)
-        .map(|v| v["name"].clone())
-        .collect();
+    let storage = storage_versions(crd);
     let mut stored = crd
         .pointer("/status/storedVersions")
         .and_then(Value::as_array)

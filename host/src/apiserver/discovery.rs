@@ -68,13 +68,19 @@ fn resource_entry(rt: &ResourceType) -> Value {
         "kind": rt.kind,
         "verbs": rt.verbs(),
     });
+    with_aliases(rt, &mut e);
+    e
+}
+
+/// A resource entry's `shortNames` and `categories` (both forms of discovery
+/// leave them out when empty).
+fn with_aliases(rt: &ResourceType, e: &mut Value) {
     if !rt.short_names.is_empty() {
         e["shortNames"] = json!(rt.short_names);
     }
     if !rt.categories.is_empty() {
         e["categories"] = json!(rt.categories);
     }
-    e
 }
 
 /// A subresource as discovery names it: its name, the kind it answers with
@@ -201,12 +207,7 @@ fn version_discovery(all: &[std::sync::Arc<ResourceType>], group: &str, version:
                 "singularResource": rt.singular,
                 "verbs": rt.verbs(),
             });
-            if !rt.short_names.is_empty() {
-                r["shortNames"] = json!(rt.short_names);
-            }
-            if !rt.categories.is_empty() {
-                r["categories"] = json!(rt.categories);
-            }
+            with_aliases(rt, &mut r);
             let subs: Vec<Value> = subresources(rt)
                 .iter()
                 .map(|s| {

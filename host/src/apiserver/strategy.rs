@@ -50,18 +50,9 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         // version stored (clients such as kube-rs read `status` off the
         // create's answer, before the names are accepted).
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            let storage: Vec<Value> = obj
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|v| v["storage"] == true)
-                .take(1)
-                .map(|v| v["name"].clone())
-                .collect();
             obj["status"] = json!({
                 "acceptedNames": {"plural": "", "kind": ""},
-                "storedVersions": storage,
+                "storedVersions": super::crd::storage_versions(obj),
             });
         }
         _ if rt.status => {
