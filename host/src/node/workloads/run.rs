@@ -294,7 +294,7 @@ impl Inner {
         {
             // Checked and taken under one lock: concurrent spawns cannot
             // both fit into the same remainder.
-            let mut all = self.workloads.lock().unwrap();
+            let mut all = self.workloads.lock().unwrap_or_else(|p| p.into_inner());
             let used: u64 = all
                 .values()
                 .filter(|w| w.running())
