@@ -46,12 +46,7 @@ async fn guard(
     if trusted_peer(peer.ip()) {
         return next.run(req).await;
     }
-    let bearer = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
+    let bearer = crate::node::kubelet::auth::bearer(req.headers()).map(str::to_owned);
     match gate
         .admit_path(bearer.as_deref(), req.method(), req.uri().path())
         .await

@@ -377,6 +377,19 @@ pub fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
+/// Creates the object `v` (JSON) through `api`, as a typed client would;
+/// the API's answer as it came (for tests that expect a refusal).
+pub async fn create_json<K>(
+    api: &kube::Api<K>,
+    v: serde_json::Value,
+) -> std::result::Result<K, kube::Error>
+where
+    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let obj: K = serde_json::from_value(v).expect("a valid object");
+    api.create(&kube::api::PostParams::default(), &obj).await
+}
+
 /// The `Status` of a failed kube call, or a panic naming what came back instead.
 pub fn api_error<T: std::fmt::Debug>(
     r: std::result::Result<T, kube::Error>,

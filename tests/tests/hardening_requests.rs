@@ -12,17 +12,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, configmap, expect_status};
+use wasmlet_e2e::{Plane, configmap, create_json as create, expect_status};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
-
-async fn create<K>(api: &Api<K>, v: Value) -> std::result::Result<K, kube::Error>
-where
-    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
-{
-    let obj: K = serde_json::from_value(v).expect("a valid object");
-    api.create(&PostParams::default(), &obj).await
-}
 
 /// Namespace `ns`, and `user` bound there to `role` (a Role or ClusterRole).
 async fn grant(admin: &kube::Client, ns: &str, user: &str, role: (&str, &str)) -> Result<()> {

@@ -9,17 +9,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, eventually, expect_status};
+use wasmlet_e2e::{Plane, create_json as create, eventually, expect_status};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
-
-async fn create<K>(api: &Api<K>, v: Value) -> std::result::Result<K, kube::Error>
-where
-    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
-{
-    let obj: K = serde_json::from_value(v).expect("a valid object");
-    api.create(&PostParams::default(), &obj).await
-}
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})

@@ -9,17 +9,9 @@ use std::time::Duration;
 use anyhow::Result;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, eventually, expect_status};
-
-async fn create<K>(api: &Api<K>, v: Value) -> std::result::Result<K, kube::Error>
-where
-    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
-{
-    let obj: K = serde_json::from_value(v).expect("a valid object");
-    api.create(&PostParams::default(), &obj).await
-}
+use wasmlet_e2e::{Plane, create_json as create, eventually, expect_status};
 
 fn merge(v: Value) -> Patch<Value> {
     Patch::Merge(v)

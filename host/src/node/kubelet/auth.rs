@@ -101,6 +101,16 @@ impl Attributes {
     }
 }
 
+/// The bearer token of a request's `Authorization` header, if any (the
+/// kubelet port's and the metrics address's guards read it alike).
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
 /// Why a request was refused: 401 or 403, as the kubelet answers.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -61,12 +61,7 @@ async fn admit(State(k): State<Kubelet>, req: Request, next: Next) -> Response {
         .extensions()
         .get::<ClientCert>()
         .and_then(|c| c.0.clone());
-    let bearer = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
+    let bearer = auth::bearer(req.headers()).map(str::to_owned);
     let attrs = Attributes::of(req.method(), req.uri().path());
     match k.gate.admit(cert.as_ref(), bearer.as_deref(), &attrs).await {
         Ok(_) => next.run(req).await,
