@@ -51,6 +51,11 @@ pub const TARGETS: &[Target] = &[
         run: targets::selector::selectors,
     },
     Target {
+        name: "selector-bounds",
+        about: "selectors of every size up to the request head limit: no recursion, sets match as a scan would, bounded error messages",
+        run: targets::selector_bounds::selector_bounds,
+    },
+    Target {
         name: "schema",
         about: "CRD structural schemas: defaulting is idempotent, validation never reports a pruned field",
         run: targets::schema::schema,

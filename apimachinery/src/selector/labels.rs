@@ -103,7 +103,7 @@ impl Requirement {
         operator: Operator,
         values: Vec<String>,
     ) -> Result<Requirement, SelectorError> {
-        let mut errs = Vec::new();
+        let mut errs = Errors::default();
         if let Some(e) = validate_label_key(key, "key") {
             errs.push(e);
         }
@@ -151,13 +151,18 @@ impl Requirement {
             }
         }
         if errs.is_empty() {
+            // Kept sorted, as upstream's sets are: a set of any size matches
+            // by binary search, so a list costs O(objects x log values).
+            let mut values = values;
+            values.sort_unstable();
+            values.dedup();
             Ok(Requirement {
                 key: key.to_string(),
                 operator,
                 values,
             })
         } else {
-            Err(SelectorError(aggregate(errs)))
+            Err(SelectorError(errs.message()))
         }
     }
 
@@ -169,7 +174,7 @@ impl Requirement {
         self.operator
     }
 
-    /// The values in the order given (the parser gives them sorted and deduplicated).
+    /// The values, sorted and deduplicated.
     pub fn values(&self) -> &[String] {
         &self.values
     }
@@ -177,7 +182,7 @@ impl Requirement {
     /// Whether `labels` satisfy this requirement.
     pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         let got = labels.get_label(&self.key);
-        let has = |v: &str| self.values.iter().any(|x| x == v);
+        let has = |v: &str| self.values.binary_search_by(|x| x.as_str().cmp(v)).is_ok();
         match self.operator {
             Operator::In | Operator::Equals | Operator::DoubleEquals => got.is_some_and(has),
             Operator::NotIn | Operator::NotEquals => !got.is_some_and(has),
@@ -221,10 +226,8 @@ impl fmt::Display for Requirement {
         if set {
             f.write_str("(")?;
         }
-        // Upstream sorts values on output without touching the requirement.
-        let mut vals: Vec<&str> = self.values.iter().map(String::as_str).collect();
-        vals.sort_unstable();
-        f.write_str(&vals.join(","))?;
+        // Sorted already, as upstream prints them.
+        f.write_str(&self.values.join(","))?;
         if set {
             f.write_str(")")?;
         }
@@ -411,21 +414,46 @@ pub(super) fn validate_label_key(key: &str, path: &str) -> Option<String> {
     })
 }
 
-/// Upstream's `utilerrors.Aggregate` message: one error alone, else `[a, b]`
-/// with duplicates dropped.
-fn aggregate(errs: Vec<String>) -> String {
-    if errs.len() == 1 {
-        return errs.into_iter().next().unwrap_or_default();
+/// How much of an aggregate message lists errors beyond the first: each bad
+/// value's error repeats the key, so a 400 KiB set of three-byte bad values
+/// would otherwise make a message of tens of megabytes.
+pub const MAX_AGGREGATE_BYTES: usize = 16 * 1024;
+
+/// Errors collected for upstream's `utilerrors.Aggregate` message: one error
+/// alone, else `[a, b]` with duplicates dropped. Past [`MAX_AGGREGATE_BYTES`]
+/// the rest are counted, not kept (`..., and 123 more errors]`), so the work
+/// and memory of a refusal stay bounded whatever the number of bad values.
+#[derive(Default)]
+struct Errors {
+    listed: Vec<String>,
+    seen: BTreeSet<String>,
+    bytes: usize,
+    more: usize,
+}
+
+impl Errors {
+    fn push(&mut self, e: String) {
+        if !self.listed.is_empty() && self.bytes + e.len() > MAX_AGGREGATE_BYTES {
+            self.more += 1;
+        } else if self.seen.insert(e.clone()) {
+            self.bytes += e.len() + 2;
+            self.listed.push(e);
+        }
     }
-    let mut seen = BTreeSet::new();
-    let uniq: Vec<String> = errs
-        .into_iter()
-        .filter(|e| seen.insert(e.clone()))
-        .collect();
-    if uniq.len() == 1 {
-        uniq.into_iter().next().unwrap_or_default()
-    } else {
-        format!("[{}]", uniq.join(", "))
+
+    fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    fn message(mut self) -> String {
+        if self.listed.len() == 1 && self.more == 0 {
+            return self.listed.pop().unwrap_or_default();
+        }
+        let shown = self.listed.join(", ");
+        match self.more {
+            0 => format!("[{shown}]"),
+            n => format!("[{shown}, and {n} more errors]"),
+        }
     }
 }
 

@@ -37,7 +37,7 @@ mod parser;
 mod tests;
 
 pub use fields::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
-pub use labels::{LabelSelector, Labels, Operator, Requirement};
+pub use labels::{LabelSelector, Labels, MAX_AGGREGATE_BYTES, Operator, Requirement};
 
 /// A selector that could not be parsed or built. The message is upstream's,
 /// ready for a `BadRequest` Status.

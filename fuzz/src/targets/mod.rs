@@ -12,3 +12,4 @@ pub mod rbac;
 pub mod rest;
 pub mod schema;
 pub mod selector;
+pub mod selector_bounds;
