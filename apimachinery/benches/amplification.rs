@@ -99,6 +99,9 @@ fn nesting(width: usize) -> (Value, Value) {
     (obj, Value::Array(ops))
 }
 
+/// Builds a selector of `n` parts.
+type Shape = fn(usize) -> String;
+
 fn many(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
@@ -234,16 +237,14 @@ fn main() {
         })
         .collect();
     let head = 8192 + 4096 * 100;
-    let shapes: [(&str, Box<dyn Fn(usize) -> String>); 3] = [
-        (
-            "one set of n values",
-            Box::new(|n| format!("k0 in ({})", many("v", n).join(","))),
-        ),
-        ("n != terms", Box::new(|n| many("k0!=x", n).join(","))),
-        (
-            "n bad values",
-            Box::new(|n| format!("k0 in ({})", many("-", n).join(","))),
-        ),
+    let shapes: [(&str, Shape); 3] = [
+        ("one set of n values", |n| {
+            format!("k0 in ({})", many("v", n).join(","))
+        }),
+        ("n != terms", |n| many("k0!=x", n).join(",")),
+        ("n bad values", |n| {
+            format!("k0 in ({})", many("-", n).join(","))
+        }),
     ];
     for (what, make) in &shapes {
         for n in [100, 1_000, 10_000, 50_000] {

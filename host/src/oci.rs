@@ -4,6 +4,7 @@
 //! size-capped reads both pull through.
 
 pub mod capped;
+pub mod token;
 
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;

@@ -208,23 +208,39 @@ async fn event_containing(client: &kube::Client, name: &str, texts: &[&str]) -> 
 // ---- a registry serving what it likes ----------------------------------------------
 
 /// A body served: `prefix`, then filler up to `total` bytes, with
-/// `Content-Length: declared` when set (else until the connection closes).
+/// `Content-Length: declared` when set (else until the connection closes);
+/// `status` and `headers` (lines ending in CRLF) go in the response head.
 #[derive(Clone)]
 struct Reply {
     content_type: &'static str,
     declared: Option<u64>,
     prefix: Vec<u8>,
     total: u64,
+    status: &'static str,
+    headers: String,
+}
+
+impl Default for Reply {
+    fn default() -> Reply {
+        Reply {
+            content_type: "application/json",
+            declared: None,
+            prefix: vec![],
+            total: 0,
+            status: "200 OK",
+            headers: String::new(),
+        }
+    }
 }
 
 impl Reply {
     fn json(v: Value) -> Reply {
         let body = serde_json::to_vec(&v).unwrap();
         Reply {
-            content_type: "application/json",
             declared: Some(body.len() as u64),
             total: body.len() as u64,
             prefix: body,
+            ..Reply::default()
         }
     }
 }
@@ -274,8 +290,8 @@ impl FakeRegistry {
                         return;
                     };
                     let mut header = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nConnection: close\r\n",
-                        reply.content_type
+                        "HTTP/1.1 {}\r\nContent-Type: {}\r\nConnection: close\r\n{}",
+                        reply.status, reply.content_type, reply.headers
                     );
                     if let Some(n) = reply.declared {
                         header.push_str(&format!("Content-Length: {n}\r\n"));
@@ -394,10 +410,52 @@ async fn an_oversized_manifest_is_refused_before_it_is_read() -> Result<()> {
             declared: path.contains("declared").then_some(700 << 20),
             prefix: br#"{"schemaVersion":2,"layers":["#.to_vec(),
             total: HUGE,
+            ..Reply::default()
         }),
         _ => None,
     })
     .await?;
+    pulls_fail_unread(
+        &registry,
+        &[
+            ("endless", &["manifest", MANIFEST_LIMIT]),
+            ("declared", &["manifest", MANIFEST_LIMIT]),
+        ],
+    )
+    .await
+}
+
+/// A registry that makes the node authenticate, then answers the token
+/// request with 512 MiB: `oci-client` read it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_token_answer_is_refused_before_it_is_read() -> Result<()> {
+    let realm = Arc::new(std::sync::OnceLock::<String>::new());
+    let at = realm.clone();
+    let registry = FakeRegistry::start(move |path| match path {
+        "/v2/" => Some(Reply {
+            status: "401 Unauthorized",
+            headers: format!(
+                "WWW-Authenticate: Bearer realm=\"http://{}/token\",service=\"fake\"\r\n",
+                at.get()?
+            ),
+            ..Reply::default()
+        }),
+        p if p.starts_with("/token?") => Some(Reply {
+            prefix: br#"{"token":""#.to_vec(),
+            total: HUGE,
+            ..Reply::default()
+        }),
+        _ => None,
+    })
+    .await?;
+    realm.set(registry.addr.clone()).ok();
+    pulls_fail_unread(&registry, &[("tokened", &["token endpoint", "65536"])]).await
+}
+
+/// Pods of images `registry` serves (name, texts their pull error holds) fail
+/// with those texts while the node's peak RSS grows by less than 100 MiB and
+/// under 64 MiB are read, and the plane goes on serving.
+async fn pulls_fail_unread(registry: &FakeRegistry, images: &[(&str, &[&str])]) -> Result<()> {
     let addr = registry.addr.clone();
     let (plane, client) = plane(&["--insecure-registry", &addr]).await?;
     let host = pid(&plane);
@@ -409,19 +467,20 @@ async fn an_oversized_manifest_is_refused_before_it_is_read() -> Result<()> {
         .await?;
     let peak_before = proc_status_kib(host, "VmHWM:");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for name in ["endless", "declared"] {
+    for (name, _) in images {
         let image = format!("{addr}/{name}:v1");
         let spec =
             json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": image}]});
         pods.create(&PostParams::default(), &node_pod(name, spec))
             .await?;
     }
-    for name in ["endless", "declared"] {
+    for (name, texts) in images {
         let image = format!("{addr}/{name}:v1");
-        let m = event_containing(&client, name, &[&image, MANIFEST_LIMIT]).await?;
-        ensure!(m.contains("manifest"), "{m}");
+        let mut wanted = vec![image.as_str()];
+        wanted.extend_from_slice(texts);
+        event_containing(&client, name, &wanted).await?;
     }
-    serves_others(&plane, "after-manifests", &["before"]).await?;
+    serves_others(&plane, "after-pulls", &["before"]).await?;
     let peak_after = proc_status_kib(host, "VmHWM:");
     let grown = (peak_after.saturating_sub(peak_before)) >> 10;
     println!(
@@ -461,6 +520,7 @@ async fn plugin_pull_stops_reading_a_blob_at_its_declared_size() -> Result<()> {
             declared: None,
             prefix: b"\0asm".to_vec(),
             total: HUGE,
+            ..Reply::default()
         }),
         _ => None,
     })

@@ -2,16 +2,18 @@
 //! indexes (at containerd's 4 MiB), blobs (at their descriptor's size, itself
 //! under the caller's limit) and error bodies (64 KiB, the rest left unread).
 //! `oci-client` reads every body whole into memory (a registry answering with
-//! a 700 MiB manifest cost the node 0.8 GB, on each retry), so the reads are
-//! done here over its token: it still does the authentication handshake.
+//! a 700 MiB manifest cost the node 0.8 GB, on each retry), so the reads,
+//! the token handshake's included ([`super::token`]), are done here.
 
+use oci_client::Reference;
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, ImageIndexEntry,
     OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest, OciManifest,
 };
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest, Sha256};
+
+use super::token::{Authorization, authorize};
 
 /// The largest manifest or index read (containerd's `MaxManifestSize`).
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
@@ -50,11 +52,6 @@ pub enum RegistryError {
     },
     #[error("{reference}: {message}")]
     Invalid { reference: String, message: String },
-    #[error("{reference}: authenticating: {source}")]
-    Auth {
-        reference: String,
-        source: oci_client::errors::OciDistributionError,
-    },
 }
 
 impl RegistryError {
@@ -64,8 +61,7 @@ impl RegistryError {
             RegistryError::TooLarge { reference, .. }
             | RegistryError::Status { reference, .. }
             | RegistryError::Transport { reference, .. }
-            | RegistryError::Invalid { reference, .. }
-            | RegistryError::Auth { reference, .. } => reference,
+            | RegistryError::Invalid { reference, .. } => reference,
         }
     }
 }
@@ -78,39 +74,21 @@ pub struct CappedReader<'a> {
     authorization: Authorization,
 }
 
-enum Authorization {
-    None,
-    Bearer(String),
-    Basic(String, String),
-}
-
 impl<'a> CappedReader<'a> {
-    /// Authenticates through `oci` (its bearer-token handshake) for pulls of
-    /// `reference`; plain HTTP when `insecure`.
+    /// Authenticates ([`authorize`]) for pulls of `reference`; plain HTTP
+    /// when `insecure`.
     pub async fn new(
-        oci: &Client,
         http: reqwest::Client,
         reference: &'a Reference,
         auth: &RegistryAuth,
         insecure: bool,
     ) -> Result<CappedReader<'a>, RegistryError> {
-        let token = oci
-            .auth(reference, auth, RegistryOperation::Pull)
-            .await
-            .map_err(|source| RegistryError::Auth {
-                reference: reference.to_string(),
-                source,
-            })?;
-        let authorization = match (token, auth) {
-            (Some(t), _) => Authorization::Bearer(t),
-            (None, RegistryAuth::Basic(u, p)) => Authorization::Basic(u.clone(), p.clone()),
-            (None, RegistryAuth::Bearer(t)) => Authorization::Bearer(t.clone()),
-            (None, RegistryAuth::Anonymous) => Authorization::None,
-        };
+        let scheme = if insecure { "http" } else { "https" };
+        let authorization = authorize(&http, reference, auth, scheme).await?;
         Ok(CappedReader {
             reference,
             http,
-            scheme: if insecure { "http" } else { "https" },
+            scheme,
             authorization,
         })
     }
@@ -311,7 +289,10 @@ impl<'a> CappedReader<'a> {
 }
 
 /// Up to `limit` bytes of `res`'s body; the rest is not read.
-async fn read_up_to(res: &mut reqwest::Response, limit: u64) -> reqwest::Result<Vec<u8>> {
+pub(super) async fn read_up_to(
+    res: &mut reqwest::Response,
+    limit: u64,
+) -> reqwest::Result<Vec<u8>> {
     let mut out = Vec::new();
     while (out.len() as u64) < limit {
         match res.chunk().await? {

@@ -253,14 +253,12 @@ pub async fn push(
 /// host polls to see a tag move.
 pub async fn digest(reference: &str, opts: &RegistryOptions) -> Result<String, DistributionError> {
     let r = parse(reference)?;
-    let client = client(&r, opts)?;
-    let registry = reader(&client, &r, opts).await?;
+    let registry = reader(&r, opts).await?;
     registry.manifest_digest().await.map_err(capped_error)
 }
 
 /// A size-capped reader of `r`'s repository (see [`crate::oci::capped`]).
 async fn reader<'a>(
-    client: &Client,
     r: &'a Reference,
     opts: &RegistryOptions,
 ) -> Result<CappedReader<'a>, DistributionError> {
@@ -268,15 +266,9 @@ async fn reader<'a>(
         reference: r.to_string(),
         message,
     })?;
-    CappedReader::new(
-        client,
-        http,
-        r,
-        &auth_for(r, &opts.credentials),
-        opts.insecure,
-    )
-    .await
-    .map_err(capped_error)
+    CappedReader::new(http, r, &auth_for(r, &opts.credentials), opts.insecure)
+        .await
+        .map_err(capped_error)
 }
 
 fn capped_error(e: RegistryError) -> DistributionError {
@@ -301,8 +293,7 @@ pub async fn pull(
     opts: &RegistryOptions,
 ) -> Result<(String, Artifact), DistributionError> {
     let r = parse(reference)?;
-    let client = client(&r, opts)?;
-    let registry = reader(&client, &r, opts).await?;
+    let registry = reader(&r, opts).await?;
     // Indexes are not plugin artifacts: no entry is picked.
     let (manifest, digest) = registry
         .image_manifest(|_| None)

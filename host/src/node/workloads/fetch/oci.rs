@@ -1,12 +1,8 @@
 //! Pulling a module from an OCI registry: a wasm artifact's layer, or the single
 //! `.wasm` file of a single-layer image, with size caps on download and unpacking.
 
-use std::time::Duration;
-
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::Reference;
 use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
-use oci_client::{Client, Reference};
 
 use super::super::{FetchError, Inner, PullSecret};
 use crate::oci::auth_for;
@@ -31,20 +27,6 @@ impl Inner {
         reference: &Reference,
         secrets: &[PullSecret],
     ) -> Result<Vec<u8>, FetchError> {
-        // reqwest is built without a bundled crypto provider: use ring, like the rest
-        // of the host (a no-op when a process default is already installed).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
-            platform_resolver: Some(Box::new(wasm_platform)),
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(60)),
-            ..Default::default()
-        };
-        // A client per pull: its token cache must not carry one namespace's
-        // credentials over to another namespace's pull.
-        let client =
-            Client::try_from(config).map_err(|e| FetchError::Other(format!("OCI client: {e}")))?;
         let auth = auth_for(reference, secrets);
         let http = http_client().map_err(FetchError::Other)?;
         let insecure = self
@@ -54,7 +36,7 @@ impl Inner {
             .any(|r| r == reference.resolve_registry());
         // Every read below is capped before it is read (manifests at 4 MiB,
         // the layer at its declared size, under the module limit).
-        let registry = CappedReader::new(&client, http, reference, &auth, insecure)
+        let registry = CappedReader::new(http, reference, &auth, insecure)
             .await
             .map_err(classify)?;
         let (manifest, _) = registry
@@ -104,7 +86,6 @@ fn classify(e: RegistryError) -> FetchError {
     let msg = e.to_string();
     match &e {
         RegistryError::TooLarge { .. } | RegistryError::Invalid { .. } => FetchError::NotWasm(msg),
-        RegistryError::Auth { reference, source } => classify_oci(reference, source),
         RegistryError::Transport { .. } => FetchError::Unavailable(msg),
         RegistryError::Status { status, codes, .. } => {
             let has = |c: &[&str]| codes.iter().any(|x| c.contains(&x.as_str()));
@@ -124,57 +105,6 @@ fn classify(e: RegistryError) -> FetchError {
                 FetchError::Unavailable(msg)
             }
         }
-    }
-}
-
-/// An error of the registry client (its authentication) as the pod's pull error.
-fn classify_oci(reference: &str, e: &OciDistributionError) -> FetchError {
-    let msg = format!("{reference}: {e}");
-    match e {
-        OciDistributionError::AuthenticationFailure(_)
-        | OciDistributionError::UnauthorizedError { .. } => FetchError::Unauthorized(msg),
-        OciDistributionError::ImageManifestNotFoundError(_) => FetchError::NotFound(msg),
-        OciDistributionError::RegistryError { envelope, .. } => {
-            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-            if codes.iter().any(|c| {
-                matches!(
-                    c,
-                    OciErrorCode::NameUnknown
-                        | OciErrorCode::ManifestUnknown
-                        | OciErrorCode::BlobUnknown
-                        | OciErrorCode::NotFound
-                )
-            }) {
-                FetchError::NotFound(msg)
-            } else if codes
-                .iter()
-                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
-            {
-                FetchError::Unauthorized(msg)
-            } else if codes
-                .iter()
-                .any(|c| matches!(c, OciErrorCode::NameInvalid | OciErrorCode::TagInvalid))
-            {
-                FetchError::InvalidReference(msg)
-            } else {
-                FetchError::Unavailable(msg)
-            }
-        }
-        OciDistributionError::ServerError { code, .. } => match code {
-            404 => FetchError::NotFound(msg),
-            401 | 403 => FetchError::Unauthorized(msg),
-            _ => FetchError::Unavailable(msg),
-        },
-        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => {
-            FetchError::Unavailable(msg)
-        }
-        OciDistributionError::IncompatibleLayerMediaTypeError(_)
-        | OciDistributionError::PullNoLayersError
-        | OciDistributionError::UnsupportedMediaTypeError(_)
-        | OciDistributionError::ImageIndexParsingNoPlatformResolverError => FetchError::NotWasm(
-            format!("{msg} (not a wasm artifact or single-layer wasm image)"),
-        ),
-        _ => FetchError::Other(msg),
     }
 }
 
