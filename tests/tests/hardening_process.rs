@@ -182,6 +182,52 @@ async fn sigterm_drains_and_exits_zero_and_a_restart_keeps_every_object() -> Res
     Ok(())
 }
 
+/// The kubelet's graceful node shutdown: each pod's workloads get
+/// min(terminationGracePeriodSeconds, the shutdown bound), not one fixed
+/// grace for all (the host gave every workload 10 s).
+#[tokio::test]
+async fn sigterm_gives_each_pods_workloads_its_own_grace_up_to_the_bound() -> Result<()> {
+    let (mut plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, grace) in [("quick", 0), ("brief", 2), ("patient", 600)] {
+        let mut spec = workload_plane::sleeper_spec();
+        spec["terminationGracePeriodSeconds"] = json!(grace);
+        let pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    for name in ["quick", "brief", "patient"] {
+        eventually(
+            Duration::from_secs(90),
+            &format!("{name} running"),
+            || async {
+                let p = pods.get(name).await.ok()?;
+                workload_plane::is_ready(&p).then_some(())
+            },
+        )
+        .await?;
+    }
+    let child = plane.child.take().context("running")?;
+    signal(child.id(), "TERM")?;
+    let status = wait_exit(child, 60).await?;
+    let log = plane.log();
+    assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
+    let granted = |pod: &str| {
+        log.lines()
+            .find(|l| {
+                l.contains("drain: stopping the pod's workloads")
+                    && l.contains(&format!("pod=default/{pod} "))
+            })
+            .and_then(|l| l.split("grace=").nth(1))
+            .map(|g| g.split_whitespace().next().unwrap_or("").to_string())
+    };
+    assert_eq!(granted("quick").as_deref(), Some("0ns"), "log:\n{log}");
+    assert_eq!(granted("brief").as_deref(), Some("2s"), "log:\n{log}");
+    // 600 s is past the host's 10 s bound (the drain itself ends within 25 s).
+    assert_eq!(granted("patient").as_deref(), Some("10s"), "log:\n{log}");
+    assert!(log.contains("drained in"), "{log}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_second_signal_during_the_drain_exits_at_once() -> Result<()> {
     let mut plane = Plane::start_up(&[]).await?;

@@ -324,7 +324,8 @@ pub(super) struct RunningHost {
 
 /// How long in-flight reconciles get to finish at shutdown.
 const CALLS_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-/// How long each workload gets to stop at shutdown.
+/// The most any workload gets to stop at shutdown (each gets its pod's
+/// terminationGracePeriodSeconds up to this).
 const WORKLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RunningHost {

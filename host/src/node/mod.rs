@@ -12,7 +12,10 @@ pub mod kubelet;
 pub mod pods;
 pub mod workloads;
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::plugin::PluginSet;
 use crate::plugin::provider::{self, wasmlet::plugin::workloads as w};
@@ -237,9 +240,56 @@ impl NodeAgent {
         })
     }
 
-    /// NotReady, then every workload gets `grace` to finish.
-    pub async fn shutdown(&self, grace: std::time::Duration) {
+    /// NotReady, then each workload gets its pod's
+    /// `terminationGracePeriodSeconds` to finish, at most `bound` (the
+    /// kubelet's graceful node shutdown: min(pod grace, shutdown grace)).
+    pub async fn shutdown(&self, bound: std::time::Duration) {
         agent::mark_not_ready(&self.client, &self.config).await;
-        self.workloads.shutdown(grace).await;
+        let graces = self.pod_graces().await;
+        self.workloads
+            .shutdown(|uid| {
+                let (pod, grace) = graces
+                    .get(uid)
+                    .map(|(pod, g)| (pod.as_str(), (*g).min(bound)))
+                    .unwrap_or((uid, bound));
+                tracing::info!(%pod, ?grace, "drain: stopping the pod's workloads within its grace");
+                grace
+            })
+            .await;
+    }
+
+    /// Each of this node's pods (uid) with its name and grace period. The
+    /// list is bounded in time: an API server that does not answer leaves
+    /// every workload the shutdown bound.
+    async fn pod_graces(&self) -> HashMap<String, (String, std::time::Duration)> {
+        let pods: kube::Api<Pod> = kube::Api::all(self.client.clone());
+        let lp =
+            kube::api::ListParams::default().fields(&format!("spec.nodeName={}", self.config.name));
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(2), pods.list(&lp)).await;
+        let Ok(Ok(list)) = listed else {
+            tracing::warn!(
+                "drain: cannot list the node's pods; each workload gets the shutdown bound"
+            );
+            return HashMap::new();
+        };
+        list.items
+            .into_iter()
+            .filter_map(|p| {
+                let uid = p.metadata.uid.clone()?;
+                let name = format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or(""),
+                    p.metadata.name.as_deref().unwrap_or("")
+                );
+                // The API's default when unset.
+                let secs = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .unwrap_or(30)
+                    .max(0);
+                Some((uid, (name, std::time::Duration::from_secs(secs as u64))))
+            })
+            .collect()
     }
 }

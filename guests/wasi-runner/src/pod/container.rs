@@ -125,12 +125,15 @@ impl Ctr {
             RunState::Exited(code) => (*code, "Error".to_owned(), log_tail),
             RunState::Failed(msg) => {
                 let lower = msg.to_ascii_lowercase();
-                let (code, reason) = if lower.contains("memory") {
+                // The host's contract (`run-state.failed`): out of memory and
+                // start failures are told by their prefixes; a trap's message
+                // may name anything (`_start`, `memory`) in its backtrace.
+                let (code, reason) = if msg.starts_with("OOMKilled:") {
                     (137, "OOMKilled")
+                } else if msg.starts_with("failed to start:") {
+                    (128, "StartError")
                 } else if terminating || lower.contains("kill") || lower.contains("interrupt") {
                     (137, "Error")
-                } else if lower.contains("start") || lower.contains("instantiat") {
-                    (128, "StartError")
                 } else {
                     (1, "Error")
                 };

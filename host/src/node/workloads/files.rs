@@ -12,7 +12,12 @@
 //!   ([`per_workload_cap`]): a spawn is never refused for descriptors;
 //! - `open-at` past a workload's cap fails inside the guest with
 //!   `error-code.quota` (WASI 0.2 has no `EMFILE`) before the host opens
-//!   anything; the workload and the node carry on.
+//!   anything; the workload and the node carry on;
+//! - a preview 1 module's resource table is capped instead
+//!   ([`cap_p1_table`]): wasmtime-wasi keeps its descriptor table private and
+//!   its `path_open` cannot be wrapped (the original needs the guest's memory
+//!   through its caller), so an open past the cap traps the workload, with a
+//!   message naming the cap, and the node carries on.
 
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::WasiFilesystemView;
@@ -105,6 +110,29 @@ pub(super) fn cap_open_at(linker: &mut Linker<P2State>) -> wasmtime::Result<()> 
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Entries of a preview 1 workload's resource table besides its
+/// descriptors: stdio streams and the pollables of a `poll_oneoff`.
+const P1_TABLE_HEADROOM: usize = 32;
+
+/// Caps a preview 1 workload's resource table at its descriptor cap (mounts
+/// included, as for WASI 0.2) plus [`P1_TABLE_HEADROOM`].
+pub(super) fn cap_p1_table(ctx: &mut wasmtime_wasi::p1::WasiP1Ctx, max_open_files: usize) {
+    use wasmtime_wasi::WasiView;
+    ctx.ctx()
+        .table
+        .set_max_capacity(max_open_files.saturating_add(P1_TABLE_HEADROOM));
+}
+
+/// Whether `e` is a preview 1 workload's trap for a full resource table.
+pub(super) fn is_p1_table_full(e: &wasmtime::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -308,19 +308,23 @@ impl WorkloadManager {
         })
     }
 
-    /// Stops every workload: `grace` to finish, then killed; waits for all of them
-    /// (node shutdown).
-    pub async fn shutdown(&self, grace: Duration) {
+    /// Stops every workload: `grace(pod uid)` to finish (asked once per pod),
+    /// then killed; waits for all of them (node shutdown).
+    pub async fn shutdown(&self, grace: impl Fn(&str) -> Duration) {
         let all: Vec<(WorkloadHandle, Arc<run::Workload>)> = self
             .inner
             .workloads
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(h, w)| (*h, w.clone()))
             .collect();
-        for (h, _) in &all {
-            let _ = self.kill(*h, grace.as_millis().min(u32::MAX as u128) as u32);
+        let mut graces: HashMap<&str, Duration> = HashMap::new();
+        for (h, w) in &all {
+            let g = *graces
+                .entry(w.pod_uid.as_str())
+                .or_insert_with(|| grace(&w.pod_uid));
+            let _ = self.kill(*h, g.as_millis().min(u32::MAX as u128) as u32);
         }
         for (_, w) in all {
             let mut rx = w.status.subscribe();

@@ -150,6 +150,11 @@ fn classify(
             memory.unwrap_or_default()
         ));
     }
+    if started && super::files::is_p1_table_full(&e) {
+        return Outcome::Trap(format!(
+            "trapped: too many open files: the workload's cap of descriptors (--workload-max-open-files) was reached ({e:#})"
+        ));
+    }
     if started {
         Outcome::Trap(format!("trapped: {e:#}"))
     } else {
@@ -321,7 +326,11 @@ impl Inner {
                 max_open_files: self.config.max_open_files,
             }),
             Runnable::Core(_) => Prepared::P1(P1State {
-                ctx: b.build_p1(),
+                ctx: {
+                    let mut ctx = b.build_p1();
+                    super::files::cap_p1_table(&mut ctx, self.config.max_open_files);
+                    ctx
+                },
                 limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
             }),
         };
