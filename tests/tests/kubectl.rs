@@ -663,3 +663,84 @@ async fn describe_shows_the_schedulers_and_the_nodes_events() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// `kubectl get KIND -o wide` prints upstream's columns for the built-in
+/// kinds (issue 31 item 4): they showed only NAME and AGE.
+#[tokio::test]
+async fn get_wide_shows_upstreams_columns_for_built_in_kinds() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    plane.kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=file:///m/web.wasm",
+        "--replicas=2",
+    ])?;
+    plane.kubectl_ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "--selector=app=web",
+        "--min-available=1",
+    ])?;
+    plane.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "readers",
+        "--clusterrole=view",
+        "--user=alice",
+        "--serviceaccount=default:robot",
+    ])?;
+    plane.kubectl_ok(&["create", "role", "reader", "--verb=get", "--resource=pods"])?;
+    let lease = plane.data_dir().join("lease.yaml");
+    std::fs::write(
+        &lease,
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: lock\nspec:\n  holderIdentity: replica-1\n",
+    )?;
+    plane.kubectl_ok(&["apply", "-f", lease.to_str().unwrap()])?;
+    let table = |args: &[&str]| -> anyhow::Result<(String, String)> {
+        let out = plane.kubectl_ok(args)?;
+        let mut lines = out.lines();
+        let header = lines
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok((header, lines.next().unwrap_or("").to_string()))
+    };
+    let (h, row) = table(&["get", "deploy", "web", "-o", "wide"])?;
+    assert_eq!(
+        h,
+        "NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR"
+    );
+    assert!(
+        row.starts_with("web")
+            && row.contains("/2")
+            && row.contains("file:///m/web.wasm")
+            && row.contains("app=web"),
+        "{row}"
+    );
+    let (h, row) = table(&["get", "pdb", "web"])?;
+    assert_eq!(
+        h,
+        "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE"
+    );
+    assert_eq!(
+        row.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["web", "1", "N/A"],
+        "{row}"
+    );
+    let (h, row) = table(&["get", "lease", "lock"])?;
+    assert_eq!(h, "NAME HOLDER AGE");
+    assert!(row.split_whitespace().nth(1) == Some("replica-1"), "{row}");
+    let (h, row) = table(&["get", "rolebinding", "readers", "-o", "wide"])?;
+    assert_eq!(h, "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS");
+    assert!(
+        row.contains("ClusterRole/view") && row.contains("alice") && row.contains("default:robot"),
+        "{row}"
+    );
+    let (h, _) = table(&["get", "role", "reader"])?;
+    assert_eq!(h, "NAME CREATED AT");
+    Ok(())
+}

@@ -314,6 +314,32 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
     let st = status_json(&p);
     assert_eq!(st["hostIP"], "127.0.0.1", "{st}");
     assert!(st["startTime"].is_string(), "{st}");
+    // kubectl shows a finished pod as its container's reason, as upstream.
+    let got = plane.kubectl_ok(&["get", "pod", "hello", "--no-headers"])?;
+    assert_eq!(got.split_whitespace().nth(2), Some("Completed"), "{got}");
+    let got = plane.kubectl_ok(&["get", "node", node_name, "-o", "wide"])?;
+    let header: Vec<&str> = got
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "STATUS",
+            "ROLES",
+            "AGE",
+            "VERSION",
+            "INTERNAL-IP",
+            "EXTERNAL-IP",
+            "OS-IMAGE",
+            "KERNEL-VERSION",
+            "CONTAINER-RUNTIME"
+        ],
+        "{got}"
+    );
 
     // kubectl logs (proxied by the API server to the node's kubelet API).
     let logs = plane.kubectl_ok(&["logs", "hello"])?;

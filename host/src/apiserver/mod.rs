@@ -85,6 +85,7 @@ pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
+mod table_apps;
 mod table_core;
 pub mod tls;
 pub mod validation;

@@ -670,6 +670,38 @@ mod tests {
         assert!(registry.get("coordination.k8s.io", "leases").is_some());
     }
 
+    /// `kubectl get` shows upstream's columns for every built-in kind the
+    /// server serves (its own printer's, or upstream's default table of Name
+    /// and Created At for kinds upstream has no printer for): none may fall
+    /// back to the custom-resource default of Name and Age.
+    #[test]
+    fn every_served_kind_has_upstreams_columns() {
+        let registry = super::Registry::with_builtins();
+        let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        let mut fallback = vec![];
+        for b in super::BUILTINS.iter().filter(|b| !b.create_only) {
+            let rt = registry.get(b.group, b.resource).expect("served");
+            let table = crate::apiserver::table::table(&rt, std::slice::from_ref(&obj), None, "1");
+            let names: Vec<&str> = table["columnDefinitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap())
+                .collect();
+            let cells = table["rows"][0]["cells"].as_array().unwrap().len();
+            assert_eq!(
+                cells,
+                names.len(),
+                "{}: cells and columns differ",
+                b.resource
+            );
+            if names == ["Name", "Age"] {
+                fallback.push(format!("{}.{}", b.resource, b.group));
+            }
+        }
+        assert!(fallback.is_empty(), "no upstream columns for {fallback:?}");
+    }
+
     /// Strategic merge patch and server-side apply read each built-in kind's
     /// list keys from the generated table: a served kind missing from it
     /// would treat every list as atomic (a `kubectl apply` that changes one
