@@ -39,7 +39,7 @@
 //! it is atomic. `scripts/gen-builtin --check` fails when the checked-in table is
 //! not what the generator produces.
 //!
-//! Kinds not in [`ROOTS`] (custom resources among them) get an all-atomic answer,
+//! Kinds not in `ROOTS` (custom resources among them) get an all-atomic answer,
 //! which is right for strategic merge patch (upstream refuses it for custom
 //! resources anyway) and for schemaless objects.
 

@@ -62,7 +62,7 @@
 //! (see `guests/README.md`).
 //!
 //! ## The pieces
-//! - [`reconciler`]: [`Context`](reconciler::Context) (with the typed
+//! - [`reconciler`](mod@reconciler): [`Context`](reconciler::Context) (with the typed
 //!   [`Client`](client::Client) at `ctx.client()`), [`Action`](reconciler::Action),
 //!   [`Error`](reconciler::Error), [`Condition`](reconciler::Condition),
 //!   [`Finalize`](reconciler::Finalize).
@@ -70,7 +70,7 @@
 //!   events, typed over any `kube::Resource` (k8s-openapi and `CustomResource` types);
 //!   the same in the host's named clusters with `ctx.cluster("eu-west")`
 //!   ([`ClusterClient`](client::ClusterClient)).
-//! - [`provider`]: [`State`](provider::State), [`PodState`](provider::PodState),
+//! - [`provider`](mod@provider): [`State`](provider::State), [`PodState`](provider::PodState),
 //!   [`Transition`](provider::Transition), [`edges!`], [`provider!`];
 //!   [`workloads`]: modules, volumes and WASI workloads for pods.
 //! - [`log`], [`http`]: structured logs; outbound HTTP to allowed hosts.
@@ -79,7 +79,7 @@
 //! Clocks and randomness are WASI's (`std::time`, `getrandom`); the host provides them.
 //! A panic traps the instance: the host reports it as a failed reconcile for that one
 //! object and retries with back-off, so panicking is a legitimate (if blunt) error path.
-//! Its message and location reach `Ready`, the Event and the host's log ([`panic`]).
+//! Its message and location reach `Ready`, the Event and the host's log ([`panic`](mod@panic)).
 
 // Lets the generated code and the exported macros name this crate as `wasmlet_sdk`
 // from inside it too.

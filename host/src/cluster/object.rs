@@ -250,7 +250,7 @@ impl kube::Resource for CachedObject {
 }
 
 /// Straight from the wire (list items and watch events): metadata into its
-/// struct without `managedFields` (see [`meta`]), every other field copied
+/// struct without `managedFields` (see `meta`), every other field copied
 /// into the body text as it is read (`serde_transcode`), never built into a
 /// `Value` first. Watch events may reach here buffered, where borrowing the
 /// raw text is not possible.

@@ -83,13 +83,13 @@ impl RowLock {
     }
 
     /// Adds the host's `finalizer` to row `id` under the lock (see
-    /// [`add_finalizer_on`]): `false` when the row is gone or being deleted.
+    /// `add_finalizer_on`): `false` when the row is gone or being deleted.
     pub async fn add_finalizer(&self, id: &str, finalizer: &str) -> Result<bool, DatastoreError> {
         add_finalizer_on(self.client(), &self.table, id, finalizer).await
     }
 
     /// Removes the host's `finalizer` from the marked row `id` under the
-    /// lock, if it is still at `revision` (see [`remove_finalizer_on`]).
+    /// lock, if it is still at `revision` (see `remove_finalizer_on`).
     pub async fn remove_finalizer(
         &self,
         id: &str,

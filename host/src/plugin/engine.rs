@@ -416,7 +416,7 @@ const CHILD_REFUSED: i32 = 3;
 /// The child's side of [`PluginEngine::compile_in_child`]: reads a component
 /// (with `module`, a core module) on stdin and writes it compiled for the
 /// plugins' engine (`pooling` as the host's) on stdout. Exits with
-/// [`CHILD_REFUSED`] and the reason on stderr for an invalid one.
+/// `CHILD_REFUSED` and the reason on stderr for an invalid one.
 pub fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
     use std::io::{Read, Write};
     let mut bytes = Vec::new();

@@ -9,7 +9,7 @@ pub enum EventType {
     Warning,
 }
 
-/// A Kubernetes Event to record (see [`Client::event`], `Context::event`).
+/// A Kubernetes Event to record (see [`Client::event`](super::Client::event), `Context::event`).
 ///
 /// ```
 /// use wasmlet_sdk::client::Event;

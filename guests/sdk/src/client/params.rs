@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::bindings::client as raw;
 
-/// Which objects [`Client::list`] returns (like kube's `ListParams`, plus the namespace).
+/// Which objects [`Client::list`](super::Client::list) returns (like kube's `ListParams`, plus the namespace).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListParams {
     /// `None`: all namespaces (or a cluster-scoped kind).
@@ -133,7 +133,7 @@ pub enum Propagation {
     Foreground,
 }
 
-/// Options of [`Client::delete`] and [`Client::evict`].
+/// Options of [`Client::delete`](super::Client::delete) and [`Client::evict`](super::Client::evict).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteParams {
     pub propagation: Option<Propagation>,

@@ -49,7 +49,7 @@ pub struct Stored {
 
 impl Stored {
     /// The object parsed. Every `Stored` is made from a parsed value
-    /// ([`make_stored`]), so this fails only on a store corrupted under us; the
+    /// (`make_stored`), so this fails only on a store corrupted under us; the
     /// error names the key rather than taking the server down.
     pub fn value(&self) -> Result<Value, StoreError> {
         serde_json::from_slice(&self.json).map_err(|e| {

@@ -14,7 +14,7 @@
 //!   `error-code.quota` (WASI 0.2 has no `EMFILE`) before the host opens
 //!   anything; the workload and the node carry on;
 //! - a preview 1 module's resource table is capped instead
-//!   ([`cap_p1_table`]): wasmtime-wasi keeps its descriptor table private and
+//!   (`cap_p1_table`): wasmtime-wasi keeps its descriptor table private and
 //!   its `path_open` cannot be wrapped (the original needs the guest's memory
 //!   through its caller), so an open past the cap traps the workload, with a
 //!   message naming the cap, and the node carries on.

@@ -143,7 +143,7 @@ pub struct SpawnSpec {
 pub enum RunState {
     Running,
     /// The exit code: 0/1 for a WASI 0.2 `run` result, the exact code of `exit`
-    /// (`proc_exit`, `exit-with-code`), [`KILLED_EXIT_CODE`] when killed after grace.
+    /// (`proc_exit`, `exit-with-code`), [`KILLED_EXIT_CODE`](super::run::KILLED_EXIT_CODE) when killed after grace.
     Exited(i32),
     /// Trapped, out of memory (message starts with `OOMKilled:`), or failed to start
     /// (message starts with `failed to start:`).

@@ -1,6 +1,6 @@
 //! The host side of the contract's shared imports (`client`, `log`, `http`)
 //! every call gets, each checked against the manifest: `client` here, `log`
-//! in [`logging`], `http` in [`fetch`].
+//! in `logging`, `http` in `fetch`.
 
 mod fetch;
 mod logging;
