@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)] // a build script: a failure should stop the build loudly
 //! Builds the table the apiserver's protobuf codec reads: every message of
 //! the `k8s-pb` crate (kube-rs's prost types for the Kubernetes API) with its
 //! fields' tags and wire types, taken from the crate's generated source so

@@ -12,6 +12,7 @@
 //!
 //! Peak heap is measured by a counting global allocator around each call.
 //! Figures are printed, never asserted.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

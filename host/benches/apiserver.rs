@@ -11,6 +11,7 @@
 //!    before a burst of BENCH_BURST (default 27000) 16 KiB objects, at its
 //!    peak, and 60 s and 120 s after deleting them all (the watch history
 //!    keeps events 75 s by default).
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -17,6 +17,7 @@
 //!   namespace index;
 //! - **scan**: every cached object filtered by namespace and selector, as
 //!   those reads were done before the index.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::time::Instant;
 

@@ -21,6 +21,7 @@
 //! The bench installs its own ConfigSummary CRD (same group and kind as the
 //! example's) with `x-kubernetes-preserve-unknown-fields` spec and status: the
 //! example's schema would prune echo's `status.echo`.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

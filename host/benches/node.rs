@@ -6,6 +6,7 @@
 //! - pods started per second;
 //! - RSS per running idle workload (the `sleeper` module), with its linear
 //!   memory for comparison.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::Path;
 use std::sync::Arc;

@@ -17,6 +17,7 @@
 //!
 //! Figures are printed, never asserted. No API server is needed: echo makes no
 //! calls, and `PluginSet` skips CRD applies without one.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -11,6 +11,7 @@
 //! beside it, for the cost of shadow mode to live work. `BENCH_ROUNDS`
 //! (default 3) rounds run every arm once each, in a rotating order, and the
 //! medians are compared: a shared machine's noise then falls on all arms.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! structural schema from k8s-openapi (once per kind per process), and the
 //! per-write decode (prune + type check + kind rules) of a 1 KiB ConfigMap
 //! and of a typical Pod.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::time::Instant;
 

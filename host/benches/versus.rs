@@ -27,6 +27,7 @@
 //! Then the controller is started again on the now up-to-date objects: time to
 //! re-verify every object once, p99 of objects created 2 s into that start,
 //! and PATCHes per object meanwhile (an up-to-date object needs none).
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 #[path = "versus/native.rs"]
 mod native;

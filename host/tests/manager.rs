@@ -1,6 +1,7 @@
 //! The controller manager with real guests against the embedded API server:
 //! a plugin whose kind's discovery hangs must not hold up any other plugin's
 //! controller (the manager once held its lock across discovery).
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::Path;
 use std::sync::Arc;

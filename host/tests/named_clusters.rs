@@ -1,6 +1,7 @@
 //! Named clusters (`--cluster NAME=KUBECONFIG`) against two embedded API
 //! servers: each cluster has caches of its own, and a kind's watch there is
 //! started by its first read (nothing else starts a named cluster's caches).
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::time::{Duration, Instant};
 

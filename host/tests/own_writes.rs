@@ -3,6 +3,7 @@
 //! someone else (spec, status, metadata) still does. In process: the embedded
 //! API server, the shared caches and the controller engine, with a native
 //! reconciler that records every object it is called with.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

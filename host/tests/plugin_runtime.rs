@@ -3,6 +3,7 @@
 //! server: healthy reconciles, containment of a trapping guest, an endless
 //! loop, a memory hog, a denied call and a corrupt file, and hot swap with
 //! rollback.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! `KubeletEnsureSecretPulledImages`): with `IfNotPresent` a pod uses a stored
 //! private image only once the registry accepted that pod's own credentials for it.
 //! Runs Debian's `docker-registry` with htpasswd authentication when it is installed.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::Path;
 

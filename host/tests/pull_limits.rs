@@ -2,6 +2,7 @@
 //! from configured module directories, and registry layers are checked against the size
 //! limit before they are downloaded and unpacked within it. Runs Debian's
 //! `docker-registry` when it is installed.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::io::Read;
 use std::path::Path;

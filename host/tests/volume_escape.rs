@@ -1,6 +1,7 @@
 //! Attacks on pod volumes (issue 8, finding 1): a workload that can write to a hostPath
 //! or an emptyDir swaps a directory for a symlink so that a later mount of it reaches
 //! the host. Uses the `reader` test workload (`scripts/build-workloads`).
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

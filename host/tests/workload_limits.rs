@@ -2,6 +2,7 @@
 //! memory (a default limit; workloads apart from the plugins' instance pool) and
 //! disk (`emptyDir.sizeLimit`). The workloads are small WASI preview 1 modules
 //! written here in WAT, run as `file://` images.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::time::{Duration, Instant};
 

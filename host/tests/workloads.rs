@@ -2,6 +2,7 @@
 //! the crates under `guests/workloads/`, built by `scripts/build-workloads` into
 //! `target/workloads/` (NAME.wasm: wasip2 command components, NAME.p1.wasm: wasip1
 //! core modules). The OCI test runs Debian's `docker-registry` when it is installed.
+#![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -114,7 +114,7 @@ impl Inner {
         tracing::info!(pod = %uid, reason = %message, "evicting pod");
         self.evicted
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .insert(uid.to_string(), message.clone());
         for w in self
             .workloads

@@ -86,7 +86,7 @@ impl Inner {
     fn workload(&self, handle: WorkloadHandle) -> Result<Arc<run::Workload>, WorkloadError> {
         self.workloads
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .get(&handle)
             .cloned()
             .ok_or(WorkloadError::UnknownHandle)

@@ -237,7 +237,7 @@ impl Inner {
             let running = self
                 .workloads
                 .lock()
-                .unwrap()
+                .unwrap_or_else(|p| p.into_inner())
                 .values()
                 .filter(|w| w.running())
                 .count();

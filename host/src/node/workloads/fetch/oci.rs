@@ -206,16 +206,18 @@ fn wasm_in_tar(
         }
         found.push((name, buf));
     }
-    match found.len() {
-        1 => Ok(found.pop().unwrap().1),
-        0 => Err(not_wasm("the image layer holds no .wasm file".into())),
-        _ => Err(not_wasm(format!(
+    if found.len() > 1 {
+        return Err(not_wasm(format!(
             "the image layer holds several .wasm files ({})",
             found
                 .iter()
                 .map(|(n, _)| n.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
+        )));
+    }
+    match found.pop() {
+        Some((_, buf)) => Ok(buf),
+        None => Err(not_wasm("the image layer holds no .wasm file".into())),
     }
 }

@@ -80,7 +80,7 @@ impl Inner {
         (lines.next()? == key).then_some(())?;
         self.refs
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string(), hex.clone());
         Some(hex)
     }
@@ -88,7 +88,7 @@ impl Inner {
     pub(super) fn record_ref(&self, key: &str, hex: &str) {
         self.refs
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string(), hex.to_string());
         let path = self.ref_path(key);
         if let Err(e) = write_atomic(&path, format!("sha256:{hex}\n{key}\n").as_bytes()) {

@@ -85,7 +85,7 @@ impl Inner {
         });
         self.modules
             .lock()
-            .unwrap()
+            .unwrap_or_else(|p| p.into_inner())
             .insert(hex.to_string(), loaded.clone());
         Ok(loaded)
     }
