@@ -22,6 +22,7 @@
 
 pub mod apiserver;
 pub mod builtins;
+pub mod causes;
 pub mod cli;
 pub mod cluster;
 pub mod controller;

@@ -6,6 +6,20 @@
 pub mod capped;
 pub mod token;
 
+/// A transport error's text, with a hint when the TLS handshake met plain
+/// HTTP (rustls' "corrupt message of type InvalidContentType"): the usual
+/// cause is a local registry without TLS.
+pub fn transport_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let text = crate::causes::text(e);
+    if text.contains("InvalidContentType") {
+        format!(
+            "{text} (the registry seems to speak plain HTTP: pass --insecure to `plugin push/pull`, or --insecure-registry HOST:PORT to the node)"
+        )
+    } else {
+        text
+    }
+}
+
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
 

@@ -447,7 +447,7 @@ pub fn main() -> ExitCode {
     let code = match runtime.block_on(main_async(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wasmlet: {e:#}");
+            eprintln!("wasmlet: {}", crate::causes::of_chain(e.chain()));
             ExitCode::FAILURE
         }
     };

@@ -130,7 +130,7 @@ impl<'a> CappedReader<'a> {
         let mut res = req.send().await.map_err(|e| RegistryError::Transport {
             reference: self.shown(),
             url: url.into(),
-            message: format!("{e:#}"),
+            message: crate::oci::transport_message(&e),
         })?;
         let status = res.status();
         if status == reqwest::StatusCode::OK {
@@ -192,7 +192,7 @@ impl<'a> CappedReader<'a> {
             let chunk = res.chunk().await.map_err(|e| RegistryError::Transport {
                 reference: self.shown(),
                 url: url.into(),
-                message: format!("reading the {what}: {e:#}"),
+                message: format!("reading the {what}: {}", crate::oci::transport_message(&e)),
             })?;
             let Some(chunk) = chunk else { return Ok(out) };
             if (out.len() + chunk.len()) as u64 > limit {

@@ -43,7 +43,7 @@ pub async fn authorize(
     let transport = |url: &str, e: reqwest::Error| RegistryError::Transport {
         reference: shown.clone(),
         url: url.into(),
-        message: format!("{e:#}"),
+        message: crate::oci::transport_message(&e),
     };
     let url = format!("{scheme}://{}/v2/", reference.resolve_registry());
     // Only the header is wanted: the body is dropped unread.

@@ -206,7 +206,7 @@ fn registry_error(
 ) -> impl Fn(oci_client::errors::OciDistributionError) -> DistributionError + '_ {
     move |e| DistributionError::Registry {
         reference: reference.to_string(),
-        message: e.to_string(),
+        message: crate::oci::transport_message(&e),
     }
 }
 

@@ -265,6 +265,22 @@ impl PluginEngine {
         kind: Kind,
         deserialize: impl Fn(&Engine, &[u8]) -> wasmtime::Result<T>,
     ) -> Result<(T, String), CompileError> {
+        // Said plainly: wasmparser's own message prints both magic numbers
+        // as multi-line byte arrays.
+        if !bytes.starts_with(b"\0asm") {
+            let head: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            return Err(CompileError::Invalid {
+                path: path.display().to_string(),
+                message: format!(
+                    "not WebAssembly: it does not start with the wasm magic bytes 00 61 73 6d but with {}",
+                    if head.is_empty() {
+                        "nothing (the file is empty)".to_string()
+                    } else {
+                        head.join(" ")
+                    }
+                ),
+            });
+        }
         let digest = hex::encode(Sha256::digest(bytes));
         let cached = self.cache_dir.join(kind.file_name(&digest));
         // What the seal binds: the source digest, and for modules the kind

@@ -12,12 +12,22 @@ pub use clusters::ClusterPermissions;
 /// The contract version this host implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
+/// A manifest that cannot be used: the file, the field (empty when the
+/// whole file is at fault) and why.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: {field}: {message}")]
 pub struct ManifestError {
     pub file: String,
     pub field: String,
     pub message: String,
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field.as_str() {
+            "" => write!(f, "{}: {}", self.file, self.message),
+            field => write!(f, "{}: {field}: {}", self.file, self.message),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -329,8 +339,13 @@ impl Manifest {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
             file: file.clone(),
-            field: "-".into(),
-            message: e.to_string(),
+            field: String::new(),
+            message: match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "no such manifest: a plugin is NAME.wasm with its manifest NAME.toml beside it ({e})"
+                ),
+                _ => format!("cannot read the manifest: {e}"),
+            },
         })?;
         Manifest::parse(&text, path)
     }
@@ -359,7 +374,7 @@ impl Manifest {
                 .span()
                 .map(|s| text[..s.start.min(text.len())].lines().count().to_string())
                 .map(|line| format!("line {line}"))
-                .unwrap_or_else(|| "-".into());
+                .unwrap_or_default();
             err(&field, msg)
         })?;
         if raw.plugin.contract != CONTRACT_VERSION {
