@@ -84,16 +84,6 @@ enum Mode {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Internal: compile a component read on stdin for the host's plugin
-    /// engine, the artifact on stdout (the host runs this as a child).
-    #[command(hide = true)]
-    CompileComponent {
-        #[arg(long, action = clap::ArgAction::Set)]
-        pooling: bool,
-        /// A core module (a pod's WASI preview 1 workload), not a component.
-        #[arg(long)]
-        module: bool,
-    },
     /// Run the embedded control plane with the host and its plugins (the main command).
     Up {
         #[command(flatten)]
@@ -134,6 +124,12 @@ enum Command {
     /// Prepare the PostgreSQL tables `source = "postgres"` reconcilers read.
     #[command(subcommand)]
     Datastore(datastore::DatastoreCommand),
+    /// Print a shell completion script: `source <(wasmlet completions bash)`,
+    /// or save it where the shell loads completions from.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
@@ -230,8 +226,14 @@ enum PluginCommand {
 
 async fn main_async(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::CompileComponent { .. } => {
-            anyhow::bail!("compile-component runs before the runtime starts")
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "wasmlet",
+                &mut std::io::stdout(),
+            );
         }
         Command::Apiserver(args) => {
             let signals = Signals::install()?;
@@ -420,12 +422,32 @@ async fn main_async(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+// The host's compile child (`wasmlet compile-component`, run by the plugin
+// engine): a component read on stdin compiled, the artifact on stdout. Parsed
+// apart from `Cli`, so that no help, completion or suggestion offers it.
+#[derive(Parser)]
+#[command(
+    name = "wasmlet compile-component",
+    about = "Internal: the plugin engine's compile child"
+)]
+struct CompileChild {
+    #[arg(long, action = clap::ArgAction::Set)]
+    pooling: bool,
+    /// A core module (a pod's WASI preview 1 workload), not a component.
+    #[arg(long)]
+    module: bool,
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
     // A compile child: no logging, no runtime, nothing but the compile.
-    if let Command::CompileComponent { pooling, module } = cli.command {
-        return crate::plugin::engine::compile_component_child(pooling, module);
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "compile-component")
+    {
+        let child = CompileChild::parse_from(std::env::args_os().skip(1));
+        return crate::plugin::engine::compile_component_child(child.pooling, child.module);
     }
+    let cli = Cli::parse();
     let logs = crate::telemetry::Logs {
         filter: &cli.log_level,
         format: cli.log_format,
