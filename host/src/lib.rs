@@ -11,7 +11,7 @@
 //! - [`cluster`]: cluster access (resolver, caches, reads and writes);
 //! - [`datastore`]: PostgreSQL tables as a source of objects (schema, rows,
 //!   the LISTEN/NOTIFY watcher), used by [`controller`];
-//! - [`endpoints`] (metrics and health), [`telemetry`] (logs and OTLP spans)
+//! - [`endpoints`] (metrics and health, checks in [`health`]), [`telemetry`] (logs and OTLP spans)
 //!   and [`private_dir`] (0700 directories).
 //!
 //! Lock poisoning: every `std::sync` lock here guards a table whose updates
@@ -28,6 +28,7 @@ pub mod controller;
 pub mod data_lock;
 pub mod datastore;
 pub mod endpoints;
+pub mod health;
 pub mod node;
 pub mod oci;
 pub mod plugin;

@@ -13,6 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::ready::{NotReady, Readiness};
+
 /// How often the node lease is renewed (kubelet's default).
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// How often the Ready condition's heartbeat is refreshed.
@@ -71,7 +73,26 @@ pub fn kubelet_version() -> String {
     format!("v1.33.0-wasmlet.{}", env!("CARGO_PKG_VERSION"))
 }
 
-fn conditions(ready: bool, since: &str) -> Value {
+/// The Ready condition's state: ready, not ready for a reason, or shutting down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ReadyState {
+    Ready,
+    NotReady(NotReady),
+    ShuttingDown,
+}
+
+fn ready_condition(state: &ReadyState, now: &str, since: &str) -> Value {
+    let (status, reason, message) = match state {
+        ReadyState::Ready => ("True", "KubeletReady", "wasmlet is posting ready status"),
+        ReadyState::NotReady(n) => ("False", n.reason, n.message.as_str()),
+        ReadyState::ShuttingDown => ("False", "KubeletNotReady", "wasmlet is shutting down"),
+    };
+    json!({"type": "Ready", "status": status, "reason": reason, "message": message,
+           "lastHeartbeatTime": now, "lastTransitionTime": since})
+}
+
+/// The pressure conditions (unchanged `since`) and Ready (changed `ready_since`).
+fn conditions(ready: &ReadyState, since: &str, ready_since: &str) -> Value {
     let now = now_rfc3339();
     let pressure = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since});
     json!([
@@ -90,17 +111,11 @@ fn conditions(ready: bool, since: &str) -> Value {
             "KubeletHasSufficientPID",
             "wasmlet has sufficient PID available"
         ),
-        if ready {
-            json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "wasmlet is posting ready status",
-                   "lastHeartbeatTime": now, "lastTransitionTime": since})
-        } else {
-            json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "wasmlet is shutting down",
-                   "lastHeartbeatTime": now, "lastTransitionTime": now})
-        },
+        ready_condition(ready, &now, ready_since),
     ])
 }
 
-fn status(cfg: &NodeConfig, ready: bool, since: &str) -> Value {
+fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
     let capacity = json!({"cpu": cfg.cpu, "memory": cfg.memory, "pods": cfg.pods.to_string()});
     let mut allocatable = capacity.clone();
     if let Some(m) = cfg.allocatable_memory {
@@ -110,7 +125,7 @@ fn status(cfg: &NodeConfig, ready: bool, since: &str) -> Value {
     json!({
         "capacity": capacity,
         "allocatable": allocatable,
-        "conditions": conditions(ready, since),
+        "conditions": conditions(ready, since, since),
         "addresses": [
             {"type": "InternalIP", "address": cfg.address.to_string()},
             {"type": "Hostname", "address": cfg.name},
@@ -151,7 +166,7 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": cfg.name, "labels": labels},
             "spec": {"taints": taints},
-            "status": status(cfg, true, &since),
+            "status": status(cfg, &ReadyState::Ready, &since),
         }))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
@@ -171,7 +186,7 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
         .patch_status(
             &cfg.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status(cfg, true, &since)})),
+            &Patch::Merge(json!({"status": status(cfg, &ReadyState::Ready, &since)})),
         )
         .await?;
     tracing::info!(node = %cfg.name, "node registered");
@@ -242,16 +257,67 @@ impl prometheus_client::collector::Collector for NodeCollector {
     }
 }
 
-/// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever.
-pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync::Arc<NodeHealth>) {
+/// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever;
+/// the Ready condition is written at once when it changes (looked at each
+/// tick and on each change of the plugin set).
+pub async fn heartbeat(
+    client: kube::Client,
+    cfg: NodeConfig,
+    health: std::sync::Arc<NodeHealth>,
+    readiness: std::sync::Arc<Readiness>,
+    mut plugin_events: tokio::sync::broadcast::Receiver<crate::plugin::set::PluginEvent>,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
     let since = now_rfc3339();
+    let mut ready_since = since.clone();
     let mut tick = tokio::time::interval(LEASE_RENEW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_status = std::time::Instant::now();
+    // What registration wrote.
+    let mut written = ReadyState::Ready;
     let mut failures = 0u32;
     loop {
-        tick.tick().await;
+        let ticked = tokio::select! {
+            _ = tick.tick() => true,
+            ev = plugin_events.recv() => {
+                if matches!(ev, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                    // The set is gone: ticks only.
+                    plugin_events = tokio::sync::broadcast::channel(1).1;
+                }
+                false
+            }
+        };
+        let state = match readiness.check() {
+            Ok(()) => ReadyState::Ready,
+            Err(n) => ReadyState::NotReady(n),
+        };
+        if state != written {
+            if std::mem::discriminant(&state) != std::mem::discriminant(&written) {
+                ready_since = now_rfc3339();
+            }
+            match &state {
+                ReadyState::NotReady(n) => {
+                    tracing::warn!(node = %cfg.name, reason = n.reason, "node not ready: {}", n.message)
+                }
+                _ => tracing::info!(node = %cfg.name, "node ready"),
+            }
+            let patch = json!({"status": {"conditions": conditions(&state, &since, &ready_since)}});
+            match nodes
+                .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => {
+                    last_status = std::time::Instant::now();
+                    written = state.clone();
+                }
+                Err(e) => {
+                    tracing::warn!(node = %cfg.name, error = %e, "node status update failed; retrying")
+                }
+            }
+        }
+        if !ticked {
+            continue;
+        }
         match renew_lease(&client, &cfg).await {
             Ok(()) => {
                 if failures > 0 {
@@ -271,7 +337,7 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync:
             }
         }
         if last_status.elapsed() >= STATUS_EVERY {
-            let patch = json!({"status": {"conditions": conditions(true, &since)}});
+            let patch = json!({"status": {"conditions": conditions(&written, &since, &ready_since)}});
             match nodes
                 .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -288,7 +354,8 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync:
 /// Reports the node NotReady (on shutdown).
 pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch = json!({"status": {"conditions": conditions(false, &now_rfc3339())}});
+    let patch =
+        json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339(), &now_rfc3339())}});
     if let Err(e) = nodes
         .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
