@@ -220,7 +220,9 @@ pub(super) async fn run_host(
         metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
         let _ = checks.plugins.set(plugins.clone());
     }
+    metrics.register_collector(Box::new(crate::process_metrics::ProcessCollector));
     if let Some(a) = &agent {
+        metrics.register(|r| a.runner.metrics.register(r));
         metrics.register_collector(Box::new(crate::node::agent::NodeCollector {
             node: a.config.name.clone(),
             health: a.health.clone(),

@@ -5,11 +5,13 @@
 //! - [`pods`]: one state machine per pod, driven through the provider;
 //! - [`ready`]: what the Node's Ready condition says (the provider's health);
 //! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
-//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`.
+//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
+//! - [`metrics`]: pods per state, transitions, time in state, handler faults.
 
 pub mod admission;
 pub mod agent;
 pub mod kubelet;
+pub mod metrics;
 pub mod pods;
 pub mod ready;
 pub mod workloads;
