@@ -140,9 +140,7 @@ fn health_routes(checks: Arc<HostChecks>) -> Router {
             let c = c.clone();
             async move {
                 let names = c.names(endpoint);
-                crate::health::all(endpoint, q.as_deref().unwrap_or(""), &names, |n| {
-                    c.check(n)
-                })
+                crate::health::all(endpoint, q.as_deref().unwrap_or(""), &names, |n| c.check(n))
             }
         };
         let c = checks.clone();

@@ -56,7 +56,12 @@ pub fn read() -> Option<Reading> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let proc_stat = std::fs::read_to_string("/proc/stat").ok()?;
     // SAFETY: sysconf only reads configuration values.
-    let (ticks, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let (ticks, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
     if ticks <= 0 || page <= 0 {
         return None;
     }
@@ -139,7 +144,10 @@ mod tests {
     fn this_process_reads_plausibly() {
         let r = read().expect("/proc is mounted where the tests run");
         assert!(r.resident_bytes > 1 << 20, "{r:?}");
-        assert!(r.open_fds >= 3 && r.max_fds.is_none_or(|m| m >= r.open_fds), "{r:?}");
+        assert!(
+            r.open_fds >= 3 && r.max_fds.is_none_or(|m| m >= r.open_fds),
+            "{r:?}"
+        );
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

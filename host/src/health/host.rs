@@ -120,17 +120,20 @@ impl HostChecks {
             }
             "store" => self.store.get().map_or(Ok(()), |p| p()),
             "caches-synced" => match self.caches.get().map(|c| c.unsynced()) {
-                Some(kinds) if !kinds.is_empty() => Err(format!(
-                    "caches not synced yet: {}",
-                    short_list(&kinds)
-                )),
+                Some(kinds) if !kinds.is_empty() => {
+                    Err(format!("caches not synced yet: {}", short_list(&kinds)))
+                }
                 _ => Ok(()),
             },
             "plugin-set" => {
                 if !self.started.load(Ordering::Acquire) {
                     return Err("the first plugin scan has not finished".into());
                 }
-                let down = self.plugins.get().map(|p| p.not_running()).unwrap_or_default();
+                let down = self
+                    .plugins
+                    .get()
+                    .map(|p| p.not_running())
+                    .unwrap_or_default();
                 if down.is_empty() {
                     return Ok(());
                 }
@@ -138,7 +141,10 @@ impl HostChecks {
                     .iter()
                     .map(|(n, why)| format!("{n} (rejected: {why})"))
                     .collect();
-                Err(format!("plugins with no running version: {}", short_list(&named)))
+                Err(format!(
+                    "plugins with no running version: {}",
+                    short_list(&named)
+                ))
             }
             "node-agent" => self.node.get().map_or(Ok(()), |p| p()),
             "leader-lease" => match self.leader.get() {

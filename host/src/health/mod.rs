@@ -116,7 +116,10 @@ mod tests {
         let (code, text) = body(all("readyz", "exclude=bad&exclude=nope", &["bad"], checks)).await;
         assert_eq!(code, 200, "{text}");
         let (code, text) = body(one(&["bad"], "bad", checks)).await;
-        assert_eq!((code, text.as_str()), (500, "internal server error: broken\n"));
+        assert_eq!(
+            (code, text.as_str()),
+            (500, "internal server error: broken\n")
+        );
         assert_eq!(body(one(&["bad"], "other", checks)).await.0, 404);
     }
 }

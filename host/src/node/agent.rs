@@ -337,7 +337,8 @@ pub async fn heartbeat(
             }
         }
         if last_status.elapsed() >= STATUS_EVERY {
-            let patch = json!({"status": {"conditions": conditions(&written, &since, &ready_since)}});
+            let patch =
+                json!({"status": {"conditions": conditions(&written, &since, &ready_since)}});
             match nodes
                 .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -354,8 +355,7 @@ pub async fn heartbeat(
 /// Reports the node NotReady (on shutdown).
 pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch =
-        json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339(), &now_rfc3339())}});
+    let patch = json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339(), &now_rfc3339())}});
     if let Err(e) = nodes
         .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
         .await

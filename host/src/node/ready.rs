@@ -45,7 +45,9 @@ impl Faults {
             self.digest = digest.to_string();
             self.at.clear();
         } else {
-            let new = total.saturating_sub(self.seen).min(CRASH_LOOP_FAULTS as u64);
+            let new = total
+                .saturating_sub(self.seen)
+                .min(CRASH_LOOP_FAULTS as u64);
             for _ in 0..new {
                 if self.at.len() == CRASH_LOOP_FAULTS {
                     self.at.pop_front();
@@ -136,7 +138,11 @@ mod tests {
         assert_eq!(f.observe("v1", 2, t0), 2);
         assert_eq!(f.observe("v1", 1_000_000, t0), CRASH_LOOP_FAULTS);
         assert_eq!(
-            f.observe("v1", 1_000_000, t0 + CRASH_LOOP_WINDOW + Duration::from_secs(1)),
+            f.observe(
+                "v1",
+                1_000_000,
+                t0 + CRASH_LOOP_WINDOW + Duration::from_secs(1)
+            ),
             0
         );
         assert_eq!(f.observe("v1", 1_000_005, t0 + CRASH_LOOP_WINDOW * 2), 3);
