@@ -27,14 +27,14 @@ async fn get(plane: &Plane, path: &str) -> Result<(u16, String)> {
     Ok((code.parse()?, body.to_string()))
 }
 
-/// The Node's Ready condition: (status, reason, message).
-async fn ready(nodes: &Api<Node>, node: &str) -> Option<(String, String, String)> {
+/// The Node's condition `type_`: (status, reason, message).
+async fn condition(nodes: &Api<Node>, node: &str, type_: &str) -> Option<(String, String, String)> {
     let n = nodes.get_opt(node).await.ok()??;
     let c = n
         .status?
         .conditions?
         .into_iter()
-        .find(|c| c.type_ == "Ready")?;
+        .find(|c| c.type_ == type_)?;
     Some((
         c.status,
         c.reason.unwrap_or_default(),
@@ -50,12 +50,24 @@ async fn wait_ready(
     status: &str,
     reason: &str,
 ) -> Result<String> {
+    wait_condition(plane, nodes, node, "Ready", status, reason).await
+}
+
+/// Waits until the Node's condition `type_` has `status` and `reason`; returns its message.
+async fn wait_condition(
+    plane: &Plane,
+    nodes: &Api<Node>,
+    node: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> Result<String> {
     let last = std::sync::Mutex::new(None);
     let found = eventually(
         Duration::from_secs(60),
-        &format!("Node {node} Ready={status} ({reason})"),
+        &format!("Node {node} {type_}={status} ({reason})"),
         || async {
-            let r = ready(nodes, node).await;
+            let r = condition(nodes, node, type_).await;
             *last.lock().unwrap() = r.clone();
             r.filter(|(s, why, _)| s == status && why == reason)
                 .map(|(_, _, m)| m)
@@ -65,7 +77,7 @@ async fn wait_ready(
     match found {
         Ok(m) => Ok(m),
         Err(e) => bail!(
-            "{e}; last Ready: {:?}\nlog:\n{}",
+            "{e}; last {type_}: {:?}\nlog:\n{}",
             last.lock().unwrap(),
             plane.log()
         ),
@@ -310,5 +322,78 @@ async fn pod_state_and_process_metrics_appear_after_a_wasi_pod_runs() -> Result<
     })
     .await
     .with_context(|| plane.log())?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn memory_pressure_follows_the_workload_memory_budget() -> Result<()> {
+    let node = "pressure-node";
+    let modules = workloads_dir().display().to_string();
+    // Room for one container of the default limit (256Mi), not two.
+    let plane = Plane::start_up(&[
+        "--node-name",
+        node,
+        "--allow-file-images",
+        &modules,
+        "--workload-memory-budget",
+        "300Mi",
+    ])
+    .await?;
+    let client = plane.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_condition(
+        &plane,
+        &nodes,
+        node,
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let sleeper: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
+            "containers": [{"name": "main", "image": workload("sleeper.wasm")}],
+        },
+    }))?;
+    pods.create(&PostParams::default(), &sleeper).await?;
+    let message = wait_condition(
+        &plane,
+        &nodes,
+        node,
+        "MemoryPressure",
+        "True",
+        "KubeletHasInsufficientMemory",
+    )
+    .await?;
+    ensure!(
+        message.contains("workload memory budget has")
+            && message.contains(&format!("of {} bytes left", 300u64 << 20)),
+        "{message}"
+    );
+    // The other pressures stay off; Ready stays True.
+    wait_condition(
+        &plane,
+        &nodes,
+        node,
+        "PIDPressure",
+        "False",
+        "KubeletHasSufficientPID",
+    )
+    .await?;
+    wait_ready(&plane, &nodes, node, "True", "KubeletReady").await?;
+    pods.delete("sleeper", &DeleteParams::default()).await?;
+    wait_condition(
+        &plane,
+        &nodes,
+        node,
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+    )
+    .await?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The Node object and its heartbeat: registration with capacity, nodeInfo,
 //! labels and taints; a Lease in `kube-node-lease` renewed every 10 s; the
-//! Ready condition kept fresh; NotReady on shutdown. A failed renewal is
+//! conditions kept fresh (Ready from [`super::ready`], the pressures from
+//! [`super::pressure`]); NotReady on shutdown. A failed renewal is
 //! logged and retried on the next tick, never a panic (a Krustlet gap).
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::pressure::Pressure;
 use super::ready::{NotReady, Readiness};
 
 /// How often the node lease is renewed (kubelet's default).
@@ -81,38 +83,107 @@ enum ReadyState {
     ShuttingDown,
 }
 
-fn ready_condition(state: &ReadyState, now: &str, since: &str) -> Value {
-    let (status, reason, message) = match state {
-        ReadyState::Ready => ("True", "KubeletReady", "wasmlet is posting ready status"),
-        ReadyState::NotReady(n) => ("False", n.reason, n.message.as_str()),
-        ReadyState::ShuttingDown => ("False", "KubeletNotReady", "wasmlet is shutting down"),
-    };
-    json!({"type": "Ready", "status": status, "reason": reason, "message": message,
-           "lastHeartbeatTime": now, "lastTransitionTime": since})
+/// One node condition as written, its times aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Cond {
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: String,
 }
 
-/// The pressure conditions (unchanged `since`) and Ready (changed `ready_since`).
-fn conditions(ready: &ReadyState, since: &str, ready_since: &str) -> Value {
-    let now = now_rfc3339();
-    let pressure = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since});
-    json!([
+/// The node's conditions: the three pressures (kubelet's reasons) and Ready.
+fn node_conditions(ready: &ReadyState, p: &Pressure) -> Vec<Cond> {
+    let pressure =
+        |type_, under: &Option<String>, on: (&'static str, &str), off: (&'static str, &str)| {
+            match under {
+                Some(why) => Cond {
+                    type_,
+                    status: "True",
+                    reason: on.0,
+                    message: format!("{}: {why}", on.1),
+                },
+                None => Cond {
+                    type_,
+                    status: "False",
+                    reason: off.0,
+                    message: off.1.to_string(),
+                },
+            }
+        };
+    let (status, reason, message) = match ready {
+        ReadyState::Ready => (
+            "True",
+            "KubeletReady",
+            "wasmlet is posting ready status".to_string(),
+        ),
+        ReadyState::NotReady(n) => ("False", n.reason, n.message.clone()),
+        ReadyState::ShuttingDown => (
+            "False",
+            "KubeletNotReady",
+            "wasmlet is shutting down".to_string(),
+        ),
+    };
+    vec![
         pressure(
             "MemoryPressure",
-            "KubeletHasSufficientMemory",
-            "wasmlet has sufficient memory available"
+            &p.memory,
+            (
+                "KubeletHasInsufficientMemory",
+                "wasmlet has insufficient memory available",
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "wasmlet has sufficient memory available",
+            ),
         ),
         pressure(
             "DiskPressure",
-            "KubeletHasNoDiskPressure",
-            "wasmlet has no disk pressure"
+            &p.disk,
+            ("KubeletHasDiskPressure", "wasmlet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "wasmlet has no disk pressure"),
         ),
         pressure(
             "PIDPressure",
-            "KubeletHasSufficientPID",
-            "wasmlet has sufficient PID available"
+            &p.pid,
+            (
+                "KubeletHasInsufficientPID",
+                "wasmlet has insufficient PID available",
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "wasmlet has sufficient PID available",
+            ),
         ),
-        ready_condition(ready, &now, ready_since),
-    ])
+        Cond {
+            type_: "Ready",
+            status,
+            reason,
+            message,
+        },
+    ]
+}
+
+/// The conditions as JSON, each with its own transition time.
+fn conditions_json(conds: &[Cond], since: &[String]) -> Value {
+    let now = now_rfc3339();
+    Value::Array(
+        conds
+            .iter()
+            .zip(since)
+            .map(|(c, since)| {
+                json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
+                       "lastHeartbeatTime": now, "lastTransitionTime": since})
+            })
+            .collect(),
+    )
+}
+
+/// Every condition at once (registration, shutdown).
+fn conditions(ready: &ReadyState, since: &str) -> Value {
+    let conds = node_conditions(ready, &Pressure::default());
+    let since = vec![since.to_string(); conds.len()];
+    conditions_json(&conds, &since)
 }
 
 fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
@@ -125,7 +196,7 @@ fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
     json!({
         "capacity": capacity,
         "allocatable": allocatable,
-        "conditions": conditions(ready, since, since),
+        "conditions": conditions(ready, since),
         "addresses": [
             {"type": "InternalIP", "address": cfg.address.to_string()},
             {"type": "Hostname", "address": cfg.name},
@@ -257,8 +328,8 @@ impl prometheus_client::collector::Collector for NodeCollector {
     }
 }
 
-/// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever;
-/// the Ready condition is written at once when it changes (looked at each
+/// Renews the lease every 10 s and the conditions' heartbeat every 40 s,
+/// forever; a condition is written at once when it changes (looked at each
 /// tick and on each change of the plugin set).
 pub async fn heartbeat(
     client: kube::Client,
@@ -266,15 +337,15 @@ pub async fn heartbeat(
     health: std::sync::Arc<NodeHealth>,
     readiness: std::sync::Arc<Readiness>,
     mut plugin_events: tokio::sync::broadcast::Receiver<crate::plugin::set::PluginEvent>,
+    workloads: std::sync::Arc<super::workloads::WorkloadManager>,
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let since = now_rfc3339();
-    let mut ready_since = since.clone();
     let mut tick = tokio::time::interval(LEASE_RENEW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_status = std::time::Instant::now();
-    // What registration wrote.
-    let mut written = ReadyState::Ready;
+    // What registration wrote, and when each condition last changed.
+    let mut written = node_conditions(&ReadyState::Ready, &Pressure::default());
+    let mut since = vec![now_rfc3339(); written.len()];
     let mut failures = 0u32;
     loop {
         let ticked = tokio::select! {
@@ -291,24 +362,26 @@ pub async fn heartbeat(
             Ok(()) => ReadyState::Ready,
             Err(n) => ReadyState::NotReady(n),
         };
-        if state != written {
-            if std::mem::discriminant(&state) != std::mem::discriminant(&written) {
-                ready_since = now_rfc3339();
-            }
-            match &state {
-                ReadyState::NotReady(n) => {
-                    tracing::warn!(node = %cfg.name, reason = n.reason, "node not ready: {}", n.message)
+        let conds = node_conditions(&state, &super::pressure::measure(&workloads));
+        if conds != written {
+            let mut changed = since.clone();
+            for ((c, w), s) in conds.iter().zip(&written).zip(&mut changed) {
+                if c != w {
+                    tracing::info!(node = %cfg.name, condition = c.type_, status = c.status, reason = c.reason, "{}", c.message);
                 }
-                _ => tracing::info!(node = %cfg.name, "node ready"),
+                if c.status != w.status {
+                    *s = now_rfc3339();
+                }
             }
-            let patch = json!({"status": {"conditions": conditions(&state, &since, &ready_since)}});
+            let patch = json!({"status": {"conditions": conditions_json(&conds, &changed)}});
             match nodes
                 .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
                 Ok(_) => {
                     last_status = std::time::Instant::now();
-                    written = state.clone();
+                    written = conds;
+                    since = changed;
                 }
                 Err(e) => {
                     tracing::warn!(node = %cfg.name, error = %e, "node status update failed; retrying")
@@ -337,8 +410,7 @@ pub async fn heartbeat(
             }
         }
         if last_status.elapsed() >= STATUS_EVERY {
-            let patch =
-                json!({"status": {"conditions": conditions(&written, &since, &ready_since)}});
+            let patch = json!({"status": {"conditions": conditions_json(&written, &since)}});
             match nodes
                 .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -355,7 +427,8 @@ pub async fn heartbeat(
 /// Reports the node NotReady (on shutdown).
 pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch = json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339(), &now_rfc3339())}});
+    let patch =
+        json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339())}});
     if let Err(e) = nodes
         .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
         .await

@@ -4,6 +4,7 @@
 //! - [`admission`]: which bound pods fit the node (the kubelet's admission);
 //! - [`pods`]: one state machine per pod, driven through the provider;
 //! - [`ready`]: what the Node's Ready condition says (the provider's health);
+//! - [`pressure`]: its memory, disk and PID pressure conditions;
 //! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
 //! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
 //! - [`metrics`]: pods per state, transitions, time in state, handler faults.
@@ -13,6 +14,7 @@ pub mod agent;
 pub mod kubelet;
 pub mod metrics;
 pub mod pods;
+pub mod pressure;
 pub mod ready;
 pub mod workloads;
 
@@ -203,6 +205,7 @@ impl NodeAgent {
             health.clone(),
             readiness.clone(),
             plugins.subscribe(),
+            workloads.clone(),
         ));
         let runner = PodRunner::new(client.clone(), plugins, provider, config.clone());
         {
