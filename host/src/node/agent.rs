@@ -436,3 +436,46 @@ pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
         tracing::warn!(node = %cfg.name, error = %e, "could not mark the node NotReady");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_carry_the_kubelets_reasons_and_the_providers_fault() {
+        let p = Pressure {
+            memory: Some("the workload memory budget has 0 of 1 bytes left".into()),
+            ..Default::default()
+        };
+        let not_ready = ReadyState::NotReady(NotReady {
+            reason: "ProviderMissing",
+            message: "provider plugin wasi-runner is not in the plugin directory".into(),
+        });
+        let c = node_conditions(&not_ready, &p);
+        let row = |t: &str| {
+            let c = c.iter().find(|c| c.type_ == t).unwrap();
+            (c.status, c.reason, c.message.clone())
+        };
+        assert_eq!(
+            row("MemoryPressure"),
+            (
+                "True",
+                "KubeletHasInsufficientMemory",
+                "wasmlet has insufficient memory available: the workload memory budget has 0 of 1 bytes left".into()
+            )
+        );
+        assert_eq!(row("DiskPressure").1, "KubeletHasNoDiskPressure");
+        assert_eq!(row("PIDPressure").1, "KubeletHasSufficientPID");
+        assert_eq!(
+            row("Ready"),
+            (
+                "False",
+                "ProviderMissing",
+                "provider plugin wasi-runner is not in the plugin directory".into()
+            )
+        );
+        let json = conditions(&ReadyState::ShuttingDown, "2026-01-01T00:00:00Z");
+        assert_eq!(json[3]["reason"], "KubeletNotReady");
+        assert_eq!(json[3]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    }
+}
