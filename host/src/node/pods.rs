@@ -633,7 +633,9 @@ impl Machine {
     /// state's own handler that failed: then the pod waits for a change).
     async fn fail(&self, error_state: &str, state: &mut String, msg: String) -> bool {
         tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
-        (self.runner.metrics).fault(super::metrics::FaultKind::of(&msg));
+        self.runner
+            .metrics
+            .fault(super::metrics::FaultKind::of(&msg));
         self.runner
             .event(
                 &self.pod,

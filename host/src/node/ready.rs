@@ -91,7 +91,7 @@ impl Readiness {
             if let Some(why) = self.plugins.rejection(name) {
                 return Err(NotReady {
                     reason: "ProviderRejected",
-                    message: format!("provider plugin {name} was rejected: {why}"),
+                    message: format!("provider plugin {name} was rejected: {}", short(&why)),
                 });
             }
             if self.plugins.scanned() == 0 {
@@ -126,9 +126,28 @@ impl Readiness {
     }
 }
 
+/// A load error cut to [`MESSAGE_MAX`] characters (compile errors can run
+/// long; the host log has them whole).
+fn short(why: &str) -> String {
+    match why.char_indices().nth(MESSAGE_MAX) {
+        Some((i, _)) => format!("{}…", &why[..i]),
+        None => why.to_string(),
+    }
+}
+
+/// The longest rejection reason the condition's message carries.
+pub const MESSAGE_MAX: usize = 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_reason_is_cut() {
+        assert_eq!(short("short"), "short");
+        let long = "é".repeat(MESSAGE_MAX + 10);
+        assert_eq!(short(&long).chars().count(), MESSAGE_MAX + 1);
+    }
 
     #[test]
     fn faults_count_within_the_window_and_a_new_version_starts_afresh() {
