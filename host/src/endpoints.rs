@@ -1,6 +1,7 @@
 //! The process's HTTP endpoints: `/metrics` (every registered metric, the
-//! plugin set's included), `/healthz` and `/readyz` (ready once the host has
-//! loaded its plugins), the status page at `/`, and `/shadow/NAME`, a
+//! plugin set's included), `/healthz`, `/livez` and `/readyz` (with
+//! `?verbose`, `?exclude=` and `/readyz/CHECK`, as kube-apiserver; the checks
+//! are `crate::health::host`'s), the status page at `/`, and `/shadow/NAME`, a
 //! plugin's shadow report as JSON (`wasmlet plugin shadow-report`).
 //!
 //! The status page and the shadow reports show reconcile errors and pod
@@ -8,22 +9,22 @@
 //! machine itself, `kubectl port-forward`), or to a caller whose bearer
 //! token the API server accepts (TokenReview) and who may `get` the
 //! non-resource URL of the request's path (SubjectAccessReview), as
-//! kube-rbac-proxy guards a path; else 401 or 403. `/metrics`, `/healthz`
-//! and `/readyz` stay open to scrapers and probes.
+//! kube-rbac-proxy guards a path; else 401 or 403. `/metrics` and the health
+//! endpoints stay open to scrapers and probes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::controller::metrics::ControllerMetrics;
+use crate::health::host::HostChecks;
 use crate::node::kubelet::auth::{Gate, Refusal};
 
 /// Whether a peer is this machine's own loopback address (127.0.0.1, ::1),
@@ -67,7 +68,7 @@ async fn guard(
 pub async fn serve(
     addr: SocketAddr,
     metrics: ControllerMetrics,
-    ready: Arc<AtomicBool>,
+    checks: Arc<HostChecks>,
     page: Arc<crate::status_page::StatusPage>,
     gate: Arc<Gate>,
 ) -> anyhow::Result<SocketAddr> {
@@ -119,20 +120,7 @@ pub async fn serve(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = ready.load(Ordering::Acquire);
-                async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                    }
-                }
-            }),
-        )
+        .merge(health_routes(checks))
         .merge(guarded);
     tokio::spawn(async move {
         let app = app.into_make_service_with_connect_info::<SocketAddr>();
@@ -141,6 +129,30 @@ pub async fn serve(
         }
     });
     Ok(bound)
+}
+
+/// `/healthz`, `/livez`, `/readyz` and `/ENDPOINT/CHECK`.
+fn health_routes(checks: Arc<HostChecks>) -> Router {
+    let mut router = Router::new();
+    for endpoint in ["healthz", "livez", "readyz"] {
+        let c = checks.clone();
+        let all = move |RawQuery(q): RawQuery| {
+            let c = c.clone();
+            async move {
+                let names = c.names(endpoint);
+                crate::health::all(endpoint, q.as_deref().unwrap_or(""), &names, |n| c.check(n))
+            }
+        };
+        let c = checks.clone();
+        let one = move |Path(name): Path<String>| {
+            let c = c.clone();
+            async move { crate::health::one(&c.names(endpoint), &name, |n| c.check(n)) }
+        };
+        router = router
+            .route(&format!("/{endpoint}"), get(all))
+            .route(&format!("/{endpoint}/{{check}}"), get(one));
+    }
+    router
 }
 
 #[cfg(test)]

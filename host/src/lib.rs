@@ -11,8 +11,8 @@
 //! - [`cluster`]: cluster access (resolver, caches, reads and writes);
 //! - [`datastore`]: PostgreSQL tables as a source of objects (schema, rows,
 //!   the LISTEN/NOTIFY watcher), used by [`controller`];
-//! - [`endpoints`] (metrics and health), [`telemetry`] (logs and OTLP spans)
-//!   and [`private_dir`] (0700 directories).
+//! - [`endpoints`] (metrics and health, checks in [`health`]), [`telemetry`] (logs and OTLP spans),
+//!   [`process_metrics`] (`process_*` from /proc/self) and [`private_dir`] (0700 directories).
 //!
 //! Lock poisoning: every `std::sync` lock here guards a table whose updates
 //! are single inserts, removals or assignments, so a panic while one is held
@@ -29,9 +29,11 @@ pub mod controller;
 pub mod data_lock;
 pub mod datastore;
 pub mod endpoints;
+pub mod health;
 pub mod node;
 pub mod oci;
 pub mod plugin;
 pub mod private_dir;
+pub mod process_metrics;
 pub mod status_page;
 pub mod telemetry;

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 
@@ -82,6 +81,7 @@ pub(super) async fn run_host(
     data_dir: &Path,
     host: &HostArgs,
     node: Option<(&NodeArgs, Option<KubeletTls>)>,
+    store: Option<crate::health::host::Probe>,
 ) -> Result<RunningHost> {
     let metrics = ControllerMetrics::new();
     // Named clusters first: a bad --cluster fails the start before anything runs.
@@ -94,7 +94,11 @@ pub(super) async fn run_host(
         std::time::Duration::from_millis(host.debug_cache_delay_ms),
     );
     let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
-    let ready = Arc::new(AtomicBool::new(false));
+    let checks = crate::health::host::HostChecks::start();
+    if let Some(store) = store {
+        let _ = checks.store.set(store);
+    }
+    let _ = checks.caches.set(caches.clone());
     let leading = Leadership::new(!host.leader_elect);
     let mut engine = PluginEngine::new(&data_dir.join("cache").join("components"))?;
     let exe = std::env::current_exe()
@@ -214,11 +218,19 @@ pub(super) async fn run_host(
     }
     if let Some(plugins) = &plugins {
         metrics.register_collector(Box::new(PluginCollector(plugins.clone())));
+        let _ = checks.plugins.set(plugins.clone());
     }
+    metrics.register_collector(Box::new(crate::process_metrics::ProcessCollector));
     if let Some(a) = &agent {
+        metrics.register(|r| a.runner.metrics.register(r));
         metrics.register_collector(Box::new(crate::node::agent::NodeCollector {
             node: a.config.name.clone(),
             health: a.health.clone(),
+        }));
+        let readiness = a.readiness.clone();
+        let health = a.health.clone();
+        let _ = checks.node.set(Arc::new(move || {
+            crate::node::NodeAgent::check_parts(&readiness, &health)
         }));
     }
     let page = Arc::new(crate::status_page::StatusPage::default());
@@ -236,7 +248,7 @@ pub(super) async fn run_host(
     let bound = crate::endpoints::serve(
         host.metrics_addr,
         metrics.clone(),
-        ready.clone(),
+        checks.clone(),
         page.clone(),
         gate,
     )
@@ -249,7 +261,13 @@ pub(super) async fn run_host(
             leading: leading.clone(),
         }));
         let config = LeaderConfig::new(&identity(host));
-        let task = tokio::spawn(leader::run(client.clone(), config.clone(), leading.clone()));
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let _ = checks.leader.set(alive.clone());
+        let election = leader::run(client.clone(), config.clone(), leading.clone());
+        let task = tokio::spawn(async move {
+            let _alive = crate::health::host::AliveGuard(alive);
+            election.await
+        });
         lease = Some(Lease {
             task,
             client: client.clone(),
@@ -297,12 +315,12 @@ pub(super) async fn run_host(
             }
         });
     }
-    ready.store(true, std::sync::atomic::Ordering::Release);
+    checks.set_started();
     Ok(RunningHost {
         agent,
         manager: manager_handle,
         lease,
-        ready,
+        checks,
     })
 }
 
@@ -319,7 +337,7 @@ pub(super) struct RunningHost {
     agent: Option<NodeAgent>,
     manager: Option<Arc<Manager>>,
     lease: Option<Lease>,
-    ready: Arc<AtomicBool>,
+    checks: Arc<crate::health::host::HostChecks>,
 }
 
 /// How long in-flight reconciles get to finish at shutdown.
@@ -334,8 +352,7 @@ impl RunningHost {
     /// finish, the leader lease is given up so another replica takes over at
     /// once, then the node goes NotReady and its workloads stop within their grace.
     pub(super) async fn drain(self) {
-        self.ready
-            .store(false, std::sync::atomic::Ordering::Release);
+        self.checks.set_draining();
         if let Some(m) = &self.manager {
             let left = m.shutdown(CALLS_GRACE).await;
             if left == 0 {

@@ -290,6 +290,10 @@ async fn main_async(cli: Cli) -> Result<()> {
                 &server.data_dir,
                 &host,
                 tls.map(|t| (&node, Some(t))),
+                Some({
+                    let store = s.state.resources.store.clone();
+                    std::sync::Arc::new(move || store.health())
+                }),
             )
             .await?;
             signals.wait().await;
@@ -365,7 +369,8 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // A node-only host reconciles nothing.
                 host.leader_elect = false;
             }
-            let running = run_host(client.clone(), client, &data_dir, &host, node_part).await?;
+            let running =
+                run_host(client.clone(), client, &data_dir, &host, node_part, None).await?;
             signals.wait().await;
             signals::bounded(running.drain()).await?;
         }

@@ -247,6 +247,18 @@ impl Caches {
             .cloned()
     }
 
+    /// The kinds (`apiVersion/Kind`) whose cache has not completed its first list.
+    pub fn unsynced(&self) -> Vec<String> {
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<String> = kinds
+            .iter()
+            .filter(|(_, c)| !c.is_synced())
+            .map(|((v, k), _)| format!("{v}/{k}"))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// The cache for a kind, started on first use.
     pub async fn cache(
         &self,

@@ -1,6 +1,7 @@
 //! The Node object and its heartbeat: registration with capacity, nodeInfo,
 //! labels and taints; a Lease in `kube-node-lease` renewed every 10 s; the
-//! Ready condition kept fresh; NotReady on shutdown. A failed renewal is
+//! conditions kept fresh (Ready from [`super::ready`], the pressures from
+//! [`super::pressure`]); NotReady on shutdown. A failed renewal is
 //! logged and retried on the next tick, never a panic (a Krustlet gap).
 
 use std::collections::BTreeMap;
@@ -12,6 +13,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+
+use super::pressure::Pressure;
+use super::ready::{NotReady, Readiness};
 
 /// How often the node lease is renewed (kubelet's default).
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
@@ -71,36 +75,118 @@ pub fn kubelet_version() -> String {
     format!("v1.33.0-wasmlet.{}", env!("CARGO_PKG_VERSION"))
 }
 
-fn conditions(ready: bool, since: &str) -> Value {
-    let now = now_rfc3339();
-    let pressure = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "False", "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": since});
-    json!([
+/// The Ready condition's state: ready, not ready for a reason, or shutting down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ReadyState {
+    Ready,
+    NotReady(NotReady),
+    ShuttingDown,
+}
+
+/// One node condition as written, its times aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Cond {
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+/// The node's conditions: the three pressures (kubelet's reasons) and Ready.
+fn node_conditions(ready: &ReadyState, p: &Pressure) -> Vec<Cond> {
+    let pressure =
+        |type_, under: &Option<String>, on: (&'static str, &str), off: (&'static str, &str)| {
+            match under {
+                Some(why) => Cond {
+                    type_,
+                    status: "True",
+                    reason: on.0,
+                    message: format!("{}: {why}", on.1),
+                },
+                None => Cond {
+                    type_,
+                    status: "False",
+                    reason: off.0,
+                    message: off.1.to_string(),
+                },
+            }
+        };
+    let (status, reason, message) = match ready {
+        ReadyState::Ready => (
+            "True",
+            "KubeletReady",
+            "wasmlet is posting ready status".to_string(),
+        ),
+        ReadyState::NotReady(n) => ("False", n.reason, n.message.clone()),
+        ReadyState::ShuttingDown => (
+            "False",
+            "KubeletNotReady",
+            "wasmlet is shutting down".to_string(),
+        ),
+    };
+    vec![
         pressure(
             "MemoryPressure",
-            "KubeletHasSufficientMemory",
-            "wasmlet has sufficient memory available"
+            &p.memory,
+            (
+                "KubeletHasInsufficientMemory",
+                "wasmlet has insufficient memory available",
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "wasmlet has sufficient memory available",
+            ),
         ),
         pressure(
             "DiskPressure",
-            "KubeletHasNoDiskPressure",
-            "wasmlet has no disk pressure"
+            &p.disk,
+            ("KubeletHasDiskPressure", "wasmlet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "wasmlet has no disk pressure"),
         ),
         pressure(
             "PIDPressure",
-            "KubeletHasSufficientPID",
-            "wasmlet has sufficient PID available"
+            &p.pid,
+            (
+                "KubeletHasInsufficientPID",
+                "wasmlet has insufficient PID available",
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "wasmlet has sufficient PID available",
+            ),
         ),
-        if ready {
-            json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "wasmlet is posting ready status",
-                   "lastHeartbeatTime": now, "lastTransitionTime": since})
-        } else {
-            json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "wasmlet is shutting down",
-                   "lastHeartbeatTime": now, "lastTransitionTime": now})
+        Cond {
+            type_: "Ready",
+            status,
+            reason,
+            message,
         },
-    ])
+    ]
 }
 
-fn status(cfg: &NodeConfig, ready: bool, since: &str) -> Value {
+/// The conditions as JSON, each with its own transition time.
+fn conditions_json(conds: &[Cond], since: &[String]) -> Value {
+    let now = now_rfc3339();
+    Value::Array(
+        conds
+            .iter()
+            .zip(since)
+            .map(|(c, since)| {
+                json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
+                       "lastHeartbeatTime": now, "lastTransitionTime": since})
+            })
+            .collect(),
+    )
+}
+
+/// Every condition at once (registration, shutdown).
+fn conditions(ready: &ReadyState, since: &str) -> Value {
+    let conds = node_conditions(ready, &Pressure::default());
+    let since = vec![since.to_string(); conds.len()];
+    conditions_json(&conds, &since)
+}
+
+fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
     let capacity = json!({"cpu": cfg.cpu, "memory": cfg.memory, "pods": cfg.pods.to_string()});
     let mut allocatable = capacity.clone();
     if let Some(m) = cfg.allocatable_memory {
@@ -151,7 +237,7 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": cfg.name, "labels": labels},
             "spec": {"taints": taints},
-            "status": status(cfg, true, &since),
+            "status": status(cfg, &ReadyState::Ready, &since),
         }))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
@@ -171,7 +257,7 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result
         .patch_status(
             &cfg.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status(cfg, true, &since)})),
+            &Patch::Merge(json!({"status": status(cfg, &ReadyState::Ready, &since)})),
         )
         .await?;
     tracing::info!(node = %cfg.name, "node registered");
@@ -242,16 +328,69 @@ impl prometheus_client::collector::Collector for NodeCollector {
     }
 }
 
-/// Renews the lease every 10 s and the Ready heartbeat every 40 s, forever.
-pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync::Arc<NodeHealth>) {
+/// Renews the lease every 10 s and the conditions' heartbeat every 40 s,
+/// forever; a condition is written at once when it changes (looked at each
+/// tick and on each change of the plugin set).
+pub async fn heartbeat(
+    client: kube::Client,
+    cfg: NodeConfig,
+    health: std::sync::Arc<NodeHealth>,
+    readiness: std::sync::Arc<Readiness>,
+    mut plugin_events: tokio::sync::broadcast::Receiver<crate::plugin::set::PluginEvent>,
+    workloads: std::sync::Arc<super::workloads::WorkloadManager>,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let since = now_rfc3339();
     let mut tick = tokio::time::interval(LEASE_RENEW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_status = std::time::Instant::now();
+    // What registration wrote, and when each condition last changed.
+    let mut written = node_conditions(&ReadyState::Ready, &Pressure::default());
+    let mut since = vec![now_rfc3339(); written.len()];
     let mut failures = 0u32;
     loop {
-        tick.tick().await;
+        let ticked = tokio::select! {
+            _ = tick.tick() => true,
+            ev = plugin_events.recv() => {
+                if matches!(ev, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                    // The set is gone: ticks only.
+                    plugin_events = tokio::sync::broadcast::channel(1).1;
+                }
+                false
+            }
+        };
+        let state = match readiness.check() {
+            Ok(()) => ReadyState::Ready,
+            Err(n) => ReadyState::NotReady(n),
+        };
+        let conds = node_conditions(&state, &super::pressure::measure(&workloads));
+        if conds != written {
+            let mut changed = since.clone();
+            for ((c, w), s) in conds.iter().zip(&written).zip(&mut changed) {
+                if c != w {
+                    tracing::info!(node = %cfg.name, condition = c.type_, status = c.status, reason = c.reason, "{}", c.message);
+                }
+                if c.status != w.status {
+                    *s = now_rfc3339();
+                }
+            }
+            let patch = json!({"status": {"conditions": conditions_json(&conds, &changed)}});
+            match nodes
+                .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => {
+                    last_status = std::time::Instant::now();
+                    written = conds;
+                    since = changed;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %cfg.name, error = %e, "node status update failed; retrying")
+                }
+            }
+        }
+        if !ticked {
+            continue;
+        }
         match renew_lease(&client, &cfg).await {
             Ok(()) => {
                 if failures > 0 {
@@ -271,7 +410,7 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync:
             }
         }
         if last_status.elapsed() >= STATUS_EVERY {
-            let patch = json!({"status": {"conditions": conditions(true, &since)}});
+            let patch = json!({"status": {"conditions": conditions_json(&written, &since)}});
             match nodes
                 .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
@@ -288,11 +427,55 @@ pub async fn heartbeat(client: kube::Client, cfg: NodeConfig, health: std::sync:
 /// Reports the node NotReady (on shutdown).
 pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch = json!({"status": {"conditions": conditions(false, &now_rfc3339())}});
+    let patch =
+        json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339())}});
     if let Err(e) = nodes
         .patch_status(&cfg.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
         tracing::warn!(node = %cfg.name, error = %e, "could not mark the node NotReady");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_carry_the_kubelets_reasons_and_the_providers_fault() {
+        let p = Pressure {
+            memory: Some("the workload memory budget has 0 of 1 bytes left".into()),
+            ..Default::default()
+        };
+        let not_ready = ReadyState::NotReady(NotReady {
+            reason: "ProviderMissing",
+            message: "provider plugin wasi-runner is not in the plugin directory".into(),
+        });
+        let c = node_conditions(&not_ready, &p);
+        let row = |t: &str| {
+            let c = c.iter().find(|c| c.type_ == t).unwrap();
+            (c.status, c.reason, c.message.clone())
+        };
+        assert_eq!(
+            row("MemoryPressure"),
+            (
+                "True",
+                "KubeletHasInsufficientMemory",
+                "wasmlet has insufficient memory available: the workload memory budget has 0 of 1 bytes left".into()
+            )
+        );
+        assert_eq!(row("DiskPressure").1, "KubeletHasNoDiskPressure");
+        assert_eq!(row("PIDPressure").1, "KubeletHasSufficientPID");
+        assert_eq!(
+            row("Ready"),
+            (
+                "False",
+                "ProviderMissing",
+                "provider plugin wasi-runner is not in the plugin directory".into()
+            )
+        );
+        let json = conditions(&ReadyState::ShuttingDown, "2026-01-01T00:00:00Z");
+        assert_eq!(json[3]["reason"], "KubeletNotReady");
+        assert_eq!(json[3]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     }
 }

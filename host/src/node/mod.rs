@@ -3,13 +3,19 @@
 //! - [`agent`]: the Node object, its lease and heartbeat;
 //! - [`admission`]: which bound pods fit the node (the kubelet's admission);
 //! - [`pods`]: one state machine per pod, driven through the provider;
+//! - [`ready`]: what the Node's Ready condition says (the provider's health);
+//! - [`pressure`]: its memory, disk and PID pressure conditions;
 //! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
-//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`.
+//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
+//! - [`metrics`]: pods per state, transitions, time in state, handler faults.
 
 pub mod admission;
 pub mod agent;
 pub mod kubelet;
+pub mod metrics;
 pub mod pods;
+pub mod pressure;
+pub mod ready;
 pub mod workloads;
 
 use std::collections::HashMap;
@@ -164,6 +170,7 @@ pub struct NodeAgent {
     pub workloads: Arc<WorkloadManager>,
     pub runner: Arc<PodRunner>,
     pub health: Arc<agent::NodeHealth>,
+    pub readiness: Arc<ready::Readiness>,
     client: kube::Client,
 }
 
@@ -194,10 +201,14 @@ impl NodeAgent {
         }
         agent::register(&client, &config).await?;
         let health = Arc::new(agent::NodeHealth::default());
+        let readiness = Arc::new(ready::Readiness::new(plugins.clone(), provider));
         tokio::spawn(agent::heartbeat(
             client.clone(),
             config.clone(),
             health.clone(),
+            readiness.clone(),
+            plugins.subscribe(),
+            workloads.clone(),
         ));
         let runner = PodRunner::new(client.clone(), plugins, provider, config.clone());
         {
@@ -236,8 +247,35 @@ impl NodeAgent {
             workloads,
             runner,
             health,
+            readiness,
             client,
         })
+    }
+
+    /// The host's `/readyz` check `node-agent`: the provider can run pods
+    /// and the node's Lease is being renewed (the node controller marks a
+    /// node NotReady after 40 s without a renewal).
+    pub fn check(&self) -> Result<(), String> {
+        NodeAgent::check_parts(&self.readiness, &self.health)
+    }
+
+    /// [`NodeAgent::check`] from its parts (the check outlives no agent).
+    pub fn check_parts(
+        readiness: &ready::Readiness,
+        health: &agent::NodeHealth,
+    ) -> Result<(), String> {
+        readiness
+            .check()
+            .map_err(|n| format!("{}: {}", n.reason, n.message))?;
+        let failures = health
+            .lease_failures
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if u64::from(failures) * agent::LEASE_RENEW.as_secs() >= 40 {
+            return Err(format!(
+                "the node's Lease has not been renewed for {failures} attempts"
+            ));
+        }
+        Ok(())
     }
 
     /// NotReady, then each workload gets its pod's

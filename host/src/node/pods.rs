@@ -66,6 +66,8 @@ pub struct PodRunner {
     admission: Mutex<Admission>,
     /// Pods this node rejected (uid): they never get a machine.
     rejected: Mutex<std::collections::HashSet<String>>,
+    /// Pods per state, transitions, time in state, handler faults.
+    pub metrics: super::metrics::PodMetrics,
 }
 
 fn key_of(pod: &Pod) -> String {
@@ -99,6 +101,7 @@ impl PodRunner {
             states: Mutex::default(),
             admission: Mutex::new(Admission::new(Allocatable::of(&node))),
             rejected: Mutex::default(),
+            metrics: super::metrics::PodMetrics::new(provider),
             node,
         })
     }
@@ -114,6 +117,8 @@ impl PodRunner {
 
     fn set_state(&self, key: &str, state: Option<&str>) {
         let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        let was = states.get(key).cloned();
+        let stayed = |since: std::time::SystemTime| since.elapsed().unwrap_or_default();
         match state {
             Some(s) if states.get(key).is_some_and(|(cur, _)| cur == s) => {}
             Some(s) => {
@@ -121,9 +126,15 @@ impl PodRunner {
                     key.to_string(),
                     (s.to_string(), std::time::SystemTime::now()),
                 );
+                let stay = was.as_ref().map_or(Duration::ZERO, |(_, t)| stayed(*t));
+                let from = was.as_ref().map(|(f, _)| f.as_str());
+                self.metrics.moved(from, Some(s), stay);
             }
             None => {
                 states.remove(key);
+                if let Some((f, t)) = &was {
+                    self.metrics.moved(Some(f), None, stayed(*t));
+                }
             }
         }
     }
@@ -622,6 +633,9 @@ impl Machine {
     /// state's own handler that failed: then the pod waits for a change).
     async fn fail(&self, error_state: &str, state: &mut String, msg: String) -> bool {
         tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
+        self.runner
+            .metrics
+            .fault(super::metrics::FaultKind::of(&msg));
         self.runner
             .event(
                 &self.pod,

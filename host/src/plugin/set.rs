@@ -82,6 +82,9 @@ pub struct PluginSet {
     /// Fingerprints of versions that were rejected, so they are not retried
     /// (and re-counted) on every scan.
     rejected: Mutex<BTreeMap<String, String>>,
+    /// Why each plugin's latest version was rejected, until one loads or
+    /// its files go (the Node's condition and `/readyz` name it).
+    rejections: Mutex<BTreeMap<String, String>>,
     events: broadcast::Sender<PluginEvent>,
     /// The last [`HISTORY`] changes, oldest first (the status page).
     history: Mutex<std::collections::VecDeque<Change>>,
@@ -89,6 +92,8 @@ pub struct PluginSet {
     scanning: tokio::sync::Mutex<()>,
     /// Scans so far (see [`PluginSet::scans`]).
     scans: std::sync::atomic::AtomicU64,
+    /// Scans finished (see [`PluginSet::scanned`]).
+    scanned: std::sync::atomic::AtomicU64,
     /// Where calls are recorded, and which plugins record whatever their manifest says.
     record: RwLock<Option<RecordConfig>>,
     /// One record file writer per plugin name, shared by its versions.
@@ -126,10 +131,12 @@ impl PluginSet {
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
+            rejections: Mutex::new(BTreeMap::new()),
             events,
             history: Mutex::default(),
             scanning: tokio::sync::Mutex::new(()),
             scans: Default::default(),
+            scanned: Default::default(),
             record: RwLock::new(None),
             writers: Mutex::new(BTreeMap::new()),
             shadows: Mutex::new(BTreeMap::new()),
@@ -433,6 +440,8 @@ impl PluginSet {
         let mut failures = Vec::new();
         let mut present = BTreeSet::new();
         let Some(sources) = self.sources() else {
+            self.scanned
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
             return failures;
         };
         for (name, dir) in &sources {
@@ -470,6 +479,10 @@ impl PluginSet {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(&name);
+                    self.rejections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&name);
                     self.install(&name, loaded, fp);
                 }
                 Err(e) => {
@@ -479,6 +492,10 @@ impl PluginSet {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(name.clone(), fp);
+                    self.rejections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), e.to_string());
                     self.publish(
                         PluginEvent::Rejected(name.clone(), e.to_string()),
                         format!("rejected: {e}"),
@@ -492,6 +509,10 @@ impl PluginSet {
             .into_iter()
             .filter(|n| !present.contains(n))
             .collect();
+        self.rejections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|n, _| present.contains(n));
         self.scan_shadows(&sources).await;
         for name in gone {
             self.slots
@@ -502,6 +523,8 @@ impl PluginSet {
             tracing::info!(plugin = %name, "plugin removed");
             self.publish(PluginEvent::Removed(name), "removed".into());
         }
+        self.scanned
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         failures
     }
 
@@ -546,6 +569,33 @@ impl PluginSet {
     /// How many times the directory has been scanned.
     pub fn scans(&self) -> u64 {
         self.scans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many scans have finished: until the first, a plugin not loaded
+    /// may still be on its way.
+    pub fn scanned(&self) -> u64 {
+        self.scanned.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Why plugin `name`'s latest version was rejected, while no later
+    /// version has loaded and its files are still in the directory.
+    pub fn rejection(&self, name: &str) -> Option<String> {
+        self.rejections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Plugins in the directory with no running version: their only
+    /// version was rejected (name, why).
+    pub fn not_running(&self) -> Vec<(String, String)> {
+        let rejections = self.rejections.lock().unwrap_or_else(|p| p.into_inner());
+        rejections
+            .iter()
+            .filter(|(n, _)| self.slot(n).is_none())
+            .map(|(n, why)| (n.clone(), why.clone()))
+            .collect()
     }
 
     /// Scans now, then again whenever the directory changes (debounced).

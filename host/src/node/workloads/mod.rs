@@ -154,6 +154,18 @@ impl WorkloadManager {
         &self.inner.config
     }
 
+    /// Workloads running now, and the memory their limits take from the budget.
+    pub fn usage(&self) -> (usize, u64) {
+        let all = self
+            .inner
+            .workloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        all.values()
+            .filter(|w| w.running())
+            .fold((0, 0), |(n, m), w| (n + 1, m + w.memory_limit))
+    }
+
     /// Looks up or starts fetching a module; never blocks. `Pending(id)`: wait for `id`
     /// on [`Self::subscribe_fetches`], then call again with the same request (or
     /// [`Self::poll_fetch`]) to collect the result, kept for [`FETCH_RESULT_TTL`].
