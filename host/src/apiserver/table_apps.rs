@@ -13,6 +13,13 @@ fn int(obj: &Value, ptr: &str) -> i64 {
     obj.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
 }
 
+/// `spec.replicas`, defaulted as the API server defaults it.
+fn desired(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
 /// The template's containers' names and images, comma-separated.
 fn containers(obj: &Value) -> (String, String) {
     let list = obj
@@ -123,10 +130,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
                 col("Age", "string", 0),
             ];
             defs.extend(template_columns(true));
-            let desired = obj
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
+            let desired = desired(obj);
             let mut row = vec![
                 name,
                 json!(format!("{}/{desired}", int(obj, "/status/readyReplicas"))),
@@ -148,11 +152,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
             defs.extend(template_columns(true));
             let mut row = vec![
                 name,
-                json!(
-                    obj.pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1)
-                ),
+                json!(desired(obj)),
                 json!(int(obj, "/status/replicas")),
                 json!(int(obj, "/status/readyReplicas")),
                 json!(age(obj)),
@@ -167,10 +167,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
                 col("Age", "string", 0),
             ];
             defs.extend(template_columns(false));
-            let desired = obj
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
+            let desired = desired(obj);
             let mut row = vec![
                 name,
                 json!(format!("{}/{desired}", int(obj, "/status/readyReplicas"))),
