@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::registry::{self, Registry};
@@ -580,8 +580,14 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     let history = History::start(&pods, "crash");
     let spec = json!({"restartPolicy": "Always", "containers": [container("main", &workload("exitcode.wasm"), &["1"])]});
     create(&pods, &node_pod("crash", node, spec)).await?;
+    // The first exit: the provider plugin's load (a Cranelift compile, 10 s
+    // and more on a loaded machine) comes first, so it is waited for apart.
+    wait_pod(&plane, &pods, "crash", 90, "the first exit", |p| {
+        waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
+    })
+    .await?;
     // 10 s, then 20 s of back-off: the second restart comes ~30 s after the first exit.
-    let p = wait_pod(&plane, &pods, "crash", 50, "restartCount 2", |p| {
+    let p = wait_pod(&plane, &pods, "crash", 60, "restartCount 2", |p| {
         restart_count(p) >= 2
     })
     .await?;
@@ -948,6 +954,201 @@ async fn illegal_provider_edge_is_stopped_with_an_event() -> Result<()> {
     assert_eq!(
         p.status.as_ref().and_then(|s| s.reason.as_deref()),
         Some("ProviderError")
+    );
+    Ok(())
+}
+
+// ---- 7b: a faulting provider backs off and recovers (issue 33) -------------------
+
+/// The fault-injection provider's annotation for `at` (`init`, `handle`, `teardown`).
+fn fault_annotation(at: &str) -> String {
+    format!("testing.wasmlet.dev/fault-{at}")
+}
+
+/// A faulty-provider pod (no containers run) faulting `kind` in `at`.
+fn faulty_pod(name: &str, node: &str, at: &str, kind: &str) -> Pod {
+    let mut p = node_pod(
+        name,
+        node,
+        json!({"containers": [container("main", "unused", &[])]}),
+    );
+    p.metadata.annotations = Some([(fault_annotation(at), kind.to_string())].into());
+    p
+}
+
+/// The pod's back-off message while the provider faults (`status.reason`
+/// ProviderBackOff), as `kubectl get`/`describe` show it.
+fn provider_backoff(p: &Pod) -> Option<String> {
+    let s = p.status.as_ref()?;
+    (s.reason.as_deref() == Some("ProviderBackOff")).then(|| s.message.clone().unwrap_or_default())
+}
+
+/// Node flags that shorten the fault back-off (200 ms doubling) and the
+/// forced-teardown bound (2 s past grace) so tests do not wait minutes.
+const FAULT_FLAGS: &[&str] = &[
+    "--provider-backoff-base-ms",
+    "200",
+    "--teardown-bound-ms",
+    "2000",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<()> {
+    let node = "node-faulty";
+    let (plane, client) = node_plane(node, "faulty-provider", FAULT_FLAGS).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cases = [
+        ("init-error", "init", "error", "failed in init"),
+        ("init-trap", "init", "trap", "failed in init"),
+        ("init-loop", "init", "loop", "failed in init"),
+        (
+            "handle-error",
+            "handle",
+            "error",
+            "failed in the Registered handler",
+        ),
+        (
+            "handle-trap",
+            "handle",
+            "trap",
+            "failed in the Registered handler",
+        ),
+        (
+            "handle-loop",
+            "handle",
+            "loop",
+            "failed in the Registered handler",
+        ),
+    ];
+    let histories: Vec<History> = cases
+        .iter()
+        .map(|(name, ..)| History::start(&pods, name))
+        .collect();
+    for (name, at, kind, _) in cases {
+        create(&pods, &faulty_pod(name, node, at, kind)).await?;
+    }
+    for ((name, at, kind, what), history) in cases.iter().zip(&histories) {
+        // Three retries, each after a longer back-off, the pod never failed.
+        let p = wait_pod(&plane, &pods, name, 60, "back-off 800ms", |p| {
+            provider_backoff(p).is_some_and(|m| m.contains("back-off 800ms"))
+        })
+        .await?;
+        let msg = provider_backoff(&p).unwrap_or_default();
+        assert!(
+            msg.contains(what) && msg.contains("faulty-provider"),
+            "{name}: {msg}"
+        );
+        assert_ne!(phase(&p), "Failed", "{name}: a provider fault is not final");
+        assert_eq!(condition(&p, "Ready").as_deref(), Some("False"), "{name}");
+        let order: Option<Vec<usize>> = ["back-off 200ms", "back-off 400ms", "back-off 800ms"]
+            .iter()
+            .map(|b| history.position(|p| provider_backoff(p).is_some_and(|m| m.contains(b))))
+            .collect();
+        let order = order.with_context(|| format!("{name}: a back-off step was never seen"))?;
+        assert!(
+            order.is_sorted(),
+            "{name}: back-offs out of order: {order:?}"
+        );
+        expect_event(&client, name, "Warning", "ProviderBackOff", what).await?;
+        // The fault stops: the next retry runs the pod.
+        let patch = json!({"metadata": {"annotations": {fault_annotation(at): null}}});
+        pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let p = wait_pod(&plane, &pods, name, 60, "Running after the fault", |p| {
+            phase(p) == "Running"
+        })
+        .await?;
+        assert_eq!(
+            provider_backoff(&p),
+            None,
+            "{name} ({kind}): the fault is cleared"
+        );
+        assert_eq!(condition(&p, "Ready").as_deref(), Some("True"), "{name}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faulting_teardown_is_retried_then_forced_past_grace() -> Result<()> {
+    let node = "node-faulty-teardown";
+    let (plane, client) = node_plane(node, "faulty-provider", FAULT_FLAGS).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cases = ["error", "trap", "loop"];
+    for kind in cases {
+        create(
+            &pods,
+            &faulty_pod(&format!("down-{kind}"), node, "teardown", kind),
+        )
+        .await?;
+    }
+    // One whose teardown faults until the fault is removed: it goes the normal way.
+    create(&pods, &faulty_pod("down-heals", node, "teardown", "error")).await?;
+    for name in cases
+        .iter()
+        .map(|k| format!("down-{k}"))
+        .chain(["down-heals".into()])
+    {
+        wait_pod(&plane, &pods, &name, 30, "Running", |p| {
+            phase(p) == "Running"
+        })
+        .await?;
+    }
+    let grace = |secs| DeleteParams {
+        grace_period_seconds: Some(secs),
+        ..Default::default()
+    };
+    for kind in cases {
+        pods.delete(&format!("down-{kind}"), &grace(1)).await?;
+    }
+    pods.delete("down-heals", &grace(300)).await?;
+    expect_event(
+        &client,
+        "down-heals",
+        "Warning",
+        "ProviderBackOff",
+        "Terminated handler",
+    )
+    .await?;
+    let patch = json!({"metadata": {"annotations": {fault_annotation("teardown"): null}}});
+    pods.patch("down-heals", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    for name in cases
+        .iter()
+        .map(|k| format!("down-{k}"))
+        .chain(["down-heals".into()])
+    {
+        eventually(
+            Duration::from_secs(60),
+            &format!("pod {name} removed"),
+            || async { matches!(pods.get_opt(&name).await, Ok(None)).then_some(()) },
+        )
+        .await
+        .with_context(|| log_tail(&plane))?;
+    }
+    for kind in cases {
+        let name = format!("down-{kind}");
+        expect_event(
+            &client,
+            &name,
+            "Warning",
+            "ProviderBackOff",
+            "Terminated handler",
+        )
+        .await?;
+        let forced = expect_event(
+            &client,
+            &name,
+            "Warning",
+            "TeardownForced",
+            "grace period (1s)",
+        )
+        .await?;
+        assert!(forced.contains("released"), "{forced}");
+    }
+    let healed = events_about(&client, "down-heals").await;
+    assert!(
+        !healed.iter().any(|(_, r, _)| r == "TeardownForced"),
+        "a teardown that recovered is not forced: {healed:?}"
     );
     Ok(())
 }
