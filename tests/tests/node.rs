@@ -591,6 +591,21 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
         restart_count(p) >= 2
     })
     .await?;
+    // The GET above can be ahead of the watch (under load it was, by a few
+    // versions): the history is read once the watch has caught up to it.
+    let seen_rv = wasmlet_e2e::rv_of(&p);
+    eventually(
+        Duration::from_secs(20),
+        "the watch to catch up with the pod read",
+        || async {
+            history
+                .snapshot()
+                .iter()
+                .any(|(_, v)| wasmlet_e2e::rv_of(v) >= seen_rv)
+                .then_some(())
+        },
+    )
+    .await?;
     assert_eq!(
         phase(&p),
         "Running",
@@ -625,15 +640,15 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     // The delays themselves are the runner's, asserted on its fake clock
     // (wasi-runner `exit_1_with_restart_always_crash_loops_with_growing_back_off`).
     let order = [
-        history.position(backing_off(0, 10)),
-        history.position(|p| restart_count(p) == 1),
-        history.position(backing_off(1, 20)),
-        history.position(|p| restart_count(p) == 2),
+        ("back-off 10s", history.position(backing_off(0, 10))),
+        ("restart 1", history.position(|p| restart_count(p) == 1)),
+        ("back-off 20s", history.position(backing_off(1, 20))),
+        ("restart 2", history.position(|p| restart_count(p) == 2)),
     ];
     let order: Vec<usize> = order
         .into_iter()
-        .collect::<Option<_>>()
-        .context("a back-off or restart was never seen")?;
+        .map(|(what, at)| at.with_context(|| format!("{what} was never seen")))
+        .collect::<Result<_>>()?;
     assert!(
         order.is_sorted(),
         "back-off 10s, restart 1, back-off 20s, restart 2 out of order: {order:?}\n{:?}",
@@ -1027,12 +1042,18 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
     for (name, at, kind, _) in cases {
         create(&pods, &faulty_pod(name, node, at, kind)).await?;
     }
-    for ((name, at, kind, what), history) in cases.iter().zip(&histories) {
-        // Three retries, each after a longer back-off, the pod never failed.
-        let p = wait_pod(&plane, &pods, name, 60, "back-off 800ms", |p| {
-            provider_backoff(p).is_some_and(|m| m.contains("back-off 800ms"))
-        })
-        .await?;
+    for ((name, _, _, what), history) in cases.iter().zip(&histories) {
+        // Three retries, each after a longer back-off, the pod never failed
+        // (read from the watch: the pods fault side by side, so a later one
+        // may be past this step when it is looked at).
+        let third = |p: &Pod| provider_backoff(p).is_some_and(|m| m.contains("back-off 800ms"));
+        let (_, p) = eventually(
+            Duration::from_secs(60),
+            &format!("pod {name} backing off 800ms"),
+            || async { history.first(third) },
+        )
+        .await
+        .with_context(|| log_tail(&plane))?;
         let msg = provider_backoff(&p).unwrap_or_default();
         assert!(
             msg.contains(what) && msg.contains("faulty-provider"),
@@ -1050,11 +1071,16 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
             "{name}: back-offs out of order: {order:?}"
         );
         expect_event(&client, name, "Warning", "ProviderBackOff", what).await?;
-        // The fault stops: the next retry runs the pod.
+    }
+    // The faults stop: each pod's next retry runs it (the back-off by then
+    // may be tens of seconds).
+    for (name, at, ..) in cases {
         let patch = json!({"metadata": {"annotations": {fault_annotation(at): null}}});
         pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        let p = wait_pod(&plane, &pods, name, 60, "Running after the fault", |p| {
+    }
+    for (name, _, kind, _) in cases {
+        let p = wait_pod(&plane, &pods, name, 120, "Running after the fault", |p| {
             phase(p) == "Running"
         })
         .await?;

@@ -44,8 +44,9 @@ impl Machine {
             delay = delay.min(at - now);
         }
         let message = format!(
-            "provider {} failed in {what}: {msg}; back-off {}",
+            "provider {} failed in {what}: {}; back-off {}",
             self.runner.provider,
+            summary(msg),
             show(delay)
         );
         tracing::warn!(pod = %self.key, "{message}");
@@ -86,10 +87,16 @@ impl Machine {
     /// `None` while the pod is not being deleted.
     pub(super) fn forced_at(&self) -> Option<Instant> {
         let at = self.pod.metadata.deletion_timestamp.as_ref()?;
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let left_ms = at.0.as_millisecond().saturating_sub(now.as_millisecond());
+        let bound_ms =
+            i64::try_from(self.runner.node.teardown_bound.as_millis()).unwrap_or(i64::MAX);
+        let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+        let left_ms =
+            at.0.as_millisecond()
+                .saturating_add(bound_ms)
+                .saturating_sub(now);
+        // Past it already: now.
         let left = std::time::Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
-        Some(Instant::now() + left + self.runner.node.teardown_bound)
+        Some(Instant::now() + left)
     }
 
     /// Writes the fault where `kubectl get`/`describe` show it: the pod's
@@ -133,9 +140,10 @@ impl Machine {
             .deletion_grace_period_seconds
             .unwrap_or_default();
         let note = format!(
-            "provider {} did not finish the teardown within the grace period ({grace}s) plus {} (last fault in {what}: {msg}); the node released the pod's workloads and volumes and removed it",
+            "provider {} did not finish the teardown within the grace period ({grace}s) plus {} (last fault in {what}: {}); the node released the pod's workloads and volumes and removed it",
             self.runner.provider,
-            show(self.runner.node.teardown_bound)
+            show(self.runner.node.teardown_bound),
+            summary(msg)
         );
         tracing::warn!(pod = %self.key, "{note}");
         self.runner
@@ -157,5 +165,44 @@ impl Machine {
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => tracing::warn!(pod = %self.key, error = %e, "removing the pod failed"),
         }
+    }
+}
+
+/// The longest fault text put in a pod's status or an Event (the guest
+/// chooses its error strings; a trap's carries a wasm backtrace).
+const SUMMARY_MAX: usize = 512;
+
+/// A fault's text on one line (a trap's backtrace frames run together),
+/// at most [`SUMMARY_MAX`] bytes.
+fn summary(msg: &str) -> String {
+    let mut out = String::new();
+    for word in msg.split_whitespace() {
+        if out.len() + word.len() + 1 > SUMMARY_MAX {
+            out.push_str(" …");
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_is_summed_up_on_one_bounded_line() {
+        let trap = "the guest trapped: error while executing at wasm backtrace:\n    0:   0x110e - f\n    1:   0x1b8b - init: wasm trap: wasm `unreachable` instruction executed";
+        assert_eq!(
+            summary(trap),
+            "the guest trapped: error while executing at wasm backtrace: 0: 0x110e - f 1: 0x1b8b - init: wasm trap: wasm `unreachable` instruction executed"
+        );
+        let huge = "x ".repeat(1 << 20);
+        let s = summary(&huge);
+        assert!(s.len() <= SUMMARY_MAX + " …".len(), "{}", s.len());
+        assert!(s.ends_with('…'));
     }
 }
