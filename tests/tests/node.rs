@@ -591,8 +591,10 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
         restart_count(p) >= 2
     })
     .await?;
-    // The GET above can be ahead of the watch (under load it was, by a few
-    // versions): the history is read once the watch has caught up to it.
+    // The node writes a pod's status where its machine rests: the workload
+    // exits before `Running` is written, so restartCount 2 first shows in the
+    // back-off-40s status, the version the GET above returned. The watch can
+    // deliver it later (under load it did): its history is read once it has.
     let seen_rv = wasmlet_e2e::rv_of(&p);
     eventually(
         Duration::from_secs(20),
