@@ -124,6 +124,16 @@ pub struct NodeArgs {
     /// (raised to its hard limit) minus a quarter kept for the host.
     #[arg(long, default_value_t = crate::node::workloads::files::DEFAULT_MAX_OPEN_FILES)]
     pub workload_max_open_files: usize,
+    /// The first back-off (ms) when a provider call (init, a state handler)
+    /// errors, traps or runs past its deadline; it doubles to 300 s, as the
+    /// kubelet's crash-loop back-off (tests shorten it).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub provider_backoff_base_ms: u64,
+    /// How long (ms) past a deleted pod's grace period its teardown may keep
+    /// faulting or waiting before the node releases its workloads and
+    /// volumes and removes it.
+    #[arg(long, default_value_t = 30_000)]
+    pub teardown_bound_ms: u64,
     /// CA whose client certificates may call the kubelet API (`run` only;
     /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
     #[arg(long)]

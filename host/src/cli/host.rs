@@ -197,6 +197,8 @@ pub(super) async fn run_host(
         config.address = n.node_address;
         config.kubelet_port = n.kubelet_port;
         config.pods = n.max_pods;
+        config.provider_backoff_base = std::time::Duration::from_millis(n.provider_backoff_base_ms);
+        config.teardown_bound = std::time::Duration::from_millis(n.teardown_bound_ms);
         // Pods are admitted (and scheduled) against the budget, not all memory.
         config.allocatable_memory = Some(memory_budget);
         // Providers must be able to load before the first scan.

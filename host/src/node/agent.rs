@@ -33,6 +33,11 @@ pub struct NodeConfig {
     /// workloads' memory budget; `None`: all of `memory`.
     pub allocatable_memory: Option<u64>,
     pub pods: u32,
+    /// The first back-off after a provider call faults (doubling to 300 s).
+    pub provider_backoff_base: std::time::Duration,
+    /// How long past a deleted pod's grace period a faulting or stuck
+    /// teardown may run before the node removes the pod itself.
+    pub teardown_bound: std::time::Duration,
 }
 
 impl NodeConfig {
@@ -50,6 +55,8 @@ impl NodeConfig {
                 .unwrap_or_else(|| "1Gi".into()),
             allocatable_memory: None,
             pods: 110,
+            provider_backoff_base: std::time::Duration::from_secs(10),
+            teardown_bound: std::time::Duration::from_secs(30),
         }
     }
 }

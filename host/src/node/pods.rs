@@ -9,7 +9,8 @@
 //! straight through are not written), and does every wait itself
 //! (workload exits, timers, module fetches, pod changes) — no guest call
 //! blocks. A deletionTimestamp moves the pod to the on-delete state; when that
-//! state's handler waits on nothing, the pod is deleted with grace 0.
+//! state's handler waits on nothing, the pod is deleted with grace 0. A
+//! faulting provider call is retried with back-off ([`fault`]), never final.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,11 @@ use super::agent::NodeConfig;
 use crate::plugin::PluginSet;
 use crate::plugin::loaded::ProviderReply;
 use crate::plugin::provider::{HandlerOutcome, WaitOn, WakeEvent};
+
+mod backoff;
+mod fault;
+
+use fault::AfterFault;
 
 /// What wakes a pod's machine.
 #[derive(Debug, Clone)]
@@ -290,11 +296,13 @@ impl PodRunner {
         tokio::spawn(async move {
             let key = key_of(&pod);
             Machine {
+                backoff: backoff::Backoff::new(me.node.provider_backoff_base),
                 runner: me.clone(),
                 uid: uid.clone(),
                 key: key.clone(),
                 pod,
                 rx,
+                faulted: false,
             }
             .run()
             .await;
@@ -338,6 +346,10 @@ struct Machine {
     key: String,
     pod: Arc<Pod>,
     rx: mpsc::UnboundedReceiver<Wake>,
+    /// Back-off between retries of a faulting provider call.
+    backoff: backoff::Backoff,
+    /// The pod's status shows a fault: the next status written clears it.
+    faulted: bool,
 }
 
 fn deleting(pod: &Pod) -> bool {
@@ -350,7 +362,7 @@ impl Machine {
     }
 
     /// Patches the provider's status for `state`, merged with what the host owns.
-    async fn enter(&self, state: &str, data: &str) {
+    async fn enter(&mut self, state: &str, data: &str) {
         self.runner.set_state(&self.key, Some(state));
         let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
             return;
@@ -371,6 +383,14 @@ impl Machine {
         } else {
             json!({})
         };
+        // A fault written while backing off is over once the provider reports again.
+        if std::mem::take(&mut self.faulted) {
+            for k in ["reason", "message"] {
+                if status.get(k).is_none() {
+                    status[k] = Value::Null;
+                }
+            }
+        }
         let host = self.runner.node.address.to_string();
         status["hostIP"] = json!(host);
         status["hostIPs"] = json!([{"ip": host}]);
@@ -414,7 +434,12 @@ impl Machine {
         }
     }
 
-    async fn run(mut self) {
+    async fn run(self) {
+        let _ = self.drive().await;
+    }
+
+    /// The machine's loop; `None` when it ends (the pod is gone).
+    async fn drive(mut self) -> Option<()> {
         // The provider may still be loading (or being fixed): wait for it.
         let provider = loop {
             if let Some(p) = self.runner.plugins.get(&self.runner.provider) {
@@ -424,33 +449,25 @@ impl Machine {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 w = self.rx.recv() => match w {
-                    None | Some(Wake::PodGone) => return,
+                    None | Some(Wake::PodGone) => return None,
                     Some(Wake::PodChanged(p)) => self.pod = p,
                     Some(_) => {}
                 },
             }
         };
-        let Some(graph) = provider.graph.clone() else {
-            return;
-        };
-        let mut data = match provider.provider_init(&self.key, &self.pod_json()).await {
-            Ok(Ok(d)) => d,
-            Ok(Err(msg)) => {
-                self.runner
-                    .event(&self.pod, EventType::Warning, "ProviderInitFailed", msg)
-                    .await;
-                "{}".to_string()
-            }
-            Err(e) => {
-                self.runner
-                    .event(
-                        &self.pod,
-                        EventType::Warning,
-                        "ProviderFailed",
-                        e.to_string(),
-                    )
-                    .await;
-                "{}".to_string()
+        let graph = provider.graph.clone()?;
+        // `init` is retried with back-off until it succeeds: no handler runs
+        // without its state data.
+        let mut data = loop {
+            let provider = self.runner.plugins.get(&self.runner.provider)?;
+            let msg = match provider.provider_init(&self.key, &self.pod_json()).await {
+                Ok(Ok(d)) => break d,
+                Ok(Err(msg)) => msg,
+                Err(e) => e.to_string(),
+            };
+            match self.fail("init", msg).await {
+                AfterFault::Retry | AfterFault::Deleted => {}
+                AfterFault::Gone => return None,
             }
         };
         let mut state = if deleting(&self.pod) {
@@ -463,9 +480,7 @@ impl Machine {
         let mut unpatched = true;
         let mut event: Option<WakeEvent> = None;
         loop {
-            let Some(provider) = self.runner.plugins.get(&self.runner.provider) else {
-                return;
-            };
+            let provider = self.runner.plugins.get(&self.runner.provider)?;
             // One span per state handler call (exported over OTLP when configured).
             let span = tracing::info_span!("pod_state", pod = %self.key, provider = %self.runner.provider, state = %state);
             let reply = provider
@@ -498,27 +513,22 @@ impl Machine {
                 }
                 Ok(Ok(HandlerOutcome::Wait(w))) => (w.on, w.state_data),
                 Ok(Err(msg)) => {
-                    if self.fail(&graph.error_state, &mut state, msg).await {
-                        unpatched = true;
-                        continue;
-                    }
-                    (vec![WaitOn::PodChanged], data.clone())
+                    drop(reply);
+                    self.retry(&graph, &mut state, msg).await?;
+                    unpatched = true;
+                    continue;
                 }
                 Err(e) => {
-                    if self
-                        .fail(&graph.error_state, &mut state, e.to_string())
-                        .await
-                    {
-                        unpatched = true;
-                        continue;
-                    }
-                    (vec![WaitOn::PodChanged], data.clone())
+                    drop(reply);
+                    self.retry(&graph, &mut state, e.to_string()).await?;
+                    unpatched = true;
+                    continue;
                 }
             };
             data = new_data;
             if on.is_empty() && state == graph.on_delete {
                 self.finish(&reply).await;
-                return;
+                return None;
             }
             // Recording: the handler's record is written (no host write follows from a wait).
             drop(reply);
@@ -555,18 +565,23 @@ impl Machine {
                 continue;
             }
             let wants_pod = on.iter().any(|w| matches!(w, WaitOn::PodChanged));
+            // A teardown that waits past grace plus the bound is the host's.
+            let forced = (state == graph.on_delete)
+                .then(|| self.forced_at())
+                .flatten();
             loop {
-                let wake = match timer {
-                    Some(at) => tokio::select! {
-                        w = self.rx.recv() => w,
-                        _ = tokio::time::sleep_until(at) => { event = Some(WakeEvent::TimerElapsed); break; }
-                    },
-                    None => self.rx.recv().await,
+                let wake = tokio::select! {
+                    w = self.rx.recv() => w,
+                    _ = sleep_until(timer) => { event = Some(WakeEvent::TimerElapsed); break; }
+                    _ = sleep_until(forced) => {
+                        self.force_remove(&format!("the {state} handler"), "still waiting").await;
+                        return None;
+                    }
                 };
                 match wake {
                     None | Some(Wake::PodGone) => {
                         self.release().await;
-                        return;
+                        return None;
                     }
                     Some(Wake::PodChanged(p)) => {
                         let was_deleting = deleting(&self.pod);
@@ -628,27 +643,32 @@ impl Machine {
         None
     }
 
-    /// Moves to the error state after a failed handler. Returns whether the
-    /// error state's handler should run now (false when it was the error
-    /// state's own handler that failed: then the pod waits for a change).
-    async fn fail(&self, error_state: &str, state: &mut String, msg: String) -> bool {
-        tracing::warn!(pod = %self.key, %state, error = %msg, "provider handler failed");
+    /// A provider call faulted (`what`: `init` or the handler of a state):
+    /// back off, then retry it.
+    async fn fail(&mut self, what: &str, msg: String) -> AfterFault {
         self.runner
             .metrics
             .fault(super::metrics::FaultKind::of(&msg));
-        self.runner
-            .event(
-                &self.pod,
-                EventType::Warning,
-                "ProviderError",
-                format!("in state {state}: {msg}"),
-            )
-            .await;
-        if state == error_state {
-            return false;
+        self.back_off(what, &msg).await
+    }
+
+    /// A handler faulted in `state`: after the back-off the same state's
+    /// handler runs again, or the on-delete state's when the pod was
+    /// deleted meanwhile. `None` when the pod is gone.
+    async fn retry(
+        &mut self,
+        graph: &crate::plugin::provider::StateGraph,
+        state: &mut String,
+        msg: String,
+    ) -> Option<()> {
+        match self.fail(&format!("the {state} handler"), msg).await {
+            AfterFault::Retry => Some(()),
+            AfterFault::Deleted => {
+                *state = graph.on_delete.clone();
+                Some(())
+            }
+            AfterFault::Gone => None,
         }
-        *state = error_state.to_string();
-        true
     }
 
     async fn release(&self) {
@@ -689,5 +709,13 @@ impl Machine {
             }
         };
         handled.host_write("delete", &self.key, &body, result);
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
