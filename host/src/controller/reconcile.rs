@@ -20,6 +20,7 @@ use super::source::Reconciler;
 use super::status::{GuestResult, desired_status};
 use super::workqueue::Priority;
 use crate::cluster::{CachedObject, ClientError};
+use crate::plugin::events::{MAX_NOTE, MAX_REASON, truncate};
 use crate::plugin::manifest::ExpectationScope;
 use crate::plugin::outcome::Finalized;
 use crate::plugin::record::PendingRecord;
@@ -384,10 +385,14 @@ impl Controller {
             resource_version: obj.metadata.resource_version.clone(),
             ..Default::default()
         };
+        // Cut to what the API server accepts, as the plugins' own Events are.
+        let (mut reason, mut note) = (reason.to_string(), message.to_string());
+        truncate(&mut reason, MAX_REASON);
+        truncate(&mut note, MAX_NOTE);
         let event = Event {
             type_: EventType::Warning,
-            reason: reason.chars().take(128).collect(),
-            note: Some(message.chars().take(1024).collect()),
+            reason,
+            note: Some(note),
             action: "Finalize".into(),
             secondary: None,
         };
