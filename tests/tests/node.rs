@@ -739,6 +739,26 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
         previous.contains("exiting with 1"),
         "kubectl logs --previous after the restart: {previous:?}"
     );
+    // Bounded as the kubelet's: the current and the previous attempt's logs only.
+    let uid = after.metadata.uid.clone().context("a uid")?;
+    let dir = plane
+        .data_dir()
+        .join("node")
+        .join("pods")
+        .join(uid)
+        .join("logs")
+        .join("main");
+    let kept: Vec<String> = std::fs::read_dir(&dir)
+        .with_context(|| dir.display().to_string())?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|f| f.ends_with(".log"))
+        .collect();
+    ensure!(
+        kept.len() <= 2,
+        "{} keeps {kept:?} after {} runs",
+        dir.display(),
+        restart_count(&after) + 1
+    );
     Ok(())
 }
 
