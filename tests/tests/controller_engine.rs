@@ -803,3 +803,123 @@ async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Res
     );
     Ok(())
 }
+
+/// A finalize that fails says so where a user looks, as a failed reconcile
+/// does: `Ready=False` with the guest's reason and a `finalize:` message, the
+/// status and conditions the guest returned, a Warning Event (`kubectl
+/// describe`), the status page's error list. Once finalize succeeds, the
+/// object goes.
+#[tokio::test]
+async fn a_failing_finalize_is_reported_on_the_object_and_retried_until_it_succeeds()
+-> anyhow::Result<()> {
+    let plane = Plane::start_up(&[]).await?;
+    let client = plane.client().await?;
+    install_plugin_with(&plane.plugin_dir(), "fault", |t| {
+        format!("finalizer = \"{FINALIZER}\"\n{t}")
+    })?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "Fault"),
+        "faults",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    served("the Fault CRD", &api).await?;
+    let o: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "testing.wasmlet.dev/v1", "kind": "Fault",
+        "metadata": {"name": "stuck"},
+        "spec": {"fault": "none", "value": "v0", "finalize": "fail"},
+    }))?;
+    api.create(&PostParams::default(), &o).await?;
+    eventually(Duration::from_secs(30), "stuck reconciled", || async {
+        let o = api.get("stuck").await.ok()?;
+        (has_finalizer(&o) && o.data.pointer("/status/echo") == Some(&json!("v0"))).then_some(())
+    })
+    .await?;
+
+    api.delete("stuck", &DeleteParams::default()).await?;
+    let condition = |o: &DynamicObject, t: &str| -> Option<Value> {
+        o.data
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == t)
+            .cloned()
+    };
+    let o = eventually(
+        Duration::from_secs(30),
+        "Ready=False from finalize",
+        || async {
+            let o = api.get("stuck").await.ok()?;
+            let ready = condition(&o, "Ready")?;
+            (ready["status"] == "False").then_some(o)
+        },
+    )
+    .await?;
+    let ready = condition(&o, "Ready").expect("Ready");
+    assert_eq!(ready["reason"], "CleanupBlocked", "{ready}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("finalize: ") && message.contains("spec.finalize"),
+        "{ready}"
+    );
+    assert_eq!(
+        o.data.pointer("/status/cleanup"),
+        Some(&json!("blocked")),
+        "the status the failing finalize returned is written: {:?}",
+        o.data.get("status")
+    );
+    let cleaned = condition(&o, "CleanedUp").expect("the guest's CleanedUp condition");
+    assert_eq!(cleaned["status"], "False", "{cleaned}");
+    assert!(has_finalizer(&o), "the finalizer holds the object");
+
+    let described = eventually(
+        Duration::from_secs(30),
+        "a Warning Event in kubectl describe",
+        || async {
+            let out = plane.kubectl_ok(&["describe", "faults", "stuck"]).ok()?;
+            out.lines()
+                .any(|l| {
+                    l.contains("Warning")
+                        && l.contains("CleanupBlocked")
+                        && l.contains("finalize: ")
+                })
+                .then_some(out)
+        },
+    )
+    .await?;
+    let url = plane.metrics_url().await?;
+    let page_url = url.trim_end_matches("metrics");
+    let page = eventually(Duration::from_secs(30), "the status page", || async {
+        let out = std::process::Command::new("curl")
+            .args(["-sf", page_url])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await?;
+    let errors = page
+        .split("Recent reconcile errors")
+        .nth(1)
+        .expect("the status page lists recent errors");
+    assert!(
+        errors.contains("default/stuck")
+            && errors.contains("CleanupBlocked")
+            && errors.contains("finalize: "),
+        "the status page lists the failed finalize: {errors}"
+    );
+
+    // The cleanup unblocks: the next retry's finalize succeeds and the object goes.
+    api.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"finalize": "ok"}})),
+    )
+    .await?;
+    eventually(Duration::from_secs(60), "stuck gone", || async {
+        matches!(api.get_opt("stuck").await, Ok(None)).then_some(())
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; it was described as:\n{described}"))?;
+    Ok(())
+}

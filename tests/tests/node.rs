@@ -721,6 +721,106 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     Ok(())
 }
 
+/// How the host goes down in [`a_host_restart_keeps_restart_counts_and_previous_logs`].
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Kill,
+    Term,
+}
+
+/// A crash-looping pod across a host restart on the same data directory: the
+/// kubelet keeps its bookkeeping across its own restarts, so restartCount never
+/// goes back (and keeps growing), lastState keeps a termination, and `kubectl
+/// logs --previous` shows the earlier run's output.
+async fn a_host_restart_keeps_restart_counts_and_previous_logs(
+    node: &str,
+    stop: Stop,
+) -> Result<()> {
+    let (mut plane, client) = node_plane(node, "wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let spec = json!({"restartPolicy": "Always", "containers": [container("main", &workload("exitcode.wasm"), &["1"])]});
+    create(&pods, &node_pod("crash", node, spec)).await?;
+    let before = wait_pod(&plane, &pods, "crash", 60, "restartCount 1", |p| {
+        restart_count(p) >= 1
+    })
+    .await?;
+    let n = restart_count(&before);
+
+    match stop {
+        Stop::Kill => plane.kill9(),
+        Stop::Term => {
+            let mut child = plane.child.take().context("running")?;
+            let ok = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()?
+                .success();
+            ensure!(ok, "kill -TERM failed");
+            let status = tokio::task::spawn_blocking(move || child.wait()).await??;
+            ensure!(status.success(), "SIGTERM: {status}");
+        }
+    }
+    plane.spawn().await?;
+    let client = plane.client().await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = History::start(&pods, "crash");
+    // The restart itself is one more (the machine starts the container again),
+    // and the crash loop goes on from there.
+    let after = wait_pod(&plane, &pods, "crash", 60, "restartCount n + 2", |p| {
+        restart_count(p) >= n + 2
+    })
+    .await?;
+    let seen: Vec<i64> = history
+        .snapshot()
+        .iter()
+        .map(|(_, p)| restart_count(p))
+        .collect();
+    ensure!(
+        seen.iter().all(|c| *c >= n),
+        "restartCount went back below {n} after the restart ({stop:?}): {seen:?}"
+    );
+    let last = cstatus(&after);
+    ensure!(
+        last.pointer("/lastState/terminated/exitCode").is_some(),
+        "no lastState.terminated after the restart: {last}"
+    );
+    let previous = plane.kubectl_ok(&["logs", "crash", "--previous"])?;
+    ensure!(
+        previous.contains("exiting with 1"),
+        "kubectl logs --previous after the restart: {previous:?}"
+    );
+    // Bounded as the kubelet's: the current and the previous attempt's logs only.
+    let uid = after.metadata.uid.clone().context("a uid")?;
+    let dir = plane
+        .data_dir()
+        .join("node")
+        .join("pods")
+        .join(uid)
+        .join("logs")
+        .join("main");
+    let kept: Vec<String> = std::fs::read_dir(&dir)
+        .with_context(|| dir.display().to_string())?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|f| f.ends_with(".log"))
+        .collect();
+    ensure!(
+        kept.len() <= 2,
+        "{} keeps {kept:?} after {} runs",
+        dir.display(),
+        restart_count(&after) + 1
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_host_keeps_restart_counts_and_previous_logs() -> Result<()> {
+    a_host_restart_keeps_restart_counts_and_previous_logs("node-restart-kill", Stop::Kill).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_of_the_host_keeps_restart_counts_and_previous_logs() -> Result<()> {
+    a_host_restart_keeps_restart_counts_and_previous_logs("node-restart-term", Stop::Term).await
+}
+
 // ---- 4: init containers and an emptyDir ------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -324,6 +324,48 @@ fn hello_pod_walks_to_completed() {
     );
 }
 
+/// After a host restart the machine starts afresh from the pod's stored status:
+/// the restart count goes on, the next run logs to a new attempt (the earlier one
+/// is `--previous`), and the run the restart lost is the last state, as the
+/// kubelet reports a container it can no longer find.
+#[test]
+fn a_restarted_host_goes_on_from_the_stored_restart_count() {
+    let host = FakeHost::new();
+    host.add_module(HELLO, "sha256:aa");
+    let mut stored = pod(json!({ "containers": [{ "name": "crash", "image": HELLO }] }));
+    stored["status"] = json!({
+        "startTime": "2024-04-30T10:00:00Z",
+        "containerStatuses": [{
+            "name": "crash", "image": HELLO, "imageID": "sha256:aa", "ready": true,
+            "restartCount": 3,
+            "state": {"running": {"startedAt": "2024-04-30T11:00:00Z"}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+        }],
+    });
+    let mut a = Agent::new(&host, stored);
+    a.run(None);
+    assert_eq!(a.state, "Running");
+    assert_eq!(a.container(0)["restartCount"], 4);
+    assert_eq!(host.spawned().last().unwrap().1.logs.attempt, 4);
+    let last = &a.container(0)["lastState"]["terminated"];
+    assert_eq!(last["reason"], "ContainerStatusUnknown", "{last}");
+    assert_eq!(last["exitCode"], 137);
+    assert_eq!(last["startedAt"], "2024-04-30T11:00:00Z");
+    assert_eq!(a.status["startTime"], "2024-04-30T10:00:00Z");
+
+    // A container that was waiting out its crash back-off keeps its last termination.
+    let mut stored = pod(json!({ "containers": [{ "name": "crash", "image": HELLO }] }));
+    stored["status"] = json!({"containerStatuses": [{
+        "name": "crash", "image": HELLO, "imageID": "", "ready": false, "restartCount": 2,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}},
+    }]});
+    let mut a = Agent::new(&host, stored);
+    a.run(None);
+    assert_eq!(a.container(0)["restartCount"], 3);
+    assert_eq!(a.container(0)["lastState"]["terminated"]["exitCode"], 3);
+}
+
 #[test]
 fn exit_1_with_restart_always_crash_loops_with_growing_back_off() {
     let host = FakeHost::new();

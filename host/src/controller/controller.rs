@@ -180,6 +180,8 @@ pub struct Controller {
     pub(super) listed: std::sync::atomic::AtomicBool,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
+    /// The host's Events about the primary objects (a failed finalize).
+    pub(super) recorder: kube::runtime::events::Recorder,
 }
 
 /// How many failed reconciles a controller remembers for the status page.
@@ -296,6 +298,13 @@ impl Controller {
             recent_errors: Default::default(),
             warned_pruned: Default::default(),
             listed: Default::default(),
+            recorder: kube::runtime::events::Recorder::new(
+                caches.client().clone(),
+                kube::runtime::events::Reporter {
+                    controller: format!("wasmlet-{name}"),
+                    instance: None,
+                },
+            ),
         });
         let mut tasks = JoinSet::new();
         {

@@ -6,19 +6,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::controller::{Controller, Outcome, Written, split_key};
 use super::expectations::Seen;
 use super::guest::{Requeue, call_reconcile, settle};
-use super::status::desired_status;
+use super::source::Reconciler;
+use super::status::{GuestResult, desired_status};
 use super::workqueue::Priority;
 use crate::cluster::{CachedObject, ClientError};
+use crate::plugin::events::{MAX_NOTE, MAX_REASON, truncate};
 use crate::plugin::manifest::ExpectationScope;
 use crate::plugin::outcome::Finalized;
+use crate::plugin::record::PendingRecord;
 use crate::plugin::sandbox::Write;
 
 /// The expectations key of a plugin's writes when they hold back all its keys
@@ -125,7 +130,6 @@ impl Controller {
 
     /// One pass of the host-owned reconcile loop for `key`.
     pub(super) async fn reconcile(&self, key: &str) -> Outcome {
-        let (ns, name) = split_key(key);
         let Some(obj) = self.primary.get_key(key) else {
             // Gone: nothing to do, nothing to remember (a key left in
             // `waiting` was queued again by every later `waiting` event).
@@ -188,15 +192,23 @@ impl Controller {
                     self.queue.add_after(key.to_string(), wait);
                     Outcome::RequeueAfter
                 }
-                Ok((Err(e), _)) => {
-                    tracing::warn!(plugin = %self.name, %key, reason = %e.reason, message = %e.message, "finalize failed");
-                    self.queue.add_rate_limited(key.to_string());
-                    Outcome::Error
+                Ok((Err(e), report)) => {
+                    self.record_writes(key, &report.writes);
+                    let failed = GuestResult {
+                        status: e.status,
+                        conditions: e.conditions,
+                        error: Some((e.reason, e.message)),
+                    };
+                    self.finalize_failed(key, &obj, failed, &*plugin, report.record.as_ref())
+                        .await
                 }
                 Err(e) => {
-                    tracing::warn!(plugin = %self.name, %key, error = %e, "finalize failed");
-                    self.queue.add_rate_limited(key.to_string());
-                    Outcome::Error
+                    let failed = GuestResult {
+                        error: Some(("FinalizeFailed".into(), e.to_string())),
+                        ..Default::default()
+                    };
+                    self.finalize_failed(key, &obj, failed, &*plugin, None)
+                        .await
                 }
             };
         }
@@ -228,6 +240,27 @@ impl Controller {
             // The guest owns this kind's status: only the outcome counts.
             return self.settle(key, outcome);
         }
+        if let Some(failed) = self
+            .write_status(key, &obj, &result, &*plugin, record.as_ref())
+            .await
+        {
+            return failed;
+        }
+        self.settle(key, outcome)
+    }
+
+    /// Writes the host-owned status `result` asks for (when it differs from
+    /// the stored one). `Some(outcome)`: the write failed, and the key is
+    /// queued again as `outcome` says.
+    async fn write_status(
+        &self,
+        key: &str,
+        obj: &CachedObject,
+        result: &GuestResult,
+        plugin: &dyn Reconciler,
+        record: Option<&Arc<PendingRecord>>,
+    ) -> Option<Outcome> {
+        let (ns, name) = split_key(key);
         let generation = obj.metadata.generation.unwrap_or(0);
         let current = obj.status();
         // What the host last sent stands for the stored status while the
@@ -245,7 +278,7 @@ impl Controller {
         let now = super::status::now();
         let desired = desired_status(
             &base,
-            &result,
+            result,
             plugin.declared_conditions(),
             generation,
             &now,
@@ -266,7 +299,7 @@ impl Controller {
             )
             .await;
             let rv = response.as_ref().ok().and_then(|s| s.resource_version());
-            if let Some(r) = &record {
+            if let Some(r) = record {
                 let result = response.as_ref().map(|_| rv).map_err(|e| e.to_string());
                 r.host_write("patch-status", key, &json!({"status": &desired}), result);
             }
@@ -276,7 +309,7 @@ impl Controller {
             }
             let stored = match response {
                 Ok(stored) => stored,
-                Err(e) => return self.retry(key, &e),
+                Err(e) => return Some(self.retry(key, &e)),
             };
             self.metrics.status_written();
             let (stored_rv, kept) = stored.into_parts();
@@ -303,7 +336,69 @@ impl Controller {
                 );
             }
         }
-        self.settle(key, outcome)
+        None
+    }
+
+    /// A failed `finalize`: the object stays (retried with back-off) and says
+    /// why where a user looks, as a failed reconcile does: `Ready=False` with
+    /// the guest's reason and a message starting `finalize:`, the status and
+    /// conditions the guest returned, a Warning Event, the status page.
+    async fn finalize_failed(
+        &self,
+        key: &str,
+        obj: &CachedObject,
+        mut failed: GuestResult,
+        plugin: &dyn Reconciler,
+        record: Option<&Arc<PendingRecord>>,
+    ) -> Outcome {
+        let (reason, message) = failed.error.take().unwrap_or_default();
+        let message = format!("finalize: {message}");
+        tracing::warn!(plugin = %self.name, %key, %reason, %message, "finalize failed");
+        self.note_error(key, &reason, &message);
+        self.warn_event(obj, &reason, &message).await;
+        failed.error = Some((reason, message));
+        let host_status = self
+            .manifest
+            .reconciles
+            .as_ref()
+            .is_none_or(|r| r.host_status);
+        if host_status
+            && let Some(outcome) = self.write_status(key, obj, &failed, plugin, record).await
+        {
+            return outcome;
+        }
+        self.queue.add_rate_limited(key.to_string());
+        Outcome::Error
+    }
+
+    /// A Warning Event about `obj` (what `kubectl describe` shows). Its
+    /// recorder aggregates repeats into a series, so a failure retried with
+    /// back-off costs one Event, then patches of its count.
+    async fn warn_event(&self, obj: &CachedObject, reason: &str, message: &str) {
+        let r = &self.primary.resolved.resource;
+        let regarding = ObjectReference {
+            api_version: Some(r.api_version.clone()),
+            kind: Some(r.kind.clone()),
+            namespace: obj.metadata.namespace.clone(),
+            name: obj.metadata.name.clone(),
+            uid: obj.metadata.uid.clone(),
+            resource_version: obj.metadata.resource_version.clone(),
+            ..Default::default()
+        };
+        // Cut to what the API server accepts, as the plugins' own Events are.
+        let (mut reason, mut note) = (reason.to_string(), message.to_string());
+        truncate(&mut reason, MAX_REASON);
+        truncate(&mut note, MAX_NOTE);
+        let event = Event {
+            type_: EventType::Warning,
+            reason,
+            note: Some(note),
+            action: "Finalize".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &regarding).await {
+            tracing::warn!(plugin = %self.name, key = ?obj.metadata.name, error = %e, "cannot record the Warning Event");
+        }
     }
 
     /// `obj` as the server stores it: while the cache still shows the object

@@ -28,9 +28,9 @@ pub const PER_PLUGIN_BURST: u32 = 100;
 pub const PER_PLUGIN_PER_SECOND: u32 = 10;
 
 /// Upstream's limits on `events.k8s.io/v1` fields (bytes).
-const MAX_REASON: usize = 128;
+pub(crate) const MAX_REASON: usize = 128;
 const MAX_ACTION: usize = 128;
-const MAX_NOTE: usize = 1024;
+pub(crate) const MAX_NOTE: usize = 1024;
 
 /// Objects whose budgets are kept before idle ones are forgotten.
 const MAX_TRACKED_OBJECTS: usize = 10_000;
@@ -103,7 +103,7 @@ impl EventSink {
 }
 
 /// Cuts `s` to at most `max` bytes without splitting a character.
-fn truncate(s: &mut String, max: usize) {
+pub(crate) fn truncate(s: &mut String, max: usize) {
     if s.len() > max {
         let end = (0..=max)
             .rev()

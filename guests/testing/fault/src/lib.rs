@@ -14,11 +14,15 @@
 //! | `requeue-max` | succeeds like `none`, asking to be requeued after `u64::MAX` ms |
 //! | `requeue-zero` | succeeds like `none`, asking to be requeued after 0 ms, every time |
 //!
+//! Its `finalize` succeeds unless `spec.finalize` is `fail`: then it returns a
+//! transient `CleanupBlocked` error carrying status `{"cleanup": "blocked"}` and a
+//! `CleanedUp=False` condition (what the host must write even though it failed).
+//!
 //! It implements the raw contract: the typed SDK only returns well-formed results.
 
 use serde_json::{Value, json};
 use wasmlet_sdk::bindings::reconciler_exports::{
-    ErrorKind, FinalizeOutcome, Guest, ReconcileError, ReconcileOutcome,
+    Condition, ConditionStatus, ErrorKind, FinalizeOutcome, Guest, ReconcileError, ReconcileOutcome,
 };
 
 /// The size of the `huge` status's string.
@@ -87,8 +91,23 @@ impl Guest for Fault {
         }
     }
 
-    fn finalize(_obj: String) -> Result<FinalizeOutcome, ReconcileError> {
-        Ok(FinalizeOutcome::Done)
+    fn finalize(obj: String) -> Result<FinalizeOutcome, ReconcileError> {
+        let obj: Value = serde_json::from_str(&obj).unwrap_or(Value::Null);
+        if obj.pointer("/spec/finalize").and_then(Value::as_str) != Some("fail") {
+            return Ok(FinalizeOutcome::Done);
+        }
+        Err(ReconcileError {
+            kind: ErrorKind::Transient,
+            reason: "CleanupBlocked".into(),
+            message: "spec.finalize is \"fail\"".into(),
+            status: Some(json!({"cleanup": "blocked"}).to_string()),
+            conditions: vec![Condition {
+                type_: "CleanedUp".into(),
+                status: ConditionStatus::False,
+                reason: "CleanupBlocked".into(),
+                message: "the cleanup is blocked".into(),
+            }],
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod clock;
 mod container;
+mod recovered;
 mod spec;
 mod status;
 
@@ -59,15 +60,41 @@ impl PodState for PodData {
         } else {
             "PodInitializing"
         };
+        // A pod this node ran before a host restart: its stored status carries
+        // the containers' earlier runs (see `recovered`).
+        let now = now_ms();
+        let stored = pod.status.as_ref();
+        let ctrs = |cs: &[k8s_openapi::api::core::v1::Container], statuses: Option<&Vec<_>>| {
+            cs.iter()
+                .map(|c| {
+                    let mut ctr = Ctr::new(c, default_reason);
+                    let earlier = statuses
+                        .into_iter()
+                        .flatten()
+                        .find(|s: &&k8s_openapi::api::core::v1::ContainerStatus| s.name == c.name);
+                    if let Some(s) = earlier {
+                        recovered::resume(&mut ctr, s, now);
+                    }
+                    ctr
+                })
+                .collect()
+        };
         Ok(PodData {
             uid: pod_uid(pod),
-            start_time: rfc3339(now_ms()),
-            init: inits.iter().map(|c| Ctr::new(c, default_reason)).collect(),
-            main: spec
-                .containers
-                .iter()
-                .map(|c| Ctr::new(c, default_reason))
-                .collect(),
+            // The kubelet keeps the pod's startTime across its restarts too.
+            start_time: rfc3339(
+                Some(recovered::ms(stored.and_then(|s| s.start_time.as_ref())))
+                    .filter(|ms| *ms > 0)
+                    .unwrap_or(now),
+            ),
+            init: ctrs(
+                inits,
+                stored.and_then(|s| s.init_container_statuses.as_ref()),
+            ),
+            main: ctrs(
+                &spec.containers,
+                stored.and_then(|s| s.container_statuses.as_ref()),
+            ),
             ..PodData::default()
         })
     }

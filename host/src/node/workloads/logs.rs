@@ -12,7 +12,8 @@
 //! `F` ends a line, `P` is a piece of a line longer than [`MAX_LINE`] (the rest follows);
 //! output the guest never terminated with a newline is written as `F` when it exits.
 //! When the file would grow past the size limit it is renamed to `<attempt>.log.1`
-//! (replacing an older one) and a fresh file is started.
+//! (replacing an older one) and a fresh file is started. Starting an attempt removes
+//! the files of every attempt before the previous one (as the kubelet keeps two).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -208,6 +209,31 @@ impl LogSink {
     }
 }
 
+/// Removes the log files (`N.log`, `N.log.1`) of a container's attempts before
+/// `keep_from`, in its log directory `dir`. The kubelet keeps the current
+/// container's log and the previous one's only: so a crash loop's logs stay
+/// bounded (two attempts, each at most twice the size limit) however long it loops,
+/// across host restarts too.
+pub(crate) fn prune_attempts(dir: &Path, keep_from: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let attempt = name.to_str().and_then(|n| {
+            n.strip_suffix(".log.1")
+                .or_else(|| n.strip_suffix(".log"))?
+                .parse::<u32>()
+                .ok()
+        });
+        if attempt.is_some_and(|a| a < keep_from)
+            && let Err(err) = std::fs::remove_file(e.path())
+        {
+            tracing::warn!(file = %e.path().display(), error = %err, "cannot remove an old container log");
+        }
+    }
+}
+
 /// `N.log` → `N.log.1`.
 pub(crate) fn rotated_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
@@ -296,5 +322,27 @@ impl AsyncWrite for Capture {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pruning_keeps_the_current_and_the_previous_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "0.log", "1.log", "1.log.1", "2.log", "3.log", "3.log.1", "notes",
+        ] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        prune_attempts(dir.path(), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["2.log", "3.log", "3.log.1", "notes"]);
     }
 }

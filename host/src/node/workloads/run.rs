@@ -249,6 +249,9 @@ impl Inner {
         }
 
         let log_path = self.log_path(&t.pod_uid, &t.container, t.attempt);
+        if let Some(dir) = log_path.parent() {
+            super::logs::prune_attempts(dir, t.attempt.saturating_sub(1));
+        }
         let sink = LogSink::open(log_path.clone(), self.config.log_max_bytes).map_err(|e| {
             WorkloadError::Failed(format!("opening the log file {}: {e}", log_path.display()))
         })?;
