@@ -314,6 +314,10 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
     let st = status_json(&p);
     assert_eq!(st["hostIP"], "127.0.0.1", "{st}");
     assert!(st["startTime"].is_string(), "{st}");
+    // Every condition has its transition time, as the kubelet writes them.
+    for c in st["conditions"].as_array().into_iter().flatten() {
+        assert!(c["lastTransitionTime"].is_string(), "{st}");
+    }
     // kubectl shows a finished pod as its container's reason, as upstream.
     let got = plane.kubectl_ok(&["get", "pod", "hello", "--no-headers"])?;
     assert_eq!(got.split_whitespace().nth(2), Some("Completed"), "{got}");

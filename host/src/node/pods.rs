@@ -352,6 +352,25 @@ struct Machine {
     faulted: bool,
 }
 
+/// Gives each condition the provider left without one a
+/// `lastTransitionTime`, as the kubelet does: the stored condition's while
+/// its status stays, `now` when it changes.
+fn stamp_transitions(conds: &mut [Value], pod: &Pod, now: &str) {
+    let stored = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    for c in conds.iter_mut() {
+        if c.get("lastTransitionTime").is_some_and(|t| !t.is_null()) {
+            continue;
+        }
+        let kept = stored
+            .into_iter()
+            .flatten()
+            .find(|s| c["type"] == s.type_.as_str() && c["status"] == s.status.as_str())
+            .and_then(|s| s.last_transition_time.as_ref())
+            .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        c["lastTransitionTime"] = json!(kept.unwrap_or_else(|| now.to_string()));
+    }
+}
+
 fn deleting(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
@@ -410,9 +429,11 @@ impl Machine {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
         if !conds.iter().any(|c| c["type"] == "PodScheduled") {
-            conds.push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()}));
+            conds.push(json!({"type": "PodScheduled", "status": "True"}));
         }
+        stamp_transitions(&mut conds, self.pod.as_ref(), &now);
         status["conditions"] = Value::Array(conds);
         let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
@@ -717,5 +738,38 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp_transitions;
+    use serde_json::json;
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let pod = serde_json::from_value(json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]}}))
+        .unwrap();
+        let mut conds = vec![
+            json!({"type": "Ready", "status": "True"}),
+            json!({"type": "Initialized", "status": "True"}),
+            json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-05-05T00:00:00Z"}),
+        ];
+        stamp_transitions(&mut conds, &pod, "2026-02-02T00:00:00Z");
+        assert_eq!(
+            conds[0]["lastTransitionTime"], "2026-02-02T00:00:00Z",
+            "changed: now"
+        );
+        assert_eq!(
+            conds[1]["lastTransitionTime"], "2026-01-01T00:00:00Z",
+            "unchanged: kept"
+        );
+        assert_eq!(
+            conds[2]["lastTransitionTime"], "2025-05-05T00:00:00Z",
+            "the provider's own"
+        );
     }
 }
