@@ -10,7 +10,7 @@
 //! (workload exits, timers, module fetches, pod changes) — no guest call
 //! blocks. A deletionTimestamp moves the pod to the on-delete state; when that
 //! state's handler waits on nothing, the pod is deleted with grace 0. A
-//! faulting provider call is retried with back-off ([`fault`]), never final.
+//! faulting provider call is retried with back-off (`fault`), never final.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
