@@ -703,10 +703,9 @@ impl Machine {
         }
     }
 
-    /// Teardown done: the pod object goes (grace 0), as a kubelet does; the
-    /// deletion is added to the last handler call's record (`handled`).
-    async fn finish<T>(&self, handled: &ProviderReply<T>) {
-        self.release().await;
+    /// Deletes the pod object at once (grace 0), only while it is still this
+    /// pod (uid precondition): what a kubelet does when teardown is done.
+    pub(super) async fn delete_now(&self) -> kube::Result<()> {
         let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
         let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
         let dp = DeleteParams {
@@ -717,8 +716,15 @@ impl Machine {
             }),
             ..Default::default()
         };
+        pods.delete(name, &dp).await.map(|_| ())
+    }
+
+    /// Teardown done: the pod object goes (grace 0), as a kubelet does; the
+    /// deletion is added to the last handler call's record (`handled`).
+    async fn finish<T>(&self, handled: &ProviderReply<T>) {
+        self.release().await;
         let body = json!({"gracePeriodSeconds": 0, "preconditions": {"uid": &self.uid}});
-        let result = match pods.delete(name, &dp).await {
+        let result = match self.delete_now().await {
             Ok(_) => {
                 tracing::info!(pod = %self.key, "pod terminated and removed");
                 Ok(None)

@@ -8,7 +8,7 @@
 //! released.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -150,17 +150,7 @@ impl Machine {
             .event(&self.pod, EventType::Warning, "TeardownForced", note)
             .await;
         self.release().await;
-        let (ns, name) = self.key.split_once('/').unwrap_or(("", &self.key));
-        let pods: Api<Pod> = Api::namespaced(self.runner.client.clone(), ns);
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(self.uid.clone()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        match pods.delete(name, &dp).await {
+        match self.delete_now().await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => tracing::warn!(pod = %self.key, error = %e, "removing the pod failed"),
