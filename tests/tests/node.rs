@@ -1204,6 +1204,26 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
         );
         expect_event(&client, name, "Warning", "ProviderBackOff", what).await?;
     }
+    // Traps and deadlines one after another: the Node tells the scheduler
+    // its provider is crash-looping (issue 33).
+    let nodes: Api<Node> = Api::all(client.clone());
+    let message = eventually(
+        Duration::from_secs(60),
+        "the Node Ready=False, ProviderCrashLooping",
+        || async {
+            let n = nodes.get(node).await.ok()?;
+            let ready = n
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.status == "False" && ready.reason.as_deref() == Some("ProviderCrashLooping"))
+                .then(|| ready.message.unwrap_or_default())
+        },
+    )
+    .await
+    .with_context(|| log_tail(&plane))?;
+    assert!(message.contains("faulty-provider"), "{message}");
     // The faults stop: each pod's next retry runs it (the back-off by then
     // may be tens of seconds).
     for (name, at, ..) in cases {

@@ -117,7 +117,7 @@ impl Readiness {
             return Err(NotReady {
                 reason: "ProviderCrashLooping",
                 message: format!(
-                    "provider plugin {name} faulted (trap, deadline or out of memory) {recent} times in the last {}s; see the pods' ProviderError events and the host log",
+                    "provider plugin {name} faulted (trap, deadline or out of memory) {recent} times in the last {}s; see the pods' ProviderBackOff events and the host log",
                     CRASH_LOOP_WINDOW.as_secs()
                 ),
             });
