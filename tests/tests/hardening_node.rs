@@ -76,6 +76,17 @@ async fn wait_pod(
     }
 }
 
+/// Writes the ConfigMap `before`, which [`serves_others`] checks is kept.
+async fn write_before(client: &kube::Client) -> Result<()> {
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("before", &[("k", "v")]),
+        )
+        .await?;
+    Ok(())
+}
+
 /// The plane serves another user: a fresh client (its own TLS connection)
 /// watches ConfigMaps, writes `name`, sees it arrive on the watch and reads it
 /// back; kubectl (another process) reads it too; and the objects of `kept`
@@ -351,12 +362,7 @@ async fn a_preview1_workload_opening_its_secret_thirty_thousand_times_is_capped(
 async fn hog_is_capped(module: &str) -> Result<()> {
     let (plane, client) = plane(&["--workload-max-open-files", "32"]).await?;
     let host = pid(&plane);
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(
-            &PostParams::default(),
-            &wasmlet_e2e::configmap("before", &[("k", "v")]),
-        )
-        .await?;
+    write_before(&client).await?;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "sec"}, "data": {"key": "czNjcmV0"},
     }))?;
@@ -491,12 +497,7 @@ async fn pulls_fail_unread(registry: &FakeRegistry, images: &[(&str, &[&str])]) 
     let addr = registry.addr.clone();
     let (plane, client) = plane(&["--insecure-registry", &addr]).await?;
     let host = pid(&plane);
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(
-            &PostParams::default(),
-            &wasmlet_e2e::configmap("before", &[("k", "v")]),
-        )
-        .await?;
+    write_before(&client).await?;
     let peak_before = proc_status_kib(host, "VmHWM:");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, _) in images {
@@ -605,12 +606,7 @@ async fn pods_past_the_nodes_capacity_are_rejected_as_the_kubelet_rejects_them()
         "1Gi",
     ])
     .await?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(
-            &PostParams::default(),
-            &wasmlet_e2e::configmap("before", &[("k", "v")]),
-        )
-        .await?;
+    write_before(&client).await?;
     let node = Api::<Node>::all(client.clone()).get(NODE).await?;
     let alloc = node.status.and_then(|s| s.allocatable).unwrap_or_default();
     ensure!(
@@ -752,12 +748,7 @@ async fn run_to_end(plane: &Plane, pods: &Api<Pod>, name: &str, image: &str) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swapped_compiled_module_is_recompiled_not_run() -> Result<()> {
     let (mut plane, client) = plane(&[]).await?;
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .create(
-            &PostParams::default(),
-            &wasmlet_e2e::configmap("before", &[("k", "v")]),
-        )
-        .await?;
+    write_before(&client).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let data = plane.data_dir().to_path_buf();
     // The victim's module (a WASI preview 1 core module), then the attacker's.

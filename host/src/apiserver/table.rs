@@ -8,17 +8,9 @@ use super::meta;
 use super::registry::ResourceType;
 
 pub(super) fn age(obj: &Value) -> String {
-    let Some(ts) = meta::meta_str(obj, "creationTimestamp") else {
-        return "<unknown>".into();
-    };
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
-        return "<unknown>".into();
-    };
-    human_duration(
-        (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-            .num_seconds()
-            .max(0),
-    )
+    meta::meta_str(obj, "creationTimestamp")
+        .and_then(since)
+        .unwrap_or_else(|| "<unknown>".into())
 }
 
 /// Upstream's `duration.HumanDuration`: 45s, 3m12s, 95m, 4h30m, 30h, 3d4h,
@@ -461,15 +453,9 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 defs.push(col(&c.name, &c.type_, c.priority));
                 let v = c.value(obj);
                 row.push(match (c.type_.as_str(), v) {
-                    ("date", Some(Value::String(ts))) => json!(
-                        chrono::DateTime::parse_from_rfc3339(ts)
-                            .map(|t| human_duration(
-                                (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-                                    .num_seconds()
-                                    .max(0)
-                            ))
-                            .unwrap_or_else(|_| ts.clone())
-                    ),
+                    ("date", Some(Value::String(ts))) => {
+                        json!(since(ts).unwrap_or_else(|| ts.clone()))
+                    }
                     (_, v) => json!(text(v)),
                 });
             }

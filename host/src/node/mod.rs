@@ -314,11 +314,7 @@ impl NodeAgent {
             .into_iter()
             .filter_map(|p| {
                 let uid = p.metadata.uid.clone()?;
-                let name = format!(
-                    "{}/{}",
-                    p.metadata.namespace.as_deref().unwrap_or(""),
-                    p.metadata.name.as_deref().unwrap_or("")
-                );
+                let name = pods::key_of(&p);
                 // The API's default when unset.
                 let secs = p
                     .spec

@@ -76,7 +76,8 @@ pub struct PodRunner {
     pub metrics: super::metrics::PodMetrics,
 }
 
-fn key_of(pod: &Pod) -> String {
+/// `namespace/name`: how the node names a pod (logs, the status page).
+pub(super) fn key_of(pod: &Pod) -> String {
     format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or(""),
