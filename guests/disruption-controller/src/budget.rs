@@ -3,6 +3,7 @@
 //! API feeds (`buildDisruptedPodMap`), healthy pods (`countHealthyPods`) and
 //! the `DisruptionAllowed` condition (`UpdateDisruptionAllowedCondition`).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
@@ -44,9 +45,9 @@ pub struct Computed {
 }
 
 /// `getExpectedPodCount` + `getExpectedScale`: `(expected, desired, unmanaged)`.
-pub fn expected_counts(
+pub fn expected_counts<P: Borrow<Pod>>(
     pdb: &PodDisruptionBudget,
-    pods: &[Pod],
+    pods: &[P],
     scales: &mut dyn Scales,
 ) -> Result<(i32, i32, Vec<String>), String> {
     let spec = pdb.spec.as_ref();
@@ -70,21 +71,21 @@ pub fn expected_counts(
     }
 }
 
-fn len(pods: &[Pod]) -> i32 {
+fn len<P>(pods: &[P]) -> i32 {
     i32::try_from(pods.len()).unwrap_or(i32::MAX)
 }
 
 /// The sum of the scales of the pods' controllers, each counted once.
-fn expected_scale(
+fn expected_scale<P: Borrow<Pod>>(
     pdb: &PodDisruptionBudget,
-    pods: &[Pod],
+    pods: &[P],
     scales: &mut dyn Scales,
 ) -> Result<(i32, Vec<String>), String> {
     let ns = pdb.metadata.namespace.clone().unwrap_or_default();
     let mut seen_refs: BTreeSet<String> = BTreeSet::new();
     let mut by_controller: BTreeMap<String, i32> = BTreeMap::new();
     let mut unmanaged = vec![];
-    for p in pods {
+    for p in pods.iter().map(Borrow::borrow) {
         let name = p.metadata.name.clone().unwrap_or_default();
         let Some(owner) = controller_of(&p.metadata) else {
             unmanaged.push(name);
@@ -105,9 +106,9 @@ fn expected_scale(
 
 /// Everything but the expected counts: which recorded disruptions still
 /// count, how many pods are healthy, and how many may go.
-pub fn compute(
+pub fn compute<P: Borrow<Pod>>(
     pdb: &PodDisruptionBudget,
-    pods: &[Pod],
+    pods: &[P],
     (expected_pods, desired_healthy, unmanaged): (i32, i32, Vec<String>),
     now: Timestamp,
 ) -> Computed {
@@ -116,7 +117,7 @@ pub fn compute(
     let mut expired = vec![];
     let mut recheck: Option<Timestamp> = None;
     let mut current_healthy = 0;
-    for p in pods {
+    for p in pods.iter().map(Borrow::borrow) {
         // Being deleted: neither healthy nor a pending disruption.
         if p.metadata.deletion_timestamp.is_some() {
             continue;
@@ -267,8 +268,8 @@ mod tests {
     #[test]
     fn no_expected_pods_allows_nothing() {
         let b = pdb(json!({"maxUnavailable": 1}), json!({}));
-        let counts = expected_counts(&b, &[], &mut Fixed(vec![])).unwrap();
-        let c = compute(&b, &[], counts, now());
+        let counts = expected_counts::<Pod>(&b, &[], &mut Fixed(vec![])).unwrap();
+        let c = compute::<Pod>(&b, &[], counts, now());
         assert_eq!(
             (c.expected_pods, c.desired_healthy, c.disruptions_allowed),
             (0, 0, 0)

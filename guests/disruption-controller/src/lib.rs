@@ -44,9 +44,10 @@ fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: &Context) -> Result<Action, Err
     let name = pdb.metadata.name.clone().unwrap_or_default();
     let client = ctx.client();
     let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-    let pods: Vec<Pod> = match selector_string(selector) {
+    // Kept between calls by the warm instance: only changed pods are decoded.
+    let pods: Vec<Arc<Pod>> = match selector_string(selector) {
         Some(sel) => client
-            .list(&ListParams::namespaced(&ns).labels(&sel))
+            .list_kept(&ListParams::namespaced(&ns).labels(&sel))
             .map_err(|e| Error::transient("ListPods", e.to_string()))?,
         None => vec![],
     };

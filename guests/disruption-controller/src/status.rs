@@ -173,7 +173,8 @@ mod tests {
     }
 
     fn computed(allowed: i32) -> Computed {
-        let mut c = compute(&pdb(json!({})), &[], (1, 1, vec![]), now());
+        let mut c =
+            compute::<k8s_openapi::api::core::v1::Pod>(&pdb(json!({})), &[], (1, 1, vec![]), now());
         c.current_healthy = 1 + allowed;
         c.disruptions_allowed = allowed;
         c

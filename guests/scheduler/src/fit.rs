@@ -104,6 +104,51 @@ pub fn nonzero(r: Resources) -> Resources {
     }
 }
 
+/// What the pods bound to a node request, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub requested: Resources,
+    /// As `requested`, with upstream's defaults for pods that request nothing
+    /// (100m cpu, 200Mi memory): what scoring counts.
+    pub nonzero_requested: Resources,
+    pub pods: i128,
+}
+
+impl Usage {
+    /// The node `pod` counts against and what it adds there: a bound pod
+    /// that has not terminated.
+    pub fn of(pod: &Pod) -> Option<(String, Usage)> {
+        let on = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if on.is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
+            return None;
+        }
+        let r = pod_requests(pod);
+        Some((
+            on.to_string(),
+            Usage {
+                requested: r,
+                nonzero_requested: nonzero(r),
+                pods: 1,
+            },
+        ))
+    }
+
+    pub fn add(&mut self, o: &Usage) {
+        self.requested.add(o.requested);
+        self.nonzero_requested.add(o.nonzero_requested);
+        self.pods += o.pods;
+    }
+
+    pub fn sub(&mut self, o: &Usage) {
+        self.requested.cpu_milli -= o.requested.cpu_milli;
+        self.requested.memory -= o.requested.memory;
+        self.nonzero_requested.cpu_milli -= o.nonzero_requested.cpu_milli;
+        self.nonzero_requested.memory -= o.nonzero_requested.memory;
+        self.pods -= o.pods;
+    }
+}
+
 /// A node with what its bound pods already request.
 #[derive(Debug, Clone)]
 pub struct NodeInfo<'a> {
@@ -119,22 +164,25 @@ impl<'a> NodeInfo<'a> {
     /// `node` with every pod of `pods` bound to it that has not terminated.
     pub fn new(node: &'a Node, pods: &[Pod]) -> NodeInfo<'a> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let mut info = NodeInfo {
-            node,
-            requested: Resources::default(),
-            nonzero_requested: Resources::default(),
-            pods: 0,
-        };
-        for p in pods {
-            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-            if on == Some(name) && !matches!(phase, Some("Succeeded" | "Failed")) {
-                info.requested.add(pod_requests(p));
-                info.nonzero_requested.add(nonzero(pod_requests(p)));
-                info.pods += 1;
-            }
+        let mut usage = Usage::default();
+        for (_, u) in pods
+            .iter()
+            .filter_map(Usage::of)
+            .filter(|(on, _)| on == name)
+        {
+            usage.add(&u);
         }
-        info
+        NodeInfo::with_usage(node, usage)
+    }
+
+    /// `node` with what is already bound to it.
+    pub fn with_usage(node: &'a Node, usage: Usage) -> NodeInfo<'a> {
+        NodeInfo {
+            node,
+            requested: usage.requested,
+            nonzero_requested: usage.nonzero_requested,
+            pods: usage.pods,
+        }
     }
 
     pub fn name(&self) -> &str {

@@ -1,11 +1,11 @@
 //! One scheduling decision: which pods are this scheduler's, and where one goes
 //! (or upstream's FitError message when it goes nowhere).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::fit::{NodeInfo, Reason, fits};
+use crate::fit::{NodeInfo, Reason, Usage, fits};
 use crate::score::best;
 
 /// The scheduler name this plugin serves (and the one a pod gets by default).
@@ -35,13 +35,20 @@ pub enum Decision {
     Unschedulable(String),
 }
 
-/// Where `pod` goes among `nodes`, given every pod the cache knows (bound ones
-/// count against their node).
-pub fn decide(pod: &Pod, nodes: &[Node], pods: &[Pod]) -> Decision {
+/// Where `pod` goes among `nodes`, given what is already bound to each
+/// (`usage`, by node name; a node missing there has nothing bound).
+pub fn decide<'a>(
+    pod: &Pod,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    usage: &HashMap<String, Usage>,
+) -> Decision {
     let mut feasible = vec![];
     let mut reasons: BTreeMap<Reason, usize> = BTreeMap::new();
+    let mut all = 0;
     for n in nodes {
-        let info = NodeInfo::new(n, pods);
+        all += 1;
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let info = NodeInfo::with_usage(n, usage.get(name).copied().unwrap_or_default());
         match fits(pod, &info) {
             Ok(()) => feasible.push(info),
             Err(rs) => {
@@ -53,7 +60,7 @@ pub fn decide(pod: &Pod, nodes: &[Node], pods: &[Pod]) -> Decision {
     }
     match best(pod, &feasible) {
         Some(n) => Decision::Bind(n.name().to_string()),
-        None => Decision::Unschedulable(fit_error(nodes.len(), &reasons)),
+        None => Decision::Unschedulable(fit_error(all, &reasons)),
     }
 }
 
@@ -86,13 +93,13 @@ mod tests {
             json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": "1Gi"}}}]}}),
         );
         assert_eq!(
-            decide(&p, &[tainted, small], &[]),
+            decide(&p, &[tainted, small], &HashMap::new()),
             Decision::Unschedulable(
                 "0/2 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {kubernetes.io/arch: wasm32-wasi}.".into()
             )
         );
         assert_eq!(
-            decide(&p, &[], &[]),
+            decide(&p, &[], &HashMap::new()),
             Decision::Unschedulable("0/0 nodes are available.".into())
         );
     }
@@ -101,7 +108,7 @@ mod tests {
     fn a_fitting_node_is_chosen() {
         let n = node(json!({"metadata": {"name": "ok"}}));
         assert_eq!(
-            decide(&pod(json!({})), &[n], &[]),
+            decide(&pod(json!({})), &[n], &HashMap::new()),
             Decision::Bind("ok".into())
         );
     }

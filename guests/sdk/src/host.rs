@@ -29,6 +29,22 @@ pub trait Host {
     ) -> Result<Vec<String>, raw::ClientError> {
         Err(unsupported("client.list"))
     }
+    /// `client.list-changes`. The default answers `list` in full, with `reset`
+    /// (a fake that keeps no journal is still a correct one).
+    fn list_changes(
+        &self,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+        since: u64,
+    ) -> Result<raw::Changes, raw::ClientError> {
+        let _ = since;
+        Ok(raw::Changes {
+            applied: self.list(of, params)?,
+            removed: vec![],
+            cursor: 0,
+            reset: true,
+        })
+    }
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
         Err(unsupported("client.create"))
     }
@@ -218,6 +234,14 @@ impl Host for Imports {
         params: &raw::ListParams,
     ) -> Result<Vec<String>, raw::ClientError> {
         raw::list(of, params)
+    }
+    fn list_changes(
+        &self,
+        of: &types::TypeRef,
+        params: &raw::ListParams,
+        since: u64,
+    ) -> Result<raw::Changes, raw::ClientError> {
+        raw::list_changes(of, params, since)
     }
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
         raw::create(obj)

@@ -75,9 +75,10 @@ pub fn reconcile_at(
         .as_ref()
         .and_then(|w| w.set.spec.as_ref())
         .and_then(|s| selector_string(Some(&s.selector)));
-    let (pods, pdbs): (Vec<Pod>, Vec<PodDisruptionBudget>) = match (&set, &selector) {
+    // Pods kept between calls by the warm instance: only changed ones are decoded.
+    let (pods, pdbs): (Vec<Arc<Pod>>, Vec<PodDisruptionBudget>) = match (&set, &selector) {
         (Some(_), Some(sel)) => (
-            client.list(&ListParams::namespaced(&ns).labels(sel))?,
+            client.list_kept(&ListParams::namespaced(&ns).labels(sel))?,
             client.list(&ListParams::namespaced(&ns))?,
         ),
         _ => (Vec::new(), Vec::new()),

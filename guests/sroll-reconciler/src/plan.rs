@@ -8,6 +8,7 @@
 //! replaced pods not yet Running+Ready; service discovery; the eviction
 //! interval; the budget. Only then one batch of evictions.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -58,7 +59,7 @@ pub struct Observed<'a> {
     pub sroll: &'a StatefulsetRollout,
     pub set: Option<&'a StatefulSet>,
     /// Pods matching the set's selector (the plan keeps those the set controls).
-    pub pods: &'a [Pod],
+    pub pods: &'a [Arc<Pod>],
     pub pdbs: &'a [PodDisruptionBudget],
     pub health: Option<&'a Health>,
     pub now: Timestamp,
@@ -485,6 +486,7 @@ fn observe_pods<'a>(
     let mut pods: Vec<&Pod> = obs
         .pods
         .iter()
+        .map(|p| &**p)
         .filter(|p| controller_of(&p.metadata).is_some_and(|c| c.uid == uid))
         .collect();
     pods.sort_by_key(|p| ordinal(p));

@@ -102,12 +102,12 @@ fn create(
 /// revision, uses: oldest first (upstream's `truncateHistory`).
 pub fn to_delete<'a>(
     revisions: &'a [ControllerRevision],
-    pods: &[Pod],
+    pods: &[&Pod],
     current: &str,
     update: &str,
     limit: i32,
 ) -> Vec<&'a ControllerRevision> {
-    let mut live: BTreeSet<&str> = pods.iter().filter_map(revision_of).collect();
+    let mut live: BTreeSet<&str> = pods.iter().filter_map(|p| revision_of(p)).collect();
     live.insert(current);
     live.insert(update);
     let history: Vec<&ControllerRevision> = revisions
@@ -201,7 +201,8 @@ mod tests {
     #[test]
     fn history_keeps_live_revisions_and_the_newest_beyond_the_limit() {
         let revs: Vec<_> = (1..=5).map(|n| rev(&format!("web-r{n}"), n)).collect();
-        let pods = [pod_at("web-0", "web-r2", "Running", true)];
+        let pod = pod_at("web-0", "web-r2", "Running", true);
+        let pods = [&pod];
         let gone: Vec<_> = to_delete(&revs, &pods, "web-r4", "web-r5", 1)
             .iter()
             .map(|r| r.metadata.name.clone().unwrap())

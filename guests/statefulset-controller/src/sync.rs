@@ -1,6 +1,7 @@
 //! One sync of a set against the host: read the caches, plan, write the pods,
 //! the status and the history (upstream's `syncStatefulSet`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
@@ -39,12 +40,14 @@ pub fn sync(set: &StatefulSet, ctx: &Context, now: jiff::Timestamp) -> Result<Ac
     let uid = set.metadata.uid.clone().unwrap_or_default();
     let client = ctx.client();
     let owned = owned_by(&uid);
-    let pods: Vec<Pod> = client
-        .list::<Pod>(&ListParams::namespaced(&ns))
+    // Kept between calls by the warm instance: only changed pods are decoded.
+    let pods: Vec<Arc<Pod>> = client
+        .list_kept::<Pod>(&ListParams::namespaced(&ns))
         .map_err(|e| Error::transient("ListPods", e.to_string()))?
         .into_iter()
         .filter(|p| owned(&p.metadata.owner_references))
         .collect();
+    let pods: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
     let spec = set.spec.clone().unwrap_or_default();
     if spec
         .volume_claim_templates
@@ -248,7 +251,7 @@ fn write_status(set: &StatefulSet, ctx: &Context, want: Value) -> Result<(), Err
 }
 
 /// A set with `volumeClaimTemplates`: the condition, an event once, no pods.
-fn unsupported(set: &StatefulSet, ctx: &Context, pods: &[Pod]) -> Result<Action, Error> {
+fn unsupported(set: &StatefulSet, ctx: &Context, pods: &[&Pod]) -> Result<Action, Error> {
     let message = "volumeClaimTemplates are not supported by wasmlet's StatefulSet controller \
                    (pods cannot have persistent volumes here): no pods are created";
     let known = set

@@ -6,7 +6,7 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::client::{Cluster, Delete, PatchKind};
+use super::client::{Cluster, Delete, ListChanges, PatchKind};
 use super::{ClientError, Resolved};
 
 /// Reads (JSON objects as strings, `apiVersion`/`kind` set) and writes of any
@@ -34,6 +34,27 @@ pub trait ClusterAccess: Send + Sync {
         labels: &'a str,
         fields: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<String>, ClientError>>;
+
+    /// What changed in a selection since `cursor` (the `list-changes`
+    /// import). Without a journal to read, everything selected, with
+    /// `reset` and cursor 0, so the next call lists again.
+    fn list_changes<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        labels: &'a str,
+        fields: Option<&'a str>,
+        cursor: u64,
+    ) -> BoxFuture<'a, Result<ListChanges, ClientError>> {
+        let _ = cursor;
+        Box::pin(async move {
+            Ok(ListChanges {
+                applied: self.list(r, namespace, labels, fields).await?,
+                reset: true,
+                ..ListChanges::default()
+            })
+        })
+    }
 
     fn create<'a>(
         &'a self,
@@ -123,6 +144,19 @@ impl ClusterAccess for Cluster {
         fields: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<String>, ClientError>> {
         Box::pin(Cluster::list(self, r, namespace, labels, fields))
+    }
+
+    fn list_changes<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        labels: &'a str,
+        fields: Option<&'a str>,
+        cursor: u64,
+    ) -> BoxFuture<'a, Result<ListChanges, ClientError>> {
+        Box::pin(Cluster::list_changes(
+            self, r, namespace, labels, fields, cursor,
+        ))
     }
 
     fn create<'a>(

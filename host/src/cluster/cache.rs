@@ -18,7 +18,10 @@ use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 use super::{CachedObject, ClientError, Resolved, Resolver};
 
 mod by_namespace;
+mod journal;
 use by_namespace::ByNamespace;
+pub use journal::MAX_TOMBSTONES;
+use journal::{Journal, next_seq};
 
 /// What a cache saw. The object is the one the store holds (one copy).
 #[derive(Debug, Clone)]
@@ -51,6 +54,8 @@ struct Objects {
     complete: ByNamespace,
     /// A (re)list in progress.
     relist: Option<ByNamespace>,
+    /// What changed in `complete`, for `list-changes`.
+    journal: Journal,
 }
 
 impl Store {
@@ -179,24 +184,102 @@ impl KindCache {
         labels: &LabelSelector,
         fields: &FieldSelector,
     ) -> Vec<Arc<CachedObject>> {
-        let objects = match namespace.filter(|_| self.resolved.namespaced) {
-            Some(ns) => self.store.in_namespace(ns),
-            None => self.store.state(),
-        };
-        objects
-            .into_iter()
-            .filter(|o| selects(labels, o))
-            .filter(|o| {
-                fields.matches(|f| match f {
-                    "metadata.name" => o.metadata.name.clone(),
-                    "metadata.namespace" => o.metadata.namespace.clone(),
-                    other => o
-                        .at_path(other)
-                        .and_then(|v| v.as_str().map(str::to_string)),
-                })
-            })
-            .collect()
+        let objects = self.in_scope(&self.store.read().complete, namespace);
+        filtered(objects, labels, fields)
     }
+
+    /// Every object of `namespace` (of all, when none or cluster-scoped),
+    /// copied out so that selectors run outside the store's lock.
+    fn in_scope(&self, objects: &ByNamespace, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        match namespace.filter(|_| self.resolved.namespaced) {
+            Some(ns) => objects.in_namespace(ns).cloned().collect(),
+            None => objects.values().cloned().collect(),
+        }
+    }
+
+    /// What changed in a selection since `cursor` (a number this returned
+    /// before): the selected objects created or changed since, the objects
+    /// of `namespace` deleted or changed out of the selection since, and
+    /// the cursor to pass next. A cursor of 0, from another cache, or older
+    /// than the journal keeps, gets every selected object with `reset` set
+    /// (drop what was kept). Costs the changes since `cursor`, not the size
+    /// of the kind.
+    pub fn changes(
+        &self,
+        cursor: u64,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Changes {
+        let objects = self.store.read();
+        let Some(since) = objects.journal.since(cursor) else {
+            // The snapshot and its cursor under one lock.
+            let (all, cursor) = (
+                self.in_scope(&objects.complete, namespace),
+                objects.journal.cursor(),
+            );
+            drop(objects);
+            return Changes {
+                applied: filtered(all, labels, fields),
+                removed: vec![],
+                cursor,
+                reset: true,
+            };
+        };
+        drop(objects);
+        let namespace = namespace.filter(|_| self.resolved.namespaced);
+        let within = |o: &CachedObject| {
+            namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns))
+        };
+        let (applied, left): (Vec<_>, Vec<_>) = since
+            .applied
+            .into_iter()
+            .filter(|o| within(o))
+            .partition(|o| matches(o, labels, fields));
+        let mut removed: Vec<Arc<CachedObject>> =
+            since.removed.into_iter().filter(|o| within(o)).collect();
+        removed.extend(left);
+        Changes {
+            applied,
+            removed,
+            cursor: since.cursor,
+            reset: false,
+        }
+    }
+}
+
+/// An answer of [`KindCache::changes`].
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub applied: Vec<Arc<CachedObject>>,
+    /// Deleted, or changed so that the selection no longer holds them.
+    pub removed: Vec<Arc<CachedObject>>,
+    pub cursor: u64,
+    /// `applied` is the whole selection: whatever was kept is stale.
+    pub reset: bool,
+}
+
+fn filtered(
+    objects: Vec<Arc<CachedObject>>,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> Vec<Arc<CachedObject>> {
+    objects
+        .into_iter()
+        .filter(|o| matches(o, labels, fields))
+        .collect()
+}
+
+/// Whether `o` matches both selectors (fields read from its text).
+fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> bool {
+    selects(labels, o)
+        && fields.matches(|f| match f {
+            "metadata.name" => o.metadata.name.clone(),
+            "metadata.namespace" => o.metadata.namespace.clone(),
+            other => o
+                .at_path(other)
+                .and_then(|v| v.as_str().map(str::to_string)),
+        })
 }
 
 /// Whether `selector` matches `o`'s labels (checked in place: this runs for
@@ -332,7 +415,8 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                     objects.relist = Some(ByNamespace::default());
                     continue;
                 }
-                watcher::Event::InitApply(o) => {
+                watcher::Event::InitApply(mut o) => {
+                    o.seq = next_seq();
                     let object = Arc::new(o);
                     objects
                         .relist
@@ -345,21 +429,30 @@ fn start(client: kube::Client, resolved: Resolved, delay: std::time::Duration) -
                 }
                 watcher::Event::InitDone => {
                     objects.complete = objects.relist.take().unwrap_or_default();
+                    let Objects {
+                        complete, journal, ..
+                    } = &mut *objects;
+                    journal.relisted(complete.values());
                     flag.done.store(true, Ordering::Release);
                     flag.notify.notify_waiters();
                     CacheEvent::Synced
                 }
-                watcher::Event::Apply(o) => {
+                watcher::Event::Apply(mut o) => {
+                    o.seq = next_seq();
                     let object = Arc::new(o);
-                    objects.complete.insert(object.clone());
+                    let old = objects.complete.insert(object.clone());
+                    objects.journal.applied(object.clone(), old.as_deref());
                     CacheEvent::Applied {
                         object,
                         initial: false,
                     }
                 }
-                watcher::Event::Delete(o) => {
-                    objects.complete.remove(&o);
-                    CacheEvent::Deleted(Arc::new(o))
+                watcher::Event::Delete(mut o) => {
+                    let old = objects.complete.remove(&o);
+                    o.seq = next_seq();
+                    let o = Arc::new(o);
+                    objects.journal.deleted(o.clone(), old.as_deref());
+                    CacheEvent::Deleted(o)
                 }
             };
             let _ = tx.send(out);

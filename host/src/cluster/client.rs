@@ -20,6 +20,7 @@ pub enum PatchKind {
     Apply { manager: String, force: bool },
 }
 
+#[derive(Default)]
 pub struct Delete {
     pub propagation: Option<PropagationPolicy>,
     pub uid: Option<String>,
@@ -44,6 +45,34 @@ impl Delete {
 }
 
 /// Cluster access for plugins, built once by the CLI.
+/// An answer of `list-changes` (see [`super::cache::KindCache::changes`]):
+/// objects as JSON texts, removed ones by key (`namespace/name`, or `name`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ListChanges {
+    pub applied: Vec<String>,
+    pub removed: Vec<String>,
+    pub cursor: u64,
+    pub reset: bool,
+}
+
+/// A guest's selectors, parsed (an error names what is wrong with them).
+fn selectors(
+    labels: &str,
+    fields: Option<&str>,
+) -> Result<
+    (
+        wasmlet_apimachinery::selector::LabelSelector,
+        wasmlet_apimachinery::selector::FieldSelector,
+    ),
+    ClientError,
+> {
+    let labels = wasmlet_apimachinery::selector::LabelSelector::parse(labels)
+        .map_err(|e| ClientError::Invalid(e.to_string()))?;
+    let fields = wasmlet_apimachinery::selector::FieldSelector::parse(fields.unwrap_or(""))
+        .map_err(|e| ClientError::Invalid(e.to_string()))?;
+    Ok((labels, fields))
+}
+
 pub struct Cluster {
     resolver: Arc<Resolver>,
     /// `None`: every read goes to the API server.
@@ -146,10 +175,7 @@ impl Cluster {
         fields: Option<&str>,
     ) -> Result<Vec<String>, ClientError> {
         if let Some(cache) = self.cached(r) {
-            let labels = wasmlet_apimachinery::selector::LabelSelector::parse(labels)
-                .map_err(|e| ClientError::Invalid(e.to_string()))?;
-            let fields = wasmlet_apimachinery::selector::FieldSelector::parse(fields.unwrap_or(""))
-                .map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let (labels, fields) = selectors(labels, fields)?;
             return Ok(cache
                 .list(namespace, &labels, &fields)
                 .iter()
@@ -165,6 +191,43 @@ impl Cluster {
         }
         let list = self.api(r, namespace).list(&lp).await?;
         Ok(list.items.iter().map(|o| Self::encode(o, r)).collect())
+    }
+
+    /// See [`ClusterAccess::list_changes`](super::ClusterAccess::list_changes):
+    /// from the kind's cache journal when the cache is synced.
+    pub async fn list_changes(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        labels: &str,
+        fields: Option<&str>,
+        cursor: u64,
+    ) -> Result<ListChanges, ClientError> {
+        let Some(cache) = self.cached(r) else {
+            return Ok(ListChanges {
+                applied: self.list(r, namespace, labels, fields).await?,
+                reset: true,
+                ..ListChanges::default()
+            });
+        };
+        let (labels, fields) = selectors(labels, fields)?;
+        let c = cache.changes(cursor, namespace, &labels, &fields);
+        Ok(ListChanges {
+            applied: c.applied.iter().map(|o| o.json(&r.resource)).collect(),
+            removed: c
+                .removed
+                .iter()
+                .map(|o| {
+                    let name = o.metadata.name.as_deref().unwrap_or_default();
+                    match o.metadata.namespace.as_deref().filter(|_| r.namespaced) {
+                        Some(ns) => format!("{ns}/{name}"),
+                        None => name.to_string(),
+                    }
+                })
+                .collect(),
+            cursor: c.cursor,
+            reset: c.reset,
+        })
     }
 
     pub async fn create(
@@ -339,6 +402,127 @@ mod tests {
         let in_a = cached.list(&cms, Some("a"), "", None).await.unwrap();
         assert_eq!(names(&in_a), ["\"db\"", "\"web\""]);
         assert!(in_a.iter().all(|o| o.contains(r#""ns":"a""#)));
+        server.shutdown();
+    }
+
+    /// `list-changes` brings what `list` would answer now, reading only
+    /// the changes since the cursor: a change, a deletion, an object that
+    /// leaves the selection, one that comes into it; a first call (or a
+    /// cursor from nowhere) gets everything with `reset`.
+    #[tokio::test]
+    async fn list_changes_keep_a_copy_equal_to_a_fresh_list() {
+        let (_dir, server, client) = crate::apiserver::test_server().await;
+        let resolver = Arc::new(Resolver::new(client.clone()));
+        let caches = Caches::new(resolver.clone());
+        let cached = Cluster::new(resolver.clone(), Some(caches.clone()));
+        let direct = Cluster::new(resolver.clone(), None);
+        let cms = resolver.resolve("v1", "ConfigMap").await.unwrap();
+        let cm = |name: &str, app: &str, v: &str| json!({"metadata": {"name": name, "labels": {"app": app}}, "data": {"v": v}});
+        for name in ["a", "b", "c"] {
+            direct
+                .create(&cms, Some("default"), &cm(name, "web", "1"))
+                .await
+                .unwrap();
+        }
+        let cache = caches.cache("v1", "ConfigMap").await.unwrap();
+        cache.wait_synced().await;
+        let first = cached
+            .list_changes(&cms, Some("default"), "app=web", None, 0)
+            .await
+            .unwrap();
+        assert!(first.reset);
+        assert_eq!(names(&first.applied), ["\"a\"", "\"b\"", "\"c\""]);
+        // Kept as the guest would keep it: name -> JSON.
+        let mut kept: std::collections::BTreeMap<String, String> = first
+            .applied
+            .iter()
+            .map(|o| {
+                (
+                    serde_json::from_str::<Value>(o).unwrap()["metadata"]["name"].to_string(),
+                    o.clone(),
+                )
+            })
+            .collect();
+        let caught_up = cached
+            .list_changes(&cms, Some("default"), "app=web", None, first.cursor)
+            .await
+            .unwrap();
+        assert!(!caught_up.reset && caught_up.applied.is_empty() && caught_up.removed.is_empty());
+
+        // a changes, b is deleted, c leaves the selection, d joins it, and
+        // an object of another namespace changes.
+        direct
+            .patch(
+                &cms,
+                Some("default"),
+                "a",
+                PatchKind::Merge,
+                json!({"data": {"v": "2"}}),
+                false,
+            )
+            .await
+            .unwrap();
+        direct
+            .delete(&cms, Some("default"), "b", &Delete::default())
+            .await
+            .unwrap();
+        direct
+            .patch(
+                &cms,
+                Some("default"),
+                "c",
+                PatchKind::Merge,
+                json!({"metadata": {"labels": {"app": "db"}}}),
+                false,
+            )
+            .await
+            .unwrap();
+        direct
+            .create(&cms, Some("default"), &cm("d", "web", "1"))
+            .await
+            .unwrap();
+        let want = names(
+            &direct
+                .list(&cms, Some("default"), "app=web", None)
+                .await
+                .unwrap(),
+        );
+        let mut seen = caught_up.cursor;
+        // The cache catches up with the writes in its own time.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let c = cached
+                .list_changes(&cms, Some("default"), "app=web", None, seen)
+                .await
+                .unwrap();
+            assert!(!c.reset);
+            for key in &c.removed {
+                let name = format!("\"{}\"", key.rsplit('/').next().unwrap());
+                kept.remove(&name);
+            }
+            for o in &c.applied {
+                let v: Value = serde_json::from_str(o).unwrap();
+                kept.insert(v["metadata"]["name"].to_string(), o.clone());
+            }
+            seen = c.cursor;
+            if kept.keys().cloned().collect::<Vec<_>>() == want {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kept {:?}, want {want:?}",
+                kept.keys()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(kept["\"a\""].contains(r#""v":"2""#), "a is as it is now");
+        // A cursor the cache never gave starts over.
+        let other = cached
+            .list_changes(&cms, Some("default"), "app=web", None, seen + 1_000_000)
+            .await
+            .unwrap();
+        assert!(other.reset);
+        assert_eq!(names(&other.applied), want);
         server.shutdown();
     }
 }

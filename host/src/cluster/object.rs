@@ -41,6 +41,9 @@ use serde_json::{Map, Value};
 pub struct CachedObject {
     pub metadata: ObjectMeta,
     body: Box<str>,
+    /// Where the object's last change sits in its cache's journal (0 for an
+    /// object no cache stored): what `list-changes` compares cursors with.
+    pub(crate) seq: u64,
 }
 
 impl CachedObject {
@@ -56,6 +59,7 @@ impl CachedObject {
         CachedObject {
             metadata: o.metadata.clone(),
             body: Value::Object(body).to_string().into_boxed_str(),
+            seq: 0,
         }
     }
 
@@ -93,6 +97,7 @@ impl CachedObject {
         CachedObject {
             metadata,
             body: Value::Object(body).to_string().into_boxed_str(),
+            seq: 0,
         }
     }
 
@@ -292,6 +297,7 @@ impl<'de> Deserialize<'de> for CachedObject {
                 Ok(CachedObject {
                     metadata: metadata.unwrap_or_default(),
                     body: body.into_boxed_str(),
+                    seq: 0,
                 })
             }
         }

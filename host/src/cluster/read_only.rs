@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::access::ClusterAccess;
-use super::client::{Delete, PatchKind};
+use super::client::{Delete, ListChanges, PatchKind};
 use super::{ClientError, Resolved};
 
 /// Reads through `0`; every write is refused.
@@ -48,6 +48,17 @@ impl ClusterAccess for ReadOnly {
         fields: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<String>, ClientError>> {
         self.0.list(r, namespace, labels, fields)
+    }
+
+    fn list_changes<'a>(
+        &'a self,
+        r: &'a Resolved,
+        namespace: Option<&'a str>,
+        labels: &'a str,
+        fields: Option<&'a str>,
+        cursor: u64,
+    ) -> BoxFuture<'a, Result<ListChanges, ClientError>> {
+        self.0.list_changes(r, namespace, labels, fields, cursor)
     }
 
     fn cached_uid(

@@ -25,6 +25,7 @@
 
 mod error;
 mod event;
+mod mirror;
 mod object_ref;
 mod params;
 
@@ -37,8 +38,23 @@ use crate::host::with_host;
 
 pub use error::ClientError;
 pub use event::{Event, EventType};
+pub use mirror::{Mirror, Synced, key_of};
 pub use object_ref::ObjectRef;
 pub use params::{DeleteParams, ListParams, Patch, Propagation};
+
+/// An answer of [`Client::list_changes`]: the contract's `changes`, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes<K> {
+    /// Selected objects created or changed since the cursor.
+    pub applied: Vec<K>,
+    /// Keys (`namespace/name`, or `name`) deleted or no longer selected; drop
+    /// them before storing `applied`.
+    pub removed: Vec<String>,
+    /// Pass this as `since` next time.
+    pub cursor: u64,
+    /// `applied` is the whole selection: drop everything kept before.
+    pub reset: bool,
+}
 
 /// The typed client in one cluster: [`Client`] for the host's own cluster,
 /// [`ClusterClient`] for one of its named clusters. It holds nothing but where
@@ -91,6 +107,39 @@ impl Client {
     /// allowed there).
     pub fn cluster(&self, name: &str) -> ClusterClient {
         ClusterClient::new(name)
+    }
+
+    /// What changed among the objects `params` selects since `since` (a
+    /// cursor an earlier answer gave; 0 for everything). [`Mirror`] keeps a
+    /// selection with this; call it directly only to keep your own.
+    pub fn list_changes<K>(
+        &self,
+        params: &ListParams,
+        since: u64,
+    ) -> Result<Changes<K>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let of = types::TypeRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+        };
+        let params = raw::ListParams {
+            namespace: params.namespace.clone(),
+            label_selector: params.label_selector.clone(),
+            field_selector: params.field_selector.clone(),
+        };
+        let c = with_host(|h| h.list_changes(&of, &params, since))?;
+        Ok(Changes {
+            applied: c
+                .applied
+                .iter()
+                .map(|json| decode(json))
+                .collect::<Result<_, _>>()?,
+            removed: c.removed,
+            cursor: c.cursor,
+            reset: c.reset,
+        })
     }
 
     /// Evicts a pod (honours PodDisruptionBudgets: `TooManyRequests` when one blocks it).

@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::bindings::client as raw;
 
 /// Which objects [`Client::list`](super::Client::list) returns (like kube's `ListParams`, plus the namespace).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ListParams {
     /// `None`: all namespaces (or a cluster-scoped kind).
     pub namespace: Option<String>,

@@ -149,7 +149,7 @@ enum Slot<'a> {
 /// controller reference).
 pub fn plan(
     set: &StatefulSet,
-    pods: &[Pod],
+    pods: &[&Pod],
     current: &Revision,
     update: &Revision,
     now: jiff::Timestamp,
@@ -160,7 +160,7 @@ pub fn plan(
     let mut slots: Vec<Option<&Pod>> = vec![None; s.replicas as usize];
     let mut condemned: Vec<(i32, &Pod)> = vec![];
     let mut live: Vec<&Pod> = vec![];
-    for p in pods {
+    for &p in pods {
         let Some(ord) = ordinal(&set_name, p.metadata.name.as_deref().unwrap_or_default()) else {
             continue; // upstream ignores pods whose ordinal does not parse
         };

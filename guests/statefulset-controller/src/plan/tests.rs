@@ -43,7 +43,8 @@ fn ready(n: i32, r: &str) -> Pod {
 }
 
 fn run(s: &StatefulSet, pods: &[Pod]) -> Plan {
-    plan(s, pods, &rev("r1", "old"), &rev("r2", "new"), now())
+    let pods: Vec<&Pod> = pods.iter().collect();
+    plan(s, &pods, &rev("r1", "old"), &rev("r2", "new"), now())
 }
 
 /// The ops as short strings: `+web-0@r2`, `-web-4`, `~web-1`.

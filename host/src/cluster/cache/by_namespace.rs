@@ -25,30 +25,30 @@ fn place(o: &CachedObject) -> (&str, &str) {
 }
 
 impl ByNamespace {
-    pub(super) fn insert(&mut self, o: Arc<CachedObject>) {
+    /// Stores `o`; returns the object it replaced.
+    pub(super) fn insert(&mut self, o: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
         let (ns, name) = place(&o);
         let name: Box<str> = name.into();
         // The namespace is allocated once, when its first object comes.
         match self.namespaces.get_mut(ns) {
-            Some(names) => {
-                names.insert(name, o);
-            }
+            Some(names) => names.insert(name, o),
             None => {
                 let ns: Box<str> = ns.into();
-                self.namespaces.entry(ns).or_default().insert(name, o);
+                self.namespaces.entry(ns).or_default().insert(name, o)
             }
         }
     }
 
-    pub(super) fn remove(&mut self, o: &CachedObject) {
+    /// Removes the object stored under `o`'s namespace and name, returned.
+    pub(super) fn remove(&mut self, o: &CachedObject) -> Option<Arc<CachedObject>> {
         let (ns, name) = place(o);
-        if let Some(names) = self.namespaces.get_mut(ns) {
-            names.remove(name);
-            // A deleted namespace leaves nothing behind.
-            if names.is_empty() {
-                self.namespaces.remove(ns);
-            }
+        let names = self.namespaces.get_mut(ns)?;
+        let old = names.remove(name);
+        // A deleted namespace leaves nothing behind.
+        if names.is_empty() {
+            self.namespaces.remove(ns);
         }
+        old
     }
 
     pub(super) fn get(&self, namespace: &str, name: &str) -> Option<&Arc<CachedObject>> {

@@ -299,6 +299,35 @@ impl State {
         self.note(r)
     }
 
+    async fn list_changes_live(
+        &mut self,
+        at: At<'_>,
+        of: TypeRef,
+        params: client::ListParams,
+        since: u64,
+    ) -> Result<client::Changes, ClientError> {
+        let (api, r) = self
+            .authorize(at, &of.api_version, &of.kind, None, "list")
+            .await?;
+        let r = self
+            .deadline()
+            .bound(api.list_changes(
+                &r,
+                params.namespace.as_deref(),
+                &params.label_selector,
+                params.field_selector.as_deref(),
+                since,
+            ))
+            .await;
+        let c = self.note(r)?;
+        Ok(client::Changes {
+            applied: c.applied,
+            removed: c.removed,
+            cursor: c.cursor,
+            reset: c.reset,
+        })
+    }
+
     async fn create_live(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
         let v = parse_json(&obj)?;
         let (av, kind, ns, _) = meta_of(&v);

@@ -55,7 +55,11 @@ impl State {
         let live_read = tape.shadowing()
             && matches!(
                 op,
-                "client.get" | "client.list" | "clusters.get" | "clusters.list"
+                "client.get"
+                    | "client.list"
+                    | "client.list-changes"
+                    | "clusters.get"
+                    | "clusters.list"
             );
         match tape.answer(op, args.clone(), live_read).and_then(decode) {
             Some(answer) => Some(answer),
@@ -140,6 +144,29 @@ impl client::Host for State {
             list_result,
             list_answer,
             self.list_live(At::Own, of, params).await
+        )
+    }
+
+    async fn list_changes(
+        &mut self,
+        of: TypeRef,
+        params: client::ListParams,
+        since: u64,
+    ) -> Result<client::Changes, ClientError> {
+        // A taped call must stand alone (its replay, or a shadow candidate,
+        // runs on a fresh instance that holds nothing): it gets everything.
+        let since = if self.tape_args(|| Value::Null).is_some() {
+            0
+        } else {
+            since
+        };
+        through_tape!(
+            self,
+            "client.list-changes",
+            json!({ "of": &of, "params": &params }),
+            result_json,
+            result_answer,
+            self.list_changes_live(At::Own, of, params, since).await
         )
     }
 
