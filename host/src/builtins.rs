@@ -1,5 +1,8 @@
 //! Built-in plugins: the controllers a Kubernetes control plane ships
-//! (scheduler, ...) and the default node provider, as ordinary wasm plugins.
+//! (scheduler, ...), the default node provider, and the StatefulsetRollout
+//! operator (`kubectl get sroll`, guests/sroll-reconciler/README.md), as
+//! ordinary wasm plugins. A built-in's manifest names its CRD files: they are
+//! installed beside it and the host applies them when the plugin loads.
 //!
 //! They are not embedded in the binary (the host build must not need a wasm
 //! toolchain, and embedding would recompile the host whenever a guest
@@ -32,6 +35,9 @@ pub const BUILTIN: &[&str] = &[
     "disruption-controller",
     "replicaset-controller",
     "deployment-controller",
+    // Needs the StatefulSet and disruption controllers (it evicts within a
+    // PodDisruptionBudget); on a real cluster kube-controller-manager's.
+    "sroll-reconciler",
 ];
 
 #[derive(clap::Args, Clone, Default)]
@@ -47,7 +53,11 @@ pub struct BuiltinArgs {
     #[arg(long, env = "WASMLET_BUILTIN_PLUGINS")]
     pub builtin_source: Option<PathBuf>,
     /// Which built-in plugins: `*` for all, `NAME` to add one, `-NAME` to
-    /// leave one out (as kube-controller-manager's `--controllers`).
+    /// leave one out (as kube-controller-manager's `--controllers`); e.g.
+    /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
+    /// Built-ins: scheduler, wasi-runner, statefulset-controller,
+    /// disruption-controller, replicaset-controller, deployment-controller,
+    /// sroll-reconciler.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.
@@ -288,6 +298,23 @@ mod tests {
         install(src.path(), dest.path(), &["wasi-runner"]).unwrap();
         assert!(!dest.path().join("scheduler.wasm").exists());
         assert!(dest.path().join("wasi-runner.wasm").exists());
+    }
+
+    #[test]
+    fn the_help_names_every_builtin() {
+        use clap::Args;
+        let cmd = BuiltinArgs::augment_args(clap::Command::new("up"));
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "builtin_plugins")
+            .unwrap();
+        let help = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+        for name in BUILTIN {
+            assert!(
+                help.contains(name),
+                "--builtin-plugins help lacks {name}: {help}"
+            );
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! OCI registry credentials, shared by the node's image pulls and plugin
 //! artifacts: docker config files and `imagePullSecrets` read into
 //! [`PullSecret`]s, and the one that applies to a reference; [`capped`]: the
-//! size-capped reads both pull through.
+//! size-capped reads both pull through; [`module`]: workload modules pushed
+//! as pod images.
 
 pub mod capped;
+pub mod module;
 pub mod token;
 
 /// A transport error's text, with a hint when the TLS handshake met plain
@@ -13,7 +15,7 @@ pub fn transport_message(e: &(dyn std::error::Error + 'static)) -> String {
     let text = crate::causes::text(e);
     if text.contains("InvalidContentType") {
         format!(
-            "{text} (the registry seems to speak plain HTTP: pass --insecure to `plugin push/pull`, or --insecure-registry HOST:PORT to the node)"
+            "{text} (the registry seems to speak plain HTTP: pass --insecure to `plugin push/pull` or `module push`, or --insecure-registry HOST:PORT to the node)"
         )
     } else {
         text

@@ -91,10 +91,17 @@ pub const DEFAULT_LOG_FILTER: &str = "info,kube_client::client::tls=error";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines, coloured only when stderr is a terminal (so no
-    /// escape codes reach `kubectl logs` or a file).
+    /// escape codes reach `kubectl logs` or a file) and `NO_COLOR` is unset.
     Text,
     /// One JSON object a line.
     Json,
+}
+
+/// Whether text logs are coloured: only on a terminal, and not when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org).
+/// (`with_ansi(true)` would override tracing-subscriber's own NO_COLOR check.)
+pub fn colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The log settings (`--log-level`, `--log-format`).
@@ -113,7 +120,10 @@ pub fn init(logs: Logs<'_>, otlp_endpoint: Option<&str>) -> Result<Telemetry, Te
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = match logs.format {
         LogFormat::Text => fmt
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR"),
+            ))
             .with_filter(filter)
             .boxed(),
         LogFormat::Json => fmt.json().with_filter(filter).boxed(),
@@ -156,6 +166,15 @@ pub fn init(logs: Logs<'_>, otlp_endpoint: Option<&str>) -> Result<Telemetry, Te
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(!colour(false, None));
+        assert!(!colour(true, Some("1".into())));
+        // An empty NO_COLOR is unset, as no-color.org says.
+        assert!(colour(true, Some("".into())));
+    }
 
     #[test]
     fn a_base_url_gets_the_traces_path_once() {

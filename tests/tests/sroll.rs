@@ -20,7 +20,7 @@ use wasmlet_e2e::sroll::{
     wait_status,
 };
 use wasmlet_e2e::workload_plane::{self, record};
-use wasmlet_e2e::{Plane, eventually, free_port, install_plugin};
+use wasmlet_e2e::{Plane, eventually, free_port, install_plugin_with};
 
 const REVISION: &str = "controller-revision-hash";
 
@@ -31,7 +31,13 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
         extra,
     )
     .await?;
-    install_plugin(&plane.plugin_dir(), "sroll-reconciler")?;
+    // The shipped manifest allows the local Consul port only; the fake chat,
+    // Consul and callback server listens on another loopback port.
+    install_plugin_with(&plane.plugin_dir(), "sroll-reconciler", |toml| {
+        let shipped = r#"http-hosts = ["slack.com", "127.0.0.1:8500"]"#;
+        assert!(toml.contains(shipped), "the shipped http-hosts changed");
+        toml.replace(shipped, r#"http-hosts = ["slack.com", "127.0.0.1"]"#)
+    })?;
     let api = sroll::api(&client);
     eventually(
         Duration::from_secs(180),
@@ -372,6 +378,124 @@ async fn a_host_killed_mid_rollout_resumes_without_evicting_twice() -> Result<()
     ensure!(
         deletions(&snap, &v1).len() == 4,
         "every v1 pod evicted once"
+    );
+    Ok(())
+}
+
+/// The rollout of `guests/sroll-reconciler/README.md`'s example: two
+/// sleepers, `version` in their environment, `percent` on the new template.
+fn readme_rollout(version: &str, percent: u32) -> String {
+    let image = workload_plane::workload("sleeper.wasm");
+    format!(
+        r#"apiVersion: rollouts.wasmlet.dev/v1
+kind: StatefulsetRollout
+metadata:
+  name: web
+spec:
+  percent: {percent}
+  maxUnavailable: 1
+  statefulset:
+    spec:
+      replicas: 2
+      serviceName: web
+      updateStrategy:
+        type: OnDelete
+      selector:
+        matchLabels:
+          app: web
+      template:
+        metadata:
+          labels:
+            app: web
+        spec:
+          terminationGracePeriodSeconds: 1
+          tolerations:
+          - key: kubernetes.io/arch
+            operator: Exists
+          containers:
+          - name: main
+            image: {image}
+            env:
+            - name: VERSION
+              value: "{version}"
+"#
+    )
+}
+
+/// `wasmlet up` ships the operator: with the default built-ins (`*`)
+/// `kubectl get sroll` answers as soon as the plane is up, and a rollout is
+/// driven with kubectl alone, as the crate's README shows. On the old code
+/// the CRD was never installed: "the server doesn't have a resource type".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_ships_the_operator_and_kubectl_drives_a_rollout() -> Result<()> {
+    let (plane, client) = workload_plane::start_with("*", &[]).await?;
+    eventually(
+        Duration::from_secs(120),
+        "kubectl get sroll after up",
+        || async { plane.kubectl_ok(&["get", "sroll"]).ok() },
+    )
+    .await?;
+    let file = plane.data_dir().join("web.yaml");
+    std::fs::write(&file, readme_rollout("1", 100))?;
+    let file = file.display().to_string();
+    plane.kubectl_ok(&["apply", "-f", &file])?;
+    let api = sroll::api(&client);
+    let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
+    assert_eq!(st["readyReplicas"], 2);
+    let v1 = revision(&pods_of(&client, "web").await?[0]);
+
+    // Version 2 to 50 %: one of the two pods moves, the other stays.
+    std::fs::write(&file, readme_rollout("2", 50))?;
+    plane.kubectl_ok(&["apply", "-f", &file])?;
+    let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
+    assert_eq!(st["updatedReplicas"], 1, "{st}");
+    let revs: Vec<String> = pods_of(&client, "web")
+        .await?
+        .iter()
+        .map(revision)
+        .collect();
+    ensure!(
+        revs.iter().filter(|r| **r == v1).count() == 1,
+        "one pod left on the old revision: {revs:?}"
+    );
+    let out = plane.kubectl_ok(&["get", "sroll", "web"])?;
+    ensure!(
+        out.contains("RolloutDone") && out.contains(" 50 "),
+        "kubectl get sroll web: {out}"
+    );
+    Ok(())
+}
+
+/// `--builtin-plugins '*,-sroll-reconciler'` leaves the operator out: every
+/// other built-in loads, the operator and its CRD do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_plugins_can_leave_the_operator_out() -> Result<()> {
+    let (plane, _client) = workload_plane::start_with("*,-sroll-reconciler", &[]).await?;
+    // Plugins load one by one in name order, each after its CRDs: once the
+    // last (wasi-runner) is loaded, the operator would have been too.
+    eventually(
+        Duration::from_secs(120),
+        "the last built-in loaded",
+        || async {
+            let log = plane.log();
+            log.lines()
+                .any(|l| l.contains("plugin loaded") && l.contains("wasi-runner"))
+                .then_some(())
+        },
+    )
+    .await?;
+    let builtin = plane.data_dir().join("plugins/builtin");
+    ensure!(
+        builtin.join("deployment-controller.wasm").exists()
+            && !builtin.join("sroll-reconciler.wasm").exists(),
+        "installed built-ins: {:?}",
+        std::fs::read_dir(&builtin)?.collect::<Vec<_>>()
+    );
+    let out = plane.kubectl(&["get", "sroll"])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && err.contains("resource type"),
+        "kubectl get sroll: {err}"
     );
     Ok(())
 }

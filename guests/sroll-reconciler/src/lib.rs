@@ -1,5 +1,9 @@
 //! `sroll-reconciler`: the StatefulsetRollout operator (rollouts.wasmlet.dev/v1,
-//! `kubectl get sroll`) as a wasmlet reconciler.
+//! `kubectl get sroll`) as a wasmlet reconciler, built into `wasmlet up`.
+//!
+//! **Users start with `guests/sroll-reconciler/README.md`** (this crate's
+//! README): the CRD, a worked example with kubectl, the chat, Consul and
+//! callback settings, and the version-leak caveat below.
 //!
 //! A StatefulsetRollout owns one `OnDelete` StatefulSet and moves
 //! `ceil(replicas × percent / 100)` of its pods onto the new template by evicting
@@ -20,7 +24,8 @@
 //! Rolling back means restoring the previous template (the set's update
 //! revision becomes the old one and the same loop moves the pods back).
 //! Lowering `percent` below what is already deployed does not move pods back
-//! (a partial rollback would need the old template; see the README).
+//! (a partial rollback would need the old template; README.md says how to
+//! roll back).
 
 pub mod api;
 pub mod consul;

@@ -5,6 +5,7 @@
 //! - `wasmlet apiserver`: only the embedded API server;
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
+//! - `wasmlet module push FILE.wasm REF`: a workload module as a pod's image;
 //! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster;
 //! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
@@ -64,7 +65,8 @@ struct Cli {
     )]
     log_level: String,
     /// How log records are written to stderr: `text` (coloured only on a
-    /// terminal) or `json` (one object a line, for log collectors).
+    /// terminal, and never with `NO_COLOR` set) or `json` (one object a line,
+    /// for log collectors).
     #[arg(
         long,
         global = true,
@@ -117,6 +119,9 @@ enum Command {
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Workload modules: the WASI programs pods run.
+    #[command(subcommand)]
+    Module(ModuleCommand),
     /// Run recorded calls (`--record`, manifest `[record]`) again on a plugin
     /// build, with no cluster: each import is answered from the record. Says per
     /// call: same, different (with the differences) or diverged; fails unless all are the same.
@@ -129,6 +134,23 @@ enum Command {
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModuleCommand {
+    /// Push a WASI module or component (FILE.wasm) to an OCI registry as
+    /// REGISTRY/REPO:TAG, in the layout the node pulls: a pod's `image` can
+    /// then name it (`kubectl run NAME --image=REGISTRY/REPO:TAG`, with a
+    /// toleration of the wasm node's taint `kubernetes.io/arch=wasm32-wasi`;
+    /// a plain-HTTP registry needs the node's `--insecure-registry HOST:PORT`).
+    Push {
+        /// The module: a core module (WASI preview 1) or a component (WASI 0.2).
+        path: PathBuf,
+        /// Where to push it: REGISTRY/REPO:TAG (e.g. 127.0.0.1:5000/hello:v1).
+        reference: String,
+        #[command(flatten)]
+        registry: registry::RegistryArgs,
     },
 }
 
@@ -410,6 +432,11 @@ async fn main_async(cli: Cli) -> Result<()> {
             dir,
             registry,
         }) => registry::plugin_pull(&reference, &dir, &registry).await?,
+        Command::Module(ModuleCommand::Push {
+            path,
+            reference,
+            registry,
+        }) => registry::module_push(&path, &reference, &registry).await?,
         Command::Plugin(PluginCommand::Shadow {
             name,
             candidate,

@@ -1,5 +1,7 @@
 //! `wasmlet plugin push` / `wasmlet plugin pull`: plugins to and from OCI
-//! registries (see [`crate::plugin::distribution`]).
+//! registries (see [`crate::plugin::distribution`]); `wasmlet module push`:
+//! a workload module as a pod's image (see [`crate::oci::module`]). The
+//! registry flags are the same for all three.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -12,7 +14,7 @@ use crate::plugin::distribution::{self, Artifact, RegistryOptions};
 #[derive(clap::Args, Clone, Default)]
 pub struct RegistryArgs {
     /// Talk plain HTTP to the registry (a local one).
-    #[arg(long)]
+    #[arg(long, visible_alias = "plain-http")]
     pub insecure: bool,
     /// Registry user (default: the docker config file's credentials, else anonymous).
     #[arg(long, requires = "password_stdin")]
@@ -56,6 +58,17 @@ pub async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> R
     let (name, artifact) = Artifact::read(path)?;
     let digest = distribution::push(&artifact, reference, &args.options(reference)?).await?;
     println!("pushed plugin {name} to {reference}@{digest}");
+    Ok(())
+}
+
+pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
+    let (kind, digest) =
+        crate::oci::module::push(path, reference, &args.options(reference)?).await?;
+    println!(
+        "pushed {} ({}) to {reference}@{digest}",
+        path.display(),
+        kind.os()
+    );
     Ok(())
 }
 

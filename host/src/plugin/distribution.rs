@@ -33,6 +33,11 @@ pub const COMPONENT_MEDIA_TYPE: &str = "application/wasm";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.manifest.v1+toml";
 pub const CRD_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.crd.v1+yaml";
 const TITLE: &str = "org.opencontainers.image.title";
+
+/// A layer's annotations naming it `title` (the file name tools write it to).
+pub fn titled(title: &str) -> Option<BTreeMap<String, String>> {
+    Some(BTreeMap::from([(TITLE.to_string(), title.to_string())]))
+}
 /// The most a pulled artifact may hold, all layers together: a registry that
 /// declares more is refused before anything is downloaded, and a layer longer
 /// than its descriptor says is cut off there (manifests: at 4 MiB,
@@ -133,7 +138,6 @@ impl Artifact {
     }
 
     fn layers(&self) -> Vec<ImageLayer> {
-        let titled = |title: &str| Some(BTreeMap::from([(TITLE.to_string(), title.to_string())]));
         let mut layers = vec![
             ImageLayer::new(
                 self.wasm.clone(),
@@ -224,14 +228,25 @@ pub async fn push(
     reference: &str,
     opts: &RegistryOptions,
 ) -> Result<String, DistributionError> {
+    push_layers(artifact.layers(), "wasip2", reference, opts).await
+}
+
+/// Pushes `layers` under a wasm config (`architecture: wasm`, `os`, the
+/// layers' digests) as `reference`; returns the manifest's digest. Plugins
+/// and workload modules ([`crate::oci::module`]) go out through it.
+pub async fn push_layers(
+    layers: Vec<ImageLayer>,
+    os: &str,
+    reference: &str,
+    opts: &RegistryOptions,
+) -> Result<String, DistributionError> {
     let r = parse(reference)?;
     let client = client(&r, opts)?;
     let auth = auth_for(&r, &opts.credentials);
-    let layers = artifact.layers();
     let config = serde_json::json!({
         "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "architecture": "wasm",
-        "os": "wasip2",
+        "os": os,
         "layerDigests": layers.iter().map(|l| l.sha256_digest()).collect::<Vec<_>>(),
     });
     let config = Config::new(
