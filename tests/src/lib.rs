@@ -124,6 +124,19 @@ impl Plane {
         .await
     }
 
+    /// `GET PATH` on the metrics address of a plane started with
+    /// [`Plane::start_up`] (`/readyz?verbose`, `/healthz`): (status, body).
+    pub async fn http_get(&self, path: &str) -> Result<(u16, String)> {
+        let url = self.metrics_url().await?;
+        let base = url.strip_suffix("/metrics").context("the metrics URL")?;
+        let out = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", &format!("{base}{path}")])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').context("curl's status line")?;
+        Ok((code.parse()?, body.to_string()))
+    }
+
     /// The metrics text exposition.
     pub async fn metrics(&self) -> Result<String> {
         let url = self.metrics_url().await?;

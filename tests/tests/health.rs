@@ -5,7 +5,8 @@
 //! and `process_*` metrics after a WASI pod runs. Raw HTTP (curl) for the
 //! endpoints, the kube client for the Node and the pod.
 
-use std::process::Command;
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -15,16 +16,9 @@ use serde_json::json;
 use wasmlet_e2e::workload_plane::{workload, workloads_dir};
 use wasmlet_e2e::{Plane, eventually, install_plugin, metric};
 
-/// `GET http://ADDR/PATH` on the host's metrics address: (status, body).
+/// `GET PATH` on the host's metrics address: (status, body).
 async fn get(plane: &Plane, path: &str) -> Result<(u16, String)> {
-    let url = plane.metrics_url().await?;
-    let base = url.strip_suffix("/metrics").context("the metrics URL")?;
-    let out = Command::new("curl")
-        .args(["-s", "-w", "\n%{http_code}", &format!("{base}{path}")])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').context("curl's status line")?;
-    Ok((code.parse()?, body.to_string()))
+    plane.http_get(path).await
 }
 
 /// The Node's condition `type_`: (status, reason, message).
@@ -179,6 +173,10 @@ async fn readyz_and_the_node_report_a_missing_then_rejected_provider_until_a_goo
         "{code} {why}"
     );
     assert_eq!(get(&plane, "/healthz").await?, (200, "ok".to_string()));
+    // A pod bound meanwhile waits for the provider: Pending, not failed.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &hello_pod("before-fix", node))
+        .await?;
 
     // Fixed: the good version loads; the Node and /readyz recover.
     install_plugin(&dir, "wasi-runner")?;
@@ -197,20 +195,21 @@ async fn readyz_and_the_node_report_a_missing_then_rejected_provider_until_a_goo
     assert_eq!(get(&plane, "/readyz").await?, (200, "ok".to_string()));
     assert_eq!(get(&plane, "/healthz").await?, (200, "ok".to_string()));
 
-    // The node runs pods again: a WASI pod succeeds.
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // The node runs pods again: the one that waited, and a new one.
     pods.create(&PostParams::default(), &hello_pod("after-fix", node))
         .await?;
-    eventually(
-        Duration::from_secs(60),
-        "pod after-fix Succeeded",
-        || async {
-            let p = pods.get_opt("after-fix").await.ok()??;
-            (p.status?.phase? == "Succeeded").then_some(())
-        },
-    )
-    .await
-    .with_context(|| plane.log())?;
+    for name in ["before-fix", "after-fix"] {
+        eventually(
+            Duration::from_secs(60),
+            &format!("pod {name} Succeeded"),
+            || async {
+                let p = pods.get_opt(name).await.ok()??;
+                (p.status?.phase? == "Succeeded").then_some(())
+            },
+        )
+        .await
+        .with_context(|| plane.log())?;
+    }
     Ok(())
 }
 
@@ -395,5 +394,207 @@ async fn memory_pressure_follows_the_workload_memory_budget() -> Result<()> {
         "KubeletHasSufficientMemory",
     )
     .await?;
+    Ok(())
+}
+
+/// The workload runtime cannot start workloads while the data directory's
+/// `node/pods` (where every start opens its log and volumes) cannot take a
+/// file: here it is replaced by a regular file, as a broken data directory
+/// has it (the tests run as root, whom permission bits do not stop; a
+/// read-only or full file system fails the same write). The Node is
+/// Ready=False `WorkloadRuntimeUnavailable` and `/readyz` fails
+/// `node-agent` while it lasts; a pod bound meanwhile fails to start and
+/// backs off, and runs once the directory is back.
+#[tokio::test]
+async fn the_node_reports_a_workload_runtime_that_cannot_start_workloads_until_fixed() -> Result<()>
+{
+    let node = "runtime-node";
+    let modules = workloads_dir().display().to_string();
+    let plane = Plane::start_up(&["--node-name", node, "--allow-file-images", &modules]).await?;
+    let client = plane.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_ready(&plane, &nodes, node, "True", "KubeletReady").await?;
+
+    let pods_dir = plane.data_dir().join("node").join("pods");
+    let away = plane.data_dir().join("node").join("pods.away");
+    std::fs::rename(&pods_dir, &away)?;
+    std::fs::write(&pods_dir, b"not a directory")?;
+    let message = wait_ready(&plane, &nodes, node, "False", "WorkloadRuntimeUnavailable").await?;
+    ensure!(
+        message.contains(&pods_dir.display().to_string())
+            && message.contains("no workload can start"),
+        "{message}"
+    );
+    wait_readyz(
+        &plane,
+        500,
+        &[
+            "[-]node-agent failed: reason withheld",
+            "readyz check failed",
+        ],
+    )
+    .await?;
+    let (code, why) = get(&plane, "/readyz/node-agent").await?;
+    ensure!(
+        code == 500 && why.contains("WorkloadRuntimeUnavailable"),
+        "{code} {why}"
+    );
+    // Restarting the process would not fix the disk: live, not ready.
+    assert_eq!(get(&plane, "/livez").await?, (200, "ok".to_string()));
+
+    // A pod bound now cannot start (its log cannot be opened) and backs off.
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let sleeper: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waits"},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
+            "containers": [{"name": "main", "image": workload("sleeper.wasm")}],
+        },
+    }))?;
+    pods.create(&PostParams::default(), &sleeper).await?;
+    let last = std::sync::Mutex::new(String::new());
+    eventually(
+        Duration::from_secs(60),
+        "pod waits failing to start (StartError)",
+        || async {
+            let p = pods.get_opt("waits").await.ok()??;
+            let c = serde_json::to_value(p.status?.container_statuses?.first()?).ok()?;
+            *last.lock().unwrap() = c.to_string();
+            let reason = |at: &str| c.pointer(at).and_then(|r| r.as_str()).map(str::to_string);
+            (reason("/state/terminated/reason").as_deref() == Some("StartError")
+                || reason("/lastState/terminated/reason").as_deref() == Some("StartError"))
+            .then_some(())
+        },
+    )
+    .await
+    .with_context(|| format!("last container status: {}", last.lock().unwrap()))?;
+
+    // Fixed: Ready again, and the pod runs.
+    std::fs::remove_file(&pods_dir)?;
+    std::fs::rename(&away, &pods_dir)?;
+    wait_ready(&plane, &nodes, node, "True", "KubeletReady").await?;
+    wait_readyz(&plane, 200, &["[+]node-agent ok", "readyz check passed"]).await?;
+    eventually(
+        Duration::from_secs(120),
+        "pod waits Running after the fix",
+        || async {
+            let p = pods.get_opt("waits").await.ok()??;
+            (p.status?.phase? == "Running").then_some(())
+        },
+    )
+    .await
+    .with_context(|| plane.log())?;
+    Ok(())
+}
+
+/// Another process holds the store's SQLite database in a write
+/// transaction (`sqlite3` with `BEGIN IMMEDIATE`, as a backup or an
+/// operator's session might): the store cannot commit, writes fail, and
+/// `/livez`, `/healthz` and `/readyz` fail `store` (kube-apiserver's `etcd`
+/// check is in all three) until the lock is released and a write commits.
+#[tokio::test]
+async fn the_health_endpoints_fail_while_the_store_cannot_commit() -> Result<()> {
+    let plane = Plane::start_up(&["--no-node"]).await?;
+    let client = plane.client().await?;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &wasmlet_e2e::configmap("before", &[]),
+    )
+    .await?;
+    // Everything ready first (the built-in plugins loaded): the store is
+    // then the only check to fail.
+    wait_readyz(&plane, 200, &["readyz check passed"]).await?;
+    assert_eq!(get(&plane, "/healthz").await?, (200, "ok".to_string()));
+
+    let db = plane.data_dir().join("state.db");
+    let mut holder = Command::new("sqlite3")
+        .arg("-bail")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("sqlite3 (the sqlite3 command-line shell)")?;
+    let mut stdin = holder.stdin.take().context("sqlite3's stdin")?;
+    // Waits its turn if the host is committing; an error ends it (-bail).
+    writeln!(stdin, ".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';")?;
+    stdin.flush()?;
+    let stdout = holder.stdout.take().context("sqlite3's stdout")?;
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .map(|_| line)
+    })
+    .await??;
+    ensure!(line.trim() == "locked", "sqlite3 said {line:?}");
+
+    // A write now cannot commit.
+    let err = cms
+        .create(
+            &PostParams::default(),
+            &wasmlet_e2e::configmap("during", &[]),
+        )
+        .await
+        .expect_err("a write while the database is locked");
+    ensure!(
+        matches!(&err, kube::Error::Api(e) if e.code == 500),
+        "{err}"
+    );
+    for (path, last) in [
+        ("/livez?verbose", "livez check failed"),
+        ("/healthz?verbose", "healthz check failed"),
+        ("/readyz?verbose", "readyz check failed"),
+    ] {
+        let (code, body) = get(&plane, path).await?;
+        ensure!(
+            code == 500
+                && body
+                    .lines()
+                    .any(|l| l == "[-]store failed: reason withheld")
+                && body.lines().any(|l| l == last),
+            "{path}: {code}\n{body}"
+        );
+    }
+    let (code, why) = get(&plane, "/readyz/store").await?;
+    ensure!(
+        code == 500 && why.contains("the last commit failed") && why.contains("locked"),
+        "{code} {why}"
+    );
+
+    // Released: the next write commits and the checks pass again.
+    writeln!(stdin, "ROLLBACK;")?;
+    drop(stdin);
+    let status = tokio::task::spawn_blocking(move || holder.wait()).await??;
+    ensure!(status.success(), "sqlite3: {status}");
+    eventually(
+        Duration::from_secs(30),
+        "a write committing again",
+        || async {
+            cms.create(
+                &PostParams::default(),
+                &wasmlet_e2e::configmap("after", &[]),
+            )
+            .await
+            .ok()
+        },
+    )
+    .await?;
+    for path in ["/livez", "/healthz", "/readyz"] {
+        let verbose = get(&plane, &format!("{path}?verbose")).await?;
+        assert_eq!(
+            get(&plane, path).await?,
+            (200, "ok".to_string()),
+            "{verbose:?}"
+        );
+    }
+    let (code, body) = get(&plane, "/healthz?verbose").await?;
+    ensure!(
+        code == 200 && body.lines().any(|l| l == "[+]store ok"),
+        "{code}\n{body}"
+    );
     Ok(())
 }

@@ -21,7 +21,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::registry::{self, Registry};
 use wasmlet_e2e::workload_plane::{workload, workloads_dir};
-use wasmlet_e2e::{Host, Plane, eventually, install_plugin};
+use wasmlet_e2e::{Host, Plane, eventually, install_plugin, metric};
 
 // ---- helpers ---------------------------------------------------------------------
 
@@ -732,10 +732,13 @@ enum Stop {
     Term,
 }
 
-/// A crash-looping pod across a host restart on the same data directory: the
-/// kubelet keeps its bookkeeping across its own restarts, so restartCount never
-/// goes back (and keeps growing), lastState keeps a termination, and `kubectl
-/// logs --previous` shows the earlier run's output.
+/// A crash-looping pod and a running one across a host restart on the same
+/// data directory: the kubelet keeps its bookkeeping across its own
+/// restarts, so restartCount never goes back (and keeps growing), lastState
+/// keeps a termination, and `kubectl logs --previous` shows the earlier
+/// run's output. The crash-looping pod keeps backing off (not stranded);
+/// the running one, whose workload died with the host, runs again with the
+/// lost run counted as the kubelet counts a container it can no longer find.
 async fn a_host_restart_keeps_restart_counts_and_previous_logs(
     node: &str,
     stop: Stop,
@@ -744,11 +747,24 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let spec = json!({"restartPolicy": "Always", "containers": [container("main", &workload("exitcode.wasm"), &["1"])]});
     create(&pods, &node_pod("crash", node, spec)).await?;
+    let spec = json!({"containers": [container("main", &workload("sleeper.wasm"), &[])]});
+    create(&pods, &node_pod("runs", node, spec)).await?;
     let before = wait_pod(&plane, &pods, "crash", 60, "restartCount 1", |p| {
         restart_count(p) >= 1
     })
     .await?;
     let n = restart_count(&before);
+    wait_pod(&plane, &pods, "runs", 60, "Running and Ready", |p| {
+        phase(p) == "Running" && condition(p, "Ready").as_deref() == Some("True")
+    })
+    .await?;
+    eventually(Duration::from_secs(30), "a tick logged by runs", || async {
+        let out = plane.kubectl(&["logs", "runs"]).ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .contains("tick 1")
+            .then_some(())
+    })
+    .await?;
 
     match stop {
         Stop::Kill => plane.kill9(),
@@ -782,6 +798,16 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
         seen.iter().all(|c| *c >= n),
         "restartCount went back below {n} after the restart ({stop:?}): {seen:?}"
     );
+    // It went on backing off after the restart.
+    ensure!(
+        history
+            .first(|p| {
+                restart_count(p) > n && waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
+            })
+            .is_some(),
+        "no CrashLoopBackOff past restartCount {n} after the restart ({stop:?}): {:?}",
+        history.reasons()
+    );
     let last = cstatus(&after);
     ensure!(
         last.pointer("/lastState/terminated/exitCode").is_some(),
@@ -811,6 +837,39 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
         "{} keeps {kept:?} after {} runs",
         dir.display(),
         restart_count(&after) + 1
+    );
+
+    // The running pod runs again, its lost run counted and its log kept.
+    let runs = wait_pod(
+        &plane,
+        &pods,
+        "runs",
+        60,
+        "Running and Ready again, restartCount 1 or more",
+        |p| {
+            phase(p) == "Running"
+                && condition(p, "Ready").as_deref() == Some("True")
+                && restart_count(p) >= 1
+        },
+    )
+    .await?;
+    let last = cstatus(&runs);
+    let terminated = last
+        .pointer("/lastState/terminated")
+        .with_context(|| format!("runs: no lastState.terminated: {last}"))?;
+    if let Stop::Kill = stop {
+        // The kubelet's record of a container it can no longer find.
+        ensure!(
+            restart_count(&runs) == 1
+                && terminated["reason"] == "ContainerStatusUnknown"
+                && terminated["exitCode"] == 137,
+            "runs after SIGKILL: {last}"
+        );
+    }
+    let previous = plane.kubectl_ok(&["logs", "runs", "--previous"])?;
+    ensure!(
+        previous.contains("tick 1"),
+        "kubectl logs runs --previous after the restart: {previous:?}"
     );
     Ok(())
 }
@@ -1174,6 +1233,42 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
     for (name, at, kind, _) in cases {
         create(&pods, &faulty_pod(name, node, at, kind)).await?;
     }
+    // Traps and deadlines one after another: the Node tells the scheduler
+    // its provider is crash-looping, and the host's /readyz fails its
+    // node-agent check (issue 33).
+    let nodes: Api<Node> = Api::all(client.clone());
+    // The provider's first load (a compile) comes first.
+    let message = eventually(
+        Duration::from_secs(90),
+        "the Node Ready=False, ProviderCrashLooping",
+        || async {
+            let n = nodes.get(node).await.ok()?;
+            let ready = n
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.status == "False" && ready.reason.as_deref() == Some("ProviderCrashLooping"))
+                .then(|| ready.message.unwrap_or_default())
+        },
+    )
+    .await
+    .with_context(|| log_tail(&plane))?;
+    assert!(message.contains("faulty-provider"), "{message}");
+    let readyz = eventually(
+        Duration::from_secs(60),
+        "/readyz failing node-agent",
+        || async {
+            let (code, body) = plane.http_get("/readyz?verbose").await.ok()?;
+            (code == 500
+                && body
+                    .lines()
+                    .any(|l| l == "[-]node-agent failed: reason withheld"))
+            .then_some(body)
+        },
+    )
+    .await?;
+    assert!(readyz.ends_with("readyz check failed\n"), "{readyz}");
     for ((name, _, _, what), history) in cases.iter().zip(&histories) {
         // Three retries, each after a longer back-off, the pod never failed
         // (read from the watch: the pods fault side by side, so a later one
@@ -1204,26 +1299,34 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
         );
         expect_event(&client, name, "Warning", "ProviderBackOff", what).await?;
     }
-    // Traps and deadlines one after another: the Node tells the scheduler
-    // its provider is crash-looping (issue 33).
-    let nodes: Api<Node> = Api::all(client.clone());
-    let message = eventually(
+    // While the pods wait out their back-offs they are in the host's own
+    // state ProviderBackOff, and each retry moves them back to the state
+    // whose handler faulted: the pod-state metrics show both moves.
+    let provider = "provider=\"faulty-provider\"";
+    let moves = |from: &str, to: &str| format!("{provider},from=\"{from}\",to=\"{to}\"");
+    let last = Mutex::new(String::new());
+    eventually(
         Duration::from_secs(60),
-        "the Node Ready=False, ProviderCrashLooping",
+        "pods counted in ProviderBackOff, moved in and out of it",
         || async {
-            let n = nodes.get(node).await.ok()?;
-            let ready = n
-                .status?
-                .conditions?
-                .into_iter()
-                .find(|c| c.type_ == "Ready")?;
-            (ready.status == "False" && ready.reason.as_deref() == Some("ProviderCrashLooping"))
-                .then(|| ready.message.unwrap_or_default())
+            let m = plane.metrics().await.ok()?;
+            let transitions =
+                |from, to| metric(&m, "wasmlet_node_pod_transitions_total{", &moves(from, to));
+            let waiting = metric(
+                &m,
+                "wasmlet_node_pods{",
+                &format!("{provider},state=\"ProviderBackOff\""),
+            );
+            let (into, back) = (
+                transitions("Registered", "ProviderBackOff"),
+                transitions("ProviderBackOff", "Registered"),
+            );
+            *last.lock().unwrap() = format!("{waiting} waiting, {into} in, {back} back");
+            (waiting >= 1.0 && into >= 3.0 && back >= 3.0).then_some(())
         },
     )
     .await
-    .with_context(|| log_tail(&plane))?;
-    assert!(message.contains("faulty-provider"), "{message}");
+    .with_context(|| last.lock().unwrap().clone())?;
     // The faults stop: each pod's next retry runs it (the back-off by then
     // may be tens of seconds).
     for (name, at, ..) in cases {
@@ -1243,6 +1346,45 @@ async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<(
         );
         assert_eq!(condition(&p, "Ready").as_deref(), Some("True"), "{name}");
     }
+    // Recovered: no pod in ProviderBackOff, every one Running; the Node
+    // Ready again once no fault is recent, and /readyz with it.
+    let m = eventually(
+        Duration::from_secs(30),
+        "no pod counted in ProviderBackOff",
+        || async {
+            let m = plane.metrics().await.ok()?;
+            (metric(
+                &m,
+                "wasmlet_node_pods{",
+                &format!("{provider},state=\"ProviderBackOff\""),
+            ) == 0.0)
+                .then_some(m)
+        },
+    )
+    .await?;
+    assert_eq!(
+        metric(
+            &m,
+            "wasmlet_node_pods{",
+            &format!("{provider},state=\"Running\"")
+        ),
+        cases.len() as f64
+    );
+    eventually(Duration::from_secs(60), "the Node Ready again", || async {
+        let n = nodes.get(node).await.ok()?;
+        let ready = n
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.status == "True").then_some(())
+    })
+    .await
+    .with_context(|| log_tail(&plane))?;
+    eventually(Duration::from_secs(30), "/readyz passing", || async {
+        (plane.http_get("/readyz").await.ok()? == (200, "ok".to_string())).then_some(())
+    })
+    .await?;
     Ok(())
 }
 

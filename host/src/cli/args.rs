@@ -126,7 +126,8 @@ pub struct NodeArgs {
     pub workload_max_open_files: usize,
     /// The first back-off (ms) when a provider call (init, a state handler)
     /// errors, traps or runs past its deadline; it doubles to 300 s, as the
-    /// kubelet's crash-loop back-off (tests shorten it).
+    /// kubelet's crash-loop back-off (tests shorten it). The Node reports
+    /// the provider crash-looping after 3 faults within 30 times this.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub provider_backoff_base_ms: u64,
     /// How long (ms) past a deleted pod's grace period its teardown may keep

@@ -1,7 +1,9 @@
 //! The Node object and its heartbeat: registration with capacity, nodeInfo,
 //! labels and taints; a Lease in `kube-node-lease` renewed every 10 s; the
-//! conditions kept fresh (Ready from [`super::ready`], the pressures from
-//! [`super::pressure`]); NotReady on shutdown. A failed renewal is
+//! conditions kept fresh (Ready from [`super::ready`], or False with
+//! `WorkloadRuntimeUnavailable` while the workload data directory cannot
+//! take a file (probed each tick, `super::workloads::probe`); the pressures
+//! from [`super::pressure`]); NotReady on shutdown. A failed renewal is
 //! logged and retried on the next tick, never a panic (a Krustlet gap).
 
 use std::collections::BTreeMap;
@@ -305,7 +307,13 @@ async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube
 #[derive(Debug, Default)]
 pub struct NodeHealth {
     pub lease_failures: std::sync::atomic::AtomicU32,
+    /// Why the workload runtime cannot start workloads, as the heartbeat's
+    /// last probe found (`None`: it can).
+    pub runtime: std::sync::Mutex<Option<String>>,
 }
+
+/// The Node's Ready reason while the workload runtime cannot start workloads.
+pub const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
 
 /// `wasmlet_node_lease_renewal_failures{node}`, read at each scrape.
 #[derive(Debug)]
@@ -365,9 +373,26 @@ pub async fn heartbeat(
                 false
             }
         };
-        let state = match readiness.check() {
-            Ok(()) => ReadyState::Ready,
-            Err(n) => ReadyState::NotReady(n),
+        // The workload runtime is probed on ticks only (it writes files).
+        if ticked {
+            let w = workloads.clone();
+            let fault = tokio::task::spawn_blocking(move || w.probe().err())
+                .await
+                .unwrap_or_else(|e| Some(format!("the workload runtime probe failed: {e}")));
+            *health.runtime.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+        }
+        let runtime = health
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let state = match (readiness.check(), runtime) {
+            (Err(n), _) => ReadyState::NotReady(n),
+            (Ok(()), Some(why)) => ReadyState::NotReady(NotReady {
+                reason: RUNTIME_UNAVAILABLE,
+                message: why,
+            }),
+            (Ok(()), None) => ReadyState::Ready,
         };
         let conds = node_conditions(&state, &super::pressure::measure(&workloads));
         if conds != written {

@@ -2,8 +2,10 @@
 //! metrics and kubectl describe"): pods per provider and state (gauge),
 //! transitions per (from, to) (counter), time spent in a state before leaving
 //! it (histogram) and provider handler faults by kind (counter). States are
-//! those the machine comes to rest in (the ones whose status is written);
-//! states passed straight through are not counted.
+//! those the machine comes to rest in (the ones whose status is written),
+//! and the host's own `ProviderBackOff` while a faulting provider call
+//! waits for its retry (the retry counts the move back to the state whose
+//! handler faulted); states passed straight through are not counted.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

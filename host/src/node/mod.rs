@@ -201,7 +201,11 @@ impl NodeAgent {
         }
         agent::register(&client, &config).await?;
         let health = Arc::new(agent::NodeHealth::default());
-        let readiness = Arc::new(ready::Readiness::new(plugins.clone(), provider));
+        let readiness = Arc::new(ready::Readiness::new(
+            plugins.clone(),
+            provider,
+            config.provider_backoff_base,
+        ));
         tokio::spawn(agent::heartbeat(
             client.clone(),
             config.clone(),
@@ -267,6 +271,14 @@ impl NodeAgent {
         readiness
             .check()
             .map_err(|n| format!("{}: {}", n.reason, n.message))?;
+        if let Some(why) = health
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return Err(format!("{}: {why}", agent::RUNTIME_UNAVAILABLE));
+        }
         let failures = health
             .lease_failures
             .load(std::sync::atomic::Ordering::Relaxed);

@@ -37,6 +37,9 @@ mod fault;
 
 use fault::AfterFault;
 
+/// A delay as Events and messages show it (`10s`, `200ms`).
+pub(crate) use backoff::show as show_delay;
+
 /// What wakes a pod's machine.
 #[derive(Debug, Clone)]
 pub enum Wake {
@@ -674,23 +677,27 @@ impl Machine {
         self.back_off(what, &msg).await
     }
 
-    /// A handler faulted in `state`: after the back-off the same state's
-    /// handler runs again, or the on-delete state's when the pod was
-    /// deleted meanwhile. `None` when the pod is gone.
+    /// A handler faulted in `state`: after the back-off (in the host's
+    /// `ProviderBackOff` state) the pod is back in `state` and its handler
+    /// runs again, or in the on-delete state when the pod was deleted
+    /// meanwhile. `None` when the pod is gone. (An `init` fault has no
+    /// state to return to: the pod stays in `ProviderBackOff` until `init`
+    /// succeeds and the machine rests in its first state.)
     async fn retry(
         &mut self,
         graph: &crate::plugin::provider::StateGraph,
         state: &mut String,
         msg: String,
     ) -> Option<()> {
-        match self.fail(&format!("the {state} handler"), msg).await {
-            AfterFault::Retry => Some(()),
-            AfterFault::Deleted => {
-                *state = graph.on_delete.clone();
-                Some(())
-            }
-            AfterFault::Gone => None,
+        let after = self.fail(&format!("the {state} handler"), msg).await;
+        match after {
+            AfterFault::Retry => {}
+            AfterFault::Deleted => *state = graph.on_delete.clone(),
+            AfterFault::Gone => return None,
         }
+        // Out of the back-off state: the retry runs in the state it names.
+        self.runner.set_state(&self.key, Some(state.as_str()));
+        Some(())
     }
 
     async fn release(&self) {

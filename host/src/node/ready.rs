@@ -4,7 +4,7 @@
 //! (`ProviderMissing`), its only version was rejected (`ProviderRejected`:
 //! a manifest or compile error) or it keeps faulting (`ProviderCrashLooping`:
 //! traps, deadlines or out-of-memory, [`CRASH_LOOP_FAULTS`] within
-//! [`CRASH_LOOP_WINDOW`]); True again once fixed. The heartbeat writes it and
+//! [`crash_loop_window`]); True again once fixed. The heartbeat writes it and
 //! the host's `/readyz` asks it (`node-agent`).
 
 use std::collections::VecDeque;
@@ -14,10 +14,16 @@ use std::time::{Duration, Instant};
 use crate::plugin::PluginSet;
 use crate::plugin::metrics::PluginMetrics;
 
-/// Faults of the provider that make it crash-looping within [`CRASH_LOOP_WINDOW`].
+/// Faults of the provider that make it crash-looping within [`crash_loop_window`].
 pub const CRASH_LOOP_FAULTS: usize = 3;
-/// How far back provider faults count (the kubelet's back-off cap is 5 min).
-pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(300);
+
+/// How far back provider faults count: 30 back-off bases, 300 s for the
+/// kubelet's 10 s (its back-off cap), so a provider whose pods back off
+/// at their longest still counts as crash-looping. A shortened base
+/// (`--provider-backoff-base-ms`, for tests) shortens it alike.
+pub fn crash_loop_window(backoff_base: Duration) -> Duration {
+    backoff_base.saturating_mul(30)
+}
 
 /// Why the node is not ready: the condition's reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +46,7 @@ struct Faults {
 impl Faults {
     /// Takes in the counter's value `total` for version `digest` at `now`;
     /// returns how many faults fall in the window.
-    fn observe(&mut self, digest: &str, total: u64, now: Instant) -> usize {
+    fn observe(&mut self, digest: &str, total: u64, now: Instant, window: Duration) -> usize {
         if self.digest != digest {
             self.digest = digest.to_string();
             self.at.clear();
@@ -59,7 +65,7 @@ impl Faults {
         while self
             .at
             .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_LOOP_WINDOW)
+            .is_some_and(|t| now.duration_since(*t) > window)
         {
             self.at.pop_front();
         }
@@ -72,14 +78,17 @@ pub struct Readiness {
     plugins: Arc<PluginSet>,
     provider: String,
     faults: Mutex<Faults>,
+    /// [`crash_loop_window`] of the node's back-off base.
+    window: Duration,
 }
 
 impl Readiness {
-    pub fn new(plugins: Arc<PluginSet>, provider: &str) -> Readiness {
+    pub fn new(plugins: Arc<PluginSet>, provider: &str, backoff_base: Duration) -> Readiness {
         Readiness {
             plugins,
             provider: provider.to_string(),
             faults: Mutex::default(),
+            window: crash_loop_window(backoff_base),
         }
     }
 
@@ -112,13 +121,13 @@ impl Readiness {
             .faults
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .observe(&loaded.digest, total, Instant::now());
+            .observe(&loaded.digest, total, Instant::now(), self.window);
         if recent >= CRASH_LOOP_FAULTS {
             return Err(NotReady {
                 reason: "ProviderCrashLooping",
                 message: format!(
-                    "provider plugin {name} faulted (trap, deadline or out of memory) {recent} times in the last {}s; see the pods' ProviderBackOff events and the host log",
-                    CRASH_LOOP_WINDOW.as_secs()
+                    "provider plugin {name} faulted (trap, deadline or out of memory) {recent} times in the last {}; see the pods' ProviderBackOff events and the host log",
+                    crate::node::pods::show_delay(self.window)
                 ),
             });
         }
@@ -153,19 +162,23 @@ mod tests {
     fn faults_count_within_the_window_and_a_new_version_starts_afresh() {
         let mut f = Faults::default();
         let t0 = Instant::now();
-        assert_eq!(f.observe("v1", 0, t0), 0);
-        assert_eq!(f.observe("v1", 2, t0), 2);
-        assert_eq!(f.observe("v1", 1_000_000, t0), CRASH_LOOP_FAULTS);
+        const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(300);
+        let w = crash_loop_window(Duration::from_secs(10));
+        assert_eq!(w, CRASH_LOOP_WINDOW);
+        assert_eq!(f.observe("v1", 0, t0, w), 0);
+        assert_eq!(f.observe("v1", 2, t0, w), 2);
+        assert_eq!(f.observe("v1", 1_000_000, t0, w), CRASH_LOOP_FAULTS);
         assert_eq!(
             f.observe(
                 "v1",
                 1_000_000,
-                t0 + CRASH_LOOP_WINDOW + Duration::from_secs(1)
+                t0 + CRASH_LOOP_WINDOW + Duration::from_secs(1),
+                w
             ),
             0
         );
-        assert_eq!(f.observe("v1", 1_000_005, t0 + CRASH_LOOP_WINDOW * 2), 3);
-        assert_eq!(f.observe("v2", 1_000_009, t0 + CRASH_LOOP_WINDOW * 2), 0);
-        assert_eq!(f.observe("v2", 1_000_010, t0 + CRASH_LOOP_WINDOW * 2), 1);
+        assert_eq!(f.observe("v1", 1_000_005, t0 + CRASH_LOOP_WINDOW * 2, w), 3);
+        assert_eq!(f.observe("v2", 1_000_009, t0 + CRASH_LOOP_WINDOW * 2, w), 0);
+        assert_eq!(f.observe("v2", 1_000_010, t0 + CRASH_LOOP_WINDOW * 2, w), 1);
     }
 }

@@ -124,8 +124,18 @@ impl State {
     }
 }
 
-/// Checks a graph the provider declares: every named state exists.
+/// The host-owned state a pod is in while a faulting provider call backs
+/// off (`node::pods::fault`); no graph may declare it.
+pub const BACKOFF_STATE: &str = "ProviderBackOff";
+
+/// Checks a graph the provider declares: every named state exists, and
+/// none is the host's own [`BACKOFF_STATE`].
 pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
+    if g.states.iter().any(|s| s == BACKOFF_STATE) {
+        return Err(format!(
+            "state \"{BACKOFF_STATE}\" is the host's own (a pod waiting out a provider fault); name the provider's state otherwise"
+        ));
+    }
     let known = |s: &str| g.states.iter().any(|x| x == s);
     for (what, s) in [
         ("initial", &g.initial),
@@ -225,5 +235,22 @@ mod dot_tests {
             "{dot}"
         );
         assert!(dot.trim_end().ends_with('}'));
+    }
+
+    #[test]
+    fn a_graph_may_not_declare_the_hosts_back_off_state() {
+        let s = |x: &str| x.to_string();
+        let mut g = StateGraph {
+            states: vec![s("Start"), s("Error"), s("Gone")],
+            edges: vec![],
+            initial: s("Start"),
+            on_delete: s("Gone"),
+            error_state: s("Error"),
+            backoff_states: vec![],
+        };
+        assert_eq!(validate_graph(&g), Ok(()));
+        g.states.push(s(BACKOFF_STATE));
+        let e = validate_graph(&g).unwrap_err();
+        assert!(e.contains("\"ProviderBackOff\" is the host's own"), "{e}");
     }
 }

@@ -3,9 +3,12 @@
 //! retried, the kubelet's way, never failed for good (issue 33: Krustlet's
 //! lesson). The pod's status says why (`reason`/`message` and a
 //! `Ready=False` condition, as `kubectl get`/`describe` show them) with a
-//! Warning Event. A deleted pod whose teardown keeps faulting is removed by
-//! the host past its grace period plus a bound, its workloads and volumes
-//! released.
+//! Warning Event. While it waits, the pod is in the host-owned state
+//! [`REASON`] (`ProviderBackOff`: the pods-per-state gauge and the
+//! transitions counter show it, as the status page does); the retry
+//! returns it to the state whose handler faulted. A deleted pod whose
+//! teardown keeps faulting is removed by the host past its grace period
+//! plus a bound, its workloads and volumes released.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
@@ -16,8 +19,15 @@ use tokio::time::Instant;
 use super::backoff::show;
 use super::{Machine, Wake, deleting};
 
-/// The pod status reason while a provider call is backing off.
-pub const REASON: &str = "ProviderBackOff";
+/// The pod status reason while a provider call is backing off, and the
+/// host-owned state the pod is counted in meanwhile. Always the host's,
+/// even when the graph declares back-off states: those are states the
+/// provider's own handlers run in (waiting out an image pull or a
+/// crash-looping container), with their own meaning and `status`; a
+/// provider fault is the provider's code failing, so no handler of it
+/// runs, and a declared `ImagePullBackOff` would tell the user the wrong
+/// cause. A graph may not declare a state of this name.
+pub const REASON: &str = crate::plugin::provider::BACKOFF_STATE;
 
 /// How a back-off ended.
 pub enum AfterFault {
@@ -31,7 +41,8 @@ pub enum AfterFault {
 
 impl Machine {
     /// Backs off after a fault of `what` (`init`, or the handler of a
-    /// state) and waits for the retry, a deletion, or the pod's end.
+    /// state) and waits for the retry, a deletion, or the pod's end; the
+    /// pod is in state [`REASON`] meanwhile.
     pub(super) async fn back_off(&mut self, what: &str, msg: &str) -> AfterFault {
         let now = Instant::now();
         let mut delay = self.backoff.next(now);
@@ -53,6 +64,7 @@ impl Machine {
         self.runner
             .event(&self.pod, EventType::Warning, REASON, message.clone())
             .await;
+        self.runner.set_state(&self.key, Some(REASON));
         self.write_fault(&message).await;
         let was_deleting = deleting(&self.pod);
         let until = now + delay;

@@ -22,6 +22,7 @@ mod engine;
 mod fetch;
 pub mod files;
 pub mod logs;
+pub mod probe;
 mod run;
 mod types;
 mod volumes;
@@ -152,6 +153,12 @@ impl WorkloadManager {
 
     pub fn config(&self) -> &WorkloadConfig {
         &self.inner.config
+    }
+
+    /// Whether workloads can start: the directories a start writes take a
+    /// file ([`probe`]). Blocking file I/O.
+    pub fn probe(&self) -> Result<(), String> {
+        probe::probe(&self.inner.config.data_dir)
     }
 
     /// Workloads running now, and the memory their limits take from the budget.
