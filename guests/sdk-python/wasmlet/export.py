@@ -126,14 +126,27 @@ def reconciler(reconcile: ReconcileFn, *, finalize: Optional[FinalizeFn] = None,
             return list(declared)
 
         def reconcile(self, obj: str):
-            from . import _wit
-
-            return _wit.reconcile_result(run_reconcile(reconcile, obj))
+            return _bindings().reconcile_result(run_reconcile(reconcile, obj))
 
         def finalize(self, obj: str):
-            from . import _wit
-
-            return _wit.finalize_result(run_finalize(finalize, obj))
+            return _bindings().finalize_result(run_finalize(finalize, obj))
 
     Reconciler.__qualname__ = Reconciler.__name__ = "Reconciler"
     return Reconciler
+
+
+# Inside the component the bindings are imported here, while componentize-py
+# snapshots the initialised interpreter: every call starts on a fresh instance
+# of that snapshot, so a module imported later would be imported on every call.
+# Natively there are no bindings (the fake host stands in).
+_missing = ""
+try:
+    from . import _wit
+except ImportError as e:
+    _wit, _missing = None, str(e)
+
+
+def _bindings():
+    if _wit is None:
+        raise RuntimeError(f"the wasmlet bindings did not import ({_missing})")
+    return _wit

@@ -35,12 +35,12 @@ def current() -> Host:
     """The installed host, else the component's imports."""
     global _installed
     if _installed is None:
-        try:
-            from . import _wit
-        except ImportError as e:  # natively, with no FakeHost installed
+        from .export import _wit
+
+        if _wit is None:  # natively, with no FakeHost installed
             raise RuntimeError(
                 "no wasmlet host: natively, install a wasmlet.testing.FakeHost first"
-            ) from e
+            )
         _installed = _wit.WitHost()
     return _installed
 
