@@ -172,7 +172,7 @@ lto = true
 strip = true
 "#;
 
-pub(super) const RECONCILER_TOML: &str = r#"# The @NAME@ plugin: reconciles @KIND@ (@GROUP@/@VERSION@) and ships its CRD.
+const RECONCILER_TOML: &str = r#"# The @NAME@ plugin: reconciles @KIND@ (@GROUP@/@VERSION@) and ships its CRD.
 crds = ["@CRD_FILE@"]
 
 [plugin]
