@@ -166,6 +166,9 @@ enum PluginCommand {
         name: String,
         #[arg(long, value_enum, default_value = "reconciler")]
         kind: scaffold::ScaffoldKind,
+        /// The plugin's language (python: reconcilers, built with componentize-py).
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: scaffold::Lang,
         /// The custom resource a reconciler reconciles, GROUP/VERSION/KIND.
         #[arg(long)]
         crd: Option<String>,
@@ -404,6 +407,7 @@ async fn main_async(cli: Cli) -> Result<()> {
         Command::Plugin(PluginCommand::New {
             name,
             kind,
+            lang,
             crd,
             dir,
             sdk_path,
@@ -411,6 +415,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             let root = scaffold::plugin_new(
                 &name,
                 kind,
+                lang,
                 crd.as_deref(),
                 dir.as_deref(),
                 sdk_path.as_deref(),

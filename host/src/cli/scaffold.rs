@@ -7,10 +7,22 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+mod python;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScaffoldKind {
     Reconciler,
     Provider,
+}
+
+/// The language of the plugin to start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A crate on wasmlet-sdk, built for wasm32-wasip2.
+    #[default]
+    Rust,
+    /// A Python module on the Python SDK, built with componentize-py (reconcilers only).
+    Python,
 }
 
 /// Where the SDK comes from: a path given, this build's own checkout when it
@@ -58,6 +70,7 @@ fn parse_crd(crd: &str) -> Result<(String, String, String)> {
 pub fn plugin_new(
     name: &str,
     kind: ScaffoldKind,
+    lang: Lang,
     crd: Option<&str>,
     dir: Option<&Path>,
     sdk: Option<&Path>,
@@ -72,6 +85,11 @@ pub fn plugin_new(
         .unwrap_or_else(|| PathBuf::from(name));
     if root.exists() {
         bail!("{} already exists", root.display());
+    }
+    if lang == Lang::Python && kind == ScaffoldKind::Provider {
+        bail!(
+            "--lang python --kind provider: the Python SDK writes reconcilers only (providers are Rust)"
+        );
     }
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("creating {}", root.display()))?;
@@ -97,6 +115,13 @@ pub fn plugin_new(
                     .replace("@PLURAL@", &plural)
                     .replace("@CRD_FILE@", &crd_file)
             };
+            if lang == Lang::Python {
+                std::fs::remove_dir(root.join("src"))
+                    .with_context(|| format!("tidying {}", root.display()))?;
+                let fill = |t: &str| fill(t).replace("@COMPONENTIZE_PY@", python::COMPONENTIZE_PY);
+                python::write(&root, name, &crd_file, fill)?;
+                return Ok(root);
+            }
             write("Cargo.toml", fill(CARGO_TOML))?;
             write(&format!("{name}.toml"), fill(RECONCILER_TOML))?;
             write("src/lib.rs", fill(RECONCILER_LIB))?;
@@ -369,6 +394,7 @@ mod tests {
         plugin_new(
             "hello",
             ScaffoldKind::Reconciler,
+            Lang::Rust,
             Some("demo.example.com/v1/Greeting"),
             Some(&root),
             None,
@@ -381,8 +407,65 @@ mod tests {
         assert!(lib.contains("pub struct GreetingSpec"));
         assert!(!lib.contains('@'), "a placeholder left: {lib}");
         assert!(
-            plugin_new("hello", ScaffoldKind::Reconciler, None, Some(&root), None).is_err(),
+            plugin_new(
+                "hello",
+                ScaffoldKind::Reconciler,
+                Lang::Rust,
+                None,
+                Some(&root),
+                None
+            )
+            .is_err(),
             "an existing directory is not overwritten"
+        );
+    }
+
+    #[test]
+    fn python_writes_a_project_with_the_sdk_and_the_contract() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("hello-py");
+        plugin_new(
+            "hello-py",
+            ScaffoldKind::Reconciler,
+            Lang::Python,
+            Some("demo.example.com/v1/Greeting"),
+            Some(&root),
+            None,
+        )
+        .unwrap();
+        for f in [
+            "app.py",
+            "hello-py.toml",
+            "greeting.crd.yaml",
+            "tests/test_app.py",
+            "pytest.ini",
+            "build.sh",
+            "README.md",
+            "wit/worlds.wit",
+            "wasmlet/__init__.py",
+            "wasmlet/testing.py",
+        ] {
+            let text = std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert!(
+                !text.contains("@NAME@") && !text.contains("@KIND@"),
+                "{f}: a placeholder left"
+            );
+        }
+        assert!(!root.join("src").exists());
+        let crd = std::fs::read_to_string(root.join("greeting.crd.yaml")).unwrap();
+        assert!(crd.contains("name: greetings.demo.example.com"), "{crd}");
+        assert!(
+            plugin_new(
+                "p",
+                ScaffoldKind::Provider,
+                Lang::Python,
+                None,
+                Some(&tmp.path().join("p")),
+                None
+            )
+            .unwrap_err()
+            .to_string()
+            .contains("reconcilers only")
         );
     }
 }
