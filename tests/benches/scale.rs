@@ -102,6 +102,25 @@ fn call_lines(
         .join(", ")
 }
 
+/// The node's flags: room for N pods, and a memory budget that covers N
+/// sleepers at their limit (the default container limit, 256 MiB, would
+/// stop the node at about 70 of them).
+fn node_flags(n: usize) -> Vec<String> {
+    vec![
+        "--max-pods".into(),
+        (n + 10).to_string(),
+        "--workload-memory-budget".into(),
+        format!("{}Mi", (n + 10) * 8),
+    ]
+}
+
+/// [`sleeper_spec`] limited to 8 MiB (it needs about 1).
+fn small_sleeper() -> serde_json::Value {
+    let mut spec = sleeper_spec();
+    spec["containers"][0]["resources"] = json!({"limits": {"memory": "8Mi"}});
+    spec
+}
+
 fn set(name: &str, n: usize) -> Result<StatefulSet> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -111,7 +130,7 @@ fn set(name: &str, n: usize) -> Result<StatefulSet> {
             "serviceName": name,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": sleeper_spec()},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": small_sleeper()},
         },
     }))?)
 }
@@ -152,8 +171,9 @@ struct Figures {
 }
 
 async fn statefulset(n: usize) -> Result<Figures> {
-    let room = (n + 10).to_string();
-    let (plane, client) = workload_plane::start_with(BUILTINS, &["--max-pods", &room]).await?;
+    let flags = node_flags(n);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (plane, client) = workload_plane::start_with(BUILTINS, &flags).await?;
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     // Every built-in loaded and idle before the clock starts.
     eventually(Duration::from_secs(120), "the built-ins loaded", || async {
@@ -233,8 +253,9 @@ async fn check_bindings(client: &kube::Client) -> Result<()> {
 }
 
 async fn rollout(n: usize) -> Result<()> {
-    let room = (n + 10).to_string();
-    let (plane, client) = workload_plane::start_with(BUILTINS, &["--max-pods", &room]).await?;
+    let flags = node_flags(n);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (plane, client) = workload_plane::start_with(BUILTINS, &flags).await?;
     install_plugin(&plane.plugin_dir(), "sroll-reconciler")?;
     let api = sroll::api(&client);
     eventually(
@@ -243,6 +264,11 @@ async fn rollout(n: usize) -> Result<()> {
         || async { api.list(&ListParams::default()).await.ok() },
     )
     .await?;
+    let template = |version: &str| {
+        let mut t = sroll::template("big", version);
+        t["spec"]["containers"][0]["resources"] = json!({"limits": {"memory": "8Mi"}});
+        t
+    };
     let spec = |version: &str| {
         json!({"spec": {
             "replicas": n,
@@ -250,7 +276,7 @@ async fn rollout(n: usize) -> Result<()> {
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {"app": "big"}},
-            "template": sroll::template("big", version),
+            "template": template(version),
         }})
     };
     let slow = Duration::from_secs(3600);
@@ -259,7 +285,7 @@ async fn rollout(n: usize) -> Result<()> {
         &sroll::rollout(
             "big",
             100,
-            sroll::template("big", "1"),
+            template("1"),
             json!({"statefulset": spec("1"), "maxUnavailable": "10%"}),
         )?,
     )
