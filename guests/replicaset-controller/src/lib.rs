@@ -48,20 +48,21 @@ fn reconcile(rs: Arc<ReplicaSet>, ctx: &Context) -> Result<Action, Error> {
         // Validation refuses it; a set selecting everything would adopt every pod.
         return Ok(Action::done());
     }
-    let all: Vec<Pod> = client
-        .list(&ListParams::namespaced(&ns))
+    // Kept between calls by the warm instance: only changed pods are decoded.
+    let all: Vec<Arc<Pod>> = client
+        .list_kept(&ListParams::namespaced(&ns))
         .map_err(|e| Error::transient("ListPods", e.to_string()))?;
     let mut pods: Vec<Pod> = vec![];
-    for p in all.into_iter().filter(active) {
+    for p in all.iter().filter(|p| active(p)) {
         let pod_name = p.metadata.name.clone().unwrap_or_default();
-        match claim(&rs, &p) {
-            Claim::Owned => pods.push(p),
+        match claim(&rs, p) {
+            Claim::Owned => pods.push((**p).clone()),
             Claim::Ignore => {}
             Claim::Adopt => {
                 match client.patch::<Pod>(
                     ns.as_str(),
                     &pod_name,
-                    &Patch::strategic(adopt_patch(&rs, &p)),
+                    &Patch::strategic(adopt_patch(&rs, p)),
                 ) {
                     Ok(adopted) => pods.push(adopted),
                     Err(ClientError::NotFound) => {}
@@ -77,7 +78,7 @@ fn reconcile(rs: Arc<ReplicaSet>, ctx: &Context) -> Result<Action, Error> {
                 match client.patch::<Pod>(
                     ns.as_str(),
                     &pod_name,
-                    &Patch::strategic(release_patch(&rs, &p)),
+                    &Patch::strategic(release_patch(&rs, p)),
                 ) {
                     Ok(_) | Err(ClientError::NotFound) => {}
                     Err(e) => {
@@ -195,12 +196,13 @@ fn related_pods(rs: &ReplicaSet, pods: &[Pod], ctx: &Context, ns: &str) -> Vec<P
         .filter(|s| controller_of(&s.metadata).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.metadata.uid.clone())
         .collect();
-    let all: Vec<Pod> = ctx
+    let all: Vec<Arc<Pod>> = ctx
         .client()
-        .list(&ListParams::namespaced(ns))
+        .list_kept(&ListParams::namespaced(ns))
         .unwrap_or_default();
-    all.into_iter()
+    all.iter()
         .filter(|p| active(p) && controller_of(&p.metadata).is_some_and(|r| uids.contains(&r.uid)))
+        .map(|p| (**p).clone())
         .collect()
 }
 

@@ -120,15 +120,7 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let of = types::TypeRef {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-        };
-        let params = raw::ListParams {
-            namespace: params.namespace.clone(),
-            label_selector: params.label_selector.clone(),
-            field_selector: params.field_selector.clone(),
-        };
+        let (of, params) = (type_ref::<K>(), params.to_raw());
         let c = with_host(|h| h.list_changes(&of, &params, since))?;
         Ok(Changes {
             applied: c
@@ -234,15 +226,7 @@ impl<C: sealed::Target> TypedClient<C> {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let of = types::TypeRef {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-        };
-        let params = raw::ListParams {
-            namespace: params.namespace.clone(),
-            label_selector: params.label_selector.clone(),
-            field_selector: params.field_selector.clone(),
-        };
+        let (of, params) = (type_ref::<K>(), params.to_raw());
         let items = with_host(|h| self.via.list(h, &of, &params))?;
         items.iter().map(|json| decode(json)).collect()
     }
@@ -452,6 +436,14 @@ mod sealed {
 
 fn encode<K: Serialize>(obj: &K) -> Result<String, ClientError> {
     serde_json::to_string(obj).map_err(|e| ClientError::Decode(format!("encoding the object: {e}")))
+}
+
+/// The contract's name for kind `K`.
+fn type_ref<K: Resource<DynamicType = ()>>() -> types::TypeRef {
+    types::TypeRef {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+    }
 }
 
 fn decode<K: DeserializeOwned>(json: &str) -> Result<K, ClientError> {

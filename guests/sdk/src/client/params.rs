@@ -46,6 +46,14 @@ impl ListParams {
         self.field_selector = Some(selector.to_owned());
         self
     }
+
+    pub(super) fn to_raw(&self) -> raw::ListParams {
+        raw::ListParams {
+            namespace: self.namespace.clone(),
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+        }
+    }
 }
 
 /// A patch body and how the API server should read it.
