@@ -303,7 +303,6 @@ mod tests {
         sync(&mut m);
         assert_eq!(m.len(), 1);
         assert_eq!(m.get("ns/c").map(String::as_str), Some("n3"));
-        drop(sync);
         assert_eq!(*host.asked.borrow(), [0, 10, 12]);
         per_node.retain(|_, n| *n != 0);
         assert_eq!(per_node, HashMap::from([("n3".to_string(), 1)]));
