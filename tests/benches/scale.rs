@@ -29,10 +29,9 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use wasmlet_e2e::workload_plane::{self, NODE, sleeper_spec};
-use wasmlet_e2e::{Plane, eventually, install_plugin, metric, sroll};
+use wasmlet_e2e::{Plane, eventually, metric, sroll};
 
-/// The built-ins a cluster of `wasmlet up` runs (the rollout operator is
-/// added for the rollout).
+/// The built-ins the StatefulSet runs use (the rollout adds its operator).
 const BUILTINS: &str = "scheduler,wasi-runner,statefulset-controller,disruption-controller,\
                         replicaset-controller,deployment-controller";
 const PLUGINS: &[&str] = &[
@@ -255,15 +254,10 @@ async fn check_bindings(client: &kube::Client) -> Result<()> {
 async fn rollout(n: usize) -> Result<()> {
     let flags = node_flags(n);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (plane, client) = workload_plane::start_with(BUILTINS, &flags).await?;
-    install_plugin(&plane.plugin_dir(), "sroll-reconciler")?;
+    let builtins = format!("{BUILTINS},sroll-reconciler");
+    let (plane, client) = workload_plane::start_with(&builtins, &flags).await?;
+    sroll::wait_served(&client).await?;
     let api = sroll::api(&client);
-    eventually(
-        Duration::from_secs(180),
-        "the StatefulsetRollout CRD",
-        || async { api.list(&ListParams::default()).await.ok() },
-    )
-    .await?;
     let template = |version: &str| {
         let mut t = sroll::template("big", version);
         t["spec"]["containers"][0]["resources"] = json!({"limits": {"memory": "8Mi"}});

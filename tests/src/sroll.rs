@@ -26,6 +26,19 @@ pub fn api(client: &kube::Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), "default", &resource())
 }
 
+/// Waits (up to 180 s) until the StatefulsetRollout CRD is served: the
+/// operator has loaded and applied it.
+pub async fn wait_served(client: &kube::Client) -> Result<()> {
+    let api = api(client);
+    eventually(
+        Duration::from_secs(180),
+        "the StatefulsetRollout CRD",
+        || async { api.list(&Default::default()).await.ok() },
+    )
+    .await?;
+    Ok(())
+}
+
 /// A pod template running `sleeper` with `VERSION=version` (each version is a
 /// new template, so a new StatefulSet revision).
 pub fn template(app: &str, version: &str) -> Value {

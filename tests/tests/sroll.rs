@@ -38,13 +38,7 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
         assert!(toml.contains(shipped), "the shipped http-hosts changed");
         toml.replace(shipped, r#"http-hosts = ["slack.com", "127.0.0.1"]"#)
     })?;
-    let api = sroll::api(&client);
-    eventually(
-        Duration::from_secs(180),
-        "the StatefulsetRollout CRD",
-        || async { api.list(&ListParams::default()).await.ok() },
-    )
-    .await?;
+    sroll::wait_served(&client).await?;
     Ok((plane, client))
 }
 

@@ -36,8 +36,7 @@ pub trait ClusterAccess: Send + Sync {
     ) -> BoxFuture<'a, Result<Vec<String>, ClientError>>;
 
     /// What changed in a selection since `cursor` (the `list-changes`
-    /// import). Without a journal to read, everything selected, with
-    /// `reset` and cursor 0, so the next call lists again.
+    /// import); without a journal, [`ListChanges::everything`].
     fn list_changes<'a>(
         &'a self,
         r: &'a Resolved,
@@ -48,11 +47,8 @@ pub trait ClusterAccess: Send + Sync {
     ) -> BoxFuture<'a, Result<ListChanges, ClientError>> {
         let _ = cursor;
         Box::pin(async move {
-            Ok(ListChanges {
-                applied: self.list(r, namespace, labels, fields).await?,
-                reset: true,
-                ..ListChanges::default()
-            })
+            let all = self.list(r, namespace, labels, fields).await?;
+            Ok(ListChanges::everything(all))
         })
     }
 

@@ -20,7 +20,6 @@ use super::{CachedObject, ClientError, Resolved, Resolver};
 mod by_namespace;
 mod journal;
 use by_namespace::ByNamespace;
-pub use journal::MAX_TOMBSTONES;
 use journal::{Journal, next_seq};
 
 /// What a cache saw. The object is the one the store holds (one copy).

@@ -55,6 +55,18 @@ pub struct ListChanges {
     pub reset: bool,
 }
 
+impl ListChanges {
+    /// The answer without a journal to read: everything selected, with
+    /// `reset` and cursor 0, so the next call lists again.
+    pub fn everything(applied: Vec<String>) -> ListChanges {
+        ListChanges {
+            applied,
+            reset: true,
+            ..ListChanges::default()
+        }
+    }
+}
+
 /// A guest's selectors, parsed (an error names what is wrong with them).
 fn selectors(
     labels: &str,
@@ -204,11 +216,8 @@ impl Cluster {
         cursor: u64,
     ) -> Result<ListChanges, ClientError> {
         let Some(cache) = self.cached(r) else {
-            return Ok(ListChanges {
-                applied: self.list(r, namespace, labels, fields).await?,
-                reset: true,
-                ..ListChanges::default()
-            });
+            let all = self.list(r, namespace, labels, fields).await?;
+            return Ok(ListChanges::everything(all));
         };
         let (labels, fields) = selectors(labels, fields)?;
         let c = cache.changes(cursor, namespace, &labels, &fields);

@@ -19,7 +19,7 @@ use crate::cluster::CachedObject;
 
 /// Tombstones kept per kind. A guest further behind than this many
 /// deletions starts over from a full list.
-pub const MAX_TOMBSTONES: usize = 16 * 1024;
+pub(super) const MAX_TOMBSTONES: usize = 16 * 1024;
 
 /// The process-wide sequence: numbers from different caches never meet, so
 /// a cursor of an older cache of the same kind is always below the floor of
