@@ -251,9 +251,9 @@ fn ensure_unbound(p: &Pod) -> Option<()> {
 }
 
 /// With every watch event held 1.5 s before it reaches the host's caches, the
-/// scheduler would see a node empty right after binding a pod to it; the
-/// plugin-wide expectations keep the second decision until the first binding is
-/// cached. Three pods of 400Mi for a 1Gi node: exactly two fit.
+/// scheduler would see a node empty right after binding a pod to it; its
+/// assumed pods count each binding at once, before the cache shows it. Three
+/// pods of 400Mi for a 1Gi node: exactly two fit.
 #[tokio::test]
 async fn pods_never_overcommit_a_node_when_the_cache_lags() -> Result<()> {
     let (plane, client) = plane(&["--debug-cache-delay-ms", "1500"]).await?;

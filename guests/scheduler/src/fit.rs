@@ -123,15 +123,17 @@ impl Usage {
         if on.is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
             return None;
         }
+        Some((on.to_string(), Usage::requested_by(pod)))
+    }
+
+    /// What `pod` adds to the node it is (or is about to be) bound to.
+    pub fn requested_by(pod: &Pod) -> Usage {
         let r = pod_requests(pod);
-        Some((
-            on.to_string(),
-            Usage {
-                requested: r,
-                nonzero_requested: nonzero(r),
-                pods: 1,
-            },
-        ))
+        Usage {
+            requested: r,
+            nonzero_requested: nonzero(r),
+            pods: 1,
+        }
     }
 
     pub fn add(&mut self, o: &Usage) {
