@@ -474,9 +474,15 @@ async fn start_as_pod(plane: &Plane, manifest: &Path, pod: &PodEnv) -> Result<Po
     env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
     env.push(("HOME".into(), "/home/nonroot".into()));
 
-    // The mount namespace: overlays where mount points must be made, the
+    // The mount namespace: overlays where mount points must be made (their
+    // upper layers on a tmpfs, which any root file system can carry), the
     // volumes bound, then the root (and the overlays) read-only.
-    let mut script = String::from("set -e\n");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch)?;
+    let mut script = format!(
+        "set -e\nmount -t tmpfs tmpfs {}\n",
+        sh_quote(&scratch.display().to_string())
+    );
     let mut overlays: Vec<PathBuf> = vec![];
     for (i, (_, at, _)) in mounts.iter().enumerate() {
         if at.exists() {
@@ -485,13 +491,11 @@ async fn start_as_pod(plane: &Plane, manifest: &Path, pod: &PodEnv) -> Result<Po
         let base = existing_ancestor(at);
         if !overlays.contains(&base) {
             let (upper, work) = (
-                dir.path().join(format!("overlay{i}/upper")),
-                dir.path().join(format!("overlay{i}/work")),
+                scratch.join(format!("overlay{i}/upper")),
+                scratch.join(format!("overlay{i}/work")),
             );
-            std::fs::create_dir_all(&upper)?;
-            std::fs::create_dir_all(&work)?;
             script.push_str(&format!(
-                "mount -t overlay overlay -o lowerdir={b},upperdir={u},workdir={w} {b}\n",
+                "mkdir -p {u} {w}\nmount -t overlay overlay -o lowerdir={b},upperdir={u},workdir={w} {b}\n",
                 b = sh_quote(&base.display().to_string()),
                 u = sh_quote(&upper.display().to_string()),
                 w = sh_quote(&work.display().to_string()),
