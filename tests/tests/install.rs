@@ -1,7 +1,8 @@
 //! `scripts/install PREFIX`: the binary, the built-in plugins and a copy of
 //! the SDK (with the contract) under one prefix. The installed binary, run
 //! outside this checkout, scaffolds a plugin on that SDK copy pinned to its
-//! version, and `up` finds the built-ins beside it.
+//! version, and `up` finds the built-ins beside it. A binary alone (as
+//! `cargo install --path host` leaves it) says how to get its built-ins.
 //!
 //! The build of the scaffolded plugin (the README's commands, offline, from
 //! the installed SDK) is ignored by default: it compiles a standalone crate
@@ -182,6 +183,50 @@ async fn an_installed_wasmlet_scaffolds_on_its_own_sdk_and_finds_its_builtins() 
     result.with_context(|| {
         std::fs::read_to_string(data.path().join("wasmlet.log")).unwrap_or_default()
     })
+}
+
+/// The binary alone in a `bin/` (what `cargo install --path host` leaves in
+/// ~/.cargo/bin): `up` says where it looked for the built-ins and how to put
+/// them there; `plugin new` falls back to the checkout it was built from,
+/// pinned to its version.
+#[test]
+fn a_lone_binary_says_how_to_get_its_builtins_and_scaffolds_on_its_checkout() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let bin = tmp.path().join("cargo/bin/wasmlet");
+    std::fs::create_dir_all(bin.parent().context("bin/")?)?;
+    std::fs::copy(wasmlet_bin(), &bin)?;
+    let data = tmp.path().join("data");
+    let out = Command::new(&bin)
+        .args(["up", "--port", "0", "--kubelet-port", "0", "--data-dir"])
+        .arg(&data)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "up started without built-ins");
+    ensure!(
+        stderr.contains("scripts/install PREFIX")
+            && stderr.contains("--builtin-source DIR")
+            && stderr.contains(
+                &tmp.path()
+                    .join("cargo/bin/wasmlet-plugins")
+                    .display()
+                    .to_string()
+            ),
+        "{stderr}"
+    );
+    let out = Command::new(&bin)
+        .args(["plugin", "new", "hello"])
+        .current_dir(tmp.path())
+        .output()?;
+    ok(out, "wasmlet plugin new")?;
+    let cargo_toml = std::fs::read_to_string(tmp.path().join("hello/Cargo.toml"))?;
+    let checkout = repo().join("guests/sdk").canonicalize()?;
+    let want = format!(
+        "wasmlet-sdk = {{ version = \"={VERSION}\", path = {:?} }}",
+        checkout.display().to_string()
+    );
+    ensure!(cargo_toml.contains(&want), "want {want} in:\n{cargo_toml}");
+    Ok(())
 }
 
 /// `cargo ARGS --offline` in `dir`, sharing tests/tests/scaffold.rs's target
