@@ -78,7 +78,7 @@ impl BuiltinArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum BuiltinError {
     #[error(
-        "built-in plugins: no directory holding them (looked in {looked}); build them with scripts/build-guests, pass --builtin-source DIR, or run with --no-builtins"
+        "built-in plugins: no directory holding them (looked in {looked}); install them beside the binary with scripts/install PREFIX, or build them with scripts/build-guests DIR and pass --builtin-source DIR, or run with --no-builtins"
     )]
     NoSource { looked: String },
     #[error("--builtin-plugins: unknown built-in plugin {name:?} (known: {known})")]

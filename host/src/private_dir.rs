@@ -19,10 +19,21 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     let meta = std::fs::metadata(dir)?;
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
+        // A volume the kubelet makes (emptyDir, a PVC with fsGroup) belongs to
+        // root and is open to the pod's group, or to everyone: never private,
+        // and not ours to tighten. A directory the host makes inside it is.
+        let hint = if rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_ok() {
+            format!(
+                "; this user may write in it (a volume a kubelet mounted, say): pass a subdirectory, e.g. --data-dir {}, which the host creates as its own",
+                dir.join("data").display()
+            )
+        } else {
+            "; use a directory of your own".to_string()
+        };
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
-                "{} belongs to uid {}, not to this user (uid {me}); use a directory of your own",
+                "{} belongs to uid {}, not to this user (uid {me}){hint}",
                 dir.display(),
                 meta.uid()
             ),

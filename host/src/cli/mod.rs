@@ -175,8 +175,9 @@ enum PluginCommand {
         /// Where to write it (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The wasmlet-sdk crate to depend on by path (default: this build's
-        /// checkout if it exists, else the project's git).
+        /// The wasmlet-sdk crate to depend on by path (default: the copy
+        /// `scripts/install` put beside this binary, else this build's
+        /// checkout, either pinned to this binary's version).
         #[arg(long)]
         sdk_path: Option<PathBuf>,
     },
@@ -384,9 +385,15 @@ async fn main_async(cli: Cli) -> Result<()> {
                 ))
             };
             let mut host = host.clone();
-            if mode == Mode::Node && host.plugins.is_none() {
+            // The provider comes from --plugins, or is a built-in the image
+            // ships beside the binary (deploy/node-agent: `--builtins
+            // --builtin-plugins=wasi-runner`).
+            let builtin_provider = host.builtin.enabled()
+                && crate::builtins::selected(&host.builtin.builtin_plugins)
+                    .is_ok_and(|s| s.contains(&node.provider.as_str()));
+            if mode == Mode::Node && host.plugins.is_none() && !builtin_provider {
                 anyhow::bail!(
-                    "--mode node needs --plugins DIR holding the provider plugin ({})",
+                    "--mode node needs the provider plugin ({0}): --plugins DIR holding it, or --builtins --builtin-plugins={0} for the built-in one",
                     node.provider
                 );
             }

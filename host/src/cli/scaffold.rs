@@ -25,20 +25,58 @@ pub enum Lang {
     Python,
 }
 
-/// Where the SDK comes from: a path given, this build's own checkout when it
-/// still exists (a binary built from source), else the project's git.
-fn sdk_dependency(explicit: Option<&Path>) -> String {
-    let local = explicit.map(Path::to_path_buf).or_else(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/sdk");
-        p.join("Cargo.toml").exists().then_some(p)
-    });
-    match local {
-        Some(p) => {
-            let p = p.canonicalize().unwrap_or(p);
-            format!("{{ path = {:?} }}", p.display().to_string())
-        }
-        None => "{ git = \"https://github.com/wasmlet/wasmlet\" }".into(),
+/// The SDK a new plugin builds against: this binary's version, which the
+/// scaffold pins (`=VERSION`), so a plugin and the host it loads into agree.
+const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where `scripts/install` puts the SDK relative to an installed binary
+/// (`PREFIX/bin/wasmlet` → `PREFIX/share/wasmlet/VERSION/guests/sdk`).
+fn installed_sdk(exe: &Path) -> Option<PathBuf> {
+    let prefix = exe.parent()?.parent()?;
+    let sdk = prefix
+        .join("share/wasmlet")
+        .join(SDK_VERSION)
+        .join("guests/sdk");
+    sdk.join("Cargo.toml").is_file().then_some(sdk)
+}
+
+/// Where the SDK comes from: a path given; else the copy installed beside
+/// this binary (`scripts/install`); else this build's own checkout when it
+/// still exists (a binary built from source, `cargo install --path host`).
+/// Both of the latter are pinned to this binary's version.
+fn sdk_dependency(explicit: Option<&Path>) -> Result<String> {
+    if let Some(p) = explicit {
+        let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        return Ok(format!("{{ path = {:?} }}", p.display().to_string()));
     }
+    let exe = std::env::current_exe().ok();
+    let installed = exe.as_deref().and_then(installed_sdk);
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/sdk");
+    let found = installed.or_else(|| checkout.join("Cargo.toml").exists().then_some(checkout));
+    let Some(p) = found else {
+        let looked = exe
+            .as_deref()
+            .and_then(|e| e.parent()?.parent())
+            .map(|prefix| {
+                prefix
+                    .join("share/wasmlet")
+                    .join(SDK_VERSION)
+                    .join("guests/sdk")
+            })
+            .map(|p| format!("{} (installed) or ", p.display()))
+            .unwrap_or_default();
+        bail!(
+            "no wasmlet-sdk {SDK_VERSION} found (looked in {looked}{}): install wasmlet with scripts/install PREFIX from a checkout of version {SDK_VERSION}, or pass --sdk-path DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../guests/sdk")
+                .display()
+        );
+    };
+    let p = p.canonicalize().unwrap_or(p);
+    Ok(format!(
+        "{{ version = \"={SDK_VERSION}\", path = {:?} }}",
+        p.display().to_string()
+    ))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -91,10 +129,15 @@ pub fn plugin_new(
             "--lang python --kind provider: the Python SDK writes reconcilers only (providers are Rust)"
         );
     }
+    // Python projects carry the SDK built into this binary; a Rust crate
+    // names one on disk, found before anything is written.
+    let sdk = match lang {
+        Lang::Rust => sdk_dependency(sdk)?,
+        Lang::Python => String::new(),
+    };
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("creating {}", root.display()))?;
     let lib = name.replace('-', "_");
-    let sdk = sdk_dependency(sdk);
     let write = |file: &str, text: String| -> Result<()> {
         let path = root.join(file);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
@@ -388,6 +431,25 @@ mod tests {
     }
 
     #[test]
+    fn an_installed_binary_finds_the_sdk_under_its_prefix() {
+        let prefix = tempfile::tempdir().unwrap();
+        let exe = prefix.path().join("bin/wasmlet");
+        assert_eq!(installed_sdk(&exe), None);
+        let sdk = prefix
+            .path()
+            .join(format!("share/wasmlet/{SDK_VERSION}/guests/sdk"));
+        std::fs::create_dir_all(&sdk).unwrap();
+        std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
+        assert_eq!(installed_sdk(&exe), Some(sdk));
+        // Another version's copy is not this binary's SDK.
+        let other = prefix.path().join("other/bin/wasmlet");
+        let old = prefix.path().join("other/share/wasmlet/0.0.1/guests/sdk");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("Cargo.toml"), "[package]\n").unwrap();
+        assert_eq!(installed_sdk(&other), None);
+    }
+
+    #[test]
     fn writes_a_crate_with_manifest_and_readme() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("hello");
@@ -405,6 +467,10 @@ mod tests {
         assert!(manifest.contains("crds = [\"greeting.crd.yaml\"]"));
         let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
         assert!(lib.contains("pub struct GreetingSpec"));
+        // From a checkout: its SDK, pinned to this version.
+        let cargo = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        let pin = format!("wasmlet-sdk = {{ version = \"={SDK_VERSION}\", path = ");
+        assert!(cargo.contains(&pin), "{cargo}");
         assert!(!lib.contains('@'), "a placeholder left: {lib}");
         assert!(
             plugin_new(
