@@ -8,8 +8,7 @@
 
 import { current } from "./host";
 
-/** A Kubernetes object as its JSON decodes. */
-// biome-ignore lint: any is what JSON decodes to.
+/** A Kubernetes object as its JSON decodes (fields other than these are `any`, as JSON is). */
 export type KubeObject = { apiVersion?: string; kind?: string; metadata?: Metadata; [field: string]: any };
 
 /** The part of `metadata` the SDK reads. */
@@ -293,10 +292,17 @@ export class Client {
   }
 }
 
-/** A duration in seconds as whole milliseconds; refuses NaN, negatives and infinity. */
+/** The largest `u64` the contract carries. */
+const U64_MAX = 2n ** 64n - 1n;
+
+/**
+ * A duration in seconds as whole milliseconds, clamped to the contract's u64;
+ * refuses NaN, negatives and infinity.
+ */
 export function millis(seconds: number): bigint {
   if (!Number.isFinite(seconds) || seconds < 0) {
     throw new RangeError(`a duration must be 0 or more seconds, not ${seconds}`);
   }
-  return BigInt(Math.floor(seconds * 1000));
+  const ms = BigInt(Math.floor(seconds * 1000));
+  return ms > U64_MAX ? U64_MAX : ms;
 }

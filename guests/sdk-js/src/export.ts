@@ -81,9 +81,10 @@ function duration(seconds: number, what: string): bigint {
   }
 }
 
-function refuseAsync(value: unknown, fn: string): void {
+/** An `async` reconcile or finalize: refused, naming why (the contract's calls are synchronous). */
+function refuseAsync(value: unknown, fn: "reconcile" | "finalize", reason: string): void {
   if (typeof (value as { then?: unknown } | null)?.then === "function") {
-    throw new TerminalError(`Invalid${fn}`, `${fn.toLowerCase()} returned a Promise: wasmlet calls it synchronously (the client's calls are synchronous too)`);
+    throw new TerminalError(reason, `${fn} returned a Promise: wasmlet calls it synchronously (the client's calls are synchronous too)`);
   }
 }
 
@@ -92,7 +93,7 @@ export function runReconcile(fn: ReconcileFn, obj: string): Outcome | Failure {
   try {
     const value = decodeObject(obj);
     const action = fn(value, Context.forObject(value));
-    refuseAsync(action, "Action");
+    refuseAsync(action, "reconcile", "InvalidAction");
     if (!(action instanceof Action)) {
       throw new TerminalError("InvalidAction", `reconcile returned ${typeof action}, not a wasmlet Action`);
     }
@@ -109,7 +110,7 @@ export function runFinalize(fn: FinalizeFn | undefined, obj: string): bigint | u
   try {
     const value = decodeObject(obj);
     const result = fn(value, Context.forObject(value));
-    refuseAsync(result, "Finalize");
+    refuseAsync(result, "finalize", "InvalidFinalize");
     if (!(result instanceof Finalize)) {
       throw new TerminalError("InvalidFinalize", `finalize returned ${typeof result}, not a wasmlet Finalize`);
     }

@@ -107,7 +107,9 @@ test("bad input and output are terminal and say what", () => {
   assert.deepEqual([negative.reason, negative.message], ["InvalidAction", "a duration must be 0 or more seconds, not -1"]);
   const promise = failure(runReconcile((async () => Action.awaitChange()) as unknown as () => Action, OBJ));
   assert.equal(promise.reason, "InvalidAction");
-  assert.match(promise.message, /returned a Promise/);
+  assert.match(promise.message, /^reconcile returned a Promise/);
+  const huge = runReconcile(() => Action.requeue(1e300), OBJ) as { requeueAfterMs: bigint };
+  assert.equal(huge.requeueAfterMs, 2n ** 64n - 1n);
 });
 
 test("finalize", () => {
