@@ -1,12 +1,15 @@
-//! A reconciler written in Python (guests/examples/configmap-summary-py, built
-//! with componentize-py: CPython inside a ~18 MB component) in `wasmlet up`,
-//! against the Rust configmap-summary it rewrites: the same scenario gives the
-//! same status, conditions, events and (no) requeue; and one CRD's plugin is
-//! hot-swapped Rust → Python → Rust without a restart.
+//! Reconcilers written in Python (guests/examples/configmap-summary-py, built
+//! with componentize-py: CPython inside a ~18 MB component) and in TypeScript
+//! (guests/examples/configmap-summary-ts, built with componentize-js:
+//! SpiderMonkey inside a ~12 MB component) in `wasmlet up`, against the Rust
+//! configmap-summary they rewrite: one scenario gives the same status,
+//! conditions, observedGeneration, events and (no) requeue for all three; and
+//! one CRD's plugin is hot-swapped Rust → Python → TypeScript → Rust without a
+//! restart.
 //!
-//! A debug host compiles the Python component in tens of seconds (a release
-//! host in a few; the precompiled cache makes any later load a millisecond),
-//! hence the long waits for a Python plugin's first load.
+//! A debug host compiles these components in tens of seconds (a release host
+//! in a few; the precompiled cache makes any later load a millisecond), hence
+//! the long waits for a plugin's first load.
 
 use std::time::Duration;
 
@@ -19,8 +22,10 @@ use wasmlet_e2e::{Plane, eventually, install_plugin, install_plugin_with, metric
 
 const RUST: &str = "configmap-summary";
 const PYTHON: &str = "configmap-summary-py";
+const TYPESCRIPT: &str = "configmap-summary-ts";
 
-/// Long enough for a debug host to compile the CPython component on a busy machine.
+/// Long enough for a debug host to compile the CPython or SpiderMonkey component
+/// on a busy machine.
 const FIRST_LOAD: Duration = Duration::from_secs(300);
 
 /// Waits until the ConfigSummary CRD is served (applied when the plugin loads).
@@ -160,16 +165,17 @@ async fn scenario(name: &str) -> anyhow::Result<Vec<Value>> {
     Ok(serde_json::from_str(&text)?)
 }
 
-#[tokio::test]
-async fn the_python_reconciler_does_what_the_rust_one_does() -> anyhow::Result<()> {
-    let python = scenario(PYTHON).await?;
+/// Runs the scenario against plugin `name`, checks what it shows, then runs it
+/// against the Rust example and requires the very same.
+async fn does_what_the_rust_one_does(name: &str) -> anyhow::Result<()> {
+    let seen = scenario(name).await?;
     let summarised = |keys: u32, maps: u32| {
         json!({
             "type": "Summarised", "status": "True", "reason": "Counted",
             "message": format!("{keys} keys in {maps} ConfigMaps labelled wasmlet.dev/summary=s1"),
         })
     };
-    let first = &python[0];
+    let first = &seen[0];
     assert_eq!(first["keys"], 5, "{first}");
     assert_eq!(first["configMaps"], 2, "{first}");
     assert_eq!(first["observedGeneration"], 1, "{first}");
@@ -177,9 +183,9 @@ async fn the_python_reconciler_does_what_the_rust_one_does() -> anyhow::Result<(
     let mut want = summarised(5, 2);
     want["observedGeneration"] = json!(1);
     assert!(conds.contains(&want), "{first}");
-    assert_eq!(python[1]["keys"], 6);
-    assert_eq!(python[2]["keys"], 5, "k0,k1 + k0,k1,k2");
-    let denied = python[3]["conditions"]
+    assert_eq!(seen[1]["keys"], 6);
+    assert_eq!(seen[2]["keys"], 5, "k0,k1 + k0,k1,k2");
+    let denied = seen[3]["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
         .cloned()
@@ -194,14 +200,24 @@ async fn the_python_reconciler_does_what_the_rust_one_does() -> anyhow::Result<(
 
     let rust = scenario(RUST).await?;
     assert_eq!(
-        python, rust,
-        "the Python reconciler's status, conditions and events differ from the Rust one's"
+        seen, rust,
+        "{name}'s status, conditions and events differ from the Rust one's"
     );
     Ok(())
 }
 
 #[tokio::test]
-async fn one_crd_hot_swaps_rust_python_rust_without_a_restart() -> anyhow::Result<()> {
+async fn the_python_reconciler_does_what_the_rust_one_does() -> anyhow::Result<()> {
+    does_what_the_rust_one_does(PYTHON).await
+}
+
+#[tokio::test]
+async fn the_typescript_reconciler_does_what_the_rust_one_does() -> anyhow::Result<()> {
+    does_what_the_rust_one_does(TYPESCRIPT).await
+}
+
+#[tokio::test]
+async fn one_crd_hot_swaps_rust_python_typescript_rust_without_a_restart() -> anyhow::Result<()> {
     let plane = Plane::start_up(&[]).await?;
     let client = plane.client().await?;
     install_plugin(&plane.plugin_dir(), RUST)?;
@@ -221,7 +237,7 @@ async fn one_crd_hot_swaps_rust_python_rust_without_a_restart() -> anyhow::Resul
     // module and manifest, landing by rename as an operator would), the host
     // logs the replacement with that build's digest, and a ConfigSummary made
     // after it is summarised (by the only version serving: the new one).
-    let steps = [(PYTHON, "py"), (RUST, "rust")];
+    let steps = [(PYTHON, "py"), (TYPESCRIPT, "ts"), (RUST, "rust")];
     for (i, (from, tag)) in steps.iter().enumerate() {
         let before = reconciles(&plane.metrics().await?);
         let name = format!("{tag}{i}");

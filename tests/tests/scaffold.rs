@@ -304,3 +304,117 @@ async fn a_scaffolded_python_reconciler_builds_loads_and_reconciles() -> Result<
     ensure!(shown.contains("(app.py:"), "{shown}");
     Ok(())
 }
+
+/// `wasmlet plugin new --lang typescript`, then its README's commands (`npm
+/// test`, `npm run build`, `plugin check`), then `wasmlet up` reconciling its
+/// kind, and an exception in the TypeScript code shown on the object.
+///
+/// The project's `npm install` is stood in for by scripts/setup's target/js (the
+/// same pinned tools, installed from the same versions), linked as its
+/// node_modules, so the test needs no network.
+///
+/// Ignored by default as its Python neighbour is: two componentize-js builds and
+/// a debug host's two compiles of the ~12 MB component take two to three
+/// minutes. Needs scripts/setup's target/js. Run it with
+/// `cargo test --test scaffold -- --ignored typescript`.
+#[tokio::test]
+#[ignore = "builds and compiles a SpiderMonkey component twice (two or three minutes); run with --ignored"]
+async fn a_scaffolded_typescript_reconciler_builds_loads_and_reconciles() -> Result<()> {
+    let tools = repo().join("target/js/node_modules");
+    ensure!(
+        tools.join(".bin/componentize-js").exists(),
+        "{} has no componentize-js: run scripts/setup",
+        tools.display()
+    );
+    let tmp = tempfile::tempdir()?;
+    let project = tmp.path().join("hello-ts");
+    wasmlet(&[
+        "plugin",
+        "new",
+        "hello-ts",
+        "--lang",
+        "typescript",
+        "--crd",
+        "demo.example.com/v1/Greeting",
+        "--dir",
+        project.to_str().unwrap(),
+    ])?;
+    std::os::unix::fs::symlink(&tools, project.join("node_modules"))?;
+    let npm = |args: &[&str]| -> Result<String> {
+        let out = Command::new("npm")
+            .args(args)
+            .current_dir(&project)
+            .output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(out.status.success(), "npm {args:?}: {text}");
+        Ok(text)
+    };
+    let tested = npm(&["test"])?;
+    ensure!(tested.contains("# pass 1"), "{tested}");
+    npm(&["run", "build"])?;
+    let check = wasmlet(&[
+        "plugin",
+        "check",
+        project.join("hello-ts.wasm").to_str().unwrap(),
+    ])?;
+    ensure!(check.contains("plugin hello-ts: OK"), "{check}");
+    ensure!(!check.to_lowercase().contains("warn"), "{check}");
+
+    let plane = Plane::start_up(&[]).await?;
+    for f in ["greeting.crd.yaml", "hello-ts.toml", "hello-ts.wasm"] {
+        std::fs::copy(project.join(f), plane.plugin_dir().join(f))?;
+    }
+    let client = plane.client().await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
+        "greetings",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    // A debug host compiles SpiderMonkey in tens of seconds.
+    eventually(Duration::from_secs(300), "the Greeting CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    let o: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
+    }))?;
+    api.create(&PostParams::default(), &o).await?;
+    eventually(Duration::from_secs(60), "the greeting's status", || async {
+        let o = api.get("first").await.ok()?;
+        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+
+    // A TypeError on a greeting without a spec: Ready=False naming it.
+    let app = project.join("app.ts");
+    let broken = std::fs::read_to_string(&app)?.replace(
+        "const name: string = obj.spec?.name ?? \"\";",
+        "const name: string = obj.spec.name.trim();",
+    );
+    std::fs::write(&app, broken)?;
+    npm(&["run", "build"])?;
+    let staged = plane.plugin_dir().join(".hello-ts.wasm");
+    std::fs::copy(project.join("hello-ts.wasm"), &staged)?;
+    std::fs::rename(&staged, plane.plugin_dir().join("hello-ts.wasm"))?;
+    let nameless: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "nameless"},
+    }))?;
+    api.create(&PostParams::default(), &nameless).await?;
+    eventually(Duration::from_secs(300), "Ready=False with the TypeError", || async {
+        let out = plane
+            .kubectl_ok(&["get", "greeting", "nameless", "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.conditions[?(@.type==\"Ready\")].reason} {.status.conditions[?(@.type==\"Ready\")].message}"])
+            .ok()?;
+        (out.starts_with("False UncaughtException TypeError: ")).then_some(out)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    Ok(())
+}

@@ -166,7 +166,8 @@ enum PluginCommand {
         name: String,
         #[arg(long, value_enum, default_value = "reconciler")]
         kind: scaffold::ScaffoldKind,
-        /// The plugin's language (python: reconcilers, built with componentize-py).
+        /// The plugin's language (python, typescript: reconcilers, built with
+        /// componentize-py, componentize-js).
         #[arg(long, value_enum, default_value = "rust")]
         lang: scaffold::Lang,
         /// The custom resource a reconciler reconciles, GROUP/VERSION/KIND.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 mod python;
+mod typescript;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScaffoldKind {
@@ -23,6 +24,8 @@ pub enum Lang {
     Rust,
     /// A Python module on the Python SDK, built with componentize-py (reconcilers only).
     Python,
+    /// A TypeScript module on the TypeScript SDK, built with componentize-js (reconcilers only).
+    Typescript,
 }
 
 /// The SDK a new plugin builds against: this binary's version, which the
@@ -129,12 +132,20 @@ pub fn plugin_new(
             "--lang python --kind provider: the Python SDK writes reconcilers only (providers are Rust)"
         );
     }
+<<<<<<< HEAD
     // Python projects carry the SDK built into this binary; a Rust crate
     // names one on disk, found before anything is written.
     let sdk = match lang {
         Lang::Rust => sdk_dependency(sdk)?,
         Lang::Python => String::new(),
     };
+=======
+    if lang == Lang::Typescript && kind == ScaffoldKind::Provider {
+        bail!(
+            "--lang typescript --kind provider: the TypeScript SDK writes reconcilers only (providers are Rust)"
+        );
+    }
+>>>>>>> ts
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("creating {}", root.display()))?;
     let lib = name.replace('-', "_");
@@ -163,6 +174,12 @@ pub fn plugin_new(
                     .with_context(|| format!("tidying {}", root.display()))?;
                 let fill = |t: &str| fill(t).replace("@COMPONENTIZE_PY@", python::COMPONENTIZE_PY);
                 python::write(&root, name, &crd_file, fill)?;
+                return Ok(root);
+            }
+            if lang == Lang::Typescript {
+                std::fs::remove_dir(root.join("src"))
+                    .with_context(|| format!("tidying {}", root.display()))?;
+                typescript::write(&root, name, &crd_file, fill)?;
                 return Ok(root);
             }
             write("Cargo.toml", fill(CARGO_TOML))?;
@@ -525,6 +542,69 @@ mod tests {
                 "p",
                 ScaffoldKind::Provider,
                 Lang::Python,
+                None,
+                Some(&tmp.path().join("p")),
+                None
+            )
+            .unwrap_err()
+            .to_string()
+            .contains("reconcilers only")
+        );
+    }
+
+    #[test]
+    fn typescript_writes_a_project_with_the_sdk_the_contract_and_pinned_tools() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("hello-ts");
+        plugin_new(
+            "hello-ts",
+            ScaffoldKind::Reconciler,
+            Lang::Typescript,
+            Some("demo.example.com/v1/Greeting"),
+            Some(&root),
+            None,
+        )
+        .unwrap();
+        for f in [
+            "app.ts",
+            "hello-ts.toml",
+            "greeting.crd.yaml",
+            "tests/app.test.ts",
+            "package.json",
+            "tsconfig.json",
+            "build.sh",
+            "test.sh",
+            "README.md",
+            "wit/worlds.wit",
+            "wasmlet/index.ts",
+            "wasmlet/testing.ts",
+            "wasmlet/wit.ts",
+        ] {
+            let text = std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert!(
+                !text.contains("@NAME@") && !text.contains("@KIND@") && !text.contains("@TOOLS@"),
+                "{f}: a placeholder left"
+            );
+        }
+        assert!(!root.join("src").exists());
+        let package: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join("package.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            package["devDependencies"]["@bytecodealliance/componentize-js"],
+            "0.23.0"
+        );
+        assert_eq!(package["name"], "hello-ts");
+        let test = std::fs::read_to_string(root.join("tests/app.test.ts")).unwrap();
+        assert!(
+            test.contains(r#"apiVersion: "demo.example.com/v1""#),
+            "{test}"
+        );
+        assert!(
+            plugin_new(
+                "p",
+                ScaffoldKind::Provider,
+                Lang::Typescript,
                 None,
                 Some(&tmp.path().join("p")),
                 None

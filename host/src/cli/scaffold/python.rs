@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 /// The contract, as `wit/NAME`.
-const WIT: &[(&str, &str)] = &[
+pub(super) const WIT: &[(&str, &str)] = &[
     ("client.wit", include_str!("../../../../wit/client.wit")),
     ("clusters.wit", include_str!("../../../../wit/clusters.wit")),
     ("http.wit", include_str!("../../../../wit/http.wit")),
@@ -137,7 +137,7 @@ cd "$(dirname "$0")"
 componentize-py -d wit -w reconciler-plugin componentize app -p . -o @NAME@.wasm
 "#;
 
-const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+pub(super) const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: @PLURAL@.@GROUP@
