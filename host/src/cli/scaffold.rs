@@ -132,20 +132,17 @@ pub fn plugin_new(
             "--lang python --kind provider: the Python SDK writes reconcilers only (providers are Rust)"
         );
     }
-<<<<<<< HEAD
-    // Python projects carry the SDK built into this binary; a Rust crate
-    // names one on disk, found before anything is written.
-    let sdk = match lang {
-        Lang::Rust => sdk_dependency(sdk)?,
-        Lang::Python => String::new(),
-    };
-=======
     if lang == Lang::Typescript && kind == ScaffoldKind::Provider {
         bail!(
             "--lang typescript --kind provider: the TypeScript SDK writes reconcilers only (providers are Rust)"
         );
     }
->>>>>>> ts
+    // Python and TypeScript projects carry the SDK built into this binary; a Rust crate
+    // names one on disk, found before anything is written.
+    let sdk = match lang {
+        Lang::Rust => sdk_dependency(sdk)?,
+        Lang::Python | Lang::Typescript => String::new(),
+    };
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("creating {}", root.display()))?;
     let lib = name.replace('-', "_");
