@@ -1,7 +1,8 @@
 //! The status page (`/` on the metrics address) in a real headless browser
 //! (Debian's chromium): plugins, queues, a failed reconcile with its key, the
-//! node's pods with their state, and the provider's state graph. A screenshot
-//! is saved to `target/status-page.png` for people to look at.
+//! node's pods with their state, the provider's state graph drawn (inline
+//! SVG, the running pod's count on its state) and each controller's charts.
+//! A screenshot is saved to `target/status-page.png` for people to look at.
 
 use std::path::Path;
 use std::process::Command;
@@ -104,6 +105,44 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
     ] {
         ensure!(dom.contains(text), "the page lacks {text:?}:\n{dom}");
     }
+    // The provider's graph is drawn: every state of the wasi-runner a box,
+    // the sleeper counted on Running and nowhere else.
+    ensure!(
+        dom.contains("<svg class=\"state-graph\""),
+        "no drawing:\n{dom}"
+    );
+    for state in [
+        "Registered",
+        "ImagePull",
+        "VolumeMount",
+        "Initializing",
+        "Starting",
+        "Error",
+        "CrashLoopBackOff",
+        "Terminated",
+    ] {
+        let node = format!("data-state=\"{state}\" data-pods=\"0\"");
+        ensure!(dom.contains(&node), "the drawing lacks {node:?}:\n{dom}");
+    }
+    ensure!(
+        dom.contains("class=\"state occupied\" data-state=\"Running\" data-pods=\"1\""),
+        "the running pod is not on Running:\n{dom}"
+    );
+    ensure!(dom.contains("<text class=\"count\""), "{dom}");
+    // Each controller's queue depth and reconcile rate, charted.
+    for controller in ["configmap-summary", "trap"] {
+        let row = format!("<tr data-controller=\"{controller}\">");
+        let at = dom
+            .find(&row)
+            .ok_or_else(|| anyhow::anyhow!("no charts for {controller}:\n{dom}"))?;
+        let row = &dom[at..at + dom[at..].find("</tr>").unwrap_or(0)];
+        ensure!(
+            row.contains("<svg class=\"spark depth\"")
+                && row.contains("<svg class=\"spark rate\"")
+                && row.contains("<polyline"),
+            "{row}"
+        );
+    }
     // The script ran: the timestamp is the browser's, not the server's "now".
     ensure!(dom.contains("<span id=\"updated\">20"), "{dom}");
 
@@ -112,7 +151,7 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
         profile.path(),
         &[
             &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1800",
+            "--window-size=1280,1700",
             &url,
         ],
     )?;
