@@ -15,6 +15,7 @@
 //! endpoint before the controller manager exists).
 
 mod layout;
+pub mod report;
 mod samples;
 mod sparkline;
 mod state_graph;

@@ -166,3 +166,149 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
     );
     Ok(())
 }
+
+/// `wasmlet ARGS...` with quiet logs: (success, stdout, stderr).
+fn wasmlet(args: &[&str]) -> Result<(bool, String, String)> {
+    let out = Command::new(wasmlet_e2e::wasmlet_bin())
+        .args(args)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn wasmlet_status_and_plugin_list_show_a_running_hosts_plugins_and_pods() -> Result<()> {
+    let (plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    install_plugin(&plane.plugin_dir(), "configmap-summary")?;
+    // A plugin whose only version is refused: listed, with why.
+    let dir = plane.plugin_dir();
+    std::fs::copy(
+        wasmlet_e2e::built_plugins().join("configmap-summary.toml"),
+        dir.join("broken.toml"),
+    )?;
+    std::fs::write(dir.join("broken.wasm"), b"not a component")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "sleeper"},
+        "spec": sleeper_spec(),
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let url = plane.metrics_url().await?;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+
+    // The JSON, once the reconciler runs, the broken plugin is refused and
+    // the pod runs.
+    let status: serde_json::Value =
+        eventually(Duration::from_secs(60), "the host's status", || async {
+            let (ok, out, _) = wasmlet(&["status", "--host", &host, "-o", "json"]).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&out).ok().filter(|_| ok)?;
+            let plugin = |name: &str| {
+                v["plugins"]
+                    .as_array()?
+                    .iter()
+                    .find(|p| p["name"] == name)
+                    .cloned()
+            };
+            let running = v["node"]["pods"]["Running"] == 1;
+            let reconciling = plugin("configmap-summary")?["state"] == "reconciling";
+            let rejected = plugin("broken")?["state"] == "rejected";
+            (running && reconciling && rejected).then_some(v)
+        })
+        .await?;
+    let plugin = |name: &str| {
+        status["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let summary = plugin("configmap-summary");
+    ensure!(summary["kind"] == "reconciler", "{status:#}");
+    ensure!(
+        summary["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("sha256:")),
+        "{status:#}"
+    );
+    ensure!(summary["queue"]["ready"].is_u64(), "{status:#}");
+    let runner = plugin("wasi-runner");
+    ensure!(
+        runner["kind"] == "provider" && runner["state"] == "running pods",
+        "{status:#}"
+    );
+    ensure!(
+        plugin("broken")["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{status:#}"
+    );
+    ensure!(
+        status["node"]["name"] == NODE && status["node"]["provider"] == "wasi-runner",
+        "{status:#}"
+    );
+
+    // The table.
+    let (ok, table, err) = wasmlet(&["status", "--host", &host])?;
+    ensure!(ok, "{table}{err}");
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    ensure!(table.starts_with("NAME "), "{table}");
+    let row = line("configmap-summary");
+    ensure!(
+        row.len() >= 6
+            && row[1] == "reconciler"
+            && row[2].starts_with("sha256:")
+            && row[3] == "reconciling",
+        "{table}"
+    );
+    ensure!(
+        line("broken")[..3] == ["broken", "<none>", "<none>"],
+        "{table}"
+    );
+    ensure!(
+        table.contains(&format!(
+            "node {NODE} (provider wasi-runner): 1 pod (1 Running)"
+        )),
+        "{table}"
+    );
+
+    // `plugin list`: the same plugins.
+    let (ok, list, err) = wasmlet(&["plugin", "list", "--host", &host, "-o", "json"])?;
+    ensure!(ok, "{list}{err}");
+    let list: serde_json::Value = serde_json::from_str(&list)?;
+    let names: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    for name in ["broken", "configmap-summary", "scheduler", "wasi-runner"] {
+        ensure!(names.contains(&name), "{name} not in {names:?}");
+    }
+    let (ok, list, err) = wasmlet(&["plugin", "list", "--host", &host])?;
+    ensure!(
+        ok && list.contains("configmap-summary   reconciler"),
+        "{list}{err}"
+    );
+
+    // No host there: the error names the address and the flag.
+    let (ok, _, err) = wasmlet(&["status", "--host", "127.0.0.1:1"])?;
+    ensure!(
+        !ok && err.contains("127.0.0.1:1/status") && err.contains("--metrics-addr"),
+        "{err}"
+    );
+    Ok(())
+}

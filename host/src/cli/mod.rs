@@ -6,6 +6,7 @@
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
 //! - `wasmlet module push FILE.wasm REF`: a workload module as a pod's image;
+//! - `wasmlet status` / `wasmlet plugin list`: a running host's plugins and node;
 //! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster;
 //! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
@@ -18,6 +19,7 @@ mod replay;
 mod scaffold;
 mod shadow;
 mod signals;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -116,6 +118,9 @@ enum Command {
     },
     /// Run only the embedded API server.
     Apiserver(ServerArgs),
+    /// Show a running host's plugins (version, state, queue) and node's pods,
+    /// from its metrics address (`--host`, the host's --metrics-addr).
+    Status(status::StatusArgs),
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -156,6 +161,9 @@ enum ModuleCommand {
 
 #[derive(Subcommand)]
 enum PluginCommand {
+    /// List a running host's plugins: version, state, queue, faults (from its
+    /// metrics address, `--host`, the host's --metrics-addr).
+    List(status::StatusArgs),
     /// Validate a plugin (NAME.wasm or NAME.toml) and print what it will do.
     Check { path: PathBuf },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
@@ -399,6 +407,8 @@ async fn main_async(cli: Cli) -> Result<()> {
             signals.wait().await;
             signals::bounded(running.drain()).await?;
         }
+        Command::Status(args) => status::status(&args).await?,
+        Command::Plugin(PluginCommand::List(args)) => status::plugin_list(&args).await?,
         Command::Replay(args) => replay::replay(args).await?,
         Command::Datastore(command) => datastore::run(command).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
