@@ -42,12 +42,11 @@ pub const BUILTIN: &[&str] = &[
 
 #[derive(clap::Args, Clone, Default)]
 pub struct BuiltinArgs {
-    /// `up`: do not load the built-in plugins (scheduler, wasi-runner, ...).
-    #[arg(long, conflicts_with = "builtins")]
+    /// `up --no-builtins` (a flag of `up` only).
+    #[arg(skip)]
     pub no_builtins: bool,
-    /// `run`: load the built-in plugins too (off by default: a real cluster has
-    /// its own scheduler and controllers).
-    #[arg(long)]
+    /// `run --builtins` (a flag of `run` only).
+    #[arg(skip)]
     pub builtins: bool,
     /// Where the built-in plugins are installed from (default: next to the binary).
     #[arg(long, env = "WASMLET_BUILTIN_PLUGINS")]

@@ -1,8 +1,10 @@
 //! The process's HTTP endpoints: `/metrics` (every registered metric, the
 //! plugin set's included), `/healthz`, `/livez` and `/readyz` (with
 //! `?verbose`, `?exclude=` and `/readyz/CHECK`, as kube-apiserver; the checks
-//! are `crate::health::host`'s), the status page at `/`, and `/shadow/NAME`, a
-//! plugin's shadow report as JSON (`wasmlet plugin shadow-report`).
+//! are `crate::health::host`'s), the status page at `/`, the same status as
+//! JSON at `/status` (`wasmlet status`, `wasmlet plugin list`), and
+//! `/shadow/NAME`, a plugin's shadow report as JSON (`wasmlet plugin
+//! shadow-report`).
 //!
 //! The status page and the shadow reports show reconcile errors and pod
 //! names, so they are served only to a peer on 127.0.0.1 or ::1 (the
@@ -77,7 +79,15 @@ pub async fn serve(
     })?;
     let bound = listener.local_addr()?;
     let shadow_page = page.clone();
+    let status_page = page.clone();
     let guarded = Router::new()
+        .route(
+            "/status",
+            get(move || {
+                let page = status_page.clone();
+                async move { axum::Json(page.report()) }
+            }),
+        )
         .route(
             "/",
             get(move || {

@@ -5,12 +5,25 @@
 //! last failed reconciles with their keys, the node's pods with their state and
 //! how long they have been in it, and each provider's state graph.
 //!
+//! What a person would rather look at than read is drawn, as inline SVG made
+//! here (no external assets): each provider's state graph with the pods now
+//! in each state (`state_graph`, laid out by `layout`), and each
+//! controller's queue depth and reconcile rate over the last ten minutes
+//! (`sparkline`, from the fixed rings of `samples`).
+//!
 //! Sources are filled in as the host starts ([`StatusPage`] is shared with the
 //! endpoint before the controller manager exists).
 
+mod layout;
+pub mod report;
+mod samples;
+mod sparkline;
+mod state_graph;
+
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::controller::Manager;
 use crate::node::pods::PodRunner;
@@ -25,6 +38,8 @@ pub struct StatusPage {
     pub plugins: OnceLock<Arc<PluginSet>>,
     pub manager: OnceLock<Arc<Manager>>,
     pub pods: OnceLock<(String, Arc<PodRunner>)>,
+    /// The controllers' recent queue depths and reconcile counts.
+    samples: samples::Samples,
 }
 
 /// HTML-escapes text for element content and attribute values.
@@ -99,20 +114,58 @@ impl StatusPage {
              table{border-collapse:collapse;margin:.5em 0 1.5em}\
              th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
              th{background:#f3f3f3}h2{margin-top:1.2em}.empty{color:#777}\
-             pre{background:#f7f7f7;padding:.6em;overflow:auto}</style></head><body>\
+             pre{background:#f7f7f7;padding:.6em;overflow:auto}",
+        );
+        out.push_str(state_graph::CSS);
+        out.push_str(sparkline::CSS);
+        out.push_str(
+            "</style></head><body>\
              <h1>wasmlet</h1><p>Updated <span id=\"updated\">now</span>; this page reloads every 5 s.</p>",
         );
         let plugins = self.plugins.get();
         self.plugins_section(&mut out, plugins);
         self.queues_section(&mut out, plugins);
-        self.history_section(&mut out, plugins);
         self.pods_section(&mut out);
         self.graphs_section(&mut out, plugins);
+        self.history_section(&mut out, plugins);
         out.push_str(
             "<script>document.getElementById('updated').textContent=new Date().toISOString();\
              setTimeout(function(){location.reload()},5000);</script></body></html>",
         );
         out
+    }
+
+    /// Samples every controller each [`samples::EVERY`], for as long as the
+    /// process runs (the charts' history).
+    pub async fn sample(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(samples::EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.samples.record(self.sample_now());
+        }
+    }
+
+    /// One sample of each running controller.
+    fn sample_now(&self) -> Vec<(String, samples::Sample)> {
+        let (Some(plugins), Some(manager)) = (self.plugins.get(), self.manager.get()) else {
+            return Vec::new();
+        };
+        let at = Instant::now();
+        plugins
+            .names()
+            .into_iter()
+            .filter_map(|name| {
+                let c = manager.controller(&name)?;
+                let d = c.queue.depth();
+                let sample = samples::Sample {
+                    at,
+                    depth: (d.high + d.low) as u64,
+                    reconciles: c.reconciles(),
+                };
+                Some((name, sample))
+            })
+            .collect()
     }
 
     fn plugins_section(&self, out: &mut String, plugins: Option<&Arc<PluginSet>>) {
@@ -203,6 +256,7 @@ impl StatusPage {
             rows,
             "No controllers.",
         );
+        self.charts(out, &controllers);
         out.push_str("<h2>Recent reconcile errors</h2>");
         // One row per key: its newest failure and how many of the remembered
         // ones it had (a retried failure repeats itself).
@@ -237,6 +291,64 @@ impl StatusPage {
             rows.into_iter().map(|(_, r)| r).collect(),
             "No failed reconciles.",
         );
+    }
+
+    /// Each controller's queue depth and reconcile rate over the last
+    /// minutes: the stored samples, and one taken now so a fresh page has
+    /// its present.
+    fn charts(
+        &self,
+        out: &mut String,
+        controllers: &[(String, Arc<crate::controller::controller::Controller>)],
+    ) {
+        if controllers.is_empty() {
+            return;
+        }
+        let minutes = (samples::KEPT as u64 * samples::EVERY.as_secs()) / 60;
+        let _ = write!(
+            out,
+            "<h2>Queue depth and reconcile rate, last {minutes} minutes</h2><table id=\"charts\"><tr><th>controller</th><th>keys ready to run</th><th>reconciles per second</th></tr>"
+        );
+        let now: BTreeMap<String, samples::Sample> = self.sample_now().into_iter().collect();
+        for (name, _) in controllers {
+            let mut kept = self.samples.of(name);
+            // A sample taken moments after the last stored one would make a
+            // rate of noise.
+            if let Some(s) = now.get(name)
+                && kept
+                    .last()
+                    .is_none_or(|l| s.at.duration_since(l.at) >= Duration::from_secs(1))
+            {
+                kept.push(*s);
+            }
+            let depths: Vec<f64> = kept.iter().map(|s| s.depth as f64).collect();
+            let rates = samples::rates(&kept);
+            let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+            let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+            let _ = write!(
+                out,
+                "<tr data-controller=\"{}\"><td>{}</td><td>{}<span class=\"figure\">now {} · max {}</span></td><td>{}<span class=\"figure\">now {} · max {}</span></td></tr>",
+                esc(name),
+                esc(name),
+                sparkline::svg(
+                    &depths,
+                    samples::KEPT,
+                    "depth",
+                    &format!("{name}: keys ready to run")
+                ),
+                last(&depths),
+                max(&depths),
+                sparkline::svg(
+                    &rates,
+                    samples::KEPT,
+                    "rate",
+                    &format!("{name}: reconciles per second")
+                ),
+                sparkline::per_second(last(&rates)),
+                sparkline::per_second(max(&rates)),
+            );
+        }
+        out.push_str("</table>");
     }
 
     fn history_section(&self, out: &mut String, plugins: Option<&Arc<PluginSet>>) {
@@ -277,7 +389,7 @@ impl StatusPage {
 
     fn graphs_section(&self, out: &mut String, plugins: Option<&Arc<PluginSet>>) {
         let Some(set) = plugins else { return };
-        for name in set.names() {
+        for (i, name) in set.names().into_iter().enumerate() {
             let Some(loaded) = set.get(&name) else {
                 continue;
             };
@@ -293,6 +405,39 @@ impl StatusPage {
                 esc(&graph.on_delete),
                 esc(&graph.error_state)
             );
+            // The node's pods per state, on this provider's graph only.
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            if let Some((_, runner)) = self.pods.get()
+                && runner.provider() == name
+            {
+                for (_, state, _) in runner.pod_states() {
+                    *counts.entry(state).or_default() += 1;
+                }
+            }
+            out.push_str(&state_graph::svg(
+                &name,
+                graph,
+                &format!("graph{i}"),
+                &counts,
+            ));
+            out.push_str(
+                "<p class=\"legend\">Double border: the initial state. Red: the error state; grey: the on-delete state \
+                 (the host moves pods there from any state). Dashed: a back-off state. Green with a number: the pods in that \
+                 state now. Light dashed lines run back (they close a cycle).</p>",
+            );
+            // Pods in a state the graph lacks: the host's own back-off.
+            let elsewhere: Vec<String> = counts
+                .iter()
+                .filter(|(s, _)| !graph.states.contains(s))
+                .map(|(s, n)| format!("{n} in {s}"))
+                .collect();
+            if !elsewhere.is_empty() {
+                let _ = write!(
+                    out,
+                    "<p class=\"elsewhere\">Pods in states the host adds: {}.</p>",
+                    esc(&elsewhere.join(", "))
+                );
+            }
             let rows = graph
                 .states
                 .iter()
@@ -306,6 +451,7 @@ impl StatusPage {
                     vec![s.clone(), next.join(", ")]
                 })
                 .collect();
+            out.push_str("<details><summary>As a table</summary>");
             table(
                 out,
                 &format!("graph-{name}"),
@@ -313,6 +459,7 @@ impl StatusPage {
                 rows,
                 "No states.",
             );
+            out.push_str("</details>");
             let _ = write!(
                 out,
                 "<details><summary>Graphviz DOT</summary><pre>{}</pre></details>",

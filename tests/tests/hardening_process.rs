@@ -590,7 +590,7 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
     admin(json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": "wasmlet-status-viewer"},
-         "rules": [{"nonResourceURLs": ["/", "/shadow/*"], "verbs": ["get"]}]},
+         "rules": [{"nonResourceURLs": ["/", "/status", "/shadow/*"], "verbs": ["get"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": "viewer-status"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmlet-status-viewer"},
@@ -601,7 +601,7 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
     let (viewer, nobody) = (viewer.trim(), nobody.trim());
 
     let remote = "127.0.0.3";
-    for path in ["/", "/shadow/configmap-summary"] {
+    for path in ["/", "/status", "/shadow/configmap-summary"] {
         let (code, body) = get_from(remote, &addr, path, None).await?;
         assert_eq!(code, 401, "{path} anonymous from {remote}: {body}");
         let (code, body) = get_from(remote, &addr, path, Some("not-a-token")).await?;
@@ -619,6 +619,10 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
         body.contains("<html") || body.contains("<!DOCTYPE"),
         "{body}"
     );
+    // `wasmlet status`'s JSON, as the page.
+    let (code, body) = get_from(remote, &addr, "/status", Some(viewer)).await?;
+    assert_eq!(code, 200, "/status as viewer: {body}");
+    assert!(body.starts_with("{\"plugins\":["), "{body}");
     // Authorized, and then the plugin is looked for.
     let (code, body) = get_from(remote, &addr, "/shadow/none", Some(viewer)).await?;
     assert_eq!(code, 404, "/shadow/none as viewer: {body}");

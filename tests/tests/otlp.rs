@@ -159,10 +159,10 @@ async fn reconcile_and_pod_state_spans_reach_the_collector() -> Result<()> {
 fn an_endpoint_the_exporter_cannot_use_stops_the_host_with_its_name() -> Result<()> {
     let out = std::process::Command::new(wasmlet_e2e::wasmlet_bin())
         .args([
+            "run",
             "--otlp-endpoint",
             "https://collector:4318",
-            "plugin",
-            "crds",
+            "--kubeconfig",
             "/nonexistent",
         ])
         .output()?;

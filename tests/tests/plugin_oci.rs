@@ -313,3 +313,51 @@ async fn a_listed_plugin_is_pulled_loaded_and_swapped_when_its_tag_moves() -> Re
     .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_change_to_plugins_toml_is_synced_at_once_not_at_the_next_poll() -> Result<()> {
+    if !have_registry() {
+        return Ok(());
+    }
+    let reg = Registry::start().await?;
+    let reference = format!("{}/plugins/configmap-summary:v1", reg.addr);
+    push(&built_plugins().join("configmap-summary.toml"), &reference)?;
+    // A poll an hour apart: only the list's own change can pull in time.
+    let plane = Plane::start_up(&["--plugin-poll-seconds", "3600"]).await?;
+    let client = plane.client().await?;
+    let api = summaries(&client);
+    // The built-ins loaded: the list's first sync (none there) is long past.
+    eventually(Duration::from_secs(60), "the host's first scan", || async {
+        plane
+            .log()
+            .lines()
+            .any(|l| l.contains("plugin loaded") && l.contains("scheduler"))
+            .then_some(())
+    })
+    .await?;
+    std::fs::write(
+        plane.plugin_dir().join("plugins.toml"),
+        format!("[[plugin]]\nsource = \"oci://{reference}\"\ninsecure = true\n"),
+    )?;
+    eventually(
+        Duration::from_secs(60),
+        "the listed plugin pulled and its CRD served",
+        || async { api.list(&Default::default()).await.ok() },
+    )
+    .await?;
+    // Unlisted, again at once.
+    std::fs::write(plane.plugin_dir().join("plugins.toml"), "")?;
+    eventually(
+        Duration::from_secs(60),
+        "the unlisted plugin removed",
+        || async {
+            plane
+                .log()
+                .lines()
+                .any(|l| l.contains("plugin removed") && l.contains("configmap-summary"))
+                .then_some(())
+        },
+    )
+    .await?;
+    Ok(())
+}

@@ -124,12 +124,21 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
         .filter_map(|p| p.metadata.name.clone())
         .collect();
     assert_eq!(on_v2, BTreeSet::from(["web-2".into(), "web-3".into()]));
+    // The target beside the deployed share, the pods with their total,
+    // whether it is paused.
     let out = plane.kubectl_ok(&["get", "sroll", "web"])?;
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     ensure!(
-        out.contains("PHASE")
-            && out.contains("PERCENT")
-            && out.contains("RolloutDone")
-            && out.contains(" 50 "),
+        lines.len() == 2
+            && lines[0]
+                == [
+                    "NAME", "PHASE", "TARGET", "DEPLOYED", "REPLICAS", "UPDATED", "READY",
+                    "PAUSED", "AGE"
+                ]
+            && lines[1][..8] == ["web", "RolloutDone", "50", "50", "4", "2", "4", "false"],
         "kubectl get sroll: {out}"
     );
 
@@ -147,7 +156,7 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     let stdout = watch.stdout.take().context("kubectl's stdout")?;
     std::thread::spawn(move || {
         use std::io::BufRead;
-        // Columns: NAME PHASE PERCENT UPDATED READY AGE.
+        // Columns: NAME PHASE TARGET DEPLOYED REPLICAS UPDATED READY PAUSED AGE.
         for line in std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
@@ -162,11 +171,12 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
     let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
     let mut rows = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let done = |r: &Vec<String>| r[1..].starts_with(&["RolloutDone".into(), "100".into()]);
+    let done =
+        |r: &Vec<String>| r[1..].starts_with(&["RolloutDone".into(), "100".into(), "100".into()]);
     while !rows.last().is_some_and(done) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match shown.recv_timeout(left) {
-            Ok(r) if r.first().map(String::as_str) == Some("web") && r.len() > 2 => rows.push(r),
+            Ok(r) if r.first().map(String::as_str) == Some("web") && r.len() > 3 => rows.push(r),
             Ok(_) => {}
             Err(_) => break,
         }

@@ -1,7 +1,8 @@
 //! The status page (`/` on the metrics address) in a real headless browser
 //! (Debian's chromium): plugins, queues, a failed reconcile with its key, the
-//! node's pods with their state, and the provider's state graph. A screenshot
-//! is saved to `target/status-page.png` for people to look at.
+//! node's pods with their state, the provider's state graph drawn (inline
+//! SVG, the running pod's count on its state) and each controller's charts.
+//! A screenshot is saved to `target/status-page.png` for people to look at.
 
 use std::path::Path;
 use std::process::Command;
@@ -104,6 +105,44 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
     ] {
         ensure!(dom.contains(text), "the page lacks {text:?}:\n{dom}");
     }
+    // The provider's graph is drawn: every state of the wasi-runner a box,
+    // the sleeper counted on Running and nowhere else.
+    ensure!(
+        dom.contains("<svg class=\"state-graph\""),
+        "no drawing:\n{dom}"
+    );
+    for state in [
+        "Registered",
+        "ImagePull",
+        "VolumeMount",
+        "Initializing",
+        "Starting",
+        "Error",
+        "CrashLoopBackOff",
+        "Terminated",
+    ] {
+        let node = format!("data-state=\"{state}\" data-pods=\"0\"");
+        ensure!(dom.contains(&node), "the drawing lacks {node:?}:\n{dom}");
+    }
+    ensure!(
+        dom.contains("class=\"state occupied\" data-state=\"Running\" data-pods=\"1\""),
+        "the running pod is not on Running:\n{dom}"
+    );
+    ensure!(dom.contains("<text class=\"count\""), "{dom}");
+    // Each controller's queue depth and reconcile rate, charted.
+    for controller in ["configmap-summary", "trap"] {
+        let row = format!("<tr data-controller=\"{controller}\">");
+        let at = dom
+            .find(&row)
+            .ok_or_else(|| anyhow::anyhow!("no charts for {controller}:\n{dom}"))?;
+        let row = &dom[at..at + dom[at..].find("</tr>").unwrap_or(0)];
+        ensure!(
+            row.contains("<svg class=\"spark depth\"")
+                && row.contains("<svg class=\"spark rate\"")
+                && row.contains("<polyline"),
+            "{row}"
+        );
+    }
     // The script ran: the timestamp is the browser's, not the server's "now".
     ensure!(dom.contains("<span id=\"updated\">20"), "{dom}");
 
@@ -112,7 +151,7 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
         profile.path(),
         &[
             &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1800",
+            "--window-size=1280,1700",
             &url,
         ],
     )?;
@@ -124,6 +163,152 @@ async fn the_status_page_shows_plugins_errors_pods_and_graphs_in_a_browser() -> 
     ensure!(
         std::fs::metadata(&shot)?.len() > 10_000,
         "an empty screenshot"
+    );
+    Ok(())
+}
+
+/// `wasmlet ARGS...` with quiet logs: (success, stdout, stderr).
+fn wasmlet(args: &[&str]) -> Result<(bool, String, String)> {
+    let out = Command::new(wasmlet_e2e::wasmlet_bin())
+        .args(args)
+        .env("WASMLET_LOG", "warn")
+        .output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn wasmlet_status_and_plugin_list_show_a_running_hosts_plugins_and_pods() -> Result<()> {
+    let (plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    install_plugin(&plane.plugin_dir(), "configmap-summary")?;
+    // A plugin whose only version is refused: listed, with why.
+    let dir = plane.plugin_dir();
+    std::fs::copy(
+        wasmlet_e2e::built_plugins().join("configmap-summary.toml"),
+        dir.join("broken.toml"),
+    )?;
+    std::fs::write(dir.join("broken.wasm"), b"not a component")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "sleeper"},
+        "spec": sleeper_spec(),
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let url = plane.metrics_url().await?;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+
+    // The JSON, once the reconciler runs, the broken plugin is refused and
+    // the pod runs.
+    let status: serde_json::Value =
+        eventually(Duration::from_secs(60), "the host's status", || async {
+            let (ok, out, _) = wasmlet(&["status", "--host", &host, "-o", "json"]).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&out).ok().filter(|_| ok)?;
+            let plugin = |name: &str| {
+                v["plugins"]
+                    .as_array()?
+                    .iter()
+                    .find(|p| p["name"] == name)
+                    .cloned()
+            };
+            let running = v["node"]["pods"]["Running"] == 1;
+            let reconciling = plugin("configmap-summary")?["state"] == "reconciling";
+            let rejected = plugin("broken")?["state"] == "rejected";
+            (running && reconciling && rejected).then_some(v)
+        })
+        .await?;
+    let plugin = |name: &str| {
+        status["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let summary = plugin("configmap-summary");
+    ensure!(summary["kind"] == "reconciler", "{status:#}");
+    ensure!(
+        summary["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("sha256:")),
+        "{status:#}"
+    );
+    ensure!(summary["queue"]["ready"].is_u64(), "{status:#}");
+    let runner = plugin("wasi-runner");
+    ensure!(
+        runner["kind"] == "provider" && runner["state"] == "running pods",
+        "{status:#}"
+    );
+    ensure!(
+        plugin("broken")["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{status:#}"
+    );
+    ensure!(
+        status["node"]["name"] == NODE && status["node"]["provider"] == "wasi-runner",
+        "{status:#}"
+    );
+
+    // The table.
+    let (ok, table, err) = wasmlet(&["status", "--host", &host])?;
+    ensure!(ok, "{table}{err}");
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    ensure!(table.starts_with("NAME "), "{table}");
+    let row = line("configmap-summary");
+    ensure!(
+        row.len() >= 6
+            && row[1] == "reconciler"
+            && row[2].starts_with("sha256:")
+            && row[3] == "reconciling",
+        "{table}"
+    );
+    ensure!(
+        line("broken")[..3] == ["broken", "<none>", "<none>"],
+        "{table}"
+    );
+    ensure!(
+        table.contains(&format!(
+            "node {NODE} (provider wasi-runner): 1 pod (1 Running)"
+        )),
+        "{table}"
+    );
+
+    // `plugin list`: the same plugins.
+    let (ok, list, err) = wasmlet(&["plugin", "list", "--host", &host, "-o", "json"])?;
+    ensure!(ok, "{list}{err}");
+    let list: serde_json::Value = serde_json::from_str(&list)?;
+    let names: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    for name in ["broken", "configmap-summary", "scheduler", "wasi-runner"] {
+        ensure!(names.contains(&name), "{name} not in {names:?}");
+    }
+    let (ok, list, err) = wasmlet(&["plugin", "list", "--host", &host])?;
+    ensure!(
+        ok && list.contains("configmap-summary   reconciler"),
+        "{list}{err}"
+    );
+
+    // No host there: the error names the address and the flag.
+    let (ok, _, err) = wasmlet(&["status", "--host", "127.0.0.1:1"])?;
+    ensure!(
+        !ok && err.contains("127.0.0.1:1/status") && err.contains("--metrics-addr"),
+        "{err}"
     );
     Ok(())
 }

@@ -19,10 +19,20 @@ use serde::{Deserialize, Serialize};
     shortname = "sroll",
     status = "StatefulsetRolloutStatus"
 )]
+// `kubectl get sroll`: the target share beside the deployed one, the pod
+// counts with their total (a printer column holds one field, so READY and
+// REPLICAS are two), and whether the rollout is paused.
 #[kube(printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#)]
-#[kube(printcolumn = r#"{"name":"Percent","type":"integer","jsonPath":".status.percentDeployed"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Target","type":"integer","description":"The percent of pods the rollout is to update (spec.percent)","jsonPath":".spec.percent"}"#
+)]
+#[kube(
+    printcolumn = r#"{"name":"Deployed","type":"integer","description":"The percent of pods updated so far","jsonPath":".status.percentDeployed"}"#
+)]
+#[kube(printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#)]
 #[kube(printcolumn = r#"{"name":"Updated","type":"integer","jsonPath":".status.updatedReplicas"}"#)]
 #[kube(printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#)]
+#[kube(printcolumn = r#"{"name":"Paused","type":"boolean","jsonPath":".status.paused"}"#)]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulsetRolloutSpec {

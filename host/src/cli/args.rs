@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "API server")]
 pub struct ServerArgs {
     /// Directory for the database, certificates and kubeconfig.
     #[arg(long, default_value = ".data", env = "WASMLET_DATA_DIR")]
@@ -31,6 +32,7 @@ pub struct ServerArgs {
 }
 
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Host")]
 pub struct HostArgs {
     /// The plugin directory (NAME.wasm + NAME.toml), watched for changes; its
     /// `plugins.toml` may list plugins to pull from OCI registries.
@@ -64,6 +66,10 @@ pub struct HostArgs {
     /// kubeconfig; repeatable. Each gets its own client and caches.
     #[arg(long = "cluster", value_name = "NAME=KUBECONFIG")]
     pub clusters: Vec<String>,
+    /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
+    /// host's reconcile and pod-state spans are sent there. Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     pub debug_cache_delay_ms: u64,
@@ -76,6 +82,7 @@ pub struct HostArgs {
 }
 
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Node agent")]
 pub struct NodeArgs {
     /// This node's name (default: the hostname).
     #[arg(long)]
@@ -135,10 +142,6 @@ pub struct NodeArgs {
     /// volumes and removes it.
     #[arg(long, default_value_t = 30_000)]
     pub teardown_bound_ms: u64,
-    /// CA whose client certificates may call the kubelet API (`run` only;
-    /// default: the cluster CA of the kubeconfig; `up` uses its own CA).
-    #[arg(long)]
-    pub kubelet_client_ca: Option<PathBuf>,
 }
 
 /// `512`, `256Mi`, `2Gi`, `100M`: a byte count for the memory flags.

@@ -236,6 +236,8 @@ pub(super) async fn run_host(
         }));
     }
     let page = Arc::new(crate::status_page::StatusPage::default());
+    // The charts' history: a fixed ring per controller, sampled every 5 s.
+    tokio::spawn(page.clone().sample());
     if let Some(p) = &plugins {
         let _ = page.plugins.set(p.clone());
     }

@@ -6,6 +6,7 @@
 //! - `wasmlet plugin check PATH` / `wasmlet plugin crds PATH` / `wasmlet plugin rbac PATH...`;
 //! - `wasmlet plugin push PATH REF` / `wasmlet plugin pull REF DIR`;
 //! - `wasmlet module push FILE.wasm REF`: a workload module as a pod's image;
+//! - `wasmlet status` / `wasmlet plugin list`: a running host's plugins and node;
 //! - `wasmlet replay RECORDS...`: recorded calls run again, without a cluster;
 //! - `wasmlet datastore init --table NAME`: a table for `source = "postgres"` reconcilers.
 
@@ -18,6 +19,7 @@ mod replay;
 mod scaffold;
 mod shadow;
 mod signals;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,15 +53,12 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<crate::data_lock::DataDirLock>
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
-    /// host's reconcile and pod-state spans are sent there. Off when unset.
-    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
-    otlp_endpoint: Option<String>,
     /// Which log records are written, as `tracing` filter directives: a level
     /// (`debug`) or per target (`info,wasmlet::controller=debug`).
     #[arg(
         long,
         global = true,
+        help_heading = "Logging",
         env = "WASMLET_LOG",
         default_value = crate::telemetry::DEFAULT_LOG_FILTER
     )]
@@ -70,6 +69,7 @@ struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Logging",
         env = "WASMLET_LOG_FORMAT",
         value_enum,
         default_value = "text"
@@ -97,10 +97,14 @@ enum Command {
         /// Run no node agent (controllers only).
         #[arg(long)]
         no_node: bool,
+        /// Do not load the built-in plugins (scheduler, wasi-runner, ...).
+        #[arg(long, help_heading = "Host")]
+        no_builtins: bool,
     },
     /// Run the host against a cluster given by a kubeconfig (in a pod, without
     /// one: the pod's ServiceAccount).
     Run {
+        /// The cluster's kubeconfig (unset, in a pod: the pod's ServiceAccount).
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: Option<PathBuf>,
         /// `cluster`: reconcilers; `node`: the node agent; `all`: both.
@@ -113,9 +117,20 @@ enum Command {
         host: HostArgs,
         #[command(flatten)]
         node: NodeArgs,
+        /// Load the built-in plugins too (off by default: a real cluster has
+        /// its own scheduler and controllers).
+        #[arg(long, help_heading = "Host")]
+        builtins: bool,
+        /// CA whose client certificates may call the kubelet API (default:
+        /// the cluster CA of the kubeconfig).
+        #[arg(long)]
+        kubelet_client_ca: Option<PathBuf>,
     },
     /// Run only the embedded API server.
     Apiserver(ServerArgs),
+    /// Show a running host's plugins (version, state, queue) and node's pods,
+    /// from its metrics address (`--host`, the host's --metrics-addr).
+    Status(status::StatusArgs),
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -156,14 +171,26 @@ enum ModuleCommand {
 
 #[derive(Subcommand)]
 enum PluginCommand {
+    /// List a running host's plugins: version, state, queue, faults (from its
+    /// metrics address, `--host`, the host's --metrics-addr).
+    List(status::StatusArgs),
     /// Validate a plugin (NAME.wasm or NAME.toml) and print what it will do.
-    Check { path: PathBuf },
+    Check {
+        /// The plugin: NAME.wasm or NAME.toml (its pair beside it).
+        path: PathBuf,
+    },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
-    Crds { path: PathBuf },
+    Crds {
+        /// The plugin: NAME.wasm or NAME.toml.
+        path: PathBuf,
+    },
     /// Start a plugin: a standalone crate with its manifest, a CRD from its
     /// types, a unit test and a README with the commands to build and load it.
     New {
+        /// The plugin's name (its crate, component and manifest are named so).
         name: String,
+        /// What the plugin is: a reconciler (a controller) or a provider (a
+        /// node's pod state machine).
         #[arg(long, value_enum, default_value = "reconciler")]
         kind: scaffold::ScaffoldKind,
         /// The plugin's language (python, typescript: reconcilers, built with
@@ -183,10 +210,14 @@ enum PluginCommand {
         sdk_path: Option<PathBuf>,
     },
     /// Print a provider's state graph as Graphviz DOT.
-    Graph { path: PathBuf },
+    Graph {
+        /// The provider plugin: NAME.wasm or NAME.toml.
+        path: PathBuf,
+    },
     /// Print each plugin's ClusterRole and its binding to the host's
     /// ServiceAccount (PATH: a plugin, or a directory of plugins), as YAML.
     Rbac {
+        /// Plugins (NAME.wasm or NAME.toml) or directories of plugins.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// The host's ServiceAccount, NAMESPACE/NAME.
@@ -201,7 +232,9 @@ enum PluginCommand {
     /// Push a plugin (DIR/NAME: its component, manifest and CRDs) to an OCI
     /// registry as REGISTRY/REPO:TAG.
     Push {
+        /// The plugin: NAME.wasm or NAME.toml (its pair and CRDs beside it).
         path: PathBuf,
+        /// Where to push it: REGISTRY/REPO:TAG.
         reference: String,
         #[command(flatten)]
         registry: registry::RegistryArgs,
@@ -209,7 +242,9 @@ enum PluginCommand {
     /// Pull a plugin pushed with `plugin push` into DIR (as REPO.wasm, REPO.toml
     /// and its CRDs).
     Pull {
+        /// What to pull: REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST.
         reference: String,
+        /// The plugin directory to write it into.
         dir: PathBuf,
         #[command(flatten)]
         registry: registry::RegistryArgs,
@@ -217,7 +252,9 @@ enum PluginCommand {
     /// Run CANDIDATE beside the live reconciler NAME on every live call, its
     /// writes held back and its decisions compared (as DIR/NAME.shadow.wasm).
     Shadow {
+        /// The live reconciler.
         name: String,
+        /// The candidate build: a component (.wasm).
         candidate: PathBuf,
         #[command(flatten)]
         dir: shadow::PluginsDir,
@@ -225,6 +262,7 @@ enum PluginCommand {
     /// Print how NAME's shadow candidate decided compared with the live
     /// version, from a running host's endpoints.
     ShadowReport {
+        /// The live reconciler whose candidate is reported.
         name: String,
         /// The host's --metrics-addr.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -239,12 +277,14 @@ enum PluginCommand {
     },
     /// Make NAME's shadow candidate the live version (the normal hot swap).
     Promote {
+        /// The live reconciler whose candidate replaces it.
         name: String,
         #[command(flatten)]
         dir: shadow::PluginsDir,
     },
     /// Stop NAME's shadow candidate and remove it.
     Abandon {
+        /// The live reconciler whose candidate is stopped.
         name: String,
         #[command(flatten)]
         dir: shadow::PluginsDir,
@@ -274,8 +314,10 @@ async fn main_async(cli: Cli) -> Result<()> {
             mut host,
             node,
             no_node,
+            no_builtins,
         } => {
             host.builtin.on_by_default = true;
+            host.builtin.no_builtins = no_builtins;
             let signals = Signals::install()?;
             let _lock = lock_data_dir(&server.data_dir)?;
             let s = start_server(&server).await?;
@@ -335,9 +377,12 @@ async fn main_async(cli: Cli) -> Result<()> {
             kubeconfig,
             mode,
             data_dir,
-            host,
+            mut host,
             node,
+            builtins,
+            kubelet_client_ca,
         } => {
+            host.builtin.builtins = builtins;
             let signals = Signals::install()?;
             // Secret volumes, pulled modules, the compiled-plugin cache.
             let _lock = lock_data_dir(&data_dir)?;
@@ -353,8 +398,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // kubelet client certificate with it.
                 let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
                 let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
-                let (client_ca_pem, client_ca_source) = match (&node.kubelet_client_ca, cluster_ca)
-                {
+                let (client_ca_pem, client_ca_source) = match (&kubelet_client_ca, cluster_ca) {
                     (Some(p), _) => (
                         std::fs::read_to_string(p)
                             .with_context(|| format!("reading {}", p.display()))?,
@@ -385,7 +429,6 @@ async fn main_async(cli: Cli) -> Result<()> {
                     }),
                 ))
             };
-            let mut host = host.clone();
             // The provider comes from --plugins, or is a built-in the image
             // ships beside the binary (deploy/node-agent: `--builtins
             // --builtin-plugins=wasi-runner`).
@@ -407,6 +450,8 @@ async fn main_async(cli: Cli) -> Result<()> {
             signals.wait().await;
             signals::bounded(running.drain()).await?;
         }
+        Command::Status(args) => status::status(&args).await?,
+        Command::Plugin(PluginCommand::List(args)) => status::plugin_list(&args).await?,
         Command::Replay(args) => replay::replay(args).await?,
         Command::Datastore(command) => datastore::run(command).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
@@ -497,7 +542,11 @@ pub fn main() -> ExitCode {
         filter: &cli.log_level,
         format: cli.log_format,
     };
-    let telemetry = match crate::telemetry::init(logs, cli.otlp_endpoint.as_deref()) {
+    let otlp_endpoint = match &cli.command {
+        Command::Up { host, .. } | Command::Run { host, .. } => host.otlp_endpoint.as_deref(),
+        _ => None,
+    };
+    let telemetry = match crate::telemetry::init(logs, otlp_endpoint) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("wasmlet: {e}");

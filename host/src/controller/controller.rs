@@ -210,6 +210,11 @@ impl Controller {
         });
     }
 
+    /// Reconciles so far, of any outcome (the status page's rate chart).
+    pub fn reconciles(&self) -> u64 {
+        self.metrics.reconciles()
+    }
+
     /// The last failed reconciles, newest first.
     pub fn recent_errors(&self) -> Vec<RecentError> {
         let errors = self.recent_errors.lock().unwrap_or_else(|p| p.into_inner());

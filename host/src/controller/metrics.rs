@@ -71,6 +71,11 @@ impl ControllerSeries {
         self.reconcile_time.observe(took.as_secs_f64());
     }
 
+    /// Reconciles so far, of any outcome.
+    pub fn reconciles(&self) -> u64 {
+        self.reconcile_total.iter().map(Counter::get).sum()
+    }
+
     pub fn active_workers(&self, delta: i64) {
         self.active_workers.inc_by(delta);
     }

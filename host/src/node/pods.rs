@@ -116,6 +116,11 @@ impl PodRunner {
         })
     }
 
+    /// The provider plugin whose state machines run the pods.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
     /// The node's pods (`namespace/name`), each with its state and since when.
     pub fn pod_states(&self) -> Vec<(String, String, std::time::SystemTime)> {
         let states = self.states.lock().unwrap_or_else(|p| p.into_inner());

@@ -15,6 +15,8 @@
 //! `~/.docker/config.json`). A plugin file of the same name in the plugin
 //! directory wins over a pulled one; a failed pull keeps the version pulled
 //! before (the set keeps running it), and is tried again at the next poll.
+//! A change to `plugins.toml` itself is synced at once (the directory is
+//! watched, as the plugin set watches its `.wasm` files), not at the next poll.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -102,14 +104,57 @@ pub struct RemotePlugins {
 }
 
 impl RemotePlugins {
-    /// Syncs now, then every `interval`, forever.
+    /// Syncs now, then every `interval` and whenever the list changes, forever.
     pub async fn run(self) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        // Kept for as long as the loop runs; without it, only the poll.
+        let _watcher = self.watch_list(tx);
         loop {
             if self.sync().await {
                 self.set.scan().await;
             }
-            tokio::time::sleep(self.interval).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                Some(()) = rx.recv() => {
+                    // Editors write a file in several steps: wait for quiet.
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    while rx.try_recv().is_ok() {}
+                }
+            }
         }
+    }
+
+    /// Watches the list's directory for changes to the list (created,
+    /// written, renamed over, removed); `None`, with a warning, when the
+    /// platform's watch fails (the poll still syncs).
+    fn watch_list(
+        &self,
+        changed: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Option<notify::RecommendedWatcher> {
+        use notify::{RecursiveMode, Watcher};
+        let dir = self.list.parent()?.to_path_buf();
+        let name = self.list.file_name()?.to_owned();
+        let watch = || -> notify::Result<notify::RecommendedWatcher> {
+            let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+                // Reads (the sync's own) change nothing.
+                if let Ok(ev) = ev
+                    && !matches!(ev.kind, notify::EventKind::Access(_))
+                    && ev
+                        .paths
+                        .iter()
+                        .any(|p| p.file_name() == Some(name.as_os_str()))
+                {
+                    let _ = changed.send(());
+                }
+            })?;
+            w.watch(&dir, RecursiveMode::NonRecursive)?;
+            Ok(w)
+        };
+        watch()
+            .inspect_err(|e| {
+                tracing::warn!(list = %self.list.display(), error = %e, "plugin list not watched; its changes wait for the next poll")
+            })
+            .ok()
     }
 
     fn digest_file(&self, name: &str) -> PathBuf {
