@@ -69,9 +69,11 @@ pub async fn start_with(builtins: &str, extra: &[&str]) -> Result<(Plane, kube::
     // Each built-in compiles on the fresh data directory (seconds each in a
     // debug host, many more on a loaded machine): wait for the host to be
     // ready apart, so that a test's bounds time what it checks, not the start.
-    let readyz = eventually(Duration::from_secs(240), "the host ready (/readyz)", || async {
-        matches!(plane.http_get("/readyz").await, Ok((200, _))).then_some(())
-    })
+    let readyz = eventually(
+        Duration::from_secs(240),
+        "the host ready (/readyz)",
+        || async { matches!(plane.http_get("/readyz").await, Ok((200, _))).then_some(()) },
+    )
     .await;
     if let Err(e) = readyz {
         let why = plane.http_get("/readyz?verbose").await.map(|r| r.1);
