@@ -422,7 +422,9 @@ async fn failing_reconciles_back_off_exponentially() -> anyhow::Result<()> {
     // growth is read off those lines in order, not off the wall clock. That
     // the queue holds a key for its delay is the workqueue's, tested on
     // paused time (`backoff_grows_exponentially_to_the_cap_and_forget_resets`).
-    let delays = eventually(Duration::from_secs(30), "six trap back-offs", || async {
+    // The bound covers the plugin's compile in a debug host on a loaded
+    // machine (beside a CPU hog, 30 s did not); the back-offs are 0.3 s.
+    let delays = eventually(Duration::from_secs(120), "six trap back-offs", || async {
         let delays = backoffs(&plane.log(), "default/t1");
         (delays.len() >= 6).then_some(delays)
     })
