@@ -135,7 +135,7 @@ impl StatusPage {
         out
     }
 
-    /// Samples every controller each [`samples::EVERY`], for as long as the
+    /// Samples every controller each `samples::EVERY` (5 s), for as long as the
     /// process runs (the charts' history).
     pub async fn sample(self: Arc<Self>) {
         let mut tick = tokio::time::interval(samples::EVERY);
