@@ -46,6 +46,48 @@ fn wasmlet(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `wasmlet up` with the scaffolded plugin `name` (its CRD, manifest and
+/// component, from `project`) in its plugin directory, once it greets a first
+/// Greeting ("Hello, wasm!"): the plane and the Greetings. `load` bounds the
+/// plugin's compile (a debug host compiles CPython or SpiderMonkey in tens of
+/// seconds).
+async fn greeting_once_loaded(
+    project: &Path,
+    name: &str,
+    load: Duration,
+) -> Result<(Plane, Api<DynamicObject>)> {
+    let plane = Plane::start_up(&[]).await?;
+    for f in [
+        "greeting.crd.yaml".to_string(),
+        format!("{name}.toml"),
+        format!("{name}.wasm"),
+    ] {
+        std::fs::copy(project.join(&f), plane.plugin_dir().join(&f))?;
+    }
+    let client = plane.client().await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
+        "greetings",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    eventually(load, "the Greeting CRD", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await?;
+    let o: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
+        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
+    }))?;
+    api.create(&PostParams::default(), &o).await?;
+    eventually(Duration::from_secs(60), "the greeting's status", || async {
+        let o = api.get("first").await.ok()?;
+        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    Ok((plane, api))
+}
+
 #[tokio::test]
 #[ignore = "compiles a standalone crate (about 10 minutes cold); run with --ignored"]
 async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
@@ -94,34 +136,8 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
     // The scaffold's CRD declares what the host writes: nothing to warn about.
     ensure!(!check.to_lowercase().contains("warn"), "{check}");
 
-    let plane = Plane::start_up(&[]).await?;
-    for f in [
-        "greeting.crd.yaml",
-        "hello-widgets.toml",
-        "hello-widgets.wasm",
-    ] {
-        std::fs::copy(krate.join(f), plane.plugin_dir().join(f))?;
-    }
-    let client = plane.client().await?;
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
-        "greetings",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    eventually(Duration::from_secs(60), "the Greeting CRD", || async {
-        api.list(&Default::default()).await.ok()
-    })
-    .await?;
-    let o: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
-        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
-    }))?;
-    api.create(&PostParams::default(), &o).await?;
-    eventually(Duration::from_secs(60), "the greeting's status", || async {
-        let o = api.get("first").await.ok()?;
-        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
-    })
-    .await?;
+    let (plane, api) =
+        greeting_once_loaded(&krate, "hello-widgets", Duration::from_secs(60)).await?;
 
     // Break it: a panic on an empty name, built and swapped in. The object
     // shows Ready=False with the panic's own words in kubectl.
@@ -246,32 +262,7 @@ async fn a_scaffolded_python_reconciler_builds_loads_and_reconciles() -> Result<
     ensure!(check.contains("plugin hello-py: OK"), "{check}");
     ensure!(!check.to_lowercase().contains("warn"), "{check}");
 
-    let plane = Plane::start_up(&[]).await?;
-    for f in ["greeting.crd.yaml", "hello-py.toml", "hello-py.wasm"] {
-        std::fs::copy(project.join(f), plane.plugin_dir().join(f))?;
-    }
-    let client = plane.client().await?;
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
-        "greetings",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    // A debug host compiles CPython in tens of seconds.
-    eventually(Duration::from_secs(300), "the Greeting CRD", || async {
-        api.list(&Default::default()).await.ok()
-    })
-    .await?;
-    let o: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
-        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
-    }))?;
-    api.create(&PostParams::default(), &o).await?;
-    eventually(Duration::from_secs(60), "the greeting's status", || async {
-        let o = api.get("first").await.ok()?;
-        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    let (plane, api) = greeting_once_loaded(&project, "hello-py", Duration::from_secs(300)).await?;
 
     // An exception on a greeting without a name: Ready=False naming it and
     // where it was raised.
@@ -364,32 +355,7 @@ async fn a_scaffolded_typescript_reconciler_builds_loads_and_reconciles() -> Res
     ensure!(check.contains("plugin hello-ts: OK"), "{check}");
     ensure!(!check.to_lowercase().contains("warn"), "{check}");
 
-    let plane = Plane::start_up(&[]).await?;
-    for f in ["greeting.crd.yaml", "hello-ts.toml", "hello-ts.wasm"] {
-        std::fs::copy(project.join(f), plane.plugin_dir().join(f))?;
-    }
-    let client = plane.client().await?;
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.example.com", "v1", "Greeting"),
-        "greetings",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    // A debug host compiles SpiderMonkey in tens of seconds.
-    eventually(Duration::from_secs(300), "the Greeting CRD", || async {
-        api.list(&Default::default()).await.ok()
-    })
-    .await?;
-    let o: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "demo.example.com/v1", "kind": "Greeting",
-        "metadata": {"name": "first"}, "spec": {"name": "wasm"},
-    }))?;
-    api.create(&PostParams::default(), &o).await?;
-    eventually(Duration::from_secs(60), "the greeting's status", || async {
-        let o = api.get("first").await.ok()?;
-        (o.data.pointer("/status/message")? == "Hello, wasm!").then_some(())
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    let (plane, api) = greeting_once_loaded(&project, "hello-ts", Duration::from_secs(300)).await?;
 
     // A TypeError on a greeting without a spec: Ready=False naming it.
     let app = project.join("app.ts");
