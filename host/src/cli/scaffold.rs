@@ -43,6 +43,15 @@ fn installed_sdk(exe: &Path) -> Option<PathBuf> {
     sdk.join("Cargo.toml").is_file().then_some(sdk)
 }
 
+/// Writes `text` to `root/file`, making the directories on the way.
+fn write_under(root: &Path, file: &str, text: &str) -> Result<()> {
+    let path = root.join(file);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Where the SDK comes from: a path given; else the copy installed beside
 /// this binary (`scripts/install`); else this build's own checkout when it
 /// still exists (a binary built from source, `cargo install --path host`).

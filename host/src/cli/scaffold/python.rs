@@ -68,13 +68,7 @@ const SDK: &[(&str, &str)] = &[
 /// Writes the project into `root` (which exists and is empty); `fill` replaces
 /// the templates' placeholders.
 pub fn write(root: &Path, name: &str, crd_file: &str, fill: impl Fn(&str) -> String) -> Result<()> {
-    let write = |file: &str, text: &str| -> Result<()> {
-        let path = root.join(file);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
+    let write = |file: &str, text: &str| super::write_under(root, file, text);
     write("app.py", &fill(APP))?;
     write(&format!("{name}.toml"), &fill(super::RECONCILER_TOML))?;
     write(crd_file, &fill(CRD))?;
