@@ -10,10 +10,11 @@
 //! bound by this instance counts on its node at once, before the cache shows
 //! the binding (kube-scheduler's assumed pods), so the next decision need not
 //! wait for the watch: one call at a time (the manifest's concurrency) keeps
-//! every decision on one view. A pod that fits nowhere gets `PodScheduled=False` (reason `Unschedulable`, the
-//! FitError message) and a `FailedScheduling` event when the message changes,
-//! and is tried again as soon as a Node changes (the manifest's `waiting`
-//! watch), or after [`RETRY`] when nothing changed.
+//! every decision on one view. A pod that fits nowhere gets
+//! `PodScheduled=False` (reason `Unschedulable`, the FitError message) and a
+//! `FailedScheduling` event when the message changes, and is tried again as
+//! soon as a Node changes (the manifest's `waiting` watch), or after [`RETRY`]
+//! when nothing changed.
 //!
 //! Deviations from upstream: no preemption, no priority order (pods go in the
 //! host's queue order), no inter-pod affinity, topology spread, ports or volume
