@@ -730,3 +730,27 @@ impl Drop for Host {
         self.kill9();
     }
 }
+
+/// `cargo ARGS --offline` in `dir`, a crate `wasmlet plugin new` wrote, with
+/// one target directory (`target/scaffold`) shared by every scaffold test and
+/// run, so only the first builds the dependencies.
+pub fn scaffold_cargo(dir: &std::path::Path, args: &[&str]) -> Result<()> {
+    let out = Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/scaffold"),
+        )
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "cargo {args:?} in {}: {}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use wasmlet_e2e::{built_plugins, eventually, wasmlet_bin};
+use wasmlet_e2e::{built_plugins, eventually, scaffold_cargo, wasmlet_bin};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -229,19 +229,6 @@ fn a_lone_binary_says_how_to_get_its_builtins_and_scaffolds_on_its_checkout() ->
     Ok(())
 }
 
-/// `cargo ARGS --offline` in `dir`, sharing tests/tests/scaffold.rs's target
-/// directory.
-fn cargo(dir: &Path, args: &[&str]) -> Result<()> {
-    let out = Command::new(env!("CARGO"))
-        .args(args)
-        .arg("--offline")
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", repo().join("target/scaffold"))
-        .output()?;
-    ok(out, &format!("cargo {args:?}"))?;
-    Ok(())
-}
-
 #[test]
 #[ignore = "compiles a standalone crate (about 10 minutes cold); run with --ignored"]
 fn a_plugin_on_the_installed_sdk_builds_offline_and_checks_clean() -> Result<()> {
@@ -253,8 +240,8 @@ fn a_plugin_on_the_installed_sdk_builds_offline_and_checks_clean() -> Result<()>
     let started = Instant::now();
     // The scaffold README's commands: the unit tests (they write the CRD),
     // the wasm build, the check.
-    cargo(&krate, &["test"])?;
-    cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    scaffold_cargo(&krate, &["test"])?;
+    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
     eprintln!("built in {:.0?}", started.elapsed());
     let wasm = krate.join("hello.wasm");
     std::fs::copy(

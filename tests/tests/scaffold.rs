@@ -13,27 +13,10 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
-use wasmlet_e2e::{Plane, eventually, wasmlet_bin};
+use wasmlet_e2e::{Plane, eventually, scaffold_cargo, wasmlet_bin};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `cargo ARGS` in `dir`, sharing one target directory across runs.
-fn cargo(dir: &Path, args: &[&str]) -> Result<()> {
-    let out = Command::new(env!("CARGO"))
-        .args(args)
-        .arg("--offline")
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", repo().join("target/scaffold"))
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "cargo {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
 }
 
 fn wasmlet(args: &[&str]) -> Result<String> {
@@ -117,12 +100,12 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
     ensure!(code < 40, "{code} lines of plugin code");
 
     // The README's three commands.
-    cargo(&krate, &["test"])?;
+    scaffold_cargo(&krate, &["test"])?;
     ensure!(
         krate.join("greeting.crd.yaml").exists(),
         "the CRD was not written"
     );
-    cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
     std::fs::copy(
         repo().join("target/scaffold/wasm32-wasip2/release/hello_widgets.wasm"),
         krate.join("hello-widgets.wasm"),
@@ -147,7 +130,7 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
         "    assert!(!obj.spec.name.is_empty(), \"a greeting needs a name\");\n    let message = format!(",
     );
     std::fs::write(&lib_rs, broken)?;
-    cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
     let staged = plane.plugin_dir().join(".hello-widgets.wasm");
     std::fs::copy(
         repo().join("target/scaffold/wasm32-wasip2/release/hello_widgets.wasm"),
@@ -182,7 +165,7 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
         "--sdk-path",
         sdk.to_str().unwrap(),
     ])?;
-    cargo(&node, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    scaffold_cargo(&node, &["build", "--release", "--target", "wasm32-wasip2"])?;
     std::fs::copy(
         repo().join("target/scaffold/wasm32-wasip2/release/hello_node.wasm"),
         node.join("hello-node.wasm"),
