@@ -743,10 +743,11 @@ async fn a_status_the_server_prunes_is_not_rewritten_on_every_reconcile() -> any
     Ok(())
 }
 
-/// A watch mapped `waiting` calls at once the objects whose last reconcile
-/// asked to be called later (here: never, by the clock), and only those.
-#[tokio::test]
-async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Result<()> {
+/// The fault plugin with a watch of ConfigMaps mapped `waiting`, and Fault
+/// objects `(name, spec.fault)` created.
+async fn waiting_faults(
+    objects: &[(&str, &str)],
+) -> anyhow::Result<(Plane, kube::Client, Api<DynamicObject>)> {
     let plane = Plane::start_up(&[]).await?;
     let client = plane.client().await?;
     install_plugin_with(&plane.plugin_dir(), "fault", |toml| {
@@ -761,7 +762,7 @@ async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Res
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     served("the Fault CRD", &api).await?;
-    for (name, fault) in [("waits", "requeue-max"), ("done", "none")] {
+    for (name, fault) in objects {
         let o: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "testing.wasmlet.dev/v1", "kind": "Fault",
             "metadata": {"name": name},
@@ -769,6 +770,14 @@ async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Res
         }))?;
         api.create(&PostParams::default(), &o).await?;
     }
+    Ok((plane, client, api))
+}
+
+/// A watch mapped `waiting` calls at once the objects whose last reconcile
+/// asked to be called later (here: never, by the clock), and only those.
+#[tokio::test]
+async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Result<()> {
+    let (plane, client, _) = waiting_faults(&[("waits", "requeue-max"), ("done", "none")]).await?;
     let count = |m: &str, result: &str| {
         metric(
             m,
@@ -803,6 +812,30 @@ async fn a_waiting_watch_calls_the_objects_waiting_for_a_change() -> anyhow::Res
         count(&before, "success"),
         "the object that asked for nothing is not called"
     );
+    Ok(())
+}
+
+/// A deleted object stops waiting for its requeue-after at once: the host
+/// forgets every key's state when its object goes (it used to keep the key
+/// `waiting` until a later `waiting` event reconciled the deleted object).
+#[tokio::test]
+async fn a_deleted_object_stops_waiting() -> anyhow::Result<()> {
+    let (plane, _client, api) =
+        waiting_faults(&[("first", "requeue-max"), ("second", "requeue-max")]).await?;
+    let waiting = |m: &str| metric(m, "wasmlet_controller_waiting_keys", "controller=\"fault\"");
+    eventually(Duration::from_secs(30), "both objects waiting", || async {
+        (waiting(&plane.metrics().await.ok()?) == 2.0).then_some(())
+    })
+    .await?;
+    api.delete("first", &Default::default()).await?;
+    // Nothing else happens: no event of a watched kind, no clock (the
+    // requeue-after is the longest a guest may ask for).
+    eventually(
+        Duration::from_secs(30),
+        "the deleted object no longer waiting",
+        || async { (waiting(&plane.metrics().await.ok()?) == 1.0).then_some(()) },
+    )
+    .await?;
     Ok(())
 }
 

@@ -5,11 +5,9 @@
 //! This file holds the controller and its start; `enqueue.rs` what puts
 //! keys in its queue, `reconcile.rs` what its workers do with them.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::task::JoinSet;
 use wasmlet_apimachinery::selector::LabelSelector;
 
@@ -166,15 +164,13 @@ pub struct Controller {
     pub(super) manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
     pub leading: Leadership,
-    /// Per key, the status last sent and what the server kept of it.
-    pub(super) written: std::sync::Mutex<HashMap<String, Written>>,
+    /// Per key, the status last written and whether it waits for a
+    /// requeue-after (a watch mapped `waiting` calls those at once).
+    pub(super) keys: super::keys::Keys,
     /// The host's own status writes: their watch events reconcile nothing.
     pub(super) own_writes: super::own_writes::OwnWrites,
     /// The last [`RECENT_ERRORS`] failed reconciles, newest last (the status page).
     pub(super) recent_errors: std::sync::Mutex<std::collections::VecDeque<RecentError>>,
-    /// Keys whose last reconcile asked to be called again later: a watch
-    /// mapped `waiting` calls them at once.
-    pub(super) waiting: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the primary kind's first list is complete: until then, listed
     /// objects are the controller's backlog (low priority).
     pub(super) listed: std::sync::atomic::AtomicBool,
@@ -222,25 +218,6 @@ impl Controller {
     }
 }
 
-/// A status write: what the host sent and what the server stored. They differ
-/// when the CRD's status schema prunes host-owned fields (`conditions`,
-/// `observedGeneration`); comparing the next desired status with what was
-/// *sent* then keeps an unchanged object at zero API calls.
-pub(super) struct Written {
-    pub(super) sent: Value,
-    pub(super) kept: Value,
-    /// The resourceVersion the write replaced: while the cache still shows
-    /// it, the cache has not seen the write yet.
-    pub(super) replaced: Option<String>,
-    /// The resourceVersion the write was stored at.
-    pub(super) stored: Option<String>,
-    /// Whether the server kept less than was sent: then the entry stays (the
-    /// next desired status is compared with `sent`); otherwise it is dropped
-    /// once the cache has the write, so an unchanging object costs no memory
-    /// here.
-    pub(super) pruned: bool,
-}
-
 impl Controller {
     /// Starts watches and workers for plugin `name`. Stops when `tasks` is dropped.
     pub async fn start(
@@ -285,6 +262,7 @@ impl Controller {
             queue_config(&config.queue, &manifest.limits),
             Some(metrics.queue()),
         );
+        let series = metrics.series(name);
         let controller = Arc::new(Controller {
             name: name.to_string(),
             source,
@@ -293,13 +271,12 @@ impl Controller {
             queue,
             expectations: Expectations::new(config.expectations_timeout),
             config,
-            metrics: metrics.series(name),
+            metrics: series.clone(),
             selector,
             manifest: manifest.clone(),
             leading,
-            written: Default::default(),
+            keys: super::keys::Keys::new(series.waiting()),
             own_writes: Default::default(),
-            waiting: Default::default(),
             recent_errors: Default::default(),
             warned_pruned: Default::default(),
             listed: Default::default(),

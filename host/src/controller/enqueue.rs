@@ -89,10 +89,7 @@ impl Controller {
                 }
                 Ok(CacheEvent::Deleted(o)) => {
                     if let Some(n) = o.metadata.name.as_deref() {
-                        let key = key_of(o.metadata.namespace.as_deref(), n);
-                        self.expectations.forget(&key);
-                        self.written_lock().remove(&key);
-                        self.own_writes.forget(&key);
+                        self.forget(&key_of(o.metadata.namespace.as_deref(), n));
                     }
                 }
                 Ok(CacheEvent::Synced) => {
@@ -153,7 +150,7 @@ impl Controller {
                 }
                 Some(MapFn::Selector(path)) => self.enqueue_selecting(&o, path),
                 Some(MapFn::Waiting) => {
-                    for key in super::guest::waiting_keys(&self.waiting) {
+                    for key in self.keys.waiting() {
                         self.queue.add(key, Priority::High);
                     }
                 }

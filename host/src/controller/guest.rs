@@ -3,21 +3,57 @@
 //! guest, turn its answer into the status input ([`GuestResult`]) and a
 //! requeue decision, and apply that decision to the workqueue.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::controller::Outcome;
+use super::keys::Keys;
 use super::source::Reconciler;
 use super::status::GuestResult;
 use super::workqueue::WorkQueue;
 use crate::plugin::record::PendingRecord;
 use crate::plugin::sandbox::Write;
 
-/// How a reconcile asks to be queued again: `Ok((requeue_after,
-/// retry_soon))` after a success, `Err((terminal, retry_soon))` after a
-/// failure.
-pub(super) type Requeue = Result<(Option<Duration>, bool), (bool, bool)>;
+/// How a reconcile asks to be queued again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Requeue {
+    /// Done until the object changes.
+    Done,
+    /// Again after this long (a watch mapped `waiting` calls it sooner).
+    After(Duration),
+    /// Again at once, through the per-key back-off: a guest asking for 0
+    /// every time is slowed down instead of spinning a core, as
+    /// controller-runtime's `Requeue: true`.
+    Again,
+    /// Again soon, whatever the guest answered: one of its writes met a
+    /// conflict or a 429 (the cache was behind; the next pass sees more).
+    Soon,
+    /// Failed: retried with back-off.
+    Failed,
+    /// Failed for good: not retried until the object changes.
+    Terminal,
+}
+
+impl Requeue {
+    /// A success asking to be called again after `after` (`None`: never).
+    fn succeeded(after: Option<Duration>, retry_soon: bool) -> Requeue {
+        match after {
+            _ if retry_soon => Requeue::Soon,
+            None => Requeue::Done,
+            Some(wait) if wait.is_zero() => Requeue::Again,
+            Some(wait) => Requeue::After(wait),
+        }
+    }
+
+    /// A failure: a terminal one stays terminal even after a conflict.
+    fn failed(terminal: bool, retry_soon: bool) -> Requeue {
+        match (terminal, retry_soon) {
+            (true, _) => Requeue::Terminal,
+            (false, true) => Requeue::Soon,
+            (false, false) => Requeue::Failed,
+        }
+    }
+}
 
 /// One guest reconcile, digested.
 pub(super) struct GuestCall {
@@ -44,7 +80,7 @@ pub(super) async fn call_reconcile(
                 conditions: o.conditions,
                 error: None,
             },
-            requeue: Ok((o.requeue_after, report.retry_soon)),
+            requeue: Requeue::succeeded(o.requeue_after, report.retry_soon),
             writes: report.writes,
             record: report.record,
         },
@@ -56,7 +92,7 @@ pub(super) async fn call_reconcile(
                     conditions: e.conditions,
                     error: Some((e.reason, e.message)),
                 },
-                requeue: Err((e.terminal, report.retry_soon)),
+                requeue: Requeue::failed(e.terminal, report.retry_soon),
                 writes: report.writes,
                 record: report.record,
             }
@@ -67,7 +103,7 @@ pub(super) async fn call_reconcile(
                 conditions: vec![],
                 error: Some(("PluginFailed".into(), call.to_string())),
             },
-            requeue: Err((false, false)),
+            requeue: Requeue::Failed,
             writes: Vec::new(),
             record: None,
         },
@@ -75,62 +111,41 @@ pub(super) async fn call_reconcile(
 }
 
 /// Queues `key` again (or not) as the reconcile asked, and remembers in
-/// `waiting` whether it waits for a requeue-after.
+/// `keys` whether it waits for a requeue-after.
 pub(super) fn settle(
     queue: &WorkQueue<String>,
-    waiting: &Mutex<HashSet<String>>,
+    keys: &Keys,
     key: &str,
     requeue: Requeue,
 ) -> Outcome {
-    {
-        let mut waiting = waiting.lock().unwrap_or_else(|p| p.into_inner());
-        match requeue {
-            Ok((Some(wait), false)) if !wait.is_zero() => waiting.insert(key.to_string()),
-            _ => waiting.remove(key),
-        };
-    }
+    keys.with(key, |s| s.waiting = matches!(requeue, Requeue::After(_)));
     match requeue {
-        Ok((_, true)) | Err((false, true)) => {
+        Requeue::Soon => {
             queue.add_soon(key.to_string());
             Outcome::Requeue
         }
-        // "Again at once" goes through the per-key back-off, as
-        // controller-runtime's `Requeue: true`: a guest that always asks
-        // for 0 is slowed down instead of spinning a core.
-        Ok((Some(wait), _)) if wait.is_zero() => {
+        Requeue::Again => {
             queue.add_rate_limited(key.to_string());
             Outcome::Requeue
         }
-        Ok((Some(wait), _)) => {
+        Requeue::After(wait) => {
             queue.forget(&key.to_string());
             queue.add_after(key.to_string(), wait);
             Outcome::RequeueAfter
         }
-        Ok((None, _)) => {
+        Requeue::Done => {
             queue.forget(&key.to_string());
             Outcome::Success
         }
-        Err((true, _)) => {
-            // Terminal: no retry until the object changes.
+        Requeue::Terminal => {
             queue.forget(&key.to_string());
             Outcome::Error
         }
-        Err((false, _)) => {
+        Requeue::Failed => {
             let retry_in = queue.add_rate_limited(key.to_string());
             // Says how the back-off grows (also what the e2e tests read).
             tracing::info!(?retry_in, "reconcile failed; retrying with back-off");
             Outcome::Error
         }
     }
-}
-
-/// The keys waiting for a requeue-after (what [`settle`] keeps), for a
-/// `waiting` watch to call now.
-pub(super) fn waiting_keys(waiting: &Mutex<HashSet<String>>) -> Vec<String> {
-    waiting
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .cloned()
-        .collect()
 }

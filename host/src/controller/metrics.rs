@@ -37,6 +37,7 @@ pub struct ControllerMetrics {
     active_workers: Family<ControllerLabels, Gauge>,
     out_of_scope: Family<ControllerLabels, Counter>,
     status_writes: Family<ControllerLabels, Counter>,
+    waiting: Family<ControllerLabels, Gauge>,
 }
 
 /// One controller's series in [`ControllerMetrics`] (see
@@ -50,6 +51,7 @@ pub struct ControllerSeries {
     active_workers: Gauge,
     out_of_scope: Counter,
     status_writes: Counter,
+    waiting: Gauge,
 }
 
 impl ControllerSeries {
@@ -78,6 +80,11 @@ impl ControllerSeries {
 
     pub fn active_workers(&self, delta: i64) {
         self.active_workers.inc_by(delta);
+    }
+
+    /// The gauge of keys waiting for a requeue-after (kept by `keys.rs`).
+    pub(super) fn waiting(&self) -> Gauge {
+        self.waiting.clone()
     }
 }
 
@@ -129,6 +136,12 @@ impl ControllerMetrics {
             "Status PATCHes the host sent for a controller's objects",
             status_writes.clone(),
         );
+        let waiting = Family::<ControllerLabels, Gauge>::default();
+        registry.register(
+            "wasmlet_controller_waiting_keys",
+            "Objects whose last reconcile asked to be called again later and that wait for it (a watch mapped `waiting` calls them at once)",
+            waiting.clone(),
+        );
         ControllerMetrics {
             registry: Arc::new(Mutex::new(registry)),
             queue,
@@ -138,6 +151,7 @@ impl ControllerMetrics {
             active_workers,
             out_of_scope,
             status_writes,
+            waiting,
         }
     }
 
@@ -168,6 +182,7 @@ impl ControllerMetrics {
             active_workers: self.active_workers.get_or_create(&c).clone(),
             out_of_scope: self.out_of_scope.get_or_create(&c).clone(),
             status_writes: self.status_writes.get_or_create(&c).clone(),
+            waiting: self.waiting.get_or_create(&c).clone(),
         }
     }
 
@@ -214,6 +229,7 @@ mod tests {
             "controller_runtime_reconcile_errors_total{controller=\"demo\"} 0",
             "controller_runtime_reconcile_time_seconds_count{controller=\"demo\"} 0",
             "controller_runtime_active_workers{controller=\"demo\"} 0",
+            "wasmlet_controller_waiting_keys{controller=\"demo\"} 0",
         ] {
             assert!(text.contains(series), "{series} missing:\n{text}");
         }

@@ -16,6 +16,7 @@ pub mod controller;
 mod enqueue;
 pub mod expectations;
 mod guest;
+mod keys;
 pub mod leader;
 pub mod manager;
 pub mod metrics;

@@ -2,7 +2,6 @@
 //! (scope and leadership checks, expectations, finalizers, the guest call,
 //! the status write, the requeue decision).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,9 +12,10 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::controller::{Controller, Outcome, Written, split_key};
+use super::controller::{Controller, Outcome, split_key};
 use super::expectations::Seen;
 use super::guest::{Requeue, call_reconcile, settle};
+use super::keys::Written;
 use super::source::Reconciler;
 use super::status::{GuestResult, desired_status};
 use super::workqueue::Priority;
@@ -53,8 +53,7 @@ impl Controller {
                 // may label a watched object could otherwise aim the plugin (its
                 // finalizer, its status writes) at any object of the kind.
                 self.metrics.out_of_scope();
-                self.queue.forget(&key);
-                self.expectations.forget(&key);
+                self.forget(&key);
                 self.queue.done(&key);
                 continue;
             }
@@ -131,16 +130,8 @@ impl Controller {
     /// One pass of the host-owned reconcile loop for `key`.
     pub(super) async fn reconcile(&self, key: &str) -> Outcome {
         let Some(obj) = self.primary.get_key(key) else {
-            // Gone: nothing to do, nothing to remember (a key left in
-            // `waiting` was queued again by every later `waiting` event).
-            self.queue.forget(&key.to_string());
-            self.expectations.forget(key);
-            self.written_lock().remove(key);
-            self.own_writes.forget(key);
-            self.waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(key);
+            // Gone: nothing to do, nothing to remember.
+            self.forget(key);
             return Outcome::Success;
         };
         let obj = self.as_stored(key, obj);
@@ -268,13 +259,13 @@ impl Controller {
         // So does it while the cache still shows the object from before that
         // write: the server holds the write, and comparing with the stale
         // status would send a PATCH bound to fail its precondition.
-        let base = match self.written_lock().get(key) {
+        let base = self.keys.with(key, |s| match &s.written {
             Some(w) if w.kept == current => w.sent.clone(),
             Some(w) if w.replaced.is_some() && w.replaced == obj.metadata.resource_version => {
                 w.sent.clone()
             }
             _ => current.clone(),
-        };
+        });
         let now = super::status::now();
         let desired = desired_status(
             &base,
@@ -320,21 +311,16 @@ impl Controller {
             let caught_up = self.primary.get_key(key).is_some_and(|o| {
                 o.metadata.resource_version.is_some() && o.metadata.resource_version == stored_rv
             });
-            if !pruned && caught_up {
-                // The cache has the write already (its event came first).
-                self.written_lock().remove(key);
-            } else {
-                self.written_lock().insert(
-                    key.to_string(),
-                    Written {
-                        sent: desired,
-                        kept,
-                        replaced: obj.metadata.resource_version.clone(),
-                        stored: stored_rv,
-                        pruned,
-                    },
-                );
-            }
+            // Once the cache has the write (its event came first), only a
+            // pruned write needs remembering.
+            let written = (pruned || !caught_up).then(|| Written {
+                sent: desired,
+                kept,
+                replaced: obj.metadata.resource_version.clone(),
+                stored: stored_rv,
+                pruned,
+            });
+            self.keys.with(key, |s| s.written = written);
         }
         None
     }
@@ -407,19 +393,20 @@ impl Controller {
     /// that keeps its progress in the status (the time of its last eviction,
     /// say) must never decide on the status before its last pass.
     fn as_stored(&self, key: &str, obj: Arc<CachedObject>) -> Arc<CachedObject> {
-        let written = self.written_lock();
-        let Some(w) = written.get(key) else {
-            return obj;
-        };
-        if w.replaced.is_none() || w.replaced != obj.metadata.resource_version {
-            return obj;
+        let stored = self.keys.with(key, |s| {
+            let w = s.written.as_ref()?;
+            (w.replaced.is_some() && w.replaced == obj.metadata.resource_version)
+                .then(|| (w.kept.clone(), w.stored.clone()))
+        });
+        match stored {
+            Some((kept, rv)) => Arc::new(obj.with_status(kept, rv)),
+            None => obj,
         }
-        Arc::new(obj.with_status(w.kept.clone(), w.stored.clone()))
     }
 
     /// Queues `key` again (or not) as the reconcile's outcome asks.
     fn settle(&self, key: &str, outcome: Requeue) -> Outcome {
-        settle(&self.queue, &self.waiting, key, outcome)
+        settle(&self.queue, &self.keys, key, outcome)
     }
 
     fn plugin_wide_expectations(&self) -> bool {
@@ -442,19 +429,23 @@ impl Controller {
     /// The cache shows `key` at `rv`: a status write stored at that
     /// resourceVersion, kept whole, needs remembering no longer.
     pub(super) fn cache_caught_up(&self, key: &str, rv: Option<&str>) {
-        let mut written = self.written_lock();
-        if let Some(w) = written.get(key)
-            && !w.pruned
-            && rv.is_some()
-            && w.stored.as_deref() == rv
-        {
-            written.remove(key);
-        }
+        self.keys.with(key, |s| {
+            if s.written
+                .as_ref()
+                .is_some_and(|w| !w.pruned && rv.is_some() && w.stored.as_deref() == rv)
+            {
+                s.written = None;
+            }
+        });
     }
 
-    pub(super) fn written_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
-        // A cache of the last writes: a poisoned one is still usable.
-        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    /// Drops everything kept of `key` (its object is gone, or out of scope):
+    /// back-off, expectations, the last status write, the requeue-after wait.
+    pub(super) fn forget(&self, key: &str) {
+        self.queue.forget(&key.to_string());
+        self.expectations.forget(key);
+        self.keys.forget(key);
+        self.own_writes.forget(key);
     }
 
     /// Says once per controller which host-owned status fields the server

@@ -32,8 +32,7 @@
 //!
 //! Not here (yet): expectations for the guest's cluster writes, owned kinds.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -43,7 +42,7 @@ use tracing::Instrument;
 
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
-use super::guest::{call_reconcile, settle, waiting_keys};
+use super::guest::{Requeue, call_reconcile, settle};
 use super::metrics::{ControllerMetrics, ControllerSeries};
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
@@ -76,7 +75,7 @@ pub struct TableController {
     pub membership: Arc<Membership>,
     priorities: bool,
     /// Rows waiting for a requeue-after (what `settle` keeps).
-    waiting: Mutex<HashSet<String>>,
+    keys: super::keys::Keys,
 }
 
 impl TableController {
@@ -111,18 +110,19 @@ impl TableController {
             Some(metrics.queue()),
         );
         let membership = Membership::new(&Membership::name_for_this_process());
+        let series = metrics.series(name);
         let controller = Arc::new(TableController {
             name: name.to_string(),
             source,
             store: store.clone(),
             table: table.clone(),
             queue,
-            metrics: metrics.series(name),
+            metrics: series.clone(),
             reconciles,
             finalizer: manifest.finalizer.clone(),
             membership: membership.clone(),
             priorities: config.priorities,
-            waiting: Default::default(),
+            keys: super::keys::Keys::new(series.waiting()),
         });
         let mut tasks = JoinSet::new();
         let watch_config = WatchConfig {
@@ -182,7 +182,7 @@ impl TableController {
                 Err(RecvError::Closed) => return,
             };
             if let MapFn::Waiting = map {
-                for id in waiting_keys(&self.waiting) {
+                for id in self.keys.waiting() {
                     self.add(id, Priority::High);
                 }
             } else if let Some(id) = named_by(&object, &map) {
@@ -230,13 +230,10 @@ impl TableController {
         }
     }
 
-    /// Drops what the queue and `waiting` keep of row `id` (gone, or done).
+    /// Drops what the queue and `keys` keep of row `id` (gone, or done).
     fn forget(&self, id: &str) {
         self.queue.forget(&id.to_string());
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        self.keys.forget(id);
     }
 
     /// The row as the guest reads it (JSON).
@@ -280,13 +277,13 @@ impl TableController {
             tracing::warn!(plugin = %self.name, table = %self.table, row = %id, revision = row.revision, %reason, %message, "row not reconciled");
         }
         if !self.reconciles.host_status {
-            return settle(&self.queue, &self.waiting, id, call.requeue);
+            return settle(&self.queue, &self.keys, id, call.requeue);
         }
         // Done with this revision: a success, or a failure retrying cannot
         // fix. A retryable failure leaves the row "changed" (high priority).
-        let reconciled = matches!(call.requeue, Ok(_) | Err((true, _)));
+        let reconciled = call.result.error.is_none() || call.requeue == Requeue::Terminal;
         let requeue_after = match call.requeue {
-            Ok((Some(wait), false)) if !wait.is_zero() => Some(wait),
+            Requeue::After(wait) => Some(wait),
             _ => None,
         };
         let now = super::status::now();
@@ -327,7 +324,7 @@ impl TableController {
                 }
             }
         }
-        settle(&self.queue, &self.waiting, id, call.requeue)
+        settle(&self.queue, &self.keys, id, call.requeue)
     }
 }
 
