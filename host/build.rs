@@ -18,12 +18,14 @@ fn main() {
     println!("cargo:rerun-if-changed={}", lock.display());
     println!("cargo:rerun-if-changed=build.rs");
     let version = k8s_pb_version(&lock);
-    let src = find_source(&version).unwrap_or_else(|| {
-        panic!(
-            "k8s-pb {version}'s source was not found under $CARGO_HOME/registry/src; \
-             run `cargo fetch` first"
-        )
-    });
+    let src = locate_source(&manifest, &version)
+        .or_else(|| find_source(&version))
+        .unwrap_or_else(|| {
+            panic!(
+                "k8s-pb {version}'s source was found neither by `cargo metadata` nor under \
+                 $CARGO_HOME/registry/src; run `cargo fetch` first"
+            )
+        });
     let mut out = String::new();
     let mut files = Vec::new();
     collect(&src, &mut files);
@@ -56,6 +58,29 @@ fn k8s_pb_version(lock: &Path) -> String {
     panic!("Cargo.lock has no k8s-pb")
 }
 
+/// Where cargo itself has k8s-pb's source: the registry, a vendored
+/// directory (`cargo vendor` + `[source]` replacement) or a git checkout, as
+/// the workspace's `cargo metadata` says (offline, from the lock file).
+fn locate_source(manifest: &Path, version: &str) -> Option<PathBuf> {
+    let cargo = std::env::var_os("CARGO")?;
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .arg("--manifest-path")
+        .arg(manifest.join("../Cargo.toml"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let path = meta["packages"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == "k8s-pb" && p["version"] == version)?["manifest_path"]
+        .as_str()?;
+    let src = Path::new(path).parent()?.join("src");
+    src.join("lib.rs").exists().then_some(src)
+}
+
+/// The registry's unpacked sources (when `cargo metadata` cannot run).
 fn find_source(version: &str) -> Option<PathBuf> {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)

@@ -147,11 +147,17 @@ async fn finalizer_is_added_before_the_first_status_and_removed_after_finalize()
         o.metadata.finalizers
     );
     {
-        let rows = seen.lock().unwrap().clone();
-        let first_status = rows
-            .iter()
-            .position(|r| r.1)
-            .expect("the watcher saw the status");
+        // Our watcher may see the status a moment after the GET did.
+        let rows = eventually(
+            Duration::from_secs(30),
+            "the watcher to see the status",
+            || async {
+                let rows = seen.lock().unwrap().clone();
+                rows.iter().any(|r| r.1).then_some(rows)
+            },
+        )
+        .await?;
+        let first_status = rows.iter().position(|r| r.1).unwrap_or_default();
         assert!(
             rows[..first_status].iter().any(|r| r.0 && !r.1),
             "the finalizer must appear before the first status: {rows:?}"

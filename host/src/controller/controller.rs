@@ -336,7 +336,7 @@ impl Controller {
         }
         for _ in 0..manifest.limits.concurrency {
             let c = controller.clone();
-            tasks.spawn(async move { c.worker().await });
+            tasks.spawn(super::worker::run(c));
         }
         Ok((controller, tasks))
     }

@@ -27,6 +27,7 @@ pub mod source;
 pub mod status;
 mod status_write;
 pub mod table;
+mod worker;
 pub mod workqueue;
 
 pub use manager::Manager;

@@ -2,23 +2,25 @@
 //! (scope and leadership checks, expectations, finalizers, the guest call,
 //! the status write, the requeue decision).
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use serde_json::{Value, json};
-use tracing::Instrument;
 
 use super::controller::{Controller, Outcome, split_key};
 use super::expectations::Seen;
 use super::guest::{Requeue, call_reconcile, settle};
 use super::keys::Written;
+use super::metrics::ControllerSeries;
 use super::source::Reconciler;
 use super::status::{GuestResult, desired_status};
-use super::workqueue::Priority;
+use super::worker::{Admit, Objects};
+use super::workqueue::{Priority, WorkQueue};
 use crate::cluster::{CachedObject, ClientError};
 use crate::plugin::events::{MAX_NOTE, MAX_REASON, truncate};
 use crate::plugin::manifest::ExpectationScope;
@@ -30,44 +32,49 @@ use crate::plugin::sandbox::Write;
 /// (no object key is empty).
 const PLUGIN_KEY: &str = "";
 
-impl Controller {
-    pub(super) async fn worker(self: Arc<Self>) {
-        self.primary.wait_synced().await;
-        loop {
-            // A follower takes no work: keys wait in the queue, at their
-            // priority, until leadership comes.
-            self.leading.acquired().await;
-            let Some(item) = self.queue.next().await else {
-                return;
-            };
-            let key = item.key.clone();
-            if !self.leading.is_leading() {
-                // Lost the lease while waiting for work: put the key back as it was.
-                self.queue.add(key.clone(), item.priority);
-                self.queue.done(&key);
-                continue;
-            }
-            if !self.in_scope(&key) {
-                // Only the reconciler's own scope decides what it acts on: keys from
-                // `owns` and `watches` come from what other objects say, and whoever
-                // may label a watched object could otherwise aim the plugin (its
-                // finalizer, its status writes) at any object of the kind.
-                self.metrics.out_of_scope();
-                self.forget(&key);
-                self.queue.done(&key);
-                continue;
-            }
-            self.metrics.active_workers(1);
-            let started = Instant::now();
-            let span = tracing::info_span!("reconcile", plugin = %self.name, key = %key, generation = tracing::field::Empty, outcome = tracing::field::Empty);
-            let outcome = self.reconcile(&key).instrument(span.clone()).await;
-            span.record("outcome", outcome.as_str());
-            self.metrics.reconciled(outcome, started.elapsed());
-            self.metrics.active_workers(-1);
-            self.queue.done(&key);
-        }
+impl Objects for Controller {
+    fn queue(&self) -> &WorkQueue<String> {
+        &self.queue
     }
 
+    fn series(&self) -> &ControllerSeries {
+        &self.metrics
+    }
+
+    async fn ready(&self) {
+        self.primary.wait_synced().await;
+        // A follower takes no work: keys wait in the queue, at their
+        // priority, until leadership comes.
+        self.leading.acquired().await;
+    }
+
+    fn admit(&self, key: &str) -> Admit {
+        if !self.leading.is_leading() {
+            // Lost the lease while waiting for work.
+            return Admit::PutBack;
+        }
+        if !self.in_scope(key) {
+            // Only the reconciler's own scope decides what it acts on: keys from
+            // `owns` and `watches` come from what other objects say, and whoever
+            // may label a watched object could otherwise aim the plugin (its
+            // finalizer, its status writes) at any object of the kind.
+            self.metrics.out_of_scope();
+            self.forget(key);
+            return Admit::Drop;
+        }
+        Admit::Reconcile
+    }
+
+    fn span(&self, key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", plugin = %self.name, key = %key, generation = tracing::field::Empty, outcome = tracing::field::Empty)
+    }
+
+    fn reconcile_key(&self, key: &str) -> impl Future<Output = Outcome> + Send {
+        self.reconcile(key)
+    }
+}
+
+impl Controller {
     pub(super) fn lookup(&self) -> impl Fn(&str, &str, Option<&str>, &str) -> Option<Seen> + '_ {
         |av, kind, ns, name| {
             let cache = self.caches.existing(av, kind)?;
@@ -127,7 +134,11 @@ impl Controller {
         Ok(())
     }
 
-    /// One pass of the host-owned reconcile loop for `key`.
+    /// One pass of the host-owned reconcile loop for `key`, in its steps:
+    /// forget a key whose object is gone; wait while the cache lacks this
+    /// controller's own writes (expectations); finalize an object being
+    /// deleted; put the finalizer on a live one first; call the guest; write
+    /// the host-owned status; queue the key again as the guest asked.
     pub(super) async fn reconcile(&self, key: &str) -> Outcome {
         let Some(obj) = self.primary.get_key(key) else {
             // Gone: nothing to do, nothing to remember.
@@ -135,15 +146,7 @@ impl Controller {
             return Outcome::Success;
         };
         let obj = self.as_stored(key, obj);
-        let plugin_wide = self.plugin_wide_expectations();
-        let held = self.expectations.check(key, self.lookup()).and_then(|()| {
-            if plugin_wide {
-                self.expectations.check(PLUGIN_KEY, self.lookup())
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(wait) = held {
+        if let Some(wait) = self.held(key) {
             // Our own writes are not in the cache yet: acting now would act twice.
             self.queue
                 .add_after(key.to_string(), wait.min(Duration::from_secs(1)));
@@ -153,91 +156,119 @@ impl Controller {
         let Some(plugin) = self.source.current(&self.name) else {
             return Outcome::Error;
         };
-        let finalizer = self.manifest.finalizer.clone();
-        let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let obj_json = obj.json(&self.primary.resolved.resource);
-
         if obj.metadata.deletion_timestamp.is_some() {
-            let Some(f) = finalizer.filter(|f| finalizers.contains(f)) else {
-                return Outcome::Success;
-            };
-            return match plugin.finalize(key, &obj_json).await {
-                Ok((Ok(Finalized::Done), report)) => {
-                    self.record_writes(key, &report.writes);
-                    finalizers.retain(|x| *x != f);
-                    let written = self.set_finalizers(&obj, finalizers.clone()).await;
-                    if let Some(r) = &report.record {
-                        let body = json!({"metadata": {"finalizers": &finalizers}});
-                        let result = written.as_ref().map(|_| None).map_err(|e| e.to_string());
-                        r.host_write("patch", key, &body, result);
-                    }
-                    match written {
-                        Ok(()) => {
-                            self.queue.forget(&key.to_string());
-                            Outcome::Success
-                        }
-                        Err(e) => self.retry(key, &e),
-                    }
-                }
-                Ok((Ok(Finalized::RetryAfter(wait)), _)) => {
-                    self.queue.add_after(key.to_string(), wait);
-                    Outcome::RequeueAfter
-                }
-                Ok((Err(e), report)) => {
-                    self.record_writes(key, &report.writes);
-                    let failed = GuestResult {
-                        status: e.status,
-                        conditions: e.conditions,
-                        error: Some((e.reason, e.message)),
-                    };
-                    self.finalize_failed(key, &obj, failed, &*plugin, report.record.as_ref())
-                        .await
-                }
-                Err(e) => {
-                    let failed = GuestResult {
-                        error: Some(("FinalizeFailed".into(), e.to_string())),
-                        ..Default::default()
-                    };
-                    self.finalize_failed(key, &obj, failed, &*plugin, None)
-                        .await
-                }
-            };
+            return self.finalize(key, &obj, &*plugin).await;
         }
-        if let Some(f) = &finalizer
-            && !finalizers.contains(f)
-        {
-            finalizers.push(f.clone());
-            // The cache will bring the updated object back: reconcile then.
-            return match self.set_finalizers(&obj, finalizers).await {
-                Ok(()) => Outcome::Success,
-                Err(e) => self.retry(key, &e),
-            };
+        if let Some(outcome) = self.ensure_finalizer(key, &obj).await {
+            return outcome;
         }
-
+        let obj_json = obj.json(&self.primary.resolved.resource);
         let call = call_reconcile(&*plugin, &self.name, key, &obj_json).await;
         self.record_writes(key, &call.writes);
-        // Recording: the host's writes for this outcome join the call's record.
-        let record = call.record;
-        let (result, outcome) = (call.result, call.requeue);
-        if let Some((reason, message)) = &result.error {
+        if let Some((reason, message)) = &call.result.error {
             self.note_error(key, reason, message);
         }
-        if !self
-            .manifest
-            .reconciles
-            .as_ref()
-            .is_none_or(|r| r.host_status)
-        {
-            // The guest owns this kind's status: only the outcome counts.
-            return self.settle(key, outcome);
-        }
-        if let Some(failed) = self
-            .write_status(key, &obj, &result, &*plugin, record.as_ref())
-            .await
+        if self.host_status()
+            && let Some(failed) = self
+                .write_status(key, &obj, &call.result, &*plugin, call.record.as_ref())
+                .await
         {
             return failed;
         }
-        self.settle(key, outcome)
+        // Without host status the guest owns the kind's status: only the outcome counts.
+        self.settle(key, call.requeue)
+    }
+
+    /// How long `key` must wait for the cache to show this controller's own
+    /// writes (its own, and the plugin's with plugin-wide expectations).
+    fn held(&self, key: &str) -> Option<Duration> {
+        let held = self.expectations.check(key, self.lookup()).and_then(|()| {
+            if self.plugin_wide_expectations() {
+                self.expectations.check(PLUGIN_KEY, self.lookup())
+            } else {
+                Ok(())
+            }
+        });
+        held.err()
+    }
+
+    /// Whether the host writes the kind's status (the manifest's `host-status`).
+    fn host_status(&self) -> bool {
+        self.manifest
+            .reconciles
+            .as_ref()
+            .is_none_or(|r| r.host_status)
+    }
+
+    /// A live object without the manifest's finalizer gets it before the
+    /// guest first acts on it. `Some(outcome)`: the pass ends here (the cache
+    /// will bring the updated object back: reconcile then).
+    async fn ensure_finalizer(&self, key: &str, obj: &CachedObject) -> Option<Outcome> {
+        let f = self.manifest.finalizer.as_ref()?;
+        let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+        if finalizers.contains(f) {
+            return None;
+        }
+        finalizers.push(f.clone());
+        Some(match self.set_finalizers(obj, finalizers).await {
+            Ok(()) => Outcome::Success,
+            Err(e) => self.retry(key, &e),
+        })
+    }
+
+    /// An object being deleted: while it carries this plugin's finalizer,
+    /// the guest's `finalize` runs; once it is done the finalizer goes.
+    async fn finalize(&self, key: &str, obj: &CachedObject, plugin: &dyn Reconciler) -> Outcome {
+        let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+        let Some(f) = self
+            .manifest
+            .finalizer
+            .clone()
+            .filter(|f| finalizers.contains(f))
+        else {
+            return Outcome::Success;
+        };
+        let obj_json = obj.json(&self.primary.resolved.resource);
+        match plugin.finalize(key, &obj_json).await {
+            Ok((Ok(Finalized::Done), report)) => {
+                self.record_writes(key, &report.writes);
+                finalizers.retain(|x| *x != f);
+                let written = self.set_finalizers(obj, finalizers.clone()).await;
+                if let Some(r) = &report.record {
+                    let body = json!({"metadata": {"finalizers": &finalizers}});
+                    let result = written.as_ref().map(|_| None).map_err(|e| e.to_string());
+                    r.host_write("patch", key, &body, result);
+                }
+                match written {
+                    Ok(()) => {
+                        self.queue.forget(&key.to_string());
+                        Outcome::Success
+                    }
+                    Err(e) => self.retry(key, &e),
+                }
+            }
+            Ok((Ok(Finalized::RetryAfter(wait)), _)) => {
+                self.queue.add_after(key.to_string(), wait);
+                Outcome::RequeueAfter
+            }
+            Ok((Err(e), report)) => {
+                self.record_writes(key, &report.writes);
+                let failed = GuestResult {
+                    status: e.status,
+                    conditions: e.conditions,
+                    error: Some((e.reason, e.message)),
+                };
+                self.finalize_failed(key, obj, failed, plugin, report.record.as_ref())
+                    .await
+            }
+            Err(e) => {
+                let failed = GuestResult {
+                    error: Some(("FinalizeFailed".into(), e.to_string())),
+                    ..Default::default()
+                };
+                self.finalize_failed(key, obj, failed, plugin, None).await
+            }
+        }
     }
 
     /// Writes the host-owned status `result` asks for (when it differs from
@@ -343,12 +374,7 @@ impl Controller {
         self.note_error(key, &reason, &message);
         self.warn_event(obj, &reason, &message).await;
         failed.error = Some((reason, message));
-        let host_status = self
-            .manifest
-            .reconciles
-            .as_ref()
-            .is_none_or(|r| r.host_status);
-        if host_status
+        if self.host_status()
             && let Some(outcome) = self.write_status(key, obj, &failed, plugin, record).await
         {
             return outcome;

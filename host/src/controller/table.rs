@@ -33,12 +33,11 @@
 //! Not here (yet): expectations for the guest's cluster writes, owned kinds.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
-use tracing::Instrument;
 
 use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
@@ -47,6 +46,7 @@ use super::metrics::{ControllerMetrics, ControllerSeries};
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
 use super::status::{GuestResult, desired_status};
+use super::worker::{Admit, Objects};
 use super::workqueue::{Priority, WorkQueue};
 use crate::cluster::cache::{CacheEvent, Caches};
 use crate::datastore::lock::RowLock;
@@ -151,7 +151,7 @@ impl TableController {
         }
         for _ in 0..manifest.limits.concurrency {
             let c = controller.clone();
-            tasks.spawn(async move { c.worker().await });
+            tasks.spawn(super::worker::run(c));
         }
         Ok((controller, tasks))
     }
@@ -188,45 +188,6 @@ impl TableController {
             } else if let Some(id) = named_by(&object, &map) {
                 self.add(id, Priority::High);
             }
-        }
-    }
-
-    async fn worker(self: Arc<Self>) {
-        loop {
-            let Some(item) = self.queue.next().await else {
-                return;
-            };
-            let key = item.key.clone();
-            // Queued before the members changed: another host's now.
-            if !self.membership.owns(&key) {
-                self.queue.forget(&key);
-                self.queue.done(&key);
-                continue;
-            }
-            self.metrics.active_workers(1);
-            let started = Instant::now();
-            let span = tracing::info_span!("reconcile", plugin = %self.name, table = %self.table, row = %key, revision = tracing::field::Empty, outcome = tracing::field::Empty);
-            let outcome = match self.store.try_lock_row(&self.table, &key).await {
-                Ok(Some(lock)) => {
-                    let outcome = self.reconcile(&key, &lock).instrument(span.clone()).await;
-                    lock.release().await;
-                    outcome
-                }
-                Ok(None) => {
-                    // Another host is on it (a member list not yet seen alike).
-                    self.queue.add_after(key.clone(), LOCKED_RETRY);
-                    Outcome::Requeue
-                }
-                Err(e) => {
-                    tracing::warn!(plugin = %self.name, row = %key, error = %e, "cannot lock the row; retrying");
-                    self.queue.add_rate_limited(key.clone());
-                    Outcome::Error
-                }
-            };
-            span.record("outcome", outcome.as_str());
-            self.metrics.reconciled(outcome, started.elapsed());
-            self.metrics.active_workers(-1);
-            self.queue.done(&key);
         }
     }
 
@@ -325,6 +286,55 @@ impl TableController {
             }
         }
         settle(&self.queue, &self.keys, id, call.requeue)
+    }
+}
+
+/// A row's pass runs under the row's advisory lock: another host holding
+/// it means "later", not a failure.
+impl Objects for TableController {
+    fn queue(&self) -> &WorkQueue<String> {
+        &self.queue
+    }
+
+    fn series(&self) -> &ControllerSeries {
+        &self.metrics
+    }
+
+    /// No leader election (see the module docs): always ready.
+    async fn ready(&self) {}
+
+    fn admit(&self, key: &str) -> Admit {
+        // Queued before the members changed: another host's now.
+        if self.membership.owns(key) {
+            Admit::Reconcile
+        } else {
+            self.queue.forget(&key.to_string());
+            Admit::Drop
+        }
+    }
+
+    fn span(&self, key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", plugin = %self.name, table = %self.table, row = %key, revision = tracing::field::Empty, outcome = tracing::field::Empty)
+    }
+
+    async fn reconcile_key(&self, key: &str) -> Outcome {
+        match self.store.try_lock_row(&self.table, key).await {
+            Ok(Some(lock)) => {
+                let outcome = self.reconcile(key, &lock).await;
+                lock.release().await;
+                outcome
+            }
+            Ok(None) => {
+                // Another host is on it (a member list not yet seen alike).
+                self.queue.add_after(key.to_string(), LOCKED_RETRY);
+                Outcome::Requeue
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, row = %key, error = %e, "cannot lock the row; retrying");
+                self.queue.add_rate_limited(key.to_string());
+                Outcome::Error
+            }
+        }
     }
 }
 
