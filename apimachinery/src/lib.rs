@@ -6,6 +6,7 @@
 pub mod builtin;
 pub mod goquote;
 pub mod listtype;
+pub mod log_options;
 pub mod managedfields;
 pub mod names;
 pub mod patch;

@@ -144,10 +144,8 @@ pub async fn guard(State(state): State<Arc<ApiState>>, mut req: Request, next: N
     };
     // The same reading of `watch` as the handler's: authorizing `list` and
     // serving a watch would let a list-only user watch.
-    let watch = crate::apiserver::rest::query_bool(
-        &crate::apiserver::rest::parse_query(req.uri()),
-        "watch",
-    ) == Some(true);
+    let watch =
+        super::query::query_bool(&super::query::parse_query(req.uri()), "watch") == Some(true);
     let attrs = request_attributes(req.method().as_str(), &path, watch);
     if let Err(e) = authz::authorize(&state, &user, &attrs) {
         return e.into_response();

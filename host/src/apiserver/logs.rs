@@ -13,9 +13,9 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use super::ApiState;
-use super::rest::Query;
+use super::query::Query;
 use super::status::{ApiError, ApiResult};
-use crate::node::kubelet::log_options::LogOptions;
+use wasmlet_apimachinery::log_options::LogOptions;
 
 /// One client per kubelet address.
 #[derive(Default)]

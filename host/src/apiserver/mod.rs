@@ -72,6 +72,7 @@ pub mod noderestriction;
 pub mod nsconditions;
 pub mod openapi;
 pub mod pki;
+pub mod query;
 pub mod quota;
 pub mod rbac;
 pub mod registry;

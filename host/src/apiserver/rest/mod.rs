@@ -7,7 +7,6 @@ mod subresources;
 mod watch;
 mod write;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -51,27 +50,7 @@ impl Target {
     }
 }
 
-pub type Query = HashMap<String, String>;
-
-/// A boolean query parameter as Go's `strconv.ParseBool` reads it (the
-/// Python client sends `watch=True`): `Some` only for a value it accepts.
-pub fn query_bool(q: &Query, key: &str) -> Option<bool> {
-    match q.get(key)?.as_str() {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
-}
-
-pub fn parse_query(uri: &axum::http::Uri) -> Query {
-    uri.query()
-        .map(|q| {
-            url::form_urlencoded::parse(q.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
+pub use super::query::{Query, parse_query, query_bool};
 
 /// Parses `/api/v1/...` or `/apis/g/v/...` after the group-version.
 fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {

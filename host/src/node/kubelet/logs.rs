@@ -2,7 +2,7 @@
 //! the kubelet serves it (`follow`, `tailLines`, `sinceSeconds`, `sinceTime`,
 //! `timestamps`, `previous`, `limitBytes`), read from the CRI-format files the
 //! workload manager writes. The numeric options are checked as upstream's
-//! (see [`super::log_options`]): 400 when not a number, 422 when refused.
+//! (see [`wasmlet_apimachinery::log_options`]): 400 when not a number, 422 when refused.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
 use super::super::workloads::logs::parse_cri_line;
-use super::log_options::LogOptions;
 use super::{Kubelet, status};
+use wasmlet_apimachinery::log_options::LogOptions;
 
 #[derive(Default)]
 pub(super) struct LogQuery {

@@ -24,7 +24,6 @@ use super::workloads::WorkloadManager;
 use auth::{Attributes, Gate, Refusal, User};
 
 pub mod auth;
-pub mod log_options;
 mod logs;
 pub mod review_cache;
 
