@@ -57,6 +57,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod cel_rules;
 pub mod codec;
 pub mod crd;
 pub mod defaults;
