@@ -277,3 +277,81 @@ async fn crds_with_bad_or_costly_rules_are_refused() -> anyhow::Result<()> {
     api.create(&PostParams::default(), &unique).await?;
     Ok(())
 }
+
+/// The CRD kube-rs derives for a type with `#[x_kube(validation)]` rules,
+/// as its users write them.
+mod derived {
+    use kube::{CustomResource, KubeSchema};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug)]
+    #[kube(group = "test.wasmlet.dev", version = "v1", kind = "Range", namespaced)]
+    #[x_kube(validation = Rule::new("self.max >= self.min").message("max must be at least min"))]
+    pub struct RangeSpec {
+        pub min: i32,
+        pub max: i32,
+        #[x_kube(validation = Rule::new("self == oldSelf").message("unit is immutable"))]
+        pub unit: String,
+    }
+}
+
+#[tokio::test]
+async fn rules_derived_by_kube_rs_are_enforced() -> anyhow::Result<()> {
+    use derived::{Range, RangeSpec};
+    use kube::CustomResourceExt;
+
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &Range::crd()).await?;
+    let ranges: Api<Range> = Api::namespaced(client.clone(), "default");
+    let range = |min, max, unit: &str| {
+        Range::new(
+            "r",
+            RangeSpec {
+                min,
+                max,
+                unit: unit.into(),
+            },
+        )
+    };
+    let r = eventually(
+        std::time::Duration::from_secs(10),
+        "the CRD served",
+        || async {
+            match ranges
+                .create(&PostParams::default(), &range(5, 1, "s"))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 404 => None,
+                other => Some(other),
+            }
+        },
+    )
+    .await?;
+    assert_eq!(
+        invalid(r),
+        "Range.test.wasmlet.dev \"r\" is invalid: spec: Invalid value: \"object\": max must be at least min"
+    );
+    let created = ranges
+        .create(&PostParams::default(), &range(1, 5, "s"))
+        .await?;
+    let mut changed = created.clone();
+    changed.spec.unit = "ms".into();
+    let r = ranges.replace("r", &PostParams::default(), &changed).await;
+    assert_eq!(
+        invalid(r),
+        "Range.test.wasmlet.dev \"r\" is invalid: spec.unit: Invalid value: \"string\": unit is immutable"
+    );
+    let mut wider = created;
+    wider.spec.max = 9;
+    assert_eq!(
+        ranges
+            .replace("r", &PostParams::default(), &wider)
+            .await?
+            .spec
+            .max,
+        9
+    );
+    Ok(())
+}

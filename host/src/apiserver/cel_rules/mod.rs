@@ -210,17 +210,30 @@ impl Rules {
 }
 
 /// Every rule of a CRD that does not compile or is over budget, for the
-/// CRD's create and update (a stored CRD is served whatever its rules).
-pub fn crd_causes(crd: &Value) -> Vec<Cause> {
+/// CRD's create and update (`old`). A version whose schema an update leaves
+/// as it was is not checked again (so a CRD stored before a check stays
+/// writable), and a stored CRD is served whatever its rules say.
+pub fn crd_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
+    let schema_of = |c: &Value, name: &Value| {
+        c.pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|v| v["name"] == *name))
+            .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+            .cloned()
+    };
     let mut causes = Vec::new();
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
     for (i, v) in versions.into_iter().flatten().enumerate() {
-        if let Some(schema) = v.pointer("/schema/openAPIV3Schema")
-            && let Err(c) = Rules::compile(
-                schema,
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-            )
-        {
+        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        if old.and_then(|o| schema_of(o, &v["name"])).as_ref() == Some(schema) {
+            continue;
+        }
+        if let Err(c) = Rules::compile(
+            schema,
+            &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+        ) {
             causes.extend(c);
         }
     }

@@ -239,9 +239,15 @@ fn the_runtime_budget_stops_evaluation() {
 fn crd_causes_name_the_version() {
     let crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema":
         schema(json!([{"rule": "self.x =="}]), json!({}))}}]}});
-    let causes = crd_causes(&crd);
+    let causes = crd_causes(None, &crd);
     assert_eq!(
         causes[0].field,
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
     );
+    // An update that leaves the schema as it was is not refused for it.
+    assert!(crd_causes(Some(&crd), &crd).is_empty());
+    let mut changed = crd.clone();
+    changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["replicas"]["minimum"] = json!(0);
+    assert_eq!(crd_causes(Some(&crd), &changed).len(), 1);
 }
