@@ -173,6 +173,7 @@ impl Rules {
     /// it sits in the CRD, for the causes. `Ok(None)` when it has no rules.
     pub fn compile(schema: &Value, path: &str) -> Result<Option<Rules>, Vec<Cause>> {
         let mut root = Node::parse(schema);
+        root.add_root_fields();
         let (mut causes, mut placed) = (Vec::new(), Vec::new());
         compile_node(schema, &mut root, path, 1, &mut causes, &mut placed);
         let total = placed.iter().fold(0u64, |s, p| s.saturating_add(p.total));

@@ -79,6 +79,29 @@ impl Node {
         node
     }
 
+    /// What every object's root has whatever its schema says, as upstream
+    /// adds it for rules: `apiVersion`, `kind` and, of `metadata`, only
+    /// `name` and `generateName`.
+    pub fn add_root_fields(&mut self) {
+        let string = |max: u64| Node {
+            typ: "string".into(),
+            max_length: Some(max),
+            ..Node::default()
+        };
+        for k in ["apiVersion", "kind"] {
+            self.properties
+                .entry(k.into())
+                .or_insert_with(|| string(253));
+        }
+        let mut meta = Node {
+            typ: "object".into(),
+            ..Node::default()
+        };
+        meta.properties.insert("name".into(), string(253));
+        meta.properties.insert("generateName".into(), string(253));
+        self.properties.insert("metadata".into(), meta);
+    }
+
     /// The node a field selection on this one reaches: a property, or the
     /// `additionalProperties` schema of a map.
     pub fn field(&self, name: &str) -> Option<&Node> {

@@ -251,3 +251,27 @@ fn crd_causes_name_the_version() {
         ["replicas"]["minimum"] = json!(0);
     assert_eq!(crd_causes(Some(&crd), &changed).len(), 1);
 }
+
+#[test]
+fn root_rules_see_the_name_but_not_the_rest_of_metadata() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object"}},
+        "x-kubernetes-validations": [{"rule": "self.metadata.name == 'singleton'",
+            "message": "only one"}, {"rule": "self.kind == 'Thing'"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let obj = |name: &str| {
+        json!({"apiVersion": "x/v1", "kind": "Thing",
+        "metadata": {"name": name, "labels": {"a": "b"}}, "spec": {}})
+    };
+    assert!(r.validate(&obj("singleton"), None).is_empty());
+    assert_eq!(
+        r.validate(&obj("other"), None)[0].message,
+        "Invalid value: \"object\": only one"
+    );
+    let labels = json!({"type": "object", "x-kubernetes-validations": [
+        {"rule": "has(self.metadata.labels)"}]});
+    let errs = Rules::compile(&labels, "s").unwrap_err();
+    assert!(
+        errs[0].message.ends_with("undefined field 'labels'"),
+        "{errs:?}"
+    );
+}
