@@ -178,7 +178,10 @@ impl Walk {
             if unchanged && !rule.transition {
                 continue;
             }
-            if self.budget < rule.cost {
+            // At least 1, so that evaluations are counted even for rules
+            // estimated free (`true`).
+            let charge = rule.cost.max(1);
+            if self.budget < charge {
                 self.exhausted = true;
                 self.causes.push(Cause {
                     reason: "FieldValueInvalid".into(),
@@ -191,7 +194,7 @@ impl Walk {
                 });
                 return;
             }
-            self.budget -= rule.cost;
+            self.budget -= charge;
             let mut ctx = Context::with_env(env().clone());
             ctx.add_variable_from_value("self", this.clone());
             if rule.transition {
