@@ -212,7 +212,13 @@ fn walk<'a>(e: &IdedExpr, scope: &mut HashMap<String, Ty<'a>>) -> (u64, Ty<'a>) 
                 }
                 "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" => {
                     let sz = args.iter().map(|t| t.size).min().unwrap_or(1);
-                    (tenth(sz), Ty::scalar())
+                    // Strings compare bytewise (a tenth); lists and maps
+                    // element by element.
+                    let collection = args.iter().any(|t| {
+                        t.node
+                            .is_some_and(|n| n.typ == "array" || n.typ == "object")
+                    });
+                    (if collection { sz } else { tenth(sz) }, Ty::scalar())
                 }
                 "_[_]" | "_[?_]" => {
                     let ty = match recv.and_then(|t| t.node) {
