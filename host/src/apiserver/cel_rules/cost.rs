@@ -250,7 +250,20 @@ fn walk<'a>(e: &IdedExpr, scope: &mut HashMap<String, Ty<'a>>) -> (u64, Ty<'a>) 
                     )
                 }
                 "@in" => (args.get(1).map_or(1, |t| t.size), Ty::scalar()),
-                "matches" => (tenth(rs).saturating_mul(a1.div_ceil(4)), Ty::scalar()),
+                "matches" | "find" => (tenth(rs).saturating_mul(a1.div_ceil(4)), Ty::scalar()),
+                "findAll" => (
+                    tenth(rs).saturating_mul(a1.div_ceil(4)),
+                    Ty {
+                        node: None,
+                        size: rs,
+                    },
+                ),
+                // Each element of one looked up in the other.
+                "sets.contains" | "sets.intersects" | "sets.equivalent" => {
+                    let a = args.first().map_or(1, |t| t.size);
+                    let b = args.get(1).map_or(1, |t| t.size);
+                    (a.saturating_mul(b).saturating_mul(2), Ty::scalar())
+                }
                 "contains" | "startsWith" | "endsWith" | "charAt" | "lowerAscii" | "upperAscii"
                 | "trim" | "substring" | "replace" | "format" | "strings.quote" => {
                     let size = rs.saturating_add(a1);

@@ -1,11 +1,13 @@
 //! The CEL environment rules run in: the standard library, the `cel` crate's
 //! strings, lists and math extensions, and Kubernetes' list library
 //! (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on lists),
-//! which the crate does not have. Built once per process.
+//! sets library (`sets.contains`, `sets.intersects`, `sets.equivalent`) and
+//! regex library (`find`, `findAll`), which the crate does not have. Built
+//! once per process.
 
 use std::sync::{Arc, LazyLock};
 
-use cel::common::types::{DYN_TYPE, LIST_TYPE};
+use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, Value, extensions};
 
@@ -41,6 +43,31 @@ pub fn env() -> &'static Arc<Env> {
             )
             .expect("kubernetes list function");
         }
+        for (name, f) in [
+            (
+                "sets.contains",
+                sets_contains as cel::common::functions::Function,
+            ),
+            ("sets.intersects", sets_intersects),
+            ("sets.equivalent", sets_equivalent),
+        ] {
+            env.add_overload(
+                name,
+                &format!("{name}_list_list"),
+                vec![LIST_TYPE, LIST_TYPE],
+                f,
+            )
+            .expect("kubernetes sets function");
+        }
+        let string =
+            |env: &mut Env, name: &str, args: Vec<_>, f: cel::common::functions::Function| {
+                let id = format!("string.{name}({})", args.len());
+                env.add_member_overload(name, &id, STRING_TYPE, args, f)
+                    .expect("kubernetes regex function");
+            };
+        string(&mut env, "find", vec![STRING_TYPE], find);
+        string(&mut env, "findAll", vec![STRING_TYPE], find_all);
+        string(&mut env, "findAll", vec![STRING_TYPE, INT_TYPE], find_all);
         Arc::new(env)
     });
     &ENV
@@ -97,6 +124,12 @@ pub const KNOWN: &[&str] = &[
     "sum",
     "min",
     "max",
+    // Kubernetes' sets and regex libraries
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
+    "find",
+    "findAll",
     // math extension
     "math.@max",
     "math.@min",
@@ -239,4 +272,73 @@ fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
 
 fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position(args, true)
+}
+
+/// Two list arguments, as `Value`s.
+type ListPair = (Arc<Vec<Value>>, Arc<Vec<Value>>);
+
+fn two_lists(args: &[CowVal<'_, '_>]) -> Result<ListPair, ExecutionError> {
+    let list = |i: usize| match args.get(i).map(|a| Value::try_from(a.as_ref())) {
+        Some(Ok(Value::List(l))) => Ok(l),
+        _ => Err(ExecutionError::function_error("sets", "expected two lists")),
+    };
+    Ok((list(0)?, list(1)?))
+}
+
+/// Every element of the second list is in the first.
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = two_lists(&args)?;
+    out(Value::Bool(b.iter().all(|x| a.contains(x))))
+}
+
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = two_lists(&args)?;
+    out(Value::Bool(b.iter().any(|x| a.contains(x))))
+}
+
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = two_lists(&args)?;
+    out(Value::Bool(
+        b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x)),
+    ))
+}
+
+/// The receiver, the pattern compiled (the regex crate matches in linear
+/// time and bounds a compiled pattern's size), and the optional limit.
+fn regex_args(
+    args: &[CowVal<'_, '_>],
+    name: &str,
+) -> Result<(Arc<String>, regex::Regex, Option<i64>), ExecutionError> {
+    let arg = |i: usize| args.get(i).map(|a| Value::try_from(a.as_ref()));
+    let (Some(Ok(Value::String(s))), Some(Ok(Value::String(p)))) = (arg(0), arg(1)) else {
+        return Err(ExecutionError::function_error(
+            name,
+            "expected a string and a pattern",
+        ));
+    };
+    let re = regex::Regex::new(&p).map_err(|e| ExecutionError::function_error(name, e))?;
+    let limit = match arg(2) {
+        Some(Ok(Value::Int(n))) => Some(n),
+        _ => None,
+    };
+    Ok((s, re, limit))
+}
+
+/// The first match, or `""`.
+fn find<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (s, re, _) = regex_args(&args, "find")?;
+    let m = re.find(&s).map_or("", |m| m.as_str());
+    out(Value::String(Arc::new(m.to_string())))
+}
+
+/// Every match (at most `limit` when one is given and not negative).
+fn find_all<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (s, re, limit) = regex_args(&args, "findAll")?;
+    let take = limit.filter(|n| *n >= 0).map_or(usize::MAX, |n| n as usize);
+    let found = re
+        .find_iter(&s)
+        .take(take)
+        .map(|m| Value::String(Arc::new(m.as_str().to_string())))
+        .collect();
+    out(Value::List(Arc::new(found)))
 }

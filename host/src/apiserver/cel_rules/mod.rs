@@ -40,12 +40,14 @@
 //! `replace`, `split`, `substring`, `trim`, `format`, `strings.quote`,
 //! `reverse`), the lists extension (`slice`, `flatten`, `distinct`, `sort`,
 //! `sortBy`, `lists.range`), the math extension (`math.greatest`,
-//! `math.least`, `math.abs`, ...) and Kubernetes' list library (`isSorted`,
-//! `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on lists).
+//! `math.least`, `math.abs`, ...), Kubernetes' list library (`isSorted`,
+//! `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on lists), sets library
+//! (`sets.contains`, `sets.intersects`, `sets.equivalent`) and regex library
+//! (`find`, `findAll`).
 //! **Not supported** (an `undeclared reference` at CRD write): Kubernetes'
 //! `quantity`, `url`, `ip`/`cidr`, `semver`, `format.*` named formats,
-//! `authorizer`, regex `find`/`findAll`, `base64`, `timestamp`/`duration`
-//! and `cel.bind`. Type checking is partial: a rule returning a non-bool or
+//! `authorizer`, `base64`, `timestamp`/`duration` and `cel.bind`
+//! (kube-rs' `kube-cel` crate has most of them, but is built on `cel` 0.13). Type checking is partial: a rule returning a non-bool or
 //! comparing mismatched types is found when it runs (a 422 naming the
 //! rule), not when the CRD is written.
 

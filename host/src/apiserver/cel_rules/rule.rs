@@ -133,7 +133,8 @@ impl Check<'_> {
             Expr::Call(c) => {
                 let namespace = match c.target.as_deref().map(|t| &t.expr) {
                     Some(Expr::Ident(ns))
-                        if ["math", "strings", "lists", "optional"].contains(&ns.as_str())
+                        if ["math", "strings", "lists", "optional", "sets"]
+                            .contains(&ns.as_str())
                             && !scope.iter().any(|v| v == ns) =>
                     {
                         Some(ns.clone())

@@ -104,6 +104,8 @@ fn kubernetes_extension_functions_work() {
             {"rule": "[1, 2, 3].indexOf(2) == 1 && [1, 2, 2].lastIndexOf(2) == 2 && 'abc'.indexOf('c') == 2"},
             {"rule": "self.items.all(i, i.name.size() < 5) && self.items.exists_one(i, i.name == 'x')"},
             {"rule": "self.items.map(i, i.name).filter(n, n != 'x').size() == 0"},
+        {"rule": "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2]) && sets.intersects([1, 2], [2, 5]) && sets.equivalent([1, 2], [2, 1, 1])"},
+        {"rule": "'abc 123 45'.find('[0-9]+') == '123' && 'abc'.find('[0-9]') == '' && 'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333'] && 'a1b22c333'.findAll('[0-9]+', 2) == ['1', '22']"},
         ]),
         bounded,
     );
