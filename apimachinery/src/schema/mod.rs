@@ -29,9 +29,10 @@
 //! ```
 //!
 //! Deviations from upstream, on purpose or for now:
-//! - `allOf`/`anyOf`/`oneOf`/`not`, `x-kubernetes-validations` (CEL),
-//!   `patternProperties` and validation ratcheting on update are not
-//!   evaluated; the keywords are accepted and ignored.
+//! - `allOf`/`anyOf`/`oneOf`/`not`, `patternProperties` and validation
+//!   ratcheting on update are not evaluated; the keywords are accepted and
+//!   ignored. `x-kubernetes-validations` (CEL) are not evaluated here: the
+//!   host's API server compiles and runs them (`apiserver::cel_rules`).
 //! - `additionalProperties: false` is treated as absent (unknown fields are
 //!   pruned) instead of being kept and reported as forbidden.
 //! - `format` is checked for `date-time`, `date`, `uuid`, `ipv4`, `ipv6` and

@@ -225,6 +225,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let mut served = Vec::new();
     let mut schemas = BTreeMap::new();
     let mut openapi = BTreeMap::new();
+    let mut cel = BTreeMap::new();
     let mut status = false;
     let mut scale = None;
     let mut printer_columns = Vec::new();
@@ -239,6 +240,25 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
                 Ok(st) => {
                     schemas.insert(vname.clone(), Arc::new(st));
                     openapi.insert(vname.clone(), schema.clone());
+                    // Writes of the CRD are refused with these causes
+                    // (strategy); a stored CRD whose rules no longer
+                    // compile is served without them.
+                    let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
+                    match super::cel_rules::Rules::compile(schema, &at) {
+                        Ok(Some(rules)) => {
+                            cel.insert(vname.clone(), Arc::new(rules));
+                        }
+                        Ok(None) => {}
+                        Err(c) => tracing::warn!(
+                            crd = meta::name(crd),
+                            version = vname,
+                            "validation rules not enforced: {}",
+                            c.iter()
+                                .map(|c| format!("{}: {}", c.field, c.message))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ),
+                    }
                 }
                 Err(e) => causes.push(invalid(
                     &format!("spec.versions[{i}].schema.openAPIV3Schema"),
@@ -320,6 +340,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         builtin: false,
         schemas,
         openapi,
+        cel,
         printer_columns,
         create_only: false,
     })

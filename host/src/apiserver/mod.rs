@@ -27,7 +27,8 @@
 //!   hand-written validation only the rules wasmlet's controllers and agents
 //!   depend on, and those of ConfigMaps, Secrets and pod updates, are kept.
 //!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
-//!   `/openapi/v3` publishes their definitions; `/openapi/v2` has none.
+//!   `/openapi/v3` publishes their definitions, and `/openapi/v2` in JSON
+//!   (in protobuf it is an empty document: see [`openapi_v2`]).
 //! - DELETE answers as upstream per kind (the object for custom resources,
 //!   pods, services, ...; a `Status` naming it for the rest), always 200 (the
 //!   deprecated `orphanDependents=false` 202 is not reproduced).
@@ -57,6 +58,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod cel_rules;
 pub mod codec;
 pub mod crd;
 pub mod defaults;
@@ -71,6 +73,7 @@ pub mod nodeauthz;
 pub mod noderestriction;
 pub mod nsconditions;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod pki;
 pub mod query;
 pub mod quota;
@@ -354,23 +357,29 @@ fn router(state: Arc<ApiState>) -> Router {
         )
         .route(
             "/openapi/v2",
-            get(|headers: axum::http::HeaderMap| async move {
-                // kubectl's client-side validation of a `List` asks for the
-                // v2 document in protobuf only. The document has no
-                // definitions, and an empty message is its valid encoding.
-                let accept = headers
-                    .get(axum::http::header::ACCEPT)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                if accept.contains(openapi::V2_PROTOBUF_ACCEPT) {
-                    return (
-                        [(axum::http::header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
-                        Vec::new(),
-                    )
-                        .into_response();
-                }
-                rest::value_response(200, &openapi::v2())
-            }),
+            get(
+                |State(s): State<Arc<ApiState>>, headers: axum::http::HeaderMap| async move {
+                    // kubectl asks for the v2 document in protobuf (gnostic),
+                    // which is not encoded here. A 406 would be upstream's
+                    // answer, but kubectl 1.33 does not fall back from it:
+                    // validating a `List` (`apply`/`create -f list.yaml`)
+                    // then fails. An empty message is a valid document with
+                    // no definitions, so kubectl validates nothing itself
+                    // (the server validates with `fieldValidation`).
+                    let accept = headers
+                        .get(axum::http::header::ACCEPT)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    if accept.contains(openapi::V2_PROTOBUF_ACCEPT) {
+                        return (
+                            [(axum::http::header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
+                            Vec::new(),
+                        )
+                            .into_response();
+                    }
+                    rest::value_response(200, &openapi_v2::document(&s.registry))
+                },
+            ),
         )
         .route(
             "/openapi/v3",

@@ -10,7 +10,7 @@
 //! kinds without one here are open objects. PATCH does not list the
 //! strategic-merge content type, so kubectl computes apply patches from its
 //! own types (the definitions carry no patch strategies).
-//! `/openapi/v2` is a valid, definition-free document for old clients.
+//! `/openapi/v2` is made from these documents (see [`super::openapi_v2`]).
 
 use serde_json::{Map, Value, json};
 
@@ -182,7 +182,3 @@ pub const V2_PROTOBUF_ACCEPT: &str = "application/com.github.proto-openapi.spec.
 /// The media type it is answered with, as kube-openapi's handler (the `@`
 /// form does not parse as a MIME type).
 pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
-
-pub fn v2() -> Value {
-    json!({"swagger": "2.0", "info": {"title": "Kubernetes (wasmlet)", "version": "v1.33.0"}, "paths": {}, "definitions": {}})
-}

@@ -97,6 +97,9 @@ pub struct ResourceType {
     pub schemas: BTreeMap<String, Arc<Structural>>,
     /// The `openAPIV3Schema` per version as written, for OpenAPI documents.
     pub openapi: BTreeMap<String, serde_json::Value>,
+    /// Per served version of a custom resource, its compiled
+    /// `x-kubernetes-validations` (versions without rules are absent).
+    pub cel: BTreeMap<String, Arc<super::cel_rules::Rules>>,
     pub printer_columns: Vec<PrinterColumn>,
     /// Only `create` is served (TokenReview and the like).
     pub create_only: bool,
@@ -482,6 +485,7 @@ fn builtin(def: &Builtin) -> ResourceType {
         builtin: true,
         schemas: BTreeMap::new(),
         openapi: BTreeMap::new(),
+        cel: BTreeMap::new(),
         printer_columns: vec![],
         create_only: def.create_only,
     }

@@ -148,6 +148,7 @@ pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Caus
                 causes.extend(more);
             }
             causes.extend(super::crd::printer_column_causes(obj));
+            causes.extend(super::cel_rules::crd_causes(old, obj));
             causes.extend(super::crd::protection_causes(old, obj));
         }
         (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {

@@ -225,6 +225,7 @@ impl Resources {
         }
         let old_main = (sub == Sub::Main).then_some(old);
         self.admit(rt, version, &mut new, opts, old_main)?;
+        self.admit_rules(rt, version, &new, Some(old))?;
         let causes = strategy::validate_update(rt, old, &new);
         if !causes.is_empty() {
             return Err(ApiError::invalid(rt, &name, causes));

@@ -71,6 +71,7 @@ impl Resources {
         strategy::prepare_for_create(rt, &mut obj);
         super::super::services::allocate(self, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
+        self.admit_rules(rt, version, &obj, None)?;
         if let Some(r) = &opts.requester {
             r.admit(self, rt, ns, Sub::Main, None, &obj)?;
         }

@@ -12,6 +12,7 @@ mod admission;
 mod create;
 mod delete;
 mod patch;
+mod rules;
 mod update;
 
 use std::sync::Arc;
