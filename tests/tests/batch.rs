@@ -1,15 +1,21 @@
 //! batch/v1 Jobs and CronJobs end to end: served as upstream serves them to
 //! kubectl and kube-rs (discovery, defaults, the generated selector,
-//! validation naming the field, immutability, kubectl's columns).
+//! validation naming the field, immutability, kubectl's columns), and run
+//! by the built-in job controller on a node whose pods are real WASI
+//! programs (`hello` exits 0, `exitcode` exits with its argument).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Plane, kubectl_bin};
+use wasmlet_e2e::workload_plane::{self, History, record, workload};
+use wasmlet_e2e::{Plane, eventually, kubectl_bin};
 
 /// `kubectl ARGS -f -` with `body` on stdin: (success, stdout + stderr).
 fn kubectl_stdin(plane: &Plane, args: &[&str], body: &Value) -> Result<(bool, String)> {
@@ -240,5 +246,266 @@ async fn jobs_and_cronjobs_are_served_as_upstream_serves_them() -> Result<()> {
         all.contains("job.batch/hello") && all.contains("cronjob.batch/nightly"),
         "{all}"
     );
+    Ok(())
+}
+
+/// The job controller's plane: scheduler, node agent, job controller.
+async fn job_plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
+    workload_plane::start_with("scheduler,wasi-runner,job-controller", extra).await
+}
+
+/// What `kubectl create job NAME --image=MODULE -- ARGS` sends, with the
+/// wasm node's toleration and a short grace period added (a Job's template
+/// cannot change once created), and `spec` merged in.
+fn job_manifest(
+    plane: &Plane,
+    name: &str,
+    module: &str,
+    args: &[&str],
+    spec: Value,
+) -> Result<Value> {
+    let image = format!("--image={}", workload(module));
+    let mut cmd = vec![
+        "create",
+        "job",
+        name,
+        image.as_str(),
+        "--dry-run=client",
+        "-o",
+        "json",
+    ];
+    if !args.is_empty() {
+        cmd.push("--");
+        cmd.extend_from_slice(args);
+    }
+    let mut job: Value = serde_json::from_str(&plane.kubectl_ok(&cmd)?)?;
+    let pod = &mut job["spec"]["template"]["spec"];
+    pod["tolerations"] = json!([{"key": "kubernetes.io/arch", "operator": "Exists"}]);
+    pod["terminationGracePeriodSeconds"] = json!(1);
+    // kubectl puts the args in `command`; a WASI module takes them as args.
+    if let Some(c) = pod["containers"][0].as_object_mut()
+        && let Some(cmd) = c.remove("command")
+    {
+        c.insert("args".into(), cmd);
+    }
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        job["spec"][k] = v.clone();
+    }
+    Ok(job)
+}
+
+fn create(plane: &Plane, obj: &Value) -> Result<()> {
+    let (ok, out) = kubectl_stdin(plane, &["create"], obj)?;
+    ensure!(ok, "kubectl create: {out}");
+    Ok(())
+}
+
+fn owned_by(p: &Pod, uid: &str) -> bool {
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// Every pod of the Job the watch saw (by name), and the most that were
+/// running or pending at once.
+fn pods_seen(history: &History<Pod>, uid: &str) -> (BTreeSet<String>, usize) {
+    let mut live: BTreeMap<String, bool> = BTreeMap::new();
+    let mut most = 0;
+    for (deleted, p) in history.snapshot() {
+        if !owned_by(&p, uid) {
+            continue;
+        }
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        let running = !deleted
+            && p.metadata.deletion_timestamp.is_none()
+            && !matches!(phase.as_str(), "Succeeded" | "Failed");
+        live.insert(p.metadata.name.clone().unwrap_or_default(), running);
+        most = most.max(live.values().filter(|r| **r).count());
+    }
+    (live.keys().cloned().collect(), most)
+}
+
+fn condition<'a>(
+    job: &'a Job,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wasi_job_runs_to_completion_and_takes_its_pods_when_deleted() -> Result<()> {
+    let (plane, client) = job_plane(&[]).await?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create(
+        &plane,
+        &job_manifest(&plane, "hello", "hello.wasm", &["batch"], json!({}))?,
+    )?;
+    plane.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/hello",
+        "--timeout=90s",
+    ])?;
+    let row = plane.kubectl_ok(&["get", "jobs", "hello", "--no-headers"])?;
+    ensure!(row.contains("Complete") && row.contains("1/1"), "{row}");
+    let logs = plane.kubectl_ok(&["logs", "job/hello"])?;
+    ensure!(
+        logs.contains("hello from") && logs.contains("args: batch"),
+        "{logs}"
+    );
+
+    let job = jobs.get("hello").await?;
+    let st = job.status.clone().context("status")?;
+    ensure!(
+        st.succeeded == Some(1) && st.failed.unwrap_or(0) == 0 && st.active.unwrap_or(0) == 0,
+        "{st:?}"
+    );
+    ensure!(
+        st.start_time.is_some() && st.completion_time.is_some(),
+        "{st:?}"
+    );
+    ensure!(condition(&job, "SuccessCriteriaMet").is_some(), "{st:?}");
+    ensure!(
+        condition(&job, "Complete")
+            .is_some_and(|c| c.reason.as_deref() == Some("CompletionsReached")),
+        "{st:?}"
+    );
+    let uncounted = st.uncounted_terminated_pods.unwrap_or_default();
+    ensure!(
+        uncounted.succeeded.unwrap_or_default().is_empty()
+            && uncounted.failed.unwrap_or_default().is_empty(),
+        "counted, not left uncounted"
+    );
+    let uid = job.metadata.uid.clone().context("uid")?;
+    let list = pods.list(&ListParams::default()).await?;
+    let ours: Vec<&Pod> = list.items.iter().filter(|p| owned_by(p, &uid)).collect();
+    ensure!(ours.len() == 1, "one pod: {}", ours.len());
+    ensure!(
+        ours[0]
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .is_empty(),
+        "the tracking finalizer is removed once counted: {:?}",
+        ours[0].metadata.finalizers
+    );
+    ensure!(
+        ours[0]
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l["batch.kubernetes.io/job-name"] == "hello"),
+        "{:?}",
+        ours[0].metadata.labels
+    );
+
+    // kubectl's default (background) delete: the garbage collector takes the pods.
+    plane.kubectl_ok(&["delete", "job", "hello"])?;
+    eventually(
+        Duration::from_secs(30),
+        "the Job's pods deleted",
+        || async {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            (!list.items.iter().any(|p| owned_by(p, &uid))).then_some(())
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_job_fails_after_backoff_limit_plus_one_pods() -> Result<()> {
+    let (plane, client) = job_plane(&[]).await?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = record(pods.clone()).await?;
+    // backoffLimit 1: two pods, the second after upstream's 10 s back-off.
+    let job = job_manifest(
+        &plane,
+        "doomed",
+        "exitcode.wasm",
+        &["3"],
+        json!({"backoffLimit": 1}),
+    )?;
+    create(&plane, &job)?;
+    plane.kubectl_ok(&[
+        "wait",
+        "--for=condition=failed",
+        "job/doomed",
+        "--timeout=90s",
+    ])?;
+    let job = jobs.get("doomed").await?;
+    let st = job.status.clone().context("status")?;
+    ensure!(
+        st.failed == Some(2) && st.succeeded.unwrap_or(0) == 0,
+        "{st:?}"
+    );
+    ensure!(
+        st.completion_time.is_none(),
+        "a failed Job has no completionTime: {st:?}"
+    );
+    for t in ["FailureTarget", "Failed"] {
+        let c = condition(&job, t).with_context(|| format!("{t}: {st:?}"))?;
+        ensure!(c.reason.as_deref() == Some("BackoffLimitExceeded"), "{c:?}");
+    }
+    let uid = job.metadata.uid.clone().context("uid")?;
+    let (seen, _) = pods_seen(&history, &uid);
+    ensure!(seen.len() == 2, "backoffLimit + 1 pods, got {seen:?}");
+    let row = plane.kubectl_ok(&["get", "job", "doomed", "--no-headers"])?;
+    ensure!(row.contains("Failed") && row.contains("0/1"), "{row}");
+    Ok(())
+}
+
+/// Parallelism 3 over 2 completions: two pods, never more, each counted
+/// once, with the caches held back (`--debug-cache-delay-ms`) so that only
+/// the host's expectations and the tracking finalizer keep the controller
+/// from creating or counting twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_three_over_two_completions_makes_two_pods_counted_once() -> Result<()> {
+    let (plane, client) = job_plane(&["--debug-cache-delay-ms", "300"]).await?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = record(pods.clone()).await?;
+    let job = job_manifest(
+        &plane,
+        "pair",
+        "hello.wasm",
+        &[],
+        json!({"completions": 2, "parallelism": 3}),
+    )?;
+    create(&plane, &job)?;
+    plane.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/pair",
+        "--timeout=90s",
+    ])?;
+    let job = jobs.get("pair").await?;
+    let st = job.status.clone().context("status")?;
+    ensure!(
+        st.succeeded == Some(2) && st.failed.unwrap_or(0) == 0,
+        "{st:?}"
+    );
+    let uid = job.metadata.uid.clone().context("uid")?;
+    let (seen, most) = pods_seen(&history, &uid);
+    ensure!(
+        seen.len() == 2 && most <= 2,
+        "pods {seen:?}, at most {most} at once"
+    );
+    let row = plane.kubectl_ok(&["get", "jobs", "pair", "--no-headers"])?;
+    ensure!(row.contains("2/2") && row.contains("Complete"), "{row}");
     Ok(())
 }
