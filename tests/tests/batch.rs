@@ -509,3 +509,110 @@ async fn parallelism_three_over_two_completions_makes_two_pods_counted_once() ->
     ensure!(row.contains("2/2") && row.contains("Complete"), "{row}");
     Ok(())
 }
+
+/// A CronJob's template as `kubectl create cronjob` sends it, made to run
+/// `hello` on the wasm node.
+fn cronjob_manifest(name: &str, schedule: &str, policy: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+        "spec": {"schedule": schedule, "concurrencyPolicy": policy,
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
+                "containers": [{"name": "hello", "image": workload("hello.wasm"), "args": ["cron"]}]}}}}}})
+}
+
+/// `kubectl create job --from=cronjob/NAME` runs the CronJob's template at
+/// once (a schedule a year away makes nothing by itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_from_a_cronjob_runs_at_once() -> Result<()> {
+    let (plane, client) = workload_plane::start_with(
+        "scheduler,wasi-runner,job-controller,cronjob-controller",
+        &[],
+    )
+    .await?;
+    create(&plane, &cronjob_manifest("yearly", "0 0 1 1 *", "Forbid"))?;
+    plane.kubectl_ok(&["create", "job", "now", "--from=cronjob/yearly"])?;
+    plane.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/now",
+        "--timeout=90s",
+    ])?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = jobs.get("now").await?;
+    let owner = job
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|r| r.kind == "CronJob")
+        .context("owned by the CronJob")?;
+    ensure!(owner.name == "yearly", "{owner:?}");
+    let logs = plane.kubectl_ok(&["logs", "job/now"])?;
+    ensure!(logs.contains("args: cron"), "{logs}");
+    // The CronJob itself made no Job: its schedule is not due.
+    let list = jobs.list(&ListParams::default()).await?;
+    ensure!(
+        list.items.len() == 1,
+        "{:?}",
+        list.items
+            .iter()
+            .map(|j| j.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// A CronJob due every minute fires within a minute of its creation: the
+/// wait is bounded at 90 s (60 s to the next minute, then the run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cronjob_fires_on_its_schedule() -> Result<()> {
+    let (plane, client) = workload_plane::start_with(
+        "scheduler,wasi-runner,job-controller,cronjob-controller",
+        &[],
+    )
+    .await?;
+    create(&plane, &cronjob_manifest("minutely", "* * * * *", "Forbid"))?;
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    // The Job named for the latest scheduled minute, complete, and the
+    // CronJob's lastSuccessfulTime set.
+    let job = eventually(
+        Duration::from_secs(90),
+        "a scheduled run that succeeded",
+        || async {
+            let st = cronjobs.get("minutely").await.ok()?.status?;
+            st.last_successful_time.as_ref()?;
+            let scheduled = st.last_schedule_time?.0;
+            let name = format!("minutely-{}", scheduled.as_second() / 60);
+            let job = jobs.get(&name).await.ok()?;
+            condition(&job, "Complete")?;
+            Some(job)
+        },
+    )
+    .await?;
+    ensure!(
+        job.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("batch.kubernetes.io/cronjob-scheduled-timestamp")),
+        "{:?}",
+        job.metadata.annotations
+    );
+    let table = plane.kubectl_ok(&["get", "cj", "minutely"])?;
+    let cols: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split("  ")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    ensure!(
+        cols.len() == 7 && cols[1] == "* * * * *" && cols[5] != "<none>",
+        "LAST SCHEDULE is set: {table}"
+    );
+    Ok(())
+}

@@ -34,6 +34,9 @@ use wasmlet_sdk::prelude::*;
 use status::{Observed, Plan};
 use tracking::{FINALIZER, Outcome, outcome, tracked, uid};
 
+/// Pod uids recorded in `uncountedTerminatedPods`: (succeeded, failed).
+type Recorded = (BTreeSet<String>, BTreeSet<String>);
+
 /// Upstream's `BurstReplicas`-like bound: creates per call.
 const BURST: usize = 500;
 
@@ -198,11 +201,7 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
 
 /// Records newly finished pods, releases recorded ones: the succeeded and
 /// failed pods now counted, and the uids left recorded (release failed).
-fn count(
-    job: &mut Job,
-    pods: &[&Pod],
-    ctx: &Context,
-) -> Result<(i32, i32, (BTreeSet<String>, BTreeSet<String>)), Error> {
+fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recorded), Error> {
     let ns = job.metadata.namespace.clone().unwrap_or_default();
     let name = job.metadata.name.clone().unwrap_or_default();
     let job_uid = job.metadata.uid.clone().unwrap_or_default();
@@ -361,7 +360,7 @@ fn write_status(
     job: &Job,
     plan: &Plan,
     obs: &Observed,
-    keep: &(BTreeSet<String>, BTreeSet<String>),
+    keep: &Recorded,
     ctx: &Context,
     ns: &str,
     name: &str,
