@@ -616,3 +616,50 @@ async fn a_cronjob_fires_on_its_schedule() -> Result<()> {
     );
     Ok(())
 }
+
+/// Deleting a Job whose pod still runs (kubectl's background delete): the
+/// pod carries the job-tracking finalizer and its Job is gone, so the
+/// garbage collector releases it and the pod goes, as upstream's job
+/// controller releases orphans. Without that it stayed Terminating forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_job_deletes_its_pod() -> Result<()> {
+    let (plane, client) = job_plane(&[]).await?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create(
+        &plane,
+        &job_manifest(&plane, "forever", "sleeper.wasm", &[], json!({}))?,
+    )?;
+    let uid = jobs.get("forever").await?.metadata.uid.context("uid")?;
+    eventually(Duration::from_secs(60), "the Job's pod running", || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|p| {
+                owned_by(p, &uid)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .then_some(())
+    })
+    .await?;
+    plane.kubectl_ok(&["delete", "job", "forever", "--wait=false"])?;
+    let left = eventually(
+        Duration::from_secs(30),
+        "the running pod deleted",
+        || async {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            (!list.items.iter().any(|p| owned_by(p, &uid))).then_some(())
+        },
+    )
+    .await;
+    if left.is_err() {
+        let list = pods.list(&ListParams::default()).await?;
+        let stuck: Vec<_> = list
+            .items
+            .iter()
+            .map(|p| (p.metadata.name.clone(), p.metadata.finalizers.clone()))
+            .collect();
+        anyhow::bail!("pods left: {stuck:?}");
+    }
+    Ok(())
+}
