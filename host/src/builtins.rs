@@ -38,6 +38,10 @@ pub const BUILTIN: &[&str] = &[
     // Needs the StatefulSet and disruption controllers (it evicts within a
     // PodDisruptionBudget); on a real cluster kube-controller-manager's.
     "sroll-reconciler",
+    // batch/v1 Jobs and CronJobs (kube-controller-manager's job and
+    // cronjob controllers).
+    "job-controller",
+    "cronjob-controller",
 ];
 
 #[derive(clap::Args, Clone, Default)]
@@ -56,7 +60,7 @@ pub struct BuiltinArgs {
     /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
     /// Built-ins: scheduler, wasi-runner, statefulset-controller,
     /// disruption-controller, replicaset-controller, deployment-controller,
-    /// sroll-reconciler.
+    /// sroll-reconciler, job-controller, cronjob-controller.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.

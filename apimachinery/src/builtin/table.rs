@@ -66,6 +66,8 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
         "SelfSubjectAccessReview",
         "authz/SelfSubjectAccessReview",
     ),
+    ("batch", "Job", "batch/Job"),
+    ("batch", "CronJob", "batch/CronJob"),
 ];
 
 pub(crate) static TYPES: &[TypeDef] = &[
@@ -317,6 +319,151 @@ pub(crate) static TYPES: &[TypeDef] = &[
             json: "metadata",
             shape: S::Struct("meta/ObjectMeta"),
         }],
+    },
+    TypeDef {
+        name: "batch/CronJob",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("batch/CronJobSpec"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "batch/CronJobSpec",
+        fields: &[F {
+            json: "jobTemplate",
+            shape: S::Struct("batch/JobTemplateSpec"),
+        }],
+    },
+    TypeDef {
+        name: "batch/Job",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("batch/JobSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("batch/JobStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "batch/JobSchedulingConfiguration",
+        fields: &[F {
+            json: "resourceClaims",
+            shape: S::List {
+                smp: L::Map(&["name"]),
+                ssa: L::Map(&["name"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "batch/JobSpec",
+        fields: &[
+            F {
+                json: "podFailurePolicy",
+                shape: S::Struct("batch/PodFailurePolicy"),
+            },
+            F {
+                json: "template",
+                shape: S::Struct("core/PodTemplateSpec"),
+            },
+            F {
+                json: "scheduling",
+                shape: S::Struct("batch/JobSchedulingConfiguration"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "batch/JobStatus",
+        fields: &[
+            F {
+                json: "conditions",
+                shape: S::List {
+                    smp: L::Map(&["type"]),
+                    ssa: L::Atomic,
+                    elem: None,
+                },
+            },
+            F {
+                json: "uncountedTerminatedPods",
+                shape: S::Struct("batch/UncountedTerminatedPods"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "batch/JobTemplateSpec",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("batch/JobSpec"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "batch/PodFailurePolicy",
+        fields: &[F {
+            json: "rules",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Atomic,
+                elem: Some("batch/PodFailurePolicyRule"),
+            },
+        }],
+    },
+    TypeDef {
+        name: "batch/PodFailurePolicyOnExitCodesRequirement",
+        fields: &[F {
+            json: "values",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Set,
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "batch/PodFailurePolicyRule",
+        fields: &[F {
+            json: "onExitCodes",
+            shape: S::Struct("batch/PodFailurePolicyOnExitCodesRequirement"),
+        }],
+    },
+    TypeDef {
+        name: "batch/UncountedTerminatedPods",
+        fields: &[
+            F {
+                json: "succeeded",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Set,
+                    elem: None,
+                },
+            },
+            F {
+                json: "failed",
+                shape: S::List {
+                    smp: L::Atomic,
+                    ssa: L::Set,
+                    elem: None,
+                },
+            },
+        ],
     },
     TypeDef {
         name: "coordination/Lease",

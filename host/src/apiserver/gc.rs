@@ -22,6 +22,9 @@ use super::registry::{ResourceType, is_builtin};
 use super::resources::{DeleteOptions, Propagation, Resources};
 use super::store::{EventType, Stored};
 
+/// The finalizer the job controller puts on a Job's pods.
+const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
+
 #[derive(Default)]
 struct Index {
     /// uid → key of every object.
@@ -156,6 +159,17 @@ impl Controllers {
                 .filter(|u| self.index.keys.contains_key(*u))
                 .collect();
             if live.is_empty() {
+                // A Job's pod keeps its job-tracking finalizer until the job
+                // controller counts it; with the Job gone nothing will, so
+                // it is released here (upstream's job controller releases
+                // such orphans itself, but a reconciler here runs only for
+                // Jobs that exist).
+                if rt.group.is_empty()
+                    && rt.resource == "pods"
+                    && meta::finalizers(&v).iter().any(|f| f == JOB_TRACKING)
+                {
+                    self.remove_finalizer(&rt, &ns, &name, JOB_TRACKING).await;
+                }
                 self.delete(&rt, &ns, &name, None).await;
             } else if live.len() < owners.len() {
                 let keep: Vec<String> = live.into_iter().cloned().collect();

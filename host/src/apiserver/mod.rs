@@ -90,6 +90,7 @@ pub mod store;
 pub mod strategy;
 pub mod table;
 mod table_apps;
+mod table_batch;
 mod table_core;
 pub mod tls;
 pub mod validation;

@@ -456,6 +456,18 @@ const BUILTINS: &[Builtin] = &[
             false,
         )
     },
+    // batch/v1 (issue 31 item 8).
+    b("batch", "v1", "jobs", "job", "Job", true, &[], true),
+    b(
+        "batch",
+        "v1",
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        true,
+        &["cj"],
+        true,
+    ),
 ];
 
 fn builtin(def: &Builtin) -> ResourceType {
@@ -470,7 +482,8 @@ fn builtin(def: &Builtin) -> ResourceType {
         categories: if matches!(
             def.resource,
             "pods" | "statefulsets" | "services" | "deployments" | "replicasets"
-        ) {
+        ) || (def.group == "batch" && matches!(def.resource, "jobs" | "cronjobs"))
+        {
             vec!["all".into()]
         } else {
             vec![]
@@ -683,7 +696,9 @@ mod tests {
         let registry = super::Registry::with_builtins();
         let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}});
         let mut fallback = vec![];
+        let mut walked = vec![];
         for b in super::BUILTINS.iter().filter(|b| !b.create_only) {
+            walked.push(format!("{}.{}", b.resource, b.group));
             let rt = registry.get(b.group, b.resource).expect("served");
             let table = crate::apiserver::table::table(&rt, std::slice::from_ref(&obj), None, "1");
             let names: Vec<&str> = table["columnDefinitions"]
@@ -704,6 +719,10 @@ mod tests {
             }
         }
         assert!(fallback.is_empty(), "no upstream columns for {fallback:?}");
+        // The batch/v1 kinds (issue 31 item 8) are among them.
+        for kind in ["jobs.batch", "cronjobs.batch"] {
+            assert!(walked.iter().any(|w| w == kind), "{kind} is not served");
+        }
     }
 
     /// Strategic merge patch and server-side apply read each built-in kind's

@@ -8,6 +8,7 @@
 //! is missing (a client's explicit value always wins).
 
 mod apps;
+pub mod batch;
 mod namespace;
 mod pod;
 mod service;
@@ -44,6 +45,8 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("apps", "deployments") => apps::deployment(obj),
         ("apps", "replicasets") => apps::replicaset(obj),
         ("apps", "daemonsets") => apps::daemonset(obj),
+        ("batch", "jobs") => batch::job(obj, create),
+        ("batch", "cronjobs") => batch::cronjob(obj),
         _ => {}
     }
 }
@@ -66,6 +69,7 @@ pub fn has_generation(rt: &ResourceType) -> bool {
             )
             | ("policy", "poddisruptionbudgets")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
+            | ("batch", "jobs" | "cronjobs")
     )
 }
 

@@ -23,6 +23,7 @@
 //! schema once, 5 ms (ConfigMap) to 50 ms (Pod); per write, ~50 µs for a
 //! 1 KiB ConfigMap and ~220 µs for a typical Pod.
 
+pub mod batch;
 pub mod data;
 pub mod decode;
 pub mod pods;
@@ -160,6 +161,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "ConfigMap") => data::validate_configmap(obj),
         ("", "Secret") => data::validate_secret(obj),
+        ("batch", "Job") => batch::validate_job(obj),
+        ("batch", "CronJob") => batch::validate_cronjob(obj),
         _ => Vec::new(),
     }
 }
@@ -170,6 +173,7 @@ pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause
         ("", "ConfigMap") => data::validate_update(false, old, new),
         ("", "Secret") => data::validate_update(true, old, new),
         ("", "Pod") => pods::validate_update(old, new),
+        ("batch", "Job") => batch::validate_job_update(old, new),
         _ => Vec::new(),
     }
 }

@@ -44,7 +44,7 @@ fn root_of<T: JsonSchema>() -> Value {
 
 /// The generator for a (group, kind); `None` for kinds without a schema here.
 fn generator(group: &str, kind: &str) -> Option<Generate> {
-    use api::{apps, coordination, core, discovery, policy, rbac};
+    use api::{apps, batch, coordination, core, discovery, policy, rbac};
     Some(match (group, kind) {
         ("", "Namespace") => root_of::<core::v1::Namespace>,
         ("", "Pod") => root_of::<core::v1::Pod>,
@@ -73,6 +73,8 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             root_of::<rbac::v1::ClusterRoleBinding>
         }
+        ("batch", "Job") => root_of::<batch::v1::Job>,
+        ("batch", "CronJob") => root_of::<batch::v1::CronJob>,
         _ => return None,
     })
 }
@@ -327,6 +329,8 @@ mod tests {
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),
             ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("batch", "Job"),
+            ("batch", "CronJob"),
         ] {
             let root = generator(g, k).expect("generator")();
             build(&root).unwrap_or_else(|e| panic!("{g}/{k}: {e}"));
