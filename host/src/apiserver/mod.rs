@@ -79,6 +79,7 @@ pub mod requester;
 pub mod resources;
 pub mod rest;
 pub mod satoken;
+pub mod selfreview;
 pub mod serviceaccounts;
 pub mod services;
 pub mod status;
@@ -87,6 +88,7 @@ pub mod strategy;
 pub mod table;
 mod table_apps;
 mod table_core;
+mod table_workloads;
 pub mod tls;
 pub mod validation;
 

@@ -10,6 +10,7 @@
 mod apps;
 mod namespace;
 mod pod;
+mod replicationcontroller;
 mod service;
 
 use serde_json::{Map, Value};
@@ -44,6 +45,7 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("apps", "deployments") => apps::deployment(obj),
         ("apps", "replicasets") => apps::replicaset(obj),
         ("apps", "daemonsets") => apps::daemonset(obj),
+        ("", "replicationcontrollers") => replicationcontroller::apply(obj),
         _ => {}
     }
 }
@@ -66,6 +68,7 @@ pub fn has_generation(rt: &ResourceType) -> bool {
             )
             | ("policy", "poddisruptionbudgets")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
+            | ("", "replicationcontrollers")
     )
 }
 

@@ -27,6 +27,7 @@ pub mod data;
 pub mod decode;
 pub mod pods;
 pub mod schemas;
+pub mod workloads;
 
 use std::sync::{Arc, Mutex};
 
@@ -160,6 +161,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "ConfigMap") => data::validate_configmap(obj),
         ("", "Secret") => data::validate_secret(obj),
+        ("apps", "DaemonSet") => workloads::validate_daemonset(obj),
+        ("", "ReplicationController") => workloads::validate_replicationcontroller(obj),
         _ => Vec::new(),
     }
 }
@@ -170,6 +173,7 @@ pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause
         ("", "ConfigMap") => data::validate_update(false, old, new),
         ("", "Secret") => data::validate_update(true, old, new),
         ("", "Pod") => pods::validate_update(old, new),
+        ("apps", "DaemonSet") => workloads::validate_daemonset_update(old, new),
         _ => Vec::new(),
     }
 }
