@@ -38,6 +38,9 @@ pub const BUILTIN: &[&str] = &[
     // Needs the StatefulSet and disruption controllers (it evicts within a
     // PodDisruptionBudget); on a real cluster kube-controller-manager's.
     "sroll-reconciler",
+    // The ReplicaSet controller's code run on ReplicationControllers, as
+    // kube-controller-manager's `replicationcontroller` controller.
+    "replicationcontroller-controller",
 ];
 
 #[derive(clap::Args, Clone, Default)]
@@ -56,7 +59,7 @@ pub struct BuiltinArgs {
     /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
     /// Built-ins: scheduler, wasi-runner, statefulset-controller,
     /// disruption-controller, replicaset-controller, deployment-controller,
-    /// sroll-reconciler.
+    /// sroll-reconciler, replicationcontroller-controller.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.
