@@ -343,6 +343,57 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_node_by_node() -> Result<()
         .map(|r| r.revision)
         .collect::<BTreeSet<_>>();
     assert_eq!(owned, BTreeSet::from([1, 2]));
+    let history_out = plane.kubectl_ok(&["rollout", "history", "ds/agent"])?;
+    ensure!(
+        history_out.contains("\n1 ") && history_out.contains("\n2 "),
+        "{history_out}"
+    );
+
+    // `kubectl rollout undo` goes back to the first template: its revision
+    // is renumbered 3 and the pods roll back to its hash.
+    plane.kubectl_ok(&["rollout", "undo", "ds/agent"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "ds/agent", "--timeout=120s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+    let back = wait_one_ready_pod_per_node(
+        &plane,
+        &sets,
+        &pods,
+        &uid,
+        &[NODE, "node-b"],
+        "the undo on each node",
+    )
+    .await?;
+    for ps in back.values() {
+        ensure!(
+            label(&ps[0], "controller-revision-hash") == hash1,
+            "{:?}",
+            ps[0].metadata.labels
+        );
+    }
+    let numbers = eventually(
+        Duration::from_secs(30),
+        "revision 1 renumbered 3",
+        || async {
+            let owned = revisions
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|r| {
+                    r.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == uid)
+                })
+                .map(|r| r.revision)
+                .collect::<BTreeSet<_>>();
+            (owned == BTreeSet::from([2, 3])).then_some(owned)
+        },
+    )
+    .await;
+    numbers?;
 
     // The second node goes away: its pod goes, the set wants one again.
     ensure!(
