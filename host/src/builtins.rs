@@ -42,6 +42,11 @@ pub const BUILTIN: &[&str] = &[
     // cronjob controllers).
     "job-controller",
     "cronjob-controller",
+    // The ReplicaSet controller's code run on ReplicationControllers, as
+    // kube-controller-manager's `replicationcontroller` controller.
+    "replicationcontroller-controller",
+    // One pod per eligible node (kube-controller-manager's `daemonset`).
+    "daemonset-controller",
 ];
 
 #[derive(clap::Args, Clone, Default)]
@@ -60,7 +65,8 @@ pub struct BuiltinArgs {
     /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
     /// Built-ins: scheduler, wasi-runner, statefulset-controller,
     /// disruption-controller, replicaset-controller, deployment-controller,
-    /// sroll-reconciler, job-controller, cronjob-controller.
+    /// sroll-reconciler, job-controller, cronjob-controller,
+    /// replicationcontroller-controller, daemonset-controller.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.

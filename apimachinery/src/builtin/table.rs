@@ -68,6 +68,18 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
     ),
     ("batch", "Job", "batch/Job"),
     ("batch", "CronJob", "batch/CronJob"),
+    ("apps", "DaemonSet", "apps/DaemonSet"),
+    ("", "ReplicationController", "core/ReplicationController"),
+    (
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        "authn/SelfSubjectReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        "authz/SelfSubjectRulesReview",
+    ),
 ];
 
 pub(crate) static TYPES: &[TypeDef] = &[
@@ -182,6 +194,41 @@ pub(crate) static TYPES: &[TypeDef] = &[
         fields: &[F {
             json: "metadata",
             shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "apps/DaemonSet",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("apps/DaemonSetSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("apps/DaemonSetStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "apps/DaemonSetSpec",
+        fields: &[F {
+            json: "template",
+            shape: S::Struct("core/PodTemplateSpec"),
+        }],
+    },
+    TypeDef {
+        name: "apps/DaemonSetStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
         }],
     },
     TypeDef {
@@ -300,6 +347,13 @@ pub(crate) static TYPES: &[TypeDef] = &[
         }],
     },
     TypeDef {
+        name: "authn/SelfSubjectReview",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
         name: "authn/TokenReview",
         fields: &[F {
             json: "metadata",
@@ -308,6 +362,13 @@ pub(crate) static TYPES: &[TypeDef] = &[
     },
     TypeDef {
         name: "authz/SelfSubjectAccessReview",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
+        name: "authz/SelfSubjectRulesReview",
         fields: &[F {
             json: "metadata",
             shape: S::Struct("meta/ObjectMeta"),
@@ -1011,6 +1072,41 @@ pub(crate) static TYPES: &[TypeDef] = &[
             shape: S::List {
                 smp: L::Map(&["status"]),
                 ssa: L::Map(&["status", "reason"]),
+                elem: None,
+            },
+        }],
+    },
+    TypeDef {
+        name: "core/ReplicationController",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "spec",
+                shape: S::Struct("core/ReplicationControllerSpec"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("core/ReplicationControllerStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "core/ReplicationControllerSpec",
+        fields: &[F {
+            json: "template",
+            shape: S::Struct("core/PodTemplateSpec"),
+        }],
+    },
+    TypeDef {
+        name: "core/ReplicationControllerStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Map(&["type"]),
+                ssa: L::Map(&["type"]),
                 elem: None,
             },
         }],

@@ -47,9 +47,10 @@ pub fn claim(rs: &ReplicaSet, pod: &Pod) -> Claim {
     }
 }
 
-/// The controller reference a ReplicaSet puts on its pods.
+/// The controller reference a ReplicaSet (or ReplicationController) puts on its pods.
 pub fn controller_ref(rs: &ReplicaSet) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+    let (api_version, kind) = super::kind::OWNER;
+    json!({"apiVersion": api_version, "kind": kind,
         "name": rs.metadata.name, "uid": rs.metadata.uid,
         "controller": true, "blockOwnerDeletion": true})
 }

@@ -1,5 +1,7 @@
 //! The built-in ReplicaSet controller (kube-controller-manager's
-//! `replicaset` controller), a reconciler of ReplicaSets.
+//! `replicaset` controller), a reconciler of ReplicaSets; built with the
+//! `replication-controller` feature, its `replicationcontroller` controller,
+//! a reconciler of ReplicationControllers (see [`kind`]).
 //!
 //! Each call claims the namespace's active pods (`claim`), creates from the
 //! template or deletes (least valuable first, `rank`) until `spec.replicas`
@@ -19,6 +21,7 @@
 //! change requeues it, as upstream).
 
 pub mod claim;
+pub mod kind;
 pub mod rank;
 pub mod status;
 
@@ -37,7 +40,8 @@ use claim::{Claim, active, adopt_patch, claim, controller_ref, release_patch};
 /// Upstream's `BurstReplicas`: creates or deletes per call.
 const BURST: usize = 500;
 
-fn reconcile(rs: Arc<ReplicaSet>, ctx: &Context) -> Result<Action, Error> {
+fn reconcile(set: Arc<kind::Set>, ctx: &Context) -> Result<Action, Error> {
+    let rs = kind::as_replicaset(set);
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
     let name = rs.metadata.name.clone().unwrap_or_default();
     let client = ctx.client();
@@ -101,7 +105,7 @@ fn reconcile(rs: Arc<ReplicaSet>, ctx: &Context) -> Result<Action, Error> {
         .as_ref()
         .map(|(r, m): &(&str, String)| (*r, m.as_str()));
     if let Some(p) = status::patch(&rs, counts, failed, now) {
-        match client.patch_status::<ReplicaSet>(ns.as_str(), &name, &Patch::merge(p)) {
+        match client.patch_status::<kind::Set>(ns.as_str(), &name, &Patch::merge(p)) {
             Ok(_) | Err(ClientError::NotFound) => {}
             Err(e) => return Err(Error::transient("StatusFailed", e.to_string())),
         }
@@ -184,7 +188,8 @@ fn manage(
 /// `getIndirectlyRelatedPods`: the active pods of every set controlled by
 /// this set's controller (just its own without one).
 fn related_pods(rs: &ReplicaSet, pods: &[Pod], ctx: &Context, ns: &str) -> Vec<Pod> {
-    let Some(owner) = controller_of(&rs.metadata) else {
+    // Only Deployments own ReplicaSets; nothing owns ReplicationControllers.
+    let Some(owner) = controller_of(&rs.metadata).filter(|_| kind::OWNER.1 == "ReplicaSet") else {
         return pods.to_vec();
     };
     let sets: Vec<ReplicaSet> = ctx
@@ -213,7 +218,7 @@ fn new_pod(rs: &ReplicaSet, ns: &str) -> Result<Pod, String> {
         .spec
         .as_ref()
         .and_then(|s| s.template.as_ref())
-        .ok_or_else(|| "the ReplicaSet has no spec.template".to_string())?;
+        .ok_or_else(|| format!("the {} has no spec.template", kind::OWNER.1))?;
     let meta = template.metadata.clone().unwrap_or_default();
     let pod: Value = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -230,4 +235,4 @@ fn new_pod(rs: &ReplicaSet, ns: &str) -> Result<Pod, String> {
     serde_json::from_value(pod).map_err(|e| format!("the pod template does not make a pod: {e}"))
 }
 
-wasmlet_sdk::reconciler!(ReplicaSet, reconcile);
+wasmlet_sdk::reconciler!(kind::Set, reconcile);

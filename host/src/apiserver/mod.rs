@@ -83,6 +83,7 @@ pub mod requester;
 pub mod resources;
 pub mod rest;
 pub mod satoken;
+pub mod selfreview;
 pub mod serviceaccounts;
 pub mod services;
 pub mod status;
@@ -92,6 +93,7 @@ pub mod table;
 mod table_apps;
 mod table_batch;
 mod table_core;
+mod table_workloads;
 pub mod tls;
 pub mod validation;
 

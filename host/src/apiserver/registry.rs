@@ -468,6 +468,60 @@ const BUILTINS: &[Builtin] = &[
         &["cj"],
         true,
     ),
+    // One pod per eligible node, run by guests/daemonset-controller.
+    b(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        &["ds"],
+        true,
+    ),
+    // The ReplicaSet's predecessor (equality selector), which upstream's
+    // ReplicaSet controller also runs: so does guests/replicaset-controller.
+    Builtin {
+        scale: true,
+        ..b(
+            "",
+            "v1",
+            "replicationcontrollers",
+            "replicationcontroller",
+            "ReplicationController",
+            true,
+            &["rc"],
+            true,
+        )
+    },
+    // `kubectl auth whoami`.
+    Builtin {
+        create_only: true,
+        ..b(
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews",
+            "selfsubjectreview",
+            "SelfSubjectReview",
+            false,
+            &[],
+            false,
+        )
+    },
+    // `kubectl auth can-i --list`.
+    Builtin {
+        create_only: true,
+        ..b(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "selfsubjectrulesreview",
+            "SelfSubjectRulesReview",
+            false,
+            &[],
+            false,
+        )
+    },
 ];
 
 fn builtin(def: &Builtin) -> ResourceType {
@@ -482,7 +536,8 @@ fn builtin(def: &Builtin) -> ResourceType {
         categories: if matches!(
             def.resource,
             "pods" | "statefulsets" | "services" | "deployments" | "replicasets"
-        ) || (def.group == "batch" && matches!(def.resource, "jobs" | "cronjobs"))
+        ) || matches!(def.resource, "daemonsets" | "replicationcontrollers")
+            || (def.group == "batch" && matches!(def.resource, "jobs" | "cronjobs"))
         {
             vec!["all".into()]
         } else {
@@ -695,8 +750,7 @@ mod tests {
     fn every_served_kind_has_upstreams_columns() {
         let registry = super::Registry::with_builtins();
         let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}});
-        let mut fallback = vec![];
-        let mut walked = vec![];
+        let (mut fallback, mut no_wide, mut walked) = (vec![], vec![], vec![]);
         for b in super::BUILTINS.iter().filter(|b| !b.create_only) {
             walked.push(format!("{}.{}", b.resource, b.group));
             let rt = registry.get(b.group, b.resource).expect("served");
@@ -717,8 +771,23 @@ mod tests {
             if names == ["Name", "Age"] {
                 fallback.push(format!("{}.{}", b.resource, b.group));
             }
+            // Every kind with a pod template has upstream's wide columns.
+            let templated = matches!(
+                b.kind,
+                "Deployment"
+                    | "ReplicaSet"
+                    | "StatefulSet"
+                    | "DaemonSet"
+                    | "ReplicationController"
+                    | "Job"
+                    | "CronJob"
+            );
+            if templated && !(names.contains(&"Containers") && names.contains(&"Images")) {
+                no_wide.push(b.kind);
+            }
         }
         assert!(fallback.is_empty(), "no upstream columns for {fallback:?}");
+        assert!(no_wide.is_empty(), "no wide columns for {no_wide:?}");
         // The batch/v1 kinds (issue 31 item 8) are among them.
         for kind in ["jobs.batch", "cronjobs.batch"] {
             assert!(walked.iter().any(|w| w == kind), "{kind} is not served");

@@ -9,12 +9,12 @@ use wasmlet_apimachinery::selector::LabelSelector;
 use super::registry::ResourceType;
 use super::table::{age, col};
 
-fn int(obj: &Value, ptr: &str) -> i64 {
+pub(super) fn int(obj: &Value, ptr: &str) -> i64 {
     obj.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// `spec.replicas`, defaulted as the API server defaults it.
-fn desired(obj: &Value) -> i64 {
+pub(super) fn desired(obj: &Value) -> i64 {
     obj.pointer("/spec/replicas")
         .and_then(Value::as_i64)
         .unwrap_or(1)
@@ -58,7 +58,7 @@ fn int_or_string(v: Option<&Value>) -> Value {
 }
 
 /// The columns `Containers`, `Images`, `Selector` that workload kinds add.
-fn template_columns(with_selector: bool) -> Vec<Value> {
+pub(super) fn template_columns(with_selector: bool) -> Vec<Value> {
     let mut c = vec![col("Containers", "string", 1), col("Images", "string", 1)];
     if with_selector {
         c.push(col("Selector", "string", 1));
@@ -66,7 +66,7 @@ fn template_columns(with_selector: bool) -> Vec<Value> {
     c
 }
 
-fn template_cells(obj: &Value, with_selector: bool) -> Vec<Value> {
+pub(super) fn template_cells(obj: &Value, with_selector: bool) -> Vec<Value> {
     let (names, images) = containers(obj);
     let mut c = vec![json!(names), json!(images)];
     if with_selector {

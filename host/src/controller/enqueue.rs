@@ -14,6 +14,24 @@ use crate::cluster::cache::CacheEvent;
 use crate::plugin::manifest::MapFn;
 use wasmlet_apimachinery::selector::LabelSelector;
 
+/// The selector at a `selector:PATH` watch: a `metav1.LabelSelector`, or a
+/// plain label map (a ReplicationController's or a Service's selector), which
+/// selects by equality on each label.
+fn selector_of(v: &serde_json::Value) -> Option<LabelSelector> {
+    let is_map = v.as_object().is_some_and(|m| {
+        !m.is_empty()
+            && !m.contains_key("matchLabels")
+            && !m.contains_key("matchExpressions")
+            && m.values().all(serde_json::Value::is_string)
+    });
+    let v = if is_map {
+        &serde_json::json!({"matchLabels": v})
+    } else {
+        v
+    };
+    LabelSelector::from_label_selector(v).ok()
+}
+
 impl Controller {
     pub(super) fn selected(&self, o: &CachedObject) -> bool {
         let rec = self.manifest.reconciles.as_ref().expect("checked at start");
@@ -174,10 +192,7 @@ impl Controller {
             if !self.selected(&owner) {
                 continue;
             }
-            let Some(sel) = owner
-                .at_path(path)
-                .and_then(|v| LabelSelector::from_label_selector(&v).ok())
-            else {
+            let Some(sel) = owner.at_path(path).and_then(|v| selector_of(&v)) else {
                 continue;
             };
             if sel.matches(labels)
@@ -236,4 +251,25 @@ pub(super) fn named_by(o: &CachedObject, map: &MapFn) -> Option<String> {
         MapFn::Selector(_) | MapFn::Waiting => None,
     };
     target.filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_label_map_selects_by_equality() {
+        let labels = |l: serde_json::Value| l.as_object().unwrap().clone();
+        let sel = super::selector_of(&json!({"app": "web"})).unwrap();
+        assert!(sel.matches(&labels(json!({"app": "web", "x": "y"}))));
+        assert!(!sel.matches(&labels(json!({"app": "db"}))));
+        // A LabelSelector reads as before, `{}` selecting everything.
+        let sel = super::selector_of(&json!({"matchLabels": {"app": "web"}})).unwrap();
+        assert!(!sel.matches(&labels(json!({"app": "db"}))));
+        assert!(
+            super::selector_of(&json!({}))
+                .unwrap()
+                .matches(&labels(json!({})))
+        );
+    }
 }

@@ -186,6 +186,9 @@ fn json_names() -> HashMap<String, HashMap<String, String>> {
     add::<rbac::v1::ClusterRole>(&mut g);
     add::<rbac::v1::ClusterRoleBinding>(&mut g);
     add::<apiext::CustomResourceDefinition>(&mut g);
+    add::<core::v1::ReplicationController>(&mut g);
+    add::<authentication::v1::SelfSubjectReview>(&mut g);
+    add::<authorization::v1::SelfSubjectRulesReview>(&mut g);
     add::<meta::Status>(&mut g);
     add::<meta::ListMeta>(&mut g);
     add::<meta::DeleteOptions>(&mut g);

@@ -283,3 +283,39 @@ fn negotiation_follows_the_clients_preference() {
         None
     );
 }
+
+#[test]
+fn a_daemonset_a_replication_controller_and_the_self_reviews_round_trip() {
+    round_trip(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata(),
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": "10%"}},
+            "revisionHistoryLimit": 10,
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"nodeSelector": {"kubernetes.io/os": "wasi"},
+                    "containers": [{"name": "app", "image": "i"}]}}},
+        "status": {"desiredNumberScheduled": 2, "currentNumberScheduled": 2,
+            "numberReady": 1, "observedGeneration": 3, "updatedNumberScheduled": 1}
+    }));
+    round_trip(json!({
+        "apiVersion": "v1", "kind": "ReplicationController", "metadata": metadata(),
+        "spec": {"replicas": 2, "selector": {"app": "web"},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "i"}]}}},
+        "status": {"replicas": 2, "readyReplicas": 1, "observedGeneration": 3}
+    }));
+    round_trip(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": "2024-05-06T07:08:09Z"},
+        "status": {"userInfo": {"username": "alice", "uid": "u",
+            "groups": ["system:authenticated"], "extra": {"k": ["v"]}}}
+    }));
+    round_trip(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": "team"},
+        "status": {"resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}],
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+            "incomplete": false}
+    }));
+}

@@ -11,6 +11,7 @@ mod apps;
 pub mod batch;
 mod namespace;
 mod pod;
+mod replicationcontroller;
 mod service;
 
 use serde_json::{Map, Value};
@@ -47,6 +48,7 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("apps", "daemonsets") => apps::daemonset(obj),
         ("batch", "jobs") => batch::job(obj, create),
         ("batch", "cronjobs") => batch::cronjob(obj),
+        ("", "replicationcontrollers") => replicationcontroller::apply(obj),
         _ => {}
     }
 }
@@ -70,6 +72,7 @@ pub fn has_generation(rt: &ResourceType) -> bool {
             | ("policy", "poddisruptionbudgets")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
             | ("batch", "jobs" | "cronjobs")
+            | ("", "replicationcontrollers")
     )
 }
 

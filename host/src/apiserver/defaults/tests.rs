@@ -147,3 +147,37 @@ fn qos_class_follows_requests_and_limits() {
         "Burstable"
     );
 }
+
+#[test]
+fn a_replication_controller_takes_its_selector_and_labels_from_the_template() {
+    let mut rc = json!({"metadata": {"name": "r"}, "spec": {"template": {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
+    apply(&rt("", "replicationcontrollers"), &mut rc, true);
+    assert_eq!(rc["spec"]["selector"], json!({"app": "web"}));
+    assert_eq!(rc["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(rc["spec"]["replicas"], 1);
+    assert_eq!(rc["spec"]["template"]["spec"]["restartPolicy"], "Always");
+    assert!(has_generation(&rt("", "replicationcontrollers")));
+    // An explicit selector, labels and replicas stay.
+    let mut rc = json!({"metadata": {"labels": {"tier": "x"}}, "spec": {"replicas": 0,
+        "selector": {"app": "web", "v": "1"},
+        "template": {"metadata": {"labels": {"app": "web", "v": "1"}}}}});
+    apply(&rt("", "replicationcontrollers"), &mut rc, true);
+    assert_eq!(rc["spec"]["selector"], json!({"app": "web", "v": "1"}));
+    assert_eq!(rc["metadata"]["labels"], json!({"tier": "x"}));
+    assert_eq!(rc["spec"]["replicas"], 0);
+}
+
+#[test]
+fn a_daemonset_rolls_one_pod_at_a_time_by_default() {
+    let mut ds =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
+    apply(&rt("apps", "daemonsets"), &mut ds, true);
+    assert_eq!(
+        ds["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+    );
+    assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+    assert!(has_generation(&rt("apps", "daemonsets")));
+}

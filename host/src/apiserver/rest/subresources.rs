@@ -31,7 +31,13 @@ fn scale_of(state: &ApiState, t: &Target) -> ApiResult<(Value, Value)> {
     let status_replicas = meta::get_path(&obj, &spec.status_replicas)
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let selector = if t.rt.builtin {
+    let selector = if t.rt.group.is_empty() && t.rt.resource == "replicationcontrollers" {
+        // A ReplicationController's selector is a plain label map.
+        obj.pointer("/spec/selector")
+            .and_then(|s| LabelSelector::from_label_selector(&json!({"matchLabels": s})).ok())
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    } else if t.rt.builtin {
         obj.pointer("/spec/selector")
             .and_then(|s| LabelSelector::from_label_selector(s).ok())
             .map(|s| s.to_string())
@@ -276,6 +282,17 @@ pub async fn create_only(
     mut obj: Value,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
+    match (t.rt.group.as_str(), t.rt.resource.as_str()) {
+        ("authentication.k8s.io", "selfsubjectreviews") => {
+            let obj = super::super::selfreview::subject_review(obj, &req.user);
+            return Ok(value_response(201, &obj));
+        }
+        ("authorization.k8s.io", "selfsubjectrulesreviews") => {
+            let obj = super::super::selfreview::rules_review(state, obj, &req.user)?;
+            return Ok(value_response(201, &obj));
+        }
+        _ => {}
+    }
     if t.rt.group == "authorization.k8s.io" {
         let kind = t.rt.kind.clone();
         let asker = (t.rt.resource == "selfsubjectaccessreviews").then(|| req.user.clone());

@@ -28,6 +28,7 @@ pub mod data;
 pub mod decode;
 pub mod pods;
 pub mod schemas;
+pub mod workloads;
 
 use std::sync::{Arc, Mutex};
 
@@ -163,6 +164,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
         ("", "Secret") => data::validate_secret(obj),
         ("batch", "Job") => batch::validate_job(obj),
         ("batch", "CronJob") => batch::validate_cronjob(obj),
+        ("apps", "DaemonSet") => workloads::validate_daemonset(obj),
+        ("", "ReplicationController") => workloads::validate_replicationcontroller(obj),
         _ => Vec::new(),
     }
 }
@@ -174,6 +177,7 @@ pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause
         ("", "Secret") => data::validate_update(true, old, new),
         ("", "Pod") => pods::validate_update(old, new),
         ("batch", "Job") => batch::validate_job_update(old, new),
+        ("apps", "DaemonSet") => workloads::validate_daemonset_update(old, new),
         _ => Vec::new(),
     }
 }

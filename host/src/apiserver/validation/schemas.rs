@@ -63,6 +63,7 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("apps", "ReplicaSet") => root_of::<apps::v1::ReplicaSet>,
         ("apps", "DaemonSet") => root_of::<apps::v1::DaemonSet>,
         ("apps", "ControllerRevision") => root_of::<apps::v1::ControllerRevision>,
+        ("", "ReplicationController") => root_of::<core::v1::ReplicationController>,
         ("policy", "PodDisruptionBudget") => root_of::<policy::v1::PodDisruptionBudget>,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             root_of::<apiext::CustomResourceDefinition>
@@ -325,6 +326,7 @@ mod tests {
             ("apps", "ReplicaSet"),
             ("apps", "DaemonSet"),
             ("apps", "ControllerRevision"),
+            ("", "ReplicationController"),
             ("policy", "PodDisruptionBudget"),
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),
