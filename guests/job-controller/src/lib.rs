@@ -153,7 +153,7 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
         }
     }
     obs.active = i32::try_from(active.len()).unwrap_or(i32::MAX);
-    let plan = status::plan(&current, &obs, now);
+    let mut plan = status::plan(&current, &obs, now);
     // One pod per pending index: indexes of pods not yet finished (being
     // deleted too) are held, so an index never has two pods running.
     let indexes = index_completions(&current)
@@ -177,17 +177,8 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
     }
     obs.active += i32::try_from(created).unwrap_or(0) - i32::try_from(deleted).unwrap_or(0);
     obs.terminating += i32::try_from(deleted).unwrap_or(0);
-    let completed = completed.map(|c| indexed::format(&c));
-    write_status(
-        &current,
-        &plan,
-        &obs,
-        &keep,
-        completed.as_deref(),
-        ctx,
-        &ns,
-        &name,
-    )?;
+    plan.completed_indexes = completed.map(|c| indexed::format(&c));
+    write_status(&current, &plan, &obs, &keep, ctx, &ns, &name)?;
     if let Some((reason, message)) = failure {
         return Err(Error::transient(reason, message));
     }
@@ -442,7 +433,6 @@ fn write_status(
     plan: &Plan,
     obs: &Observed,
     keep: &Recorded,
-    completed_indexes: Option<&str>,
     ctx: &Context,
     ns: &str,
     name: &str,
@@ -456,7 +446,7 @@ fn write_status(
         "conditions": plan.conditions,
         "uncountedTerminatedPods": {"succeeded": keep.0, "failed": keep.1},
     });
-    if let Some(c) = completed_indexes {
+    if let Some(c) = &plan.completed_indexes {
         want["completedIndexes"] = json!(c);
     }
     if let Some(t) = &plan.start_time {
