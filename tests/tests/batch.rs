@@ -663,3 +663,111 @@ async fn deleting_a_running_job_deletes_its_pod() -> Result<()> {
     }
     Ok(())
 }
+
+/// An Indexed Job (completions 3, parallelism 2) of `hello` printing its
+/// `$(JOB_COMPLETION_INDEX)` argument: one pod per index, named, labelled,
+/// annotated and host-named for it, never two running at once for one
+/// index nor more than two in all, each pod's log showing its own index
+/// (the env var the controller adds, resolved by the node agent from the
+/// index annotation), and `completedIndexes` in upstream's interval form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_indexed_job_runs_each_index_once_and_lists_them_completed() -> Result<()> {
+    const KEY: &str = "batch.kubernetes.io/job-completion-index";
+    let (plane, client) = job_plane(&[]).await?;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let history = record(pods.clone()).await?;
+    let job = job_manifest(
+        &plane,
+        "idx",
+        "hello.wasm",
+        &["index=$(JOB_COMPLETION_INDEX)"],
+        json!({"completions": 3, "parallelism": 2, "completionMode": "Indexed"}),
+    )?;
+    create(&plane, &job)?;
+    plane.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/idx",
+        "--timeout=90s",
+    ])?;
+    let job = jobs.get("idx").await?;
+    let st = job.status.clone().context("status")?;
+    ensure!(
+        st.completed_indexes.as_deref() == Some("0-2")
+            && st.succeeded == Some(3)
+            && st.failed.unwrap_or(0) == 0,
+        "{st:?}"
+    );
+    let uid = job.metadata.uid.clone().context("uid")?;
+    let (seen, most) = pods_seen(&history, &uid);
+    ensure!(
+        seen.len() == 3 && most <= 2,
+        "pods {seen:?}, at most {most} at once"
+    );
+    // Never two unfinished pods for one index, in any state the watch saw.
+    let mut live: BTreeMap<String, String> = BTreeMap::new();
+    for (deleted, p) in history.snapshot() {
+        if !owned_by(&p, &uid) {
+            continue;
+        }
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+        let index = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(KEY).cloned());
+        if deleted || matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+            live.remove(&name);
+        } else if let Some(i) = index {
+            live.insert(name, i);
+        }
+        let indexes: BTreeSet<&String> = live.values().collect();
+        ensure!(
+            indexes.len() == live.len(),
+            "two pods for one index: {live:?}"
+        );
+    }
+    let list = pods.list(&ListParams::default()).await?;
+    let mut indexes = BTreeSet::new();
+    for p in list.items.iter().filter(|p| owned_by(p, &uid)) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let i = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(KEY).cloned())
+            .with_context(|| format!("{name}: no {KEY} annotation"))?;
+        ensure!(
+            p.metadata.labels.as_ref().and_then(|l| l.get(KEY)) == Some(&i),
+            "{name}: label {:?}",
+            p.metadata.labels
+        );
+        ensure!(
+            name.starts_with(&format!("idx-{i}-")),
+            "{name} for index {i}"
+        );
+        let spec = p.spec.as_ref().context("spec")?;
+        ensure!(
+            spec.hostname.as_deref() == Some(format!("idx-{i}").as_str())
+                && spec.subdomain.is_none(),
+            "{name}: hostname {:?}, subdomain {:?}",
+            spec.hostname,
+            spec.subdomain
+        );
+        let logs = plane.kubectl_ok(&["logs", &name])?;
+        ensure!(
+            logs.contains(&format!("args: index={i}\n")),
+            "{name} (index {i}): {logs}"
+        );
+        indexes.insert(i);
+    }
+    ensure!(
+        indexes == BTreeSet::from(["0".into(), "1".into(), "2".into()]),
+        "{indexes:?}"
+    );
+    let row = plane.kubectl_ok(&["get", "jobs", "idx", "--no-headers"])?;
+    ensure!(row.contains("3/3") && row.contains("Complete"), "{row}");
+    Ok(())
+}

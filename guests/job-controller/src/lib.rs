@@ -11,13 +11,22 @@
 //! cache never makes it create twice. Creates go in upstream's slow-start
 //! batches (1, 2, 4, ...; stop at the first failure), at most 500 per call.
 //!
-//! Deviations from upstream: Indexed Jobs, `podFailurePolicy`,
-//! `successPolicy` and `backoffLimitPerIndex` are not acted on (an Indexed
-//! Job gets a warning event and no pods); orphan pods the selector picks
+//! Indexed Jobs (`indexed`) give each pod its completion index and take
+//! the lowest pending indexes, one pod per index at most, keeping
+//! `status.completedIndexes`; their `succeeded` is the number of completed
+//! indexes.
+//!
+//! Deviations from upstream: `podFailurePolicy`, `successPolicy` and
+//! `backoffLimitPerIndex` are not acted on (an Indexed Job's failures all
+//! count against `backoffLimit`, and `failedIndexes` is never set); active
+//! pods with a duplicate or out-of-range index are not deleted (pods are
+//! only made for free indexes, and the host's expectations keep a stale
+//! cache from making two for one); orphan pods the selector picks
 //! are not adopted; pods deleted while the Job is suspended or finishing
 //! are not counted as failed; container restarts of `OnFailure` pods do
 //! not count towards `backoffLimit`.
 
+pub mod indexed;
 pub mod status;
 pub mod tracking;
 
@@ -111,18 +120,19 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
         }
         return Ok(Action::done());
     }
-    if spec.completion_mode.as_deref() == Some("Indexed") {
-        let _ = ctx.event(Event::warning("IndexedUnsupported", "Sync").note(
-            "Indexed completion mode is not supported by this plane's job controller: no pods are created",
-        ));
-        return Ok(Action::done());
-    }
     let now = Timestamp::now();
     let mut current = (*job).clone();
     let (moved_s, moved_f, keep) = count(&mut current, &pods, ctx)?;
     let st = current.status.clone().unwrap_or_default();
+    // Indexed: succeeded is the number of completed indexes (upstream).
+    let completed = index_completions(&current)
+        .map(|n| indexed::parse(st.completed_indexes.as_deref().unwrap_or(""), n));
+    let succeeded = match &completed {
+        Some(c) => i32::try_from(c.len()).unwrap_or(i32::MAX),
+        None => st.succeeded.unwrap_or(0) + moved_s,
+    };
     let mut obs = Observed {
-        succeeded: st.succeeded.unwrap_or(0) + moved_s,
+        succeeded,
         failed: st.failed.unwrap_or(0) + moved_f,
         ..Observed::default()
     };
@@ -143,8 +153,20 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
         }
     }
     obs.active = i32::try_from(active.len()).unwrap_or(i32::MAX);
-    let plan = status::plan(&current, &obs, now);
-    let (created, deleted, failure) = act(&current, &plan, &active, ctx, &ns);
+    let mut plan = status::plan(&current, &obs, now);
+    // One pod per pending index: indexes of pods not yet finished (being
+    // deleted too) are held, so an index never has two pods running.
+    let indexes = index_completions(&current)
+        .zip(completed.as_ref())
+        .map(|(n, done)| {
+            let held: BTreeSet<i32> = pods
+                .iter()
+                .filter(|p| !terminal(p))
+                .filter_map(|p| indexed::index_of(p))
+                .collect();
+            indexed::pending(n, done, &held, plan.create.min(BURST))
+        });
+    let (created, deleted, failure) = act(&current, &plan, &active, indexes.as_deref(), ctx, &ns);
     for (warning, reason, note) in &plan.events {
         let e = if *warning {
             Event::warning(reason, "Sync")
@@ -155,6 +177,7 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
     }
     obs.active += i32::try_from(created).unwrap_or(0) - i32::try_from(deleted).unwrap_or(0);
     obs.terminating += i32::try_from(deleted).unwrap_or(0);
+    plan.completed_indexes = completed.map(|c| indexed::format(&c));
     write_status(&current, &plan, &obs, &keep, ctx, &ns, &name)?;
     if let Some((reason, message)) = failure {
         return Err(Error::transient(reason, message));
@@ -199,6 +222,13 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
     })
 }
 
+/// An Indexed Job's `completions` (the number of indexes); `None` for a
+/// NonIndexed Job.
+fn index_completions(job: &Job) -> Option<i32> {
+    let spec = job.spec.as_ref()?;
+    (spec.completion_mode.as_deref() == Some("Indexed")).then(|| spec.completions.unwrap_or(1))
+}
+
 /// Records newly finished pods, releases recorded ones: the succeeded and
 /// failed pods now counted, and the uids left recorded (release failed).
 fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recorded), Error> {
@@ -209,6 +239,17 @@ fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recor
     let winding = status::winding_down(job);
     let failed_only = spec.pod_replacement_policy.as_deref() == Some("Failed");
     let (mut rec_s, mut rec_f) = tracking::uncounted(job);
+    // Indexed: a succeeded pod's index joins `completedIndexes` in the same
+    // write that records its uid, as upstream does, so neither is lost.
+    let n = index_completions(job);
+    let mut completed = n.map(|n| {
+        let st = job.status.as_ref();
+        indexed::parse(
+            st.and_then(|s| s.completed_indexes.as_deref())
+                .unwrap_or(""),
+            n,
+        )
+    });
     let mut dropped = vec![];
     let mut new = false;
     for p in pods.iter().filter(|p| tracked(p)) {
@@ -218,7 +259,17 @@ fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recor
         }
         match outcome(p, failed_only, winding) {
             Outcome::Running => {}
-            Outcome::Succeeded => new |= rec_s.insert(u),
+            Outcome::Succeeded => {
+                if rec_s.insert(u) {
+                    new = true;
+                    if let (Some(done), Some(n), Some(i)) =
+                        (completed.as_mut(), n, indexed::index_of(p))
+                        && (0..n).contains(&i)
+                    {
+                        done.insert(i);
+                    }
+                }
+            }
             Outcome::Failed => new |= rec_f.insert(u),
             Outcome::Dropped => dropped.push(*p),
         }
@@ -226,8 +277,11 @@ fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recor
     if new {
         // Guarded by the resourceVersion read: a stale Job is retried, never
         // written over.
-        let patch = json!({"metadata": {"resourceVersion": job.metadata.resource_version},
+        let mut patch = json!({"metadata": {"resourceVersion": job.metadata.resource_version},
             "status": {"uncountedTerminatedPods": {"succeeded": rec_s, "failed": rec_f}}});
+        if let Some(done) = &completed {
+            patch["status"]["completedIndexes"] = json!(indexed::format(done));
+        }
         *job = ctx
             .client()
             .patch_status::<Job>(ns.as_str(), &name, &Patch::merge(patch))
@@ -259,11 +313,13 @@ fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recor
     Ok((moved_s, moved_f, (keep_s, keep_f)))
 }
 
-/// Creates and deletes as `plan` says: (created, deleted, first failure).
+/// Creates and deletes as `plan` says (an Indexed Job: one pod for each of
+/// `indexes`): (created, deleted, first failure).
 fn act(
     job: &Job,
     plan: &Plan,
     active: &[&Pod],
+    indexes: Option<&[i32]>,
     ctx: &Context,
     ns: &str,
 ) -> (usize, usize, Option<(&'static str, String)>) {
@@ -293,17 +349,29 @@ fn act(
             }
         }
     }
-    let mut left = plan.create.min(BURST);
+    let mut left = indexes.map_or(plan.create, <[i32]>::len).min(BURST);
     if left == 0 {
         return (0, deleted, None);
     }
-    let pod = match new_pod(job, ns) {
+    let template = match new_pod(job, ns) {
         Ok(p) => p,
         Err(e) => return (0, deleted, Some(("FailedCreate", e))),
     };
+    let job_name = job.metadata.name.as_deref().unwrap_or_default();
     let (mut created, mut batch) = (0, 1);
     while left > 0 {
         for _ in 0..batch.min(left) {
+            let mut pod = template.clone();
+            if let Some(&i) = indexes.and_then(|ix| ix.get(created)) {
+                indexed::assign(&mut pod, job_name, i);
+            }
+            let pod: Pod = match serde_json::from_value(pod) {
+                Ok(p) => p,
+                Err(e) => {
+                    let e = format!("the pod template does not make a pod: {e}");
+                    return (created, deleted, Some(("FailedCreate", e)));
+                }
+            };
             match client.create(&pod) {
                 Ok(made) => {
                     created += 1;
@@ -328,8 +396,9 @@ fn act(
 }
 
 /// The template's labels, annotations and spec, `generateName: NAME-`,
-/// controlled by the Job and tracked by its finalizer.
-fn new_pod(job: &Job, ns: &str) -> Result<Pod, String> {
+/// controlled by the Job and tracked by its finalizer (as JSON: an Indexed
+/// Job's pods get their index on top).
+fn new_pod(job: &Job, ns: &str) -> Result<Value, String> {
     let template = job
         .spec
         .as_ref()
@@ -352,7 +421,10 @@ fn new_pod(job: &Job, ns: &str) -> Result<Pod, String> {
         },
         "spec": template.spec,
     });
-    serde_json::from_value(pod).map_err(|e| format!("the pod template does not make a pod: {e}"))
+    // Checked once here, so that a bad template fails before any create.
+    serde_json::from_value::<Pod>(pod.clone())
+        .map(|_| pod)
+        .map_err(|e| format!("the pod template does not make a pod: {e}"))
 }
 
 /// Writes the status `plan` and `obs` describe, when it differs.
@@ -374,6 +446,9 @@ fn write_status(
         "conditions": plan.conditions,
         "uncountedTerminatedPods": {"succeeded": keep.0, "failed": keep.1},
     });
+    if let Some(c) = &plan.completed_indexes {
+        want["completedIndexes"] = json!(c);
+    }
     if let Some(t) = &plan.start_time {
         want["startTime"] = json!(t);
     }
@@ -397,6 +472,8 @@ fn write_status(
                 n(&h, "succeeded") + n(&h, "failed") == 0 && n(v, "succeeded") + n(v, "failed") == 0
                     || h == *v
             }
+            // Empty is dropped when stored (Go's omitempty).
+            "completedIndexes" => h.as_str().unwrap_or("") == v.as_str().unwrap_or(""),
             // The same instant may be written in another form.
             "startTime" | "completionTime" => {
                 let t = |x: &Value| x.as_str().and_then(|s| s.parse::<Timestamp>().ok());

@@ -45,6 +45,9 @@ pub struct Plan {
     pub completion_time: Option<String>,
     pub requeue: Option<Duration>,
     pub events: Vec<Note>,
+    /// An Indexed Job's `completedIndexes` (set by the caller, which counts
+    /// the pods).
+    pub completed_indexes: Option<String>,
 }
 
 pub fn rfc3339(t: Timestamp) -> String {
