@@ -454,8 +454,10 @@ async fn a_daemonset_with_max_surge_rolls_without_taking_a_node_down() -> Result
         .await;
     let s = expect_status(err, 422, "Invalid");
     ensure!(
-        s.message.contains("spec.updateStrategy.rollingUpdate.maxSurge")
-            && s.message.contains("may not be set when maxUnavailable is non-zero"),
+        s.message
+            .contains("spec.updateStrategy.rollingUpdate.maxSurge")
+            && s.message
+                .contains("may not be set when maxUnavailable is non-zero"),
         "{}",
         s.message
     );

@@ -514,6 +514,9 @@ mod tests {
         assert!(p.delete.is_empty() && p.create.is_empty(), "{p:?}");
         assert!(p.recheck);
         let later = now() + jiff::SignedDuration::from_secs(3600);
-        assert_eq!(names(&plan(&d, "new", &nodes, &[&old, &fresh], later)), ["a"]);
+        assert_eq!(
+            names(&plan(&d, "new", &nodes, &[&old, &fresh], later)),
+            ["a"]
+        );
     }
 }

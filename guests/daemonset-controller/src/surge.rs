@@ -16,7 +16,11 @@ use crate::plan::{available, updated};
 fn max_surge_value(ds: &DaemonSet) -> Option<IntOrString> {
     let spec = ds.spec.as_ref()?;
     let strategy = spec.update_strategy.as_ref()?;
-    if strategy.type_.as_deref().is_some_and(|t| t != "RollingUpdate") {
+    if strategy
+        .type_
+        .as_deref()
+        .is_some_and(|t| t != "RollingUpdate")
+    {
         return None;
     }
     strategy.rolling_update.as_ref()?.max_surge.clone()
@@ -92,8 +96,7 @@ pub fn roll<'a>(
     let mut out = Roll::default();
     let (mut surging, mut candidates) = (0i32, vec![]);
     for (node, pods) in nodes {
-        let (new, old): (Vec<&Pod>, Vec<&Pod>) =
-            pods.iter().partition(|p| updated(ds, p, hash));
+        let (new, old): (Vec<&Pod>, Vec<&Pod>) = pods.iter().partition(|p| updated(ds, p, hash));
         match (new.as_slice(), old.as_slice()) {
             // Nothing old here: manage handles the node.
             (_, []) if new.len() <= 1 => {}

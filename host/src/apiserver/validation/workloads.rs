@@ -80,7 +80,11 @@ fn int_or_percent(v: &Value) -> i64 {
 fn int_or_percent_field(v: &Value, field: &str, causes: &mut Vec<Cause>) {
     match v {
         Value::Number(_) if int_or_percent(v) < 0 => {
-            causes.push(invalid(field, &v.to_string(), "must be greater than or equal to 0"));
+            causes.push(invalid(
+                field,
+                &v.to_string(),
+                "must be greater than or equal to 0",
+            ));
         }
         Value::String(s) => {
             let digits = s.strip_suffix('%').filter(|d| {
@@ -94,7 +98,11 @@ fn int_or_percent_field(v: &Value, field: &str, causes: &mut Vec<Cause>) {
                      (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
                 )),
                 Some(_) if int_or_percent(v) > 100 => {
-                    causes.push(invalid(field, &v.to_string(), "must not be greater than 100%"));
+                    causes.push(invalid(
+                        field,
+                        &v.to_string(),
+                        "must not be greater than 100%",
+                    ));
                 }
                 Some(_) => {}
             }
@@ -250,19 +258,32 @@ mod tests {
         assert!(with(json!({"maxUnavailable": 0, "maxSurge": "25%"})).is_empty());
         assert_eq!(
             with(json!({"maxUnavailable": 0, "maxSurge": "0%"})),
-            ["spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"]
+            [
+                "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"
+            ]
         );
         assert_eq!(
             with(json!({"maxUnavailable": 1, "maxSurge": 1})),
-            ["spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero"]
+            [
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero"
+            ]
         );
         assert_eq!(
             with(json!({"maxUnavailable": 0, "maxSurge": "150%"})),
-            ["spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: \"150%\": must not be greater than 100%"]
+            [
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: \"150%\": must not be greater than 100%"
+            ]
         );
         let bad = with(json!({"maxUnavailable": -1, "maxSurge": "x"}));
-        assert!(bad[0].contains("maxUnavailable: Invalid value: -1: must be greater than or equal to 0"), "{bad:?}");
-        assert!(bad[1].contains("maxSurge: Invalid value: \"x\": a valid percent string"), "{bad:?}");
+        assert!(
+            bad[0]
+                .contains("maxUnavailable: Invalid value: -1: must be greater than or equal to 0"),
+            "{bad:?}"
+        );
+        assert!(
+            bad[1].contains("maxSurge: Invalid value: \"x\": a valid percent string"),
+            "{bad:?}"
+        );
     }
 
     #[test]
