@@ -411,3 +411,121 @@ async fn a_daemonset_runs_one_pod_per_node_and_rolls_node_by_node() -> Result<()
     .await?;
     Ok(())
 }
+
+/// The most pods of the set alive (not deleting) at once in the history.
+fn most_live_pods(history: &History<Pod>, uid: &str) -> usize {
+    let mut live: BTreeSet<String> = BTreeSet::new();
+    let mut most = 0;
+    for (deleted, p) in history.snapshot() {
+        if !owned_by_ds(&p, uid) {
+            continue;
+        }
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if deleted || p.metadata.deletion_timestamp.is_some() {
+            live.remove(&name);
+        } else {
+            live.insert(name);
+        }
+        most = most.max(live.len());
+    }
+    most
+}
+
+/// `maxSurge: 1, maxUnavailable: 0` on two nodes: a template change brings
+/// each node's new pod up beside the old one before the old one goes, so
+/// both nodes serve throughout (watched) and at most one extra pod exists;
+/// validation refuses surge together with unavailability, as upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_with_max_surge_rolls_without_taking_a_node_down() -> Result<()> {
+    let (plane, client) =
+        workload_plane::start_with("scheduler,wasi-runner,daemonset-controller", &[]).await?;
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut template = sleeper_template(json!({"app": "agent"}));
+    template["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    let mut ds = json!({
+        "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template,
+            "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}},
+    });
+    let err = sets
+        .create(&PostParams::default(), &serde_json::from_value(ds.clone())?)
+        .await;
+    let s = expect_status(err, 422, "Invalid");
+    ensure!(
+        s.message
+            .contains("spec.updateStrategy.rollingUpdate.maxSurge")
+            && s.message
+                .contains("may not be set when maxUnavailable is non-zero"),
+        "{}",
+        s.message
+    );
+    ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = json!(0);
+    let ds = sets
+        .create(&PostParams::default(), &serde_json::from_value(ds)?)
+        .await?;
+    let uid = ds.metadata.uid.clone().unwrap_or_default();
+    let modules = workloads_dir().display().to_string();
+    let _second = {
+        let second = Host::start(
+            &plane.kubeconfig(),
+            &[
+                "--mode",
+                "node",
+                "--node-name",
+                "node-b",
+                "--kubelet-port",
+                "0",
+                "--allow-file-images",
+                &modules,
+            ],
+        )
+        .await?;
+        install_plugin(&second.plugin_dir(), "wasi-runner")?;
+        second
+    };
+    let before = wait_one_ready_pod_per_node(
+        &plane,
+        &sets,
+        &pods,
+        &uid,
+        &[NODE, "node-b"],
+        "a pod on each node",
+    )
+    .await?;
+    let hash1 = label(&before[NODE][0], "controller-revision-hash");
+
+    let history = record(pods.clone()).await?;
+    plane.kubectl_ok(&["set", "env", "ds/agent", "VERSION=2"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "ds/agent", "--timeout=120s"])?;
+    ensure!(out.contains("successfully rolled out"), "{out}");
+    let after = wait_one_ready_pod_per_node(
+        &plane,
+        &sets,
+        &pods,
+        &uid,
+        &[NODE, "node-b"],
+        "the update on each node",
+    )
+    .await?;
+    for ps in after.values() {
+        ensure!(
+            label(&ps[0], "controller-revision-hash") != hash1
+                && label(&ps[0], "pod-template-generation") == "2",
+            "{:?}",
+            ps[0].metadata.labels
+        );
+    }
+    let fewest = fewest_serving_nodes(&history, &uid, 2);
+    ensure!(
+        fewest == 2,
+        "the update left {fewest} of 2 nodes serving at its worst (maxSurge 1, maxUnavailable 0)"
+    );
+    let most = most_live_pods(&history, &uid);
+    ensure!(
+        most == 3,
+        "{most} pods of the set alive at once at most; want 3 (2 nodes + maxSurge 1)"
+    );
+    Ok(())
+}

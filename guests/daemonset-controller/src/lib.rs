@@ -6,7 +6,10 @@
 //! longer belongs, one pod per node (the oldest stays), failed pods replaced;
 //! with `RollingUpdate`, old-revision pods deleted while at most
 //! `maxUnavailable` of the nodes that should run one are without an available
-//! pod (the manage pass then recreates them from the current template);
+//! pod (the manage pass then recreates them from the current template), or,
+//! with `maxSurge` ([`surge`]), each node's new pod created beside the old
+//! one, the old one deleted once the new one is available, at most
+//! `maxSurge` nodes at once;
 //! `OnDelete` leaves old pods until the user deletes them. New pods carry the
 //! `controller-revision-hash` and `pod-template-generation` labels, the
 //! daemon tolerations and a required node affinity on `metadata.name`, so the
@@ -16,8 +19,7 @@
 //! Pods) hold a set back until the pod cache shows its previous creates and
 //! deletes, so a lagging cache never double-creates.
 //!
-//! Deviations from upstream: `maxSurge` is not honoured (updates replace in
-//! place, as with `maxSurge: 0`); orphan pods matching the selector are not
+//! Deviations from upstream: orphan pods matching the selector are not
 //! adopted; revisions beyond `revisionHistoryLimit` are not pruned; failed
 //! pods are replaced without upstream's back-off; a node's pods are deleted
 //! by this controller when the node is gone (upstream leaves it to pod GC).
@@ -25,6 +27,7 @@
 pub mod nodes;
 pub mod plan;
 pub mod revision;
+pub mod surge;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +137,7 @@ fn reconcile(ds: Arc<DaemonSet>, ctx: &Context) -> Result<Action, Error> {
         return Err(Error::transient(reason, message));
     }
     let min_ready = spec.min_ready_seconds.unwrap_or(0);
-    if min_ready > 0 && p.counts.ready != p.counts.available {
+    if min_ready > 0 && (p.counts.ready != p.counts.available || p.recheck) {
         // Pods turn available with time alone: look again when they might.
         return Ok(Action::requeue(
             Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + Duration::from_millis(500),

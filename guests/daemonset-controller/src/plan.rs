@@ -47,6 +47,9 @@ pub struct Plan {
     /// (name, uid, why) of pods to delete.
     pub delete: Vec<(String, String, Why)>,
     pub counts: Counts,
+    /// A surging node's new pod is Ready, not yet available: look again
+    /// after `minReadySeconds`.
+    pub recheck: bool,
 }
 
 pub fn owned_by(p: &Pod, uid: &str) -> bool {
@@ -85,7 +88,7 @@ fn phase(p: &Pod) -> &str {
 }
 
 /// `podutil.IsPodAvailable`.
-fn available(p: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub(crate) fn available(p: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
     if !pod_ready(p) {
         return false;
     }
@@ -98,7 +101,7 @@ fn available(p: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
 }
 
 /// `dsutil.IsPodUpdated`: the current hash, or the current template generation.
-fn updated(ds: &DaemonSet, p: &Pod, hash: &str) -> bool {
+pub(crate) fn updated(ds: &DaemonSet, p: &Pod, hash: &str) -> bool {
     let labels = p.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
     label(HASH_LABEL) == Some(hash)
@@ -127,6 +130,9 @@ pub fn plan(ds: &DaemonSet, hash: &str, nodes: &[Node], pods: &[&Pod], now: Time
     let spec = ds.spec.clone().unwrap_or_default();
     let pod_spec = daemon_spec(ds);
     let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let surge = crate::surge::allows_surge(ds);
+    // Nodes that should run the set, with their live running pods (surge).
+    let mut surge_nodes = vec![];
     let mut by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         by_node.entry(node_of(p).unwrap_or("")).or_default().push(p);
@@ -173,13 +179,26 @@ pub fn plan(ds: &DaemonSet, hash: &str, nodes: &[Node], pods: &[&Pod], now: Time
             for p in &finished {
                 delete(p, Why::Failed);
             }
-            for p in running.iter().skip(1) {
-                delete(p, Why::Extra);
+            if !surge {
+                for p in running.iter().skip(1) {
+                    delete(p, Why::Extra);
+                }
+            } else if running.is_empty() && run {
+                // Surging: a node whose pods all go gets its new one now.
+                create.push(name.to_string());
+            } else {
+                for p in crate::surge::extra_on_node(ds, hash, &running, min_ready) {
+                    delete(p, Why::Extra);
+                }
             }
         } else {
             for p in &live {
                 delete(p, Why::Misplaced);
             }
+        }
+        if run && surge {
+            surge_nodes.push((name, running));
+            continue;
         }
         // Rolling update candidates: a node with exactly one live pod and
         // nothing else pending; any other node counts as unavailable.
@@ -212,7 +231,23 @@ pub fn plan(ds: &DaemonSet, hash: &str, nodes: &[Node], pods: &[&Pod], now: Time
         .as_ref()
         .and_then(|s| s.type_.as_deref())
         .is_none_or(|t| t == "RollingUpdate");
-    if rolling {
+    if surge {
+        // Upstream's rolling pass waits for the manage pass's changes to be
+        // seen (its expectations): only a quiet sync surges.
+        if create.is_empty() && out.delete.is_empty() {
+            let max = crate::surge::max_surge(ds, counts.desired);
+            let roll = crate::surge::roll(ds, hash, &surge_nodes, max, min_ready, now);
+            for p in roll.delete {
+                out.delete.push((
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.metadata.uid.clone().unwrap_or_default(),
+                    Why::Update,
+                ));
+            }
+            create = roll.create;
+            out.recheck = roll.waiting;
+        }
+    } else if rolling {
         let max = max_unavailable(ds, counts.desired);
         for p in &replace {
             delete(p, Why::Update);
@@ -412,6 +447,76 @@ mod tests {
             plan(&d, "new", &nodes, &[&a, &b, &c], now())
                 .delete
                 .is_empty()
+        );
+    }
+
+    fn names(p: &Plan) -> Vec<&str> {
+        p.delete.iter().map(|(n, _, _)| n.as_str()).collect()
+    }
+
+    #[test]
+    fn a_surging_update_creates_first_and_caps_at_max_surge() {
+        let d = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}),
+        );
+        let nodes = [node("n1"), node("n2"), node("n3")];
+        let (a, b, c) = (
+            pod("a", "n1", "old", true),
+            pod("b", "n2", "old", true),
+            pod("c", "n3", "old", true),
+        );
+        // One new pod beside its old one; nothing deleted.
+        let p = plan(&d, "new", &nodes, &[&a, &b, &c], now());
+        assert_eq!(p.create, ["n1"]);
+        assert!(p.delete.is_empty(), "{p:?}");
+        // A percent is of the nodes, rounded up: 50% of 3 is 2.
+        let half = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "50%"}}),
+        );
+        assert_eq!(
+            plan(&half, "new", &nodes, &[&a, &b, &c], now()).create,
+            ["n1", "n2"]
+        );
+        // The new pod not ready: both stay, no other node surges.
+        let fresh = pod("a2", "n1", "new", false);
+        let p = plan(&d, "new", &nodes, &[&a, &fresh, &b, &c], now());
+        assert!(p.delete.is_empty() && p.create.is_empty(), "{p:?}");
+        assert_eq!(p.counts.ready, 3, "the old pod still serves n1");
+        // Ready: the old pod goes (and only it).
+        let fresh = pod("a2", "n1", "new", true);
+        let p = plan(&d, "new", &nodes, &[&a, &fresh, &b, &c], now());
+        assert_eq!(names(&p), ["a"]);
+        assert!(p.create.is_empty(), "{p:?}");
+        // Old pod gone: the next node surges.
+        let p = plan(&d, "new", &nodes, &[&fresh, &b, &c], now());
+        assert_eq!(p.create, ["n2"]);
+        assert!(p.delete.is_empty(), "{p:?}");
+        // An unavailable old pod gets its new pod at once, beyond the cap.
+        let sick = pod("c", "n3", "old", false);
+        let waiting = pod("b2", "n2", "new", false);
+        let p = plan(&d, "new", &nodes, &[&fresh, &b, &waiting, &sick], now());
+        assert_eq!(p.create, ["n3"]);
+        assert!(p.delete.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn a_surging_update_waits_for_min_ready_seconds() {
+        let mut d = ds(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}),
+        );
+        d.spec.as_mut().unwrap().min_ready_seconds = Some(3600);
+        let nodes = [node("n1")];
+        let old = pod("a", "n1", "old", true);
+        let mut fresh = pod("a2", "n1", "new", true);
+        fresh.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_transition_time =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        let p = plan(&d, "new", &nodes, &[&old, &fresh], now());
+        assert!(p.delete.is_empty() && p.create.is_empty(), "{p:?}");
+        assert!(p.recheck);
+        let later = now() + jiff::SignedDuration::from_secs(3600);
+        assert_eq!(
+            names(&plan(&d, "new", &nodes, &[&old, &fresh], later)),
+            ["a"]
         );
     }
 }

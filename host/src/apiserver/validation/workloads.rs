@@ -2,7 +2,9 @@
 //! `ValidateDaemonSet(Update)` and `ValidateReplicationController`: a
 //! non-empty selector that matches the template's labels, a template whose
 //! pods restart `Always`, no negative replicas, and (DaemonSet) a selector
-//! that never changes: the controller would orphan every pod it made.
+//! that never changes: the controller would orphan every pod it made, and a
+//! rolling update that either surges or takes nodes down, never both or
+//! neither (`ValidateRollingUpdateDaemonSet`).
 
 use serde_json::Value;
 use wasmlet_apimachinery::selector::LabelSelector;
@@ -60,7 +62,84 @@ pub fn validate_daemonset(obj: &Value) -> Vec<Cause> {
         causes.push(required("spec.template"));
     }
     restart_policy(obj, &mut causes);
+    rolling_update(obj, &mut causes);
     causes
+}
+
+/// `getIntOrPercentValue`: the number of an int or of a percent (`"25%"` is
+/// 25); any other string counts by its own digits, else 0.
+fn int_or_percent(v: &Value) -> i64 {
+    match v {
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        Value::String(s) => s.strip_suffix('%').unwrap_or(s).parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent` of one field.
+fn int_or_percent_field(v: &Value, field: &str, causes: &mut Vec<Cause>) {
+    match v {
+        Value::Number(_) if int_or_percent(v) < 0 => {
+            causes.push(invalid(
+                field,
+                &v.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+        Value::String(s) => {
+            let digits = s.strip_suffix('%').filter(|d| {
+                !d.is_empty() && d.len() <= 10 && d.bytes().all(|b| b.is_ascii_digit())
+            });
+            match digits {
+                None => causes.push(invalid(
+                    field,
+                    &v.to_string(),
+                    "a valid percent string must be a numeric string followed by an ending '%' \
+                     (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                )),
+                Some(_) if int_or_percent(v) > 100 => {
+                    causes.push(invalid(
+                        field,
+                        &v.to_string(),
+                        "must not be greater than 100%",
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A `RollingUpdate` either surges (`maxSurge`, with `maxUnavailable` 0) or
+/// takes nodes down (`maxUnavailable`), as upstream: both or neither is 422.
+fn rolling_update(obj: &Value, causes: &mut Vec<Cause>) {
+    let Some(r) = obj
+        .pointer("/spec/updateStrategy")
+        .filter(|u| u["type"] == "RollingUpdate")
+        .and_then(|u| u.get("rollingUpdate"))
+        .filter(|r| r.is_object())
+    else {
+        return;
+    };
+    const UNAVAILABLE: &str = "spec.updateStrategy.rollingUpdate.maxUnavailable";
+    const SURGE: &str = "spec.updateStrategy.rollingUpdate.maxSurge";
+    let (unavailable, surge) = (&r["maxUnavailable"], &r["maxSurge"]);
+    int_or_percent_field(unavailable, UNAVAILABLE, causes);
+    int_or_percent_field(surge, SURGE, causes);
+    match (int_or_percent(unavailable) != 0, int_or_percent(surge) != 0) {
+        (true, true) => causes.push(invalid(
+            SURGE,
+            &surge.to_string(),
+            "may not be set when maxUnavailable is non-zero",
+        )),
+        (false, false) => causes.push(cause(
+            "FieldValueRequired",
+            UNAVAILABLE,
+            "Required value: cannot be 0 when maxSurge is 0".into(),
+        )),
+        _ => {}
+    }
 }
 
 /// A DaemonSet's `spec.selector` is immutable (apps/v1).
@@ -163,6 +242,48 @@ mod tests {
             c[0].full()
         );
         assert!(validate_daemonset_update(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn a_daemonset_rolling_update_surges_or_takes_nodes_down() {
+        let with = |r: Value| {
+            let mut d = ds(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
+            d["spec"]["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": r});
+            validate_daemonset(&d)
+                .iter()
+                .map(Full::full)
+                .collect::<Vec<_>>()
+        };
+        assert!(with(json!({"maxUnavailable": 1, "maxSurge": 0})).is_empty());
+        assert!(with(json!({"maxUnavailable": 0, "maxSurge": "25%"})).is_empty());
+        assert_eq!(
+            with(json!({"maxUnavailable": 0, "maxSurge": "0%"})),
+            [
+                "spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"
+            ]
+        );
+        assert_eq!(
+            with(json!({"maxUnavailable": 1, "maxSurge": 1})),
+            [
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: may not be set when maxUnavailable is non-zero"
+            ]
+        );
+        assert_eq!(
+            with(json!({"maxUnavailable": 0, "maxSurge": "150%"})),
+            [
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: \"150%\": must not be greater than 100%"
+            ]
+        );
+        let bad = with(json!({"maxUnavailable": -1, "maxSurge": "x"}));
+        assert!(
+            bad[0]
+                .contains("maxUnavailable: Invalid value: -1: must be greater than or equal to 0"),
+            "{bad:?}"
+        );
+        assert!(
+            bad[1].contains("maxSurge: Invalid value: \"x\": a valid percent string"),
+            "{bad:?}"
+        );
     }
 
     #[test]
