@@ -309,10 +309,14 @@ async fn a_deleted_row_of_a_finalizing_plugin_is_finalized_then_gone() -> Result
     gone(&plane, &db, "a").await?;
     // The host logs the delete once its statement returns: the row may be seen
     // gone a moment before.
-    let log = eventually(Duration::from_secs(30), "the host to log the delete", || async {
-        let log = plane.log();
-        log.contains("row finalized and deleted").then_some(log)
-    })
+    let log = eventually(
+        Duration::from_secs(30),
+        "the host to log the delete",
+        || async {
+            let log = plane.log();
+            log.contains("row finalized and deleted").then_some(log)
+        },
+    )
     .await?;
     let finalized = log
         .lines()
