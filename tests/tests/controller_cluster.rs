@@ -170,6 +170,14 @@ async fn a_second_host_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     // (a follower once re-added every key each second). Counted from one
     // renewal on: the leader's last status writes may still be reaching the
     // follower's watch when the statuses are first seen (a loaded machine).
+    // The follower's own controller is up only once its plugin compiled (slower
+    // on a loaded machine): its start lists the three objects into its queue.
+    eventually(
+        Duration::from_secs(120),
+        "the follower's controller to start",
+        || async { (queue_adds(follower) >= 3.0).then_some(()) },
+    )
+    .await?;
     lease_renewed(&client).await?;
     let adds = queue_adds(follower);
     lease_renewed(&client).await?;
