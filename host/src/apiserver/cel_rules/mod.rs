@@ -19,7 +19,7 @@
 //!   at `fieldPath` if set, with `reason` (default `FieldValueInvalid`).
 //!
 //! **Bounded work.** The `cel` crate has no cost meter, so the bound is
-//! static, as upstream's CRD-write check: [`cost`] estimates each rule's
+//! static, as upstream's CRD-write check: `cost.rs` estimates each rule's
 //! worst case from the schema (`maxItems`, `maxProperties`, `maxLength`,
 //! else what fits in a 3 MiB request); comprehensions multiply by their
 //! range's size, nested ones multiply again. A CRD is refused when one rule's
@@ -28,7 +28,7 @@
 //! ancestors' list and map sizes) exceed [`PER_CRD_LIMIT`]
 //! (`StaticEstimatedCRDCostLimit`), with upstream's messages. At runtime,
 //! each evaluation is charged its rule's estimate against
-//! [`eval::RUNTIME_BUDGET`] per write (upstream's `RuntimeCELCostBudget`,
+//! `eval::RUNTIME_BUDGET` per write (upstream's `RuntimeCELCostBudget`,
 //! which meters actual cost); when it runs out the write is refused. That
 //! caps the evaluations per object (rules times items) and the work of each;
 //! the request body limit (3 MiB) caps the object.
