@@ -118,6 +118,28 @@ fn subjects(obj: &Value, kind: &str) -> String {
         .join(", ")
 }
 
+/// A ReplicaSet's or ReplicationController's table, up to its selector
+/// cell (upstream prints the two alike but for the selector's format):
+/// NAME, DESIRED, CURRENT, READY, AGE and the wide template columns.
+pub(super) fn replica_counts(obj: &Value, name: Value) -> (Vec<Value>, Vec<Value>) {
+    let mut defs = vec![
+        col("Name", "string", 0),
+        col("Desired", "integer", 0),
+        col("Current", "integer", 0),
+        col("Ready", "integer", 0),
+        col("Age", "string", 0),
+    ];
+    defs.extend(template_columns(true));
+    let row = vec![
+        name,
+        json!(desired(obj)),
+        json!(int(obj, "/status/replicas")),
+        json!(int(obj, "/status/readyReplicas")),
+        json!(age(obj)),
+    ];
+    (defs, row)
+}
+
 /// Column definitions and cells, for the kinds this module prints.
 pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>, Vec<Value>)> {
     Some(match (rt.group.as_str(), rt.resource.as_str()) {
@@ -142,21 +164,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
             (defs, row)
         }
         ("apps", "replicasets") => {
-            let mut defs = vec![
-                col("Name", "string", 0),
-                col("Desired", "integer", 0),
-                col("Current", "integer", 0),
-                col("Ready", "integer", 0),
-                col("Age", "string", 0),
-            ];
-            defs.extend(template_columns(true));
-            let mut row = vec![
-                name,
-                json!(desired(obj)),
-                json!(int(obj, "/status/replicas")),
-                json!(int(obj, "/status/readyReplicas")),
-                json!(age(obj)),
-            ];
+            let (defs, mut row) = replica_counts(obj, name);
             row.extend(template_cells(obj, true));
             (defs, row)
         }

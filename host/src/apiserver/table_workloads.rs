@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::registry::ResourceType;
 use super::table::{age, col};
-use super::table_apps::{desired, int, template_cells, template_columns};
+use super::table_apps::{int, replica_counts, template_cells, template_columns};
 
 /// `labels.FormatLabels`: `k=v` pairs sorted by key, `<none>` when empty.
 fn format_labels(map: Option<&Map<String, Value>>) -> String {
@@ -53,21 +53,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
             (defs, row)
         }
         ("", "replicationcontrollers") => {
-            let mut defs = vec![
-                col("Name", "string", 0),
-                col("Desired", "integer", 0),
-                col("Current", "integer", 0),
-                col("Ready", "integer", 0),
-                col("Age", "string", 0),
-            ];
-            defs.extend(template_columns(true));
-            let mut row = vec![
-                name,
-                json!(desired(obj)),
-                json!(int(obj, "/status/replicas")),
-                json!(int(obj, "/status/readyReplicas")),
-                json!(age(obj)),
-            ];
+            let (defs, mut row) = replica_counts(obj, name);
             // The selector is a label map, printed as `FormatLabels` does.
             row.extend(template_cells(obj, false));
             row.push(json!(format_labels(
