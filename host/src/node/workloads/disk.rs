@@ -120,9 +120,9 @@ impl Inner {
             .workloads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
+            .of_pod(uid)
         {
-            if w.pod_uid == uid && matches!(w.status.borrow().state, RunState::Running) {
+            if matches!(w.status.borrow().state, RunState::Running) {
                 w.kill.evict(message.clone());
             }
         }

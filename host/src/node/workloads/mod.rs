@@ -24,6 +24,7 @@ pub mod files;
 pub mod logs;
 pub mod probe;
 mod run;
+mod table;
 mod types;
 mod volumes;
 
@@ -64,7 +65,7 @@ struct Inner {
     refs: Mutex<HashMap<String, String>>,
     fetches: Mutex<fetch::FetchTable>,
     volumes: Mutex<volumes::VolumeTable>,
-    workloads: Mutex<HashMap<WorkloadHandle, Arc<run::Workload>>>,
+    workloads: Mutex<table::WorkloadTable>,
     /// Evicted pods (uid → why): their spawns are refused until released.
     evicted: Mutex<HashMap<String, String>>,
     next_id: AtomicU64,
@@ -88,7 +89,7 @@ impl Inner {
         self.workloads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&handle)
+            .get(handle)
             .cloned()
             .ok_or(WorkloadError::UnknownHandle)
     }
@@ -163,14 +164,11 @@ impl WorkloadManager {
 
     /// Workloads running now, and the memory their limits take from the budget.
     pub fn usage(&self) -> (usize, u64) {
-        let all = self
-            .inner
+        self.inner
             .workloads
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        all.values()
-            .filter(|w| w.running())
-            .fold((0, 0), |(n, m), w| (n + 1, m + w.memory_limit))
+            .unwrap_or_else(|p| p.into_inner())
+            .usage()
     }
 
     /// Looks up or starts fetching a module; never blocks. `Pending(id)`: wait for `id`
@@ -278,19 +276,12 @@ impl WorkloadManager {
     /// removes `DATA/pods/<uid>` (volumes and logs) once they have stopped. Returns at
     /// once; await the returned task to know the directory is gone. Idempotent.
     pub fn release_pod(&self, pod_uid: &str) -> tokio::task::JoinHandle<()> {
-        let gone: Vec<Arc<run::Workload>> = {
-            let mut map = self
-                .inner
-                .workloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let handles: Vec<WorkloadHandle> = map
-                .iter()
-                .filter(|(_, w)| w.pod_uid == pod_uid)
-                .map(|(h, _)| *h)
-                .collect();
-            handles.iter().filter_map(|h| map.remove(h)).collect()
-        };
+        let gone = self
+            .inner
+            .workloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove_pod(pod_uid);
         for w in &gone {
             w.kill.fire();
         }

@@ -234,13 +234,11 @@ impl Inner {
             mounts.push(resolved);
         }
         {
-            let running = self
+            let (running, _) = self
                 .workloads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .filter(|w| w.running())
-                .count();
+                .usage();
             if running >= self.config.max_workloads {
                 return Err(WorkloadError::Failed(format!(
                     "too many workloads ({running} running)"
@@ -303,11 +301,7 @@ impl Inner {
             // Checked and taken under one lock: concurrent spawns cannot
             // both fit into the same remainder.
             let mut all = self.workloads.lock().unwrap_or_else(|p| p.into_inner());
-            let used: u64 = all
-                .values()
-                .filter(|w| w.running())
-                .map(|w| w.memory_limit)
-                .sum();
+            let (_, used) = all.usage();
             let budget = self.config.memory_budget;
             if used.saturating_add(memory) > budget {
                 return Err(WorkloadError::Failed(format!(
@@ -408,10 +402,15 @@ impl Inner {
                 .unwrap_or_else(|p| p.into_inner())
                 .finish();
             tracing::debug!(workload = handle, state = ?state, "workload finished");
-            workload.status.send_modify(|s| {
-                s.state = state;
-                s.finished_at_ms = Some(now_ms());
-            });
+            {
+                // Under the table's lock, so a release cannot count it off too.
+                let mut all = inner.workloads.lock().unwrap_or_else(|p| p.into_inner());
+                workload.status.send_modify(|s| {
+                    s.state = state;
+                    s.finished_at_ms = Some(now_ms());
+                });
+                all.stopped(handle);
+            }
             let _ = inner.exits.send(handle);
         });
         Ok(handle)
