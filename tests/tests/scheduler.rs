@@ -161,6 +161,78 @@ async fn a_pod_that_tolerates_the_wasm_taints_is_bound_to_the_node_and_runs() ->
     Ok(())
 }
 
+/// The scheduler's manifest selects unassigned pods only (kube-scheduler's
+/// informer): once bound, a pod's changes (the binding itself, Running, Ready,
+/// a relabel) put nothing in the scheduler's queue and cost it no call. Before
+/// the selector half of the scheduler's calls at scale were these (issue 32).
+#[tokio::test]
+async fn a_bound_pods_later_changes_cost_the_scheduler_no_call() -> Result<()> {
+    let (plane, client) = plane(&[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    // A pod created before the node is Ready would be tried again later.
+    eventually(Duration::from_secs(60), "the node Ready", || async {
+        let n = nodes.get(NODE).await.ok()?;
+        let ready = n
+            .status?
+            .conditions?
+            .into_iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(())
+    })
+    .await?;
+    let counts = || async {
+        let text = plane.metrics().await?;
+        let adds = wasmlet_e2e::metric(&text, "workqueue_adds_total", "name=\"scheduler\"");
+        let calls =
+            wasmlet_e2e::metric(&text, "wasmlet_plugin_calls_total", "plugin=\"scheduler\"");
+        anyhow::Ok((adds, calls))
+    };
+    // The load's own call is not a pod's.
+    let (adds0, calls0) = counts().await?;
+    let names = ["s0", "s1", "s2"];
+    for name in names {
+        pods.create(
+            &PostParams::default(),
+            &pod(name, workload_plane::sleeper_spec()),
+        )
+        .await?;
+    }
+    eventually(
+        Duration::from_secs(90),
+        "the three sleepers Ready",
+        || async {
+            let all = futures::future::join_all(names.map(|n| pods.get(n))).await;
+            all.iter()
+                .all(|p| p.as_ref().is_ok_and(workload_plane::is_ready))
+                .then_some(())
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; log:\n{}", plane.log()))?;
+    for name in names {
+        let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+        pods.patch(name, &PatchParams::default(), &Patch::Merge(touch))
+            .await?;
+    }
+    // The host handles one watch's events in order: once this last pod is
+    // bound, every change above has been offered to the scheduler's queue.
+    pods.create(
+        &PostParams::default(),
+        &pod("last", json!({"tolerations": tolerate_wasm()})),
+    )
+    .await?;
+    wait_bound(&plane, &pods, "last").await?;
+    let (adds, calls) = counts().await?;
+    let (adds, calls) = (adds - adds0, calls - calls0);
+    ensure!(
+        adds == 4.0 && calls == 4.0,
+        "the scheduler's queue took {adds} adds and it was called {calls} times for 4 pods \
+         (one each expected)"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_node_takes_as_many_pods_as_its_max_pods() -> Result<()> {
     let (plane, client) = plane(&["--max-pods", "2"]).await?;

@@ -48,11 +48,20 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
             .as_deref()
             .map(|s| format!(" matching {s}"))
             .unwrap_or_default();
+        let fields = r
+            .field_selector
+            .as_deref()
+            .map(|s| format!(" with fields {s}"))
+            .unwrap_or_default();
         match &r.table {
             Some(table) if r.from_table() => {
                 say!("  reconciles: rows of PostgreSQL table {table} (the host's --datastore-url)")
             }
-            _ => say!("  reconciles: {} {}{scope}{sel}", r.api_version, r.kind),
+            _ => say!(
+                "  reconciles: {} {}{scope}{sel}{fields}",
+                r.api_version,
+                r.kind
+            ),
         }
     }
     say!(

@@ -271,8 +271,14 @@ fn filtered(
 
 /// Whether `o` matches both selectors (fields read from its text).
 fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> bool {
-    selects(labels, o)
-        && fields.matches(|f| match f {
+    selects(labels, o) && fields_select(fields, o)
+}
+
+/// Whether `selector` matches `o`'s fields (a dotted path to a string; a
+/// missing one reads as empty, as upstream).
+pub fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
+    fields.is_empty()
+        || fields.matches(|f| match f {
             "metadata.name" => o.metadata.name.clone(),
             "metadata.namespace" => o.metadata.namespace.clone(),
             other => o

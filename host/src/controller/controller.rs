@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
-use wasmlet_apimachinery::selector::LabelSelector;
+use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
 use super::expectations::Expectations;
 use super::leader::Leadership;
@@ -131,8 +131,13 @@ pub enum StartError {
         #[source]
         source: crate::datastore::DatastoreError,
     },
-    #[error("{plugin}: reconciles.label-selector: {message}")]
-    Selector { plugin: String, message: String },
+    #[error("{plugin}: reconciles.{field}: {message}")]
+    Selector {
+        plugin: String,
+        /// `label-selector` or `field-selector`.
+        field: &'static str,
+        message: String,
+    },
     #[error("{plugin}: {role} {api_version} {kind}: {source}")]
     Kind {
         plugin: String,
@@ -161,6 +166,8 @@ pub struct Controller {
     pub(super) config: ControllerConfig,
     pub(super) metrics: ControllerSeries,
     pub(super) selector: LabelSelector,
+    /// `reconciles.field-selector`, matched against the cached object.
+    pub(super) fields: FieldSelector,
     pub(super) manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
     pub leading: Leadership,
@@ -246,13 +253,17 @@ impl Controller {
                 source,
             }
         };
-        let selector =
-            LabelSelector::parse(rec.label_selector.as_deref().unwrap_or("")).map_err(|e| {
-                StartError::Selector {
-                    plugin: name.to_string(),
-                    message: e.to_string(),
-                }
-            })?;
+        let bad_selector = |field: &'static str| {
+            move |e: wasmlet_apimachinery::selector::SelectorError| StartError::Selector {
+                plugin: name.to_string(),
+                field,
+                message: e.to_string(),
+            }
+        };
+        let selector = LabelSelector::parse(rec.label_selector.as_deref().unwrap_or(""))
+            .map_err(bad_selector("label-selector"))?;
+        let fields = FieldSelector::parse(rec.field_selector.as_deref().unwrap_or(""))
+            .map_err(bad_selector("field-selector"))?;
         let primary = caches
             .cache(&rec.api_version, &rec.kind)
             .await
@@ -273,6 +284,7 @@ impl Controller {
             config,
             metrics: series.clone(),
             selector,
+            fields,
             manifest: manifest.clone(),
             leading,
             keys: super::keys::Keys::new(series.waiting()),

@@ -43,6 +43,7 @@ impl Controller {
             return false;
         }
         crate::cluster::cache::selects(&self.selector, o)
+            && crate::cluster::cache::fields_select(&self.fields, o)
     }
 
     /// Whether the cached object under `key` is one this reconciler may act on
@@ -57,13 +58,16 @@ impl Controller {
     /// queue has it): a change made once the controller runs goes first, and
     /// idle workers take the backlog at full speed. Everything else is high.
     pub(super) fn enqueue_primary(&self, o: &CachedObject, initial: bool) {
-        if !self.selected(o) {
-            return;
-        }
         let Some(name) = o.metadata.name.as_deref() else {
             return;
         };
         let key = key_of(o.metadata.namespace.as_deref(), name);
+        if !self.selected(o) {
+            // Out of the selection (or moved out of it, as a pod the
+            // scheduler bound): as good as deleted to this controller.
+            self.forget(&key);
+            return;
+        }
         self.cache_caught_up(&key, o.metadata.resource_version.as_deref());
         if !initial
             && !self

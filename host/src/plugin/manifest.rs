@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use wasmlet_apimachinery::selector::LabelSelector;
+use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
 pub mod clusters;
 pub use clusters::ClusterPermissions;
@@ -63,6 +63,11 @@ pub struct Reconciles {
     pub kind: String,
     pub namespace: Option<String>,
     pub label_selector: Option<String>,
+    /// Only objects whose fields match (`spec.nodeName=`, `status.phase!=Failed`),
+    /// applied by the host to its cache, so it works the same on any cluster:
+    /// an object that leaves the selection is as good as deleted to the plugin
+    /// (kube-scheduler's informer of unassigned pods).
+    pub field_selector: Option<String>,
     /// `false`: the host never writes the reconciled object's status (no
     /// conditions, no `Ready`): for kinds whose status others own, such as a
     /// scheduler's Pods, which the guest changes through its own calls.
@@ -421,6 +426,7 @@ impl Manifest {
             let unsupported = [
                 ("reconciles.namespace", r.namespace.is_some()),
                 ("reconciles.label-selector", r.label_selector.is_some()),
+                ("reconciles.field-selector", r.field_selector.is_some()),
                 ("owns", !raw.owns.is_empty()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
@@ -445,6 +451,10 @@ impl Manifest {
             if let Some(sel) = &r.label_selector {
                 LabelSelector::parse(sel)
                     .map_err(|e| err("reconciles.label-selector", e.to_string()))?;
+            }
+            if let Some(sel) = &r.field_selector {
+                FieldSelector::parse(sel)
+                    .map_err(|e| err("reconciles.field-selector", e.to_string()))?;
             }
         }
         if let Some(f) = &raw.finalizer
@@ -713,6 +723,21 @@ mod tests {
     const BASE: &str = "[plugin]\nkind = \"reconciler\"\ncontract = \"0.1.0\"\n[reconciles]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n";
 
     #[test]
+    fn a_field_selector_is_parsed_and_a_bad_one_names_the_field() {
+        let m = parse(&format!(
+            "{BASE}field-selector = \"spec.nodeName=,status.phase!=Failed\"\n"
+        ))
+        .unwrap();
+        let r = m.reconciles.unwrap();
+        assert_eq!(
+            r.field_selector.as_deref(),
+            Some("spec.nodeName=,status.phase!=Failed")
+        );
+        let e = parse(&format!("{BASE}field-selector = \"spec.nodeName\"\n")).unwrap_err();
+        assert_eq!(e.field, "reconciles.field-selector", "{e}");
+    }
+
+    #[test]
     fn crd_paths_stay_inside_the_plugin_directory() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ok.yaml"), "").unwrap();
@@ -891,6 +916,8 @@ mod tests {
         assert_eq!(e.field, "reconciles.table", "{e}");
         let e = parse(&format!("{TABLE}table = \"t\"\nlabel-selector = \"a=b\"\n")).unwrap_err();
         assert_eq!(e.field, "reconciles.label-selector", "{e}");
+        let e = parse(&format!("{TABLE}table = \"t\"\nfield-selector = \"a=b\"\n")).unwrap_err();
+        assert_eq!(e.field, "reconciles.field-selector", "{e}");
         let e = parse(&format!(
             "{TABLE}table = \"t\"\n[[owns]]\napi-version = \"v1\"\nkind = \"Pod\"\n"
         ))
