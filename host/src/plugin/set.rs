@@ -20,6 +20,7 @@ use super::engine::PluginEngine;
 use super::loaded::{LoadError, Loaded};
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
+use super::observe::Watcher;
 use super::record::{RecordSettings, RecordWriter, Recording, Redaction};
 use super::sandbox::PluginCtx;
 use super::shadow::ShadowSlot;
@@ -394,10 +395,12 @@ impl PluginSet {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             http: Some(super::http::HttpClient::shared()),
-            recording: self.recording_for(name, &manifest, toml),
+            recording: self
+                .recording_for(name, &manifest, toml)
+                .map(|r| r as Arc<dyn Watcher>),
             replay: false,
             shadow: (manifest.plugin.kind == super::manifest::PluginKind::Reconciler)
-                .then(|| self.shadow_slot(name)),
+                .then(|| self.shadow_slot(name) as Arc<dyn Watcher>),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }
