@@ -41,12 +41,13 @@ use arc_swap::ArcSwapOption;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use wasmlet_apimachinery::time::now_rfc3339_millis;
 
 use super::metrics::PluginMetrics;
 use super::observe::{Again, Observed, PendingRecord, RunAgain, Taping, Watcher};
 use super::outcome::{CallKind, Outcome};
+use super::record::CallRecord;
 use super::record::replay::{Verdict, judge};
-use super::record::{CallRecord, now_rfc3339};
 use super::tape::{Entry, Redaction, TapeMode};
 
 /// How many differences a plugin's shadow keeps for its report.
@@ -475,7 +476,7 @@ impl Worker {
             return;
         }
         let difference = Difference {
-            at: now_rfc3339(),
+            at: now_rfc3339_millis(),
             key: job.key,
             call: job.call,
             result,

@@ -126,6 +126,7 @@ pub use crate::plugin::observe::PendingRecord;
 use crate::plugin::observe::{HostWrites, Observed, Watcher};
 pub use crate::plugin::outcome::{CallKind, Condition, Outcome};
 pub use crate::plugin::tape::{Entry, Redaction, Tape, TapeMode, Taped};
+use wasmlet_apimachinery::time::now_rfc3339_millis;
 pub use writer::{RecordSettings, RecordWriter};
 
 /// The `format` of a header line.
@@ -220,7 +221,7 @@ impl Recording {
             .unwrap_or_default();
         CallRecord {
             seq: self.writer.next_seq(),
-            at: now_rfc3339(),
+            at: now_rfc3339_millis(),
             plugin: call.plugin.to_string(),
             digest: call.digest.to_string(),
             call: call.call,
@@ -297,11 +298,4 @@ impl Drop for Waiting {
             self.writer.write(r, self.manifest.clone(), self.redacted);
         }
     }
-}
-
-/// The current wall time as RFC 3339 with milliseconds.
-pub(crate) fn now_rfc3339() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
 }
