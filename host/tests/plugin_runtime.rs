@@ -463,15 +463,16 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
             .await,
     );
     assert!(msg.contains("timed out"), "{msg}");
-    assert!(
-        started.elapsed() < Duration::from_millis(450),
-        "timed out after {:?}",
+    // Which wait applies (its own 200 ms, not the deadline) is checked on
+    // paused time in `plugin::http`; here the figure is printed only.
+    println!(
+        "a fetch with its own 200 ms timeout: the guest had its answer after {:?}",
         started.elapsed()
     );
 
     // With no timeout of its own the request is cut at the call's 500 ms deadline:
     // the guest sees `timeout`, or its call is stopped at the deadline if the epoch
-    // tick lands first. Either way, well before the server's 3 s.
+    // tick lands first.
     let started = Instant::now();
     match fetcher
         .reconcile("default/f1", &fetch_target(&obj, &slow, None))
@@ -484,10 +485,11 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
         Ok((Ok(o), _)) => panic!("the slow request succeeded: {o:?}"),
         Ok((Err(e), _)) => assert!(e.message.contains("timed out"), "{e:?}"),
     }
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(450) && took < Duration::from_secs(1),
-        "deadline cut after {took:?}"
+    // Cut, not answered after the server's 3 s (the outcome says so); the
+    // budget the deadline leaves is checked on paused time in `plugin::http`.
+    println!(
+        "a fetch under the call's 500 ms deadline: cut after {:?}",
+        started.elapsed()
     );
 
     // The shared client still works after all that.
