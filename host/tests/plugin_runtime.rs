@@ -150,10 +150,23 @@ async fn an_unchanged_plugin_directory_is_not_scanned_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The watch's first scan is counted (it loaded the plugin). Its own
-    // reads of the files must not start another within a window of many
-    // debounces (150 ms each).
+    // reads of the files must not start another: read a plugin file as a
+    // scan does and wait until the watch has seen that read (events come in
+    // order, so it has seen the scan's own reads too); none of what it saw
+    // may have been passed on to a scan.
     let settled = env.set.scans();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let seen = |(ignored, passed): (u64, u64)| ignored + passed;
+    let before = seen(env.set.dir_events());
+    std::fs::read(env.plugins.path().join("configmap-summary.wasm")).unwrap();
+    while seen(env.set.dir_events()) == before {
+        assert!(Instant::now() < deadline, "the watch never saw the read");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        env.set.dir_events().1,
+        0,
+        "a read of the plugin files was taken for a change"
+    );
     assert_eq!(
         env.set.scans(),
         settled,
