@@ -14,3 +14,4 @@ pub mod rbac;
 pub mod rbac_covers;
 pub mod schema;
 pub mod selector;
+pub mod time;

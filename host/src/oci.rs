@@ -2,9 +2,10 @@
 //! artifacts: docker config files and `imagePullSecrets` read into
 //! [`PullSecret`]s, and the one that applies to a reference; [`capped`]: the
 //! size-capped reads both pull through; [`module`]: workload modules pushed
-//! as pod images.
+//! as pod images; [`clients`]: the registry clients, made in one place.
 
 pub mod capped;
+pub mod clients;
 pub mod module;
 pub mod token;
 

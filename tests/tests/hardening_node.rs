@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
@@ -54,26 +54,28 @@ async fn wait_pod(
     what: &str,
     pred: impl Fn(&Pod) -> bool,
 ) -> Result<Pod> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut last = None;
-    loop {
-        if let Ok(Some(p)) = pods.get_opt(name).await {
-            if pred(&p) {
-                return Ok(p);
-            }
-            last = Some(p);
+    let last = std::sync::Mutex::new(None::<Pod>);
+    let (seen, pred) = (&last, &pred);
+    let what = format!("pod {name}: {what}");
+    let found = eventually(Duration::from_secs(90), &what, move || async move {
+        let p = pods.get_opt(name).await.ok().flatten()?;
+        if pred(&p) {
+            return Some(p);
         }
-        if Instant::now() > deadline {
-            let log = plane.log();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            bail!(
-                "pod {name}: timed out waiting for {what}; last status {}\nlog tail:\n{}",
-                last.map(|p| status_of(&p)).unwrap_or(Value::Null),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        None
+    })
+    .await;
+    found.map_err(|e| {
+        let last = last.into_inner().unwrap_or_else(|e| e.into_inner());
+        let log = plane.log();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        anyhow::anyhow!(
+            "{e}; last status {}\nlog tail:\n{}",
+            last.map(|p| status_of(&p)).unwrap_or(Value::Null),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    })
 }
 
 /// Writes the ConfigMap `before`, which [`serves_others`] checks is kept.

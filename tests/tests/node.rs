@@ -91,27 +91,30 @@ async fn wait_pod(
     what: &str,
     pred: impl Fn(&Pod) -> bool,
 ) -> Result<Pod> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut last = None;
-    loop {
-        if let Ok(Some(p)) = api.get_opt(name).await {
-            if pred(&p) {
-                return Ok(p);
-            }
-            last = Some(p);
+    let last = Mutex::new(None::<Pod>);
+    let (seen, pred) = (&last, &pred);
+    let what = format!("pod {name}: {what}");
+    let found = eventually(Duration::from_secs(secs), &what, move || async move {
+        let p = api.get_opt(name).await.ok().flatten()?;
+        if pred(&p) {
+            return Some(p);
         }
-        if Instant::now() > deadline {
-            let status = last
-                .and_then(|p| p.status)
-                .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
-            bail!(
-                "timed out after {secs} s waiting for pod {name}: {what}\nlast status: {}\nlog:\n{}",
-                status.unwrap_or_else(|| "(no pod)".into()),
-                log_tail(plane)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        None
+    })
+    .await;
+    found.map_err(|e| {
+        let status = last
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .and_then(|p| p.status)
+            .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
+        anyhow::anyhow!(
+            "{e}\nlast status: {}\nlog:\n{}",
+            status.unwrap_or_else(|| "(no pod)".into()),
+            log_tail(plane)
+        )
+    })
 }
 
 fn phase(p: &Pod) -> &str {

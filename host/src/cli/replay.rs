@@ -170,7 +170,7 @@ pub async fn replay(args: ReplayArgs) -> Result<()> {
                 l
             }
         };
-        let (outcome, taped) = plugin.replay(&c.record).await;
+        let (outcome, taped) = crate::plugin::record::replay::replay(&*plugin, &c.record).await;
         // A provider's handle and status calls name their state: `handle Running ns/pod`.
         let export = serde_json::to_value(c.record.call)?;
         let export = match &c.record.state {

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use wasmlet_apimachinery::time::now_rfc3339;
 
 use super::pressure::Pressure;
 use super::ready::{NotReady, Readiness};
@@ -74,10 +75,6 @@ pub fn total_memory() -> Option<u64> {
         .parse()
         .ok()?;
     kb.checked_mul(1024)
-}
-
-fn now_rfc3339() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 pub fn kubelet_version() -> String {

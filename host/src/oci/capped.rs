@@ -305,17 +305,3 @@ pub(super) async fn read_up_to(
     }
     Ok(out)
 }
-
-/// The HTTP client for [`CappedReader`]s: the timeouts the registry clients
-/// use elsewhere; redirects followed (blob stores), credentials dropped on a
-/// redirect to another host (reqwest's rule).
-pub fn http_client() -> Result<reqwest::Client, String> {
-    // reqwest is built without a bundled crypto provider: use ring, like the
-    // rest of the host (a no-op when a process default is already installed).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .read_timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| format!("HTTP client: {e:#}"))
-}

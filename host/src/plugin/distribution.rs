@@ -19,13 +19,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::client::{Config, ImageLayer};
 use oci_client::{Client, Reference};
 
 use super::manifest::{Manifest, ManifestError};
-use crate::oci::capped::{CappedReader, RegistryError, http_client};
+use crate::oci::capped::{CappedReader, RegistryError};
+use crate::oci::clients::{http_client, registry_client};
 use crate::oci::{PullSecret, auth_for};
 
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -186,22 +186,9 @@ fn parse(reference: &str) -> Result<Reference, DistributionError> {
 }
 
 fn client(reference: &Reference, opts: &RegistryOptions) -> Result<Client, DistributionError> {
-    // reqwest is built without a bundled crypto provider (as for image pulls).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let insecure = if opts.insecure {
-        vec![reference.resolve_registry().to_string()]
-    } else {
-        Vec::new()
-    };
-    Client::try_from(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(insecure),
-        connect_timeout: Some(Duration::from_secs(10)),
-        read_timeout: Some(Duration::from_secs(60)),
-        ..Default::default()
-    })
-    .map_err(|e| DistributionError::Registry {
+    registry_client(reference, opts.insecure).map_err(|message| DistributionError::Registry {
         reference: reference.to_string(),
-        message: format!("OCI client: {e}"),
+        message,
     })
 }
 

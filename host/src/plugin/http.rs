@@ -272,6 +272,43 @@ mod tests {
         }
     }
 
+    /// A request waits for its own timeout when it is the shorter, else for
+    /// the call's budget; on paused time, so the wait is exact and no test
+    /// waits for it (the server accepts and never answers).
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_for_the_shorter_of_its_timeout_and_the_budget() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = parse_url(&format!("http://{}/slow", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let client = HttpClient::new();
+        let fetch = |timeout_ms: Option<u32>, budget: Duration| {
+            let (client, url) = (&client, &url);
+            async move {
+                let mut r = req("GET", &[]);
+                r.body.clear();
+                r.timeout_ms = timeout_ms;
+                let started = tokio::time::Instant::now();
+                let got = client.fetch(r, url, budget, true).await;
+                (got, started.elapsed())
+            }
+        };
+        let second = Duration::from_secs(1);
+        let (got, took) = fetch(Some(200), 10 * second).await;
+        assert!(matches!(got, Err(HttpError::Timeout)), "{got:?}");
+        assert_eq!(took, Duration::from_millis(200));
+        let (got, took) = fetch(None, second / 2).await;
+        assert!(matches!(got, Err(HttpError::Timeout)), "{got:?}");
+        assert_eq!(took, second / 2);
+        let (got, took) = fetch(Some(5000), second).await;
+        assert!(matches!(got, Err(HttpError::Timeout)), "{got:?}");
+        assert_eq!(took, second);
+    }
+
     #[test]
     fn urls_must_be_absolute_http_without_credentials() {
         assert!(parse_url("https://a.example.com/x?y=1").is_ok());

@@ -5,8 +5,10 @@
 //!
 //! The sandboxed call (a fresh or warm `Store` under the manifest's limits,
 //! failures classified and counted) is in `call`; the world's exports as
-//! typed methods, and the records of recorded calls, are in `exports` (the
-//! provider world's in `provider_calls`).
+//! typed methods, each handed to one observer (`super::observe`: recording
+//! and shadowing are watchers of the live call, a replay or a shadow
+//! candidate's call runs again from a tape), are in `exports` (the provider
+//! world's in `provider_calls`). Nothing here imports `record` or `shadow`.
 
 mod call;
 mod exports;
@@ -28,6 +30,8 @@ use super::sandbox::{PluginCtx, State};
 use call::Warm;
 use exports::{provider, reconciler};
 pub use provider_calls::ProviderReply;
+
+pub use super::outcome::CallError;
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -53,21 +57,6 @@ pub enum LoadError {
     /// A CRD the plugin ships could not be applied safely.
     #[error("{path}: {message}")]
     Crd { path: String, message: String },
-}
-
-/// Why a call failed inside the sandbox (not the guest's own error result).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
-    #[error("the guest trapped: {0}")]
-    Trap(String),
-    #[error("the guest ran past its {0:?} deadline")]
-    Timeout(Duration),
-    #[error("the guest ran out of memory ({0} MiB cap)")]
-    OutOfMemory(u32),
-    #[error("the guest returned a malformed result: {0}")]
-    Malformed(String),
-    #[error("the guest returned a result of {bytes} bytes, over the host's limit of {limit} bytes")]
-    TooLarge { bytes: usize, limit: usize },
 }
 
 pub struct Loaded {

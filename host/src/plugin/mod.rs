@@ -6,6 +6,11 @@
 //! - [`engine`]: the engine, the precompiled cache, the epoch ticker;
 //! - [`artifact`]: the cache's permissions and sealed (HMAC) artifacts;
 //! - [`loaded`]: one plugin version and its calls;
+//! - [`outcome`]: what a call returned, as host types and as the host took it;
+//! - [`tape`]: one call's imports and their answers, recorded or replayed;
+//! - [`observe`]: the observer a call is handed (recording and shadowing
+//!   watch live calls through it; imports run `loaded` → `observe` ←
+//!   `record`, `shadow`);
 //! - [`set`]: the directory, kept in sync, with hot swap;
 //! - [`imports`]: the contract's host side, checked against the manifest;
 //! - [`events`]: where `record-event` goes, truncated and rate-limited;
@@ -25,9 +30,12 @@ pub mod events;
 pub mod http;
 pub mod http_dns;
 pub mod imports;
+#[cfg(test)]
+mod layers;
 pub mod loaded;
 pub mod manifest;
 pub mod metrics;
+pub mod observe;
 pub mod outcome;
 pub mod provider;
 pub mod record;
@@ -35,6 +43,7 @@ pub mod remote;
 pub mod sandbox;
 pub mod set;
 pub mod shadow;
+pub mod tape;
 
 pub use loaded::{CallError, LoadError, Loaded};
 pub use manifest::Manifest;

@@ -1,6 +1,16 @@
-//! What a reconciler call returns, as host types: the plugin runtime converts
+//! What a guest call returns, as host types: the plugin runtime converts
 //! the guest's WIT records into these at the boundary (and rejects a status
 //! that is not a JSON object there), so callers never see generated types.
+//!
+//! Below the live call (`loaded`) and its observers (`record`, `shadow`):
+//! what a call was and what became of it (`call`, [`provider`]) is named
+//! here, so that none of them needs to import another for it.
+
+mod call;
+pub mod provider;
+
+pub use call::{CallError, CallKind, Condition, Outcome};
+pub use provider::{ProviderCall, ProviderResult};
 
 use std::time::Duration;
 

@@ -10,7 +10,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
-use super::record::Tape;
+use super::observe::{PendingRecord, Watcher};
+use super::tape::Tape;
 use crate::cluster::ClusterAccess;
 
 /// A write a guest made through `client`, for the controller's expectations.
@@ -61,13 +62,15 @@ pub struct PluginCtx {
     pub workloads: Option<Arc<dyn super::provider::Workloads>>,
     /// The `http` import's outbound client (one per process); `None`: no outbound HTTP.
     pub http: Option<Arc<super::http::HttpClient>>,
-    /// Where this version's calls are recorded; `None`: not recorded.
-    pub recording: Option<Arc<super::record::Recording>>,
+    /// Where this version's calls are recorded (`record::Recording`);
+    /// `None`: not recorded.
+    pub recording: Option<Arc<dyn Watcher>>,
     /// `wasmlet replay` or a shadow candidate: every import is answered from
     /// a record (a candidate's cluster reads beyond it excepted).
     pub replay: bool,
-    /// Live reconciler versions: where a shadow candidate may run beside them.
-    pub shadow: Option<Arc<super::shadow::ShadowSlot>>,
+    /// Live reconciler versions: where a shadow candidate may run beside
+    /// them (`shadow::ShadowSlot`).
+    pub shadow: Option<Arc<dyn Watcher>>,
 }
 
 impl PluginCtx {
@@ -197,7 +200,7 @@ pub struct CallReport {
     pub writes: Vec<Write>,
     pub retry_soon: bool,
     /// Recording: the call's record, written once the host's writes for it are added.
-    pub record: Option<Arc<super::record::PendingRecord>>,
+    pub record: Option<Arc<PendingRecord>>,
 }
 
 impl State {
@@ -212,7 +215,7 @@ impl State {
             .allow_udp(false)
             .allow_ip_name_lookup(false);
         if let Some(t) = &tape {
-            super::record::tape::install(&mut wasi, t);
+            super::tape::install(&mut wasi, t);
         }
         let memory = plugin.manifest.limits.memory_mib as usize * 1024 * 1024;
         State {

@@ -20,6 +20,7 @@ use super::engine::PluginEngine;
 use super::loaded::{LoadError, Loaded};
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
+use super::observe::Watcher;
 use super::record::{RecordSettings, RecordWriter, Recording, Redaction};
 use super::sandbox::PluginCtx;
 use super::shadow::ShadowSlot;
@@ -94,6 +95,8 @@ pub struct PluginSet {
     scans: std::sync::atomic::AtomicU64,
     /// Scans finished (see [`PluginSet::scanned`]).
     scanned: std::sync::atomic::AtomicU64,
+    /// Directory events the watch saw (see [`PluginSet::dir_events`]).
+    dir_events: Arc<DirEvents>,
     /// Where calls are recorded, and which plugins record whatever their manifest says.
     record: RwLock<Option<RecordConfig>>,
     /// One record file writer per plugin name, shared by its versions.
@@ -137,6 +140,7 @@ impl PluginSet {
             scanning: tokio::sync::Mutex::new(()),
             scans: Default::default(),
             scanned: Default::default(),
+            dir_events: Arc::default(),
             record: RwLock::new(None),
             writers: Mutex::new(BTreeMap::new()),
             shadows: Mutex::new(BTreeMap::new()),
@@ -394,10 +398,12 @@ impl PluginSet {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             http: Some(super::http::HttpClient::shared()),
-            recording: self.recording_for(name, &manifest, toml),
+            recording: self
+                .recording_for(name, &manifest, toml)
+                .map(|r| r as Arc<dyn Watcher>),
             replay: false,
             shadow: (manifest.plugin.kind == super::manifest::PluginKind::Reconciler)
-                .then(|| self.shadow_slot(name)),
+                .then(|| self.shadow_slot(name) as Arc<dyn Watcher>),
         });
         Loaded::load(&self.engine, wasm, manifest, ctx).await
     }
@@ -566,6 +572,14 @@ impl PluginSet {
         }
     }
 
+    /// Directory events the watch has seen: `(ignored, passed on)`; an
+    /// ignored one (a file opened or read) can change nothing a scan finds,
+    /// one passed on starts a scan once the directory is quiet.
+    pub fn dir_events(&self) -> (u64, u64) {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Acquire);
+        (get(&self.dir_events.ignored), get(&self.dir_events.passed))
+    }
+
     /// How many times the directory has been scanned.
     pub fn scans(&self) -> u64 {
         self.scans.load(std::sync::atomic::Ordering::Relaxed)
@@ -602,10 +616,16 @@ impl PluginSet {
     pub async fn watch(self: Arc<Self>) -> anyhow::Result<()> {
         use notify::{RecursiveMode, Watcher};
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let seen = self.dir_events.clone();
         let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if ev.is_ok_and(|ev| changes_files(&ev.kind)) {
+            let Ok(ev) = ev else { return };
+            let count = if changes_files(&ev.kind) {
                 let _ = tx.send(());
-            }
+                &seen.passed
+            } else {
+                &seen.ignored
+            };
+            count.fetch_add(1, std::sync::atomic::Ordering::Release);
         })?;
         watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
         self.scan().await;
@@ -617,6 +637,13 @@ impl PluginSet {
         }
         Ok(())
     }
+}
+
+/// Directory events the watch saw, by what it did with them.
+#[derive(Default)]
+struct DirEvents {
+    ignored: std::sync::atomic::AtomicU64,
+    passed: std::sync::atomic::AtomicU64,
 }
 
 /// Whether a directory event can change what a scan finds. A file opened or

@@ -6,7 +6,7 @@
 //! live manifest; `wasmlet plugin shadow NAME CANDIDATE.wasm` puts it there).
 //! While it runs, each live call is taped and, once it has returned, handed to
 //! the candidate as a [`ShadowJob`]: the same object, answered from the live
-//! call's tape ([`TapeMode::Shadow`](super::record::TapeMode::Shadow)), so the
+//! call's tape ([`TapeMode::Shadow`]), so the
 //! candidate sees the same cache snapshot, HTTP responses, clocks and random.
 //! Cluster reads the live call did not make are read from the cache; every
 //! write, eviction, event and HTTP request the live call did not make is held
@@ -29,6 +29,10 @@
 //! it skips calls too, and until its share has refilled live calls are not
 //! even taped for it. Under sustained load the candidate samples live
 //! traffic instead of following every call.
+//!
+//! The live call knows its shadow only as a [`Watcher`] (the slot), and the
+//! shadow its candidate only as a [`RunAgain`]: neither imports the other
+//! (see [`super::observe`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -37,11 +41,14 @@ use arc_swap::ArcSwapOption;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use wasmlet_apimachinery::time::now_rfc3339_millis;
 
-use super::loaded::Loaded;
 use super::metrics::PluginMetrics;
+use super::observe::{Again, Observed, PendingRecord, RunAgain, Taping, Watcher};
+use super::outcome::{CallKind, Outcome};
+use super::record::CallRecord;
 use super::record::replay::{Verdict, judge};
-use super::record::{CallKind, CallRecord, Entry, Outcome, Redaction};
+use super::tape::{Entry, Redaction, TapeMode};
 
 /// How many differences a plugin's shadow keeps for its report.
 pub const KEPT: usize = 100;
@@ -220,13 +227,17 @@ impl ShadowSlot {
 
     /// Runs `candidate` beside the live versions from now on, in place of
     /// any earlier one.
-    pub fn start(&self, candidate: Loaded, fingerprint: String) -> std::io::Result<()> {
+    pub fn start(
+        &self,
+        candidate: impl RunAgain + 'static,
+        fingerprint: String,
+    ) -> std::io::Result<()> {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        let digest = candidate.digest.clone();
+        let digest = candidate.digest().to_string();
         let gate = Arc::new(Gate::new());
         let worker = Worker {
             name: self.name.clone(),
-            candidate,
+            candidate: Box::new(candidate),
             metrics: self.metrics.clone(),
             differences: self.differences.clone(),
             gate: gate.clone(),
@@ -277,6 +288,29 @@ impl ShadowSlot {
                 .cloned()
                 .collect(),
         }
+    }
+}
+
+/// The slot watches the live calls its candidate takes: each one, once it
+/// returned, is handed to the candidate as a [`ShadowJob`].
+impl Watcher for ShadowSlot {
+    fn watches(&self) -> bool {
+        self.current().is_some_and(|s| s.accepting())
+    }
+
+    fn seen(&self, call: Observed<'_>) -> Option<Arc<PendingRecord>> {
+        if let Some(shadow) = self.current() {
+            shadow.offer(ShadowJob {
+                call: call.call,
+                key: call.key.to_string(),
+                obj: call.obj.to_string(),
+                entries: call.taped.entries,
+                seed: call.taped.seed,
+                outcome: call.outcome,
+                redaction: call.redaction,
+            });
+        }
+        None
     }
 }
 
@@ -344,7 +378,7 @@ fn thread_cpu() -> std::time::Duration {
 /// The candidate's thread: its calls, one at a time.
 struct Worker {
     name: String,
-    candidate: Loaded,
+    candidate: Box<dyn RunAgain>,
     metrics: Arc<PluginMetrics>,
     differences: Arc<Mutex<VecDeque<Difference>>>,
     gate: Arc<Gate>,
@@ -380,7 +414,21 @@ impl Worker {
     }
 
     async fn judge(&self, job: ShadowJob) {
-        let (outcome, taped) = self.candidate.shadow_call(&job).await;
+        // The live call's inputs, answered from its tape.
+        let again = Again {
+            call: job.call,
+            key: job.key.clone(),
+            obj: job.obj,
+            provider: None,
+            taping: Taping {
+                mode: TapeMode::Shadow {
+                    entries: job.entries.clone(),
+                    redaction: job.redaction,
+                },
+                seed: job.seed,
+            },
+        };
+        let (outcome, taped) = self.candidate.run_again(again).await;
         let live = CallRecord {
             seq: 0,
             at: String::new(),
@@ -428,11 +476,11 @@ impl Worker {
             return;
         }
         let difference = Difference {
-            at: super::record::now_rfc3339(),
+            at: now_rfc3339_millis(),
             key: job.key,
             call: job.call,
             result,
-            candidate: self.candidate.digest.clone(),
+            candidate: self.candidate.digest().to_string(),
             changes,
             asked,
         };

@@ -10,8 +10,8 @@ use crate::plugin::bindings::reconciler::wasmlet::plugin::client::{
     self, ClientError, DeleteOptions, Event, ObjectRef, PatchType, TypeRef,
 };
 use crate::plugin::bindings::reconciler::wasmlet::plugin::{clusters, http, log};
-use crate::plugin::record::{json_string_answer, json_string_result, result_answer, result_json};
 use crate::plugin::sandbox::State;
+use crate::plugin::tape::{json_string_answer, json_string_result, result_answer, result_json};
 
 use super::At;
 

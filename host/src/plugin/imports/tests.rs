@@ -214,7 +214,7 @@ async fn a_named_cluster_is_reached_only_as_the_manifest_grants_and_errors_name_
 #[tokio::test]
 async fn named_cluster_calls_are_taped_with_the_cluster_and_answered_by_replay() {
     use crate::plugin::bindings::reconciler::wasmlet::plugin::clusters;
-    use crate::plugin::record::{Redaction, Tape, TapeMode};
+    use crate::plugin::tape::{Redaction, Tape, TapeMode};
     let recording = {
         let s = state_with_clusters(EU_CONFIGMAPS, &[]);
         let tape = Tape::new(Redaction::default(), 0);

@@ -1,6 +1,6 @@
 //! One sandboxed call: a fresh `Store` (or, with `limits.reuse-instances`, a
-//! warm one) with the manifest's memory cap and CPU deadline, the tape set for
-//! recording or replay, and a trap, timeout or out-of-memory classified,
+//! warm one) with the manifest's memory cap and CPU deadline, the tape set as
+//! the call's observer asks, and a trap, timeout or out-of-memory classified,
 //! counted and logged as that call's error.
 
 use std::time::Instant;
@@ -10,9 +10,10 @@ use wasmtime::{Store, Trap};
 use super::{CallError, Instance, Loaded, Pre};
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::metrics::{CallTimer, PluginMetrics};
+use crate::plugin::observe::Taping;
 use crate::plugin::outcome::{BadResult, MAX_RESULT_BYTES};
-use crate::plugin::record::{Redaction, Tape, TapeMode, Taped};
 use crate::plugin::sandbox::{CallReport, State};
+use crate::plugin::tape::{Redaction, Tape, TapeMode, Taped};
 
 /// An instance kept for the next call (`limits.reuse-instances`).
 pub(super) struct Warm {
@@ -32,25 +33,26 @@ impl Loaded {
         key: &str,
         f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
     ) -> Result<(R, CallReport), CallError> {
-        self.call_taped(key, TapeMode::Off, 0, &mut None, f).await
+        self.call_taped(key, Taping::off(), f).await.0
     }
 
-    /// [`Loaded::call`] with the store's tape in `mode` (`seed`: a replayed
-    /// store's insecure-seed); `taped` gets what the tape holds afterwards,
-    /// whether the call succeeded or not.
+    /// [`Loaded::call`] with the store's tape as `taping` says; returns, with
+    /// the result, what the tape held afterwards (whether the call succeeded
+    /// or not).
     pub(super) async fn call_taped<R: Send>(
         &self,
         key: &str,
-        mode: TapeMode,
-        seed: u128,
-        taped: &mut Option<Taped>,
+        taping: Taping,
         f: impl for<'a> FnOnce(&'a Instance, &'a mut Store<State>) -> CallFuture<'a, R>,
-    ) -> Result<(R, CallReport), CallError> {
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| CallError::Trap("plugin is shutting down".into()))?;
+    ) -> (Result<(R, CallReport), CallError>, Taped) {
+        let Taping { mode, seed } = taping;
+        let _slot = match self.slots.acquire().await {
+            Ok(slot) => slot,
+            Err(_) => {
+                let closed = CallError::Trap("plugin is shutting down".into());
+                return (Err(closed), Taped::default());
+            }
+        };
         PluginMetrics::inc(&self.ctx.metrics.calls);
         let _timer = CallTimer::start(&self.ctx.metrics.call_nanos);
         // A replay never reuses: each call's store answers from its own record.
@@ -105,10 +107,11 @@ impl Loaded {
             t.start(mode);
         }
         let result = self.run(&mut store, instance, f).await;
-        if let Some(t) = &tape {
-            *taped = Some(t.finish());
-        }
-        let (r, instance) = result?;
+        let taped = tape.map(|t| t.finish()).unwrap_or_default();
+        let (r, instance) = match result {
+            Ok(done) => done,
+            Err(e) => return (Err(e), taped),
+        };
         let data = store.data_mut();
         let report = CallReport {
             writes: std::mem::take(&mut data.writes),
@@ -121,7 +124,7 @@ impl Loaded {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(Warm { store, instance });
         }
-        Ok((r, report))
+        (Ok((r, report)), taped)
     }
 
     /// How a new store's tape redacts. A replay redacts the guest's requests
@@ -148,8 +151,8 @@ impl Loaded {
     /// How this version's live calls are taped: as its recording redacts, or
     /// (taped only for a shadow, in memory) not at all.
     pub(super) fn live_redaction(&self) -> Redaction {
-        match &self.ctx.recording {
-            Some(r) => r.redaction.clone(),
+        match self.ctx.recording.as_ref().and_then(|r| r.redaction()) {
+            Some(r) => r.clone(),
             None => Redaction {
                 keep_secrets: true,
                 sensitive_hosts: Vec::new(),

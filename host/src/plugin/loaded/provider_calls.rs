@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use super::exports::{TapedCall, provider};
+use super::exports::{About, provider};
 use super::{CallError, Loaded};
+use crate::plugin::observe::{CallObserver, PendingRecord};
+use crate::plugin::outcome::{Outcome, ProviderCall, ProviderResult};
 use crate::plugin::provider::{HandlerOutcome, WakeEvent};
-use crate::plugin::record::provider::{ProviderCall, ProviderResult};
-use crate::plugin::record::{Outcome, PendingRecord, TapeMode, Taped};
 
 /// A provider call's result and, recording, its record: written when the
 /// reply drops, after the host added the writes it made because of the call
@@ -113,78 +113,51 @@ impl Loaded {
         pod: &str,
         call: ProviderCall,
     ) -> ProviderReply<ProviderResult> {
-        let Some(recording) = self.ctx.recording.as_deref() else {
-            let result = self
-                .provider_taped(key, pod, &call, TapeMode::Off, 0, &mut None)
-                .await;
-            return ProviderReply {
-                result,
-                record: None,
-            };
-        };
-        let mut taped = None;
-        let result = self
-            .provider_taped(key, pod, &call, TapeMode::Record, 0, &mut taped)
+        self.provider_observed(key, pod, &call, &mut self.live())
+            .await
+    }
+
+    /// A provider call handed to `observer`.
+    pub(super) async fn provider_observed(
+        &self,
+        key: &str,
+        pod: &str,
+        call: &ProviderCall,
+        observer: &mut dyn CallObserver,
+    ) -> ProviderReply<ProviderResult> {
+        let taping = observer.before_call();
+        let watched = taping.on();
+        let (owned, args) = (pod.to_string(), call.clone());
+        let (result, taped) = self
+            .call_taped(key, taping, move |inst, s| {
+                Box::pin(async move {
+                    let p = provider(inst)?.wasmlet_plugin_provider();
+                    let pod = owned;
+                    Ok(match args {
+                        ProviderCall::Init => ProviderResult::Init(p.call_init(s, &pod).await?),
+                        ProviderCall::Handle { state, data, event } => ProviderResult::Handle(
+                            p.call_handle(s, &state, &pod, &data, event).await?,
+                        ),
+                        ProviderCall::Status { state, data } => {
+                            ProviderResult::Status(p.call_status(s, &state, &pod, &data).await?)
+                        }
+                    })
+                })
+            })
             .await;
-        let record = self.call_record(
-            recording,
-            TapedCall {
+        let result = result.map(|(r, _)| r);
+        let record = if watched {
+            let about = About {
                 call: call.kind(),
                 key,
                 obj: pod,
-                taped: taped.unwrap_or_default(),
-                outcome: Outcome::of_provider(&result),
-                provider: Some(&call),
-            },
-        );
-        ProviderReply {
-            result,
-            record: Some(recording.pending(record)),
-        }
-    }
-
-    /// Runs a recorded provider call again, every import answered by `mode`.
-    pub(super) async fn replay_provider(
-        &self,
-        key: &str,
-        pod: &str,
-        call: &ProviderCall,
-        mode: TapeMode,
-        seed: u128,
-    ) -> (Outcome, Taped) {
-        let mut taped = None;
-        let r = self
-            .provider_taped(key, pod, call, mode, seed, &mut taped)
-            .await;
-        (Outcome::of_provider(&r), taped.unwrap_or_default())
-    }
-
-    async fn provider_taped(
-        &self,
-        key: &str,
-        pod: &str,
-        call: &ProviderCall,
-        mode: TapeMode,
-        seed: u128,
-        taped: &mut Option<Taped>,
-    ) -> Result<ProviderResult, CallError> {
-        let (pod, call) = (pod.to_string(), call.clone());
-        self.call_taped(key, mode, seed, taped, move |inst, s| {
-            Box::pin(async move {
-                let p = provider(inst)?.wasmlet_plugin_provider();
-                Ok(match call {
-                    ProviderCall::Init => ProviderResult::Init(p.call_init(s, &pod).await?),
-                    ProviderCall::Handle { state, data, event } => {
-                        ProviderResult::Handle(p.call_handle(s, &state, &pod, &data, event).await?)
-                    }
-                    ProviderCall::Status { state, data } => {
-                        ProviderResult::Status(p.call_status(s, &state, &pod, &data).await?)
-                    }
-                })
-            })
-        })
-        .await
-        .map(|(r, _)| r)
+                provider: Some(call),
+            };
+            self.observed(observer, about, taped, Outcome::of_provider(&result))
+        } else {
+            None
+        };
+        ProviderReply { result, record }
     }
 }
 

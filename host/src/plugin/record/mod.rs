@@ -114,9 +114,7 @@
 //! it there.
 
 pub mod provider;
-mod redact;
 pub mod replay;
-pub mod tape;
 mod writer;
 
 use std::sync::{Arc, Mutex};
@@ -124,13 +122,12 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use redact::Redaction;
-pub use tape::{Tape, TapeMode, Taped};
+pub use crate::plugin::observe::PendingRecord;
+use crate::plugin::observe::{HostWrites, Observed, Watcher};
+pub use crate::plugin::outcome::{CallKind, Condition, Outcome};
+pub use crate::plugin::tape::{Entry, Redaction, Tape, TapeMode, Taped};
+use wasmlet_apimachinery::time::now_rfc3339_millis;
 pub use writer::{RecordSettings, RecordWriter};
-
-use super::loaded::CallError;
-use super::outcome::{Finalized, GuestCondition, GuestError, Reconciled};
-use super::sandbox::CallReport;
 
 /// The `format` of a header line.
 pub const FORMAT: &str = "wasmlet-record";
@@ -152,27 +149,6 @@ pub struct Header {
     /// The manifest's TOML, as loaded.
     pub manifest: String,
     pub redacted: bool,
-}
-
-/// Which export a record is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CallKind {
-    Reconcile,
-    Finalize,
-    /// Provider `init`: a pod's first state data (version 2).
-    Init,
-    /// Provider `handle`: one state handler run (version 2).
-    Handle,
-    /// Provider `status`: the pod status fragment for a state (version 2).
-    Status,
-}
-
-impl CallKind {
-    /// Whether this is a provider export's call.
-    pub fn is_provider(self) -> bool {
-        matches!(self, CallKind::Init | CallKind::Handle | CallKind::Status)
-    }
 }
 
 /// One guest call, complete.
@@ -203,124 +179,6 @@ pub struct CallRecord {
     pub host_writes: Vec<HostWrite>,
 }
 
-/// One import call with its answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Entry {
-    pub op: String,
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub args: Value,
-    #[serde(default)]
-    pub result: Value,
-}
-
-/// A condition as the guest returned it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-}
-
-impl From<&GuestCondition> for Condition {
-    fn from(c: &GuestCondition) -> Condition {
-        Condition {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone(),
-            message: c.message.clone(),
-        }
-    }
-}
-
-/// What a call returned, as the host took it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "kebab-case",
-    rename_all_fields = "kebab-case",
-    deny_unknown_fields
-)]
-pub enum Outcome {
-    Reconciled {
-        status: Option<Value>,
-        conditions: Vec<Condition>,
-        requeue_after_ms: Option<u64>,
-    },
-    Finalized {
-        done: bool,
-        retry_after_ms: Option<u64>,
-    },
-    GuestError {
-        terminal: bool,
-        reason: String,
-        message: String,
-        status: Option<Value>,
-        conditions: Vec<Condition>,
-    },
-    /// Provider `init`: the pod's first state data.
-    Initialized { state_data: Value },
-    /// Provider `handle`: the pod moves to state `to`.
-    Transition { to: String, state_data: Value },
-    /// Provider `handle`: the pod waits in its state for any of `on`.
-    Wait { on: Vec<Value>, state_data: Value },
-    /// Provider `init` or `handle` returned an error (the pod goes to the
-    /// error state).
-    HandlerError { message: String },
-    /// Provider `status`: the PodStatus fragment the host merges and patches.
-    PodStatus { status: Value },
-    /// The sandbox failed the call (trap, timeout, out of memory, refused result).
-    Failed { error: String },
-}
-
-type CallResult<T> = Result<(Result<T, GuestError>, CallReport), CallError>;
-
-impl Outcome {
-    fn of_error(e: &GuestError) -> Outcome {
-        Outcome::GuestError {
-            terminal: e.terminal,
-            reason: e.reason.clone(),
-            message: e.message.clone(),
-            status: e.status.clone(),
-            conditions: e.conditions.iter().map(Condition::from).collect(),
-        }
-    }
-
-    pub fn of_reconcile(r: &CallResult<Reconciled>) -> Outcome {
-        match r {
-            Ok((Ok(o), _)) => Outcome::Reconciled {
-                status: o.status.clone(),
-                conditions: o.conditions.iter().map(Condition::from).collect(),
-                requeue_after_ms: o.requeue_after.map(|d| d.as_millis() as u64),
-            },
-            Ok((Err(e), _)) => Outcome::of_error(e),
-            Err(e) => Outcome::Failed {
-                error: e.to_string(),
-            },
-        }
-    }
-
-    pub fn of_finalize(r: &CallResult<Finalized>) -> Outcome {
-        match r {
-            Ok((Ok(Finalized::Done), _)) => Outcome::Finalized {
-                done: true,
-                retry_after_ms: None,
-            },
-            Ok((Ok(Finalized::RetryAfter(d)), _)) => Outcome::Finalized {
-                done: false,
-                retry_after_ms: Some(d.as_millis() as u64),
-            },
-            Ok((Err(e), _)) => Outcome::of_error(e),
-            Err(e) => Outcome::Failed {
-                error: e.to_string(),
-            },
-        }
-    }
-}
-
 /// A write the host made because of a call's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -345,39 +203,74 @@ impl Recording {
     /// Holds `record` until the host has made its writes (or the call's report
     /// is dropped), then writes it.
     pub fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
-        Arc::new(PendingRecord {
+        Arc::new(Waiting {
             record: Mutex::new(Some(record)),
             writer: self.writer.clone(),
             manifest: self.manifest_text.clone(),
             redacted: self.redaction.redacts(),
         })
     }
+
+    /// The record of a call that just ran.
+    fn record_of(&self, call: Observed<'_>) -> CallRecord {
+        let mut input = serde_json::from_str(call.obj).unwrap_or(Value::Null);
+        self.redaction.object(&mut input);
+        let (state, state_data, event) = call
+            .provider
+            .map(provider::record_fields)
+            .unwrap_or_default();
+        CallRecord {
+            seq: self.writer.next_seq(),
+            at: now_rfc3339_millis(),
+            plugin: call.plugin.to_string(),
+            digest: call.digest.to_string(),
+            call: call.call,
+            key: call.key.to_string(),
+            input,
+            state,
+            state_data,
+            event,
+            insecure_seed: format!("{:x}", call.taped.seed),
+            imports: call.taped.entries,
+            outcome: call.outcome,
+            host_writes: Vec::new(),
+        }
+    }
+}
+
+/// A recording watches every live call of its version: each one's record
+/// waits for the host's writes for it, then is written.
+impl Watcher for Recording {
+    fn watches(&self) -> bool {
+        true
+    }
+
+    fn seen(&self, call: Observed<'_>) -> Option<Arc<PendingRecord>> {
+        Some(self.pending(self.record_of(call)))
+    }
+
+    fn redaction(&self) -> Option<&Redaction> {
+        Some(&self.redaction)
+    }
 }
 
 /// A call's record, waiting for the host writes the outcome causes; written
 /// when the last holder drops it.
-pub struct PendingRecord {
+struct Waiting {
     record: Mutex<Option<CallRecord>>,
     writer: Arc<RecordWriter>,
     manifest: Arc<str>,
     redacted: bool,
 }
 
-impl std::fmt::Debug for PendingRecord {
+impl std::fmt::Debug for Waiting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PendingRecord")
     }
 }
 
-impl PendingRecord {
-    /// Adds a host write and its response (the stored resourceVersion, or the error).
-    pub fn host_write(
-        &self,
-        op: &str,
-        key: &str,
-        body: &Value,
-        result: Result<Option<&str>, String>,
-    ) {
+impl HostWrites for Waiting {
+    fn host_write(&self, op: &str, key: &str, body: &Value, result: Result<Option<&str>, String>) {
         let result = match result {
             Ok(rv) => json!({ "ok": rv }),
             Err(e) => json!({ "err": e }),
@@ -394,7 +287,7 @@ impl PendingRecord {
     }
 }
 
-impl Drop for PendingRecord {
+impl Drop for Waiting {
     fn drop(&mut self) {
         let record = self
             .record
@@ -405,55 +298,4 @@ impl Drop for PendingRecord {
             self.writer.write(r, self.manifest.clone(), self.redacted);
         }
     }
-}
-
-/// The current wall time as RFC 3339 with milliseconds.
-pub(crate) fn now_rfc3339() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
-}
-
-/// An `{"ok": ...}` / `{"err": ...}` result of a call answering a JSON string.
-pub(crate) fn json_string_result<E: Serialize>(r: &Result<String, E>) -> Value {
-    match r {
-        Ok(s) => match serde_json::from_str::<Value>(s) {
-            Ok(v) => json!({ "ok": v }),
-            Err(_) => json!({ "ok-text": s }),
-        },
-        Err(e) => json!({ "err": e }),
-    }
-}
-
-/// The reverse of [`json_string_result`]; `None` when `v` is not one.
-pub(crate) fn json_string_answer<E: serde::de::DeserializeOwned>(
-    v: Value,
-) -> Option<Result<String, E>> {
-    let Value::Object(mut m) = v else { return None };
-    if let Some(ok) = m.remove("ok") {
-        return Some(Ok(ok.to_string()));
-    }
-    if let Some(Value::String(s)) = m.remove("ok-text") {
-        return Some(Ok(s));
-    }
-    serde_json::from_value(m.remove("err")?).ok().map(Err)
-}
-
-/// `{"ok": v}` / `{"err": e}` for any serialisable result.
-pub(crate) fn result_json<T: Serialize, E: Serialize>(r: &Result<T, E>) -> Value {
-    match r {
-        Ok(v) => json!({ "ok": v }),
-        Err(e) => json!({ "err": e }),
-    }
-}
-
-/// The reverse of [`result_json`].
-pub(crate) fn result_answer<T: serde::de::DeserializeOwned, E: serde::de::DeserializeOwned>(
-    v: Value,
-) -> Option<Result<T, E>> {
-    let Value::Object(mut m) = v else { return None };
-    if let Some(ok) = m.remove("ok") {
-        return serde_json::from_value(ok).ok().map(Ok);
-    }
-    serde_json::from_value(m.remove("err")?).ok().map(Err)
 }

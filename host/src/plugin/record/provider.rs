@@ -8,32 +8,10 @@
 
 use serde_json::{Value, json};
 
-use super::{CallKind, CallRecord, Outcome};
-use crate::plugin::loaded::CallError;
-use crate::plugin::provider::{HandlerOutcome, WaitOn, WakeEvent};
-
-/// A provider export call and its arguments (besides the pod).
-#[derive(Debug, Clone)]
-pub enum ProviderCall {
-    Init,
-    Handle {
-        state: String,
-        data: String,
-        event: Option<WakeEvent>,
-    },
-    Status {
-        state: String,
-        data: String,
-    },
-}
-
-/// What a provider export returned.
-#[derive(Debug, Clone)]
-pub enum ProviderResult {
-    Init(Result<String, String>),
-    Handle(Result<HandlerOutcome, String>),
-    Status(String),
-}
+use super::{CallKind, CallRecord};
+pub use crate::plugin::outcome::provider::json_of;
+pub use crate::plugin::outcome::{ProviderCall, ProviderResult};
+use crate::plugin::provider::WakeEvent;
 
 /// A record that does not say how to make its provider call again.
 #[derive(Debug, thiserror::Error)]
@@ -43,11 +21,6 @@ pub struct BadProviderRecord {
     pub key: String,
     pub field: &'static str,
     pub message: String,
-}
-
-/// JSON text as the value it holds (text that is not JSON: as a string).
-pub fn json_of(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
 }
 
 /// A wake event as a record holds it.
@@ -79,111 +52,65 @@ pub fn event_of(v: &Value) -> Result<WakeEvent, String> {
     ))
 }
 
-fn wait_on_json(w: &WaitOn) -> Value {
-    match w {
-        WaitOn::WorkloadExited(h) => json!({ "workload-exited": h }),
-        WaitOn::Timer(ms) => json!({ "timer": ms }),
-        WaitOn::PodChanged => json!("pod-changed"),
-        WaitOn::FetchDone(f) => json!({ "fetch-done": f }),
+/// A provider call's `state`, `state-data` and `event`, as its record holds them.
+pub fn record_fields(call: &ProviderCall) -> (Option<String>, Option<Value>, Option<Value>) {
+    match call {
+        ProviderCall::Init => (None, None, None),
+        ProviderCall::Handle { state, data, event } => (
+            Some(state.clone()),
+            Some(json_of(data)),
+            event.as_ref().map(event_json),
+        ),
+        ProviderCall::Status { state, data } => (Some(state.clone()), Some(json_of(data)), None),
     }
 }
 
-impl ProviderCall {
-    pub fn kind(&self) -> CallKind {
-        match self {
-            ProviderCall::Init => CallKind::Init,
-            ProviderCall::Handle { .. } => CallKind::Handle,
-            ProviderCall::Status { .. } => CallKind::Status,
-        }
-    }
-
-    /// The record's `state`, `state-data` and `event`.
-    pub fn record_fields(&self) -> (Option<String>, Option<Value>, Option<Value>) {
-        match self {
-            ProviderCall::Init => (None, None, None),
-            ProviderCall::Handle { state, data, event } => (
-                Some(state.clone()),
-                Some(json_of(data)),
-                event.as_ref().map(event_json),
-            ),
-            ProviderCall::Status { state, data } => {
-                (Some(state.clone()), Some(json_of(data)), None)
-            }
-        }
-    }
-
-    /// The call `record` holds; `None` for a reconciler's call.
-    pub fn of_record(record: &CallRecord) -> Option<Result<ProviderCall, BadProviderRecord>> {
-        match record.call {
-            CallKind::Reconcile | CallKind::Finalize => None,
-            kind => Some(Self::read(record, kind)),
-        }
-    }
-
-    fn read(record: &CallRecord, kind: CallKind) -> Result<ProviderCall, BadProviderRecord> {
-        let bad = |field: &'static str, message: String| BadProviderRecord {
-            seq: record.seq,
-            key: record.key.clone(),
-            field,
-            message,
-        };
-        if kind == CallKind::Init {
-            return Ok(ProviderCall::Init);
-        }
-        let state = record.state.clone().ok_or_else(|| {
-            bad(
-                "state",
-                "missing (a handle or status call names its state)".into(),
-            )
-        })?;
-        let data = record
-            .state_data
-            .as_ref()
-            .map(Value::to_string)
-            .ok_or_else(|| bad("state-data", "missing".into()))?;
-        if kind == CallKind::Status {
-            return Ok(ProviderCall::Status { state, data });
-        }
-        let event = record
-            .event
-            .as_ref()
-            .map(event_of)
-            .transpose()
-            .map_err(|m| bad("event", m))?;
-        Ok(ProviderCall::Handle { state, data, event })
+/// The provider call `record` holds; `None` for a reconciler's call.
+pub fn call_of(record: &CallRecord) -> Option<Result<ProviderCall, BadProviderRecord>> {
+    match record.call {
+        CallKind::Reconcile | CallKind::Finalize => None,
+        kind => Some(read(record, kind)),
     }
 }
 
-impl Outcome {
-    /// The outcome of a provider call as the host took it.
-    pub fn of_provider(r: &Result<ProviderResult, CallError>) -> Outcome {
-        match r {
-            Ok(ProviderResult::Init(Ok(data))) => Outcome::Initialized {
-                state_data: json_of(data),
-            },
-            Ok(ProviderResult::Handle(Ok(HandlerOutcome::Transition(t)))) => Outcome::Transition {
-                to: t.to.clone(),
-                state_data: json_of(&t.state_data),
-            },
-            Ok(ProviderResult::Handle(Ok(HandlerOutcome::Wait(w)))) => Outcome::Wait {
-                on: w.on.iter().map(wait_on_json).collect(),
-                state_data: json_of(&w.state_data),
-            },
-            Ok(ProviderResult::Init(Err(m)) | ProviderResult::Handle(Err(m))) => {
-                Outcome::HandlerError { message: m.clone() }
-            }
-            Ok(ProviderResult::Status(s)) => Outcome::PodStatus { status: json_of(s) },
-            Err(e) => Outcome::Failed {
-                error: e.to_string(),
-            },
-        }
+fn read(record: &CallRecord, kind: CallKind) -> Result<ProviderCall, BadProviderRecord> {
+    let bad = |field: &'static str, message: String| BadProviderRecord {
+        seq: record.seq,
+        key: record.key.clone(),
+        field,
+        message,
+    };
+    if kind == CallKind::Init {
+        return Ok(ProviderCall::Init);
     }
+    let state = record.state.clone().ok_or_else(|| {
+        bad(
+            "state",
+            "missing (a handle or status call names its state)".into(),
+        )
+    })?;
+    let data = record
+        .state_data
+        .as_ref()
+        .map(Value::to_string)
+        .ok_or_else(|| bad("state-data", "missing".into()))?;
+    if kind == CallKind::Status {
+        return Ok(ProviderCall::Status { state, data });
+    }
+    let event = record
+        .event
+        .as_ref()
+        .map(event_of)
+        .transpose()
+        .map_err(|m| bad("event", m))?;
+    Ok(ProviderCall::Handle { state, data, event })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::provider::{Transition, Wait};
+    use crate::plugin::outcome::Outcome;
+    use crate::plugin::provider::{HandlerOutcome, Transition, Wait, WaitOn};
 
     #[test]
     fn events_and_outcomes_read_as_the_wit_spells_them() {

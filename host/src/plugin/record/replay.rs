@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::tape::is_write;
-use super::{CallRecord, Entry, FORMAT, Header, Outcome, READS_VERSIONS, Taped};
+use super::{CallRecord, Entry, FORMAT, Header, Outcome, READS_VERSIONS, TapeMode, Taped};
+use crate::plugin::observe::{Again, RunAgain, Taping};
+use crate::plugin::tape::is_write;
 
 /// A record file that cannot be read, naming where.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +102,29 @@ pub fn read_file(path: &Path) -> Result<Vec<Recorded>, ReadError> {
         });
     }
     Ok(out)
+}
+
+/// Runs `record`'s call again on `plugin` (loaded for replay), every import
+/// answered from the record.
+pub async fn replay(plugin: &dyn RunAgain, record: &CallRecord) -> (Outcome, Taped) {
+    let provider = match super::provider::call_of(record).transpose() {
+        Ok(p) => p,
+        Err(bad) => {
+            let error = bad.to_string();
+            return (Outcome::Failed { error }, Taped::default());
+        }
+    };
+    let again = Again {
+        call: record.call,
+        key: record.key.clone(),
+        obj: record.input.to_string(),
+        provider,
+        taping: Taping {
+            mode: TapeMode::Replay(record.imports.clone()),
+            seed: u128::from_str_radix(&record.insecure_seed, 16).unwrap_or(0),
+        },
+    };
+    plugin.run_again(again).await
 }
 
 /// How a replayed call compares with its record.
@@ -294,7 +318,7 @@ mod tests {
             (r.call, r.state.as_deref()),
             (CallKind::Handle, Some("Running"))
         );
-        let call = crate::plugin::record::provider::ProviderCall::of_record(r)
+        let call = crate::plugin::record::provider::call_of(r)
             .expect("a provider call")
             .expect("well formed");
         assert!(

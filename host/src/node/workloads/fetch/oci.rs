@@ -6,7 +6,8 @@ use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
 
 use super::super::{FetchError, Inner, PullSecret};
 use crate::oci::auth_for;
-use crate::oci::capped::{CappedReader, RegistryError, http_client};
+use crate::oci::capped::{CappedReader, RegistryError};
+use crate::oci::clients::http_client;
 
 /// Layer media types accepted from a registry: wasm artifacts and image layers (tar).
 const WASM_LAYER_TYPES: &[&str] = &[

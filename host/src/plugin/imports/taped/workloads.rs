@@ -10,8 +10,8 @@ use crate::plugin::provider::wasmlet::plugin::workloads::{
     self as w, FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
     WorkloadStatus,
 };
-use crate::plugin::record::{result_answer, result_json};
 use crate::plugin::sandbox::State;
+use crate::plugin::tape::{result_answer, result_json};
 
 impl<T> Unanswered for Result<T, WorkloadError> {
     fn unanswered(message: String) -> Self {

@@ -3,19 +3,40 @@
 //! the recorded entries instead, and the first request the record cannot
 //! answer is kept as the divergence.
 //!
+//! The tape sits below recording (`record`), shadowing (`shadow`) and the
+//! live call (`loaded`): the store holds it and the imports write to it,
+//! whoever watches the call ([`super::observe`]) chooses its [`TapeMode`] and
+//! takes what it holds afterwards ([`Taped`]).
+//!
 //! A store keeps its tape for its lifetime (its WASI context holds the
 //! clocks), so a reused instance is taped call by call: [`Tape::start`] and
 //! [`Tape::finish`] bracket each call; between calls the tape is off and reads
 //! go straight to the real clocks and generators.
 
+mod answer;
+mod redact;
+
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
-use super::{Entry, Redaction};
+pub(crate) use answer::{json_string_answer, json_string_result, result_answer, result_json};
+pub use redact::Redaction;
+
+/// One import call with its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub args: Value,
+    #[serde(default)]
+    pub result: Value,
+}
 
 /// What a call's tape does.
 #[derive(Debug, Clone)]
