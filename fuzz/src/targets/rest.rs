@@ -1,5 +1,5 @@
 //! Requests to the embedded API server, through its real handler
-//! ([`wasmlet::apiserver::rest::dispatch`]) on a server in a temp directory:
+//! ([`wasmlet_apiserver::rest::dispatch`]) on a server in a temp directory:
 //! path parsing, query parameters, JSON/YAML/patch/protobuf bodies.
 
 use std::sync::{Arc, OnceLock};
@@ -9,7 +9,7 @@ use arbitrary::{Result, Unstructured};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{Method, Request, header};
-use wasmlet::apiserver::{ApiServer, ApiState, Config, rest};
+use wasmlet_apiserver::{ApiServer, ApiState, Config, rest};
 
 use crate::generate;
 

@@ -39,7 +39,7 @@ const API_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Makes `dir` private and locks it for this process (one host per data
 /// directory), before anything in it is written.
 fn lock_data_dir(dir: &std::path::Path) -> Result<crate::data_lock::DataDirLock> {
-    crate::private_dir::private_dir(dir)
+    wasmlet_apiserver::private_dir::private_dir(dir)
         .with_context(|| format!("data directory {}", dir.display()))?;
     Ok(crate::data_lock::DataDirLock::acquire(dir)?)
 }
@@ -327,7 +327,7 @@ async fn main_async(cli: Cli) -> Result<()> {
             let controller_kc = pki.write_identity_kubeconfig(
                 &server.data_dir.join("kubeconfig-controller"),
                 s.addr,
-                crate::apiserver::authz::CONTROLLER_USER,
+                wasmlet_apiserver::authz::CONTROLLER_USER,
                 None,
             )?;
             let client = kube::Client::try_from(config_from(Some(&controller_kc)).await?)?;
@@ -396,7 +396,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // are checked against --kubelet-client-ca, by default the
                 // cluster CA of the kubeconfig: kubeadm signs the API server's
                 // kubelet client certificate with it.
-                let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
+                let own = wasmlet_apiserver::pki::Pki::load_or_create(&data_dir)?;
                 let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
                 let (client_ca_pem, client_ca_source) = match (&kubelet_client_ca, cluster_ca) {
                     (Some(p), _) => (

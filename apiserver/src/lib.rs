@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! let server = wasmlet::apiserver::ApiServer::start(wasmlet::apiserver::Config {
+//! let server = wasmlet_apiserver::ApiServer::start(wasmlet_apiserver::Config {
 //!     data_dir: "/tmp/wasmlet".into(),
 //!     ..Default::default()
 //! })
@@ -75,6 +75,7 @@ pub mod nsconditions;
 pub mod openapi;
 pub mod openapi_v2;
 pub mod pki;
+pub mod private_dir;
 pub mod query;
 pub mod quota;
 pub mod rbac;

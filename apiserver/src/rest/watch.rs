@@ -22,7 +22,7 @@ use super::super::status::{ApiError, ApiResult};
 use super::super::store::{Event, EventType, Stored};
 use super::read::Filter;
 use super::{Query, Target};
-use crate::apiserver::quota::WatchPermit;
+use crate::quota::WatchPermit;
 
 /// How often an idle watch with bookmarks enabled is told the current revision.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -267,7 +267,7 @@ mod tests {
     /// keeps serving.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_huge_watch_timeout_is_clamped() {
-        let (_data, _server, client) = crate::apiserver::test_server().await;
+        let (_data, _server, client) = crate::test_server().await;
         let req = http::Request::get(
             "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=18446744073709551615",
         )

@@ -15,7 +15,7 @@ use super::write::{Req, parse_patch};
 use super::{Query, Target, parse_object, value_response};
 
 /// How `t`'s kind maps `scale` (routing sends only scalable kinds here).
-fn scale_spec(t: &Target) -> ApiResult<&crate::apiserver::registry::ScaleSpec> {
+fn scale_spec(t: &Target) -> ApiResult<&crate::registry::ScaleSpec> {
     t.rt.scale
         .as_ref()
         .ok_or_else(|| ApiError::internal(format!("{} has no scale subresource", t.rt.qualified())))
@@ -340,7 +340,7 @@ mod tests {
     /// same length, not a prefix, not empty.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn token_review_accepts_only_the_exact_token() {
-        let (_data, server, client) = crate::apiserver::test_server().await;
+        let (_data, server, client) = crate::test_server().await;
         let token = server.state.token.clone();
         let mut near = token.clone().into_bytes();
         let last = near.len() - 1;

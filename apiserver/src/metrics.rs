@@ -119,7 +119,7 @@ mod tests {
 
     #[tokio::test]
     async fn request_durations_are_histograms_with_upstreams_labels() {
-        let (_data, server, client) = crate::apiserver::test_server().await;
+        let (_data, server, client) = crate::test_server().await;
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let cm: ConfigMap =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}})).unwrap();

@@ -1,5 +1,5 @@
 //! Cost of validating built-in kinds by their schema (run:
-//! `cargo bench -p wasmlet --bench validation`): building a kind's
+//! `cargo bench -p wasmlet-apiserver --bench validation`): building a kind's
 //! structural schema from k8s-openapi (once per kind per process), and the
 //! per-write decode (prune + type check + kind rules) of a 1 KiB ConfigMap
 //! and of a typical Pod.
@@ -8,9 +8,9 @@
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use wasmlet::apiserver::registry::Registry;
-use wasmlet::apiserver::resources::WriteOptions;
-use wasmlet::apiserver::validation;
+use wasmlet_apiserver::registry::Registry;
+use wasmlet_apiserver::resources::WriteOptions;
+use wasmlet_apiserver::validation;
 
 fn per_call(n: u32, mut f: impl FnMut()) -> f64 {
     let start = Instant::now();

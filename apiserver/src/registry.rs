@@ -730,7 +730,7 @@ mod tests {
                 "names": {"plural": "leases", "singular": "lease", "kind": "Lease"},
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
-        let rt = crate::apiserver::crd::resource_type(&crd).expect("a valid CRD");
+        let rt = crate::crd::resource_type(&crd).expect("a valid CRD");
         assert!(!registry.insert(rt));
         assert!(
             registry
@@ -754,7 +754,7 @@ mod tests {
         for b in super::BUILTINS.iter().filter(|b| !b.create_only) {
             walked.push(format!("{}.{}", b.resource, b.group));
             let rt = registry.get(b.group, b.resource).expect("served");
-            let table = crate::apiserver::table::table(&rt, std::slice::from_ref(&obj), None, "1");
+            let table = crate::table::table(&rt, std::slice::from_ref(&obj), None, "1");
             let names: Vec<&str> = table["columnDefinitions"]
                 .as_array()
                 .unwrap()

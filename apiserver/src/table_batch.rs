@@ -180,7 +180,7 @@ pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
+    use crate::registry::Registry;
 
     fn row(resource: &str, obj: Value) -> (Vec<String>, Vec<Value>) {
         let rt = Registry::with_builtins().get("batch", resource).unwrap();

@@ -281,7 +281,7 @@ pub async fn delete(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> Api
     let opts = delete_options(&body, q)?;
     let name = t.name.as_deref().unwrap_or_default();
     let d = state.resources.delete(&t.rt, t.ns(), name, &opts).await?;
-    if d.gone && !crate::apiserver::strategy::returns_deleted_object(&t.rt) {
+    if d.gone && !crate::strategy::returns_deleted_object(&t.rt) {
         let uid = d.object.value()?.pointer("/metadata/uid").cloned();
         let mut details = serde_json::json!({"name": name, "kind": t.rt.resource, "uid": uid});
         if !t.rt.group.is_empty() {

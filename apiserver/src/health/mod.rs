@@ -1,10 +1,12 @@
 //! `/healthz`, `/livez` and `/readyz` as kube-apiserver serves them (the
-//! format is `crate::health`'s, shared with the host's own address).
+//! format is [`format`]'s, shared with the host's own address).
 //!
 //! The checks are upstream's names where the plane has the thing they check:
 //! `ping`, `log`, `etcd` (the store takes writes: its writer runs and its last
 //! commit succeeded), and for readiness `etcd-readiness`, `informer-sync` and
 //! `shutdown`. The post-start hooks upstream lists have no counterpart here.
+
+pub mod format;
 
 use std::sync::Arc;
 
@@ -75,9 +77,9 @@ fn names(endpoint: &str) -> Vec<&'static str> {
 }
 
 fn all(s: &ApiState, endpoint: &str, query: &str) -> Response {
-    crate::health::all(endpoint, query, &names(endpoint), |n| run(s, endpoint, n))
+    format::all(endpoint, query, &names(endpoint), |n| run(s, endpoint, n))
 }
 
 fn one(s: &ApiState, endpoint: &str, name: &str) -> Response {
-    crate::health::one(&names(endpoint), name, |n| run(s, endpoint, n))
+    format::one(&names(endpoint), name, |n| run(s, endpoint, n))
 }

@@ -40,7 +40,7 @@ const PB_FIRST: &str = "application/vnd.kubernetes.protobuf, */*";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_created_in_protobuf_is_served_in_both_encodings() {
-    let (_data, _server, client) = crate::apiserver::test_server().await;
+    let (_data, _server, client) = crate::test_server().await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "pb", "labels": {"a": "b"}}, "data": {"k": "v"}});
     let body = encode_object(&cm).unwrap();
@@ -97,7 +97,7 @@ async fn a_configmap_created_in_protobuf_is_served_in_both_encodings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_garbage_protobuf_body_is_a_400_naming_the_problem() {
-    let (_data, _server, client) = crate::apiserver::test_server().await;
+    let (_data, _server, client) = crate::test_server().await;
     let path = "/api/v1/namespaces/default/configmaps";
     for (body, want) in [
         (b"{}".to_vec(), "prefix"),
@@ -119,7 +119,7 @@ async fn a_garbage_protobuf_body_is_a_400_naming_the_problem() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resources_stay_json_only() {
-    let (_data, _server, client) = crate::apiserver::test_server().await;
+    let (_data, _server, client) = crate::test_server().await;
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": "widgets.example.com"},
         "spec": {"group": "example.com", "scope": "Namespaced",
@@ -175,7 +175,7 @@ async fn custom_resources_stay_json_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protobuf_watch_streams_length_prefixed_watch_events() {
-    let (_data, _server, client) = crate::apiserver::test_server().await;
+    let (_data, _server, client) = crate::test_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "w"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
