@@ -8,9 +8,7 @@
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use wasmlet_apiserver::registry::Registry;
-use wasmlet_apiserver::resources::WriteOptions;
-use wasmlet_apiserver::validation;
+use wasmlet_apiserver::internals::{Registry, WriteOptions, decode, for_kind, validate};
 
 fn per_call(n: u32, mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
@@ -23,7 +21,7 @@ fn per_call(n: u32, mut f: impl FnMut()) -> f64 {
 fn main() {
     for (group, kind) in [("", "ConfigMap"), ("", "Pod"), ("apps", "StatefulSet")] {
         let start = Instant::now();
-        validation::schemas::for_kind(group, kind);
+        for_kind(group, kind);
         println!(
             "schema build {kind}: {:.1} ms (first use only)",
             start.elapsed().as_secs_f64() * 1e3
@@ -57,8 +55,8 @@ fn main() {
         let rt = registry.get("", resource).expect("built-in");
         let us = per_call(20_000, || {
             let mut o = obj.clone();
-            validation::decode(&rt, "v1", &mut o, &opts).expect("valid");
-            let _ = validation::validate(&rt, &o);
+            decode(&rt, "v1", &mut o, &opts).expect("valid");
+            let _ = validate(&rt, &o);
         });
         let clone_us = per_call(20_000, || {
             std::hint::black_box(obj.clone());

@@ -20,7 +20,7 @@ use super::status::ApiError;
 use super::tls::PeerCert;
 
 /// The identity of whoever holds the admin token.
-pub fn admin() -> UserInfo {
+pub(crate) fn admin() -> UserInfo {
     UserInfo::new(
         authz::ADMIN_USER,
         &["system:masters", "system:authenticated"],
@@ -29,7 +29,7 @@ pub fn admin() -> UserInfo {
 
 /// The user a bearer token authenticates as, with the audiences it was
 /// accepted for (`audiences` empty: the plane's own), or why not.
-pub fn user_of_token(
+pub(crate) fn user_of_token(
     state: &ApiState,
     token: &str,
     audiences: &[String],
@@ -119,7 +119,11 @@ fn impersonate(
 
 /// The request guard: authenticate, impersonate, authorize. Health probes stay
 /// open as upstream's are.
-pub async fn guard(State(state): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn guard(
+    State(state): State<Arc<ApiState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path().to_string();
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
         return next.run(req).await;

@@ -16,24 +16,24 @@ use super::resources::Resources;
 use super::status::ApiError;
 
 /// Upstream's privileged group: its members pass every check.
-pub const MASTERS: &str = "system:masters";
+pub(crate) const MASTERS: &str = "system:masters";
 /// The user the admin token authenticates as.
-pub const ADMIN_USER: &str = "wasmlet-admin";
+pub(crate) const ADMIN_USER: &str = "wasmlet-admin";
 /// The identity `wasmlet up` gives its controller host (bound to
 /// `cluster-admin`: it serves whatever plugins are installed, each confined
 /// by its manifest).
 pub const CONTROLLER_USER: &str = "system:wasmlet-controller";
 /// The common name of the client certificate the plane presents to kubelets.
-pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+pub(crate) const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
 /// The decision and its reason.
-pub fn decide(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> (bool, String) {
+pub(crate) fn decide(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> (bool, String) {
     decide_in(&state.resources, &state.rbac, user, attrs)
 }
 
 /// [`decide`] from the parts of the state it reads (the write path has no
 /// `ApiState`).
-pub fn decide_in(
+pub(crate) fn decide_in(
     resources: &Resources,
     cache: &PolicyCache,
     user: &UserInfo,
@@ -52,7 +52,11 @@ pub fn decide_in(
 }
 
 /// `Ok` when `user` may do `attrs`, else upstream's 403.
-pub fn authorize(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> Result<(), ApiError> {
+pub(crate) fn authorize(
+    state: &ApiState,
+    user: &UserInfo,
+    attrs: &Attributes,
+) -> Result<(), ApiError> {
     if decide(state, user, attrs).0 {
         Ok(())
     } else {
@@ -61,7 +65,7 @@ pub fn authorize(state: &ApiState, user: &UserInfo, attrs: &Attributes) -> Resul
 }
 
 /// Upstream's Forbidden Status for a refused request.
-pub fn forbidden(user: &UserInfo, attrs: &Attributes) -> ApiError {
+pub(crate) fn forbidden(user: &UserInfo, attrs: &Attributes) -> ApiError {
     let mut err = ApiError::new(403, "Forbidden", forbidden_message(&user.name, attrs));
     if let Attributes::Resource {
         group,
@@ -86,7 +90,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// The attributes a SubjectAccessReview spec asks about.
-pub fn review_attributes(spec: &Value) -> Attributes {
+pub(crate) fn review_attributes(spec: &Value) -> Attributes {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let r = &spec["resourceAttributes"];
     if r.is_object() {
@@ -108,7 +112,7 @@ pub fn review_attributes(spec: &Value) -> Attributes {
 
 /// Fills in the status of a SubjectAccessReview (`asker == None`: the spec
 /// names the subject) or a SelfSubjectAccessReview asked by `asker`.
-pub fn review(state: &ApiState, mut obj: Value, asker: Option<UserInfo>) -> Value {
+pub(crate) fn review(state: &ApiState, mut obj: Value, asker: Option<UserInfo>) -> Value {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let user = asker.unwrap_or_else(|| UserInfo {
         name: spec["user"].as_str().unwrap_or("").to_string(),

@@ -13,7 +13,7 @@ use super::registry::{PrinterColumn, ResourceType, ScaleSpec};
 use super::status::Cause;
 
 /// The finalizer that holds a deleted CRD until its custom resources are gone.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 fn invalid(field: &str, message: impl Into<String>) -> Cause {
     Cause {
@@ -33,7 +33,7 @@ fn required(field: &str) -> Cause {
 
 /// The annotation upstream requires on CRDs in the Kubernetes project's own
 /// groups (`*.k8s.io`, `*.kubernetes.io`).
-pub const API_APPROVED: &str = "api-approved.kubernetes.io";
+pub(crate) const API_APPROVED: &str = "api-approved.kubernetes.io";
 
 /// Whether `group` is reserved for the Kubernetes project, as upstream's
 /// `IsProtectedCommunityGroup`.
@@ -83,7 +83,7 @@ fn api_approval(crd: &Value) -> Result<(), (&'static str, String)> {
 /// built-in; here it would replace the built-in, so it is refused outright),
 /// and a group of the Kubernetes project needs upstream's approval
 /// annotation (checked, as upstream, only when its state changes).
-pub fn protection_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
+pub(crate) fn protection_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
     let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("");
     let (group, plural) = (s("/spec/group"), s("/spec/names/plural"));
     let mut causes = Vec::new();
@@ -116,7 +116,7 @@ pub fn protection_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
 /// `jsonPath` is required and starts with `.` (what follows is JSONPath, read
 /// when printing). Not part of [`resource_type`], so that a CRD stored before
 /// the check is still served.
-pub fn printer_column_causes(crd: &Value) -> Vec<Cause> {
+pub(crate) fn printer_column_causes(crd: &Value) -> Vec<Cause> {
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
     let mut causes = Vec::new();
     for (i, v) in versions.into_iter().flatten().enumerate() {
@@ -146,7 +146,7 @@ pub fn printer_column_causes(crd: &Value) -> Vec<Cause> {
 }
 
 /// The served type a CRD declares, or every reason it cannot be served.
-pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
+pub(crate) fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     let mut causes = Vec::new();
     let s = |p: &str| {
         crd.pointer(p)
@@ -348,7 +348,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
 
 /// The names of the versions a CRD stores objects in (validation lets
 /// exactly one through).
-pub fn storage_versions(crd: &Value) -> Vec<Value> {
+pub(crate) fn storage_versions(crd: &Value) -> Vec<Value> {
     crd.pointer("/spec/versions")
         .and_then(Value::as_array)
         .into_iter()
@@ -360,7 +360,7 @@ pub fn storage_versions(crd: &Value) -> Vec<Value> {
 
 /// The CRD with upstream's accepted-names status and cleanup finalizer, or
 /// `None` when it already has both.
-pub fn established(crd: &Value) -> Option<Value> {
+pub(crate) fn established(crd: &Value) -> Option<Value> {
     let mut new = crd.clone();
     let mut finalizers = meta::finalizers(crd);
     if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::registry::{Extra, Registry, ResourceType};
 
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
@@ -21,7 +21,7 @@ pub fn version() -> Value {
     })
 }
 
-pub fn api_versions(addr: &str) -> Value {
+pub(crate) fn api_versions(addr: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -43,7 +43,7 @@ fn group_doc(group: &str, versions: &[String]) -> Value {
     })
 }
 
-pub fn api_groups(registry: &Registry) -> Value {
+pub(crate) fn api_groups(registry: &Registry) -> Value {
     let groups: Vec<Value> = registry
         .groups()
         .iter()
@@ -52,7 +52,7 @@ pub fn api_groups(registry: &Registry) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub fn api_group(registry: &Registry, group: &str) -> Option<Value> {
+pub(crate) fn api_group(registry: &Registry, group: &str) -> Option<Value> {
     registry
         .groups()
         .into_iter()
@@ -154,7 +154,7 @@ fn served<'a>(
         .filter(move |rt| rt.group == group && rt.versions.iter().any(|v| v == version))
 }
 
-pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     let all = registry.all();
     for rt in served(&all, group, version) {
@@ -177,11 +177,12 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
 }
 
 /// The media type of an aggregated discovery answer.
-pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub(crate) const AGGREGATED: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// Whether `Accept` asks for aggregated discovery v2 (kubectl, client-go and
 /// kube-rs list it first, then plain JSON).
-pub fn wants_aggregated(accept: &str) -> bool {
+pub(crate) fn wants_aggregated(accept: &str) -> bool {
     accept.split(',').any(|range| {
         let mut params = range.split(';').map(str::trim);
         let media = params.next().unwrap_or("");
@@ -226,7 +227,7 @@ fn version_discovery(all: &[std::sync::Arc<ResourceType>], group: &str, version:
 
 /// The aggregated discovery document of `/api` (`core`: the legacy group
 /// alone) or of `/apis` (every named group, preferred version first).
-pub fn aggregated(registry: &Registry, core: bool) -> Value {
+pub(crate) fn aggregated(registry: &Registry, core: bool) -> Value {
     let all = registry.all();
     let groups = if core {
         vec![(String::new(), vec!["v1".to_string()])]

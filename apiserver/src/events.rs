@@ -36,17 +36,17 @@ fn rename(v: &Value, api_version: &str, to_core: bool) -> Value {
 }
 
 /// events.k8s.io/v1 → core/v1 (the stored form).
-pub fn to_core(v: &Value) -> Value {
+pub(crate) fn to_core(v: &Value) -> Value {
     rename(v, "v1", true)
 }
 
 /// core/v1 (stored) → events.k8s.io/v1.
-pub fn to_events_v1(v: &Value) -> Value {
+pub(crate) fn to_events_v1(v: &Value) -> Value {
     rename(v, "events.k8s.io/v1", false)
 }
 
 /// Whether a resource type is the events.k8s.io view of core events.
-pub fn is_view(group: &str, resource: &str) -> bool {
+pub(crate) fn is_view(group: &str, resource: &str) -> bool {
     group == "events.k8s.io" && resource == "events"
 }
 

@@ -59,7 +59,7 @@ impl Index {
     }
 }
 
-pub struct Controllers {
+pub(crate) struct Controllers {
     resources: Resources,
     index: Index,
 }
@@ -75,7 +75,7 @@ fn split_key(key: &str) -> Option<(&str, &str, &str, &str)> {
 }
 
 impl Controllers {
-    pub fn new(resources: Resources) -> Controllers {
+    pub(crate) fn new(resources: Resources) -> Controllers {
         Controllers {
             resources,
             index: Index::default(),
@@ -88,7 +88,7 @@ impl Controllers {
     }
 
     /// Runs until the store stops; never returns an error, logs instead.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         loop {
             let snap = self.resources.store.snapshot();
             self.index = Index::default();

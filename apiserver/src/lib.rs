@@ -19,27 +19,27 @@
 //!
 //! # Deviations from upstream
 //! - No admission webhooks or aggregation. Authorization is RBAC
-//!   ([`rbac`], [`authz`]) with aggregated ClusterRoles and the escalation
+//!   (`rbac`, `authz`) with aggregated ClusterRoles and the escalation
 //!   check. Kubernetes protobuf is read and written for built-in kinds only
-//!   (custom resources are JSON, as upstream's), see [`codec`].
+//!   (custom resources are JSON, as upstream's), see `codec`.
 //! - Built-in kinds are decoded against their published schemas (types,
-//!   unknown and duplicate fields, see [`validation`]), but of upstream's
+//!   unknown and duplicate fields, see `validation`), but of upstream's
 //!   hand-written validation only the rules wasmlet's controllers and agents
 //!   depend on, and those of ConfigMaps, Secrets and pod updates, are kept.
 //!   `fieldValidation=Strict` is a 400 as upstream's (not a 422).
 //!   `/openapi/v3` publishes their definitions, and `/openapi/v2` in JSON
-//!   (in protobuf it is an empty document: see [`openapi_v2`]).
+//!   (in protobuf it is an empty document: see `openapi_v2`).
 //! - DELETE answers as upstream per kind (the object for custom resources,
 //!   pods, services, ...; a `Status` naming it for the rest), always 200 (the
 //!   deprecated `orphanDependents=false` 202 is not reproduced).
-//! - Built-in kinds are defaulted as upstream ([`defaults`]), but the
+//! - Built-in kinds are defaulted as upstream (`defaults`), but the
 //!   ServiceAccount admission neither rejects a pod whose ServiceAccount does
 //!   not exist (the `default` one is created by a controller, which a pod
 //!   created right after its namespace must not race) nor mounts a
 //!   `kube-api-access` token volume; the Priority admission knows no
 //!   PriorityClasses (priority 0 unless given).
 //! - Services, Endpoints and EndpointSlices are stored and served, with cluster
-//!   IPs from 10.96.0.0/12 ([`services`]); nothing proxies to them and no
+//!   IPs from 10.96.0.0/12 (`services`); nothing proxies to them and no
 //!   controller fills Endpoints from pods.
 //! - Field selectors: upstream's per built-in kind (see `rest::read`); a
 //!   CRD's `selectableFields` are not honoured yet.
@@ -56,47 +56,65 @@
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
-pub mod authn;
-pub mod authz;
-pub mod cel_rules;
-pub mod codec;
-pub mod crd;
-pub mod defaults;
-pub mod discovery;
-pub mod events;
-pub mod gc;
+mod authn;
+mod authz;
+mod cel_rules;
+mod codec;
+mod crd;
+mod defaults;
+mod discovery;
+mod events;
+mod gc;
 pub mod health;
-pub mod logs;
-pub mod meta;
-pub mod metrics;
-pub mod nodeauthz;
-pub mod noderestriction;
-pub mod nsconditions;
-pub mod openapi;
-pub mod openapi_v2;
-pub mod pki;
+mod logs;
+mod meta;
+mod metrics;
+mod nodeauthz;
+mod noderestriction;
+mod nsconditions;
+mod openapi;
+mod openapi_v2;
+mod pki;
 pub mod private_dir;
-pub mod query;
-pub mod quota;
-pub mod rbac;
-pub mod registry;
-pub mod requester;
-pub mod resources;
-pub mod rest;
-pub mod satoken;
-pub mod selfreview;
-pub mod serviceaccounts;
-pub mod services;
-pub mod status;
-pub mod store;
-pub mod strategy;
-pub mod table;
+mod query;
+mod quota;
+mod rbac;
+mod registry;
+mod requester;
+mod resources;
+mod rest;
+mod satoken;
+mod selfreview;
+mod serviceaccounts;
+mod services;
+mod status;
+mod store;
+mod strategy;
+mod table;
 mod table_apps;
 mod table_batch;
 mod table_core;
 mod table_workloads;
-pub mod tls;
-pub mod validation;
+mod tls;
+mod validation;
+
+// The public surface: what the host, its tests and benches use. Everything
+// else is `pub(crate)`: a change inside the server cannot break the host.
+pub use authz::CONTROLLER_USER;
+pub use pki::Pki;
+
+/// Internals the fuzz targets and the benches reach (not a stable API): the
+/// request handler and the per-kind decode and validation.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::ApiState;
+    pub use crate::registry::{Registry, ResourceType};
+    pub use crate::resources::WriteOptions;
+    pub use crate::rest::dispatch;
+    pub use crate::status::{ApiError, Cause};
+    pub use crate::validation::schemas::{KindSchema, for_kind};
+    pub use crate::validation::{decode, validate};
+}
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -145,26 +163,28 @@ impl Default for Config {
     }
 }
 
-/// Shared by every request handler.
+/// Shared by every request handler (the fuzz target's handle on the server).
+#[doc(hidden)]
 pub struct ApiState {
-    pub resources: Resources,
-    pub registry: Arc<Registry>,
-    pub token: String,
-    pub addr: SocketAddr,
-    pub pki: Arc<pki::Pki>,
-    pub kubelets: logs::KubeletClients,
-    pub metrics: metrics::ApiMetrics,
+    pub(crate) resources: Resources,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) token: String,
+    pub(crate) addr: SocketAddr,
+    pub(crate) pki: Arc<pki::Pki>,
+    pub(crate) kubelets: logs::KubeletClients,
+    pub(crate) metrics: metrics::ApiMetrics,
     /// Signs and verifies ServiceAccount tokens.
-    pub tokens: satoken::Signer,
-    pub watches: quota::WatchQuota,
+    pub(crate) tokens: satoken::Signer,
+    pub(crate) watches: quota::WatchQuota,
     /// RBAC objects parsed once per revision.
-    pub rbac: Arc<rbac::PolicyCache>,
+    pub(crate) rbac: Arc<rbac::PolicyCache>,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
 pub struct ApiServer {
     pub addr: SocketAddr,
     pub kubeconfig: PathBuf,
+    #[doc(hidden)]
     pub state: Arc<ApiState>,
     handle: axum_server::Handle<SocketAddr>,
 }
@@ -246,6 +266,18 @@ impl ApiServer {
             state,
             handle,
         })
+    }
+
+    /// The plane's CA, which signs the host's and the node's identities.
+    pub fn pki(&self) -> &Pki {
+        &self.state.pki
+    }
+
+    /// The store's health (its writer runs and its last commit succeeded),
+    /// for the host's own `/readyz`.
+    pub fn store_health(&self) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+        let store = self.state.resources.store.clone();
+        move || store.health()
     }
 
     /// A `kube::Config` for this server, from the kubeconfig it wrote.

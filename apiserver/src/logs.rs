@@ -19,7 +19,7 @@ use wasmlet_apimachinery::log_options::LogOptions;
 
 /// One client per kubelet address.
 #[derive(Default)]
-pub struct KubeletClients {
+pub(crate) struct KubeletClients {
     clients: Mutex<HashMap<String, kube::Client>>,
 }
 
@@ -34,7 +34,7 @@ fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
     }
     let (cert, key) = state
         .pki
-        .client_cert("kube-apiserver-kubelet-client")
+        .client_cert(crate::authz::KUBELET_CLIENT_USER)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut config = kube::Config::new(
@@ -96,7 +96,7 @@ fn log_options(pod: &str, query: &Query) -> ApiResult<LogOptions> {
     Err(err)
 }
 
-pub async fn proxy(
+pub(crate) async fn proxy(
     state: &ApiState,
     pod: &Value,
     node: &str,

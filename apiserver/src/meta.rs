@@ -4,30 +4,23 @@
 use rand::Rng;
 use serde_json::{Map, Value};
 
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-pub fn rfc3339_in(seconds: i64) -> String {
+pub(crate) fn rfc3339_in(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
-/// Micro-second timestamps, as `MicroTime` fields (leases, events.k8s.io) use.
-pub fn now_micro() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string()
-}
-
-pub fn new_uid() -> String {
+pub(crate) fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
 /// `generateName` + five characters from upstream's alphabet (no vowels, no
 /// look-alikes, so no words and no ambiguity).
-pub fn generate_name(base: &str) -> String {
+pub(crate) fn generate_name(base: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     let suffix: String = (0..5)
@@ -37,11 +30,11 @@ pub fn generate_name(base: &str) -> String {
     format!("{base}{suffix}")
 }
 
-pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+pub(crate) fn meta(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata").and_then(Value::as_object)
 }
 
-pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = Value::Object(Map::new());
     }
@@ -50,19 +43,19 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
         .expect("metadata was just made an object")
 }
 
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str)
 }
 
-pub fn name(obj: &Value) -> &str {
+pub(crate) fn name(obj: &Value) -> &str {
     meta_str(obj, "name").unwrap_or("")
 }
 
-pub fn uid(obj: &Value) -> &str {
+pub(crate) fn uid(obj: &Value) -> &str {
     meta_str(obj, "uid").unwrap_or("")
 }
 
-pub fn finalizers(obj: &Value) -> Vec<String> {
+pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
@@ -74,7 +67,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn set_finalizers(obj: &mut Value, list: Vec<String>) {
+pub(crate) fn set_finalizers(obj: &mut Value, list: Vec<String>) {
     let m = meta_mut(obj);
     if list.is_empty() {
         m.remove("finalizers");
@@ -83,11 +76,11 @@ pub fn set_finalizers(obj: &mut Value, list: Vec<String>) {
     }
 }
 
-pub fn is_deleting(obj: &Value) -> bool {
+pub(crate) fn is_deleting(obj: &Value) -> bool {
     meta(obj).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|v| !v.is_null()))
 }
 
-pub fn owner_uids(obj: &Value) -> Vec<String> {
+pub(crate) fn owner_uids(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
@@ -101,7 +94,7 @@ pub fn owner_uids(obj: &Value) -> Vec<String> {
 
 /// Everything but `metadata` (and `status`, when the kind has a status
 /// subresource): what a change to must bump `metadata.generation`.
-pub fn spec_part(obj: &Value, has_status: bool) -> Value {
+pub(crate) fn spec_part(obj: &Value, has_status: bool) -> Value {
     let mut v = obj.clone();
     if let Some(o) = v.as_object_mut() {
         o.remove("metadata");
@@ -115,7 +108,7 @@ pub fn spec_part(obj: &Value, has_status: bool) -> Value {
 }
 
 /// Dotted path (`.spec.replicas`) lookup, as scale subresource paths are written.
-pub fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
     for part in path
         .trim_start_matches('.')
@@ -127,7 +120,7 @@ pub fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-pub fn set_path(obj: &mut Value, path: &str, value: Value) {
+pub(crate) fn set_path(obj: &mut Value, path: &str, value: Value) {
     let parts: Vec<&str> = path
         .trim_start_matches('.')
         .split('.')

@@ -19,29 +19,29 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     /// Upstream's verbs: `GET`, `LIST`, `WATCH`, `POST`, `PUT`, `PATCH`,
     /// `DELETE`, `DELETECOLLECTION`.
-    pub verb: String,
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-    pub subresource: String,
-    pub code: String,
+    pub(crate) verb: String,
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) resource: String,
+    pub(crate) subresource: String,
+    pub(crate) code: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DurationLabels {
-    pub verb: String,
+pub(crate) struct DurationLabels {
+    pub(crate) verb: String,
     /// `All` for a dry run, else empty.
-    pub dry_run: &'static str,
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-    pub subresource: String,
+    pub(crate) dry_run: &'static str,
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) resource: String,
+    pub(crate) subresource: String,
     /// `resource` (one named object), `namespace` or `cluster`.
-    pub scope: &'static str,
-    pub component: &'static str,
+    pub(crate) scope: &'static str,
+    pub(crate) component: &'static str,
 }
 
 /// kube-apiserver's buckets for `apiserver_request_duration_seconds`.
@@ -54,7 +54,7 @@ fn duration_histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
-pub struct ApiMetrics {
+pub(crate) struct ApiMetrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
     durations: Family<DurationLabels, Histogram>,
@@ -84,18 +84,18 @@ impl Default for ApiMetrics {
 }
 
 impl ApiMetrics {
-    pub fn request(&self, labels: RequestLabels) {
+    pub(crate) fn request(&self, labels: RequestLabels) {
         self.requests.get_or_create(&labels).inc();
     }
 
-    pub fn duration(&self, labels: DurationLabels, took: Duration) {
+    pub(crate) fn duration(&self, labels: DurationLabels, took: Duration) {
         self.durations
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
     }
 
     /// The text exposition.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

@@ -17,13 +17,13 @@ use wasmlet_apimachinery::rbac::{Attributes, UserInfo};
 use super::resources::Resources;
 
 /// The node name of a node identity, if `user` is one.
-pub fn node_of(user: &UserInfo) -> Option<&str> {
+pub(crate) fn node_of(user: &UserInfo) -> Option<&str> {
     let name = user.name.strip_prefix("system:node:")?;
     (user.in_group("system:nodes") && !name.is_empty()).then_some(name)
 }
 
 /// Why the request is allowed, or `None` (no opinion: RBAC decides).
-pub fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Option<String> {
+pub(crate) fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes) -> Option<String> {
     let node = node_of(user)?;
     let Attributes::Resource {
         verb,
@@ -115,7 +115,7 @@ fn referenced(
 }
 
 /// The names of `resource` objects a pod spec references.
-pub fn references(pod: &Value, resource: &str) -> Vec<String> {
+pub(crate) fn references(pod: &Value, resource: &str) -> Vec<String> {
     let spec = &pod["spec"];
     let mut out = vec![];
     let mut push = |v: &Value| {

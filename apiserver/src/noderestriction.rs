@@ -44,7 +44,7 @@ fn in_domain(namespace: &str, domain: &str) -> bool {
 }
 
 /// Whether a node may set the label `key` on itself.
-pub fn label_allowed_for_node(key: &str) -> bool {
+pub(crate) fn label_allowed_for_node(key: &str) -> bool {
     let Some((namespace, _)) = key.split_once('/') else {
         return true;
     };
@@ -75,7 +75,7 @@ fn modified_labels(old: Option<&Value>, new: &Value) -> BTreeSet<String> {
 }
 
 /// Refuses what a node identity may not write; other users pass.
-pub fn check(
+pub(crate) fn check(
     user: &UserInfo,
     rt: &ResourceType,
     ns: &str,
@@ -152,7 +152,7 @@ pub fn check(
 /// that node. Without it a node could mint an unbound token of any
 /// ServiceAccount its pods use, valid long after the pod is gone.
 /// `pod` is the bound pod as stored, when the request names one.
-pub fn check_token_request(
+pub(crate) fn check_token_request(
     user: &UserInfo,
     sa: &str,
     request: &Value,

@@ -11,13 +11,13 @@ use super::meta;
 
 /// Objects left in the namespace, per `resource.group`, and per finalizer.
 #[derive(Default)]
-pub struct Remaining {
-    pub resources: BTreeMap<String, usize>,
-    pub finalizers: BTreeMap<String, usize>,
+pub(crate) struct Remaining {
+    pub(crate) resources: BTreeMap<String, usize>,
+    pub(crate) finalizers: BTreeMap<String, usize>,
 }
 
 impl Remaining {
-    pub fn add(&mut self, resource: &str, group: &str, obj: &Value) {
+    pub(crate) fn add(&mut self, resource: &str, group: &str, obj: &Value) {
         *self
             .resources
             .entry(format!("{resource}.{group}"))
@@ -96,7 +96,7 @@ impl Remaining {
 
     /// `ns` with these conditions in its status, or `None` if it has them
     /// already (a transition time changes only with the status).
-    pub fn apply(&self, ns: &Value) -> Option<Value> {
+    pub(crate) fn apply(&self, ns: &Value) -> Option<Value> {
         let old: Vec<Value> = ns
             .pointer("/status/conditions")
             .and_then(Value::as_array)

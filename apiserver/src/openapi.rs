@@ -24,7 +24,7 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-pub fn v3_root(registry: &Registry) -> Value {
+pub(crate) fn v3_root(registry: &Registry) -> Value {
     let mut paths = Map::new();
     let mut gvs: Vec<(String, String)> = Vec::new();
     for rt in registry.all() {
@@ -113,7 +113,7 @@ fn operation(rt: &ResourceType, version: &str, action: &str, schema_ref: &str) -
     op
 }
 
-pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut paths = Map::new();
     let mut schemas = Map::new();
     let base = format!("/{}", gv_path(group, version));
@@ -178,7 +178,7 @@ pub fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<Value> 
 
 /// What clients name the OpenAPI v2 document in protobuf in `Accept`
 /// (`...spec.v2@v1.0+protobuf`, or the newer `...spec.v2.v1.0+protobuf`).
-pub const V2_PROTOBUF_ACCEPT: &str = "application/com.github.proto-openapi.spec.v2";
+pub(crate) const V2_PROTOBUF_ACCEPT: &str = "application/com.github.proto-openapi.spec.v2";
 /// The media type it is answered with, as kube-openapi's handler (the `@`
 /// form does not parse as a MIME type).
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";

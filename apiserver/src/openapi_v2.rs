@@ -125,7 +125,7 @@ fn to_v2_operation(op: &Value) -> Value {
 }
 
 /// The whole v2 document: every served group-version's paths and schemas.
-pub fn document(registry: &Registry) -> Value {
+pub(crate) fn document(registry: &Registry) -> Value {
     let mut gvs: Vec<(String, String)> = Vec::new();
     for rt in registry.all() {
         for v in &rt.versions {

@@ -17,12 +17,12 @@ use rcgen::{
 };
 
 pub struct Pki {
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     pub ca_pem: String,
-    pub ca_key_pem: String,
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub token: String,
+    pub(crate) ca_key_pem: String,
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
+    pub(crate) token: String,
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<()> {
@@ -86,7 +86,7 @@ impl Pki {
         })
     }
 
-    pub fn rustls_config(&self) -> Result<Arc<rustls::ServerConfig>> {
+    pub(crate) fn rustls_config(&self) -> Result<Arc<rustls::ServerConfig>> {
         let certs =
             rustls_pemfile::certs(&mut self.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
         let key = rustls_pemfile::private_key(&mut self.key_pem.as_bytes())?
@@ -114,7 +114,7 @@ impl Pki {
 
     /// Writes `DIR/kubeconfig` (the admin's token) for the server at `addr`
     /// (atomically).
-    pub fn write_kubeconfig(&self, data_dir: &Path, addr: SocketAddr) -> Result<PathBuf> {
+    pub(crate) fn write_kubeconfig(&self, data_dir: &Path, addr: SocketAddr) -> Result<PathBuf> {
         let user = format!("    token: {}\n", self.token);
         self.write_config(&data_dir.join("kubeconfig"), addr, "wasmlet-admin", &user)
     }
@@ -166,14 +166,14 @@ impl Pki {
     }
 
     /// A client certificate signed by this CA (for the kubelet API's callers).
-    pub fn client_cert(&self, common_name: &str) -> Result<(String, String)> {
+    pub(crate) fn client_cert(&self, common_name: &str) -> Result<(String, String)> {
         self.client_cert_in(common_name, None)
     }
 
     /// A client certificate for `common_name` with `group` as its
     /// organization, signed by this CA (rcgen keeps one value per
     /// distinguished-name type, so one group).
-    pub fn client_cert_in(
+    pub(crate) fn client_cert_in(
         &self,
         common_name: &str,
         group: Option<&str>,

@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
-pub type Query = HashMap<String, String>;
+pub(crate) type Query = HashMap<String, String>;
 
 /// A boolean query parameter as Go's `strconv.ParseBool` reads it (the
 /// Python client sends `watch=True`): `Some` only for a value it accepts.
-pub fn query_bool(q: &Query, key: &str) -> Option<bool> {
+pub(crate) fn query_bool(q: &Query, key: &str) -> Option<bool> {
     match q.get(key)?.as_str() {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
@@ -16,7 +16,7 @@ pub fn query_bool(q: &Query, key: &str) -> Option<bool> {
     }
 }
 
-pub fn parse_query(uri: &axum::http::Uri) -> Query {
+pub(crate) fn parse_query(uri: &axum::http::Uri) -> Query {
     uri.query()
         .map(|q| {
             url::form_urlencoded::parse(q.as_bytes())

@@ -10,20 +10,20 @@ use std::sync::{Arc, Mutex};
 use super::status::ApiError;
 
 /// The open watches of every user, and the most one user may hold.
-pub struct WatchQuota {
+pub(crate) struct WatchQuota {
     max: usize,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 /// One open watch, counted until it is dropped (when its stream ends,
 /// whichever side ends it).
-pub struct WatchPermit {
+pub(crate) struct WatchPermit {
     user: String,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl WatchQuota {
-    pub fn new(max: usize) -> WatchQuota {
+    pub(crate) fn new(max: usize) -> WatchQuota {
         WatchQuota {
             max,
             open: Arc::default(),
@@ -31,7 +31,7 @@ impl WatchQuota {
     }
 
     /// Counts one more watch of `user`, or refuses it at the limit.
-    pub fn acquire(&self, user: &str) -> Result<WatchPermit, ApiError> {
+    pub(crate) fn acquire(&self, user: &str) -> Result<WatchPermit, ApiError> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(user.to_string()).or_default();
         if *n >= self.max {
@@ -51,7 +51,8 @@ impl WatchQuota {
     }
 
     /// Watches `user` holds now.
-    pub fn open(&self, user: &str) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open(&self, user: &str) -> usize {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.get(user).copied().unwrap_or(0)
     }

@@ -9,15 +9,15 @@ use wasmlet_apimachinery::schema::Structural;
 
 /// Where the scale subresource finds replicas and the selector.
 #[derive(Debug, Clone)]
-pub struct ScaleSpec {
-    pub spec_replicas: String,
-    pub status_replicas: String,
-    pub label_selector: Option<String>,
+pub(crate) struct ScaleSpec {
+    pub(crate) spec_replicas: String,
+    pub(crate) status_replicas: String,
+    pub(crate) label_selector: Option<String>,
 }
 
 /// Extra subresources beyond status and scale, each with a handler of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Extra {
+pub(crate) enum Extra {
     Binding,
     Eviction,
     Log,
@@ -27,13 +27,13 @@ pub enum Extra {
 }
 
 #[derive(Debug, Clone)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
+pub(crate) struct PrinterColumn {
+    pub(crate) name: String,
+    pub(crate) type_: String,
     /// The column's Kubernetes JSONPath (`.status.conditions[?(@.type=="Ready")].status`),
     /// parsed once; `None` when it does not parse (the cell stays empty).
-    pub json_path: Option<serde_json_path::JsonPath>,
-    pub priority: i64,
+    pub(crate) json_path: Option<serde_json_path::JsonPath>,
+    pub(crate) priority: i64,
 }
 
 impl PrinterColumn {
@@ -41,7 +41,7 @@ impl PrinterColumn {
     /// validation requires to start with `.`). Upstream's dialect has no
     /// leading `$`; what printer columns use (fields, indexes, wildcards,
     /// `?(@.type=="Ready")` filters) reads the same in RFC 9535 with one.
-    pub fn parse_path(path: &str) -> Option<serde_json_path::JsonPath> {
+    pub(crate) fn parse_path(path: &str) -> Option<serde_json_path::JsonPath> {
         if Self::nesting(path) > Self::MAX_NESTING {
             return None;
         }
@@ -51,11 +51,11 @@ impl PrinterColumn {
     /// Brackets and parentheses a column path may nest. The parser recurses
     /// once per level: a path a thousand levels deep overflowed a worker's
     /// stack and aborted the whole plane. Real columns nest two or three.
-    pub const MAX_NESTING: usize = 32;
+    pub(crate) const MAX_NESTING: usize = 32;
 
     /// How deep `path`'s brackets and parentheses nest (counted inside
     /// quoted names too: that only overestimates).
-    pub fn nesting(path: &str) -> usize {
+    pub(crate) fn nesting(path: &str) -> usize {
         let (mut depth, mut max) = (0usize, 0usize);
         for c in path.chars() {
             match c {
@@ -72,42 +72,42 @@ impl PrinterColumn {
 
     /// The cell's value in `obj`: the path's first match, as upstream's table
     /// convertor takes it.
-    pub fn value<'a>(&self, obj: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+    pub(crate) fn value<'a>(&self, obj: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
         self.json_path.as_ref()?.query(obj).first()
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct ResourceType {
-    pub group: String,
+    pub(crate) group: String,
     /// Served versions, preferred (storage) first.
-    pub versions: Vec<String>,
-    pub resource: String,
-    pub singular: String,
-    pub kind: String,
-    pub namespaced: bool,
-    pub short_names: Vec<String>,
-    pub categories: Vec<String>,
-    pub status: bool,
-    pub scale: Option<ScaleSpec>,
-    pub extras: Vec<Extra>,
+    pub(crate) versions: Vec<String>,
+    pub(crate) resource: String,
+    pub(crate) singular: String,
+    pub(crate) kind: String,
+    pub(crate) namespaced: bool,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) status: bool,
+    pub(crate) scale: Option<ScaleSpec>,
+    pub(crate) extras: Vec<Extra>,
     /// Built-in kinds accept strategic merge patch; custom resources do not.
-    pub builtin: bool,
+    pub(crate) builtin: bool,
     /// Per served version, for custom resources.
-    pub schemas: BTreeMap<String, Arc<Structural>>,
+    pub(crate) schemas: BTreeMap<String, Arc<Structural>>,
     /// The `openAPIV3Schema` per version as written, for OpenAPI documents.
-    pub openapi: BTreeMap<String, serde_json::Value>,
+    pub(crate) openapi: BTreeMap<String, serde_json::Value>,
     /// Per served version of a custom resource, its compiled
     /// `x-kubernetes-validations` (versions without rules are absent).
-    pub cel: BTreeMap<String, Arc<super::cel_rules::Rules>>,
-    pub printer_columns: Vec<PrinterColumn>,
+    pub(crate) cel: BTreeMap<String, Arc<super::cel_rules::Rules>>,
+    pub(crate) printer_columns: Vec<PrinterColumn>,
     /// Only `create` is served (TokenReview and the like).
-    pub create_only: bool,
+    pub(crate) create_only: bool,
 }
 
 impl ResourceType {
     /// `pods`, or `statefulsets.apps`: how upstream names a resource in messages.
-    pub fn qualified(&self) -> String {
+    pub(crate) fn qualified(&self) -> String {
         if self.group.is_empty() {
             self.resource.clone()
         } else {
@@ -115,7 +115,7 @@ impl ResourceType {
         }
     }
 
-    pub fn api_version(&self, version: &str) -> String {
+    pub(crate) fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {
             version.to_string()
         } else {
@@ -123,7 +123,7 @@ impl ResourceType {
         }
     }
 
-    pub fn storage_version(&self) -> &str {
+    pub(crate) fn storage_version(&self) -> &str {
         &self.versions[0]
     }
 
@@ -138,7 +138,7 @@ impl ResourceType {
         }
     }
 
-    pub fn prefix(&self, namespace: Option<&str>) -> String {
+    pub(crate) fn prefix(&self, namespace: Option<&str>) -> String {
         let group = self.storage_group();
         match namespace {
             Some(ns) if self.namespaced => format!("/{group}/{}/{ns}/", self.resource),
@@ -146,16 +146,16 @@ impl ResourceType {
         }
     }
 
-    pub fn key(&self, namespace: &str, name: &str) -> String {
+    pub(crate) fn key(&self, namespace: &str, name: &str) -> String {
         let group = self.storage_group();
         format!("/{group}/{}/{namespace}/{name}", self.resource)
     }
 
-    pub fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
+    pub(crate) fn openapi_schema(&self, version: &str) -> Option<serde_json::Value> {
         self.openapi.get(version).cloned()
     }
 
-    pub fn verbs(&self) -> Vec<&'static str> {
+    pub(crate) fn verbs(&self) -> Vec<&'static str> {
         if self.create_only {
             return vec!["create"];
         }
@@ -561,7 +561,7 @@ fn builtin(def: &Builtin) -> ResourceType {
 
 /// Whether `group`/`resource` is a kind this server serves natively: no CRD
 /// may declare it (it would replace the built-in type and its objects).
-pub fn is_builtin(group: &str, resource: &str) -> bool {
+pub(crate) fn is_builtin(group: &str, resource: &str) -> bool {
     BUILTINS
         .iter()
         .any(|b| b.group == group && b.resource == resource)
@@ -586,7 +586,7 @@ impl Registry {
     /// Serves `rt`, unless it would replace a built-in type (a CRD stored
     /// before CRDs for built-ins were refused): then the built-in stays and
     /// this answers false.
-    pub fn insert(&self, rt: ResourceType) -> bool {
+    pub(crate) fn insert(&self, rt: ResourceType) -> bool {
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
         let key = (rt.group.clone(), rt.resource.clone());
         if !rt.builtin && types.get(&key).is_some_and(|t| t.builtin) {
@@ -596,7 +596,7 @@ impl Registry {
         true
     }
 
-    pub fn remove(&self, group: &str, resource: &str) {
+    pub(crate) fn remove(&self, group: &str, resource: &str) {
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
         if types
             .get(&(group.to_string(), resource.to_string()))
@@ -607,7 +607,12 @@ impl Registry {
     }
 
     /// The type behind `/apis/{group}/{version}/{resource}`, if that version is served.
-    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
         types
             .get(&(group.to_string(), resource.to_string()))
@@ -617,7 +622,7 @@ impl Registry {
 
     /// A type this server always serves; missing only if the registry was built
     /// wrong, which is an internal error naming it rather than a panic.
-    pub fn builtin(
+    pub(crate) fn builtin(
         &self,
         group: &str,
         version: &str,
@@ -638,7 +643,7 @@ impl Registry {
             .cloned()
     }
 
-    pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
+    pub(crate) fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
         types
             .values()
@@ -646,14 +651,14 @@ impl Registry {
             .cloned()
     }
 
-    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+    pub(crate) fn all(&self) -> Vec<Arc<ResourceType>> {
         let types = self.types.read().unwrap_or_else(|p| p.into_inner());
         types.values().cloned().collect()
     }
 
     /// Group → served versions (preferred first), in a stable order with the
     /// legacy core group left out.
-    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+    pub(crate) fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for t in self.all() {
             if t.group.is_empty() {

@@ -14,9 +14,9 @@ use super::resources::{Resources, Sub};
 use super::status::ApiResult;
 
 #[derive(Clone)]
-pub struct Requester {
-    pub user: UserInfo,
-    pub policy: Arc<PolicyCache>,
+pub(crate) struct Requester {
+    pub(crate) user: UserInfo,
+    pub(crate) policy: Arc<PolicyCache>,
 }
 
 impl std::fmt::Debug for Requester {
@@ -30,7 +30,7 @@ impl std::fmt::Debug for Requester {
 impl Requester {
     /// Refuses writing `new` (over `old`, for an update) when this user may
     /// not, although the authorizer let the request through.
-    pub fn admit(
+    pub(crate) fn admit(
         &self,
         resources: &Resources,
         rt: &ResourceType,

@@ -24,10 +24,10 @@ use super::resources::Resources;
 
 /// The issuer, and the audience requests to the plane must carry (upstream's
 /// default `--service-account-issuer` / `--api-audiences`).
-pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+pub(crate) const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 #[derive(Debug, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     #[error("invalid bearer token: {0}")]
     Invalid(&'static str),
     #[error("the token's audiences {0:?} include none of {1:?}")]
@@ -69,13 +69,13 @@ struct Claims {
 }
 
 /// The signing key.
-pub struct Signer {
+pub(crate) struct Signer {
     key: Vec<u8>,
 }
 
 impl Signer {
     /// Loads `DIR/pki/sa.key`, creating it (0600) if missing.
-    pub fn load_or_create(pki_dir: &Path) -> Result<Signer, TokenError> {
+    pub(crate) fn load_or_create(pki_dir: &Path) -> Result<Signer, TokenError> {
         use rand::Rng;
         use std::os::unix::fs::OpenOptionsExt;
         let path = pki_dir.join("sa.key");
@@ -150,7 +150,7 @@ impl Signer {
 
     /// A token for ServiceAccount `sa` (its stored object) valid for
     /// `seconds`, for `audiences`, optionally bound to `pod`.
-    pub fn issue(
+    pub(crate) fn issue(
         &self,
         sa: &Value,
         audiences: Vec<String>,
@@ -189,7 +189,7 @@ impl Signer {
     /// The user a token authenticates as, if its signature, expiry and
     /// audiences hold (`audiences` empty: the plane's own) and what it is
     /// bound to still exists. Returns the user and the token's audiences.
-    pub fn verify(
+    pub(crate) fn verify(
         &self,
         resources: &Resources,
         token: &str,
@@ -244,7 +244,7 @@ impl Signer {
 
 /// Answers a TokenRequest for ServiceAccount `sa` (stored object): fills in
 /// `status.token` and `status.expirationTimestamp`.
-pub fn token_request(
+pub(crate) fn token_request(
     signer: &Signer,
     resources: &Resources,
     sa: &Value,

@@ -16,7 +16,7 @@ use super::ApiState;
 use super::status::ApiError;
 
 /// A SelfSubjectReview's status: the caller's user info.
-pub fn subject_review(mut obj: Value, user: &UserInfo) -> Value {
+pub(crate) fn subject_review(mut obj: Value, user: &UserInfo) -> Value {
     obj["status"] = json!({"userInfo": {"username": user.name, "groups": user.groups}});
     obj["apiVersion"] = json!("authentication.k8s.io/v1");
     obj["kind"] = json!("SelfSubjectReview");
@@ -25,7 +25,11 @@ pub fn subject_review(mut obj: Value, user: &UserInfo) -> Value {
 
 /// A SelfSubjectRulesReview answered for `user` in `spec.namespace`, which
 /// upstream requires (`kubectl` sends its current namespace).
-pub fn rules_review(state: &ApiState, mut obj: Value, user: &UserInfo) -> Result<Value, ApiError> {
+pub(crate) fn rules_review(
+    state: &ApiState,
+    mut obj: Value,
+    user: &UserInfo,
+) -> Result<Value, ApiError> {
     let ns = obj
         .pointer("/spec/namespace")
         .and_then(Value::as_str)

@@ -11,19 +11,19 @@ use super::meta;
 use super::resources::{Resources, WriteOptions};
 use super::store::{Event, EventType};
 
-pub const DEFAULT: &str = "default";
+pub(crate) const DEFAULT: &str = "default";
 
-pub struct Controller {
+pub(crate) struct Controller {
     resources: Resources,
 }
 
 impl Controller {
-    pub fn new(resources: Resources) -> Controller {
+    pub(crate) fn new(resources: Resources) -> Controller {
         Controller { resources }
     }
 
     /// Runs until the store stops; logs rather than failing.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let (Ok(nsrt), Ok(sart)) = (
             self.resources.registry.builtin("", "v1", "namespaces"),
             self.resources.registry.builtin("", "v1", "serviceaccounts"),

@@ -25,7 +25,7 @@ use super::status::{ApiError, ApiResult, Cause};
 use super::store::Snapshot;
 
 /// The service cluster IP range, as `--service-cluster-ip-range`.
-pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/12";
 const RANGE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
 const RANGE_BITS: u32 = 12;
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
@@ -41,7 +41,7 @@ fn in_range(ip: Ipv4Addr) -> bool {
 }
 
 /// The `kubernetes` Service's address: the range's first.
-pub fn kubernetes_ip() -> Ipv4Addr {
+pub(crate) fn kubernetes_ip() -> Ipv4Addr {
     Ipv4Addr::from(RANGE_BASE + 1)
 }
 
@@ -91,7 +91,7 @@ fn invalid(rt: &ResourceType, name: &str, field: &str, message: String) -> ApiEr
 }
 
 /// A new Service's cluster IP, IP families and node ports; its status.
-pub fn allocate(resources: &Resources, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+pub(crate) fn allocate(resources: &Resources, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     if !is_services(rt) {
         return Ok(());
     }
@@ -192,7 +192,7 @@ pub fn allocate(resources: &Resources, rt: &ResourceType, obj: &mut Value) -> Ap
 
 /// An update keeps what was allocated when the client left it out (as
 /// upstream's `patchAllocatedValues`, which `kubectl apply` relies on).
-pub fn keep_allocated(rt: &ResourceType, old: &Value, new: &mut Value) {
+pub(crate) fn keep_allocated(rt: &ResourceType, old: &Value, new: &mut Value) {
     if !is_services(rt) {
         return;
     }
@@ -245,7 +245,7 @@ fn endpoint_ip(addr: SocketAddr) -> IpAddr {
 
 /// Creates (or points at the current address) the `kubernetes` Service, its
 /// Endpoints and its EndpointSlice in `default`.
-pub async fn bootstrap(resources: &Resources, addr: SocketAddr) -> anyhow::Result<()> {
+pub(crate) async fn bootstrap(resources: &Resources, addr: SocketAddr) -> anyhow::Result<()> {
     let ip = endpoint_ip(addr).to_string();
     let family = if endpoint_ip(addr).is_ipv4() {
         "IPv4"

@@ -11,23 +11,23 @@ use super::registry::ResourceType;
 /// One reason an object is invalid, naming the field.
 #[derive(Debug, Clone)]
 pub struct Cause {
-    pub reason: String,
-    pub message: String,
-    pub field: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+    pub(crate) field: String,
 }
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub code: u16,
-    pub reason: &'static str,
-    pub message: String,
-    pub details: Option<Value>,
+    pub(crate) code: u16,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+    pub(crate) details: Option<Value>,
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
             reason,
@@ -41,7 +41,7 @@ impl ApiError {
         self
     }
 
-    pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+    pub(crate) fn not_found(rt: &ResourceType, name: &str) -> ApiError {
         ApiError::new(
             404,
             "NotFound",
@@ -50,12 +50,12 @@ impl ApiError {
         .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
-    pub fn namespace_not_found(ns: &str) -> ApiError {
+    pub(crate) fn namespace_not_found(ns: &str) -> ApiError {
         ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
             .with_details(json!({"name": ns, "kind": "namespaces"}))
     }
 
-    pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
+    pub(crate) fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
         ApiError::new(
             409,
             "AlreadyExists",
@@ -64,7 +64,7 @@ impl ApiError {
         .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
-    pub fn conflict(rt: &ResourceType, name: &str) -> ApiError {
+    pub(crate) fn conflict(rt: &ResourceType, name: &str) -> ApiError {
         ApiError::conflict_msg(
             rt,
             name,
@@ -72,7 +72,7 @@ impl ApiError {
         )
     }
 
-    pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> ApiError {
+    pub(crate) fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> ApiError {
         ApiError::new(
             409,
             "Conflict",
@@ -84,7 +84,7 @@ impl ApiError {
         .with_details(json!({"name": name, "group": rt.group, "kind": rt.resource}))
     }
 
-    pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
+    pub(crate) fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
         let kind = if rt.group.is_empty() {
             rt.kind.clone()
         } else {
@@ -101,7 +101,7 @@ impl ApiError {
     /// 422 for bad request options (`fieldValidation`, `dryRun`,
     /// `fieldManager`, `force`): upstream validates them as an object of kind
     /// `CreateOptions`/`UpdateOptions`/`PatchOptions` in `meta.k8s.io`.
-    pub fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiError {
+    pub(crate) fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiError {
         ApiError::unprocessable(
             &format!("{kind}.meta.k8s.io"),
             "",
@@ -134,19 +134,19 @@ impl ApiError {
         .with_details(details)
     }
 
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
-    pub fn gone(message: impl Into<String>) -> ApiError {
+    pub(crate) fn gone(message: impl Into<String>) -> ApiError {
         ApiError::new(410, "Expired", message)
     }
 
-    pub fn forbidden(message: impl Into<String>) -> ApiError {
+    pub(crate) fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
-    pub fn method_not_allowed() -> ApiError {
+    pub(crate) fn method_not_allowed() -> ApiError {
         ApiError::new(
             405,
             "MethodNotAllowed",
@@ -154,7 +154,7 @@ impl ApiError {
         )
     }
 
-    pub fn unsupported_media_type(got: &str, accepted: &[&str]) -> ApiError {
+    pub(crate) fn unsupported_media_type(got: &str, accepted: &[&str]) -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
@@ -165,15 +165,15 @@ impl ApiError {
         )
     }
 
-    pub fn too_many_requests(message: impl Into<String>, causes: Vec<Value>) -> ApiError {
+    pub(crate) fn too_many_requests(message: impl Into<String>, causes: Vec<Value>) -> ApiError {
         ApiError::new(429, "TooManyRequests", message).with_details(json!({"causes": causes}))
     }
 
-    pub fn unauthorized() -> ApiError {
+    pub(crate) fn unauthorized() -> ApiError {
         ApiError::new(401, "Unauthorized", "Unauthorized")
     }
 
-    pub fn too_large() -> ApiError {
+    pub(crate) fn too_large() -> ApiError {
         ApiError::new(
             413,
             "RequestEntityTooLarge",
@@ -181,15 +181,15 @@ impl ApiError {
         )
     }
 
-    pub fn internal(message: impl Into<String>) -> ApiError {
+    pub(crate) fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "InternalError", message)
     }
 
-    pub fn timeout(message: impl Into<String>) -> ApiError {
+    pub(crate) fn timeout(message: impl Into<String>) -> ApiError {
         ApiError::new(504, "Timeout", message)
     }
 
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let mut s = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -223,6 +223,6 @@ impl IntoResponse for ApiError {
 }
 
 /// A success `Status`, as returned by binding and eviction.
-pub fn success(code: u16) -> Value {
+pub(crate) fn success(code: u16) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
 }

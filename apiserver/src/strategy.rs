@@ -21,7 +21,7 @@ fn required(field: &str) -> Cause {
 }
 
 /// Resets what a client may not set on create.
-pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+pub(crate) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     super::defaults::apply(rt, obj, true);
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
@@ -66,7 +66,7 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
 
 /// Validation of built-in kinds: the fields whose absence would break the
 /// controllers and agents that read them. (Upstream validates far more.)
-pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = meta::name(obj);
     if !name.is_empty() {
@@ -191,7 +191,7 @@ pub fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Caus
 }
 
 /// Checks of an update that compare the new object with the old one.
-pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.resource.as_str()) {
         (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
             super::rbac::validate_binding_update(old, new)
@@ -211,7 +211,7 @@ fn path_segment_errors(name: &str) -> Vec<String> {
 }
 
 /// The grace period a DELETE gets when it names none; `None` deletes at once.
-pub fn default_grace(rt: &ResourceType, obj: &Value) -> Option<i64> {
+pub(crate) fn default_grace(rt: &ResourceType, obj: &Value) -> Option<i64> {
     if rt.group.is_empty() && rt.resource == "pods" {
         return Some(
             obj.pointer("/spec/terminationGracePeriodSeconds")
@@ -224,7 +224,7 @@ pub fn default_grace(rt: &ResourceType, obj: &Value) -> Option<i64> {
 
 /// Whether a pod's deletion must wait for its node agent: upstream deletes
 /// unscheduled and finished pods at once.
-pub fn needs_graceful_delete(rt: &ResourceType, obj: &Value) -> bool {
+pub(crate) fn needs_graceful_delete(rt: &ResourceType, obj: &Value) -> bool {
     if !(rt.group.is_empty() && rt.resource == "pods") {
         return false;
     }
@@ -241,12 +241,12 @@ pub fn needs_graceful_delete(rt: &ResourceType, obj: &Value) -> bool {
 
 /// PUT without a resourceVersion: built-in kinds allow it, custom resources
 /// require the precondition (as upstream).
-pub fn allow_unconditional_update(rt: &ResourceType) -> bool {
+pub(crate) fn allow_unconditional_update(rt: &ResourceType) -> bool {
     rt.builtin
 }
 
 /// PUT of a missing object creates it for these kinds (as upstream).
-pub fn allow_create_on_update(rt: &ResourceType) -> bool {
+pub(crate) fn allow_create_on_update(rt: &ResourceType) -> bool {
     matches!(rt.resource.as_str(), "leases" | "events")
 }
 
@@ -255,7 +255,7 @@ pub fn allow_create_on_update(rt: &ResourceType) -> bool {
 /// accounts, namespaces, volumes, storage classes) rather than with a
 /// `Status` naming it. An object left waiting (grace period, finalizers) is
 /// always returned.
-pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+pub(crate) fn returns_deleted_object(rt: &ResourceType) -> bool {
     !rt.builtin
         || (rt.group.is_empty()
             && matches!(
@@ -271,7 +271,7 @@ pub fn returns_deleted_object(rt: &ResourceType) -> bool {
 }
 
 /// Besides `metadata.finalizers`, namespaces wait for `spec.finalizers`.
-pub fn has_pending_finalizers(rt: &ResourceType, obj: &Value) -> bool {
+pub(crate) fn has_pending_finalizers(rt: &ResourceType, obj: &Value) -> bool {
     if !meta::finalizers(obj).is_empty() {
         return true;
     }

@@ -15,7 +15,7 @@ pub(super) fn age(obj: &Value) -> String {
 
 /// Upstream's `duration.HumanDuration`: 45s, 3m12s, 95m, 4h30m, 30h, 3d4h,
 /// 20d, 2y30d, 9y.
-pub fn human_duration(s: i64) -> String {
+pub(crate) fn human_duration(s: i64) -> String {
     let either = |a: i64, unit_a: &str, b: i64, unit_b: &str| {
         if b == 0 {
             format!("{a}{unit_a}")
@@ -478,7 +478,7 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     }
 }
 
-pub fn table(
+pub(crate) fn table(
     rt: &ResourceType,
     objects: &[Value],
     continue_token: Option<&str>,

@@ -141,7 +141,11 @@ pub(super) fn replica_counts(obj: &Value, name: Value) -> (Vec<Value>, Vec<Value
 }
 
 /// Column definitions and cells, for the kinds this module prints.
-pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>, Vec<Value>)> {
+pub(crate) fn cells(
+    rt: &ResourceType,
+    obj: &Value,
+    name: Value,
+) -> Option<(Vec<Value>, Vec<Value>)> {
     Some(match (rt.group.as_str(), rt.resource.as_str()) {
         ("apps", "deployments") => {
             let mut defs = vec![

@@ -104,7 +104,11 @@ fn duration(job: &Value) -> String {
 }
 
 /// Column definitions and cells, for the kinds this module prints.
-pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>, Vec<Value>)> {
+pub(crate) fn cells(
+    rt: &ResourceType,
+    obj: &Value,
+    name: Value,
+) -> Option<(Vec<Value>, Vec<Value>)> {
     Some(match (rt.group.as_str(), rt.resource.as_str()) {
         ("batch", "jobs") => {
             let mut defs = vec![

@@ -19,7 +19,11 @@ fn or_none(parts: Vec<String>, none: &str) -> String {
 }
 
 /// Column definitions and cells, for the kinds this module prints.
-pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>, Vec<Value>)> {
+pub(crate) fn cells(
+    rt: &ResourceType,
+    obj: &Value,
+    name: Value,
+) -> Option<(Vec<Value>, Vec<Value>)> {
     Some(match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "services") => {
             let spec = obj.get("spec").cloned().unwrap_or_default();

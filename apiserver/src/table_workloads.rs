@@ -22,7 +22,11 @@ fn format_labels(map: Option<&Map<String, Value>>) -> String {
     pairs.join(",")
 }
 
-pub fn cells(rt: &ResourceType, obj: &Value, name: Value) -> Option<(Vec<Value>, Vec<Value>)> {
+pub(crate) fn cells(
+    rt: &ResourceType,
+    obj: &Value,
+    name: Value,
+) -> Option<(Vec<Value>, Vec<Value>)> {
     Some(match (rt.group.as_str(), rt.resource.as_str()) {
         ("apps", "daemonsets") => {
             let mut defs = vec![

@@ -16,10 +16,10 @@ use wasmlet_apimachinery::rbac::UserInfo;
 
 /// The identity of the connection's verified client certificate, if any.
 #[derive(Debug, Clone, Default)]
-pub struct PeerCert(pub Option<UserInfo>);
+pub(crate) struct PeerCert(pub Option<UserInfo>);
 
 /// The user a DER client certificate names.
-pub fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
+pub(crate) fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
     let name = subject.iter_common_name().next()?.as_str().ok()?;
@@ -40,8 +40,8 @@ pub fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
 /// Wraps the TLS acceptor: after the handshake, every request of the
 /// connection gets a [`PeerCert`] extension.
 #[derive(Clone)]
-pub struct PeerCertAcceptor {
-    pub inner: RustlsAcceptor,
+pub(crate) struct PeerCertAcceptor {
+    pub(crate) inner: RustlsAcceptor,
 }
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
@@ -79,7 +79,7 @@ where
 
 /// A service that stamps each request with the connection's [`PeerCert`].
 #[derive(Clone)]
-pub struct WithPeer<S> {
+pub(crate) struct WithPeer<S> {
     inner: S,
     peer: PeerCert,
 }

@@ -67,7 +67,7 @@ fn tenth(n: u64) -> u64 {
 
 /// The estimated cost of `expr` evaluated with `self` (and `oldSelf`) a
 /// value of `node`. Saturates rather than overflows.
-pub fn estimate(expr: &IdedExpr, node: &Node) -> u64 {
+pub(crate) fn estimate(expr: &IdedExpr, node: &Node) -> u64 {
     let mut scope = HashMap::new();
     scope.insert("self".to_string(), Ty::of(node));
     scope.insert("oldSelf".to_string(), Ty::of(node));

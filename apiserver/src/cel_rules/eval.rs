@@ -18,17 +18,17 @@ use crate::status::Cause;
 /// upstream's `RuntimeCELCostBudget`: what all rule evaluations of one
 /// write may cost together. Each evaluation is charged its rule's static
 /// estimate, an upper bound of its actual cost.
-pub const RUNTIME_BUDGET: u64 = 10_000_000;
+pub(crate) const RUNTIME_BUDGET: u64 = 10_000_000;
 
-pub struct Walk {
-    pub causes: Vec<Cause>,
-    pub budget: u64,
-    pub exhausted: bool,
+pub(crate) struct Walk {
+    pub(crate) causes: Vec<Cause>,
+    pub(crate) budget: u64,
+    pub(crate) exhausted: bool,
 }
 
 /// The value as CEL sees it, typed by the schema: `integer` fields are ints,
 /// `number` fields doubles (a JSON `1` included), the rest as JSON says.
-pub fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
+pub(crate) fn to_cel(v: &Value, node: Option<&Node>) -> Cel {
     let typ = node.map_or("", |n| n.typ.as_str());
     match v {
         Value::Null => Cel::Null,
@@ -108,7 +108,7 @@ fn type_name(node: &Node) -> &str {
 }
 
 impl Walk {
-    pub fn new() -> Walk {
+    pub(crate) fn new() -> Walk {
         Walk {
             causes: vec![],
             budget: RUNTIME_BUDGET,
@@ -118,7 +118,14 @@ impl Walk {
 
     /// Runs the rules of `node` and below on `new`; `old` is the correlated
     /// old value on an update. `root` says whether `new` is the object itself.
-    pub fn node(&mut self, node: &Node, path: &str, new: &Value, old: Option<&Value>, root: bool) {
+    pub(crate) fn node(
+        &mut self,
+        node: &Node,
+        path: &str,
+        new: &Value,
+        old: Option<&Value>,
+        root: bool,
+    ) {
         if !node.has_rules || self.exhausted || new.is_null() {
             return;
         }

@@ -12,7 +12,7 @@ use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, Value, extensions};
 
 /// The shared environment.
-pub fn env() -> &'static Arc<Env> {
+pub(crate) fn env() -> &'static Arc<Env> {
     static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
         let mut env = Env::stdlib();
         // The extensions and the overloads below are distinct by
@@ -76,7 +76,7 @@ pub fn env() -> &'static Arc<Env> {
 /// Functions and namespaced functions a rule may call; anything else is an
 /// `undeclared reference` at compile time, as upstream's type checker says.
 /// Operators (`_+_`, `@in`, ...) and macros are always known.
-pub const KNOWN: &[&str] = &[
+pub(crate) const KNOWN: &[&str] = &[
     // standard library
     "size",
     "contains",

@@ -66,14 +66,14 @@ use super::status::Cause;
 use schema::Node;
 
 /// upstream's `StaticEstimatedCostLimit`: one rule's estimated cost.
-pub const PER_RULE_LIMIT: u64 = 10_000_000;
+pub(crate) const PER_RULE_LIMIT: u64 = 10_000_000;
 /// upstream's `StaticEstimatedCRDCostLimit`: all rules of a version, each
 /// times the most values it can run on.
-pub const PER_CRD_LIMIT: u64 = 100_000_000;
+pub(crate) const PER_CRD_LIMIT: u64 = 100_000_000;
 
 /// A version's compiled rules: the schema tree with each node's rules.
 #[derive(Debug)]
-pub struct Rules {
+pub(crate) struct Rules {
     root: Node,
 }
 
@@ -173,7 +173,7 @@ fn compile_node(
 impl Rules {
     /// Compiles the rules of `schema` (an `openAPIV3Schema`); `path` is where
     /// it sits in the CRD, for the causes. `Ok(None)` when it has no rules.
-    pub fn compile(schema: &Value, path: &str) -> Result<Option<Rules>, Vec<Cause>> {
+    pub(crate) fn compile(schema: &Value, path: &str) -> Result<Option<Rules>, Vec<Cause>> {
         let mut root = Node::parse(schema);
         root.add_root_fields();
         let (mut causes, mut placed) = (Vec::new(), Vec::new());
@@ -205,7 +205,7 @@ impl Rules {
     }
 
     /// The causes `obj` (replacing `old` on an update) fails, empty if none.
-    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    pub(crate) fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut walk = eval::Walk::new();
         walk.node(&self.root, "", obj, old, true);
         walk.causes
@@ -216,7 +216,7 @@ impl Rules {
 /// CRD's create and update (`old`). A version whose schema an update leaves
 /// as it was is not checked again (so a CRD stored before a check stays
 /// writable), and a stored CRD is served whatever its rules say.
-pub fn crd_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
+pub(crate) fn crd_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> {
     let schema_of = |c: &Value, name: &Value| {
         c.pointer("/spec/versions")
             .and_then(Value::as_array)

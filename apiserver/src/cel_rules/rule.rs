@@ -12,7 +12,7 @@ use crate::status::Cause;
 
 /// How a failed rule is reported (`reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     Invalid,
     Forbidden,
     Required,
@@ -21,20 +21,20 @@ pub enum Reason {
 
 /// A compiled rule.
 #[derive(Debug)]
-pub struct Rule {
-    pub source: String,
-    pub program: Program,
-    pub message: String,
-    pub message_expression: Option<Program>,
-    pub reason: Reason,
+pub(crate) struct Rule {
+    pub(crate) source: String,
+    pub(crate) program: Program,
+    pub(crate) message: String,
+    pub(crate) message_expression: Option<Program>,
+    pub(crate) reason: Reason,
     /// `fieldPath` as a suffix of the node's path, e.g. `.minReplicas` or `[key]`.
-    pub field_path: String,
+    pub(crate) field_path: String,
     /// Uses `oldSelf`: evaluated on update only (unless `optional_old_self`).
-    pub transition: bool,
-    pub optional_old_self: bool,
+    pub(crate) transition: bool,
+    pub(crate) optional_old_self: bool,
     /// The static estimate ([`super::cost`]); also what one evaluation is
     /// charged against the request's runtime budget.
-    pub cost: u64,
+    pub(crate) cost: u64,
 }
 
 fn invalid(field: String, message: String) -> Cause {
@@ -269,7 +269,12 @@ fn field_path(fp: &str, node: &Node) -> Result<String, String> {
 impl Rule {
     /// Compiles entry `i` of a node's rules; `path` is the node's path in the
     /// CRD (`spec.versions[0].schema.openAPIV3Schema.properties[spec]`).
-    pub fn compile(raw: &Value, i: usize, path: &str, node: &Node) -> Result<Rule, Vec<Cause>> {
+    pub(crate) fn compile(
+        raw: &Value,
+        i: usize,
+        path: &str,
+        node: &Node,
+    ) -> Result<Rule, Vec<Cause>> {
         let base = format!("{path}.x-kubernetes-validations[{i}]");
         let mut causes = Vec::new();
         let source = raw["rule"].as_str().unwrap_or("").to_string();

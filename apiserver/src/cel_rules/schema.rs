@@ -11,37 +11,37 @@ use super::rule::Rule;
 /// Upstream's request size limit, which bounds a list, map or string whose
 /// schema declares no `maxItems`/`maxProperties`/`maxLength` (as
 /// apiextensions' `estimateMaxArrayItemsFromMinSize`).
-pub const MAX_REQUEST_BYTES: u64 = super::super::rest::MAX_BODY as u64;
+pub(crate) const MAX_REQUEST_BYTES: u64 = super::super::rest::MAX_BODY as u64;
 
 /// One schema node.
 #[derive(Debug, Default)]
-pub struct Node {
+pub(crate) struct Node {
     /// `object`, `array`, `string`, `integer`, `number`, `boolean`, or empty
     /// (int-or-string, preserve-unknown-fields).
-    pub typ: String,
-    pub int_or_string: bool,
+    pub(crate) typ: String,
+    pub(crate) int_or_string: bool,
     /// `x-kubernetes-preserve-unknown-fields`, or an object without
     /// properties: fields not in `properties` may be selected.
-    pub open: bool,
-    pub properties: BTreeMap<String, Node>,
-    pub additional: Option<Box<Node>>,
-    pub items: Option<Box<Node>>,
-    pub max_items: Option<u64>,
-    pub max_length: Option<u64>,
-    pub max_properties: Option<u64>,
+    pub(crate) open: bool,
+    pub(crate) properties: BTreeMap<String, Node>,
+    pub(crate) additional: Option<Box<Node>>,
+    pub(crate) items: Option<Box<Node>>,
+    pub(crate) max_items: Option<u64>,
+    pub(crate) max_length: Option<u64>,
+    pub(crate) max_properties: Option<u64>,
     /// `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`: a `map`
     /// list's items are correlated with the old object's by their keys.
-    pub list_type: String,
-    pub list_map_keys: Vec<String>,
-    pub rules: Vec<Rule>,
+    pub(crate) list_type: String,
+    pub(crate) list_map_keys: Vec<String>,
+    pub(crate) rules: Vec<Rule>,
     /// Whether this node or one below it has rules (evaluation skips the rest).
-    pub has_rules: bool,
+    pub(crate) has_rules: bool,
 }
 
 impl Node {
     /// The node tree of `schema`, without rules (they are compiled after,
     /// since a rule's cost depends on the whole subtree).
-    pub fn parse(schema: &Value) -> Node {
+    pub(crate) fn parse(schema: &Value) -> Node {
         let u = |k: &str| schema.get(k).and_then(Value::as_u64);
         let mut node = Node {
             typ: schema["type"].as_str().unwrap_or("").to_string(),
@@ -82,7 +82,7 @@ impl Node {
     /// What every object's root has whatever its schema says, as upstream
     /// adds it for rules: `apiVersion`, `kind` and, of `metadata`, only
     /// `name` and `generateName`.
-    pub fn add_root_fields(&mut self) {
+    pub(crate) fn add_root_fields(&mut self) {
         let string = |max: u64| Node {
             typ: "string".into(),
             max_length: Some(max),
@@ -104,13 +104,13 @@ impl Node {
 
     /// The node a field selection on this one reaches: a property, or the
     /// `additionalProperties` schema of a map.
-    pub fn field(&self, name: &str) -> Option<&Node> {
+    pub(crate) fn field(&self, name: &str) -> Option<&Node> {
         self.properties.get(name).or(self.additional.as_deref())
     }
 
     /// Whether selecting `name` can never succeed (a compile error upstream:
     /// `undefined field`).
-    pub fn lacks_field(&self, name: &str) -> bool {
+    pub(crate) fn lacks_field(&self, name: &str) -> bool {
         self.typ == "object"
             && !self.open
             && self.additional.is_none()
@@ -119,7 +119,7 @@ impl Node {
 
     /// The most elements (list), entries (map) or bytes (string) a value of
     /// this node can have: the declared bound, else what fits in a request.
-    pub fn max_size(&self) -> u64 {
+    pub(crate) fn max_size(&self) -> u64 {
         let declared = match self.typ.as_str() {
             "array" => self.max_items,
             "object" if self.additional.is_none() && !self.open => {

@@ -30,8 +30,8 @@
 //! Watch streams are `WatchEvent` messages (no envelope), each after a 4-byte
 //! big-endian length, with the object in the envelope inside `object.raw`.
 
-pub mod schema;
-pub mod wire;
+pub(crate) mod schema;
+pub(crate) mod wire;
 
 use bytes::Bytes;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
@@ -39,24 +39,24 @@ use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
 use prost::Message as _;
 use serde_json::{Map, Value};
 
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-pub const MAGIC: &[u8] = b"k8s\0";
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+pub(crate) const MAGIC: &[u8] = b"k8s\0";
 
 /// A body that is not protobuf this server can read, or an object that has
 /// no protobuf form: says where.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct CodecError(pub String);
+pub(crate) struct CodecError(pub String);
 
 /// Whether a Content-Type names Kubernetes protobuf.
-pub fn is_protobuf(content_type: &str) -> bool {
+pub(crate) fn is_protobuf(content_type: &str) -> bool {
     content_type.split(';').next().unwrap_or("").trim() == PROTOBUF
 }
 
 /// What a response is written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub(crate) enum Output {
     Json,
     Protobuf,
 }
@@ -66,7 +66,7 @@ pub enum Output {
 /// `protobuf_ok` is false for kinds without protobuf (custom resources).
 /// `None` (406 Not Acceptable, as upstream) when the client named media
 /// types and none this server can write; no `Accept` at all means JSON.
-pub fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
+pub(crate) fn negotiate(accept: &str, protobuf_ok: bool) -> Option<Output> {
     let mut ranges: Vec<(f32, &str, bool)> = Vec::new();
     for item in accept.split(',') {
         let mut parts = item.split(';').map(str::trim);
@@ -124,7 +124,7 @@ fn unwrap_envelope(body: &[u8]) -> Result<(String, String, Vec<u8>), CodecError>
 
 /// Decodes an enveloped object (`k8s\0` + Unknown) into its JSON form, with
 /// `apiVersion` and `kind` from the envelope.
-pub fn decode_object(body: &[u8]) -> Result<Value, CodecError> {
+pub(crate) fn decode_object(body: &[u8]) -> Result<Value, CodecError> {
     let (api_version, kind, raw) = unwrap_envelope(body)?;
     let m = schema::SCHEMA
         .for_kind(&api_version, &kind)
@@ -140,7 +140,7 @@ pub fn decode_object(body: &[u8]) -> Result<Value, CodecError> {
 }
 
 /// Encodes an object (with `apiVersion` and `kind`) in the envelope.
-pub fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
+pub(crate) fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
     let field = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     let m = schema::SCHEMA
@@ -165,7 +165,7 @@ pub fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
 }
 
 /// A protobuf request body as the JSON the handlers read.
-pub fn request_to_json(body: &[u8]) -> Result<Bytes, CodecError> {
+pub(crate) fn request_to_json(body: &[u8]) -> Result<Bytes, CodecError> {
     let v = decode_object(body)?;
     serde_json::to_vec(&v)
         .map(Bytes::from)
@@ -173,7 +173,7 @@ pub fn request_to_json(body: &[u8]) -> Result<Bytes, CodecError> {
 }
 
 /// A JSON response body in protobuf.
-pub fn response_to_protobuf(json: &[u8]) -> Result<Vec<u8>, CodecError> {
+pub(crate) fn response_to_protobuf(json: &[u8]) -> Result<Vec<u8>, CodecError> {
     let v: Value = serde_json::from_slice(json)
         .map_err(|e| CodecError(format!("the response is not JSON: {e}")))?;
     encode_object(&v)
@@ -181,7 +181,7 @@ pub fn response_to_protobuf(json: &[u8]) -> Result<Vec<u8>, CodecError> {
 
 /// One watch event (`{"type", "object"}` JSON) as a length-prefixed
 /// `WatchEvent` frame.
-pub fn watch_frame(event_json: &[u8]) -> Result<Vec<u8>, CodecError> {
+pub(crate) fn watch_frame(event_json: &[u8]) -> Result<Vec<u8>, CodecError> {
     let v: Value = serde_json::from_slice(event_json)
         .map_err(|e| CodecError(format!("the watch event is not JSON: {e}")))?;
     let object = encode_object(v.get("object").unwrap_or(&Value::Null))?;

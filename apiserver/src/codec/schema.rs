@@ -14,10 +14,10 @@ use serde_json::Value;
 static TABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/k8s_pb_table.txt"));
 
 /// The schema every codec call reads, built once.
-pub static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::build);
+pub(crate) static SCHEMA: LazyLock<Schema> = LazyLock::new(Schema::build);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ty {
+pub(crate) enum Ty {
     String,
     Bool,
     Int32,
@@ -31,22 +31,22 @@ pub enum Ty {
 }
 
 #[derive(Debug)]
-pub struct Field {
-    pub tag: u32,
+pub(crate) struct Field {
+    pub(crate) tag: u32,
     /// The name JSON uses (`volumeID`).
-    pub json: String,
-    pub ty: Ty,
-    pub repeated: bool,
+    pub(crate) json: String,
+    pub(crate) ty: Ty,
+    pub(crate) repeated: bool,
     /// The message type of a message field or a map's message values.
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// A Go struct embedded inline (`Probe.handler`): its fields are the
     /// parent's in JSON.
-    pub inline: bool,
+    pub(crate) inline: bool,
 }
 
 /// Messages whose JSON form is not an object of their fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
+pub(crate) enum Special {
     None,
     /// A string (or a number, on input).
     Quantity,
@@ -69,25 +69,25 @@ pub enum Special {
 }
 
 #[derive(Debug)]
-pub struct Message {
-    pub name: String,
-    pub fields: Vec<Field>,
-    pub special: Special,
+pub(crate) struct Message {
+    pub(crate) name: String,
+    pub(crate) fields: Vec<Field>,
+    pub(crate) special: Special,
     /// Normalized JSON name (lowercase, without `_`, `-`, `$`) to field index.
     by_name: HashMap<String, usize>,
 }
 
 impl Message {
-    pub fn field_by_tag(&self, tag: u32) -> Option<&Field> {
+    pub(crate) fn field_by_tag(&self, tag: u32) -> Option<&Field> {
         self.fields.iter().find(|f| f.tag == tag)
     }
 
-    pub fn field_by_json(&self, key: &str) -> Option<&Field> {
+    pub(crate) fn field_by_json(&self, key: &str) -> Option<&Field> {
         self.by_name.get(&normalize(key)).map(|i| &self.fields[*i])
     }
 }
 
-pub struct Schema {
+pub(crate) struct Schema {
     messages: HashMap<String, Message>,
     /// (group's first label or `core`, version, kind) to message name.
     kinds: HashMap<(String, String, String), String>,
@@ -288,14 +288,14 @@ impl Schema {
         Schema { messages, kinds }
     }
 
-    pub fn message(&self, name: &str) -> Option<&Message> {
+    pub(crate) fn message(&self, name: &str) -> Option<&Message> {
         self.messages.get(name)
     }
 
     /// The message of a top-level object: by its group's first label and
     /// version (`rbac.authorization.k8s.io/v1` → `api.rbac.v1`), then
     /// meta/v1's (Status, DeleteOptions and the like exist in every group).
-    pub fn for_kind(&self, api_version: &str, kind: &str) -> Option<&Message> {
+    pub(crate) fn for_kind(&self, api_version: &str, kind: &str) -> Option<&Message> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let label = match group.split('.').next() {
             None | Some("") => "core",

@@ -107,7 +107,12 @@ fn scalar(ty: Ty, w: &Wire, path: &str) -> Result<Value, CodecError> {
 }
 
 /// Decodes one message's bytes into its JSON form.
-pub fn decode(m: &Message, buf: &[u8], path: &str, depth: usize) -> Result<Value, CodecError> {
+pub(crate) fn decode(
+    m: &Message,
+    buf: &[u8],
+    path: &str,
+    depth: usize,
+) -> Result<Value, CodecError> {
     if depth > MAX_DEPTH {
         return Err(err(path, "nested too deeply"));
     }
@@ -281,7 +286,7 @@ fn special_from(m: &Message, mut o: Map<String, Value>, path: &str) -> Result<Va
 }
 
 /// Go's `time.Duration.String()`: `1h2m3.5s`, `1.5ms`, `0s`.
-pub fn go_duration(ns: i64) -> String {
+pub(crate) fn go_duration(ns: i64) -> String {
     if ns == 0 {
         return "0s".into();
     }
@@ -316,7 +321,7 @@ pub fn go_duration(ns: i64) -> String {
 }
 
 /// Parses a Go duration string (`1h30m`, `1.5s`, `300ms`) into nanoseconds.
-pub fn parse_go_duration(s: &str) -> Option<i64> {
+pub(crate) fn parse_go_duration(s: &str) -> Option<i64> {
     let (neg, mut rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -484,7 +489,7 @@ fn encode_field(
 }
 
 /// Encodes a JSON value as message `m`'s fields (no length prefix).
-pub fn encode(
+pub(crate) fn encode(
     m: &Message,
     v: &Value,
     path: &str,

@@ -22,7 +22,7 @@ fn template(spec: &mut Map<String, Value>) {
     }
 }
 
-pub fn statefulset(obj: &mut Value) {
+pub(crate) fn statefulset(obj: &mut Value) {
     let Some(spec) = spec(obj) else { return };
     default(spec, "replicas", json!(1));
     default(spec, "podManagementPolicy", json!("OrderedReady"));
@@ -59,7 +59,7 @@ pub fn statefulset(obj: &mut Value) {
     template(spec);
 }
 
-pub fn deployment(obj: &mut Value) {
+pub(crate) fn deployment(obj: &mut Value) {
     let Some(spec) = spec(obj) else { return };
     default(spec, "replicas", json!(1));
     if let Some(s) = object(spec, "strategy") {
@@ -76,13 +76,13 @@ pub fn deployment(obj: &mut Value) {
     template(spec);
 }
 
-pub fn replicaset(obj: &mut Value) {
+pub(crate) fn replicaset(obj: &mut Value) {
     let Some(spec) = spec(obj) else { return };
     default(spec, "replicas", json!(1));
     template(spec);
 }
 
-pub fn daemonset(obj: &mut Value) {
+pub(crate) fn daemonset(obj: &mut Value) {
     let Some(spec) = spec(obj) else { return };
     if let Some(u) = object(spec, "updateStrategy") {
         default(u, "type", json!("RollingUpdate"));

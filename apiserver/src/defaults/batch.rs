@@ -10,9 +10,9 @@ use serde_json::{Map, Value, json};
 use super::{default, object, pod};
 
 /// The label a Job's generated selector picks its pods by.
-pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+pub(crate) const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 /// The label naming a generated selector's Job on its pods.
-pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
+pub(crate) const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 const LEGACY_CONTROLLER_UID: &str = "controller-uid";
 const LEGACY_JOB_NAME: &str = "job-name";
 
@@ -53,7 +53,7 @@ fn job_spec(spec: &mut Map<String, Value>) {
     template(spec);
 }
 
-pub fn job(obj: &mut Value, create: bool) {
+pub(crate) fn job(obj: &mut Value, create: bool) {
     let Some(o) = obj.as_object_mut() else { return };
     let (name, uid) = {
         let m = o.get("metadata");
@@ -114,7 +114,7 @@ fn generate_selector(spec: &mut Map<String, Value>, name: &str, uid: &str) {
     }
 }
 
-pub fn cronjob(obj: &mut Value) {
+pub(crate) fn cronjob(obj: &mut Value) {
     let Some(spec) = obj.as_object_mut().and_then(|o| object(o, "spec")) else {
         return;
     };

@@ -8,7 +8,7 @@
 //! is missing (a client's explicit value always wins).
 
 mod apps;
-pub mod batch;
+pub(crate) mod batch;
 mod namespace;
 mod pod;
 mod replicationcontroller;
@@ -16,15 +16,15 @@ mod service;
 
 use serde_json::{Map, Value};
 
-pub use namespace::label_existing;
-pub use pod::qos_class;
+pub(crate) use namespace::label_existing;
+pub(crate) use pod::qos_class;
 
 use super::registry::ResourceType;
 
 /// Fills upstream's defaults into `obj`. `create` adds what upstream's
 /// admission plugins add on create only (a pod's ServiceAccount and
 /// priority); a pod's default tolerations are added on every write.
-pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
+pub(crate) fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
     if !rt.builtin {
         return;
     }
@@ -58,7 +58,7 @@ pub fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
 /// resources always have it. Pods have it since 1.33 (set on create whatever
 /// the PodObservedGenerationTracking gate); ConfigMaps, Secrets, Nodes,
 /// Events, Namespaces, Services and ServiceAccounts never.
-pub fn has_generation(rt: &ResourceType) -> bool {
+pub(crate) fn has_generation(rt: &ResourceType) -> bool {
     if !rt.builtin {
         return true;
     }

@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::super::meta;
 
-pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub(crate) const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-pub fn apply(obj: &mut Value) {
+pub(crate) fn apply(obj: &mut Value) {
     let name = meta::name(obj).to_string();
     if name.is_empty() {
         return;
@@ -24,7 +24,7 @@ pub fn apply(obj: &mut Value) {
 
 /// Labels namespaces stored before the label was defaulted (a data directory
 /// from an older wasmlet), so every namespace has it.
-pub async fn label_existing(resources: &super::super::resources::Resources) {
+pub(crate) async fn label_existing(resources: &super::super::resources::Resources) {
     let Ok(nsrt) = resources.registry.builtin("", "v1", "namespaces") else {
         return;
     };

@@ -10,7 +10,7 @@ use super::{default, each, object};
 const DEFAULT_MODE: i64 = 0o644;
 
 /// What every pod spec gets, a template's as well as a pod's.
-pub fn spec(spec: &mut Map<String, Value>) {
+pub(crate) fn spec(spec: &mut Map<String, Value>) {
     default(spec, "restartPolicy", json!("Always"));
     default(spec, "dnsPolicy", json!("ClusterFirst"));
     default(spec, "schedulerName", json!("default-scheduler"));
@@ -37,7 +37,7 @@ pub fn spec(spec: &mut Map<String, Value>) {
 
 /// What only a pod gets (`SetDefaults_Pod`): service links, and requests
 /// copied from limits where a container names limits but no requests.
-pub fn pod(spec: &mut Map<String, Value>) {
+pub(crate) fn pod(spec: &mut Map<String, Value>) {
     default(spec, "enableServiceLinks", json!(true));
     for group in ["initContainers", "containers"] {
         for c in each(spec, group) {
@@ -57,7 +57,7 @@ pub fn pod(spec: &mut Map<String, Value>) {
 }
 
 /// The admission plugins' additions to a pod being created.
-pub fn admission(spec: &mut Map<String, Value>) {
+pub(crate) fn admission(spec: &mut Map<String, Value>) {
     // ServiceAccount: every pod runs as one, `default` unless named.
     default(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
@@ -79,7 +79,7 @@ pub fn admission(spec: &mut Map<String, Value>) {
 /// on create and on update, so re-applying a manifest that lists its own
 /// tolerations gets these back rather than removing them (which pod update
 /// validation forbids).
-pub fn default_tolerations(spec: &mut Map<String, Value>) {
+pub(crate) fn default_tolerations(spec: &mut Map<String, Value>) {
     let mut add = Vec::new();
     for key in [
         "node.kubernetes.io/not-ready",
@@ -156,7 +156,7 @@ fn http_get(handler: &mut Map<String, Value>) {
 /// Upstream parses the reference: the tag `latest` (also implied by no tag
 /// and no digest) pulls always, anything else (a tag, a digest, a reference
 /// that does not parse, such as a `file://` module) if not present.
-pub fn pull_policy(image: &str) -> &'static str {
+pub(crate) fn pull_policy(image: &str) -> &'static str {
     if image.contains("://") || image.contains('@') || image.is_empty() {
         return "IfNotPresent";
     }
@@ -207,7 +207,7 @@ fn field_ref(item: &mut Map<String, Value>) {
 /// The pod's QoS class from its (defaulted) containers' cpu and memory
 /// requests and limits, as upstream's `GetPodQOS`. Quantities are compared as
 /// written, so `1` and `1000m` count as different.
-pub fn qos_class(spec: &Value) -> &'static str {
+pub(crate) fn qos_class(spec: &Value) -> &'static str {
     let containers = ["initContainers", "containers"]
         .iter()
         .filter_map(|g| spec.get(*g).and_then(Value::as_array))

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{default, object, pod};
 
-pub fn apply(obj: &mut Value) {
+pub(crate) fn apply(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else { return };
     let labels = o
         .get("spec")

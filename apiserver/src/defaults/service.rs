@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{default, each, object};
 
-pub fn apply(obj: &mut Value) {
+pub(crate) fn apply(obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else { return };
     let Some(spec) = object(o, "spec") else {
         return;

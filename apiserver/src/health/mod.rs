@@ -41,7 +41,7 @@ fn checks(endpoint: &str) -> Vec<(&'static str, Check)> {
 }
 
 /// The routes, to merge into the server's router.
-pub fn routes() -> Router<Arc<ApiState>> {
+pub(crate) fn routes() -> Router<Arc<ApiState>> {
     let mut router = Router::new();
     for endpoint in ["healthz", "livez", "readyz"] {
         router = router

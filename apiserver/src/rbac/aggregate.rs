@@ -15,7 +15,7 @@ use super::GROUP;
 
 /// The rules `role` aggregates from `all` (every ClusterRole), or `None`
 /// when it has no aggregation rule.
-pub fn aggregated_rules(role: &Value, all: &[Value]) -> Option<Vec<PolicyRule>> {
+pub(crate) fn aggregated_rules(role: &Value, all: &[Value]) -> Option<Vec<PolicyRule>> {
     let selectors = role
         .pointer("/aggregationRule/clusterRoleSelectors")?
         .as_array()?;
@@ -50,7 +50,7 @@ pub fn aggregated_rules(role: &Value, all: &[Value]) -> Option<Vec<PolicyRule>> 
 }
 
 /// One pass over every aggregated ClusterRole; returns how many changed.
-pub async fn aggregate_all(resources: &Resources) -> usize {
+pub(crate) async fn aggregate_all(resources: &Resources) -> usize {
     let Some(rt) = resources.registry.get(GROUP, "clusterroles") else {
         return 0;
     };
@@ -90,7 +90,7 @@ pub async fn aggregate_all(resources: &Resources) -> usize {
 
 /// Keeps aggregated ClusterRoles in step with the ClusterRoles they select;
 /// runs until the store stops.
-pub async fn run(resources: Resources) {
+pub(crate) async fn run(resources: Resources) {
     let Some(rt) = resources.registry.get(GROUP, "clusterroles") else {
         return;
     };

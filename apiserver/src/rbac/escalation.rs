@@ -18,7 +18,7 @@ use super::{GROUP, PolicyCache};
 
 /// Refuses the write of `new` (over `old` for an update) by `user` when it
 /// would grant `user` more than it holds.
-pub fn check(
+pub(crate) fn check(
     resources: &Resources,
     cache: &PolicyCache,
     user: &UserInfo,

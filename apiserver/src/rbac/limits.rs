@@ -9,10 +9,10 @@ use serde_json::Value;
 use super::super::status::Cause;
 
 /// Most rules in one role.
-pub const MAX_RULES: usize = 1000;
+pub(crate) const MAX_RULES: usize = 1000;
 /// Most entries in one list of a rule (verbs, apiGroups, resources,
 /// resourceNames, nonResourceURLs).
-pub const MAX_ENTRIES: usize = 256;
+pub(crate) const MAX_ENTRIES: usize = 256;
 
 const LISTS: [&str; 5] = [
     "verbs",
@@ -32,7 +32,7 @@ fn too_many(field: String, got: usize, max: usize) -> Cause {
 }
 
 /// The causes for a role whose rules pass the limits.
-pub fn validate_role(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_role(obj: &Value) -> Vec<Cause> {
     let Some(rules) = obj.get("rules").and_then(Value::as_array) else {
         return vec![];
     };

@@ -8,9 +8,9 @@
 //! Writing roles and bindings is checked for escalation ([`escalation`]);
 //! aggregated ClusterRoles get their rules from [`aggregate`].
 
-pub mod aggregate;
-pub mod escalation;
-pub mod limits;
+pub(crate) mod aggregate;
+pub(crate) mod escalation;
+pub(crate) mod limits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,7 @@ use super::resources::{Resources, WriteOptions};
 use super::status::Cause;
 use super::store::Snapshot;
 
-pub const GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
 
 const BOOTSTRAP: &str = include_str!("bootstrap.yaml");
 
@@ -50,7 +50,7 @@ fn prefix(resources: &Resources, resource: &str, namespace: Option<&str>) -> Opt
 /// Roles and bindings parsed once per stored revision: every request that
 /// RBAC decides reads them, and they change rarely.
 #[derive(Default)]
-pub struct PolicyCache {
+pub(crate) struct PolicyCache {
     roles: Parsed<Role>,
     bindings: Parsed<Binding>,
 }
@@ -99,7 +99,7 @@ fn referenced_role(
 
 /// The rules of the role a binding in `ns` refers to, or `None` when it
 /// does not exist.
-pub fn role_rules(
+pub(crate) fn role_rules(
     resources: &Resources,
     cache: &PolicyCache,
     role_ref: &RoleRef,
@@ -112,7 +112,7 @@ pub fn role_rules(
 
 /// Every rule `user` holds in `ns` ("": cluster-wide only) through RBAC, as
 /// upstream's rule resolver `RulesFor`.
-pub fn rules_for(
+pub(crate) fn rules_for(
     resources: &Resources,
     cache: &PolicyCache,
     user: &UserInfo,
@@ -157,7 +157,7 @@ pub fn rules_for(
 }
 
 /// Why the request is allowed (the binding and role that allow it), or `None`.
-pub fn allows(
+pub(crate) fn allows(
     resources: &Resources,
     cache: &PolicyCache,
     user: &UserInfo,
@@ -218,7 +218,7 @@ fn subject_desc(user: &UserInfo) -> String {
 }
 
 /// Upstream's checks of a binding's `roleRef`.
-pub fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
     let r = &obj["roleRef"];
     let field = |f: &str| format!("roleRef.{f}");
     let mut causes = vec![];
@@ -263,7 +263,7 @@ pub fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
 
 /// Upstream's update check of a binding: its `roleRef` never changes
 /// (delete and recreate the binding instead).
-pub fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
     if old["roleRef"] == new["roleRef"] {
         return vec![];
     }
@@ -286,7 +286,7 @@ pub fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
 /// that a default role stored before it was aggregated gets its aggregation
 /// rule, unless annotated `rbac.authorization.kubernetes.io/autoupdate:
 /// "false"`), then fills in the aggregated roles before anyone asks.
-pub async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
+pub(crate) async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
     create_defaults(resources).await?;
     // Each pass sees the previous one's writes: admin gathers edit, which
     // gathers view.

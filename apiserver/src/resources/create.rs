@@ -14,7 +14,7 @@ use super::super::strategy;
 use super::{Resources, Sub, WriteOptions, scope, store_error};
 
 impl Resources {
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         rt: &ResourceType,
         version: &str,

@@ -13,7 +13,7 @@ use super::{DeleteOptions, Deleted, Propagation, RETRY_FOR, Resources, retrying,
 impl Resources {
     /// DELETE: finalizers and grace periods make it a mark (deletionTimestamp);
     /// otherwise the object is gone at once.
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         rt: &ResourceType,
         ns: &str,

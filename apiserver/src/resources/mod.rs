@@ -39,13 +39,13 @@ fn retrying(deadline: std::time::Instant) -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sub {
+pub(crate) enum Sub {
     Main,
     Status,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldValidation {
+pub(crate) enum FieldValidation {
     Ignore,
     Warn,
     Strict,
@@ -53,17 +53,17 @@ pub enum FieldValidation {
 
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
-    pub field_manager: String,
-    pub dry_run: bool,
-    pub field_validation: FieldValidation,
-    pub force: bool,
+    pub(crate) field_manager: String,
+    pub(crate) dry_run: bool,
+    pub(crate) field_validation: FieldValidation,
+    pub(crate) force: bool,
     /// The user making a client's write, for the checks that depend on who
     /// it is; `None` for the server's own writes.
-    pub requester: Option<super::requester::Requester>,
+    pub(crate) requester: Option<super::requester::Requester>,
     /// Fields the request body names twice (reported per `field_validation`).
-    pub duplicates: Vec<String>,
+    pub(crate) duplicates: Vec<String>,
     /// What the response's `Warning` headers will say.
-    pub warnings: super::validation::Warnings,
+    pub(crate) warnings: super::validation::Warnings,
 }
 
 impl Default for WriteOptions {
@@ -81,22 +81,22 @@ impl Default for WriteOptions {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagation {
+pub(crate) enum Propagation {
     Orphan,
     Background,
     Foreground,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    pub grace_period_seconds: Option<i64>,
-    pub propagation: Option<Propagation>,
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-    pub dry_run: bool,
+pub(crate) struct DeleteOptions {
+    pub(crate) grace_period_seconds: Option<i64>,
+    pub(crate) propagation: Option<Propagation>,
+    pub(crate) precondition_uid: Option<String>,
+    pub(crate) precondition_rv: Option<String>,
+    pub(crate) dry_run: bool,
 }
 
-pub enum PatchBody {
+pub(crate) enum PatchBody {
     Merge(Value),
     Json(Value),
     Strategic(Value),
@@ -104,27 +104,27 @@ pub enum PatchBody {
 }
 
 /// Result of a write: the stored object, and whether it was created.
-pub struct Written {
-    pub object: Arc<Stored>,
-    pub created: bool,
+pub(crate) struct Written {
+    pub(crate) object: Arc<Stored>,
+    pub(crate) created: bool,
 }
 
 /// Result of a delete: the last state, and whether it is gone already (or
 /// waits for finalizers / a graceful shutdown).
-pub struct Deleted {
-    pub object: Arc<Stored>,
-    pub gone: bool,
+pub(crate) struct Deleted {
+    pub(crate) object: Arc<Stored>,
+    pub(crate) gone: bool,
 }
 
 /// The object a write addresses: its type, the API version the request used,
 /// where it lives and which part of it is written.
 #[derive(Clone, Copy)]
-pub struct Address<'a> {
-    pub rt: &'a ResourceType,
-    pub version: &'a str,
-    pub ns: &'a str,
-    pub name: &'a str,
-    pub sub: Sub,
+pub(crate) struct Address<'a> {
+    pub(crate) rt: &'a ResourceType,
+    pub(crate) version: &'a str,
+    pub(crate) ns: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) sub: Sub,
 }
 
 impl Address<'_> {
@@ -134,9 +134,9 @@ impl Address<'_> {
 }
 
 #[derive(Clone)]
-pub struct Resources {
-    pub store: Store,
-    pub registry: Arc<Registry>,
+pub(crate) struct Resources {
+    pub(crate) store: Store,
+    pub(crate) registry: Arc<Registry>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
@@ -156,7 +156,7 @@ impl From<StoreError> for ApiError {
 }
 
 impl Resources {
-    pub fn new(store: Store, registry: Arc<Registry>) -> Resources {
+    pub(crate) fn new(store: Store, registry: Arc<Registry>) -> Resources {
         Resources { store, registry }
     }
 
@@ -209,7 +209,7 @@ impl Resources {
     }
 
     /// Serves every stored CRD (at start).
-    pub fn load_crds(&self) {
+    pub(crate) fn load_crds(&self) {
         let Some(rt) =
             self.registry
                 .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -222,7 +222,7 @@ impl Resources {
         }
     }
 
-    pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
+    pub(crate) fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
         self.store
             .get(&rt.key(ns, name))
             .ok_or_else(|| ApiError::not_found(rt, name))
@@ -230,7 +230,12 @@ impl Resources {
 
     /// The object's JSON as the client asked for it (`apiVersion` of the
     /// requested version; custom resources convert with strategy `None`).
-    pub fn render(&self, rt: &ResourceType, version: &str, stored: &Stored) -> ApiResult<Bytes> {
+    pub(crate) fn render(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        stored: &Stored,
+    ) -> ApiResult<Bytes> {
         if super::events::is_view(&rt.group, &rt.resource) {
             return Ok(Bytes::from(
                 serde_json::to_vec(&super::events::to_events_v1(&stored.value()?))

@@ -11,7 +11,7 @@ use super::{Address, PatchBody, Resources, Sub, WriteOptions, Written, scope};
 
 impl Resources {
     /// PATCH of every kind, including server-side apply (which may create).
-    pub async fn patch(
+    pub(crate) async fn patch(
         &self,
         at: Address<'_>,
         body: PatchBody,

@@ -73,7 +73,7 @@ impl Resources {
     }
 
     /// PUT.
-    pub async fn update(
+    pub(crate) async fn update(
         &self,
         at: Address<'_>,
         obj: Value,
@@ -183,7 +183,7 @@ impl Resources {
     /// Read-modify-write for the server's own controllers: `mutate` returns the
     /// new object, or `None` to leave it alone. Bypasses client validation of
     /// server-owned fields but keeps every storage rule (finalizers, CAS).
-    pub async fn modify(
+    pub(crate) async fn modify(
         &self,
         rt: &ResourceType,
         ns: &str,

@@ -61,7 +61,7 @@ fn forbidden(pdb_name: &str, why: &str) -> ApiError {
     ))
 }
 
-pub async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+pub(crate) async fn evict(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
     let eviction = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
     let ns = t.ns().to_string();

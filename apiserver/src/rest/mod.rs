@@ -23,25 +23,25 @@ use super::registry::{Extra, ResourceType};
 use super::status::{ApiError, ApiResult};
 
 /// Upstream's request body limit.
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// What a request path names.
-pub struct Target {
-    pub rt: Arc<ResourceType>,
-    pub version: String,
+pub(crate) struct Target {
+    pub(crate) rt: Arc<ResourceType>,
+    pub(crate) version: String,
     /// The request's namespace; `None` for cluster-scoped kinds or all namespaces.
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) subresource: Option<String>,
     /// The path began with `watch/` (the deprecated watch paths): a watch
     /// whatever the query says. Read from the parsed path, never by searching
     /// it for `/watch/`, which a namespace or name may hold.
-    pub watch_path: bool,
+    pub(crate) watch_path: bool,
 }
 
 impl Target {
     /// The namespace objects are stored under ("" for cluster-scoped kinds).
-    pub fn ns(&self) -> &str {
+    pub(crate) fn ns(&self) -> &str {
         if self.rt.namespaced {
             self.namespace.as_deref().unwrap_or("")
         } else {
@@ -50,7 +50,7 @@ impl Target {
     }
 }
 
-pub use super::query::{Query, parse_query, query_bool};
+pub(crate) use super::query::{Query, parse_query, query_bool};
 
 /// Parses `/api/v1/...` or `/apis/g/v/...` after the group-version.
 fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
@@ -125,24 +125,24 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
 }
 
 /// JSON response with the given status code.
-pub fn json_response(code: u16, body: Bytes) -> Response {
+pub(crate) fn json_response(code: u16, body: Bytes) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub fn value_response(code: u16, v: &Value) -> Response {
+pub(crate) fn value_response(code: u16, v: &Value) -> Response {
     json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
 }
 
 /// Reads the body, enforcing the size limit.
-pub async fn read_body(body: Body) -> ApiResult<Bytes> {
+pub(crate) async fn read_body(body: Body) -> ApiResult<Bytes> {
     axum::body::to_bytes(body, MAX_BODY)
         .await
         .map_err(|_| ApiError::too_large())
 }
 
 /// Parses a JSON or YAML body into an object.
-pub fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
+pub(crate) fn parse_object(bytes: &[u8], content_type: &str) -> ApiResult<Value> {
     if content_type.contains("protobuf") || content_type.contains("cbor") {
         return Err(ApiError::unsupported_media_type(
             content_type,

@@ -17,7 +17,7 @@ use super::super::table;
 use super::{Query, Target, json_response};
 
 /// The selectors of a LIST or WATCH, checked against one object.
-pub struct Filter {
+pub(crate) struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
     /// The kind's selectable fields the selector names, by the stored JSON
@@ -96,7 +96,7 @@ fn selectable_field(rt: &ResourceType, field: &str) -> Option<(String, &'static 
 }
 
 impl Filter {
-    pub fn from_query(rt: &ResourceType, query: &Query) -> ApiResult<Filter> {
+    pub(crate) fn from_query(rt: &ResourceType, query: &Query) -> ApiResult<Filter> {
         let labels =
             LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
                 .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
@@ -127,7 +127,7 @@ impl Filter {
         })
     }
 
-    pub fn matches(&self, s: &Stored) -> bool {
+    pub(crate) fn matches(&self, s: &Stored) -> bool {
         if !self.labels.matches(&s.labels) {
             return false;
         }
@@ -165,14 +165,14 @@ impl Filter {
     }
 }
 
-pub fn wants_table(accept: &str) -> bool {
+pub(crate) fn wants_table(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
 /// `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
 /// (kube-rs `Api::list_metadata`, controller-runtime's metadata informers):
 /// objects reduced to their metadata.
-pub fn wants_metadata(accept: &str) -> bool {
+pub(crate) fn wants_metadata(accept: &str) -> bool {
     accept.contains("as=PartialObjectMetadata")
 }
 
@@ -186,7 +186,7 @@ fn metadata_version(accept: &str) -> &'static str {
 }
 
 /// One object as `PartialObjectMetadata`.
-pub fn partial_metadata(accept: &str, object: &Value) -> Value {
+pub(crate) fn partial_metadata(accept: &str, object: &Value) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": metadata_version(accept),
@@ -194,7 +194,7 @@ pub fn partial_metadata(accept: &str, object: &Value) -> Value {
     })
 }
 
-pub fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
+pub(crate) fn get(state: &ApiState, t: &Target, accept: &str) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let stored = state.resources.get(&t.rt, t.ns(), name)?;
     if wants_table(accept) {
@@ -249,7 +249,7 @@ fn parse_rv(s: &str) -> ApiResult<u64> {
 }
 
 /// Picks the snapshot a LIST reads, per resourceVersion and resourceVersionMatch.
-pub fn list_snapshot(
+pub(crate) fn list_snapshot(
     state: &ApiState,
     query: &Query,
 ) -> ApiResult<(Arc<Snapshot>, Option<String>)> {
@@ -306,7 +306,12 @@ pub fn list_snapshot(
     }
 }
 
-pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiResult<Response> {
+pub(crate) fn list(
+    state: &ApiState,
+    t: &Target,
+    query: &Query,
+    accept: &str,
+) -> ApiResult<Response> {
     let filter = Filter::from_query(&t.rt, query)?;
     let limit: usize = match query.get("limit").map(String::as_str) {
         None | Some("") | Some("0") => usize::MAX,
@@ -364,7 +369,7 @@ pub fn list(state: &ApiState, t: &Target, query: &Query, accept: &str) -> ApiRes
 /// A `KindList` of `items` with `metadata`, the items concatenated as stored:
 /// no parse and no re-encoding on the hot path (a LIST, and the answer of a
 /// DELETE of a collection, which may hold every object of a kind).
-pub fn list_response(
+pub(crate) fn list_response(
     state: &ApiState,
     t: &Target,
     metadata: Value,

@@ -64,7 +64,7 @@ fn scale_of(state: &ApiState, t: &Target) -> ApiResult<(Value, Value)> {
     Ok((scale, obj))
 }
 
-pub fn get_scale(state: &ApiState, t: &Target) -> ApiResult<Response> {
+pub(crate) fn get_scale(state: &ApiState, t: &Target) -> ApiResult<Response> {
     Ok(value_response(200, &scale_of(state, t)?.0))
 }
 
@@ -127,7 +127,7 @@ async fn write_scale(
     get_scale(state, t)
 }
 
-pub async fn put_scale(
+pub(crate) async fn put_scale(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -140,7 +140,7 @@ pub async fn put_scale(
     write_scale(state, t, &scale, rv.as_deref()).await
 }
 
-pub async fn patch_scale(
+pub(crate) async fn patch_scale(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -157,7 +157,7 @@ pub async fn patch_scale(
     write_scale(state, t, &scale, None).await
 }
 
-pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+pub(crate) async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
     let binding = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
     let node = binding
@@ -217,7 +217,11 @@ pub async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Respon
     }
 }
 
-pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> ApiResult<Response> {
+pub(crate) async fn finalize_namespace(
+    state: &ApiState,
+    t: &Target,
+    obj: Value,
+) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let finalizers = obj
         .pointer("/spec/finalizers")
@@ -239,7 +243,7 @@ pub async fn finalize_namespace(state: &ApiState, t: &Target, obj: Value) -> Api
 }
 
 /// `serviceaccounts/NAME/token`: a TokenRequest for a bound token.
-pub async fn token(
+pub(crate) async fn token(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -259,7 +263,7 @@ pub async fn token(
 }
 
 /// `pods/log` goes to the node agent that runs the pod.
-pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
+pub(crate) async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let pod = state.resources.get(&t.rt, t.ns(), name)?.value()?;
     let node = pod
@@ -276,7 +280,7 @@ pub async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResult<Respo
 
 /// Create-only kinds: TokenReview answers whether a bearer token is this
 /// server's; the access reviews answer with [`authz`](super::super::authz).
-pub async fn create_only(
+pub(crate) async fn create_only(
     state: &ApiState,
     t: &Target,
     mut obj: Value,

@@ -172,7 +172,7 @@ impl Stream {
     }
 }
 
-pub async fn watch(
+pub(crate) async fn watch(
     state: &ApiState,
     t: &Target,
     query: &Query,

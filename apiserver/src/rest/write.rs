@@ -14,19 +14,19 @@ use super::super::validation::decode::duplicate_fields;
 use super::super::validation::warning_header;
 use super::{Query, Target, json_response, parse_object, value_response};
 
-pub struct Req<'a> {
-    pub query: &'a Query,
-    pub content_type: &'a str,
-    pub user_agent: &'a str,
+pub(crate) struct Req<'a> {
+    pub(crate) query: &'a Query,
+    pub(crate) content_type: &'a str,
+    pub(crate) user_agent: &'a str,
     /// Who makes the request (after impersonation).
-    pub user: wasmlet_apimachinery::rbac::UserInfo,
+    pub(crate) user: wasmlet_apimachinery::rbac::UserInfo,
     /// The RBAC objects the checks of writes by `user` read.
-    pub policy: std::sync::Arc<super::super::rbac::PolicyCache>,
+    pub(crate) policy: std::sync::Arc<super::super::rbac::PolicyCache>,
 }
 
 /// The request's write options; `kind` (`CreateOptions`, `UpdateOptions`,
 /// `PatchOptions`) names them in a 422 as upstream does.
-pub fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions> {
+pub(crate) fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions> {
     let q = req.query;
     let mut causes = Vec::new();
     let mut unsupported = |field: &str, got: &str, supported: &str| {
@@ -107,7 +107,7 @@ fn address<'a>(t: &'a Target, name: &'a str) -> Address<'a> {
     }
 }
 
-pub async fn create(
+pub(crate) async fn create(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -132,7 +132,7 @@ pub async fn create(
     ))
 }
 
-pub async fn update(
+pub(crate) async fn update(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -155,7 +155,7 @@ pub async fn update(
     ))
 }
 
-pub fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
+pub(crate) fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
     let ct = content_type.split(';').next().unwrap_or("").trim();
     let json = |b: &[u8]| -> ApiResult<Value> {
         serde_json::from_slice(b)
@@ -180,7 +180,7 @@ pub fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
     }
 }
 
-pub async fn patch(
+pub(crate) async fn patch(
     state: &ApiState,
     t: &Target,
     body: Bytes,
@@ -223,7 +223,7 @@ pub async fn patch(
     ))
 }
 
-pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
+pub(crate) fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     let mut opts = DeleteOptions::default();
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
@@ -277,7 +277,12 @@ pub fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     Ok(opts)
 }
 
-pub async fn delete(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> ApiResult<Response> {
+pub(crate) async fn delete(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    q: &Query,
+) -> ApiResult<Response> {
     let opts = delete_options(&body, q)?;
     let name = t.name.as_deref().unwrap_or_default();
     let d = state.resources.delete(&t.rt, t.ns(), name, &opts).await?;
@@ -299,7 +304,7 @@ pub async fn delete(state: &ApiState, t: &Target, body: Bytes, q: &Query) -> Api
     ))
 }
 
-pub async fn delete_collection(
+pub(crate) async fn delete_collection(
     state: &ApiState,
     t: &Target,
     body: Bytes,

@@ -19,10 +19,10 @@ pub(crate) struct Db {
 }
 
 pub(crate) struct Loaded {
-    pub rv: u64,
-    pub compacted: u64,
-    pub objects: im::OrdMap<Arc<str>, Arc<Stored>>,
-    pub history: VecDeque<Arc<Event>>,
+    pub(crate) rv: u64,
+    pub(crate) compacted: u64,
+    pub(crate) objects: im::OrdMap<Arc<str>, Arc<Stored>>,
+    pub(crate) history: VecDeque<Arc<Event>>,
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
@@ -37,7 +37,7 @@ const EVENT_MODIFIED: i64 = 1;
 const EVENT_DELETED: i64 = 2;
 
 impl Db {
-    pub fn open(path: &Path) -> Result<Db, StoreError> {
+    pub(crate) fn open(path: &Path) -> Result<Db, StoreError> {
         let conn = Connection::open(path).map_err(internal)?;
         // Pages freed by deletes and compaction go back to the file system
         // (incremental vacuum after each compaction). A database made before
@@ -73,7 +73,7 @@ impl Db {
         Ok(v.unwrap_or(0) as u64)
     }
 
-    pub fn load(&mut self) -> Result<Loaded, StoreError> {
+    pub(crate) fn load(&mut self) -> Result<Loaded, StoreError> {
         let rv = self.meta("rv")?;
         let compacted = self.meta("compacted")?;
         let mut objects = im::OrdMap::new();
@@ -143,7 +143,7 @@ impl Db {
     }
 
     /// Writes one batch of events in one transaction and fsyncs it.
-    pub fn commit(
+    pub(crate) fn commit(
         &mut self,
         events: &[Arc<Event>],
         rv: u64,
@@ -202,7 +202,7 @@ impl Db {
 
 impl Db {
     /// Cuts the log at `compacted` (revisions the history no longer holds).
-    pub fn compact(&mut self, compacted: u64) -> Result<(), StoreError> {
+    pub(crate) fn compact(&mut self, compacted: u64) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(internal)?;
         tx.execute("DELETE FROM log WHERE rv <= ?1", [compacted as i64])
             .map_err(internal)?;
@@ -215,7 +215,7 @@ impl Db {
     }
 
     /// Gives free pages and the write-ahead log back to the file system.
-    pub fn give_back(&mut self) -> Result<(), StoreError> {
+    pub(crate) fn give_back(&mut self) -> Result<(), StoreError> {
         // Each step of incremental_vacuum frees one page: run it to the end.
         for pragma in [
             "PRAGMA incremental_vacuum",

@@ -17,17 +17,17 @@ use super::{Event, Snapshot};
 const WATCHER_QUEUE: usize = 8192;
 
 #[derive(Debug, thiserror::Error)]
-pub enum WatchError {
+pub(crate) enum WatchError {
     /// The requested revision is older than the retained history.
     #[error("too old resource version: {requested} ({oldest})")]
     Gone { requested: u64, oldest: u64 },
 }
 
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// Retained events after the requested revision, oldest first.
-    pub backlog: Vec<Arc<Event>>,
+    pub(crate) backlog: Vec<Arc<Event>>,
     /// Live events; closes if this watcher falls too far behind.
-    pub live: mpsc::Receiver<Arc<Event>>,
+    pub(crate) live: mpsc::Receiver<Arc<Event>>,
 }
 
 struct Subscriber {
@@ -61,7 +61,7 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    pub fn new(
+    pub(crate) fn new(
         history: usize,
         max_age: Duration,
         max_bytes: usize,
@@ -99,13 +99,13 @@ impl Hub {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn published_rv(&self) -> u64 {
+    pub(crate) fn published_rv(&self) -> u64 {
         self.lock().published
     }
 
     /// Where the database log may be cut after a batch that ends at `rv`;
     /// done in steps so the DELETE runs rarely.
-    pub fn compaction_point(&self, rv: u64, history: usize, _batch: usize) -> Option<u64> {
+    pub(crate) fn compaction_point(&self, rv: u64, history: usize, _batch: usize) -> Option<u64> {
         let mut inner = self.lock();
         let keep_from = rv.saturating_sub(history as u64);
         let step = (history as u64 / 4).max(1);
@@ -119,7 +119,7 @@ impl Hub {
 
     /// Drops the events older than the age limit; returns the revision the
     /// database log may now be cut at, if it moved.
-    pub fn expire(&self) -> Option<u64> {
+    pub(crate) fn expire(&self) -> Option<u64> {
         let mut inner = self.lock();
         let cutoff = Instant::now().checked_sub(self.max_age)?;
         while let Some(&(rv, at)) = inner.stamps.front() {
@@ -144,7 +144,12 @@ impl Hub {
     /// Publishes a committed batch; `make_visible` swaps in the new snapshot
     /// under the same lock, so a snapshot's revision always equals what the
     /// history holds.
-    pub fn publish_with(&self, events: &[Arc<Event>], history: usize, make_visible: impl FnOnce()) {
+    pub(crate) fn publish_with(
+        &self,
+        events: &[Arc<Event>],
+        history: usize,
+        make_visible: impl FnOnce(),
+    ) {
         let mut inner = self.lock();
         make_visible();
         for event in events {
@@ -171,7 +176,7 @@ impl Hub {
         trim(&mut inner, history, self.max_bytes);
     }
 
-    pub fn subscribe(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
+    pub(crate) fn subscribe(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
         let mut inner = self.lock();
         if from < inner.compacted {
             return Err(WatchError::Gone {
@@ -195,7 +200,7 @@ impl Hub {
     }
 
     /// The state at `rv`: `now` with every later event undone.
-    pub fn rewind(&self, now: &Snapshot, rv: u64) -> Result<Snapshot, WatchError> {
+    pub(crate) fn rewind(&self, now: &Snapshot, rv: u64) -> Result<Snapshot, WatchError> {
         let inner = self.lock();
         if rv < inner.compacted {
             return Err(WatchError::Gone {

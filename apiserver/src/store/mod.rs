@@ -29,36 +29,36 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use serde_json::Value;
 
-pub use hub::{Subscription, WatchError};
+pub(crate) use hub::{Subscription, WatchError};
 
 /// One object as stored: its serialized JSON (with `metadata.resourceVersion`
 /// already set) plus what selectors need, parsed once at write time.
 #[derive(Debug)]
-pub struct Stored {
-    pub key: Arc<str>,
-    pub rv: u64,
-    pub json: Bytes,
-    pub labels: std::collections::BTreeMap<String, String>,
+pub(crate) struct Stored {
+    pub(crate) key: Arc<str>,
+    pub(crate) rv: u64,
+    pub(crate) json: Bytes,
+    pub(crate) labels: std::collections::BTreeMap<String, String>,
     /// `spec.nodeName` and `status.phase`, the non-metadata fields that field
     /// selectors may name (for pods).
-    pub node_name: Option<String>,
-    pub phase: Option<String>,
+    pub(crate) node_name: Option<String>,
+    pub(crate) phase: Option<String>,
     /// `apiVersion` as stored, so serving it at another version needs no parse.
-    pub api_version: String,
+    pub(crate) api_version: String,
 }
 
 impl Stored {
     /// The object parsed. Every `Stored` is made from a parsed value
     /// (`make_stored`), so this fails only on a store corrupted under us; the
     /// error names the key rather than taking the server down.
-    pub fn value(&self) -> Result<Value, StoreError> {
+    pub(crate) fn value(&self) -> Result<Value, StoreError> {
         serde_json::from_slice(&self.json).map_err(|e| {
             StoreError::Internal(format!("stored object {} is not JSON: {e}", self.key))
         })
     }
 
     /// Namespace and name, read back from the key (`/group/resource/ns/name`).
-    pub fn namespace_name(&self) -> (&str, &str) {
+    pub(crate) fn namespace_name(&self) -> (&str, &str) {
         let mut parts = self.key.rsplitn(3, '/');
         let name = parts.next().unwrap_or("");
         let ns = parts.next().unwrap_or("");
@@ -67,14 +67,14 @@ impl Stored {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Added,
     Modified,
     Deleted,
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
             EventType::Modified => "MODIFIED",
@@ -86,23 +86,23 @@ impl EventType {
 /// One revision of the history. `object` is the new state (for a deletion: the
 /// last state, re-stamped with the deletion's revision, as upstream sends it).
 #[derive(Debug)]
-pub struct Event {
-    pub rv: u64,
-    pub kind: EventType,
-    pub object: Arc<Stored>,
-    pub prev: Option<Arc<Stored>>,
+pub(crate) struct Event {
+    pub(crate) rv: u64,
+    pub(crate) kind: EventType,
+    pub(crate) object: Arc<Stored>,
+    pub(crate) prev: Option<Arc<Stored>>,
 }
 
 /// A consistent view of every object at one revision.
 #[derive(Clone)]
-pub struct Snapshot {
-    pub rv: u64,
-    pub objects: im::OrdMap<Arc<str>, Arc<Stored>>,
+pub(crate) struct Snapshot {
+    pub(crate) rv: u64,
+    pub(crate) objects: im::OrdMap<Arc<str>, Arc<Stored>>,
 }
 
 impl Snapshot {
     /// Objects whose key starts with `prefix`, in key order, starting after `after`.
-    pub fn range<'a>(
+    pub(crate) fn range<'a>(
         &'a self,
         prefix: &'a str,
         after: Option<&str>,
@@ -117,13 +117,13 @@ impl Snapshot {
             .map(|(_, v)| v)
     }
 
-    pub fn get(&self, key: &str) -> Option<&Arc<Stored>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Arc<Stored>> {
         self.objects.get(key)
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     #[error("already exists")]
     AlreadyExists,
     #[error("not found")]
@@ -137,10 +137,9 @@ pub enum StoreError {
 
 /// What a write expects to find, checked atomically in the writer.
 #[derive(Debug, Clone, Copy)]
-pub enum Expect {
+pub(crate) enum Expect {
     Absent,
     Rv(u64),
-    Any,
 }
 
 pub(crate) enum Op {
@@ -155,23 +154,23 @@ pub(crate) enum Op {
     },
 }
 
-pub struct StoreConfig {
+pub(crate) struct StoreConfig {
     /// Revisions of history kept for WATCH; older watch requests get 410 Gone.
-    pub history: usize,
+    pub(crate) history: usize,
     /// How long an event stays in the history at most.
-    pub max_age: std::time::Duration,
+    pub(crate) max_age: std::time::Duration,
     /// How many bytes of objects the history holds at most (older watch
     /// requests get 410 Gone, as from a full kube-apiserver watch cache).
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
 }
 
 /// Upstream's watch cache keeps events fresh for 75 s; clients that watch
 /// with bookmarks (sent every few seconds) never fall behind it.
-pub const DEFAULT_HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
+pub(crate) const DEFAULT_HISTORY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(75);
 
 /// 10,000 events of a typical 1-3 KiB object fit; a burst of large objects
 /// is let go as soon as it passes this, not after 75 s, so memory comes back.
-pub const DEFAULT_HISTORY_MAX_BYTES: usize = 32 << 20;
+pub(crate) const DEFAULT_HISTORY_MAX_BYTES: usize = 32 << 20;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -185,7 +184,7 @@ impl Default for StoreConfig {
 
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Store {
     shared: Arc<Shared>,
 }
 
@@ -204,7 +203,7 @@ pub(crate) struct Shared {
 impl Store {
     /// Opens (or creates) the database at `path`, loads every object and the
     /// retained history, and starts the writer thread.
-    pub fn open(path: &Path, config: StoreConfig) -> Result<Store, StoreError> {
+    pub(crate) fn open(path: &Path, config: StoreConfig) -> Result<Store, StoreError> {
         let mut db = db::Db::open(path)?;
         let loaded = db.load()?;
         let snapshot = Snapshot {
@@ -237,7 +236,7 @@ impl Store {
 
     /// Whether the store takes writes: `Err` names why not (the storage
     /// health check, as kube-apiserver's `etcd` check).
-    pub fn health(&self) -> Result<(), String> {
+    pub(crate) fn health(&self) -> Result<(), String> {
         match &*self.shared.fault.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(why) => Err(why.clone()),
             None => Ok(()),
@@ -245,12 +244,12 @@ impl Store {
     }
 
     /// The current committed state.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.shared.snapshot.load_full()
     }
 
     /// The state as it was at `rv`, rebuilt from the retained history.
-    pub fn snapshot_at(&self, rv: u64) -> Result<Snapshot, WatchError> {
+    pub(crate) fn snapshot_at(&self, rv: u64) -> Result<Snapshot, WatchError> {
         let now = self.snapshot();
         if rv >= now.rv {
             return Ok((*now).clone());
@@ -268,13 +267,13 @@ impl Store {
         Ok(s)
     }
 
-    pub fn get(&self, key: &str) -> Option<Arc<Stored>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<Stored>> {
         self.snapshot().get(key).cloned()
     }
 
     /// Creates, or replaces when `expect` allows. The writer stamps
     /// `metadata.resourceVersion` with the new revision.
-    pub async fn put(
+    pub(crate) async fn put(
         &self,
         key: &str,
         expect: Expect,
@@ -288,7 +287,7 @@ impl Store {
         .await
     }
 
-    pub async fn delete(&self, key: &str, expect: Expect) -> Result<Arc<Event>, StoreError> {
+    pub(crate) async fn delete(&self, key: &str, expect: Expect) -> Result<Arc<Event>, StoreError> {
         self.submit(Op::Delete {
             key: Arc::from(key),
             expect,
@@ -307,12 +306,12 @@ impl Store {
     }
 
     /// Events under `prefix` after revision `from`, then live ones.
-    pub fn watch(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
+    pub(crate) fn watch(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
         self.shared.hub.subscribe(prefix, from)
     }
 
     /// Highest revision whose events have all been handed to watchers.
-    pub fn published_rv(&self) -> u64 {
+    pub(crate) fn published_rv(&self) -> u64 {
         self.shared.hub.published_rv()
     }
 }

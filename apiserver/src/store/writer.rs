@@ -176,7 +176,7 @@ fn stamp(key: Arc<str>, rv: u64, mut object: Value) -> Result<Stored, StoreError
 impl Stored {
     /// This state stamped with revision `rv`: how upstream reports an object
     /// at an event that no longer shows it (deleted, or out of a selector).
-    pub fn restamped(&self, rv: u64) -> Result<Stored, StoreError> {
+    pub(crate) fn restamped(&self, rv: u64) -> Result<Stored, StoreError> {
         stamp(self.key.clone(), rv, self.value()?)
     }
 }

@@ -165,7 +165,7 @@ fn job_selector(obj: &Value, out: &mut Vec<Cause>) {
     }
 }
 
-pub fn validate_job(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_job(obj: &Value) -> Vec<Cause> {
     let mut out = vec![];
     job_spec(obj, "/spec", "spec", &mut out);
     job_selector(obj, &mut out);
@@ -173,7 +173,7 @@ pub fn validate_job(obj: &Value) -> Vec<Cause> {
 }
 
 /// Fields a Job keeps for life (`ValidateJobSpecUpdate`).
-pub fn validate_job_update(old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_job_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut out = vec![];
     for f in [
         "selector",
@@ -201,7 +201,7 @@ pub fn validate_job_update(old: &Value, new: &Value) -> Vec<Cause> {
 
 /// Whether croner reads `schedule` as upstream's `cron.ParseStandard`
 /// would: five fields or a nickname, no seconds or years.
-pub fn parse_schedule(schedule: &str) -> Result<croner::Cron, String> {
+pub(crate) fn parse_schedule(schedule: &str) -> Result<croner::Cron, String> {
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Disallowed)
         .year(croner::parser::Year::Disallowed)
@@ -210,7 +210,7 @@ pub fn parse_schedule(schedule: &str) -> Result<croner::Cron, String> {
         .map_err(|e| e.to_string())
 }
 
-pub fn validate_cronjob(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_cronjob(obj: &Value) -> Vec<Cause> {
     let mut out = vec![];
     match obj.pointer("/spec/schedule").and_then(Value::as_str) {
         None | Some("") => out.push(required("spec.schedule")),

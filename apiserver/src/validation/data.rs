@@ -11,7 +11,7 @@ use super::super::status::Cause;
 use super::{forbidden, invalid, required};
 
 /// Upstream's `MaxSecretSize`, the limit of ConfigMaps too.
-pub const MAX_SIZE: usize = 1024 * 1024;
+pub(crate) const MAX_SIZE: usize = 1024 * 1024;
 
 const IMMUTABLE: &str = "field is immutable when `immutable` is set";
 
@@ -54,7 +54,7 @@ fn object<'a>(obj: &'a Value, field: &str) -> Option<&'a Map<String, Value>> {
 /// The v1 → internal Secret conversion: `stringData` entries overwrite
 /// `data` (base64-encoded) and `stringData` is dropped; an empty `type` is
 /// `Opaque`. Errors are decoding errors (bad base64), as upstream's.
-pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
+pub(crate) fn decode_secret(obj: &mut Value) -> Result<(), String> {
     let Some(o) = obj.as_object_mut() else {
         return Ok(());
     };
@@ -86,7 +86,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
 }
 
 /// ConfigMap `binaryData` is base64 like Secret `data`.
-pub fn decode_configmap(obj: &Value) -> Result<(), String> {
+pub(crate) fn decode_configmap(obj: &Value) -> Result<(), String> {
     check_base64(obj, "binaryData")
 }
 
@@ -126,7 +126,7 @@ fn binary_len(obj: &Value, field: &str) -> usize {
         .sum()
 }
 
-pub fn validate_configmap(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_configmap(obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     if let (Some(data), Some(bin)) = (object(obj, "data"), object(obj, "binaryData")) {
         for k in data.keys().filter(|k| bin.contains_key(*k)) {
@@ -152,7 +152,7 @@ fn key_bytes(obj: &Value, key: &str) -> Option<Vec<u8>> {
     STD.decode(s.replace(['\r', '\n'], "")).ok()
 }
 
-pub fn validate_secret(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_secret(obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     if binary_len(obj, "data") > MAX_SIZE {
         causes.push(too_long());
@@ -214,7 +214,7 @@ pub fn validate_secret(obj: &Value) -> Vec<Cause> {
 
 /// `data`, `binaryData` and `immutable` of an immutable object stay; a
 /// Secret's `type` never changes.
-pub fn validate_update(secret: bool, old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_update(secret: bool, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     if secret {
         let (ot, nt) = (&old["type"], &new["type"]);

@@ -13,7 +13,7 @@ use serde_json::Value;
 /// as the structural validator reports it, e.g. `spec.containers[0].image`),
 /// found by walking the annotated schema and the object together (the object
 /// tells where a map key with dots in it ends).
-pub fn go_type_error(schema: &Value, obj: &Value, field: &str) -> String {
+pub(crate) fn go_type_error(schema: &Value, obj: &Value, field: &str) -> String {
     let mut node = schema;
     let mut val = obj;
     let mut rest = field;
@@ -88,7 +88,7 @@ pub fn go_type_error(schema: &Value, obj: &Value, field: &str) -> String {
 /// The paths of fields a JSON (or YAML) body names twice in one object, in
 /// document order (`metadata.name`, `spec.containers[0].image`). Bodies that
 /// do not parse have none (the parser reports them).
-pub fn duplicate_fields(body: &[u8], content_type: &str) -> Vec<String> {
+pub(crate) fn duplicate_fields(body: &[u8], content_type: &str) -> Vec<String> {
     let out = RefCell::new(Vec::new());
     let walk = Walk {
         path: String::new(),

@@ -23,12 +23,12 @@
 //! schema once, 5 ms (ConfigMap) to 50 ms (Pod); per write, ~50 µs for a
 //! 1 KiB ConfigMap and ~220 µs for a typical Pod.
 
-pub mod batch;
-pub mod data;
-pub mod decode;
-pub mod pods;
-pub mod schemas;
-pub mod workloads;
+pub(crate) mod batch;
+pub(crate) mod data;
+pub(crate) mod decode;
+pub(crate) mod pods;
+pub(crate) mod schemas;
+pub(crate) mod workloads;
 
 use std::sync::{Arc, Mutex};
 
@@ -42,15 +42,15 @@ use super::status::{ApiError, ApiResult, Cause};
 /// by the clones of one request's options; a retried write adds the same
 /// text again, so [`Warnings::take`] removes repeats.
 #[derive(Debug, Clone, Default)]
-pub struct Warnings(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Warnings(Arc<Mutex<Vec<String>>>);
 
 impl Warnings {
-    pub fn push(&self, text: String) {
+    pub(crate) fn push(&self, text: String) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(text);
     }
 
     /// Every warning once, in the order first seen.
-    pub fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         let all = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
         let mut out: Vec<String> = Vec::new();
         for w in all {
@@ -63,7 +63,7 @@ impl Warnings {
 }
 
 /// The `Warning` header value upstream sends: `299 - "text"` (Go-quoted).
-pub fn warning_header(text: &str) -> String {
+pub(crate) fn warning_header(text: &str) -> String {
     format!("299 - {}", wasmlet_apimachinery::goquote::go_quote(text))
 }
 
@@ -93,7 +93,7 @@ pub(crate) fn forbidden(field: &str, detail: &str) -> Cause {
 
 /// Unknown fields (dropped already) and the body's duplicate fields, as
 /// `fieldValidation` says: an error under Strict, warnings under Warn.
-pub fn field_problems(unknown: &[String], opts: &WriteOptions) -> ApiResult<()> {
+pub(crate) fn field_problems(unknown: &[String], opts: &WriteOptions) -> ApiResult<()> {
     let problems: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
@@ -171,7 +171,7 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
 }
 
 /// The rules of an update that compare it with the stored object.
-pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "ConfigMap") => data::validate_update(false, old, new),
         ("", "Secret") => data::validate_update(true, old, new),

@@ -52,7 +52,7 @@ fn take_images(into: &mut Value, from: &Value, list: &str) {
     }
 }
 
-pub fn validate_update(old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let empty = Value::Object(Map::new());
     let old_spec = normalized(old.get("spec").unwrap_or(&empty));

@@ -28,9 +28,9 @@ use wasmlet_apimachinery::schema::Structural;
 /// One built-in kind's schema in both forms.
 pub struct KindSchema {
     /// What pruning and type validation run on.
-    pub structural: Structural,
+    pub(crate) structural: Structural,
     /// The converted schema with its `x-go-*` annotations, for messages.
-    pub annotated: Value,
+    pub(crate) annotated: Value,
 }
 
 type Generate = fn() -> Value;
@@ -83,14 +83,14 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
 /// A kind's OpenAPI v3 definitions as upstream publishes them: its own
 /// (named like `io.k8s.api.core.v1.Pod`) and every one it refers to, with
 /// `$ref`s pointing at `#/components/schemas/`.
-pub struct KindOpenApi {
-    pub name: String,
-    pub definitions: Map<String, Value>,
+pub(crate) struct KindOpenApi {
+    pub(crate) name: String,
+    pub(crate) definitions: Map<String, Value>,
 }
 
 /// For `/openapi/v3`: `None` for kinds without a schema here and for the
 /// events.k8s.io view (its fields differ from the core Event it is stored as).
-pub fn openapi_for(group: &str, kind: &str) -> Option<Arc<KindOpenApi>> {
+pub(crate) fn openapi_for(group: &str, kind: &str) -> Option<Arc<KindOpenApi>> {
     static DOCS: LazyLock<Cache<KindOpenApi>> = LazyLock::new(Default::default);
     if group == "events.k8s.io" {
         return None;
@@ -169,7 +169,7 @@ pub fn for_kind(group: &str, kind: &str) -> Option<Arc<KindSchema>> {
 }
 
 /// Converts a schemars root schema (with `$defs`) into a [`KindSchema`].
-pub fn build(root: &Value) -> Result<KindSchema, wasmlet_apimachinery::schema::SchemaError> {
+pub(crate) fn build(root: &Value) -> Result<KindSchema, wasmlet_apimachinery::schema::SchemaError> {
     let defs = root
         .get("$defs")
         .and_then(Value::as_object)

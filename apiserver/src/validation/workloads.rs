@@ -36,7 +36,7 @@ fn restart_policy(obj: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-pub fn validate_daemonset(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_daemonset(obj: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     match obj.pointer("/spec/selector").filter(|s| !s.is_null()) {
         None => causes.push(required("spec.selector")),
@@ -143,7 +143,7 @@ fn rolling_update(obj: &Value, causes: &mut Vec<Cause>) {
 }
 
 /// A DaemonSet's `spec.selector` is immutable (apps/v1).
-pub fn validate_daemonset_update(old: &Value, new: &Value) -> Vec<Cause> {
+pub(crate) fn validate_daemonset_update(old: &Value, new: &Value) -> Vec<Cause> {
     let (o, n) = (old.pointer("/spec/selector"), new.pointer("/spec/selector"));
     if o != n {
         return vec![invalid(
@@ -155,7 +155,7 @@ pub fn validate_daemonset_update(old: &Value, new: &Value) -> Vec<Cause> {
     vec![]
 }
 
-pub fn validate_replicationcontroller(obj: &Value) -> Vec<Cause> {
+pub(crate) fn validate_replicationcontroller(obj: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     if obj
         .pointer("/spec/replicas")
