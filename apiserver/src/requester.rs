@@ -1,7 +1,9 @@
 //! Who makes a write, for the admission checks that depend on the user:
 //! NodeRestriction ([`super::noderestriction`]) and RBAC escalation
-//! prevention ([`super::rbac::escalation`]). The server's own writes
-//! (bootstrap, controllers, garbage collection) carry no requester.
+//! prevention ([`super::rbac::escalation`]), run through `resources`'
+//! [`Admit`] trait (this module imports `resources`, never the reverse).
+//! The server's own writes (bootstrap, controllers, garbage collection)
+//! carry no requester.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use wasmlet_apimachinery::rbac::UserInfo;
 
 use super::rbac::PolicyCache;
 use super::registry::ResourceType;
-use super::resources::{Resources, Sub};
+use super::resources::{Admit, Resources, Sub};
 use super::status::ApiResult;
 
 #[derive(Clone)]
@@ -27,10 +29,8 @@ impl std::fmt::Debug for Requester {
     }
 }
 
-impl Requester {
-    /// Refuses writing `new` (over `old`, for an update) when this user may
-    /// not, although the authorizer let the request through.
-    pub(crate) fn admit(
+impl Admit for Requester {
+    fn admit(
         &self,
         resources: &Resources,
         rt: &ResourceType,

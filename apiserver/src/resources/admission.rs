@@ -1,6 +1,9 @@
 //! What every write passes through before it is stored: the body checked
 //! against the URL, defaults, pruning and validation, and the rules for the
-//! server-owned parts of an update.
+//! server-owned parts of an update; and [`Admit`], the checks that depend on
+//! who writes, which `resources` calls without knowing them.
+
+use std::fmt::Debug;
 
 use serde_json::{Value, json};
 
@@ -10,6 +13,24 @@ use super::super::status::{ApiError, ApiResult, Cause};
 use super::super::strategy;
 use super::super::validation;
 use super::{Address, Resources, Sub, WriteOptions};
+
+/// An admission check a client's write carries (`WriteOptions::admission`):
+/// the user-dependent ones (NodeRestriction, RBAC escalation prevention),
+/// implemented above this module (`requester.rs`), so that `resources` calls
+/// them through this trait and never imports them (they import `resources`).
+pub(crate) trait Admit: Debug + Send + Sync {
+    /// Refuses writing `new` (over `old`, for an update) when the writer may
+    /// not, although the authorizer let the request through.
+    fn admit(
+        &self,
+        resources: &Resources,
+        rt: &ResourceType,
+        ns: &str,
+        sub: Sub,
+        old: Option<&Value>,
+        new: &Value,
+    ) -> ApiResult<()>;
+}
 
 impl Resources {
     pub(super) fn check_namespace(&self, rt: &ResourceType, ns: &str) -> ApiResult<()> {

@@ -72,8 +72,8 @@ impl Resources {
         super::super::services::allocate(self, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
         self.admit_rules(rt, version, &obj, None)?;
-        if let Some(r) = &opts.requester {
-            r.admit(self, rt, ns, Sub::Main, None, &obj)?;
+        if let Some(a) = &opts.admission {
+            a.admit(self, rt, ns, Sub::Main, None, &obj)?;
         }
         self.check_namespace(rt, ns)?;
         let name = meta::name(&obj).to_string();

@@ -15,6 +15,8 @@ mod patch;
 mod rules;
 mod update;
 
+pub(crate) use admission::Admit;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -57,9 +59,9 @@ pub struct WriteOptions {
     pub(crate) dry_run: bool,
     pub(crate) field_validation: FieldValidation,
     pub(crate) force: bool,
-    /// The user making a client's write, for the checks that depend on who
-    /// it is; `None` for the server's own writes.
-    pub(crate) requester: Option<super::requester::Requester>,
+    /// The checks that depend on who makes a client's write (the
+    /// requester's); `None` for the server's own writes.
+    pub(crate) admission: Option<Arc<dyn Admit>>,
     /// Fields the request body names twice (reported per `field_validation`).
     pub(crate) duplicates: Vec<String>,
     /// What the response's `Warning` headers will say.
@@ -73,7 +75,7 @@ impl Default for WriteOptions {
             dry_run: false,
             field_validation: FieldValidation::Warn,
             force: false,
-            requester: None,
+            admission: None,
             duplicates: Vec::new(),
             warnings: Default::default(),
         }

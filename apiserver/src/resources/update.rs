@@ -160,8 +160,8 @@ impl Resources {
             }
             let old_value = old.value()?;
             let (new, managed) = mutate(&old_value)?;
-            if let Some(r) = &opts.requester {
-                r.admit(self, rt, at.ns, at.sub, Some(&old_value), &new)?;
+            if let Some(a) = &opts.admission {
+                a.admit(self, rt, at.ns, at.sub, Some(&old_value), &new)?;
             }
             match self
                 .commit_update(at, &old, &old_value, new, opts, managed)

@@ -73,10 +73,10 @@ pub(crate) fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions
         dry_run,
         field_validation,
         force: super::query_bool(q, "force") == Some(true),
-        requester: Some(super::super::requester::Requester {
+        admission: Some(std::sync::Arc::new(super::super::requester::Requester {
             user: req.user.clone(),
             policy: req.policy.clone(),
-        }),
+        })),
         ..Default::default()
     })
 }
