@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use wasmlet_apimachinery::names;
 use wasmlet_apimachinery::schema::Structural;
 
-use super::meta;
-use super::registry::{PrinterColumn, ResourceType, ScaleSpec};
-use super::status::Cause;
+use crate::meta;
+use crate::registry::{PrinterColumn, ResourceType, ScaleSpec};
+use crate::status::Cause;
 
 /// The finalizer that holds a deleted CRD until its custom resources are gone.
 pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -87,7 +87,7 @@ pub(crate) fn protection_causes(old: Option<&Value>, crd: &Value) -> Vec<Cause> 
     let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("");
     let (group, plural) = (s("/spec/group"), s("/spec/names/plural"));
     let mut causes = Vec::new();
-    if super::registry::is_builtin(group, plural) {
+    if crate::registry::is_builtin(group, plural) {
         causes.push(invalid(
             "spec.names.plural",
             format!(
@@ -244,7 +244,7 @@ pub(crate) fn resource_type(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
                     // (strategy); a stored CRD whose rules no longer
                     // compile is served without them.
                     let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
-                    match super::cel_rules::Rules::compile(schema, &at) {
+                    match crate::cel_rules::Rules::compile(schema, &at) {
                         Ok(Some(rules)) => {
                             cel.insert(vname.clone(), Arc::new(rules));
                         }

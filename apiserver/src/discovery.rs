@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::registry::{Extra, Registry, ResourceType};
+use crate::registry::{Extra, Registry, ResourceType};
 
 pub(crate) fn version() -> Value {
     json!({

@@ -56,52 +56,37 @@
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
-mod authn;
-mod authz;
+mod auth;
 mod cel_rules;
 mod codec;
+mod controllers;
 mod crd;
 mod defaults;
 mod discovery;
 mod events;
-mod gc;
 pub mod health;
 mod logs;
 mod meta;
 mod metrics;
-mod nodeauthz;
-mod noderestriction;
-mod nsconditions;
 mod openapi;
 mod openapi_v2;
-mod pki;
+mod printers;
 pub mod private_dir;
 mod query;
 mod quota;
-mod rbac;
 mod registry;
-mod requester;
 mod resources;
 mod rest;
-mod satoken;
-mod selfreview;
-mod serviceaccounts;
 mod services;
 mod status;
 mod store;
 mod strategy;
-mod table;
-mod table_apps;
-mod table_batch;
-mod table_core;
-mod table_workloads;
-mod tls;
 mod validation;
 
 // The public surface: what the host, its tests and benches use. Everything
 // else is `pub(crate)`: a change inside the server cannot break the host.
-pub use authz::CONTROLLER_USER;
-pub use pki::Pki;
+pub use auth::authz::CONTROLLER_USER;
+pub use auth::pki::Pki;
 
 /// Internals the fuzz targets and the benches reach (not a stable API): the
 /// request handler and the per-kind decode and validation.
@@ -170,14 +155,14 @@ pub struct ApiState {
     pub(crate) registry: Arc<Registry>,
     pub(crate) token: String,
     pub(crate) addr: SocketAddr,
-    pub(crate) pki: Arc<pki::Pki>,
+    pub(crate) pki: Arc<auth::pki::Pki>,
     pub(crate) kubelets: logs::KubeletClients,
     pub(crate) metrics: metrics::ApiMetrics,
     /// Signs and verifies ServiceAccount tokens.
-    pub(crate) tokens: satoken::Signer,
+    pub(crate) tokens: auth::satoken::Signer,
     pub(crate) watches: quota::WatchQuota,
     /// RBAC objects parsed once per revision.
-    pub(crate) rbac: Arc<rbac::PolicyCache>,
+    pub(crate) rbac: Arc<auth::rbac::PolicyCache>,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -194,7 +179,7 @@ impl ApiServer {
         // The database, its WAL, the CA key and the kubeconfigs: this user's only.
         crate::private_dir::private_dir(&config.data_dir)
             .with_context(|| format!("data directory {}", config.data_dir.display()))?;
-        let pki = pki::Pki::load_or_create(&config.data_dir)?;
+        let pki = auth::pki::Pki::load_or_create(&config.data_dir)?;
         tracing::info!(
             "pods/log is forwarded to kubelets authenticated by a client certificate of this CA; \
              their serving certificates are not verified (as kube-apiserver without \
@@ -214,7 +199,7 @@ impl ApiServer {
         let resources = Resources::new(store, registry.clone());
         resources.load_crds();
         bootstrap(&resources).await?;
-        rbac::bootstrap(&resources).await?;
+        auth::rbac::bootstrap(&resources).await?;
         defaults::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)
@@ -235,19 +220,19 @@ impl ApiServer {
             pki: pki.clone(),
             kubelets: Default::default(),
             metrics: Default::default(),
-            tokens: satoken::Signer::load_or_create(&pki.dir)?,
+            tokens: auth::satoken::Signer::load_or_create(&pki.dir)?,
             watches: quota::WatchQuota::new(config.max_watches_per_user),
             rbac: Default::default(),
         });
-        tokio::spawn(rbac::aggregate::run(resources.clone()));
+        tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
         services::bootstrap(&resources, addr).await?;
-        tokio::spawn(serviceaccounts::Controller::new(resources.clone()).run());
-        tokio::spawn(gc::Controllers::new(resources).run());
+        tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
+        tokio::spawn(controllers::gc::Controllers::new(resources).run());
 
         let app = router(state.clone());
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(pki.rustls_config()?);
         let handle = axum_server::Handle::new();
-        let acceptor = tls::PeerCertAcceptor {
+        let acceptor = auth::tls::PeerCertAcceptor {
             inner: axum_server::tls_rustls::RustlsAcceptor::new(tls),
         };
         let server = axum_server::from_tcp(listener)?
@@ -439,7 +424,10 @@ fn router(state: Arc<ApiState>) -> Router {
         )
         .merge(health::routes())
         .fallback(rest::dispatch)
-        .layer(middleware::from_fn_with_state(state.clone(), authn::guard))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authn::guard,
+        ))
         .with_state(state)
 }
 

@@ -12,9 +12,9 @@ use base64::Engine;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use super::ApiState;
-use super::query::Query;
-use super::status::{ApiError, ApiResult};
+use crate::ApiState;
+use crate::query::Query;
+use crate::status::{ApiError, ApiResult};
 use wasmlet_apimachinery::log_options::LogOptions;
 
 /// One client per kubelet address.
@@ -34,7 +34,7 @@ fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
     }
     let (cert, key) = state
         .pki
-        .client_cert(crate::authz::KUBELET_CLIENT_USER)
+        .client_cert(crate::auth::authz::KUBELET_CLIENT_USER)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut config = kube::Config::new(

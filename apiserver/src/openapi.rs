@@ -6,15 +6,15 @@
 //! sends `fieldValidation=Strict` instead of validating client-side).
 //! Custom resources carry their `openAPIV3Schema`; built-in kinds their
 //! published definitions (from k8s-openapi, see
-//! [`super::validation::schemas::openapi_for`]), so `kubectl explain` works;
+//! [`crate::validation::schemas::openapi_for`]), so `kubectl explain` works;
 //! kinds without one here are open objects. PATCH does not list the
 //! strategic-merge content type, so kubectl computes apply patches from its
 //! own types (the definitions carry no patch strategies).
-//! `/openapi/v2` is made from these documents (see [`super::openapi_v2`]).
+//! `/openapi/v2` is made from these documents (see [`crate::openapi_v2`]).
 
 use serde_json::{Map, Value, json};
 
-use super::registry::{Registry, ResourceType};
+use crate::registry::{Registry, ResourceType};
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -105,9 +105,9 @@ fn operation(rt: &ResourceType, version: &str, action: &str, schema_ref: &str) -
     // advertises them; custom resources are JSON only.
     if rt.builtin {
         let body = json!({"schema": {"$ref": schema_ref}});
-        op["responses"]["200"]["content"][super::codec::PROTOBUF] = body.clone();
+        op["responses"]["200"]["content"][crate::codec::PROTOBUF] = body.clone();
         if matches!(action, "post" | "put") {
-            op["requestBody"]["content"][super::codec::PROTOBUF] = body;
+            op["requestBody"]["content"][crate::codec::PROTOBUF] = body;
         }
     }
     op
@@ -123,7 +123,7 @@ pub(crate) fn v3_doc(registry: &Registry, group: &str, version: &str) -> Option<
         }
         let published = rt
             .builtin
-            .then(|| super::validation::schemas::openapi_for(&rt.group, &rt.kind))
+            .then(|| crate::validation::schemas::openapi_for(&rt.group, &rt.kind))
             .flatten();
         let name = match &published {
             Some(p) => p.name.clone(),

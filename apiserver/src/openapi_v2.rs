@@ -1,5 +1,5 @@
 //! `/openapi/v2` in JSON: the Swagger 2.0 document old clients read, made
-//! from the per-group-version OpenAPI v3 documents ([`super::openapi`]) the
+//! from the per-group-version OpenAPI v3 documents ([`crate::openapi`]) the
 //! way kube-openapi's v3-to-v2 conversion does: schemas become
 //! `definitions` (references rewritten), request bodies become `in: body`
 //! parameters, and what v2 cannot say is dropped (`nullable`, `oneOf`,
@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::registry::Registry;
+use crate::registry::Registry;
 
 /// `#/components/schemas/X` → `#/definitions/X`; v3-only keywords dropped.
 fn to_v2_schema(v: &mut Value) {
@@ -137,7 +137,7 @@ pub(crate) fn document(registry: &Registry) -> Value {
     let mut paths = Map::new();
     let mut definitions = Map::new();
     for (g, v) in gvs {
-        let Some(doc) = super::openapi::v3_doc(registry, &g, &v) else {
+        let Some(doc) = crate::openapi::v3_doc(registry, &g, &v) else {
             continue;
         };
         if let Some(schemas) = doc

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::status::ApiError;
+use crate::status::ApiError;
 
 /// The open watches of every user, and the most one user may hold.
 pub(crate) struct WatchQuota {

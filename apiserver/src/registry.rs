@@ -99,7 +99,7 @@ pub struct ResourceType {
     pub(crate) openapi: BTreeMap<String, serde_json::Value>,
     /// Per served version of a custom resource, its compiled
     /// `x-kubernetes-validations` (versions without rules are absent).
-    pub(crate) cel: BTreeMap<String, Arc<super::cel_rules::Rules>>,
+    pub(crate) cel: BTreeMap<String, Arc<crate::cel_rules::Rules>>,
     pub(crate) printer_columns: Vec<PrinterColumn>,
     /// Only `create` is served (TokenReview and the like).
     pub(crate) create_only: bool,
@@ -129,9 +129,9 @@ impl ResourceType {
 
     /// Key prefix for every object of this resource, or of one namespace of it.
     /// The group objects are stored under: events.k8s.io Events are core
-    /// Events in another form (see [`super::events`]).
+    /// Events in another form (see [`crate::events`]).
     fn storage_group(&self) -> &str {
-        if self.group.is_empty() || super::events::is_view(&self.group, &self.resource) {
+        if self.group.is_empty() || crate::events::is_view(&self.group, &self.resource) {
             "core"
         } else {
             &self.group
@@ -627,9 +627,9 @@ impl Registry {
         group: &str,
         version: &str,
         resource: &str,
-    ) -> Result<Arc<ResourceType>, super::status::ApiError> {
+    ) -> Result<Arc<ResourceType>, crate::status::ApiError> {
         self.lookup(group, version, resource).ok_or_else(|| {
-            super::status::ApiError::internal(format!(
+            crate::status::ApiError::internal(format!(
                 "built-in resource {resource}.{group}/{version} is not registered"
             ))
         })
@@ -759,7 +759,7 @@ mod tests {
         for b in super::BUILTINS.iter().filter(|b| !b.create_only) {
             walked.push(format!("{}.{}", b.resource, b.group));
             let rt = registry.get(b.group, b.resource).expect("served");
-            let table = crate::table::table(&rt, std::slice::from_ref(&obj), None, "1");
+            let table = crate::printers::table::table(&rt, std::slice::from_ref(&obj), None, "1");
             let names: Vec<&str> = table["columnDefinitions"]
                 .as_array()
                 .unwrap()

@@ -18,11 +18,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use rand::Rng;
 use serde_json::{Value, json};
 
-use super::meta;
-use super::registry::ResourceType;
-use super::resources::{Resources, WriteOptions};
-use super::status::{ApiError, ApiResult, Cause};
-use super::store::Snapshot;
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::resources::{Resources, WriteOptions};
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::store::Snapshot;
 
 /// The service cluster IP range, as `--service-cluster-ip-range`.
 pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/12";

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::registry::ResourceType;
+use crate::registry::ResourceType;
 
 /// One reason an object is invalid, naming the field.
 #[derive(Debug, Clone)]

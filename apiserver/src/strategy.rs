@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 use wasmlet_apimachinery::names;
 
-use super::meta;
-use super::registry::ResourceType;
-use super::status::Cause;
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::Cause;
 
 fn cause(reason: &str, field: &str, message: impl Into<String>) -> Cause {
     Cause {
@@ -22,12 +22,12 @@ fn required(field: &str) -> Cause {
 
 /// Resets what a client may not set on create.
 pub(crate) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
-    super::defaults::apply(rt, obj, true);
+    crate::defaults::apply(rt, obj, true);
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
             let qos = obj
                 .get("spec")
-                .map_or("BestEffort", super::defaults::qos_class);
+                .map_or("BestEffort", crate::defaults::qos_class);
             let mut status = json!({"phase": "Pending", "qosClass": qos});
             if obj
                 .pointer("/spec/nodeName")
@@ -52,7 +52,7 @@ pub(crate) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             obj["status"] = json!({
                 "acceptedNames": {"plural": "", "kind": ""},
-                "storedVersions": super::crd::storage_versions(obj),
+                "storedVersions": crate::crd::storage_versions(obj),
             });
         }
         _ if rt.status => {
@@ -76,7 +76,7 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
             // checks them as path segments.
             "events" => path_segment_errors(name),
             // RBAC names such as `system:discovery` are path segments too.
-            _ if rt.group == super::rbac::GROUP => path_segment_errors(name),
+            _ if rt.group == crate::auth::rbac::GROUP => path_segment_errors(name),
             // Custom resources too: upstream requires a DNS-1123 subdomain.
             _ => names::is_dns1123_subdomain(name),
         };
@@ -144,18 +144,18 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
             }
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            if let Err(more) = super::crd::resource_type(obj) {
+            if let Err(more) = crate::crd::resource_type(obj) {
                 causes.extend(more);
             }
-            causes.extend(super::crd::printer_column_causes(obj));
-            causes.extend(super::cel_rules::crd_causes(old, obj));
-            causes.extend(super::crd::protection_causes(old, obj));
+            causes.extend(crate::crd::printer_column_causes(obj));
+            causes.extend(crate::cel_rules::crd_causes(old, obj));
+            causes.extend(crate::crd::protection_causes(old, obj));
         }
-        (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
-            causes.extend(super::rbac::validate_binding(&rt.resource, obj));
+        (crate::auth::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            causes.extend(crate::auth::rbac::validate_binding(&rt.resource, obj));
         }
-        (super::rbac::GROUP, "roles" | "clusterroles") => {
-            causes.extend(super::rbac::limits::validate_role(obj));
+        (crate::auth::rbac::GROUP, "roles" | "clusterroles") => {
+            causes.extend(crate::auth::rbac::limits::validate_role(obj));
         }
         ("apps", "statefulsets") => {
             if obj.pointer("/spec/selector").is_none() {
@@ -193,8 +193,8 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
 /// Checks of an update that compare the new object with the old one.
 pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.resource.as_str()) {
-        (super::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
-            super::rbac::validate_binding_update(old, new)
+        (crate::auth::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            crate::auth::rbac::validate_binding_update(old, new)
         }
         _ => vec![],
     }

@@ -62,7 +62,7 @@ mod tests;
 
 use serde_json::Value;
 
-use super::status::Cause;
+use crate::status::Cause;
 use schema::Node;
 
 /// upstream's `StaticEstimatedCostLimit`: one rule's estimated cost.

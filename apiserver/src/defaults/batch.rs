@@ -137,8 +137,8 @@ pub(crate) fn cronjob(obj: &mut Value) {
 mod tests {
     use serde_json::json;
 
-    use super::super::super::registry::Registry;
     use super::super::apply;
+    use crate::registry::Registry;
 
     fn rt(resource: &str) -> std::sync::Arc<super::super::ResourceType> {
         Registry::with_builtins().get("batch", resource).unwrap()

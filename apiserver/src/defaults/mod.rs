@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 pub(crate) use namespace::label_existing;
 pub(crate) use pod::qos_class;
 
-use super::registry::ResourceType;
+use crate::registry::ResourceType;
 
 /// Fills upstream's defaults into `obj`. `create` adds what upstream's
 /// admission plugins add on create only (a pod's ServiceAccount and

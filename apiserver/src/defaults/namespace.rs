@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::super::meta;
+use crate::meta;
 
 pub(crate) const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
@@ -24,7 +24,7 @@ pub(crate) fn apply(obj: &mut Value) {
 
 /// Labels namespaces stored before the label was defaulted (a data directory
 /// from an older wasmlet), so every namespace has it.
-pub(crate) async fn label_existing(resources: &super::super::resources::Resources) {
+pub(crate) async fn label_existing(resources: &crate::resources::Resources) {
     let Ok(nsrt) = resources.registry.builtin("", "v1", "namespaces") else {
         return;
     };

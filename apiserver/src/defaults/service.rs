@@ -1,5 +1,5 @@
 //! Services: `SetDefaults_Service` (core/v1). The cluster IP is allocated at
-//! create by [`super::super::services`], which also sets the IP families.
+//! create by [`crate::services`], which also sets the IP families.
 
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 use serde_json::json;
 
-use super::super::registry::Registry;
 use super::*;
+use crate::registry::Registry;
 
 fn rt(group: &str, resource: &str) -> std::sync::Arc<ResourceType> {
     Registry::with_builtins().get(group, resource).unwrap()

@@ -15,7 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 
-use super::ApiState;
+use crate::ApiState;
 
 type Check = fn(&ApiState) -> Result<(), String>;
 

@@ -7,12 +7,12 @@ use std::fmt::Debug;
 
 use serde_json::{Value, json};
 
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult, Cause};
-use super::super::strategy;
-use super::super::validation;
 use super::{Address, Resources, Sub, WriteOptions};
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::strategy;
+use crate::validation;
 
 /// An admission check a client's write carries (`WriteOptions::admission`):
 /// the user-dependent ones (NodeRestriction, RBAC escalation prevention),
@@ -114,8 +114,8 @@ impl Resources {
         } else {
             m.remove("namespace");
         }
-        if super::super::events::is_view(&rt.group, &rt.resource) {
-            *obj = super::super::events::to_core(obj);
+        if crate::events::is_view(&rt.group, &rt.resource) {
+            *obj = crate::events::to_core(obj);
         }
         Ok(())
     }
@@ -150,7 +150,7 @@ impl Resources {
         } else if rt.builtin {
             validation::decode(rt, version, obj, opts)?;
         }
-        super::super::defaults::apply(rt, obj, false);
+        crate::defaults::apply(rt, obj, false);
         let mut causes = old
             .map(|old| validation::validate_update(rt, old, obj))
             .unwrap_or_default();
@@ -228,8 +228,8 @@ impl Resources {
                 .get("generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            super::super::services::keep_allocated(rt, old, &mut new);
-            if super::super::defaults::has_generation(rt)
+            crate::services::keep_allocated(rt, old, &mut new);
+            if crate::defaults::has_generation(rt)
                 && meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status)
             {
                 meta::meta_mut(&mut new).insert("generation".into(), json!(generation + 1));

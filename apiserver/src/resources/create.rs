@@ -6,12 +6,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use wasmlet_apimachinery::managedfields::{self, Writer};
 
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult, Cause};
-use super::super::store::{Expect, Stored};
-use super::super::strategy;
 use super::{Resources, Sub, WriteOptions, scope, store_error};
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::store::{Expect, Stored};
+use crate::strategy;
 
 impl Resources {
     pub(crate) async fn create(
@@ -62,14 +62,14 @@ impl Resources {
                 "creationTimestamp".into(),
                 Value::String(meta::now_rfc3339()),
             );
-            if super::super::defaults::has_generation(rt) {
+            if crate::defaults::has_generation(rt) {
                 m.insert("generation".into(), json!(1));
             } else {
                 m.remove("generation");
             }
         }
         strategy::prepare_for_create(rt, &mut obj);
-        super::super::services::allocate(self, rt, &mut obj)?;
+        crate::services::allocate(self, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
         self.admit_rules(rt, version, &obj, None)?;
         if let Some(a) = &opts.admission {
@@ -90,7 +90,7 @@ impl Resources {
         }
         if opts.dry_run {
             let json = Bytes::from(serde_json::to_vec(&obj).unwrap_or_default());
-            return Ok(Arc::new(super::super::store::make_stored(
+            return Ok(Arc::new(crate::store::make_stored(
                 Arc::from(rt.key(ns, &name)),
                 0,
                 json,

@@ -3,12 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult};
-use super::super::store::{Expect, StoreError};
-use super::super::strategy;
 use super::{DeleteOptions, Deleted, Propagation, RETRY_FOR, Resources, retrying, store_error};
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Expect, StoreError};
+use crate::strategy;
 
 impl Resources {
     /// DELETE: finalizers and grace periods make it a mark (deletionTimestamp);

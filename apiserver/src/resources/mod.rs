@@ -25,10 +25,10 @@ use wasmlet_apimachinery::builtin::BuiltinListTypes;
 use wasmlet_apimachinery::listtype::{AllAtomic, ListTypes};
 use wasmlet_apimachinery::managedfields::Scope;
 
-use super::meta;
-use super::registry::{Registry, ResourceType};
-use super::status::{ApiError, ApiResult};
-use super::store::{Store, StoreError, Stored};
+use crate::meta;
+use crate::registry::{Registry, ResourceType};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Store, StoreError, Stored};
 
 /// How long a write that did not pin a resourceVersion keeps retrying after
 /// losing a compare-and-swap race, as upstream's GuaranteedUpdate does (a
@@ -65,7 +65,7 @@ pub struct WriteOptions {
     /// Fields the request body names twice (reported per `field_validation`).
     pub(crate) duplicates: Vec<String>,
     /// What the response's `Warning` headers will say.
-    pub(crate) warnings: super::validation::Warnings,
+    pub(crate) warnings: crate::validation::Warnings,
 }
 
 impl Default for WriteOptions {
@@ -193,7 +193,7 @@ impl Resources {
             Ok(v) => v,
             Err(e) => return tracing::error!(error = %e, "stored CRD cannot be read"),
         };
-        match super::crd::resource_type(&v) {
+        match crate::crd::resource_type(&v) {
             Ok(t) if gone => self.registry.remove(&t.group, &t.resource),
             Ok(t) => {
                 let (group, resource) = (t.group.clone(), t.resource.clone());
@@ -238,9 +238,9 @@ impl Resources {
         version: &str,
         stored: &Stored,
     ) -> ApiResult<Bytes> {
-        if super::events::is_view(&rt.group, &rt.resource) {
+        if crate::events::is_view(&rt.group, &rt.resource) {
             return Ok(Bytes::from(
-                serde_json::to_vec(&super::events::to_events_v1(&stored.value()?))
+                serde_json::to_vec(&crate::events::to_events_v1(&stored.value()?))
                     .unwrap_or_default(),
             ));
         }

@@ -5,9 +5,9 @@ use wasmlet_apimachinery::listtype::ListTypes;
 use wasmlet_apimachinery::managedfields::{self, ApplyError, Scope, Writer};
 use wasmlet_apimachinery::patch as patches;
 
-use super::super::meta;
-use super::super::status::{ApiError, ApiResult};
 use super::{Address, PatchBody, Resources, Sub, WriteOptions, Written, scope};
+use crate::meta;
+use crate::status::{ApiError, ApiResult};
 
 impl Resources {
     /// PATCH of every kind, including server-side apply (which may create).
@@ -70,8 +70,8 @@ impl Resources {
                 |stored| {
                     // Patches apply to the object as the client sees it.
                     let view;
-                    let old = if super::super::events::is_view(&rt.group, &rt.resource) {
-                        view = super::super::events::to_events_v1(stored);
+                    let old = if crate::events::is_view(&rt.group, &rt.resource) {
+                        view = crate::events::to_events_v1(stored);
                         &view
                     } else {
                         stored

@@ -1,13 +1,13 @@
 //! The `x-kubernetes-validations` step of a custom resource's write: the
-//! version's compiled rules (see [`super::super::cel_rules`]) run on the
+//! version's compiled rules (see [`crate::cel_rules`]) run on the
 //! admitted object, with the stored one as `oldSelf` on an update.
 
 use serde_json::Value;
 
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult};
 use super::Resources;
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult};
 
 impl Resources {
     /// 422 with every rule `obj` fails; `old` is the stored object on an

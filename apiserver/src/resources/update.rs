@@ -6,14 +6,14 @@ use bytes::Bytes;
 use serde_json::Value;
 use wasmlet_apimachinery::managedfields::{self, Writer};
 
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult, Cause};
-use super::super::store::{Expect, StoreError, Stored};
-use super::super::strategy;
 use super::{
     Address, RETRY_FOR, Resources, Sub, WriteOptions, Written, retrying, scope, store_error,
 };
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::store::{Expect, StoreError, Stored};
+use crate::strategy;
 
 impl Resources {
     /// Writes `new` over `old` (compare-and-swap on `old`'s revision). A
@@ -46,7 +46,7 @@ impl Resources {
         // update that deletes answer without storing it.
         let unstored = |new: &Value| {
             let json = Bytes::from(serde_json::to_vec(new).unwrap_or_default());
-            Arc::new(super::super::store::make_stored(
+            Arc::new(crate::store::make_stored(
                 old.key.clone(),
                 old.rv,
                 json,

@@ -16,12 +16,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::super::ApiState;
-use super::super::meta;
-use super::super::resources::{Address, DeleteOptions, Sub};
-use super::super::status::{ApiError, ApiResult, success};
 use super::write::delete_options;
 use super::{Query, Target, parse_object, value_response};
+use crate::ApiState;
+use crate::meta;
+use crate::resources::{Address, DeleteOptions, Sub};
+use crate::status::{ApiError, ApiResult, success};
 
 /// Upstream's `MaxDisruptedPodSize`: evictions the controller has not yet
 /// confirmed, past which the budget refuses more.

@@ -16,11 +16,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::ApiState;
-use super::codec::{self, Output};
-use super::metrics::{DurationLabels, RequestLabels};
-use super::registry::{Extra, ResourceType};
-use super::status::{ApiError, ApiResult};
+use crate::ApiState;
+use crate::codec::{self, Output};
+use crate::metrics::{DurationLabels, RequestLabels};
+use crate::registry::{Extra, ResourceType};
+use crate::status::{ApiError, ApiResult};
 
 /// Upstream's request body limit.
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -50,7 +50,7 @@ impl Target {
     }
 }
 
-pub(crate) use super::query::{Query, parse_query, query_bool};
+pub(crate) use crate::query::{Query, parse_query, query_bool};
 
 /// Parses `/api/v1/...` or `/apis/g/v/...` after the group-version.
 fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
@@ -346,7 +346,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if target.rt.create_only && parts.method != Method::POST {
         return Err(ApiError::method_not_allowed());
     }
-    // The guard (super::authn) put the authenticated user here.
+    // The guard (crate::auth::authn) put the authenticated user here.
     let user = parts
         .extensions
         .get::<wasmlet_apimachinery::rbac::UserInfo>()

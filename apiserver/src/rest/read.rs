@@ -9,12 +9,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
-use super::super::ApiState;
-use super::super::registry::ResourceType;
-use super::super::status::{ApiError, ApiResult};
-use super::super::store::{Snapshot, Stored};
-use super::super::table;
 use super::{Query, Target, json_response};
+use crate::ApiState;
+use crate::printers::table;
+use crate::registry::ResourceType;
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Snapshot, Stored};
 
 /// The selectors of a LIST or WATCH, checked against one object.
 pub(crate) struct Filter {

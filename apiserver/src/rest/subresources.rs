@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 use wasmlet_apimachinery::patch as patches;
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::super::ApiState;
-use super::super::meta;
-use super::super::resources::PatchBody;
-use super::super::status::{ApiError, ApiResult, success};
 use super::write::{Req, parse_patch};
 use super::{Query, Target, parse_object, value_response};
+use crate::ApiState;
+use crate::meta;
+use crate::resources::PatchBody;
+use crate::status::{ApiError, ApiResult, success};
 
 /// How `t`'s kind maps `scale` (routing sends only scalable kinds here).
 fn scale_spec(t: &Target) -> ApiResult<&crate::registry::ScaleSpec> {
@@ -81,7 +81,7 @@ async fn write_scale(
             ApiError::invalid(
                 &t.rt,
                 t.name.as_deref().unwrap_or_default(),
-                vec![super::super::status::Cause {
+                vec![crate::status::Cause {
                     reason: "FieldValueRequired".into(),
                     message: "Required value".into(),
                     field: "spec.replicas".into(),
@@ -92,7 +92,7 @@ async fn write_scale(
         return Err(ApiError::invalid(
             &t.rt,
             t.name.as_deref().unwrap_or_default(),
-            vec![super::super::status::Cause {
+            vec![crate::status::Cause {
                 reason: "FieldValueInvalid".into(),
                 message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
                 field: "spec.replicas".into(),
@@ -169,7 +169,7 @@ pub(crate) async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult
         return Err(ApiError::invalid(
             &t.rt,
             name,
-            vec![super::super::status::Cause {
+            vec![crate::status::Cause {
                 reason: "FieldValueRequired".into(),
                 message: "Required value".into(),
                 field: "target.name".into(),
@@ -252,7 +252,7 @@ pub(crate) async fn token(
     let request = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
     let sa = state.resources.get(&t.rt, t.ns(), name)?.value()?;
-    let answer = super::super::satoken::token_request(
+    let answer = crate::auth::satoken::token_request(
         &state.tokens,
         &state.resources,
         &sa,
@@ -275,11 +275,11 @@ pub(crate) async fn log(state: &ApiState, t: &Target, query: &Query) -> ApiResul
             "pod {name} is not scheduled to a node yet; it has no logs"
         )));
     }
-    super::super::logs::proxy(state, &pod, node, query).await
+    crate::logs::proxy(state, &pod, node, query).await
 }
 
 /// Create-only kinds: TokenReview answers whether a bearer token is this
-/// server's; the access reviews answer with [`authz`](super::super::authz).
+/// server's; the access reviews answer with [`authz`](crate::auth::authz).
 pub(crate) async fn create_only(
     state: &ApiState,
     t: &Target,
@@ -288,11 +288,11 @@ pub(crate) async fn create_only(
 ) -> ApiResult<Response> {
     match (t.rt.group.as_str(), t.rt.resource.as_str()) {
         ("authentication.k8s.io", "selfsubjectreviews") => {
-            let obj = super::super::selfreview::subject_review(obj, &req.user);
+            let obj = crate::auth::selfreview::subject_review(obj, &req.user);
             return Ok(value_response(201, &obj));
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews") => {
-            let obj = super::super::selfreview::rules_review(state, obj, &req.user)?;
+            let obj = crate::auth::selfreview::rules_review(state, obj, &req.user)?;
             return Ok(value_response(201, &obj));
         }
         _ => {}
@@ -300,7 +300,7 @@ pub(crate) async fn create_only(
     if t.rt.group == "authorization.k8s.io" {
         let kind = t.rt.kind.clone();
         let asker = (t.rt.resource == "selfsubjectaccessreviews").then(|| req.user.clone());
-        let mut obj = super::super::authz::review(state, obj, asker);
+        let mut obj = crate::auth::authz::review(state, obj, asker);
         obj["apiVersion"] = json!("authorization.k8s.io/v1");
         obj["kind"] = json!(kind);
         return Ok(value_response(201, &obj));
@@ -324,7 +324,7 @@ pub(crate) async fn create_only(
     let user = if token.is_empty() {
         Err("the token is empty".to_string())
     } else {
-        super::super::authn::user_of_token(state, token, &audiences)
+        crate::auth::authn::user_of_token(state, token, &audiences)
     };
     obj["status"] = match user {
         Ok((u, auds)) => json!({"authenticated": true,

@@ -15,14 +15,14 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::super::ApiState;
-use super::super::registry::ResourceType;
-use super::super::resources::Resources;
-use super::super::status::{ApiError, ApiResult};
-use super::super::store::{Event, EventType, Stored};
 use super::read::Filter;
 use super::{Query, Target};
+use crate::ApiState;
 use crate::quota::WatchPermit;
+use crate::registry::ResourceType;
+use crate::resources::Resources;
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Event, EventType, Stored};
 
 /// How often an idle watch with bookmarks enabled is told the current revision.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -67,7 +67,7 @@ fn line(kind: &str, object: &[u8]) -> Bytes {
 impl Stream {
     fn object(&self, s: &Stored) -> ApiResult<Bytes> {
         if self.table {
-            let t = super::super::table::table(&self.rt, &[s.value()?], None, &s.rv.to_string());
+            let t = crate::printers::table::table(&self.rt, &[s.value()?], None, &s.rv.to_string());
             return Ok(Bytes::from(serde_json::to_vec(&t).unwrap_or_default()));
         }
         if let Some(accept) = &self.metadata {

@@ -1,18 +1,18 @@
 //! POST, PUT, PATCH and DELETE: request options parsed here, semantics in
-//! [`Resources`](super::super::resources::Resources).
+//! [`Resources`](crate::resources::Resources).
 
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::super::ApiState;
-use super::super::resources::{
+use super::{Query, Target, json_response, parse_object, value_response};
+use crate::ApiState;
+use crate::resources::{
     Address, DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
 };
-use super::super::status::{ApiError, ApiResult, Cause};
-use super::super::validation::decode::duplicate_fields;
-use super::super::validation::warning_header;
-use super::{Query, Target, json_response, parse_object, value_response};
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::validation::decode::duplicate_fields;
+use crate::validation::warning_header;
 
 pub(crate) struct Req<'a> {
     pub(crate) query: &'a Query,
@@ -21,7 +21,7 @@ pub(crate) struct Req<'a> {
     /// Who makes the request (after impersonation).
     pub(crate) user: wasmlet_apimachinery::rbac::UserInfo,
     /// The RBAC objects the checks of writes by `user` read.
-    pub(crate) policy: std::sync::Arc<super::super::rbac::PolicyCache>,
+    pub(crate) policy: std::sync::Arc<crate::auth::rbac::PolicyCache>,
 }
 
 /// The request's write options; `kind` (`CreateOptions`, `UpdateOptions`,
@@ -73,7 +73,7 @@ pub(crate) fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions
         dry_run,
         field_validation,
         force: super::query_bool(q, "force") == Some(true),
-        admission: Some(std::sync::Arc::new(super::super::requester::Requester {
+        admission: Some(std::sync::Arc::new(crate::auth::requester::Requester {
             user: req.user.clone(),
             policy: req.policy.clone(),
         })),

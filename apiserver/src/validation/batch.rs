@@ -14,9 +14,9 @@
 use serde_json::Value;
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::super::defaults::batch::CONTROLLER_UID;
-use super::super::status::Cause;
 use super::{cause, invalid, required};
+use crate::defaults::batch::CONTROLLER_UID;
+use crate::status::Cause;
 
 /// The longest value an "immutable" message quotes (a template is large).
 const QUOTED: usize = 120;

@@ -7,8 +7,8 @@ use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Map, Value};
 
-use super::super::status::Cause;
 use super::{forbidden, invalid, required};
+use crate::status::Cause;
 
 /// Upstream's `MaxSecretSize`, the limit of ConfigMaps too.
 pub(crate) const MAX_SIZE: usize = 1024 * 1024;

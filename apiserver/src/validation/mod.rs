@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::registry::ResourceType;
-use super::resources::{FieldValidation, WriteOptions};
-use super::status::{ApiError, ApiResult, Cause};
+use crate::registry::ResourceType;
+use crate::resources::{FieldValidation, WriteOptions};
+use crate::status::{ApiError, ApiResult, Cause};
 
 /// Warnings a write collects for the response's `Warning` headers. Shared
 /// by the clones of one request's options; a retried write adds the same

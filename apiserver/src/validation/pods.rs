@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value};
 
-use super::super::status::Cause;
 use super::{forbidden, invalid};
+use crate::status::Cause;
 
 const UPDATABLE: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 

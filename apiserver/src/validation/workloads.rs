@@ -9,8 +9,8 @@
 use serde_json::Value;
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::super::status::Cause;
 use super::{cause, invalid, required};
+use crate::status::Cause;
 
 const NO_MATCH: &str = "`selector` does not match template `labels`";
 

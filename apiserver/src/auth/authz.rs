@@ -4,16 +4,16 @@
 //!
 //! The chain is upstream's `--authorization-mode=Node,RBAC` behind its
 //! privileged-group short cut: `system:masters` may do anything, then the
-//! Node authorizer ([`super::nodeauthz`]) for `system:node:*` users, then
-//! RBAC ([`super::rbac`]). Refusals carry upstream's Status message.
+//! Node authorizer ([`crate::auth::nodeauthz`]) for `system:node:*` users, then
+//! RBAC ([`crate::auth::rbac`]). Refusals carry upstream's Status message.
 
 use serde_json::{Value, json};
 use wasmlet_apimachinery::rbac::{Attributes, UserInfo, forbidden_message};
 
-use super::ApiState;
-use super::rbac::PolicyCache;
-use super::resources::Resources;
-use super::status::ApiError;
+use crate::ApiState;
+use crate::auth::rbac::PolicyCache;
+use crate::resources::Resources;
+use crate::status::ApiError;
 
 /// Upstream's privileged group: its members pass every check.
 pub(crate) const MASTERS: &str = "system:masters";
@@ -42,10 +42,10 @@ pub(crate) fn decide_in(
     if user.in_group(MASTERS) {
         return (true, "system:masters may do anything".into());
     }
-    if let Some(why) = super::nodeauthz::allows(resources, user, attrs) {
+    if let Some(why) = crate::auth::nodeauthz::allows(resources, user, attrs) {
         return (true, why);
     }
-    match super::rbac::allows(resources, cache, user, attrs) {
+    match crate::auth::rbac::allows(resources, cache, user, attrs) {
         Some(why) => (true, why),
         None => (false, String::new()),
     }

@@ -1,6 +1,6 @@
 //! Upstream's NodeRestriction admission for node identities
 //! (`system:node:NAME`): checks of the object written that the authorizer
-//! ([`super::nodeauthz`]) cannot make from the URL alone. A node may create
+//! ([`crate::auth::nodeauthz`]) cannot make from the URL alone. A node may create
 //! and change only its own Node and its own Lease; it may not set or change
 //! labels under `node-restriction.kubernetes.io/`, nor `kubernetes.io` /
 //! `k8s.io` labels outside the kubelet's own set (so no
@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::UserInfo;
 
-use super::meta;
-use super::nodeauthz::node_of;
-use super::registry::ResourceType;
-use super::resources::Sub;
-use super::status::{ApiError, ApiResult};
+use crate::auth::nodeauthz::node_of;
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::resources::Sub;
+use crate::status::{ApiError, ApiResult};
 
 /// The namespace of node heartbeats.
 const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";

@@ -12,8 +12,8 @@
 use serde_json::{Value, json};
 use wasmlet_apimachinery::rbac::{PolicyRule, UserInfo};
 
-use super::ApiState;
-use super::status::ApiError;
+use crate::ApiState;
+use crate::status::ApiError;
 
 /// A SelfSubjectReview's status: the caller's user info.
 pub(crate) fn subject_review(mut obj: Value, user: &UserInfo) -> Value {
@@ -38,9 +38,9 @@ pub(crate) fn rules_review(
     if ns.is_empty() {
         return Err(ApiError::bad_request("no namespace on request"));
     }
-    let rules = super::rbac::rules_for(&state.resources, &state.rbac, user, &ns);
+    let rules = crate::auth::rbac::rules_for(&state.resources, &state.rbac, user, &ns);
     let mut status = rules_status(&rules);
-    if super::nodeauthz::node_of(user).is_some() {
+    if crate::auth::nodeauthz::node_of(user).is_some() {
         status["incomplete"] = json!(true);
         status["evaluationError"] = json!("node authorizer does not support user rule resolution");
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::meta;
+use crate::meta;
 
 /// Objects left in the namespace, per `resource.group`, and per finalizer.
 #[derive(Default)]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasmlet_apimachinery::rbac::{UserInfo, service_account_groups, service_account_user};
 
-use super::resources::Resources;
+use crate::resources::Resources;
 
 /// The issuer, and the audience requests to the plane must carry (upstream's
 /// default `--service-account-issuer` / `--api-audiences`).
@@ -250,8 +250,8 @@ pub(crate) fn token_request(
     sa: &Value,
     mut req: Value,
     user: &wasmlet_apimachinery::rbac::UserInfo,
-) -> Result<Value, super::status::ApiError> {
-    use super::status::ApiError;
+) -> Result<Value, crate::status::ApiError> {
+    use crate::status::ApiError;
     let spec = &req["spec"];
     let audiences: Vec<String> = spec["audiences"]
         .as_array()
@@ -309,7 +309,7 @@ pub(crate) fn token_request(
             )));
         }
     };
-    super::noderestriction::check_token_request(
+    crate::auth::noderestriction::check_token_request(
         user,
         sa["metadata"]["name"].as_str().unwrap_or(""),
         &req,

@@ -9,12 +9,12 @@ use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, UserInfo};
 use wasmlet_apimachinery::rbac_covers::{Missing, compact, compact_string, missing, quote_list};
 
-use super::super::authz::{self, MASTERS};
-use super::super::meta;
-use super::super::registry::ResourceType;
-use super::super::resources::Resources;
-use super::super::status::{ApiError, ApiResult};
 use super::{GROUP, PolicyCache};
+use crate::auth::authz::{self, MASTERS};
+use crate::meta;
+use crate::registry::ResourceType;
+use crate::resources::Resources;
+use crate::status::{ApiError, ApiResult};
 
 /// Refuses the write of `new` (over `old` for an update) by `user` when it
 /// would grant `user` more than it holds.

@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::registry::ResourceType;
-use super::table::{age, col};
-use super::table_apps::{int, replica_counts, template_cells, template_columns};
+use crate::printers::table::{age, col};
+use crate::printers::table_apps::{int, replica_counts, template_cells, template_columns};
+use crate::registry::ResourceType;
 
 /// `labels.FormatLabels`: `k=v` pairs sorted by key, `<none>` when empty.
 fn format_labels(map: Option<&Map<String, Value>>) -> String {
@@ -73,8 +73,8 @@ pub(crate) fn cells(
 mod tests {
     use serde_json::json;
 
-    use super::super::registry::Registry;
     use super::*;
+    use crate::registry::Registry;
 
     fn row(group: &str, resource: &str, obj: Value) -> Vec<(String, Value)> {
         let rt = Registry::with_builtins().get(group, resource).unwrap();

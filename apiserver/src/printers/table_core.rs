@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::registry::ResourceType;
-use super::table::{age, col};
+use crate::printers::table::{age, col};
+use crate::registry::ResourceType;
 
 fn list(v: Option<&Value>) -> impl Iterator<Item = &Value> {
     v.and_then(Value::as_array).into_iter().flatten()

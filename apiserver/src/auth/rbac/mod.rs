@@ -19,9 +19,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, Subject, UserInfo};
 
-use super::resources::{Resources, WriteOptions};
-use super::status::Cause;
-use super::store::Snapshot;
+use crate::resources::{Resources, WriteOptions};
+use crate::status::Cause;
+use crate::store::Snapshot;
 
 pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -60,7 +60,7 @@ type Parsed<T> = Mutex<HashMap<Arc<str>, (u64, Option<Arc<T>>)>>;
 /// `stored` parsed, from `cache` when that revision was parsed before.
 fn parse<T: for<'de> Deserialize<'de>>(
     cache: &Parsed<T>,
-    stored: &super::store::Stored,
+    stored: &crate::store::Stored,
 ) -> Option<Arc<T>> {
     let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((rv, parsed)) = cache.get(&stored.key)
@@ -302,7 +302,7 @@ pub(crate) async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
 /// rule and labels.
 async fn upgrade_default(
     resources: &Resources,
-    rt: &super::registry::ResourceType,
+    rt: &crate::registry::ResourceType,
     name: &str,
     default: &Value,
 ) -> anyhow::Result<()> {
@@ -319,7 +319,7 @@ async fn upgrade_default(
             }
             let mut v = current.clone();
             v["aggregationRule"] = rule.clone();
-            let labels = super::meta::meta_mut(&mut v)
+            let labels = crate::meta::meta_mut(&mut v)
                 .entry("labels")
                 .or_insert_with(|| serde_json::json!({}));
             if let (Some(l), Some(want)) = (
@@ -349,7 +349,7 @@ async fn create_defaults(resources: &Resources) -> anyhow::Result<()> {
             .registry
             .by_kind(GROUP, &kind)
             .ok_or_else(|| anyhow::anyhow!("{kind} is not served"))?;
-        if let Some(l) = super::meta::meta_mut(&mut obj)
+        if let Some(l) = crate::meta::meta_mut(&mut obj)
             .entry("labels")
             .or_insert_with(|| serde_json::json!({}))
             .as_object_mut()

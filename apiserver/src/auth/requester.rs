@@ -1,6 +1,6 @@
 //! Who makes a write, for the admission checks that depend on the user:
-//! NodeRestriction ([`super::noderestriction`]) and RBAC escalation
-//! prevention ([`super::rbac::escalation`]), run through `resources`'
+//! NodeRestriction ([`crate::auth::noderestriction`]) and RBAC escalation
+//! prevention ([`crate::auth::rbac::escalation`]), run through `resources`'
 //! [`Admit`] trait (this module imports `resources`, never the reverse).
 //! The server's own writes (bootstrap, controllers, garbage collection)
 //! carry no requester.
@@ -10,10 +10,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::UserInfo;
 
-use super::rbac::PolicyCache;
-use super::registry::ResourceType;
-use super::resources::{Admit, Resources, Sub};
-use super::status::ApiResult;
+use crate::auth::rbac::PolicyCache;
+use crate::registry::ResourceType;
+use crate::resources::{Admit, Resources, Sub};
+use crate::status::ApiResult;
 
 #[derive(Clone)]
 pub(crate) struct Requester {
@@ -39,7 +39,7 @@ impl Admit for Requester {
         old: Option<&Value>,
         new: &Value,
     ) -> ApiResult<()> {
-        super::noderestriction::check(&self.user, rt, ns, sub, old, new)?;
-        super::rbac::escalation::check(resources, &self.policy, &self.user, rt, ns, old, new)
+        crate::auth::noderestriction::check(&self.user, rt, ns, sub, old, new)?;
+        crate::auth::rbac::escalation::check(resources, &self.policy, &self.user, rt, ns, old, new)
     }
 }

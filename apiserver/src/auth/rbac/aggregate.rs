@@ -9,9 +9,9 @@ use serde_json::Value;
 use wasmlet_apimachinery::rbac::PolicyRule;
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::super::meta;
-use super::super::resources::Resources;
 use super::GROUP;
+use crate::meta;
+use crate::resources::Resources;
 
 /// The rules `role` aggregates from `all` (every ClusterRole), or `None`
 /// when it has no aggregation rule.

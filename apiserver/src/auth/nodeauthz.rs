@@ -8,13 +8,13 @@
 //!
 //! As upstream, what the URL does not show (the name of a created Node or
 //! Lease, labels, taints, which pod a status write is for) is checked by the
-//! NodeRestriction admission ([`super::noderestriction`]) on the object
+//! NodeRestriction admission ([`crate::auth::noderestriction`]) on the object
 //! written.
 
 use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, UserInfo};
 
-use super::resources::Resources;
+use crate::resources::Resources;
 
 /// The node name of a node identity, if `user` is one.
 pub(crate) fn node_of(user: &UserInfo) -> Option<&str> {
@@ -72,7 +72,7 @@ pub(crate) fn allows(resources: &Resources, user: &UserInfo, attrs: &Attributes)
 }
 
 fn pods_of_node<'a>(
-    snap: &'a super::store::Snapshot,
+    snap: &'a crate::store::Snapshot,
     resources: &Resources,
     namespace: &str,
     node: &'a str,

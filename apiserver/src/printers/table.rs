@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::meta;
-use super::registry::ResourceType;
+use crate::meta;
+use crate::registry::ResourceType;
 
 pub(super) fn age(obj: &Value) -> String {
     meta::meta_str(obj, "creationTimestamp")
@@ -206,16 +206,16 @@ fn node_address(node: &Value, kind: &str) -> String {
 
 fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     let name = json!(meta::name(obj));
-    if let Some(c) = super::table_core::cells(rt, obj, name.clone()) {
+    if let Some(c) = crate::printers::table_core::cells(rt, obj, name.clone()) {
         return c;
     }
-    if let Some(c) = super::table_apps::cells(rt, obj, name.clone()) {
+    if let Some(c) = crate::printers::table_apps::cells(rt, obj, name.clone()) {
         return c;
     }
-    if let Some(c) = super::table_batch::cells(rt, obj, name.clone()) {
+    if let Some(c) = crate::printers::table_batch::cells(rt, obj, name.clone()) {
         return c;
     }
-    if let Some(c) = super::table_workloads::cells(rt, obj, name.clone()) {
+    if let Some(c) = crate::printers::table_workloads::cells(rt, obj, name.clone()) {
         return c;
     }
     match (rt.group.as_str(), rt.resource.as_str()) {

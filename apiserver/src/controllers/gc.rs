@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::crd::{self, CLEANUP_FINALIZER};
-use super::meta;
-use super::registry::{ResourceType, is_builtin};
-use super::resources::{DeleteOptions, Propagation, Resources};
-use super::store::{EventType, Stored};
+use crate::crd::{self, CLEANUP_FINALIZER};
+use crate::meta;
+use crate::registry::{ResourceType, is_builtin};
+use crate::resources::{DeleteOptions, Propagation, Resources};
+use crate::store::{EventType, Stored};
 
 /// The finalizer the job controller puts on a Job's pods.
 const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
@@ -311,7 +311,7 @@ impl Controllers {
         }
         let snap = self.resources.store.snapshot();
         let mut remaining = 0;
-        let mut left = super::nsconditions::Remaining::default();
+        let mut left = crate::controllers::nsconditions::Remaining::default();
         for (key, s) in snap.objects.iter() {
             let Some((_, _, kns, kname)) = split_key(key) else {
                 continue;

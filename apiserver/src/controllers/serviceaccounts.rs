@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::meta;
-use super::resources::{Resources, WriteOptions};
-use super::store::{Event, EventType};
+use crate::meta;
+use crate::resources::{Resources, WriteOptions};
+use crate::store::{Event, EventType};
 
 pub(crate) const DEFAULT: &str = "default";
 

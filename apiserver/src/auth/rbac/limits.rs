@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::super::status::Cause;
+use crate::status::Cause;
 
 /// Most rules in one role.
 pub(crate) const MAX_RULES: usize = 1000;

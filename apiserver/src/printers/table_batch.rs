@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::registry::ResourceType;
-use super::table::{age, col, human_duration};
+use crate::printers::table::{age, col, human_duration};
+use crate::registry::ResourceType;
 
 /// Seconds since the epoch of the RFC 3339 time at `ptr`.
 fn ts(obj: &Value, ptr: &str) -> Option<i64> {

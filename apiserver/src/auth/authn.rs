@@ -14,10 +14,10 @@ use wasmlet_apimachinery::rbac::{
     Attributes, UserInfo, request_attributes, service_account_groups,
 };
 
-use super::ApiState;
-use super::authz;
-use super::status::ApiError;
-use super::tls::PeerCert;
+use crate::ApiState;
+use crate::auth::authz;
+use crate::auth::tls::PeerCert;
+use crate::status::ApiError;
 
 /// The identity of whoever holds the admin token.
 pub(crate) fn admin() -> UserInfo {
@@ -34,7 +34,7 @@ pub(crate) fn user_of_token(
     token: &str,
     audiences: &[String],
 ) -> Result<(UserInfo, Vec<String>), String> {
-    if super::constant_time_eq(token.as_bytes(), state.token.as_bytes()) {
+    if crate::constant_time_eq(token.as_bytes(), state.token.as_bytes()) {
         return Ok((admin(), audiences.to_vec()));
     }
     state
@@ -149,7 +149,7 @@ pub(crate) async fn guard(
     // The same reading of `watch` as the handler's: authorizing `list` and
     // serving a watch would let a list-only user watch.
     let watch =
-        super::query::query_bool(&super::query::parse_query(req.uri()), "watch") == Some(true);
+        crate::query::query_bool(&crate::query::parse_query(req.uri()), "watch") == Some(true);
     let attrs = request_attributes(req.method().as_str(), &path, watch);
     if let Err(e) = authz::authorize(&state, &user, &attrs) {
         return e.into_response();

@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 use wasmlet_apimachinery::selector::LabelSelector;
 
-use super::registry::ResourceType;
-use super::table::{age, col};
+use crate::printers::table::{age, col};
+use crate::registry::ResourceType;
 
 pub(super) fn int(obj: &Value, ptr: &str) -> i64 {
     obj.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)

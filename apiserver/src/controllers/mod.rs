@@ -1,0 +1,7 @@
+//! The control loops that run inside the plane, as kube-controller-manager's
+//! do upstream: garbage collection (owner references, namespace deletion),
+//! the Namespace conditions, and each namespace's `default` ServiceAccount.
+
+pub(crate) mod gc;
+pub(crate) mod nsconditions;
+pub(crate) mod serviceaccounts;
