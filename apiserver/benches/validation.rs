@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use wasmlet_apiserver::internals::{Registry, WriteOptions, decode, for_kind, validate};
+use wasmlet_apiserver::internals::{FieldChecks, Registry, decode, for_kind, validate};
 
 fn per_call(n: u32, mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
@@ -28,7 +28,7 @@ fn main() {
         );
     }
     let registry = Registry::with_builtins();
-    let opts = WriteOptions::default();
+    let opts = FieldChecks::default();
     let cases: [(&str, Value); 2] = [
         (
             "configmaps",

@@ -57,6 +57,7 @@
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
 mod auth;
+mod cause;
 mod cel_rules;
 mod codec;
 mod controllers;
@@ -94,11 +95,10 @@ pub use auth::pki::Pki;
 pub mod internals {
     pub use crate::ApiState;
     pub use crate::registry::{Registry, ResourceType};
-    pub use crate::resources::WriteOptions;
     pub use crate::rest::dispatch;
     pub use crate::status::{ApiError, Cause};
     pub use crate::validation::schemas::{KindSchema, for_kind};
-    pub use crate::validation::{decode, validate};
+    pub use crate::validation::{FieldChecks, decode, validate};
 }
 
 use std::net::SocketAddr;
@@ -200,7 +200,7 @@ impl ApiServer {
         resources.load_crds();
         bootstrap(&resources).await?;
         auth::rbac::bootstrap(&resources).await?;
-        defaults::label_existing(&resources).await;
+        controllers::bootstrap::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)
             .with_context(|| {
@@ -225,7 +225,7 @@ impl ApiServer {
             rbac: Default::default(),
         });
         tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
-        services::bootstrap(&resources, addr).await?;
+        controllers::bootstrap::services(&resources, addr).await?;
         tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::gc::Controllers::new(resources).run());
 

@@ -1,8 +1,12 @@
 //! A request's query parameters, read as upstream's API server reads them:
 //! shared by the REST handlers, authentication (a watch's token in the query)
-//! and the logs proxy, so none of those imports the others.
+//! and the logs proxy, so none of those imports the others. Also upstream's
+//! request body limit, which CEL cost estimation (`cel_rules`) reads too.
 
 use std::collections::HashMap;
+
+/// Upstream's request body limit.
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
 
 pub(crate) type Query = HashMap<String, String>;
 

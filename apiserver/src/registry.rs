@@ -567,6 +567,12 @@ pub(crate) fn is_builtin(group: &str, resource: &str) -> bool {
         .any(|b| b.group == group && b.resource == resource)
 }
 
+/// A built-in type missing from the registry: it was built wrong (an
+/// internal error naming the type, `status` turns it into a 500).
+#[derive(Debug, thiserror::Error)]
+#[error("built-in resource {0} is not registered")]
+pub(crate) struct NotRegistered(pub(crate) String);
+
 /// The set of served resources. Cheap to read on every request.
 #[derive(Default)]
 pub struct Registry {
@@ -627,12 +633,9 @@ impl Registry {
         group: &str,
         version: &str,
         resource: &str,
-    ) -> Result<Arc<ResourceType>, crate::status::ApiError> {
-        self.lookup(group, version, resource).ok_or_else(|| {
-            crate::status::ApiError::internal(format!(
-                "built-in resource {resource}.{group}/{version} is not registered"
-            ))
-        })
+    ) -> Result<Arc<ResourceType>, NotRegistered> {
+        self.lookup(group, version, resource)
+            .ok_or_else(|| NotRegistered(format!("{resource}.{group}/{version}")))
     }
 
     /// The type stored as `group`/`resource`, whatever versions it serves.

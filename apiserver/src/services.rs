@@ -4,25 +4,25 @@
 //! - a cluster IP for each new Service from [`SERVICE_CIDR`] (upstream's
 //!   default `--service-cluster-ip-range`), single-stack IPv4, and node ports
 //!   from 30000-32767 for NodePort and LoadBalancer Services;
-//! - the `kubernetes` Service in `default` at the range's first address, with
-//!   the Endpoints and EndpointSlice naming the API server's own address, so
-//!   `kubectl cluster-info` and in-cluster discovery find it.
+//! - the `kubernetes` Service in `default` at the range's first address
+//!   ([`kubernetes_ip`]; `controllers::bootstrap` writes it, with the
+//!   Endpoints and EndpointSlice naming the API server's own address, so
+//!   `kubectl cluster-info` and in-cluster discovery find it).
 //!
 //! Deviation: addresses are picked at random and checked against the stored
 //! Services rather than reserved in a bitmap, so two Services created in the
 //! same instant could in principle get one address; nothing routes to them.
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 
 use rand::Rng;
 use serde_json::{Value, json};
 
 use crate::meta;
 use crate::registry::ResourceType;
-use crate::resources::{Resources, WriteOptions};
 use crate::status::{ApiError, ApiResult, Cause};
-use crate::store::Snapshot;
+use crate::store::{Snapshot, Store};
 
 /// The service cluster IP range, as `--service-cluster-ip-range`.
 pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/12";
@@ -91,12 +91,12 @@ fn invalid(rt: &ResourceType, name: &str, field: &str, message: String) -> ApiEr
 }
 
 /// A new Service's cluster IP, IP families and node ports; its status.
-pub(crate) fn allocate(resources: &Resources, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+pub(crate) fn allocate(store: &Store, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     if !is_services(rt) {
         return Ok(());
     }
     let name = meta::name(obj).to_string();
-    let snap = resources.store.snapshot();
+    let snap = store.snapshot();
     let (ips, ports) = used(&snap, rt);
     obj["status"] = json!({"loadBalancer": {}});
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -232,90 +232,4 @@ pub(crate) fn keep_allocated(rt: &ResourceType, old: &Value, new: &mut Value) {
             p["nodePort"] = np.clone();
         }
     }
-}
-
-/// The address clients reach the API server at, as the Endpoints name it.
-fn endpoint_ip(addr: SocketAddr) -> IpAddr {
-    if addr.ip().is_unspecified() {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
-    } else {
-        addr.ip()
-    }
-}
-
-/// Creates (or points at the current address) the `kubernetes` Service, its
-/// Endpoints and its EndpointSlice in `default`.
-pub(crate) async fn bootstrap(resources: &Resources, addr: SocketAddr) -> anyhow::Result<()> {
-    let ip = endpoint_ip(addr).to_string();
-    let family = if endpoint_ip(addr).is_ipv4() {
-        "IPv4"
-    } else {
-        "IPv6"
-    };
-    let port = addr.port();
-    let labels = json!({"component": "apiserver", "provider": "kubernetes"});
-    let svc = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
-        "spec": {
-            "type": "ClusterIP",
-            "clusterIP": kubernetes_ip().to_string(),
-            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
-            "sessionAffinity": "None",
-        },
-    });
-    let ep = json!({
-        "apiVersion": "v1", "kind": "Endpoints",
-        "metadata": {"name": "kubernetes", "namespace": "default",
-                     "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-        "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
-    });
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "kubernetes", "namespace": "default",
-                     "labels": {"kubernetes.io/service-name": "kubernetes"}},
-        "addressType": family,
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
-    });
-    for (group, resource, obj) in [
-        ("", "services", svc),
-        ("", "endpoints", ep),
-        ("discovery.k8s.io", "endpointslices", slice),
-    ] {
-        let rt = resources.registry.builtin(group, "v1", resource)?;
-        upsert(resources, &rt, obj).await?;
-    }
-    Ok(())
-}
-
-/// Creates `obj`, or brings the stored one's address fields up to date.
-async fn upsert(resources: &Resources, rt: &ResourceType, obj: Value) -> anyhow::Result<()> {
-    let name = meta::name(&obj).to_string();
-    if resources.store.get(&rt.key("default", &name)).is_none() {
-        match resources
-            .create(rt, "v1", "default", obj.clone(), &WriteOptions::default())
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => anyhow::bail!("creating {} default/{name}: {e}", rt.kind),
-        }
-    }
-    resources
-        .modify(rt, "default", &name, |old| {
-            let mut new = old.clone();
-            for f in ["subsets", "endpoints", "ports", "addressType"] {
-                if let Some(v) = obj.get(f) {
-                    new[f] = v.clone();
-                }
-            }
-            if rt.resource == "services" {
-                new["spec"]["ports"] = obj["spec"]["ports"].clone();
-            }
-            (new != *old).then_some(new)
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("updating {} default/{name}: {e}", rt.kind))?;
-    Ok(())
 }

@@ -6,15 +6,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::registry::ResourceType;
-
-/// One reason an object is invalid, naming the field.
-#[derive(Debug, Clone)]
-pub struct Cause {
-    pub(crate) reason: String,
-    pub(crate) message: String,
-    pub(crate) field: String,
-}
+pub use crate::cause::Cause;
+use crate::registry::{NotRegistered, ResourceType};
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -225,4 +218,10 @@ impl IntoResponse for ApiError {
 /// A success `Status`, as returned by binding and eviction.
 pub(crate) fn success(code: u16) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}
+
+impl From<NotRegistered> for ApiError {
+    fn from(e: NotRegistered) -> ApiError {
+        ApiError::internal(e.to_string())
+    }
 }

@@ -76,7 +76,7 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
             // checks them as path segments.
             "events" => path_segment_errors(name),
             // RBAC names such as `system:discovery` are path segments too.
-            _ if rt.group == crate::auth::rbac::GROUP => path_segment_errors(name),
+            _ if rt.group == crate::validation::rbac::GROUP => path_segment_errors(name),
             // Custom resources too: upstream requires a DNS-1123 subdomain.
             _ => names::is_dns1123_subdomain(name),
         };
@@ -151,11 +151,11 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
             causes.extend(crate::cel_rules::crd_causes(old, obj));
             causes.extend(crate::crd::protection_causes(old, obj));
         }
-        (crate::auth::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
-            causes.extend(crate::auth::rbac::validate_binding(&rt.resource, obj));
+        (crate::validation::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            causes.extend(crate::validation::rbac::validate_binding(&rt.resource, obj));
         }
-        (crate::auth::rbac::GROUP, "roles" | "clusterroles") => {
-            causes.extend(crate::auth::rbac::limits::validate_role(obj));
+        (crate::validation::rbac::GROUP, "roles" | "clusterroles") => {
+            causes.extend(crate::validation::rbac::validate_role(obj));
         }
         ("apps", "statefulsets") => {
             if obj.pointer("/spec/selector").is_none() {
@@ -193,8 +193,8 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
 /// Checks of an update that compare the new object with the old one.
 pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
     match (rt.group.as_str(), rt.resource.as_str()) {
-        (crate::auth::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
-            crate::auth::rbac::validate_binding_update(old, new)
+        (crate::validation::rbac::GROUP, "rolebindings" | "clusterrolebindings") => {
+            crate::validation::rbac::validate_binding_update(old, new)
         }
         _ => vec![],
     }

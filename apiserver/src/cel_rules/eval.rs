@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::functions::env;
 use super::rule::{Reason, Rule};
 use super::schema::Node;
-use crate::status::Cause;
+use crate::cause::Cause;
 
 /// upstream's `RuntimeCELCostBudget`: what all rule evaluations of one
 /// write may cost together. Each evaluation is charged its rule's static

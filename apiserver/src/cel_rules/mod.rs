@@ -62,7 +62,7 @@ mod tests;
 
 use serde_json::Value;
 
-use crate::status::Cause;
+use crate::cause::Cause;
 use schema::Node;
 
 /// upstream's `StaticEstimatedCostLimit`: one rule's estimated cost.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::functions::{KNOWN, env};
 use super::schema::Node;
-use crate::status::Cause;
+use crate::cause::Cause;
 
 /// How a failed rule is reported (`reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

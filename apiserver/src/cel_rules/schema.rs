@@ -11,7 +11,7 @@ use super::rule::Rule;
 /// Upstream's request size limit, which bounds a list, map or string whose
 /// schema declares no `maxItems`/`maxProperties`/`maxLength` (as
 /// apiextensions' `estimateMaxArrayItemsFromMinSize`).
-pub(crate) const MAX_REQUEST_BYTES: u64 = crate::rest::MAX_BODY as u64;
+pub(crate) const MAX_REQUEST_BYTES: u64 = crate::query::MAX_BODY as u64;
 
 /// One schema node.
 #[derive(Debug, Default)]

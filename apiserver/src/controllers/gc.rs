@@ -356,7 +356,7 @@ impl Controllers {
                         })
                         .await
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             };
             if let Err(e) = r {
                 tracing::warn!(namespace = %ns, error = %e, "finalizing namespace failed");

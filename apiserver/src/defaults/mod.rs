@@ -9,14 +9,13 @@
 
 mod apps;
 pub(crate) mod batch;
-mod namespace;
+pub(crate) mod namespace;
 mod pod;
 mod replicationcontroller;
 mod service;
 
 use serde_json::{Map, Value};
 
-pub(crate) use namespace::label_existing;
 pub(crate) use pod::qos_class;
 
 use crate::registry::ResourceType;

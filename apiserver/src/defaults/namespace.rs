@@ -21,25 +21,3 @@ pub(crate) fn apply(obj: &mut Value) {
         labels.insert(NAME_LABEL.into(), json!(name));
     }
 }
-
-/// Labels namespaces stored before the label was defaulted (a data directory
-/// from an older wasmlet), so every namespace has it.
-pub(crate) async fn label_existing(resources: &crate::resources::Resources) {
-    let Ok(nsrt) = resources.registry.builtin("", "v1", "namespaces") else {
-        return;
-    };
-    let snap = resources.store.snapshot();
-    for s in snap.range(&nsrt.prefix(None), None) {
-        let (_, name) = s.namespace_name();
-        let r = resources
-            .modify(&nsrt, "", name, |old| {
-                let mut new = old.clone();
-                apply(&mut new);
-                (new != *old).then_some(new)
-            })
-            .await;
-        if let Err(e) = r {
-            tracing::warn!(namespace = %name, error = %e, "labelling namespace failed");
-        }
-    }
-}

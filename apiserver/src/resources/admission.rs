@@ -134,7 +134,7 @@ impl Resources {
         if let Some(schema) = rt.schemas.get(version) {
             schema.default(obj);
             let unknown = schema.prune(obj);
-            validation::field_problems(&unknown, opts)?;
+            validation::field_problems(&unknown, &opts.fields)?;
             let causes: Vec<Cause> = schema
                 .validate(obj)
                 .into_iter()
@@ -148,7 +148,7 @@ impl Resources {
                 return Err(ApiError::invalid(rt, meta::name(obj), causes));
             }
         } else if rt.builtin {
-            validation::decode(rt, version, obj, opts)?;
+            validation::decode(rt, version, obj, &opts.fields)?;
         }
         crate::defaults::apply(rt, obj, false);
         let mut causes = old

@@ -69,7 +69,7 @@ impl Resources {
             }
         }
         strategy::prepare_for_create(rt, &mut obj);
-        crate::services::allocate(self, rt, &mut obj)?;
+        crate::services::allocate(&self.store, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
         self.admit_rules(rt, version, &obj, None)?;
         if let Some(a) = &opts.admission {

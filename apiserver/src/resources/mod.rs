@@ -46,26 +46,16 @@ pub(crate) enum Sub {
     Status,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FieldValidation {
-    Ignore,
-    Warn,
-    Strict,
-}
-
 #[derive(Debug, Clone)]
-pub struct WriteOptions {
+pub(crate) struct WriteOptions {
     pub(crate) field_manager: String,
     pub(crate) dry_run: bool,
-    pub(crate) field_validation: FieldValidation,
     pub(crate) force: bool,
     /// The checks that depend on who makes a client's write (the
     /// requester's); `None` for the server's own writes.
     pub(crate) admission: Option<Arc<dyn Admit>>,
-    /// Fields the request body names twice (reported per `field_validation`).
-    pub(crate) duplicates: Vec<String>,
-    /// What the response's `Warning` headers will say.
-    pub(crate) warnings: crate::validation::Warnings,
+    /// `fieldValidation`, duplicate fields and the warnings collected.
+    pub(crate) fields: crate::validation::FieldChecks,
 }
 
 impl Default for WriteOptions {
@@ -73,11 +63,9 @@ impl Default for WriteOptions {
         WriteOptions {
             field_manager: "wasmlet".into(),
             dry_run: false,
-            field_validation: FieldValidation::Warn,
             force: false,
             admission: None,
-            duplicates: Vec::new(),
-            warnings: Default::default(),
+            fields: Default::default(),
         }
     }
 }

@@ -22,8 +22,7 @@ use crate::metrics::{DurationLabels, RequestLabels};
 use crate::registry::{Extra, ResourceType};
 use crate::status::{ApiError, ApiResult};
 
-/// Upstream's request body limit.
-pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
+use crate::query::MAX_BODY;
 
 /// What a request path names.
 pub(crate) struct Target {

@@ -7,12 +7,11 @@ use serde_json::Value;
 
 use super::{Query, Target, json_response, parse_object, value_response};
 use crate::ApiState;
-use crate::resources::{
-    Address, DeleteOptions, FieldValidation, PatchBody, Propagation, Sub, WriteOptions,
-};
+use crate::resources::{Address, DeleteOptions, PatchBody, Propagation, Sub, WriteOptions};
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::validation::decode::duplicate_fields;
 use crate::validation::warning_header;
+use crate::validation::{FieldChecks, FieldValidation};
 
 pub(crate) struct Req<'a> {
     pub(crate) query: &'a Query,
@@ -71,20 +70,22 @@ pub(crate) fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions
     Ok(WriteOptions {
         field_manager,
         dry_run,
-        field_validation,
+        fields: FieldChecks {
+            mode: field_validation,
+            ..Default::default()
+        },
         force: super::query_bool(q, "force") == Some(true),
         admission: Some(std::sync::Arc::new(crate::auth::requester::Requester {
             user: req.user.clone(),
             policy: req.policy.clone(),
         })),
-        ..Default::default()
     })
 }
 
 /// Adds one `Warning` header per warning the write collected (unknown or
 /// duplicate fields under `fieldValidation=Warn`).
 fn with_warnings(mut resp: Response, opts: &WriteOptions) -> Response {
-    for w in opts.warnings.take() {
+    for w in opts.fields.warnings.take() {
         if let Ok(v) = axum::http::HeaderValue::from_str(&warning_header(&w)) {
             resp.headers_mut().append("warning", v);
         }
@@ -121,7 +122,7 @@ pub(crate) async fn create(
         return super::subresources::create_only(state, t, obj, req).await;
     }
     let mut opts = write_options(req, "CreateOptions")?;
-    opts.duplicates = duplicate_fields(&body, req.content_type);
+    opts.fields.duplicates = duplicate_fields(&body, req.content_type);
     let stored = state
         .resources
         .create(&t.rt, &t.version, t.ns(), obj, &opts)
@@ -140,7 +141,7 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let obj = parse_object(&body, req.content_type)?;
     let mut opts = write_options(req, "UpdateOptions")?;
-    opts.duplicates = duplicate_fields(&body, req.content_type);
+    opts.fields.duplicates = duplicate_fields(&body, req.content_type);
     let name = t.name.as_deref().unwrap_or_default();
     if t.subresource.as_deref() == Some("finalize") {
         return super::subresources::finalize_namespace(state, t, obj).await;

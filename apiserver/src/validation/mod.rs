@@ -27,6 +27,7 @@ pub(crate) mod batch;
 pub(crate) mod data;
 pub(crate) mod decode;
 pub(crate) mod pods;
+pub(crate) mod rbac;
 pub(crate) mod schemas;
 pub(crate) mod workloads;
 
@@ -35,8 +36,28 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::registry::ResourceType;
-use crate::resources::{FieldValidation, WriteOptions};
 use crate::status::{ApiError, ApiResult, Cause};
+
+/// `fieldValidation`: what a write does with unknown and duplicate fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+/// A write's field checks (part of `resources::WriteOptions`, defined here so
+/// that validation does not import `resources`): the `fieldValidation` mode,
+/// the fields the body names twice, and the warnings collected.
+#[derive(Debug, Clone, Default)]
+pub struct FieldChecks {
+    pub(crate) mode: FieldValidation,
+    /// Fields the request body names twice (reported per `mode`).
+    pub(crate) duplicates: Vec<String>,
+    /// What the response's `Warning` headers will say.
+    pub(crate) warnings: Warnings,
+}
 
 /// Warnings a write collects for the response's `Warning` headers. Shared
 /// by the clones of one request's options; a retried write adds the same
@@ -93,7 +114,7 @@ pub(crate) fn forbidden(field: &str, detail: &str) -> Cause {
 
 /// Unknown fields (dropped already) and the body's duplicate fields, as
 /// `fieldValidation` says: an error under Strict, warnings under Warn.
-pub(crate) fn field_problems(unknown: &[String], opts: &WriteOptions) -> ApiResult<()> {
+pub(crate) fn field_problems(unknown: &[String], opts: &FieldChecks) -> ApiResult<()> {
     let problems: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
@@ -103,7 +124,7 @@ pub(crate) fn field_problems(unknown: &[String], opts: &WriteOptions) -> ApiResu
                 .map(|f| format!("duplicate field \"{f}\"")),
         )
         .collect();
-    match opts.field_validation {
+    match opts.mode {
         _ if problems.is_empty() => Ok(()),
         FieldValidation::Strict => Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
@@ -133,7 +154,7 @@ pub fn decode(
     rt: &ResourceType,
     version: &str,
     obj: &mut Value,
-    opts: &WriteOptions,
+    opts: &FieldChecks,
 ) -> ApiResult<()> {
     let Some(schema) = schemas::for_kind(&rt.group, &rt.kind) else {
         return field_problems(&[], opts);

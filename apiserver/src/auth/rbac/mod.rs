@@ -10,7 +10,6 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod escalation;
-pub(crate) mod limits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,10 +19,9 @@ use serde_json::Value;
 use wasmlet_apimachinery::rbac::{Attributes, PolicyRule, RoleRef, Subject, UserInfo};
 
 use crate::resources::{Resources, WriteOptions};
-use crate::status::Cause;
 use crate::store::Snapshot;
 
-pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) use crate::validation::rbac::GROUP;
 
 const BOOTSTRAP: &str = include_str!("bootstrap.yaml");
 
@@ -215,70 +213,6 @@ pub(crate) fn allows(
 
 fn subject_desc(user: &UserInfo) -> String {
     format!("User \"{}\"", user.name)
-}
-
-/// Upstream's checks of a binding's `roleRef`.
-pub(crate) fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
-    let r = &obj["roleRef"];
-    let field = |f: &str| format!("roleRef.{f}");
-    let mut causes = vec![];
-    let mut bad = |f: &str, reason: &str, message: String| {
-        causes.push(Cause {
-            reason: reason.into(),
-            message,
-            field: field(f),
-        })
-    };
-    let kind = r["kind"].as_str().unwrap_or("");
-    let allowed: &[&str] = if resource == "rolebindings" {
-        &["Role", "ClusterRole"]
-    } else {
-        &["ClusterRole"]
-    };
-    if !allowed.contains(&kind) {
-        let list = allowed
-            .iter()
-            .map(|k| format!("\"{k}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        bad(
-            "kind",
-            "FieldValueNotSupported",
-            format!("Unsupported value: \"{kind}\": supported values: {list}"),
-        );
-    }
-    let group = r["apiGroup"].as_str().unwrap_or("");
-    if group != GROUP {
-        bad(
-            "apiGroup",
-            "FieldValueNotSupported",
-            format!("Unsupported value: \"{group}\": supported values: \"{GROUP}\""),
-        );
-    }
-    if r["name"].as_str().unwrap_or("").is_empty() {
-        bad("name", "FieldValueRequired", "Required value".into());
-    }
-    causes
-}
-
-/// Upstream's update check of a binding: its `roleRef` never changes
-/// (delete and recreate the binding instead).
-pub(crate) fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
-    if old["roleRef"] == new["roleRef"] {
-        return vec![];
-    }
-    let r = &new["roleRef"];
-    let s = |f: &str| r[f].as_str().unwrap_or("").to_string();
-    vec![Cause {
-        reason: "FieldValueInvalid".into(),
-        message: format!(
-            "Invalid value: rbac.RoleRef{{APIGroup:\"{}\", Kind:\"{}\", Name:\"{}\"}}: cannot change roleRef",
-            s("apiGroup"),
-            s("kind"),
-            s("name")
-        ),
-        field: "roleRef".into(),
-    }]
 }
 
 /// Creates the default ClusterRoles and ClusterRoleBindings that are missing

@@ -1,5 +1,8 @@
-//! Size limits on the rules of a Role or ClusterRole, checked in validation
-//! before the escalation check reasons over them. Upstream has none; these
+//! The validation of RBAC objects: a binding's `roleRef` (upstream's checks),
+//! and size limits on the rules of a Role or ClusterRole, checked in validation
+//! before the escalation check (`auth::rbac::escalation`) reasons over them.
+//! Here, below `resources`, because `strategy` runs them on every write and
+//! `auth` imports `resources`. Upstream has no size limits; these
 //! are far above any real role (upstream's largest default role lists about
 //! 60 resources) and keep one rule from holding millions of permissions
 //! (issue 30: 300 groups x 300 resources x 300 verbs).
@@ -7,6 +10,9 @@
 use serde_json::Value;
 
 use crate::status::Cause;
+
+/// The RBAC API group.
+pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
 
 /// Most rules in one role.
 pub(crate) const MAX_RULES: usize = 1000;
@@ -49,6 +55,70 @@ pub(crate) fn validate_role(obj: &Value) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// Upstream's checks of a binding's `roleRef`.
+pub(crate) fn validate_binding(resource: &str, obj: &Value) -> Vec<Cause> {
+    let r = &obj["roleRef"];
+    let field = |f: &str| format!("roleRef.{f}");
+    let mut causes = vec![];
+    let mut bad = |f: &str, reason: &str, message: String| {
+        causes.push(Cause {
+            reason: reason.into(),
+            message,
+            field: field(f),
+        })
+    };
+    let kind = r["kind"].as_str().unwrap_or("");
+    let allowed: &[&str] = if resource == "rolebindings" {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    if !allowed.contains(&kind) {
+        let list = allowed
+            .iter()
+            .map(|k| format!("\"{k}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        bad(
+            "kind",
+            "FieldValueNotSupported",
+            format!("Unsupported value: \"{kind}\": supported values: {list}"),
+        );
+    }
+    let group = r["apiGroup"].as_str().unwrap_or("");
+    if group != GROUP {
+        bad(
+            "apiGroup",
+            "FieldValueNotSupported",
+            format!("Unsupported value: \"{group}\": supported values: \"{GROUP}\""),
+        );
+    }
+    if r["name"].as_str().unwrap_or("").is_empty() {
+        bad("name", "FieldValueRequired", "Required value".into());
+    }
+    causes
+}
+
+/// Upstream's update check of a binding: its `roleRef` never changes
+/// (delete and recreate the binding instead).
+pub(crate) fn validate_binding_update(old: &Value, new: &Value) -> Vec<Cause> {
+    if old["roleRef"] == new["roleRef"] {
+        return vec![];
+    }
+    let r = &new["roleRef"];
+    let s = |f: &str| r[f].as_str().unwrap_or("").to_string();
+    vec![Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!(
+            "Invalid value: rbac.RoleRef{{APIGroup:\"{}\", Kind:\"{}\", Name:\"{}\"}}: cannot change roleRef",
+            s("apiGroup"),
+            s("kind"),
+            s("name")
+        ),
+        field: "roleRef".into(),
+    }]
 }
 
 #[cfg(test)]
