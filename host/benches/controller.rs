@@ -2,7 +2,7 @@
 //! `cargo bench -p wasmlet --bench controller`; needs `scripts/build-guests` first,
 //! for `target/plugins/echo.{wasm,toml}`). Everything runs in this process on one
 //! tokio runtime with 2 worker threads: the embedded API server
-//! (`wasmlet::apiserver::ApiServer`) and the host (`Manager` + `Caches` + the `echo`
+//! (`wasmlet_apiserver::ApiServer`) and the host (`Manager` + `Caches` + the `echo`
 //! test guest, which makes no calls and returns status `{"echo": spec}`).
 //!
 //! 1. Seed 002's startup: `BENCH_OBJECTS` (default 200,000) ConfigSummaries already
@@ -36,7 +36,6 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::cache::Caches;
 use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::controller::Manager;
@@ -46,6 +45,7 @@ use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::controller::status::{GuestResult, desired_status};
 use wasmlet::plugin::PluginSet;
 use wasmlet::plugin::engine::PluginEngine;
+use wasmlet_apiserver::{ApiServer, Config};
 
 const AV: &str = "examples.wasmlet.dev/v1";
 const KIND: &str = "ConfigSummary";

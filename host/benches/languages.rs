@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::cache::Caches;
 use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::plugin::engine::PluginEngine;
 use wasmlet::plugin::{Loaded, PluginSet};
+use wasmlet_apiserver::{ApiServer, Config};
 
 const ARMS: [(&str, &str); 3] = [
     ("Rust", "configmap-summary"),

@@ -16,13 +16,13 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::Cluster;
 use wasmlet::node::NodeAgent;
 use wasmlet::node::agent::NodeConfig;
 use wasmlet::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use wasmlet::plugin::PluginSet;
 use wasmlet::plugin::engine::PluginEngine;
+use wasmlet_apiserver::{ApiServer, Config};
 
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

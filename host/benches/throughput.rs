@@ -23,7 +23,6 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::cache::Caches;
 use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::controller::controller::{Controller, ControllerConfig};
@@ -35,6 +34,7 @@ use wasmlet::plugin::outcome::{Finalized, Reconciled};
 use wasmlet::plugin::sandbox::CallReport;
 use wasmlet::plugin::set::RecordConfig;
 use wasmlet::plugin::{Manifest, PluginSet};
+use wasmlet_apiserver::{ApiServer, Config};
 
 /// The echo guest's logic, natively.
 struct NativeEcho {

@@ -150,13 +150,20 @@ fn health_routes(checks: Arc<HostChecks>) -> Router {
             let c = c.clone();
             async move {
                 let names = c.names(endpoint);
-                crate::health::all(endpoint, q.as_deref().unwrap_or(""), &names, |n| c.check(n))
+                wasmlet_apiserver::health::format::all(
+                    endpoint,
+                    q.as_deref().unwrap_or(""),
+                    &names,
+                    |n| c.check(n),
+                )
             }
         };
         let c = checks.clone();
         let one = move |Path(name): Path<String>| {
             let c = c.clone();
-            async move { crate::health::one(&c.names(endpoint), &name, |n| c.check(n)) }
+            async move {
+                wasmlet_apiserver::health::format::one(&c.names(endpoint), &name, |n| c.check(n))
+            }
         };
         router = router
             .route(&format!("/{endpoint}"), get(all))

@@ -12,7 +12,6 @@ use kube::client::{Body, ClientBuilder};
 use serde_json::json;
 use tokio::sync::Notify;
 use tower::filter::AsyncFilterLayer;
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::cache::Caches;
 use wasmlet::cluster::{Cluster, Resolver};
 use wasmlet::controller::Manager;
@@ -20,6 +19,7 @@ use wasmlet::controller::leader::Leadership;
 use wasmlet::controller::metrics::ControllerMetrics;
 use wasmlet::plugin::PluginSet;
 use wasmlet::plugin::engine::PluginEngine;
+use wasmlet_apiserver::{ApiServer, Config};
 
 const STALLED_GROUP: &str = "/apis/stall.example.com";
 

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::{ClientError, NamedClusters};
+use wasmlet_apiserver::{ApiServer, Config};
 
 async fn server(dir: &std::path::Path) -> (ApiServer, kube::Client) {
     let server = ApiServer::start(Config {

@@ -13,7 +13,6 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::Resolver;
 use wasmlet::cluster::cache::Caches;
 use wasmlet::controller::controller::{Controller, ControllerConfig};
@@ -23,6 +22,7 @@ use wasmlet::controller::source::{Call, Fixed, Reconciler};
 use wasmlet::plugin::Manifest;
 use wasmlet::plugin::outcome::{Finalized, Reconciled};
 use wasmlet::plugin::sandbox::CallReport;
+use wasmlet_apiserver::{ApiServer, Config};
 use wasmlet_e2e::eventually;
 
 const CRD: &str = include_str!("../../guests/testing/widget/widget.crd.yaml");

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmlet::apiserver::{ApiServer, Config};
 use wasmlet::cluster::Cluster;
 use wasmlet::plugin::engine::PluginEngine;
 use wasmlet::plugin::metrics::PluginMetrics;
 use wasmlet::plugin::{CallError, PluginSet};
+use wasmlet_apiserver::{ApiServer, Config};
 
 fn built_plugins() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");

@@ -1,5 +1,5 @@
 //! Requests to the embedded API server, through its real handler
-//! ([`wasmlet::apiserver::rest::dispatch`]) on a server in a temp directory:
+//! ([`wasmlet_apiserver::internals::dispatch`]) on a server in a temp directory:
 //! path parsing, query parameters, JSON/YAML/patch/protobuf bodies.
 
 use std::sync::{Arc, OnceLock};
@@ -9,7 +9,8 @@ use arbitrary::{Result, Unstructured};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{Method, Request, header};
-use wasmlet::apiserver::{ApiServer, ApiState, Config, rest};
+use wasmlet_apiserver::internals::{ApiState, dispatch};
+use wasmlet_apiserver::{ApiServer, Config};
 
 use crate::generate;
 
@@ -310,7 +311,7 @@ pub fn rest(data: &[u8]) {
     s.runtime.block_on(async {
         let response = tokio::time::timeout(
             Duration::from_secs(20),
-            rest::dispatch(State(s.state.clone()), req),
+            dispatch(State(s.state.clone()), req),
         )
         .await
         .unwrap_or_else(|_| panic!("{shown}: no response within 20 s"));

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::args::{HostArgs, NodeArgs, ServerArgs};
-use crate::apiserver::{ApiServer, Config};
 use crate::cluster::cache::Caches;
 use crate::cluster::named::ClusterFlag;
 use crate::cluster::{Cluster, NamedClusters, Resolver};
@@ -24,6 +23,7 @@ use crate::plugin::PluginSet;
 use crate::plugin::engine::PluginEngine;
 use crate::plugin::metrics::PluginCollector;
 use crate::plugin::remote::RemotePlugins;
+use wasmlet_apiserver::{ApiServer, Config};
 
 pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
     let server = ApiServer::start(Config {

@@ -39,7 +39,7 @@ const API_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Makes `dir` private and locks it for this process (one host per data
 /// directory), before anything in it is written.
 fn lock_data_dir(dir: &std::path::Path) -> Result<crate::data_lock::DataDirLock> {
-    crate::private_dir::private_dir(dir)
+    wasmlet_apiserver::private_dir::private_dir(dir)
         .with_context(|| format!("data directory {}", dir.display()))?;
     Ok(crate::data_lock::DataDirLock::acquire(dir)?)
 }
@@ -323,11 +323,11 @@ async fn main_async(cli: Cli) -> Result<()> {
             let s = start_server(&server).await?;
             // The host and the node agent each get an identity of their own
             // (client certificates of the plane's CA), as on a real cluster.
-            let pki = &s.state.pki;
+            let pki = s.pki();
             let controller_kc = pki.write_identity_kubeconfig(
                 &server.data_dir.join("kubeconfig-controller"),
                 s.addr,
-                crate::apiserver::authz::CONTROLLER_USER,
+                wasmlet_apiserver::CONTROLLER_USER,
                 None,
             )?;
             let client = kube::Client::try_from(config_from(Some(&controller_kc)).await?)?;
@@ -345,11 +345,11 @@ async fn main_async(cli: Cli) -> Result<()> {
             let tls = if no_node {
                 None
             } else {
-                let (cert_pem, key_pem) = s.state.pki.node_serving_cert(&node_name(&node))?;
+                let (cert_pem, key_pem) = s.pki().node_serving_cert(&node_name(&node))?;
                 Some(KubeletTls {
                     cert_pem,
                     key_pem,
-                    client_ca_pem: s.state.pki.ca_pem.clone(),
+                    client_ca_pem: s.pki().ca_pem.clone(),
                     client_ca_source: "this API server's CA".into(),
                 })
             };
@@ -359,10 +359,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 &server.data_dir,
                 &host,
                 tls.map(|t| (&node, Some(t))),
-                Some({
-                    let store = s.state.resources.store.clone();
-                    std::sync::Arc::new(move || store.health())
-                }),
+                Some(std::sync::Arc::new(s.store_health())),
             )
             .await?;
             signals.wait().await;
@@ -396,7 +393,7 @@ async fn main_async(cli: Cli) -> Result<()> {
                 // are checked against --kubelet-client-ca, by default the
                 // cluster CA of the kubeconfig: kubeadm signs the API server's
                 // kubelet client certificate with it.
-                let own = crate::apiserver::pki::Pki::load_or_create(&data_dir)?;
+                let own = wasmlet_apiserver::Pki::load_or_create(&data_dir)?;
                 let (cert_pem, key_pem) = own.node_serving_cert(&node_name(&node))?;
                 let (client_ca_pem, client_ca_source) = match (&kubelet_client_ca, cluster_ca) {
                     (Some(p), _) => (

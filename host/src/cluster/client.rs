@@ -361,6 +361,23 @@ impl Cluster {
 mod tests {
     use super::*;
     use serde_json::json;
+    use wasmlet_apiserver::{ApiServer, Config};
+
+    /// An embedded API server on a free port of 127.0.0.1 in a fresh
+    /// directory, and a client of it.
+    async fn test_server() -> (tempfile::TempDir, ApiServer, kube::Client) {
+        let data = tempfile::tempdir().unwrap();
+        let server = ApiServer::start(Config {
+            data_dir: data.path().into(),
+            listen: ([127, 0, 0, 1], 0).into(),
+            history: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        (data, server, client)
+    }
 
     /// Names in a `list` answer, sorted.
     fn names(list: &[String]) -> Vec<String> {
@@ -377,7 +394,7 @@ mod tests {
     /// cluster-scoped kind every object whatever namespace is named.
     #[tokio::test]
     async fn cached_lists_answer_as_the_api_server_does() {
-        let (_dir, server, client) = crate::apiserver::test_server().await;
+        let (_dir, server, client) = test_server().await;
         let resolver = Arc::new(Resolver::new(client.clone()));
         let caches = Caches::new(resolver.clone());
         let cached = Cluster::new(resolver.clone(), Some(caches.clone()));
@@ -420,7 +437,7 @@ mod tests {
     /// cursor from nowhere) gets everything with `reset`.
     #[tokio::test]
     async fn list_changes_keep_a_copy_equal_to_a_fresh_list() {
-        let (_dir, server, client) = crate::apiserver::test_server().await;
+        let (_dir, server, client) = test_server().await;
         let resolver = Arc::new(Resolver::new(client.clone()));
         let caches = Caches::new(resolver.clone());
         let cached = Cluster::new(resolver.clone(), Some(caches.clone()));

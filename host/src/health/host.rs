@@ -1,5 +1,5 @@
 //! The host's own checks, served on its metrics address in kube-apiserver's
-//! format (`crate::health`). Each applies only where the host has the part it
+//! format (`wasmlet_apiserver::health::format`). Each applies only where the host has the part it
 //! checks:
 //!
 //! - `ping`; `runtime`: the async runtime still runs a 1 s heartbeat task

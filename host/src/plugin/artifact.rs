@@ -38,7 +38,7 @@ impl CacheKey {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        crate::private_dir::check_private_file(&path)?;
+        wasmlet_apiserver::private_dir::check_private_file(&path)?;
         let bytes = std::fs::read(&path)?;
         key = bytes.as_slice().try_into().map_err(|_| {
             std::io::Error::new(

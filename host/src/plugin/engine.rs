@@ -15,7 +15,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::artifact::CacheKey;
-use crate::private_dir::private_dir;
+use wasmlet_apiserver::private_dir::private_dir;
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 

@@ -43,7 +43,7 @@ impl RecordWriter {
     /// Starts the writer of plugin `name` (the file is opened, and a file
     /// left by an earlier run rotated away, at the first record).
     pub fn start(name: &str, settings: &RecordSettings) -> std::io::Result<Arc<RecordWriter>> {
-        crate::private_dir::private_dir(&settings.dir)?;
+        wasmlet_apiserver::private_dir::private_dir(&settings.dir)?;
         let path = settings.dir.join(format!("{name}.jsonl"));
         let (tx, rx) = sync_channel(QUEUE);
         let file = FileState {

@@ -1,0 +1,103 @@
+//! Client-certificate authentication: the TLS handshake asks for an optional
+//! client certificate signed by the plane's CA, and each connection's
+//! requests carry the identity it names (upstream's x509 authenticator: the
+//! common name is the user, each organization a group).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum_server::accept::Accept;
+use axum_server::tls_rustls::RustlsAcceptor;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use wasmlet_apimachinery::rbac::UserInfo;
+
+/// The identity of the connection's verified client certificate, if any.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PeerCert(pub Option<UserInfo>);
+
+/// The user a DER client certificate names.
+pub(crate) fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?;
+    if name.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
+    groups.push("system:authenticated".into());
+    Some(UserInfo {
+        name: name.to_string(),
+        groups,
+    })
+}
+
+/// Wraps the TLS acceptor: after the handshake, every request of the
+/// connection gets a [`PeerCert`] extension.
+#[derive(Clone)]
+pub(crate) struct PeerCertAcceptor {
+    pub(crate) inner: RustlsAcceptor,
+}
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
+
+impl<I, S> Accept<I, S> for PeerCertAcceptor
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Send + 'static,
+{
+    type Stream = TlsStream<I>;
+    type Service = WithPeer<S>;
+    type Future = BoxFut<(Self::Stream, Self::Service)>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let (stream, service) = inner.accept(stream, service).await?;
+            // rustls verified the chain against the CA already.
+            let user = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| user_of_certificate(c));
+            Ok((
+                stream,
+                WithPeer {
+                    inner: service,
+                    peer: PeerCert(user),
+                },
+            ))
+        })
+    }
+}
+
+/// A service that stamps each request with the connection's [`PeerCert`].
+#[derive(Clone)]
+pub(crate) struct WithPeer<S> {
+    inner: S,
+    peer: PeerCert,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for WithPeer<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(self.peer.clone());
+        self.inner.call(req)
+    }
+}

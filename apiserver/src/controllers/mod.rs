@@ -1,0 +1,9 @@
+//! The control loops that run inside the plane, as kube-controller-manager's
+//! do upstream: garbage collection (owner references, namespace deletion),
+//! the Namespace conditions, each namespace's `default` ServiceAccount, and
+//! the writes at start (`bootstrap`).
+
+pub(crate) mod bootstrap;
+pub(crate) mod gc;
+pub(crate) mod nsconditions;
+pub(crate) mod serviceaccounts;
