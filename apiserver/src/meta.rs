@@ -4,9 +4,7 @@
 use rand::Rng;
 use serde_json::{Map, Value};
 
-pub(crate) fn now_rfc3339() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+pub(crate) use wasmlet_apimachinery::time::now_rfc3339;
 
 pub(crate) fn rfc3339_in(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
