@@ -88,6 +88,7 @@ mod validation;
 // else is `pub(crate)`: a change inside the server cannot break the host.
 pub use auth::authz::CONTROLLER_USER;
 pub use auth::pki::Pki;
+pub use auth::tls::server_config as tls_server_config;
 
 /// Internals the fuzz targets and the benches reach (not a stable API): the
 /// request handler and the per-kind decode and validation.

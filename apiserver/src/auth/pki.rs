@@ -87,29 +87,7 @@ impl Pki {
     }
 
     pub(crate) fn rustls_config(&self) -> Result<Arc<rustls::ServerConfig>> {
-        let certs =
-            rustls_pemfile::certs(&mut self.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
-        let key = rustls_pemfile::private_key(&mut self.key_pem.as_bytes())?
-            .context("apiserver.key holds no key")?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        // Client certificates are optional (tokens work too); one offered
-        // must chain to this CA.
-        let mut roots = rustls::RootCertStore::empty();
-        for c in rustls_pemfile::certs(&mut self.ca_pem.as_bytes()) {
-            roots.add(c?)?;
-        }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider.clone(),
-        )
-        .allow_unauthenticated()
-        .build()?;
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(certs, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        super::tls::server_config(&self.cert_pem, &self.key_pem, &self.ca_pem)
     }
 
     /// Writes `DIR/kubeconfig` (the admin's token) for the server at `addr`

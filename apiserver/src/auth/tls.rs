@@ -14,6 +14,38 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 use wasmlet_apimachinery::rbac::UserInfo;
 
+/// A TLS server configuration presenting `cert_pem`/`key_pem` that asks for an
+/// optional client certificate, which must chain to `client_ca_pem` when one is
+/// offered (tokens work without one): the API server's and the kubelet API's.
+pub fn server_config(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: &str,
+) -> anyhow::Result<std::sync::Arc<rustls::ServerConfig>> {
+    use anyhow::Context as _;
+    use std::sync::Arc;
+    let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+    let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())?
+        .context("the server's key file holds no key")?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut client_ca_pem.as_bytes()) {
+        roots.add(c?)?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// The identity of the connection's verified client certificate, if any.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PeerCert(pub Option<UserInfo>);

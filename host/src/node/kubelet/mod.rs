@@ -107,27 +107,10 @@ pub async fn serve(
     node: String,
     workloads: Arc<WorkloadManager>,
 ) -> anyhow::Result<SocketAddr> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut tls.client_ca_pem.as_bytes()) {
-        roots.add(c?)?;
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()?;
-    let certs =
-        rustls_pemfile::certs(&mut tls.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>()?;
-    let key = rustls_pemfile::private_key(&mut tls.key_pem.as_bytes())?
-        .ok_or_else(|| anyhow::anyhow!("no kubelet key"))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let config =
+        wasmlet_apiserver::tls_server_config(&tls.cert_pem, &tls.key_pem, &tls.client_ca_pem)
+            .context("the kubelet API's TLS configuration")?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!(
             "the kubelet API cannot listen on {addr} (flags --node-address, --kubelet-port; --kubelet-port 0 picks a free port)"
