@@ -1,5 +1,5 @@
 //! `/healthz`, `/livez` and `/readyz` as kube-apiserver serves them (the
-//! format is [`format`]'s, shared with the host's own address).
+//! format is [`format`](mod@format)'s, shared with the host's own address).
 //!
 //! The checks are upstream's names where the plane has the thing they check:
 //! `ping`, `log`, `etcd` (the store takes writes: its writer runs and its last

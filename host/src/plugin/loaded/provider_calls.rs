@@ -18,7 +18,7 @@ use crate::plugin::provider::{HandlerOutcome, WakeEvent};
 
 /// A provider call's result and, recording, its record: written when the
 /// reply drops, after the host added the writes it made because of the call
-/// ([`PendingRecord::host_write`]: the status patch, the pod's removal).
+/// ([`HostWrites::host_write`](crate::plugin::observe::HostWrites::host_write): the status patch, the pod's removal).
 #[derive(Debug)]
 pub struct ProviderReply<T> {
     pub result: Result<T, CallError>,

@@ -6,7 +6,7 @@
 //! too), the WASI clocks and random. A recording plugin (manifest
 //! `[record]`, or `wasmlet up|run --record NAME`), reconciler or provider,
 //! gets a [`Tape`] in each call's store; the imports ([`super::imports`])
-//! and the tape's clocks and random sources ([`tape`]) write every request
+//! and the tape's clocks and random sources ([`tape`](crate::plugin::tape)) write every request
 //! and its answer to it, so a call can be run again with each answer taken
 //! from the tape ([`replay`], `wasmlet replay`).
 //!
