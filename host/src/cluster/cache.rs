@@ -274,7 +274,7 @@ fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> 
     selects(labels, o) && fields_select(fields, o)
 }
 
-/// Whether `selector` matches `o`'s fields (a dotted path to a string; a
+/// Whether `fields` matches `o`'s fields (a dotted path to a string; a
 /// missing one reads as empty, as upstream).
 pub fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
     fields.is_empty()
