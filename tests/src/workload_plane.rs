@@ -247,3 +247,41 @@ pub fn bench_size(var: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Polls pod `name` until `pred` holds, for up to `timeout`; on time-out the
+/// error carries the last status seen and the tail of the plane's log.
+pub async fn wait_pod(
+    plane: &Plane,
+    api: &Api<Pod>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&Pod) -> bool,
+) -> Result<Pod> {
+    let last = std::sync::Mutex::new(None::<Pod>);
+    let (seen, pred) = (&last, &pred);
+    let what = format!("pod {name}: {what}");
+    let found = eventually(timeout, &what, move || async move {
+        let p = api.get_opt(name).await.ok().flatten()?;
+        if pred(&p) {
+            return Some(p);
+        }
+        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        None
+    })
+    .await;
+    found.map_err(|e| {
+        let status = last
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .and_then(|p| p.status)
+            .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
+        let log = plane.log();
+        let lines: Vec<&str> = log.lines().collect();
+        anyhow::anyhow!(
+            "{e}\nlast status: {}\nlog:\n{}",
+            status.unwrap_or_else(|| "(no pod)".into()),
+            lines[lines.len().saturating_sub(80)..].join("\n")
+        )
+    })
+}

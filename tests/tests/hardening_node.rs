@@ -54,28 +54,7 @@ async fn wait_pod(
     what: &str,
     pred: impl Fn(&Pod) -> bool,
 ) -> Result<Pod> {
-    let last = std::sync::Mutex::new(None::<Pod>);
-    let (seen, pred) = (&last, &pred);
-    let what = format!("pod {name}: {what}");
-    let found = eventually(Duration::from_secs(90), &what, move || async move {
-        let p = pods.get_opt(name).await.ok().flatten()?;
-        if pred(&p) {
-            return Some(p);
-        }
-        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
-        None
-    })
-    .await;
-    found.map_err(|e| {
-        let last = last.into_inner().unwrap_or_else(|e| e.into_inner());
-        let log = plane.log();
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        anyhow::anyhow!(
-            "{e}; last status {}\nlog tail:\n{}",
-            last.map(|p| status_of(&p)).unwrap_or(Value::Null),
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        )
-    })
+    workload_plane::wait_pod(plane, pods, name, Duration::from_secs(90), what, pred).await
 }
 
 /// Writes the ConfigMap `before`, which [`serves_others`] checks is kept.

@@ -20,7 +20,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use wasmlet_e2e::registry::{self, Registry};
-use wasmlet_e2e::workload_plane::{workload, workloads_dir};
+use wasmlet_e2e::workload_plane::{self, workload, workloads_dir};
 use wasmlet_e2e::{Host, Plane, eventually, install_plugin, metric};
 
 // ---- helpers ---------------------------------------------------------------------
@@ -91,30 +91,7 @@ async fn wait_pod(
     what: &str,
     pred: impl Fn(&Pod) -> bool,
 ) -> Result<Pod> {
-    let last = Mutex::new(None::<Pod>);
-    let (seen, pred) = (&last, &pred);
-    let what = format!("pod {name}: {what}");
-    let found = eventually(Duration::from_secs(secs), &what, move || async move {
-        let p = api.get_opt(name).await.ok().flatten()?;
-        if pred(&p) {
-            return Some(p);
-        }
-        *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
-        None
-    })
-    .await;
-    found.map_err(|e| {
-        let status = last
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .and_then(|p| p.status)
-            .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
-        anyhow::anyhow!(
-            "{e}\nlast status: {}\nlog:\n{}",
-            status.unwrap_or_else(|| "(no pod)".into()),
-            log_tail(plane)
-        )
-    })
+    workload_plane::wait_pod(plane, api, name, Duration::from_secs(secs), what, pred).await
 }
 
 fn phase(p: &Pod) -> &str {

@@ -277,14 +277,13 @@ fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> 
 /// Whether `fields` matches `o`'s fields (a dotted path to a string; a
 /// missing one reads as empty, as upstream).
 pub fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
-    fields.is_empty()
-        || fields.matches(|f| match f {
-            "metadata.name" => o.metadata.name.clone(),
-            "metadata.namespace" => o.metadata.namespace.clone(),
-            other => o
-                .at_path(other)
-                .and_then(|v| v.as_str().map(str::to_string)),
-        })
+    fields.matches(|f| match f {
+        "metadata.name" => o.metadata.name.clone(),
+        "metadata.namespace" => o.metadata.namespace.clone(),
+        other => o
+            .at_path(other)
+            .and_then(|v| v.as_str().map(str::to_string)),
+    })
 }
 
 /// Whether `selector` matches `o`'s labels (checked in place: this runs for
