@@ -398,7 +398,12 @@ async fn hog_is_capped(module: &str) -> Result<()> {
             opened > 0 && opened < 32,
             "opened {opened} (cap 32): {line}"
         );
-        let p = pods.get("hog").await?;
+        // Its log can be read before its Running status is written: wait
+        // for the status to leave Pending, then it must still be running.
+        let p = wait_pod(&plane, &pods, "hog", "past Pending", |p| {
+            phase(p) != "Pending"
+        })
+        .await?;
         ensure!(phase(&p) == "Running", "the hog stopped: {}", status_of(&p));
     }
     // The host has descriptors to spare, and serves.
