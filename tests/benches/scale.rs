@@ -194,6 +194,7 @@ async fn statefulset(n: usize) -> Result<Figures> {
     let (cpu0, _) = usage(pid);
     let c0 = calls(&plane).await?;
     let w0 = workload_plane::api_writes(&client).await?;
+    let t0 = workload_plane::api_write_seconds(&client).await?;
     let start = Instant::now();
     sets.create(&PostParams::default(), &set("scale", n)?)
         .await?;
@@ -209,6 +210,7 @@ async fn statefulset(n: usize) -> Result<Figures> {
     let (cpu1, peak) = usage(pid);
     let c1 = calls(&plane).await?;
     let w1 = workload_plane::api_writes(&client).await?;
+    let t1 = workload_plane::api_write_seconds(&client).await?;
     watch.abort();
     let times: Vec<Instant> = bound.lock().unwrap().values().copied().collect();
     let placements = match (times.iter().min(), times.iter().max()) {
@@ -225,7 +227,30 @@ async fn statefulset(n: usize) -> Result<Figures> {
         (w1 - w0) / n as f64,
     );
     println!("  calls: {}", call_lines(&c0, &c1));
+    println!("  API writes (plane's time): {}", write_lines(&t0, &t1));
     Ok(Figures { n, cpu_per_pod_ms })
+}
+
+/// The writes served between `before` and `after`, most first, each with
+/// its mean time in the plane (the request's time, not the client's).
+fn write_lines(
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
+) -> String {
+    let mut d: Vec<(f64, f64, &String)> = after
+        .iter()
+        .map(|(k, (n, s))| {
+            let (n0, s0) = before.get(k).copied().unwrap_or_default();
+            (n - n0, s - s0, k)
+        })
+        .filter(|(n, _, _)| *n > 0.0)
+        .collect();
+    d.sort_by(|a, b| b.0.total_cmp(&a.0));
+    d.iter()
+        .take(6)
+        .map(|(n, s, k)| format!("{k} {n} x {:.2} ms", s / n * 1e3))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// No node holds more pods than its allocatable `pods`, and every pod is on

@@ -188,34 +188,72 @@ pub async fn api_writes(client: &kube::Client) -> Result<f64> {
 pub async fn api_writes_by(
     client: &kube::Client,
 ) -> Result<std::collections::BTreeMap<String, f64>> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    let label = |l: &str, name: &str| {
-        let from = l.find(&format!("{name}=\""))? + name.len() + 2;
-        Some(l[from..].split('"').next()?.to_owned())
-    };
+    let text = plane_metrics(client).await?;
     let mut by = std::collections::BTreeMap::new();
     for l in text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
     {
-        let (Some(verb), Some(code), Some(n)) = (
-            label(l, "verb"),
-            label(l, "code"),
-            l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()),
-        ) else {
+        let (Some(what), Some(code), Some(n)) = (write_of(l), metric_label(l, "code"), value(l))
+        else {
             continue;
         };
-        if !["POST", "PUT", "PATCH", "DELETE"].contains(&verb.as_str()) || !code.starts_with('2') {
-            continue;
+        if code.starts_with('2') {
+            *by.entry(what).or_insert(0.0) += n;
         }
-        let mut what = label(l, "resource").unwrap_or_default();
-        if let Some(sub) = label(l, "subresource").filter(|s| !s.is_empty()) {
-            what = format!("{what}/{sub}");
-        }
-        *by.entry(format!("{verb} {what}")).or_insert(0.0) += n;
     }
     Ok(by)
+}
+
+/// The plane's time serving writes so far, by verb and resource: (count,
+/// seconds) from `apiserver_request_duration_seconds`, all answers.
+pub async fn api_write_seconds(
+    client: &kube::Client,
+) -> Result<std::collections::BTreeMap<String, (f64, f64)>> {
+    let text = plane_metrics(client).await?;
+    let mut by = std::collections::BTreeMap::<String, (f64, f64)>::new();
+    for (series, slot) in [
+        ("apiserver_request_duration_seconds_count{", 0),
+        ("apiserver_request_duration_seconds_sum{", 1),
+    ] {
+        for l in text.lines().filter(|l| l.starts_with(series)) {
+            let (Some(what), Some(n)) = (write_of(l), value(l)) else {
+                continue;
+            };
+            let e = by.entry(what).or_default();
+            if slot == 0 { e.0 += n } else { e.1 += n }
+        }
+    }
+    Ok(by)
+}
+
+async fn plane_metrics(client: &kube::Client) -> Result<String> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(req).await?)
+}
+
+/// A label's value in a metrics line.
+fn metric_label(l: &str, name: &str) -> Option<String> {
+    let from = l.find(&format!("{name}=\""))? + name.len() + 2;
+    Some(l[from..].split('"').next()?.to_owned())
+}
+
+/// A metrics line's sample value.
+fn value(l: &str) -> Option<f64> {
+    l.rsplit(' ').next()?.parse().ok()
+}
+
+/// `VERB resource[/subresource]` of a request series, if it is a write.
+fn write_of(l: &str) -> Option<String> {
+    let verb = metric_label(l, "verb")?;
+    if !["POST", "PUT", "PATCH", "DELETE"].contains(&verb.as_str()) {
+        return None;
+    }
+    let mut what = metric_label(l, "resource").unwrap_or_default();
+    if let Some(sub) = metric_label(l, "subresource").filter(|s| !s.is_empty()) {
+        what = format!("{what}/{sub}");
+    }
+    Some(format!("{verb} {what}"))
 }
 
 /// What `after` counts more than `before`, largest first, as `N KEY` items.

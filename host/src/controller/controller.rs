@@ -346,7 +346,7 @@ impl Controller {
             let c = controller.clone();
             tasks.spawn(async move { c.resync_loop().await });
         }
-        for _ in 0..manifest.limits.concurrency {
+        for _ in 0..manifest.limits.workers() {
             let c = controller.clone();
             tasks.spawn(super::worker::run(c));
         }

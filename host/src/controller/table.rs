@@ -149,7 +149,7 @@ impl TableController {
                 c.pump_watched(rx, remote.map).await
             });
         }
-        for _ in 0..manifest.limits.concurrency {
+        for _ in 0..manifest.limits.workers() {
             let c = controller.clone();
             tasks.spawn(super::worker::run(c));
         }

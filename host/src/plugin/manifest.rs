@@ -193,6 +193,23 @@ pub struct Limits {
     /// plugins whose downstream must be protected.
     #[serde(default = "default_true")]
     pub low_when_idle: bool,
+    /// Reconcilers: bindings (`bind`) that may still be in flight after the
+    /// calls that made them returned (see [`super::in_flight`]); 0, the
+    /// default: `bind` waits for the API server's answer.
+    #[serde(default)]
+    pub bindings_in_flight: u32,
+}
+
+/// The most `limits.bindings-in-flight`: each holds a worker and its key.
+pub const MAX_BINDINGS_IN_FLIGHT: u32 = 64;
+
+impl Limits {
+    /// The controller's workers: one per call in flight, and one per binding
+    /// still in flight after its call (its worker holds the key until the
+    /// answer comes).
+    pub fn workers(&self) -> u32 {
+        self.concurrency + self.bindings_in_flight
+    }
 }
 
 fn one() -> u32 {
@@ -214,6 +231,7 @@ impl Default for Limits {
             reuse_instances: false,
             low_per_minute: None,
             low_when_idle: true,
+            bindings_in_flight: 0,
         }
     }
 }
@@ -527,6 +545,34 @@ impl Manifest {
         if raw.limits.concurrency == 0 {
             return Err(err("limits.concurrency", "must be at least 1".into()));
         }
+        if raw.limits.bindings_in_flight > MAX_BINDINGS_IN_FLIGHT {
+            return Err(err(
+                "limits.bindings-in-flight",
+                format!(
+                    "{} is over the most, {MAX_BINDINGS_IN_FLIGHT}",
+                    raw.limits.bindings_in_flight
+                ),
+            ));
+        }
+        if raw.limits.bindings_in_flight > 0 && raw.plugin.kind != PluginKind::Reconciler {
+            return Err(err(
+                "limits.bindings-in-flight",
+                "only a reconciler's calls can leave bindings in flight".into(),
+            ));
+        }
+        if raw.limits.bindings_in_flight > 0
+            && raw
+                .reconciles
+                .as_ref()
+                .is_some_and(|r| r.expectations == ExpectationScope::Plugin)
+        {
+            // Plugin-wide expectations hold every call until the caches show
+            // the last one's writes; a binding in flight is not known yet.
+            return Err(err(
+                "limits.bindings-in-flight",
+                "not with reconciles.expectations = \"plugin\": the next call would not wait for the bindings in flight".into(),
+            ));
+        }
         if raw.limits.memory_mib == 0 || raw.limits.memory_mib > 4096 {
             return Err(err(
                 "limits.memory-mib",
@@ -735,6 +781,19 @@ mod tests {
         );
         let e = parse(&format!("{BASE}field-selector = \"spec.nodeName\"\n")).unwrap_err();
         assert_eq!(e.field, "reconciles.field-selector", "{e}");
+    }
+
+    #[test]
+    fn bindings_in_flight_add_workers_and_are_bounded() {
+        let m = parse(&format!("{BASE}[limits]\nbindings-in-flight = 8\n")).unwrap();
+        assert_eq!(m.limits.workers(), 9);
+        let e = parse(&format!("{BASE}[limits]\nbindings-in-flight = 65\n")).unwrap_err();
+        assert_eq!(e.field, "limits.bindings-in-flight", "{e}");
+        let e = parse(&format!(
+            "{BASE}expectations = \"plugin\"\n[limits]\nbindings-in-flight = 1\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("expectations"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod events;
 pub mod http;
 pub mod http_dns;
 pub mod imports;
+pub mod in_flight;
 #[cfg(test)]
 mod layers;
 pub mod loaded;

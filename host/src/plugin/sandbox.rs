@@ -8,6 +8,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::in_flight::InFlight;
 use super::manifest::Manifest;
 use super::metrics::PluginMetrics;
 use super::observe::{PendingRecord, Watcher};
@@ -175,6 +176,8 @@ pub struct State {
     /// The object the call is about, for logs.
     pub key: String,
     pub writes: Vec<Write>,
+    /// Bindings sent and not waited for (`limits.bindings-in-flight`).
+    pub in_flight: Vec<InFlight<Write>>,
     /// A client call met 409 or 429: the controller retries soon, not with back-off.
     pub retry_soon: bool,
     /// When the call began (its deadline runs from here), for the `http` import's timeout.
@@ -195,9 +198,12 @@ pub const PANIC_FIELD: &str = "wasmlet.panic";
 pub const MAX_PANIC_BYTES: usize = 4096;
 
 /// What a call did besides its result.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct CallReport {
     pub writes: Vec<Write>,
+    /// Bindings still in flight when the call returned; the caller lands
+    /// them ([`super::in_flight::land`]) before the key is done.
+    pub in_flight: Vec<InFlight<Write>>,
     pub retry_soon: bool,
     /// Recording: the call's record, written once the host's writes for it are added.
     pub record: Option<Arc<PendingRecord>>,
@@ -225,6 +231,7 @@ impl State {
             plugin,
             key,
             writes: Vec::new(),
+            in_flight: Vec::new(),
             retry_soon: false,
             started: std::time::Instant::now(),
             tape,

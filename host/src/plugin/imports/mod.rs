@@ -12,6 +12,7 @@ use serde_json::Value;
 use wasmlet_apimachinery::names;
 
 use super::events::Dropped;
+use super::in_flight::InFlight;
 use super::manifest::{Manifest, Rule, rules_allow, rules_may_allow};
 use super::metrics::PluginMetrics;
 use super::sandbox::{State, Write};
@@ -491,18 +492,37 @@ impl State {
             .api
             .clone()
             .ok_or_else(|| ClientError::Unavailable("no Kubernetes API".into()))?;
-        let r = self
-            .deadline()
-            .bound(api.bind(&namespace, &name, &node))
-            .await;
-        let resource_version = self.note(r)?;
-        self.writes.push(Write::Updated {
+        let bound = |namespace, name, resource_version| Write::Updated {
             api_version: "v1".into(),
             kind: "Pod".into(),
             namespace: Some(namespace),
             name,
             resource_version,
-        });
+        };
+        if self.plugin.manifest.limits.bindings_in_flight > 0 {
+            // Sent, not waited for (`in_flight`): bounded by the plugin's
+            // deadline from now, as the call it leaves would have been.
+            let what = format!("pod {namespace}/{name} to node {node}");
+            let deadline =
+                std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms);
+            self.in_flight.push(InFlight::send(what, async move {
+                let bind = api.bind(&namespace, &name, &node);
+                match tokio::time::timeout(deadline, bind).await {
+                    Ok(r) => r.map(|rv| bound(namespace, name, rv)),
+                    Err(_) => Err(ApiClientError::Unavailable(format!(
+                        "no answer within {} ms",
+                        deadline.as_millis()
+                    ))),
+                }
+            }));
+            return Ok(());
+        }
+        let r = self
+            .deadline()
+            .bound(api.bind(&namespace, &name, &node))
+            .await;
+        let resource_version = self.note(r)?;
+        self.writes.push(bound(namespace, name, resource_version));
         Ok(())
     }
 

@@ -74,6 +74,7 @@ impl Loaded {
                 let data = store.data_mut();
                 data.key = key.to_string();
                 data.writes.clear();
+                data.in_flight.clear();
                 data.retry_soon = false;
                 data.limiter.hit = false;
                 data.panic = None;
@@ -115,6 +116,7 @@ impl Loaded {
         let data = store.data_mut();
         let report = CallReport {
             writes: std::mem::take(&mut data.writes),
+            in_flight: std::mem::take(&mut data.in_flight),
             retry_soon: data.retry_soon,
             record: None,
         };

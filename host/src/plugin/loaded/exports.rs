@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{CallError, Instance, Loaded};
 use crate::plugin::bindings::provider::ProviderPlugin;
 use crate::plugin::bindings::reconciler::ReconcilerPlugin;
+use crate::plugin::in_flight;
 use crate::plugin::observe::{
     Again, AgainFuture, CallObserver, Live, Observed, PendingRecord, Replaying, RunAgain,
 };
@@ -33,12 +34,43 @@ impl Loaded {
     /// `reconcile` on a fresh instance. Returns the guest's result and the
     /// writes it made (and, recording, the call's record). With a shadow
     /// candidate beside this version, the call is taped and offered to it.
+    /// Bindings the call left in flight have landed (or failed it) when
+    /// this returns; its instance was free for the next call meanwhile.
     pub async fn reconcile(&self, key: &str, obj: &str) -> CallResult<Reconciled> {
-        self.reconcile_observed(key, obj, &mut self.live()).await
+        let r = self.reconcile_observed(key, obj, &mut self.live()).await;
+        self.landed(key, r).await
     }
 
     pub async fn finalize(&self, key: &str, obj: &str) -> CallResult<Finalized> {
-        self.finalize_observed(key, obj, &mut self.live()).await
+        let r = self.finalize_observed(key, obj, &mut self.live()).await;
+        self.landed(key, r).await
+    }
+
+    /// `r` once the bindings its call left in flight have landed: theirs
+    /// join its writes; a failed one fails it (see [`in_flight`]).
+    async fn landed<T>(&self, key: &str, mut r: CallResult<T>) -> CallResult<T> {
+        let Ok((result, report)) = &mut r else {
+            return r;
+        };
+        if report.in_flight.is_empty() {
+            return r;
+        }
+        let landed = in_flight::land(std::mem::take(&mut report.in_flight)).await;
+        report.writes.extend(landed.writes);
+        report.retry_soon |= landed.retry_soon;
+        if let Some(message) = landed.failed {
+            tracing::info!(plugin = %self.name, %key, %message, "a binding the call left in flight failed");
+            if result.is_ok() {
+                *result = Err(GuestError {
+                    terminal: false,
+                    reason: "BindingFailed".into(),
+                    message,
+                    status: None,
+                    conditions: vec![],
+                });
+            }
+        }
+        r
     }
 
     /// A live call's observer: this version's recording and shadow candidate.
