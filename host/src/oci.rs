@@ -1,12 +1,13 @@
 //! OCI registry credentials, shared by the node's image pulls and plugin
 //! artifacts: docker config files and `imagePullSecrets` read into
 //! [`PullSecret`]s, and the one that applies to a reference; [`capped`]: the
-//! size-capped reads both pull through; [`module`]: workload modules pushed
-//! as pod images; [`clients`]: the registry clients, made in one place.
+//! size-capped reads both pull through; [`clients`]: the registry clients,
+//! made in one place. (Pushing workload modules as pod images is the
+//! `module push` command's, `cli/registry/module.rs`: it goes through
+//! [`crate::plugin::distribution`], which is above this module.)
 
 pub mod capped;
 pub mod clients;
-pub mod module;
 pub mod token;
 
 /// A transport error's text, with a hint when the TLS handshake met plain

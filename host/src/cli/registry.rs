@@ -1,12 +1,14 @@
 //! `wasmlet plugin push` / `wasmlet plugin pull`: plugins to and from OCI
 //! registries (see [`crate::plugin::distribution`]); `wasmlet module push`:
-//! a workload module as a pod's image (see [`crate::oci::module`]). The
+//! a workload module as a pod's image (see [`module`]). The
 //! registry flags are the same for all three.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+
+mod module;
 
 use crate::oci::{PullSecret, docker_config_credentials};
 use crate::plugin::distribution::{self, Artifact, RegistryOptions};
@@ -62,8 +64,7 @@ pub async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> R
 }
 
 pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
-    let (kind, digest) =
-        crate::oci::module::push(path, reference, &args.options(reference)?).await?;
+    let (kind, digest) = module::push(path, reference, &args.options(reference)?).await?;
     println!(
         "pushed {} ({}) to {reference}@{digest}",
         path.display(),

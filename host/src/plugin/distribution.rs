@@ -220,7 +220,8 @@ pub async fn push(
 
 /// Pushes `layers` under a wasm config (`architecture: wasm`, `os`, the
 /// layers' digests) as `reference`; returns the manifest's digest. Plugins
-/// and workload modules ([`crate::oci::module`]) go out through it.
+/// and workload modules (`wasmlet module push`, `cli/registry/module.rs`) go out
+/// through it.
 pub async fn push_layers(
     layers: Vec<ImageLayer>,
     os: &str,
