@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 
 use arbitrary::Unstructured;
 use wasm_encoder::{ComponentSectionId, RawSection};
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::loaded::check_contract;
-use wasmlet::plugin::manifest::PluginKind;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::check_contract;
+use wasmlet::internals::PluginKind;
 
 fn engine() -> &'static PluginEngine {
     static ENGINE: OnceLock<(PluginEngine, tempfile::TempDir)> = OnceLock::new();

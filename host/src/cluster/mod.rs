@@ -38,7 +38,7 @@ pub mod read_only;
 pub mod resolver;
 
 pub use access::ClusterAccess;
-pub use client::{Cluster, Delete, ListChanges, PatchKind};
+pub use client::{Cluster, Delete, PatchKind};
 pub use error::ClientError;
 pub use named::NamedClusters;
 pub use object::CachedObject;

@@ -140,10 +140,6 @@ impl Admission {
         }
     }
 
-    pub fn is_admitted(&self, uid: &str) -> bool {
-        self.admitted.contains_key(uid)
-    }
-
     /// Admits pod `uid` if it fits beside the pods admitted so far (one
     /// already admitted stays admitted).
     pub fn admit(&mut self, uid: &str, pod: &Pod) -> Result<(), Rejection> {

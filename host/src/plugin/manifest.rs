@@ -7,7 +7,6 @@ use serde::Deserialize;
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
 pub mod clusters;
-pub use clusters::ClusterPermissions;
 
 /// The contract version this host implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";

@@ -45,6 +45,6 @@ pub mod set;
 pub mod shadow;
 pub mod tape;
 
-pub use loaded::{CallError, LoadError, Loaded};
+pub use loaded::{CallError, Loaded};
 pub use manifest::Manifest;
 pub use set::{PluginEvent, PluginSet};

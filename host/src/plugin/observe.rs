@@ -7,7 +7,6 @@
 //! returned, hands it what the tape holds and the outcome
 //! ([`CallObserver::after_call`]). The observers:
 //!
-//! - [`Unobserved`]: the plain call (nothing watches the plugin);
 //! - [`Live`]: a live call of a version that is recorded or has a shadow
 //!   candidate beside it, each a [`Watcher`] (`record::Recording`,
 //!   `shadow::ShadowSlot`) the call is offered to once it returned;
@@ -90,19 +89,6 @@ pub trait CallObserver: Send {
     /// The call, once it returned (succeeded or failed). Returns what the
     /// host's own writes for the call join, if anything waits for them.
     fn after_call(&mut self, call: Observed<'_>) -> Option<Arc<PendingRecord>>;
-}
-
-/// The plain call's observer: no tape, nothing kept.
-pub struct Unobserved;
-
-impl CallObserver for Unobserved {
-    fn before_call(&mut self) -> Taping {
-        Taping::off()
-    }
-
-    fn after_call(&mut self, _: Observed<'_>) -> Option<Arc<PendingRecord>> {
-        None
-    }
 }
 
 /// Something that watches a plugin version's live calls: its recording, a

@@ -9,7 +9,7 @@
 mod call;
 pub mod provider;
 
-pub use call::{CallError, CallKind, Condition, Outcome};
+pub use call::{CallError, CallKind, Outcome};
 pub use provider::{ProviderCall, ProviderResult};
 
 use std::time::Duration;

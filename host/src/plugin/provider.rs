@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::sandbox::State;
 
 pub use super::bindings::provider::exports::wasmlet::plugin::provider::{
-    HandlerOutcome, StateGraph, Transition, Wait, WaitOn, WakeEvent,
+    HandlerOutcome, StateGraph, WaitOn, WakeEvent,
 };
 // The node agent's workload API still speaks the provider world's types.
 use self::wasmlet::plugin::workloads::{

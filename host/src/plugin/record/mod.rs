@@ -124,8 +124,8 @@ use serde_json::{Value, json};
 
 pub use crate::plugin::observe::PendingRecord;
 use crate::plugin::observe::{HostWrites, Observed, Watcher};
-pub use crate::plugin::outcome::{CallKind, Condition, Outcome};
-pub use crate::plugin::tape::{Entry, Redaction, Tape, TapeMode, Taped};
+pub use crate::plugin::outcome::{CallKind, Outcome};
+pub use crate::plugin::tape::{Entry, Redaction, TapeMode, Taped};
 use wasmlet_apimachinery::time::now_rfc3339_millis;
 pub use writer::{RecordSettings, RecordWriter};
 

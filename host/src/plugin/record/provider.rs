@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{CallKind, CallRecord};
 pub use crate::plugin::outcome::provider::json_of;
-pub use crate::plugin::outcome::{ProviderCall, ProviderResult};
+pub use crate::plugin::outcome::ProviderCall;
 use crate::plugin::provider::WakeEvent;
 
 /// A record that does not say how to make its provider call again.
@@ -109,8 +109,11 @@ fn read(record: &CallRecord, kind: CallKind) -> Result<ProviderCall, BadProvider
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::outcome::Outcome;
-    use crate::plugin::provider::{HandlerOutcome, Transition, Wait, WaitOn};
+    use crate::plugin::bindings::provider::exports::wasmlet::plugin::provider::{
+        Transition, Wait,
+    };
+    use crate::plugin::outcome::{Outcome, ProviderResult};
+    use crate::plugin::provider::{HandlerOutcome, WaitOn};
 
     #[test]
     fn events_and_outcomes_read_as_the_wit_spells_them() {
