@@ -37,14 +37,14 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 use wasmlet::internals::Caches;
-use wasmlet::internals::{Cluster, Resolver};
-use wasmlet::internals::Manager;
 use wasmlet::internals::ControllerConfig;
-use wasmlet::internals::Leadership;
 use wasmlet::internals::ControllerMetrics;
-use wasmlet::internals::{GuestResult, desired_status};
-use wasmlet::internals::PluginSet;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::Manager;
 use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginSet;
+use wasmlet::internals::{Cluster, Resolver};
+use wasmlet::internals::{GuestResult, desired_status};
 use wasmlet_apiserver::{ApiServer, Config};
 
 const AV: &str = "examples.wasmlet.dev/v1";

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use wasmlet::internals::Caches;
-use wasmlet::internals::{Cluster, Resolver};
 use wasmlet::internals::PluginEngine;
+use wasmlet::internals::{Cluster, Resolver};
 use wasmlet::internals::{Loaded, PluginSet};
 use wasmlet_apiserver::{ApiServer, Config};
 

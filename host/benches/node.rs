@@ -19,9 +19,9 @@ use serde_json::json;
 use wasmlet::internals::Cluster;
 use wasmlet::internals::NodeAgent;
 use wasmlet::internals::NodeConfig;
-use wasmlet::internals::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
-use wasmlet::internals::PluginSet;
 use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginSet;
+use wasmlet::internals::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use wasmlet_apiserver::{ApiServer, Config};
 
 fn rss_mib() -> f64 {

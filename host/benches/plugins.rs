@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use wasmlet::internals::ReconcilerPlugin;
 use wasmlet::internals::PluginEngine;
+use wasmlet::internals::ReconcilerPlugin;
 use wasmlet::internals::State;
 use wasmlet::internals::{Loaded, PluginSet};
 

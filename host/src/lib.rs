@@ -22,6 +22,8 @@
 //! `unwrap_or_else(|p| p.into_inner())`, never unwrapped: one panicking task
 //! must not take every later caller (and the host) down with it.
 
+#![warn(unreachable_pub)]
+
 mod builtins;
 mod causes;
 mod cli;
@@ -48,11 +50,17 @@ pub use cli::main;
 /// the controller engine, the node agent and its workload manager.
 #[doc(hidden)]
 pub mod internals {
+    // Each from the module that defines it, not through a module's own
+    // re-exports (those are `pub(crate)`).
     pub use crate::cluster::cache::{CacheEvent, Caches, selects};
-    pub use crate::cluster::{CachedObject, ClientError, Cluster, NamedClusters, Resolver};
-    pub use crate::controller::Manager;
+    pub use crate::cluster::client::Cluster;
+    pub use crate::cluster::error::ClientError;
+    pub use crate::cluster::named::NamedClusters;
+    pub use crate::cluster::object::CachedObject;
+    pub use crate::cluster::resolver::Resolver;
     pub use crate::controller::controller::{Controller, ControllerConfig};
     pub use crate::controller::leader::Leadership;
+    pub use crate::controller::manager::Manager;
     pub use crate::controller::metrics::ControllerMetrics;
     pub use crate::controller::source::{Call, Fixed, Reconciler, Source};
     pub use crate::controller::status::{GuestResult, desired_status};
@@ -60,16 +68,26 @@ pub mod internals {
     pub use crate::node::agent::NodeConfig;
     pub use crate::plugin::bindings::reconciler::ReconcilerPlugin;
     pub use crate::plugin::engine::{CompileError, PluginEngine};
-    pub use crate::plugin::loaded::check_contract;
-    pub use crate::plugin::manifest::PluginKind;
+    pub use crate::plugin::loaded::{Loaded, check_contract};
+    pub use crate::plugin::manifest::{Manifest, PluginKind};
     pub use crate::plugin::metrics::PluginMetrics;
+    pub use crate::plugin::outcome::call::CallError;
     pub use crate::plugin::outcome::{Finalized, GuestError, Reconciled};
     pub use crate::plugin::sandbox::{CallReport, State};
-    pub use crate::plugin::set::{RecordConfig, read_yaml_documents};
-    pub use crate::plugin::{CallError, Loaded, Manifest, PluginEvent, PluginSet};
+    pub use crate::plugin::set::crds::read_yaml_documents;
+    pub use crate::plugin::set::{PluginEvent, PluginSet, RecordConfig};
 
     /// The node's workload manager and the records it takes and gives.
     pub mod workloads {
-        pub use crate::node::workloads::*;
+        pub use crate::node::workloads::WorkloadManager;
+        pub use crate::node::workloads::engine::WorkloadEngine;
+        pub use crate::node::workloads::logs::{MAX_LINE, parse_cri_line};
+        pub use crate::node::workloads::run::KILLED_EXIT_CODE;
+        pub use crate::node::workloads::types::{
+            EmptyDir, FetchError, FetchProgress, FetchRequest, HostPath, LogTarget, ModuleRef,
+            Mount, PullPolicy, RunState, SpawnSpec, VolumeFile, VolumeId, VolumeRequest,
+            VolumeSource, WorkloadConfig, WorkloadError, WorkloadHandle, WorkloadStatus,
+        };
+        pub use crate::oci::PullSecret;
     }
 }

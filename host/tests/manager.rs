@@ -13,12 +13,12 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tower::filter::AsyncFilterLayer;
 use wasmlet::internals::Caches;
-use wasmlet::internals::{Cluster, Resolver};
-use wasmlet::internals::Manager;
-use wasmlet::internals::Leadership;
 use wasmlet::internals::ControllerMetrics;
-use wasmlet::internals::PluginSet;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::Manager;
 use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginSet;
+use wasmlet::internals::{Cluster, Resolver};
 use wasmlet_apiserver::{ApiServer, Config};
 
 const STALLED_GROUP: &str = "/apis/stall.example.com";

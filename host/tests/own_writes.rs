@@ -13,15 +13,15 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
-use wasmlet::internals::Resolver;
 use wasmlet::internals::Caches;
-use wasmlet::internals::{Controller, ControllerConfig};
-use wasmlet::internals::Leadership;
-use wasmlet::internals::ControllerMetrics;
-use wasmlet::internals::{Call, Fixed, Reconciler};
-use wasmlet::internals::Manifest;
-use wasmlet::internals::{Finalized, Reconciled};
 use wasmlet::internals::CallReport;
+use wasmlet::internals::ControllerMetrics;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::Manifest;
+use wasmlet::internals::Resolver;
+use wasmlet::internals::{Call, Fixed, Reconciler};
+use wasmlet::internals::{Controller, ControllerConfig};
+use wasmlet::internals::{Finalized, Reconciled};
 use wasmlet_apiserver::{ApiServer, Config};
 use wasmlet_e2e::eventually;
 

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use arbitrary::Unstructured;
 use wasm_encoder::{ComponentSectionId, RawSection};
 use wasmlet::internals::PluginEngine;
-use wasmlet::internals::check_contract;
 use wasmlet::internals::PluginKind;
+use wasmlet::internals::check_contract;
 
 fn engine() -> &'static PluginEngine {
     static ENGINE: OnceLock<(PluginEngine, tempfile::TempDir)> = OnceLock::new();

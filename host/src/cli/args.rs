@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "API server")]
-pub struct ServerArgs {
+pub(super) struct ServerArgs {
     /// Directory for the database, certificates and kubeconfig.
     #[arg(long, default_value = ".data", env = "WASMLET_DATA_DIR")]
     pub data_dir: PathBuf,
@@ -33,7 +33,7 @@ pub struct ServerArgs {
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Host")]
-pub struct HostArgs {
+pub(super) struct HostArgs {
     /// The plugin directory (NAME.wasm + NAME.toml), watched for changes; its
     /// `plugins.toml` may list plugins to pull from OCI registries.
     #[arg(long)]
@@ -83,7 +83,7 @@ pub struct HostArgs {
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Node agent")]
-pub struct NodeArgs {
+pub(super) struct NodeArgs {
     /// This node's name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,

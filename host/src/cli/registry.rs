@@ -14,7 +14,7 @@ use crate::oci::{PullSecret, docker_config_credentials};
 use crate::plugin::distribution::{self, Artifact, RegistryOptions};
 
 #[derive(clap::Args, Clone, Default)]
-pub struct RegistryArgs {
+pub(super) struct RegistryArgs {
     /// Talk plain HTTP to the registry (a local one).
     #[arg(long, visible_alias = "plain-http")]
     pub insecure: bool,
@@ -56,14 +56,14 @@ impl RegistryArgs {
     }
 }
 
-pub async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
+pub(super) async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
     let (name, artifact) = Artifact::read(path)?;
     let digest = distribution::push(&artifact, reference, &args.options(reference)?).await?;
     println!("pushed plugin {name} to {reference}@{digest}");
     Ok(())
 }
 
-pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
+pub(super) async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
     let (kind, digest) = module::push(path, reference, &args.options(reference)?).await?;
     println!(
         "pushed {} ({}) to {reference}@{digest}",
@@ -73,7 +73,7 @@ pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> R
     Ok(())
 }
 
-pub async fn plugin_pull(reference: &str, dir: &PathBuf, args: &RegistryArgs) -> Result<()> {
+pub(super) async fn plugin_pull(reference: &str, dir: &PathBuf, args: &RegistryArgs) -> Result<()> {
     let (digest, artifact) = distribution::pull(reference, &args.options(reference)?).await?;
     let name = &distribution::name_of(reference);
     if name.is_empty() {

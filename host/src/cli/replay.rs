@@ -16,7 +16,7 @@ use crate::plugin::record::replay::{Recorded, Verdict, judge, read_file};
 use crate::plugin::sandbox::PluginCtx;
 
 #[derive(clap::Args)]
-pub struct ReplayArgs {
+pub(super) struct ReplayArgs {
     /// Record files (`DATA_DIR/records/NAME.jsonl`, and rotated `NAME.jsonl.N`).
     #[arg(required = true)]
     pub records: Vec<PathBuf>,
@@ -61,7 +61,7 @@ fn sha256_file(p: &Path) -> Option<String> {
     Some(hex::encode(Sha256::digest(std::fs::read(p).ok()?)))
 }
 
-pub async fn replay(args: ReplayArgs) -> Result<()> {
+pub(super) async fn replay(args: ReplayArgs) -> Result<()> {
     let mut calls: Vec<Recorded> = Vec::new();
     for f in &args.records {
         calls.extend(read_file(f)?);

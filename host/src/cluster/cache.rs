@@ -276,7 +276,7 @@ fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> 
 
 /// Whether `fields` matches `o`'s fields (a dotted path to a string; a
 /// missing one reads as empty, as upstream).
-pub fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
+pub(crate) fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
     fields.matches(|f| match f {
         "metadata.name" => o.metadata.name.clone(),
         "metadata.namespace" => o.metadata.namespace.clone(),

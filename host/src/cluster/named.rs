@@ -12,7 +12,7 @@ use super::{Cluster, ClusterAccess, Resolver};
 
 /// Why a `--cluster` flag was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum NamedClusterError {
+pub(crate) enum NamedClusterError {
     #[error("--cluster {0:?}: expected NAME=KUBECONFIG")]
     Syntax(String),
     #[error(
@@ -25,14 +25,14 @@ pub enum NamedClusterError {
 
 /// One `--cluster NAME=KUBECONFIG` flag, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterFlag {
+pub(crate) struct ClusterFlag {
     pub name: String,
     pub kubeconfig: std::path::PathBuf,
 }
 
 /// Whether `name` is usable as a cluster name: a DNS label, the form region
 /// names already have, and one that never clashes with the manifest's `*`.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name
@@ -43,7 +43,7 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl ClusterFlag {
-    pub fn parse(flag: &str) -> Result<ClusterFlag, NamedClusterError> {
+    pub(crate) fn parse(flag: &str) -> Result<ClusterFlag, NamedClusterError> {
         let (name, path) = flag
             .split_once('=')
             .filter(|(_, p)| !p.is_empty())
@@ -61,7 +61,7 @@ impl ClusterFlag {
     }
 
     /// Every flag parsed, each name once.
-    pub fn parse_all(flags: &[String]) -> Result<Vec<ClusterFlag>, NamedClusterError> {
+    pub(crate) fn parse_all(flags: &[String]) -> Result<Vec<ClusterFlag>, NamedClusterError> {
         let mut out: Vec<ClusterFlag> = Vec::new();
         for f in flags {
             let c = ClusterFlag::parse(f)?;

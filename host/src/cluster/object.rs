@@ -130,7 +130,7 @@ mod path {
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
-    pub struct At<'a>(pub &'a [&'a str]);
+    pub(super) struct At<'a>(pub &'a [&'a str]);
 
     impl<'de> DeserializeSeed<'de> for At<'_> {
         type Value = Option<Value>;
@@ -317,7 +317,7 @@ mod meta {
     use serde::de::value::{MapAccessDeserializer, StrDeserializer};
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-    pub struct WithoutManagedFields;
+    pub(super) struct WithoutManagedFields;
 
     impl<'de> DeserializeSeed<'de> for WithoutManagedFields {
         type Value = ObjectMeta;
@@ -370,13 +370,13 @@ mod meta {
     }
 
     /// A map key, borrowed from the input where it can be (no allocation).
-    pub enum KeyText<'de> {
+    pub(super) enum KeyText<'de> {
         Borrowed(&'de str),
         Owned(String),
     }
 
     impl KeyText<'_> {
-        pub fn as_str(&self) -> &str {
+        pub(super) fn as_str(&self) -> &str {
             match self {
                 KeyText::Borrowed(k) => k,
                 KeyText::Owned(k) => k,
@@ -384,7 +384,7 @@ mod meta {
         }
     }
 
-    pub struct Key;
+    pub(super) struct Key;
 
     impl<'de> DeserializeSeed<'de> for Key {
         type Value = KeyText<'de>;

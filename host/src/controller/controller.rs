@@ -71,7 +71,7 @@ pub(super) fn queue_config(
 }
 
 /// `ns/name`, or `name` for cluster-scoped kinds.
-pub fn key_of(namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn key_of(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_string(),
@@ -188,7 +188,7 @@ pub struct Controller {
 }
 
 /// How many failed reconciles a controller remembers for the status page.
-pub const RECENT_ERRORS: usize = 20;
+pub(crate) const RECENT_ERRORS: usize = 20;
 
 /// A failed reconcile, as the status page lists it.
 #[derive(Debug, Clone)]

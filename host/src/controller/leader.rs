@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 #[derive(Clone, Debug)]
-pub struct LeaderConfig {
+pub(crate) struct LeaderConfig {
     pub namespace: String,
     pub name: String,
     pub identity: String,
@@ -25,7 +25,7 @@ pub struct LeaderConfig {
 }
 
 impl LeaderConfig {
-    pub fn new(identity: &str) -> LeaderConfig {
+    pub(crate) fn new(identity: &str) -> LeaderConfig {
         LeaderConfig {
             namespace: "kube-system".into(),
             name: "wasmlet-controller".into(),
@@ -81,7 +81,7 @@ fn now() -> MicroTime {
 }
 
 /// Runs forever, keeping `leading` true exactly while this process holds the lease.
-pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership) {
+pub(crate) async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     // (holder, renewTime) as last observed, and when.
     let mut observed: Option<(Option<String>, Option<String>)> = None;
@@ -117,7 +117,10 @@ pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership
 /// if this process holds it, the holder is cleared (and the duration set to
 /// 1 s), so another replica takes over at once rather than after
 /// `lease_duration`. Stop [`run`] first. Returns whether it held the lease.
-pub async fn release(client: kube::Client, config: &LeaderConfig) -> Result<bool, kube::Error> {
+pub(crate) async fn release(
+    client: kube::Client,
+    config: &LeaderConfig,
+) -> Result<bool, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         return Ok(false);
@@ -212,7 +215,7 @@ async fn try_acquire_or_renew(
 /// process holds the lease, read at each scrape. Summed over replicas, 0
 /// means nobody reconciles.
 #[derive(Debug)]
-pub struct LeaderCollector {
+pub(crate) struct LeaderCollector {
     pub name: String,
     pub leading: Leadership,
 }

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use super::{Datastore, DatastoreError, Table};
 
 #[derive(Clone, Debug)]
-pub struct MembershipConfig {
+pub(crate) struct MembershipConfig {
     /// How often a host renews its row and reads the member list.
     pub heartbeat: Duration,
     /// A member whose heartbeat is older than this is gone, and a host that
@@ -98,7 +98,7 @@ impl Membership {
 
 /// The member that owns `id` among `members` (rendezvous hashing: the
 /// highest hash of member and id), `None` with no members.
-pub fn owner<'a>(members: &'a [String], id: &str) -> Option<&'a str> {
+pub(crate) fn owner<'a>(members: &'a [String], id: &str) -> Option<&'a str> {
     members
         .iter()
         .max_by_key(|m| (stable_hash(m, id), m.as_str()))
@@ -123,7 +123,12 @@ pub(super) fn stable_hash(a: &str, b: &str) -> u64 {
 
 /// Keeps `me` a member of `table`'s membership until the future is dropped:
 /// renews its heartbeat, expires members past the TTL and updates the view.
-pub async fn keep(store: Datastore, table: Table, me: Arc<Membership>, config: MembershipConfig) {
+pub(crate) async fn keep(
+    store: Datastore,
+    table: Table,
+    me: Arc<Membership>,
+    config: MembershipConfig,
+) {
     // Tables made by an older `datastore init` have no membership table yet.
     if let Err(e) = create(&store, &table).await {
         tracing::warn!(table = %table, error = %e, "datastore: cannot create the membership table (run `wasmlet datastore init`)");

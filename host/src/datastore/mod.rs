@@ -82,22 +82,22 @@
 //! (LISTEN/NOTIFY, scans, reconnects), [`members`] and [`lock`] (scale-out),
 //! [`error`].
 
-pub mod error;
-pub mod lock;
-pub mod members;
-pub mod rows;
-pub mod schema;
-pub mod table;
-pub mod watch;
+pub(crate) mod error;
+pub(crate) mod lock;
+pub(crate) mod members;
+pub(crate) mod rows;
+pub(crate) mod schema;
+pub(crate) mod table;
+pub(crate) mod watch;
 
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-pub use error::DatastoreError;
-pub use rows::{Row, RowState};
-pub use table::Table;
+pub(crate) use error::DatastoreError;
+pub(crate) use rows::{Row, RowState};
+pub(crate) use table::Table;
 
 /// The host's connection to its datastore: a pool for reads and writes and
 /// the settings to open each table's LISTEN connection. Cheap to clone.

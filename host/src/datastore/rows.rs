@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{Datastore, DatastoreError, Table};
 
 /// The status field that says which revision the host last reconciled.
-pub const LAST_RECONCILED: &str = "lastReconciledRevision";
+pub(crate) const LAST_RECONCILED: &str = "lastReconciledRevision";
 
 /// What a scan sees of a row: enough to give it its priority.
 #[derive(Clone, Debug, PartialEq)]
@@ -80,7 +80,7 @@ impl Row {
 
 /// Rows per page of a scan: big enough to be cheap, small enough that a
 /// scan of a large table never holds much in memory or a long query open.
-pub const PAGE: i64 = 1000;
+pub(crate) const PAGE: i64 = 1000;
 
 impl Datastore {
     /// One page of `table` in id order, after `after` (keyset pagination: no

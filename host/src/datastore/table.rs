@@ -6,7 +6,7 @@ use super::DatastoreError;
 
 /// Longest table name: the names derived from it (`NAME_changes`,
 /// `NAME_revision_seq`, ...) must fit PostgreSQL's 63-byte identifiers.
-pub const MAX_TABLE_NAME: usize = 40;
+pub(crate) const MAX_TABLE_NAME: usize = 40;
 
 /// A validated table name: `[a-z_][a-z0-9_]*`, at most [`MAX_TABLE_NAME`]
 /// bytes, not starting with `pg_` (PostgreSQL's own namespace).

@@ -21,9 +21,9 @@ use super::pressure::Pressure;
 use super::ready::{NotReady, Readiness};
 
 /// How often the node lease is renewed (kubelet's default).
-pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+pub(crate) const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// How often the Ready condition's heartbeat is refreshed.
-pub const STATUS_EVERY: Duration = Duration::from_secs(40);
+pub(crate) const STATUS_EVERY: Duration = Duration::from_secs(40);
 
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -65,7 +65,7 @@ impl NodeConfig {
 }
 
 /// The machine's memory in bytes (`MemTotal`).
-pub fn total_memory() -> Option<u64> {
+pub(crate) fn total_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
         .lines()
@@ -77,7 +77,7 @@ pub fn total_memory() -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-pub fn kubelet_version() -> String {
+pub(crate) fn kubelet_version() -> String {
     format!("v1.33.0-wasmlet.{}", env!("CARGO_PKG_VERSION"))
 }
 
@@ -223,7 +223,7 @@ fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
 
 /// Creates the Node (or takes over an existing one of that name) and
 /// reports it Ready.
-pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
+pub(crate) async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let labels: BTreeMap<String, String> = [
         ("kubernetes.io/arch", "wasm32-wasi"),
@@ -310,11 +310,11 @@ pub struct NodeHealth {
 }
 
 /// The Node's Ready reason while the workload runtime cannot start workloads.
-pub const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
+pub(crate) const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
 
 /// `wasmlet_node_lease_renewal_failures{node}`, read at each scrape.
 #[derive(Debug)]
-pub struct NodeCollector {
+pub(crate) struct NodeCollector {
     pub node: String,
     pub health: std::sync::Arc<NodeHealth>,
 }
@@ -343,7 +343,7 @@ impl prometheus_client::collector::Collector for NodeCollector {
 /// Renews the lease every 10 s and the conditions' heartbeat every 40 s,
 /// forever; a condition is written at once when it changes (looked at each
 /// tick and on each change of the plugin set).
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     client: kube::Client,
     cfg: NodeConfig,
     health: std::sync::Arc<NodeHealth>,
@@ -454,7 +454,7 @@ pub async fn heartbeat(
 }
 
 /// Reports the node NotReady (on shutdown).
-pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
+pub(crate) async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
     let patch =
         json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339())}});

@@ -9,14 +9,14 @@
 //! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
 //! - [`metrics`]: pods per state, transitions, time in state, handler faults.
 
-pub mod admission;
-pub mod agent;
-pub mod kubelet;
-pub mod metrics;
-pub mod pods;
-pub mod pressure;
-pub mod ready;
-pub mod workloads;
+pub(crate) mod admission;
+pub(crate) mod agent;
+pub(crate) mod kubelet;
+pub(crate) mod metrics;
+pub(crate) mod pods;
+pub(crate) mod pressure;
+pub(crate) mod ready;
+pub(crate) mod workloads;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -42,7 +42,7 @@ pub(crate) use backoff::show as show_delay;
 
 /// What wakes a pod's machine.
 #[derive(Debug, Clone)]
-pub enum Wake {
+pub(crate) enum Wake {
     PodChanged(Arc<Pod>),
     /// The pod object is gone from the API.
     PodGone,

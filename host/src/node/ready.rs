@@ -15,13 +15,13 @@ use crate::plugin::PluginSet;
 use crate::plugin::metrics::PluginMetrics;
 
 /// Faults of the provider that make it crash-looping within [`crash_loop_window`].
-pub const CRASH_LOOP_FAULTS: usize = 3;
+pub(crate) const CRASH_LOOP_FAULTS: usize = 3;
 
 /// How far back provider faults count: 30 back-off bases, 300 s for the
 /// kubelet's 10 s (its back-off cap), so a provider whose pods back off
 /// at their longest still counts as crash-looping. A shortened base
 /// (`--provider-backoff-base-ms`, for tests) shortens it alike.
-pub fn crash_loop_window(backoff_base: Duration) -> Duration {
+pub(crate) fn crash_loop_window(backoff_base: Duration) -> Duration {
     backoff_base.saturating_mul(30)
 }
 
@@ -145,7 +145,7 @@ fn short(why: &str) -> String {
 }
 
 /// The longest rejection reason the condition's message carries.
-pub const MESSAGE_MAX: usize = 1024;
+pub(crate) const MESSAGE_MAX: usize = 1024;
 
 #[cfg(test)]
 mod tests {

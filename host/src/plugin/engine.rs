@@ -20,7 +20,7 @@ use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances; deadlines are rounded up to this.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
@@ -433,7 +433,7 @@ const CHILD_REFUSED: i32 = 3;
 /// (with `module`, a core module) on stdin and writes it compiled for the
 /// plugins' engine (`pooling` as the host's) on stdout. Exits with
 /// `CHILD_REFUSED` and the reason on stderr for an invalid one.
-pub fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
+pub(crate) fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
     use std::io::{Read, Write};
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {

@@ -22,10 +22,10 @@ use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLim
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
 
-pub const PER_OBJECT_BURST: u32 = 25;
-pub const PER_OBJECT_PERIOD: Duration = Duration::from_secs(300);
-pub const PER_PLUGIN_BURST: u32 = 100;
-pub const PER_PLUGIN_PER_SECOND: u32 = 10;
+pub(crate) const PER_OBJECT_BURST: u32 = 25;
+pub(crate) const PER_OBJECT_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const PER_PLUGIN_BURST: u32 = 100;
+pub(crate) const PER_PLUGIN_PER_SECOND: u32 = 10;
 
 /// Upstream's limits on `events.k8s.io/v1` fields (bytes).
 pub(crate) const MAX_REASON: usize = 128;

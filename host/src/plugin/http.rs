@@ -34,9 +34,9 @@ use super::bindings::reconciler::wasmlet::plugin::http::{HttpError, Request, Res
 use super::http_dns::CheckedResolver;
 
 /// The timeout when the request names none (still capped by the call deadline).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest response body handed to a guest.
-pub const MAX_RESPONSE_BODY: usize = 4 << 20;
+pub(crate) const MAX_RESPONSE_BODY: usize = 4 << 20;
 
 /// Headers the host sets itself: the target (`host`) and the framing of a
 /// buffered message. A guest-supplied one could desynchronise or redirect the request.
@@ -191,7 +191,7 @@ impl Default for HttpClient {
 }
 
 /// Parses an absolute `http(s)://` URL with a host and no userinfo.
-pub fn parse_url(s: &str) -> Result<url::Url, HttpError> {
+pub(crate) fn parse_url(s: &str) -> Result<url::Url, HttpError> {
     let invalid = |m: &str| HttpError::InvalidRequest(format!("{s}: {m}"));
     let url = url::Url::parse(s).map_err(|e| invalid(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {

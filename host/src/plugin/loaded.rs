@@ -29,9 +29,9 @@ use super::provider::StateGraph;
 use super::sandbox::{PluginCtx, State};
 use call::Warm;
 use exports::{provider, reconciler};
-pub use provider_calls::ProviderReply;
+pub(crate) use provider_calls::ProviderReply;
 
-pub use super::outcome::CallError;
+pub(crate) use super::outcome::CallError;
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
-pub mod clusters;
+pub(crate) mod clusters;
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub(crate) const CONTRACT_VERSION: &str = "0.1.0";
 
 /// A manifest that cannot be used: the file, the field (empty when the
 /// whole file is at fault) and why.
@@ -601,7 +601,7 @@ impl Manifest {
 /// One `http-hosts` entry: a host name (`*.` in front: any subdomain), an
 /// IPv4 address or a bracketed IPv6 address, then optionally `:PORT` (1 to
 /// 65535; without it, any port). The error says what is wrong with it.
-pub fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
+pub(crate) fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
     let (host, port) = if entry.starts_with('[') {
         let end = entry
             .find(']')
@@ -686,7 +686,7 @@ fn check_rules(table: &str, rules: &[Rule]) -> Result<(), (String, String)> {
 }
 
 /// Whether `rules` grant `verb` on `group`/`resource`, as RBAC matches them.
-pub fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
+pub(crate) fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
     rules.iter().any(|r| {
         r.api_groups.iter().any(|g| g == group || g == "*")
             && r.resources.iter().any(|x| x == resource || x == "*")
@@ -696,7 +696,7 @@ pub fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> b
 
 /// Whether some rule could grant `verb` in `group` before the kind is
 /// resolved (see [`Manifest::may_allow`]).
-pub fn rules_may_allow(rules: &[Rule], group: &str, sub: Option<&str>, verb: &str) -> bool {
+pub(crate) fn rules_may_allow(rules: &[Rule], group: &str, sub: Option<&str>, verb: &str) -> bool {
     rules.iter().any(|r| {
         r.api_groups.iter().any(|g| g == group || g == "*")
             && r.verbs.iter().any(|v| v == verb || v == "*")

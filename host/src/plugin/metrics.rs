@@ -36,10 +36,10 @@ pub struct PluginMetrics {
 }
 
 /// Adds the time from [`CallTimer::start`] to its drop to a call-time counter.
-pub struct CallTimer<'a>(&'a AtomicU64, std::time::Instant);
+pub(crate) struct CallTimer<'a>(&'a AtomicU64, std::time::Instant);
 
 impl<'a> CallTimer<'a> {
-    pub fn start(counter: &'a AtomicU64) -> CallTimer<'a> {
+    pub(crate) fn start(counter: &'a AtomicU64) -> CallTimer<'a> {
         CallTimer(counter, std::time::Instant::now())
     }
 }
@@ -126,7 +126,7 @@ struct ShadowLabels {
 
 /// Exports `wasmlet_plugin_<counter>_total{plugin}` for every plugin the set
 /// has counted, read at each scrape; register it where the set is owned.
-pub struct PluginCollector(pub Arc<PluginSet>);
+pub(crate) struct PluginCollector(pub Arc<PluginSet>);
 
 impl std::fmt::Debug for PluginCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -77,11 +77,11 @@ pub trait HostWrites: Send + Sync + std::fmt::Debug {
 }
 
 /// A call's record waiting for the host's writes (see [`HostWrites`]).
-pub type PendingRecord = dyn HostWrites;
+pub(crate) type PendingRecord = dyn HostWrites;
 
 /// Sees one call: sets its tape before it runs, and takes what the tape and
 /// the outcome hold after.
-pub trait CallObserver: Send {
+pub(crate) trait CallObserver: Send {
     /// How the call's tape runs; [`TapeMode::Off`]: the call is not
     /// observed, and [`CallObserver::after_call`] not called.
     fn before_call(&mut self) -> Taping;
@@ -111,14 +111,14 @@ pub trait Watcher: Send + Sync {
 }
 
 /// A live call's observer: its version's watchers that watch this call.
-pub struct Live<'a> {
+pub(crate) struct Live<'a> {
     watching: Vec<&'a dyn Watcher>,
 }
 
 impl<'a> Live<'a> {
     /// The live call of a version recorded by `recording` (which watches
     /// every call) and with `shadow` beside it (which may skip this one).
-    pub fn new(
+    pub(crate) fn new(
         recording: Option<&'a Arc<dyn Watcher>>,
         shadow: Option<&'a Arc<dyn Watcher>>,
     ) -> Live<'a> {
@@ -172,13 +172,13 @@ pub struct Again {
 
 /// The observer of a call made again: answers it from its tape and keeps
 /// what became of it.
-pub struct Replaying {
+pub(crate) struct Replaying {
     taping: Option<Taping>,
     seen: Option<(Outcome, Taped)>,
 }
 
 impl Replaying {
-    pub fn new(taping: Taping) -> Replaying {
+    pub(crate) fn new(taping: Taping) -> Replaying {
         Replaying {
             taping: Some(taping),
             seen: None,
@@ -186,7 +186,7 @@ impl Replaying {
     }
 
     /// The call's outcome and what its tape held; `None`: it never ran.
-    pub fn seen(self) -> Option<(Outcome, Taped)> {
+    pub(crate) fn seen(self) -> Option<(Outcome, Taped)> {
         self.seen
     }
 }
@@ -203,7 +203,7 @@ impl CallObserver for Replaying {
 }
 
 /// What running a call again gives: its outcome and what its tape held.
-pub type AgainFuture<'a> = Pin<Box<dyn Future<Output = (Outcome, Taped)> + Send + 'a>>;
+pub(crate) type AgainFuture<'a> = Pin<Box<dyn Future<Output = (Outcome, Taped)> + Send + 'a>>;
 
 /// A plugin version that runs calls again (loaded for replay, or as a
 /// shadow candidate).

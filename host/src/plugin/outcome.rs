@@ -6,11 +6,11 @@
 //! what a call was and what became of it (`call`, [`provider`]) is named
 //! here, so that none of them needs to import another for it.
 
-mod call;
-pub mod provider;
+pub(crate) mod call;
+pub(crate) mod provider;
 
-pub use call::{CallError, CallKind, Outcome};
-pub use provider::{ProviderCall, ProviderResult};
+pub(crate) use call::{CallError, CallKind, Outcome};
+pub(crate) use provider::{ProviderCall, ProviderResult};
 
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ pub enum Finalized {
 /// over 1.5 MiB, so a bigger status could never be stored; refused here, it is
 /// the guest's fault (counted, named in `Ready`) rather than a status write that
 /// fails on every retry.
-pub const MAX_RESULT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_RESULT_BYTES: usize = 1 << 20;
 
 /// A guest result the host refuses.
 #[derive(Debug)]

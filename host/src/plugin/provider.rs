@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::sandbox::State;
 
-pub use super::bindings::provider::exports::wasmlet::plugin::provider::{
+pub(crate) use super::bindings::provider::exports::wasmlet::plugin::provider::{
     HandlerOutcome, StateGraph, WaitOn, WakeEvent,
 };
 // The node agent's workload API still speaks the provider world's types.
@@ -14,7 +14,7 @@ use self::wasmlet::plugin::workloads::{
     FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
     WorkloadStatus,
 };
-pub use super::bindings::provider::wasmlet;
+pub(crate) use super::bindings::provider::wasmlet;
 
 /// What runs a provider's workloads: the node agent's workload manager.
 /// `pod_uid` scopes every handle to the pod the calling machine runs.
@@ -126,11 +126,11 @@ impl State {
 
 /// The host-owned state a pod is in while a faulting provider call backs
 /// off (`node::pods::fault`); no graph may declare it.
-pub const BACKOFF_STATE: &str = "ProviderBackOff";
+pub(crate) const BACKOFF_STATE: &str = "ProviderBackOff";
 
 /// Checks a graph the provider declares: every named state exists, and
 /// none is the host's own [`BACKOFF_STATE`].
-pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
+pub(crate) fn validate_graph(g: &StateGraph) -> Result<(), String> {
     if g.states.iter().any(|s| s == BACKOFF_STATE) {
         return Err(format!(
             "state \"{BACKOFF_STATE}\" is the host's own (a pod waiting out a provider fault); name the provider's state otherwise"

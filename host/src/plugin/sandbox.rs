@@ -81,7 +81,7 @@ impl PluginCtx {
 }
 
 /// The most table elements one store may hold, across all its tables.
-pub const MAX_TABLE_ELEMENTS: usize = 1 << 17;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1 << 17;
 
 /// Denies memory growth past a cap and remembers that it did, so the trap that
 /// follows (a Rust guest aborts on allocation failure) is reported as
@@ -189,10 +189,10 @@ pub struct State {
 /// The log field by which a guest's panic hook marks its last record as the
 /// panic's message (`wasmlet-sdk` sets it): the host reports that text as the
 /// call's failure instead of a bare `unreachable` trap and its backtrace.
-pub const PANIC_FIELD: &str = "wasmlet.panic";
+pub(crate) const PANIC_FIELD: &str = "wasmlet.panic";
 
 /// The most bytes of a panic message kept.
-pub const MAX_PANIC_BYTES: usize = 4096;
+pub(crate) const MAX_PANIC_BYTES: usize = 4096;
 
 /// What a call did besides its result.
 #[derive(Debug, Default, Clone)]

@@ -26,10 +26,10 @@ use super::sandbox::PluginCtx;
 use super::shadow::ShadowSlot;
 use crate::cluster::{Cluster, ClusterAccess};
 
-mod crds;
-pub mod shadows;
+pub(crate) mod crds;
+pub(crate) mod shadows;
 
-pub use crds::read_yaml_documents;
+pub(crate) use crds::read_yaml_documents;
 
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
@@ -41,7 +41,7 @@ pub enum PluginEvent {
 }
 
 /// How many changes of the set are remembered.
-pub const HISTORY: usize = 50;
+pub(crate) const HISTORY: usize = 50;
 
 /// A change of the set: a version loaded, replaced, rolled back, rejected or removed.
 #[derive(Debug, Clone)]

@@ -51,14 +51,14 @@ use super::record::replay::{Verdict, judge};
 use super::tape::{Entry, Redaction, TapeMode};
 
 /// How many differences a plugin's shadow keeps for its report.
-pub const KEPT: usize = 100;
+pub(crate) const KEPT: usize = 100;
 /// Live calls that may wait for the candidate; a call beyond is skipped.
-pub const QUEUE: usize = 256;
+pub(crate) const QUEUE: usize = 256;
 /// The candidate thread's CPU time over time at most, as a share of one core.
-pub const CPU_SHARE: f64 = 0.1;
+pub(crate) const CPU_SHARE: f64 = 0.1;
 /// CPU time the candidate may spend at once beyond its share (a burst of
 /// changes is judged whole, up to this much of the candidate's CPU).
-pub const CPU_BURST: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const CPU_BURST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How much lower the candidate's thread runs than the host (`nice`) where
 /// the idle scheduling class is refused.

@@ -13,7 +13,7 @@ use crate::plugin::metrics::PluginMetrics;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HostStatus {
+pub(crate) struct HostStatus {
     pub plugins: Vec<PluginStatus>,
     /// The node agent's part (a controllers-only host has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -22,7 +22,7 @@ pub struct HostStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PluginStatus {
+pub(crate) struct PluginStatus {
     pub name: String,
     /// `reconciler` or `provider`; none for a plugin no version of which loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +49,7 @@ pub struct PluginStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct QueueStatus {
+pub(crate) struct QueueStatus {
     /// Keys ready to run, both lanes.
     pub ready: u64,
     /// Keys waiting for their time (back-off, requeue-after).
@@ -62,7 +62,7 @@ pub struct QueueStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeStatus {
+pub(crate) struct NodeStatus {
     pub name: String,
     pub provider: String,
     /// Pods per state.
@@ -71,7 +71,7 @@ pub struct NodeStatus {
 
 impl StatusPage {
     /// The host's status now.
-    pub fn report(&self) -> HostStatus {
+    pub(crate) fn report(&self) -> HostStatus {
         let mut plugins = Vec::new();
         let runner = self.pods.get();
         if let Some(set) = self.plugins.get() {

@@ -103,7 +103,7 @@ use bucket::{TokenBucket, secs};
 use lanes::{KeyState, Lane, State, lock};
 use metrics::{QueueHandles, Refresh};
 
-pub use metrics::QueueMetrics;
+pub(crate) use metrics::QueueMetrics;
 
 mod bucket;
 mod lanes;

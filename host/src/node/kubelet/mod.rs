@@ -23,9 +23,9 @@ use axum::routing::get;
 use super::workloads::WorkloadManager;
 use auth::{Attributes, Gate, Refusal, User};
 
-pub mod auth;
+pub(crate) mod auth;
 mod logs;
-pub mod review_cache;
+pub(crate) mod review_cache;
 
 /// The TLS material of the kubelet endpoint.
 pub struct KubeletTls {
@@ -100,7 +100,7 @@ impl Refused {
 }
 
 /// Serves the kubelet API on `addr` until the process ends.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     tls: KubeletTls,
     client: kube::Client,

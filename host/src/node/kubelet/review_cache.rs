@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use hashlink::LruCache;
 
 /// Answers by key, each kept for the TTL its value asks for.
-pub struct ReviewCache<K: Hash + Eq, V> {
+pub(crate) struct ReviewCache<K: Hash + Eq, V> {
     entries: LruCache<K, (V, Instant)>,
 }
 
 impl<K: Hash + Eq, V: Clone> ReviewCache<K, V> {
     /// At most `capacity` entries (at least one).
-    pub fn new(capacity: usize) -> ReviewCache<K, V> {
+    pub(crate) fn new(capacity: usize) -> ReviewCache<K, V> {
         ReviewCache {
             entries: LruCache::new(capacity.max(1)),
         }
@@ -24,7 +24,7 @@ impl<K: Hash + Eq, V: Clone> ReviewCache<K, V> {
 
     /// The answer stored for `key` if younger than `ttl(answer)` at `now`;
     /// an older one is dropped.
-    pub fn get(&mut self, key: &K, now: Instant, ttl: impl Fn(&V) -> Duration) -> Option<V> {
+    pub(crate) fn get(&mut self, key: &K, now: Instant, ttl: impl Fn(&V) -> Duration) -> Option<V> {
         let (value, at) = self.entries.get(key)?;
         if now.saturating_duration_since(*at) < ttl(value) {
             return Some(value.clone());
@@ -34,13 +34,13 @@ impl<K: Hash + Eq, V: Clone> ReviewCache<K, V> {
     }
 
     /// Stores `value` as of `now`, evicting the least recently used entry when full.
-    pub fn insert(&mut self, key: K, value: V, now: Instant) {
+    pub(crate) fn insert(&mut self, key: K, value: V, now: Instant) {
         self.entries.insert(key, (value, now));
     }
 
     /// Entries held now: what the kubelet gate's tests check the bound on.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 }

@@ -18,14 +18,14 @@
 //! announced on [`WorkloadManager::subscribe_fetches`] / [`WorkloadManager::subscribe_exits`].
 
 mod disk;
-mod engine;
+pub(crate) mod engine;
 mod fetch;
-pub mod files;
-pub mod logs;
-pub mod probe;
-mod run;
+pub(crate) mod files;
+pub(crate) mod logs;
+pub(crate) mod probe;
+pub(crate) mod run;
 mod table;
-mod types;
+pub(crate) mod types;
 mod volumes;
 
 use std::collections::HashMap;
@@ -36,11 +36,8 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-pub use engine::WorkloadEngine;
-pub use fetch::RESULT_TTL as FETCH_RESULT_TTL;
-pub use logs::{CriLine, MAX_LINE, TAIL_BYTES, cri_timestamp, parse_cri_line};
-pub use run::{KILLED_EXIT_CODE, YIELD_TICKS};
-pub use types::*;
+pub(crate) use engine::WorkloadEngine;
+pub(crate) use types::*;
 
 enum Runnable {
     Component(wasmtime_wasi::p2::bindings::CommandPre<run::P2State>),

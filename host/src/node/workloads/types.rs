@@ -8,7 +8,7 @@ use std::time::Duration;
 pub type ModuleRef = String;
 pub type WorkloadHandle = u64;
 pub type VolumeId = u64;
-pub type FetchId = u64;
+pub(crate) type FetchId = u64;
 
 /// A pod's `imagePullPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,7 +18,7 @@ pub enum PullPolicy {
     Never,
 }
 
-pub use crate::oci::PullSecret;
+pub(crate) use crate::oci::PullSecret;
 
 #[derive(Debug, Clone)]
 pub struct FetchRequest {

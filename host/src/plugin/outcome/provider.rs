@@ -43,7 +43,7 @@ pub enum ProviderResult {
 }
 
 /// JSON text as the value it holds (text that is not JSON: as a string).
-pub fn json_of(s: &str) -> Value {
+pub(crate) fn json_of(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
 }
 

@@ -113,8 +113,8 @@
 //! message) are recorded as they are: a workload that prints a secret puts
 //! it there.
 
-pub mod provider;
-pub mod replay;
+pub(crate) mod provider;
+pub(crate) mod replay;
 mod writer;
 
 use std::sync::{Arc, Mutex};
@@ -122,25 +122,25 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use crate::plugin::observe::PendingRecord;
+pub(crate) use crate::plugin::observe::PendingRecord;
 use crate::plugin::observe::{HostWrites, Observed, Watcher};
-pub use crate::plugin::outcome::{CallKind, Outcome};
-pub use crate::plugin::tape::{Entry, Redaction, TapeMode, Taped};
+pub(crate) use crate::plugin::outcome::{CallKind, Outcome};
+pub(crate) use crate::plugin::tape::{Entry, Redaction, TapeMode, Taped};
 use wasmlet_apimachinery::time::now_rfc3339_millis;
-pub use writer::{RecordSettings, RecordWriter};
+pub(crate) use writer::{RecordSettings, RecordWriter};
 
 /// The `format` of a header line.
-pub const FORMAT: &str = "wasmlet-record";
+pub(crate) const FORMAT: &str = "wasmlet-record";
 /// The format version this host writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The format versions this host reads (version 1: reconciler calls only,
 /// each of which reads the same in version 2).
-pub const READS_VERSIONS: [u32; 2] = [1, 2];
+pub(crate) const READS_VERSIONS: [u32; 2] = [1, 2];
 
 /// The first line of a record file, repeated when the plugin version changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Header {
+pub(crate) struct Header {
     pub format: String,
     pub version: u32,
     pub plugin: String,
@@ -154,7 +154,7 @@ pub struct Header {
 /// One guest call, complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CallRecord {
+pub(crate) struct CallRecord {
     pub seq: u64,
     pub at: String,
     pub plugin: String,
@@ -182,7 +182,7 @@ pub struct CallRecord {
 /// A write the host made because of a call's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HostWrite {
+pub(crate) struct HostWrite {
     /// `patch-status` (the host-owned status), `patch` (finalizers) or
     /// `delete` (a provider's pod, removed after its teardown).
     pub op: String,
@@ -193,7 +193,7 @@ pub struct HostWrite {
 }
 
 /// One plugin version's recording: where its records go and how they are redacted.
-pub struct Recording {
+pub(crate) struct Recording {
     pub writer: Arc<RecordWriter>,
     pub manifest_text: Arc<str>,
     pub redaction: Redaction,
@@ -202,7 +202,7 @@ pub struct Recording {
 impl Recording {
     /// Holds `record` until the host has made its writes (or the call's report
     /// is dropped), then writes it.
-    pub fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
+    pub(crate) fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
         Arc::new(Waiting {
             record: Mutex::new(Some(record)),
             writer: self.writer.clone(),

@@ -16,7 +16,7 @@ const QUEUE: usize = 4096;
 
 /// Where and how much a plugin records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordSettings {
+pub(crate) struct RecordSettings {
     /// The directory of the record files (`DATA_DIR/records`).
     pub dir: PathBuf,
     /// A file is rotated before it would pass this size.
@@ -31,7 +31,7 @@ struct Msg {
     redacted: bool,
 }
 
-pub struct RecordWriter {
+pub(crate) struct RecordWriter {
     pub path: PathBuf,
     tx: SyncSender<Msg>,
     seq: AtomicU64,
@@ -42,7 +42,10 @@ pub struct RecordWriter {
 impl RecordWriter {
     /// Starts the writer of plugin `name` (the file is opened, and a file
     /// left by an earlier run rotated away, at the first record).
-    pub fn start(name: &str, settings: &RecordSettings) -> std::io::Result<Arc<RecordWriter>> {
+    pub(crate) fn start(
+        name: &str,
+        settings: &RecordSettings,
+    ) -> std::io::Result<Arc<RecordWriter>> {
         wasmlet_apiserver::private_dir::private_dir(&settings.dir)?;
         let path = settings.dir.join(format!("{name}.jsonl"));
         let (tx, rx) = sync_channel(QUEUE);
@@ -66,11 +69,11 @@ impl RecordWriter {
     }
 
     /// The next record's sequence number.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn write(&self, record: CallRecord, manifest: Arc<str>, redacted: bool) {
+    pub(crate) fn write(&self, record: CallRecord, manifest: Arc<str>, redacted: bool) {
         let msg = Msg {
             record,
             manifest,

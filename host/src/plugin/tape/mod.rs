@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
 pub(crate) use answer::{json_string_answer, json_string_result, result_answer, result_json};
-pub use redact::Redaction;
+pub(crate) use redact::Redaction;
 
 /// One import call with its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ pub struct Tape {
 
 /// Import functions that change the cluster, or (a provider's) the node:
 /// their requests make up a call's writes.
-pub fn is_write(op: &str) -> bool {
+pub(crate) fn is_write(op: &str) -> bool {
     matches!(
         op,
         "client.create"
@@ -253,7 +253,7 @@ impl Tape {
 }
 
 /// `wasi:clocks/wall-clock` through a tape.
-pub struct TapeWallClock(pub Arc<Tape>);
+pub(crate) struct TapeWallClock(pub Arc<Tape>);
 
 impl HostWallClock for TapeWallClock {
     fn resolution(&self) -> Duration {
@@ -269,7 +269,7 @@ impl HostWallClock for TapeWallClock {
 }
 
 /// `wasi:clocks/monotonic-clock` through a tape.
-pub struct TapeMonotonicClock {
+pub(crate) struct TapeMonotonicClock {
     pub tape: Arc<Tape>,
     pub real: wasmtime_wasi::clocks::MonotonicClock,
 }
@@ -285,7 +285,7 @@ impl HostMonotonicClock for TapeMonotonicClock {
 }
 
 /// `wasi:random/random` or `wasi:random/insecure` through a tape.
-pub struct TapeRng {
+pub(crate) struct TapeRng {
     pub tape: Arc<Tape>,
     /// `random.secure` or `random.insecure`.
     pub op: &'static str,
@@ -314,7 +314,7 @@ impl rand_core::TryRng for TapeRng {
 }
 
 /// Puts `tape`'s clocks and random sources into a WASI context being built.
-pub fn install(builder: &mut wasmtime_wasi::WasiCtxBuilder, tape: &Arc<Tape>) {
+pub(crate) fn install(builder: &mut wasmtime_wasi::WasiCtxBuilder, tape: &Arc<Tape>) {
     builder
         .wall_clock(TapeWallClock(tape.clone()))
         .monotonic_clock(TapeMonotonicClock {

@@ -8,10 +8,10 @@ use serde_json::Value;
 use super::Entry;
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "<redacted>";
+pub(super) const REDACTED: &str = "<redacted>";
 /// What replaces a redacted Secret `data` value: `<redacted>` in base64, so a
 /// guest decoding the Secret in a replay still can.
-pub const REDACTED_B64: &str = "PHJlZGFjdGVkPg==";
+pub(super) const REDACTED_B64: &str = "PHJlZGFjdGVkPg==";
 
 /// Headers whose values are credentials.
 const SECRET_HEADERS: &[&str] = &[
