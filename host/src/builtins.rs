@@ -53,13 +53,13 @@ pub(crate) const BUILTIN: &[&str] = &[
 pub(crate) struct BuiltinArgs {
     /// `up --no-builtins` (a flag of `up` only).
     #[arg(skip)]
-    pub no_builtins: bool,
+    pub(crate) no_builtins: bool,
     /// `run --builtins` (a flag of `run` only).
     #[arg(skip)]
-    pub builtins: bool,
+    pub(crate) builtins: bool,
     /// Where the built-in plugins are installed from (default: next to the binary).
     #[arg(long, env = "WASMLET_BUILTIN_PLUGINS")]
-    pub builtin_source: Option<PathBuf>,
+    pub(crate) builtin_source: Option<PathBuf>,
     /// Which built-in plugins: `*` for all, `NAME` to add one, `-NAME` to
     /// leave one out (as kube-controller-manager's `--controllers`); e.g.
     /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
@@ -68,10 +68,10 @@ pub(crate) struct BuiltinArgs {
     /// sroll-reconciler, job-controller, cronjob-controller,
     /// replicationcontroller-controller, daemonset-controller.
     #[arg(long, value_delimiter = ',', default_value = "*")]
-    pub builtin_plugins: Vec<String>,
+    pub(crate) builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.
     #[arg(skip)]
-    pub on_by_default: bool,
+    pub(crate) on_by_default: bool,
 }
 
 impl BuiltinArgs {

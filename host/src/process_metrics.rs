@@ -14,12 +14,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 /// One reading of the process's figures.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reading {
-    pub cpu_seconds: f64,
-    pub resident_bytes: u64,
-    pub virtual_bytes: u64,
-    pub start_time_seconds: f64,
-    pub open_fds: u64,
-    pub max_fds: Option<u64>,
+    pub(crate) cpu_seconds: f64,
+    pub(crate) resident_bytes: u64,
+    pub(crate) virtual_bytes: u64,
+    pub(crate) start_time_seconds: f64,
+    pub(crate) open_fds: u64,
+    pub(crate) max_fds: Option<u64>,
 }
 
 /// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`; the

@@ -35,9 +35,9 @@ use crate::plugin::metrics::PluginMetrics;
 /// controllers, a cluster host no pods).
 #[derive(Default)]
 pub(crate) struct StatusPage {
-    pub plugins: OnceLock<Arc<PluginSet>>,
-    pub manager: OnceLock<Arc<Manager>>,
-    pub pods: OnceLock<(String, Arc<PodRunner>)>,
+    pub(crate) plugins: OnceLock<Arc<PluginSet>>,
+    pub(crate) manager: OnceLock<Arc<Manager>>,
+    pub(crate) pods: OnceLock<(String, Arc<PodRunner>)>,
     /// The controllers' recent queue depths and reconcile counts.
     samples: samples::Samples,
 }

@@ -106,8 +106,8 @@ pub(crate) fn colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsStri
 
 /// The log settings (`--log-level`, `--log-format`).
 pub(crate) struct Logs<'a> {
-    pub filter: &'a str,
-    pub format: LogFormat,
+    pub(crate) filter: &'a str,
+    pub(crate) format: LogFormat,
 }
 
 /// Installs the process's subscriber: logs filtered and formatted as `logs`

@@ -17,13 +17,13 @@ use crate::plugin::distribution::{self, Artifact, RegistryOptions};
 pub(super) struct RegistryArgs {
     /// Talk plain HTTP to the registry (a local one).
     #[arg(long, visible_alias = "plain-http")]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
     /// Registry user (default: the docker config file's credentials, else anonymous).
     #[arg(long, requires = "password_stdin")]
-    pub username: Option<String>,
+    pub(crate) username: Option<String>,
     /// Read the registry password from standard input.
     #[arg(long, requires = "username")]
-    pub password_stdin: bool,
+    pub(crate) password_stdin: bool,
 }
 
 impl RegistryArgs {

@@ -16,7 +16,7 @@ use crate::plugin::shadow::{Report, ShadowResult};
 pub(super) struct PluginsDir {
     /// The running host's plugin directory (its --plugins).
     #[arg(long = "plugins", value_name = "DIR")]
-    pub plugins: PathBuf,
+    pub(crate) plugins: PathBuf,
 }
 
 /// The live plugin's manifest, which the candidate runs under; an error

@@ -10,14 +10,14 @@ use crate::status_page::report::{HostStatus, PluginStatus};
 pub(super) struct StatusArgs {
     /// The running host's --metrics-addr.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub host: String,
+    pub(crate) host: String,
     /// A bearer token allowed to get /status (needed unless the host is
     /// reached on 127.0.0.1 or ::1).
     #[arg(long, env = "WASMLET_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

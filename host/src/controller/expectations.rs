@@ -43,9 +43,9 @@ pub(crate) enum Expect {
 
 /// What a cache knows of one object.
 pub(crate) struct Seen {
-    pub uid: String,
-    pub resource_version: u64,
-    pub deleting: bool,
+    pub(crate) uid: String,
+    pub(crate) resource_version: u64,
+    pub(crate) deleting: bool,
 }
 
 struct Pending {

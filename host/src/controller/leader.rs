@@ -16,12 +16,12 @@ use kube::api::{Api, ObjectMeta, PostParams};
 
 #[derive(Clone, Debug)]
 pub(crate) struct LeaderConfig {
-    pub namespace: String,
-    pub name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) identity: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_deadline: Duration,
+    pub(crate) retry_period: Duration,
 }
 
 impl LeaderConfig {
@@ -37,7 +37,7 @@ impl LeaderConfig {
     }
 }
 
-/// Whether this process may reconcile: set by [`run`], read by the workers
+/// Whether this process may reconcile: set by `run`, read by the workers
 /// before every reconcile, awaited by followers instead of polling.
 ///
 /// ```
@@ -59,17 +59,17 @@ impl Leadership {
         Leadership(Arc::new(tokio::sync::watch::Sender::new(leading)))
     }
 
-    pub fn is_leading(&self) -> bool {
+    pub(crate) fn is_leading(&self) -> bool {
         *self.0.borrow()
     }
 
     /// Sets the flag; returns what it was.
-    pub fn set(&self, leading: bool) -> bool {
+    pub(crate) fn set(&self, leading: bool) -> bool {
         self.0.send_replace(leading)
     }
 
     /// Returns once this process leads (at once if it does now).
-    pub async fn acquired(&self) {
+    pub(crate) async fn acquired(&self) {
         let mut rx = self.0.subscribe();
         // The sender lives in `self`, so the channel cannot close.
         let _ = rx.wait_for(|leading| *leading).await;
@@ -216,8 +216,8 @@ async fn try_acquire_or_renew(
 /// means nobody reconciles.
 #[derive(Debug)]
 pub(crate) struct LeaderCollector {
-    pub name: String,
-    pub leading: Leadership,
+    pub(crate) name: String,
+    pub(crate) leading: Leadership,
 }
 
 impl std::fmt::Debug for Leadership {

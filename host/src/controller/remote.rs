@@ -24,7 +24,7 @@ pub(super) struct RemoteWatch {
     cluster: Option<String>,
     caches: Arc<Caches>,
     watch: Watch,
-    pub map: MapFn,
+    pub(crate) map: MapFn,
 }
 
 /// The manifest's watches that name a cluster, one per cluster they cover:

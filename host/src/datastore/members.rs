@@ -30,10 +30,10 @@ use super::{Datastore, DatastoreError, Table};
 #[derive(Clone, Debug)]
 pub(crate) struct MembershipConfig {
     /// How often a host renews its row and reads the member list.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// A member whose heartbeat is older than this is gone, and a host that
     /// could not renew its own for this long owns nothing until it can.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
 }
 
 impl Default for MembershipConfig {
@@ -46,16 +46,16 @@ impl Default for MembershipConfig {
 }
 
 /// This host's view of the table's members.
-pub struct Membership {
-    pub me: String,
+pub(crate) struct Membership {
+    pub(crate) me: String,
     /// The live members, sorted; empty until the first heartbeat.
     view: ArcSwap<Vec<String>>,
     /// Signalled when the member list changes (the watcher scans again).
-    pub changed: Arc<Notify>,
+    pub(crate) changed: Arc<Notify>,
 }
 
 impl Membership {
-    pub fn new(me: &str) -> Arc<Membership> {
+    pub(crate) fn new(me: &str) -> Arc<Membership> {
         Arc::new(Membership {
             me: me.to_string(),
             view: ArcSwap::from_pointee(Vec::new()),
@@ -65,7 +65,7 @@ impl Membership {
 
     /// A name for this process: hostname, pid and a random suffix (a host
     /// restarted with the same pid is a new member).
-    pub fn name_for_this_process() -> String {
+    pub(crate) fn name_for_this_process() -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "host".into());
@@ -76,12 +76,12 @@ impl Membership {
         )
     }
 
-    pub fn members(&self) -> Arc<Vec<String>> {
+    pub(crate) fn members(&self) -> Arc<Vec<String>> {
         self.view.load_full()
     }
 
     /// Whether row `id` is this host's to reconcile now.
-    pub fn owns(&self, id: &str) -> bool {
+    pub(crate) fn owns(&self, id: &str) -> bool {
         owner(&self.view.load(), id) == Some(self.me.as_str())
     }
 

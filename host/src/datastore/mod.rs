@@ -127,7 +127,7 @@ impl Datastore {
     /// a `key=value` string). Connects lazily: nothing is opened yet.
     /// Connections are plain TCP or Unix sockets (no TLS in this version:
     /// `sslmode=require` fails to connect).
-    pub fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
+    pub(crate) fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e: tokio_postgres::Error| {
                 // The driver's message does not echo the URL.
@@ -155,7 +155,7 @@ impl Datastore {
     }
 
     /// A pooled connection.
-    pub async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
         self.pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => DatastoreError::Sql {
                 table: "-".into(),

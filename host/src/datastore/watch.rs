@@ -27,17 +27,17 @@ pub(crate) trait Sink: Send + Sync {
 #[derive(Clone, Debug)]
 pub(crate) struct WatchConfig {
     /// A full scan this often (besides the one after every (re)connect).
-    pub resync: Duration,
+    pub(crate) resync: Duration,
     /// First wait before reconnecting (doubling up to `backoff_max`). The
     /// first reconnect waits too, so a failing database is not hammered.
-    pub backoff_first: Duration,
-    pub backoff_max: Duration,
+    pub(crate) backoff_first: Duration,
+    pub(crate) backoff_max: Duration,
     /// How often the LISTEN connection is checked with an empty query, so a
     /// silently dead connection is noticed.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// Signalled when the rows this host owns may have changed (the member
     /// list did): the table is scanned again.
-    pub rescan: Option<Arc<Notify>>,
+    pub(crate) rescan: Option<Arc<Notify>>,
 }
 
 impl Default for WatchConfig {
@@ -134,9 +134,9 @@ async fn rescan_asked(rescan: &Option<Arc<Notify>>) {
 /// What a scan found.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Found {
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Rows whose revision was not reconciled yet.
-    pub changed: usize,
+    pub(crate) changed: usize,
 }
 
 /// Reports every row of `table` to `sink`, a page at a time.

@@ -34,12 +34,12 @@ pub(crate) struct HostChecks {
     beat: AtomicU64,
     started: AtomicBool,
     draining: AtomicBool,
-    pub store: OnceLock<Probe>,
-    pub caches: OnceLock<Arc<Caches>>,
-    pub plugins: OnceLock<Arc<PluginSet>>,
-    pub node: OnceLock<Probe>,
+    pub(crate) store: OnceLock<Probe>,
+    pub(crate) caches: OnceLock<Arc<Caches>>,
+    pub(crate) plugins: OnceLock<Arc<PluginSet>>,
+    pub(crate) node: OnceLock<Probe>,
     /// Whether the leader election loop still runs.
-    pub leader: OnceLock<Arc<AtomicBool>>,
+    pub(crate) leader: OnceLock<Arc<AtomicBool>>,
 }
 
 impl HostChecks {

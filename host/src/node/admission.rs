@@ -22,8 +22,8 @@ use quantity::{parse_milli, parse_units};
 /// Requested cpu (millicores) and memory (bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Resources {
-    pub cpu_milli: i128,
-    pub memory: i128,
+    pub(crate) cpu_milli: i128,
+    pub(crate) memory: i128,
 }
 
 impl Resources {
@@ -96,8 +96,8 @@ pub(crate) fn pod_requests(pod: &Pod) -> Resources {
 /// What the node offers pods (its `status.allocatable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Allocatable {
-    pub resources: Resources,
-    pub pods: i128,
+    pub(crate) resources: Resources,
+    pub(crate) pods: i128,
 }
 
 impl Allocatable {
@@ -121,8 +121,8 @@ impl Allocatable {
 /// `status.message` (upstream's words).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rejection {
-    pub reason: String,
-    pub message: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 /// The requests of the pods admitted and not yet finished, by uid.

@@ -27,20 +27,20 @@ pub(crate) const STATUS_EVERY: Duration = Duration::from_secs(40);
 
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
-    pub name: String,
-    pub address: IpAddr,
+    pub(crate) name: String,
+    pub(crate) address: IpAddr,
     pub kubelet_port: u16,
-    pub cpu: String,
-    pub memory: String,
+    pub(crate) cpu: String,
+    pub(crate) memory: String,
     /// Memory offered to pods (`status.allocatable.memory`, bytes): the
     /// workloads' memory budget; `None`: all of `memory`.
-    pub allocatable_memory: Option<u64>,
-    pub pods: u32,
+    pub(crate) allocatable_memory: Option<u64>,
+    pub(crate) pods: u32,
     /// The first back-off after a provider call faults (doubling to 300 s).
-    pub provider_backoff_base: std::time::Duration,
+    pub(crate) provider_backoff_base: std::time::Duration,
     /// How long past a deleted pod's grace period a faulting or stuck
     /// teardown may run before the node removes the pod itself.
-    pub teardown_bound: std::time::Duration,
+    pub(crate) teardown_bound: std::time::Duration,
 }
 
 impl NodeConfig {
@@ -302,11 +302,11 @@ async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube
 /// What the heartbeat reports for `/metrics`: consecutive failed lease
 /// renewals (the node controller marks a node NotReady after 40 s without one).
 #[derive(Debug, Default)]
-pub struct NodeHealth {
-    pub lease_failures: std::sync::atomic::AtomicU32,
+pub(crate) struct NodeHealth {
+    pub(crate) lease_failures: std::sync::atomic::AtomicU32,
     /// Why the workload runtime cannot start workloads, as the heartbeat's
     /// last probe found (`None`: it can).
-    pub runtime: std::sync::Mutex<Option<String>>,
+    pub(crate) runtime: std::sync::Mutex<Option<String>>,
 }
 
 /// The Node's Ready reason while the workload runtime cannot start workloads.
@@ -315,8 +315,8 @@ pub(crate) const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
 /// `wasmlet_node_lease_renewal_failures{node}`, read at each scrape.
 #[derive(Debug)]
 pub(crate) struct NodeCollector {
-    pub node: String,
-    pub health: std::sync::Arc<NodeHealth>,
+    pub(crate) node: String,
+    pub(crate) health: std::sync::Arc<NodeHealth>,
 }
 
 impl prometheus_client::collector::Collector for NodeCollector {

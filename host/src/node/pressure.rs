@@ -23,9 +23,9 @@ pub(crate) const MEMORY_AVAILABLE_MIN: u64 = 100 << 20;
 /// Each pressure's message while it holds; `None`: no pressure.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pressure {
-    pub memory: Option<String>,
-    pub disk: Option<String>,
-    pub pid: Option<String>,
+    pub(crate) memory: Option<String>,
+    pub(crate) disk: Option<String>,
+    pub(crate) pid: Option<String>,
 }
 
 /// Memory pressure from the budget's use and the machine's available memory.

@@ -27,9 +27,9 @@ pub(crate) fn crash_loop_window(backoff_base: Duration) -> Duration {
 
 /// Why the node is not ready: the condition's reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotReady {
-    pub reason: &'static str,
-    pub message: String,
+pub(crate) struct NotReady {
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
 }
 
 /// The provider's recent faults, counted per version.
@@ -74,7 +74,7 @@ impl Faults {
 }
 
 /// The node's readiness, from the plugin set.
-pub struct Readiness {
+pub(crate) struct Readiness {
     plugins: Arc<PluginSet>,
     provider: String,
     faults: Mutex<Faults>,
@@ -83,7 +83,11 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    pub fn new(plugins: Arc<PluginSet>, provider: &str, backoff_base: Duration) -> Readiness {
+    pub(crate) fn new(
+        plugins: Arc<PluginSet>,
+        provider: &str,
+        backoff_base: Duration,
+    ) -> Readiness {
         Readiness {
             plugins,
             provider: provider.to_string(),
@@ -94,7 +98,7 @@ impl Readiness {
 
     /// `Ok` when the provider can run pods (or the first plugin scan has
     /// not finished: the provider may still be compiling).
-    pub fn check(&self) -> Result<(), NotReady> {
+    pub(crate) fn check(&self) -> Result<(), NotReady> {
         let name = &self.provider;
         let Some(loaded) = self.plugins.get(name) else {
             if let Some(why) = self.plugins.rejection(name) {

@@ -78,7 +78,7 @@ pub(crate) fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> V
     let mut rules = Rules::default();
     let read = ["get", "list", "watch"];
     // A table reconciler's objects are rows: no Kubernetes rights for them.
-    if let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.from_table()) {
+    if let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.is_table()) {
         let (group, _) = split(&r.api_version);
         let res = resource_of(group, &r.kind, crds);
         rules.add(group, &res, &read);

@@ -70,9 +70,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DistributionError + '_ {
 /// lists (CRDs), by their path relative to the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Artifact {
-    pub wasm: Vec<u8>,
-    pub manifest: Vec<u8>,
-    pub files: BTreeMap<String, Vec<u8>>,
+    pub(crate) wasm: Vec<u8>,
+    pub(crate) manifest: Vec<u8>,
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
 }
 
 impl Artifact {
@@ -172,9 +172,9 @@ pub(crate) fn name_of(reference: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RegistryOptions {
     /// Plain HTTP (a local registry); HTTPS otherwise.
-    pub insecure: bool,
+    pub(crate) insecure: bool,
     /// Credentials by registry; anonymous where none matches.
-    pub credentials: Vec<PullSecret>,
+    pub(crate) credentials: Vec<PullSecret>,
 }
 
 fn parse(reference: &str) -> Result<Reference, DistributionError> {

@@ -151,7 +151,7 @@ impl PluginEngine {
     /// grow. On-demand allocation: memory is reserved as a workload grows, capped
     /// per store by its limit (a pool would have to reserve every slot at the
     /// node's maximum). Its compiled components share `cache_dir`'s cache.
-    pub fn for_workloads(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
+    pub(crate) fn for_workloads(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
         let engine = Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?;
         Self::with_engine(engine, false, cache_dir)
     }
@@ -208,7 +208,10 @@ impl PluginEngine {
     /// The component in file `path`, read and compiled (or deserialized) on
     /// a blocking thread: a compile takes hundreds of milliseconds, which must
     /// not stall a tokio worker.
-    pub async fn load_file(&self, path: &Path) -> Result<(Arc<Component>, String), CompileError> {
+    pub(crate) async fn load_file(
+        &self,
+        path: &Path,
+    ) -> Result<(Arc<Component>, String), CompileError> {
         let (engine, path) = (self.clone(), path.to_path_buf());
         let shown = path.display().to_string();
         tokio::task::spawn_blocking(move || {
@@ -244,7 +247,7 @@ impl PluginEngine {
     /// The core module in `bytes` (a pod's WASI preview 1 workload), like
     /// [`PluginEngine::load`]: compiled in the compile child, its artifact
     /// sealed in the same cache. Blocking.
-    pub fn load_module(
+    pub(crate) fn load_module(
         &self,
         path: &Path,
         bytes: &[u8],
@@ -362,7 +365,7 @@ impl PluginEngine {
     }
 
     /// Epoch ticks for a deadline (at least one).
-    pub fn ticks(deadline: Duration) -> u64 {
+    pub(crate) fn ticks(deadline: Duration) -> u64 {
         (deadline.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64 + 1
     }
 }

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::dns::Name;
 #[derive(Clone, Copy)]
 pub(crate) struct CheckedResolver {
     /// Let names resolve to non-global addresses too.
-    pub allow_private: bool,
+    pub(crate) allow_private: bool,
 }
 
 impl tower_service::Service<Name> for CheckedResolver {

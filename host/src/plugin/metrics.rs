@@ -15,24 +15,24 @@ use super::PluginSet;
 
 #[derive(Debug, Default)]
 pub struct PluginMetrics {
-    pub calls: AtomicU64,
+    pub(crate) calls: AtomicU64,
     pub traps: AtomicU64,
     pub timeouts: AtomicU64,
     pub out_of_memory: AtomicU64,
-    pub malformed: AtomicU64,
-    pub oversized: AtomicU64,
+    pub(crate) malformed: AtomicU64,
+    pub(crate) oversized: AtomicU64,
     pub denied: AtomicU64,
     pub swaps: AtomicU64,
     pub load_failures: AtomicU64,
-    pub events_dropped: AtomicU64,
+    pub(crate) events_dropped: AtomicU64,
     /// Shadow mode: the candidate's calls by result, and live calls it skipped.
-    pub shadow_same: AtomicU64,
-    pub shadow_different: AtomicU64,
-    pub shadow_error: AtomicU64,
-    pub shadow_skipped: AtomicU64,
+    pub(crate) shadow_same: AtomicU64,
+    pub(crate) shadow_different: AtomicU64,
+    pub(crate) shadow_error: AtomicU64,
+    pub(crate) shadow_skipped: AtomicU64,
     /// Nanoseconds spent in calls: instantiation, the guest and the host
     /// calls it makes (not the host's status write after it).
-    pub call_nanos: AtomicU64,
+    pub(crate) call_nanos: AtomicU64,
 }
 
 /// Adds the time from [`CallTimer::start`] to its drop to a call-time counter.
@@ -52,7 +52,7 @@ impl Drop for CallTimer<'_> {
 }
 
 impl PluginMetrics {
-    pub fn inc(counter: &AtomicU64) {
+    pub(crate) fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -21,14 +21,14 @@ use super::bindings::reconciler::exports::wasmlet::plugin::reconciler as wit;
 /// A condition as the guest reports it; `status` is `True`, `False` or `Unknown`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCondition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 impl GuestCondition {
-    pub fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
+    pub(crate) fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
         GuestCondition {
             type_: type_.into(),
             status: status.into(),
@@ -56,8 +56,8 @@ pub struct GuestError {
     pub reason: String,
     pub message: String,
     /// Status and conditions to write anyway.
-    pub status: Option<Value>,
-    pub conditions: Vec<GuestCondition>,
+    pub(crate) status: Option<Value>,
+    pub(crate) conditions: Vec<GuestCondition>,
 }
 
 /// What `finalize` decided.

@@ -166,14 +166,14 @@ pub(crate) fn validate_graph(g: &StateGraph) -> Result<(), String> {
 impl StateGraph {
     /// Whether the guest may move `from` → `to` (the host's own moves to
     /// on-delete and error states need no edge).
-    pub fn allows(&self, from: &str, to: &str) -> bool {
+    pub(crate) fn allows(&self, from: &str, to: &str) -> bool {
         self.edges.iter().any(|(f, t)| f == from && t == to)
     }
 
     /// The graph in Graphviz DOT (`wasmlet plugin graph`, the status page):
     /// the initial state doubled, the error and on-delete states marked, the
     /// host's own moves (any state to on-delete or error) dashed once.
-    pub fn to_dot(&self, name: &str) -> String {
+    pub(crate) fn to_dot(&self, name: &str) -> String {
         let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
         let mut out = format!(
             "digraph {} {{\n  rankdir=LR;\n  node [shape=box, style=rounded];\n",

@@ -42,11 +42,11 @@ struct List {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Entry {
-    pub source: String,
+    pub(crate) source: String,
     #[serde(default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default)]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
 }
 
 impl Entry {
@@ -97,10 +97,10 @@ pub(crate) fn read_list(path: &Path) -> Result<BTreeMap<String, Entry>, String> 
 
 /// Keeps `dest` in line with the list in the plugin directory.
 pub(crate) struct RemotePlugins {
-    pub list: PathBuf,
-    pub dest: PathBuf,
-    pub set: Arc<PluginSet>,
-    pub interval: Duration,
+    pub(crate) list: PathBuf,
+    pub(crate) dest: PathBuf,
+    pub(crate) set: Arc<PluginSet>,
+    pub(crate) interval: Duration,
 }
 
 impl RemotePlugins {

@@ -40,11 +40,11 @@ const SWEEPS: usize = 6;
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Node {
     /// Index into the states given to [`layout`].
-    pub state: usize,
-    pub layer: usize,
-    pub x: f64,
-    pub y: f64,
-    pub w: f64,
+    pub(crate) state: usize,
+    pub(crate) layer: usize,
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    pub(crate) w: f64,
 }
 
 impl Node {
@@ -57,21 +57,21 @@ impl Node {
 /// target's (waypoints between).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Edge {
-    pub from: usize,
-    pub to: usize,
+    pub(crate) from: usize,
+    pub(crate) to: usize,
     /// Whether the edge runs right to left (it closes a cycle).
-    pub back: bool,
+    pub(crate) back: bool,
     /// Empty for a self-loop (drawn at the node).
-    pub points: Vec<(f64, f64)>,
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Layout {
     /// One per distinct state, in the order given.
-    pub nodes: Vec<Node>,
-    pub edges: Vec<Edge>,
-    pub width: f64,
-    pub height: f64,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) edges: Vec<Edge>,
+    pub(crate) width: f64,
+    pub(crate) height: f64,
 }
 
 /// An item in a layer: a state, or a waypoint of edge `e`.

@@ -15,11 +15,11 @@ pub(super) const KEPT: usize = 120;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Sample {
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// Keys ready to run (both lanes).
-    pub depth: u64,
+    pub(crate) depth: u64,
     /// Reconciles so far, of any outcome (a counter).
-    pub reconciles: u64,
+    pub(crate) reconciles: u64,
 }
 
 /// The rings, by controller name.

@@ -41,9 +41,9 @@ pub(crate) const MAX_CACHED: usize = 4096;
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct User {
-    pub name: String,
-    pub groups: Vec<String>,
-    pub uid: Option<String>,
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) uid: Option<String>,
 }
 
 impl User {
@@ -74,8 +74,8 @@ impl User {
 /// What a request asks to do, in SubjectAccessReview terms.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Attributes {
-    pub verb: &'static str,
-    pub subresource: &'static str,
+    pub(crate) verb: &'static str,
+    pub(crate) subresource: &'static str,
 }
 
 impl Attributes {

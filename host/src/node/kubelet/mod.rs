@@ -29,13 +29,13 @@ pub(crate) mod review_cache;
 
 /// The TLS material of the kubelet endpoint.
 pub struct KubeletTls {
-    pub cert_pem: String,
-    pub key_pem: String,
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
     /// CA whose client certificates are accepted.
-    pub client_ca_pem: String,
+    pub(crate) client_ca_pem: String,
     /// Where `client_ca_pem` came from, for the message when a client
     /// certificate is refused (e.g. "--kubelet-client-ca /etc/ca.crt").
-    pub client_ca_source: String,
+    pub(crate) client_ca_source: String,
 }
 
 #[derive(Clone)]

@@ -149,18 +149,18 @@ impl WorkloadManager {
         Ok(manager)
     }
 
-    pub fn config(&self) -> &WorkloadConfig {
+    pub(crate) fn config(&self) -> &WorkloadConfig {
         &self.inner.config
     }
 
     /// Whether workloads can start: the directories a start writes take a
     /// file ([`probe`]). Blocking file I/O.
-    pub fn probe(&self) -> Result<(), String> {
+    pub(crate) fn probe(&self) -> Result<(), String> {
         probe::probe(&self.inner.config.data_dir)
     }
 
     /// Workloads running now, and the memory their limits take from the budget.
-    pub fn usage(&self) -> (usize, u64) {
+    pub(crate) fn usage(&self) -> (usize, u64) {
         self.inner
             .workloads
             .lock()
@@ -317,7 +317,7 @@ impl WorkloadManager {
 
     /// Stops every workload: `grace(pod uid)` to finish (asked once per pod),
     /// then killed; waits for all of them (node shutdown).
-    pub async fn shutdown(&self, grace: impl Fn(&str) -> Duration) {
+    pub(crate) async fn shutdown(&self, grace: impl Fn(&str) -> Duration) {
         let all: Vec<(WorkloadHandle, Arc<run::Workload>)> = self
             .inner
             .workloads

@@ -16,14 +16,14 @@ pub(crate) const ANY: &str = "*";
 /// One `[clusters.NAME]` table.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ClusterPermissions {
+pub(crate) struct ClusterPermissions {
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     /// CRDs (files beside the manifest, as the top-level `crds`) the host
     /// server-side applies to each of these clusters when the plugin loads:
     /// the kinds the plugin writes there, so a new region needs no manual step.
     #[serde(default)]
-    pub crds: Vec<std::path::PathBuf>,
+    pub(crate) crds: Vec<std::path::PathBuf>,
 }
 
 /// The `[clusters]` tables by cluster name.

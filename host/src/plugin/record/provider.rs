@@ -17,10 +17,10 @@ use crate::plugin::provider::WakeEvent;
 #[derive(Debug, thiserror::Error)]
 #[error("record {seq} ({key}): {field}: {message}")]
 pub(crate) struct BadProviderRecord {
-    pub seq: u64,
-    pub key: String,
-    pub field: &'static str,
-    pub message: String,
+    pub(crate) seq: u64,
+    pub(crate) key: String,
+    pub(crate) field: &'static str,
+    pub(crate) message: String,
 }
 
 /// A wake event as a record holds it.

@@ -13,21 +13,21 @@ use crate::plugin::tape::is_write;
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}: {field}: {message}")]
 pub(crate) struct ReadError {
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based; 0 when the file itself cannot be read.
-    pub line: usize,
+    pub(crate) line: usize,
     /// The JSON path of the bad field (`-`: the line as a whole).
-    pub field: String,
-    pub message: String,
+    pub(crate) field: String,
+    pub(crate) message: String,
 }
 
 /// One call read from a file, with the header it came under.
 #[derive(Debug, Clone)]
 pub(crate) struct Recorded {
-    pub file: String,
-    pub line: usize,
-    pub header: Arc<Header>,
-    pub record: CallRecord,
+    pub(crate) file: String,
+    pub(crate) line: usize,
+    pub(crate) header: Arc<Header>,
+    pub(crate) record: CallRecord,
 }
 
 /// Every call in the record file at `path`. An incomplete last line (a file
@@ -139,9 +139,9 @@ pub(crate) enum Verdict {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Difference {
-    pub path: String,
-    pub recorded: Value,
-    pub replayed: Value,
+    pub(crate) path: String,
+    pub(crate) recorded: Value,
+    pub(crate) replayed: Value,
 }
 
 /// The writes (requests only) among `entries`.

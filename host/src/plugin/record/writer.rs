@@ -18,11 +18,11 @@ const QUEUE: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecordSettings {
     /// The directory of the record files (`DATA_DIR/records`).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// A file is rotated before it would pass this size.
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     /// Rotated files kept besides the current one.
-    pub max_files: u32,
+    pub(crate) max_files: u32,
 }
 
 struct Msg {
@@ -32,11 +32,11 @@ struct Msg {
 }
 
 pub(crate) struct RecordWriter {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     tx: SyncSender<Msg>,
     seq: AtomicU64,
     /// Records dropped because the queue was full.
-    pub dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
 }
 
 impl RecordWriter {
