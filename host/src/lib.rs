@@ -1,7 +1,8 @@
 //! wasmlet: Kubernetes controllers and node agents as sandboxed WebAssembly
 //! components, with an embedded Kubernetes-compatible control plane.
 //!
-//! Read it top down; each layer uses only the ones below it:
+//! Read it top down; each layer uses only the ones below it
+//! (`tests/layers.rs` checks it):
 //! - `cli`: the `wasmlet` command line, which builds and wires the rest;
 //! - the embedded API server (storage, REST, watch, GC) is its own crate,
 //!   `wasmlet_apiserver`, below all of these;
