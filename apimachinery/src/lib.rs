@@ -3,6 +3,8 @@
 //! Everything here is pure: no I/O, no async. The embedded API server uses it to
 //! serve requests, and the controller engine uses the selectors to filter caches.
 
+#![warn(missing_docs)]
+
 pub mod builtin;
 pub mod goquote;
 pub mod listtype;

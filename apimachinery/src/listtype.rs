@@ -17,6 +17,7 @@ pub enum ListType {
 /// Answers [`ListType`] for a field path: the field names from the object's root,
 /// list indices left out, e.g. `["spec", "template", "spec", "containers"]`.
 pub trait ListTypes {
+    /// How the list at `path` merges; [`ListType::Atomic`] for a path that is not a list or not known.
     fn list_type(&self, path: &[&str]) -> ListType;
 
     /// The value a key field of the map-list at `path` takes when an element omits

@@ -13,9 +13,13 @@ use chrono::{DateTime, Utc};
 /// The options as given; construct with [`LogOptions::parse`].
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LogOptions {
+    /// `tailLines`: only the last N lines (0 is allowed and returns nothing).
     pub tail_lines: Option<i64>,
+    /// `sinceSeconds`: only lines newer than this many seconds before now.
     pub since_seconds: Option<i64>,
+    /// `sinceTime`: only lines at or after this RFC 3339 time.
     pub since_time: Option<DateTime<Utc>>,
+    /// `limitBytes`: stop after this many bytes of log.
     pub limit_bytes: Option<i64>,
 }
 
@@ -24,7 +28,9 @@ pub struct LogOptions {
 pub struct Invalid {
     /// The field, as the query parameter is named (`""`: the options as a whole).
     pub field: &'static str,
+    /// The refused value as the client sent it, quoted back in the error.
     pub value: String,
+    /// Why the value is refused, in upstream's words (`must be greater than 0`).
     pub message: &'static str,
 }
 

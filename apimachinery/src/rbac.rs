@@ -14,14 +14,19 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRule {
+    /// Verbs the rule grants (`get`, `list`, ...); `*` grants every verb.
     #[serde(default)]
     pub verbs: Vec<String>,
+    /// API groups the rule covers (`""` is the core group); `*` covers every group.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_groups: Vec<String>,
+    /// Resources the rule covers, as `resource` or `resource/subresource`; `*` and `*/sub` match any resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<String>,
+    /// Object names the rule is limited to; empty means every name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
+    /// Non-resource paths the rule covers (`/healthz`, `/apis/*`); a trailing `*` makes a prefix.
     #[serde(
         default,
         rename = "nonResourceURLs",
@@ -34,11 +39,15 @@ pub struct PolicyRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subject {
+    /// `User`, `Group` or `ServiceAccount`.
     pub kind: String,
+    /// The user or group name, or the service account's name.
     #[serde(default)]
     pub name: String,
+    /// The service account's namespace (empty for users and groups).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// `rbac.authorization.k8s.io` for users and groups, empty for service accounts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_group: String,
 }
@@ -47,20 +56,26 @@ pub struct Subject {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoleRef {
+    /// The referenced role's group, `rbac.authorization.k8s.io`.
     #[serde(default)]
     pub api_group: String,
+    /// `Role` or `ClusterRole`.
     pub kind: String,
+    /// The referenced role's name.
     pub name: String,
 }
 
 /// Who is asking: the authenticated (or impersonated) user.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
+    /// The user name, `system:serviceaccount:NS:NAME` for a service account.
     pub name: String,
+    /// Groups the user is in, as the authenticator reported them; rules bound to a group apply to its members.
     pub groups: Vec<String>,
 }
 
 impl UserInfo {
+    /// A user with `groups` given as string slices (tests and built-in identities are written that way).
     pub fn new(name: impl Into<String>, groups: &[&str]) -> UserInfo {
         UserInfo {
             name: name.into(),
@@ -68,6 +83,7 @@ impl UserInfo {
         }
     }
 
+    /// Whether the user is a member of `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
     }
@@ -76,27 +92,39 @@ impl UserInfo {
 /// What a request does, in the terms rules are written in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attributes {
+    /// A request for an API object or collection (`/api/...`, `/apis/...`).
     Resource {
+        /// The verb derived from the method and path (`list`, `watch`, `get`, `create`, ...).
         verb: String,
+        /// The API group, empty for the core group.
         group: String,
+        /// The resource's plural name.
         resource: String,
+        /// The subresource (`status`, `log`), or empty.
         subresource: String,
+        /// The namespace, empty for cluster-scoped requests.
         namespace: String,
+        /// The object's name, empty for collection requests.
         name: String,
     },
+    /// A request for any other path (`/healthz`, `/version`, `/metrics`).
     NonResource {
+        /// The lowercase HTTP verb (`get`, `post`, ...).
         verb: String,
+        /// The request path without its query.
         path: String,
     },
 }
 
 impl Attributes {
+    /// The request's verb, whichever kind of request it is.
     pub fn verb(&self) -> &str {
         match self {
             Attributes::Resource { verb, .. } | Attributes::NonResource { verb, .. } => verb,
         }
     }
 
+    /// The namespace the request is in; empty for cluster-scoped and non-resource requests.
     pub fn namespace(&self) -> &str {
         match self {
             Attributes::Resource { namespace, .. } => namespace,

@@ -122,6 +122,7 @@ pub struct Missing {
     "rules[{rule}] is too varied to check against the permissions held; split it into smaller rules"
 )]
 pub struct TooVaried {
+    /// Index in the requested rules (`rules[...]`) of the rule that could not be checked.
     pub rule: usize,
 }
 

@@ -24,8 +24,8 @@ use std::time::Instant;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams, WatchEvent};
-use wasmlet::cluster::cache::{Caches, selects};
-use wasmlet::cluster::{CachedObject, Resolver};
+use wasmlet::internals::{CachedObject, Resolver};
+use wasmlet::internals::{Caches, selects};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 use wasmlet_apiserver::{ApiServer, Config};
 

@@ -36,15 +36,15 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-use wasmlet::cluster::cache::Caches;
-use wasmlet::cluster::{Cluster, Resolver};
-use wasmlet::controller::Manager;
-use wasmlet::controller::controller::ControllerConfig;
-use wasmlet::controller::leader::Leadership;
-use wasmlet::controller::metrics::ControllerMetrics;
-use wasmlet::controller::status::{GuestResult, desired_status};
-use wasmlet::plugin::PluginSet;
-use wasmlet::plugin::engine::PluginEngine;
+use wasmlet::internals::Caches;
+use wasmlet::internals::ControllerConfig;
+use wasmlet::internals::ControllerMetrics;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::Manager;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginSet;
+use wasmlet::internals::{Cluster, Resolver};
+use wasmlet::internals::{GuestResult, desired_status};
 use wasmlet_apiserver::{ApiServer, Config};
 
 const AV: &str = "examples.wasmlet.dev/v1";

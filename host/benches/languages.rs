@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use wasmlet::cluster::cache::Caches;
-use wasmlet::cluster::{Cluster, Resolver};
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::{Loaded, PluginSet};
+use wasmlet::internals::Caches;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::{Cluster, Resolver};
+use wasmlet::internals::{Loaded, PluginSet};
 use wasmlet_apiserver::{ApiServer, Config};
 
 const ARMS: [(&str, &str); 3] = [

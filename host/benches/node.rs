@@ -16,12 +16,12 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use wasmlet::cluster::Cluster;
-use wasmlet::node::NodeAgent;
-use wasmlet::node::agent::NodeConfig;
-use wasmlet::node::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
-use wasmlet::plugin::PluginSet;
-use wasmlet::plugin::engine::PluginEngine;
+use wasmlet::internals::Cluster;
+use wasmlet::internals::NodeAgent;
+use wasmlet::internals::NodeConfig;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginSet;
+use wasmlet::internals::workloads::{WorkloadConfig, WorkloadEngine, WorkloadManager};
 use wasmlet_apiserver::{ApiServer, Config};
 
 fn rss_mib() -> f64 {

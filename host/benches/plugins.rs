@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use wasmlet::plugin::bindings::reconciler::ReconcilerPlugin;
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::sandbox::State;
-use wasmlet::plugin::{Loaded, PluginSet};
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::ReconcilerPlugin;
+use wasmlet::internals::State;
+use wasmlet::internals::{Loaded, PluginSet};
 
 fn built_plugins() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");

@@ -23,17 +23,17 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use wasmlet::cluster::cache::Caches;
-use wasmlet::cluster::{Cluster, Resolver};
-use wasmlet::controller::controller::{Controller, ControllerConfig};
-use wasmlet::controller::leader::Leadership;
-use wasmlet::controller::metrics::ControllerMetrics;
-use wasmlet::controller::source::{Call, Fixed, Reconciler, Source};
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::outcome::{Finalized, Reconciled};
-use wasmlet::plugin::sandbox::CallReport;
-use wasmlet::plugin::set::RecordConfig;
-use wasmlet::plugin::{Manifest, PluginSet};
+use wasmlet::internals::Caches;
+use wasmlet::internals::CallReport;
+use wasmlet::internals::ControllerMetrics;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::RecordConfig;
+use wasmlet::internals::{Call, Fixed, Reconciler, Source};
+use wasmlet::internals::{Cluster, Resolver};
+use wasmlet::internals::{Controller, ControllerConfig};
+use wasmlet::internals::{Finalized, Reconciled};
+use wasmlet::internals::{Manifest, PluginSet};
 use wasmlet_apiserver::{ApiServer, Config};
 
 /// The echo guest's logic, natively.

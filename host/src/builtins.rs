@@ -28,7 +28,7 @@ use crate::plugin::Manifest;
 
 /// The plugins that are built in, by plugin name (`NAME.wasm` + `NAME.toml`).
 /// Other names in the source directory (test guests) are never installed.
-pub const BUILTIN: &[&str] = &[
+pub(crate) const BUILTIN: &[&str] = &[
     "scheduler",
     "wasi-runner",
     "statefulset-controller",
@@ -50,16 +50,16 @@ pub const BUILTIN: &[&str] = &[
 ];
 
 #[derive(clap::Args, Clone, Default)]
-pub struct BuiltinArgs {
+pub(crate) struct BuiltinArgs {
     /// `up --no-builtins` (a flag of `up` only).
     #[arg(skip)]
-    pub no_builtins: bool,
+    pub(crate) no_builtins: bool,
     /// `run --builtins` (a flag of `run` only).
     #[arg(skip)]
-    pub builtins: bool,
+    pub(crate) builtins: bool,
     /// Where the built-in plugins are installed from (default: next to the binary).
     #[arg(long, env = "WASMLET_BUILTIN_PLUGINS")]
-    pub builtin_source: Option<PathBuf>,
+    pub(crate) builtin_source: Option<PathBuf>,
     /// Which built-in plugins: `*` for all, `NAME` to add one, `-NAME` to
     /// leave one out (as kube-controller-manager's `--controllers`); e.g.
     /// `*,-sroll-reconciler` for all but the StatefulsetRollout operator.
@@ -68,14 +68,14 @@ pub struct BuiltinArgs {
     /// sroll-reconciler, job-controller, cronjob-controller,
     /// replicationcontroller-controller, daemonset-controller.
     #[arg(long, value_delimiter = ',', default_value = "*")]
-    pub builtin_plugins: Vec<String>,
+    pub(crate) builtin_plugins: Vec<String>,
     /// Set by the command, not a flag: whether built-ins load without `--builtins`.
     #[arg(skip)]
-    pub on_by_default: bool,
+    pub(crate) on_by_default: bool,
 }
 
 impl BuiltinArgs {
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         if self.on_by_default {
             !self.no_builtins
         } else {
@@ -85,7 +85,7 @@ impl BuiltinArgs {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum BuiltinError {
+pub(crate) enum BuiltinError {
     #[error(
         "built-in plugins: no directory holding them (looked in {looked}); install them beside the binary with scripts/install PREFIX, or build them with scripts/build-guests DIR and pass --builtin-source DIR, or run with --no-builtins"
     )]
@@ -106,7 +106,7 @@ pub enum BuiltinError {
 }
 
 /// The built-in plugins `--builtin-plugins` selects, in [`BUILTIN`] order.
-pub fn selected(spec: &[String]) -> Result<Vec<&'static str>, BuiltinError> {
+pub(crate) fn selected(spec: &[String]) -> Result<Vec<&'static str>, BuiltinError> {
     let known = |n: &str| {
         BUILTIN
             .iter()
@@ -155,7 +155,7 @@ fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// The first candidate holding at least one built-in plugin.
-pub fn source_dir(explicit: Option<&Path>) -> Result<PathBuf, BuiltinError> {
+pub(crate) fn source_dir(explicit: Option<&Path>) -> Result<PathBuf, BuiltinError> {
     let dirs = candidates(explicit);
     dirs.iter()
         .find(|d| BUILTIN.iter().any(|n| plugin_files_exist(d, n)))
@@ -177,7 +177,11 @@ fn plugin_files_exist(dir: &Path, name: &str) -> bool {
 /// name) into `dest`, each file only when its content differs, through a
 /// dot-file and a rename (a watching host never sees half a file); removes
 /// built-ins `source` no longer has. Returns the names installed.
-pub fn install(source: &Path, dest: &Path, selected: &[&str]) -> Result<Vec<String>, BuiltinError> {
+pub(crate) fn install(
+    source: &Path,
+    dest: &Path,
+    selected: &[&str],
+) -> Result<Vec<String>, BuiltinError> {
     let io = |name: &str, path: &Path| {
         let (name, path) = (name.to_string(), path.to_path_buf());
         move |source| BuiltinError::Io { name, path, source }
@@ -224,7 +228,7 @@ pub fn install(source: &Path, dest: &Path, selected: &[&str]) -> Result<Vec<Stri
 /// The plugin directory and the built-in directory a host loads: `plugins`
 /// (the user's `--plugins`) first; with built-ins on, `DATA_DIR/plugins/builtin`
 /// behind it, or alone when there is no `--plugins`.
-pub fn plugin_dirs(
+pub(crate) fn plugin_dirs(
     args: &BuiltinArgs,
     data_dir: &Path,
     plugins: Option<&Path>,

@@ -12,7 +12,7 @@
 use std::error::Error;
 
 /// `e` followed by each of its sources not already said.
-pub fn text(e: &(dyn Error + 'static)) -> String {
+pub(crate) fn text(e: &(dyn Error + 'static)) -> String {
     of_chain(std::iter::successors(
         Some(e),
         |e: &&(dyn Error + 'static)| (*e).source(),
@@ -21,7 +21,7 @@ pub fn text(e: &(dyn Error + 'static)) -> String {
 
 /// The errors of `chain` (outermost first, as `anyhow::Error::chain`), each
 /// left out when an earlier one already says it.
-pub fn of_chain<'a>(chain: impl Iterator<Item = &'a (dyn Error + 'static)>) -> String {
+pub(crate) fn of_chain<'a>(chain: impl Iterator<Item = &'a (dyn Error + 'static)>) -> String {
     let mut out = String::new();
     for e in chain {
         let said = e.to_string();

@@ -15,10 +15,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data directory.
-pub const LOCK_FILE: &str = "lock";
+pub(crate) const LOCK_FILE: &str = "lock";
 
 #[derive(Debug, thiserror::Error)]
-pub enum DataDirLockError {
+pub(crate) enum DataDirLockError {
     #[error(
         "data directory {dir} is in use by another wasmlet ({holder}); stop it or pass another --data-dir"
     )]
@@ -34,13 +34,13 @@ pub enum DataDirLockError {
 /// Held while the process uses the directory; dropping it (or the process
 /// ending) releases the lock.
 #[derive(Debug)]
-pub struct DataDirLock {
+pub(crate) struct DataDirLock {
     _file: File,
 }
 
 impl DataDirLock {
     /// Locks `dir` (which must exist) for this process, or says which process holds it.
-    pub fn acquire(dir: &Path) -> Result<DataDirLock, DataDirLockError> {
+    pub(crate) fn acquire(dir: &Path) -> Result<DataDirLock, DataDirLockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| DataDirLockError::Io {
             dir: dir.to_path_buf(),

@@ -32,7 +32,7 @@ use crate::node::kubelet::auth::{Gate, Refusal};
 /// Whether a peer is this machine's own loopback address (127.0.0.1, ::1),
 /// which only local processes can connect from. Other 127/8 addresses are
 /// not trusted: a test (or a container runtime) can source connections there.
-pub fn trusted_peer(ip: IpAddr) -> bool {
+pub(crate) fn trusted_peer(ip: IpAddr) -> bool {
     match ip.to_canonical() {
         IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
         IpAddr::V6(v6) => v6 == Ipv6Addr::LOCALHOST,
@@ -67,7 +67,7 @@ async fn guard(
 
 /// Serves the endpoints on `addr` until the process ends; returns the bound
 /// address. `gate` authenticates and authorizes remote callers of the status page.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     metrics: ControllerMetrics,
     checks: Arc<HostChecks>,

@@ -13,5 +13,5 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static malloc_conf: &[u8] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> std::process::ExitCode {
-    wasmlet::cli::main()
+    wasmlet::main()
 }

@@ -1,18 +1,19 @@
 //! OCI registry credentials, shared by the node's image pulls and plugin
 //! artifacts: docker config files and `imagePullSecrets` read into
 //! [`PullSecret`]s, and the one that applies to a reference; [`capped`]: the
-//! size-capped reads both pull through; [`module`]: workload modules pushed
-//! as pod images; [`clients`]: the registry clients, made in one place.
+//! size-capped reads both pull through; [`clients`]: the registry clients,
+//! made in one place. (Pushing workload modules as pod images is the
+//! `module push` command's, `cli/registry/module.rs`: it goes through
+//! [`crate::plugin::distribution`], which is above this module.)
 
-pub mod capped;
-pub mod clients;
-pub mod module;
-pub mod token;
+pub(crate) mod capped;
+pub(crate) mod clients;
+pub(crate) mod token;
 
 /// A transport error's text, with a hint when the TLS handshake met plain
 /// HTTP (rustls' "corrupt message of type InvalidContentType"): the usual
 /// cause is a local registry without TLS.
-pub fn transport_message(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn transport_message(e: &(dyn std::error::Error + 'static)) -> String {
     let text = crate::causes::text(e);
     if text.contains("InvalidContentType") {
         format!(
@@ -96,7 +97,7 @@ impl PullSecret {
 }
 
 /// The credential in `secrets` for `reference`'s registry (anonymous when none).
-pub fn auth_for(reference: &Reference, secrets: &[PullSecret]) -> RegistryAuth {
+pub(crate) fn auth_for(reference: &Reference, secrets: &[PullSecret]) -> RegistryAuth {
     let wanted = [reference.registry(), reference.resolve_registry()];
     for s in secrets {
         let host = normalize_registry(&s.registry);
@@ -126,7 +127,7 @@ fn normalize_registry(r: &str) -> String {
 /// The credentials of the docker config file a registry CLI would use:
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json` (none when
 /// neither exists; an unreadable one is an error naming it).
-pub fn docker_config_credentials() -> Result<Vec<PullSecret>, String> {
+pub(crate) fn docker_config_credentials() -> Result<Vec<PullSecret>, String> {
     let path = match std::env::var_os("DOCKER_CONFIG") {
         Some(d) => std::path::PathBuf::from(d).join("config.json"),
         None => match std::env::var_os("HOME") {

@@ -13,13 +13,13 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 /// One reading of the process's figures.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reading {
-    pub cpu_seconds: f64,
-    pub resident_bytes: u64,
-    pub virtual_bytes: u64,
-    pub start_time_seconds: f64,
-    pub open_fds: u64,
-    pub max_fds: Option<u64>,
+pub(crate) struct Reading {
+    pub(crate) cpu_seconds: f64,
+    pub(crate) resident_bytes: u64,
+    pub(crate) virtual_bytes: u64,
+    pub(crate) start_time_seconds: f64,
+    pub(crate) open_fds: u64,
+    pub(crate) max_fds: Option<u64>,
 }
 
 /// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`; the
@@ -32,7 +32,7 @@ fn stat_field(stat: &str, n: usize) -> Option<u64> {
 
 /// Parses `/proc/self/stat` and `/proc/stat`'s `btime` with the clock tick
 /// rate and page size.
-pub fn parse(stat: &str, proc_stat: &str, ticks: f64, page: u64) -> Option<Reading> {
+pub(crate) fn parse(stat: &str, proc_stat: &str, ticks: f64, page: u64) -> Option<Reading> {
     let btime: f64 = proc_stat
         .lines()
         .find_map(|l| l.strip_prefix("btime "))?
@@ -52,7 +52,7 @@ pub fn parse(stat: &str, proc_stat: &str, ticks: f64, page: u64) -> Option<Readi
 }
 
 /// The process's figures now.
-pub fn read() -> Option<Reading> {
+pub(crate) fn read() -> Option<Reading> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let proc_stat = std::fs::read_to_string("/proc/stat").ok()?;
     // SAFETY: sysconf only reads configuration values.
@@ -73,7 +73,7 @@ pub fn read() -> Option<Reading> {
 
 /// Reads `/proc/self` at each scrape.
 #[derive(Debug, Default)]
-pub struct ProcessCollector;
+pub(crate) struct ProcessCollector;
 
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {

@@ -15,7 +15,7 @@
 //! endpoint before the controller manager exists).
 
 mod layout;
-pub mod report;
+pub(crate) mod report;
 mod samples;
 mod sparkline;
 mod state_graph;
@@ -34,10 +34,10 @@ use crate::plugin::metrics::PluginMetrics;
 /// What the page reads; each part is optional (a node-only host has no
 /// controllers, a cluster host no pods).
 #[derive(Default)]
-pub struct StatusPage {
-    pub plugins: OnceLock<Arc<PluginSet>>,
-    pub manager: OnceLock<Arc<Manager>>,
-    pub pods: OnceLock<(String, Arc<PodRunner>)>,
+pub(crate) struct StatusPage {
+    pub(crate) plugins: OnceLock<Arc<PluginSet>>,
+    pub(crate) manager: OnceLock<Arc<Manager>>,
+    pub(crate) pods: OnceLock<(String, Arc<PodRunner>)>,
     /// The controllers' recent queue depths and reconcile counts.
     samples: samples::Samples,
 }
@@ -107,7 +107,7 @@ fn table(out: &mut String, id: &str, head: &[&str], rows: Vec<Vec<String>>, empt
 }
 
 impl StatusPage {
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::from(
             "<!doctype html><html><head><meta charset=\"utf-8\"><title>wasmlet</title><style>\
              body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
@@ -137,7 +137,7 @@ impl StatusPage {
 
     /// Samples every controller each `samples::EVERY` (5 s), for as long as the
     /// process runs (the charts' history).
-    pub async fn sample(self: Arc<Self>) {
+    pub(crate) async fn sample(self: Arc<Self>) {
         let mut tick = tokio::time::interval(samples::EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -27,7 +27,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 /// Why tracing could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
+pub(crate) enum TelemetryError {
     #[error("--otlp-endpoint {0:?}: {1}")]
     Endpoint(String, String),
     #[error("--otlp-endpoint {0:?}: cannot build the OTLP exporter: {1}")]
@@ -37,13 +37,13 @@ pub enum TelemetryError {
 }
 
 /// Owns the span exporter, if any; [`Telemetry::shutdown`] flushes it.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     provider: Option<SdkTracerProvider>,
 }
 
 impl Telemetry {
     /// Sends what is still batched (bounded by the exporter's timeout).
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         if let Some(p) = self.provider
             && let Err(e) = p.shutdown()
         {
@@ -54,7 +54,7 @@ impl Telemetry {
 
 /// The URL spans are posted to: the collector's base URL plus `/v1/traces`,
 /// unless it already names that path (as `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` does).
-pub fn traces_url(endpoint: &str) -> Result<String, TelemetryError> {
+pub(crate) fn traces_url(endpoint: &str) -> Result<String, TelemetryError> {
     let bad = |why: &str| TelemetryError::Endpoint(endpoint.to_owned(), why.to_owned());
     let url = url::Url::parse(endpoint).map_err(|e| bad(&e.to_string()))?;
     match url.scheme() {
@@ -85,11 +85,11 @@ pub fn traces_url(endpoint: &str) -> Result<String, TelemetryError> {
 /// kubelet (whose serving certificate is not verified, as with
 /// kube-apiserver without --kubelet-certificate-authority): said once at
 /// start instead.
-pub const DEFAULT_LOG_FILTER: &str = "info,kube_client::client::tls=error";
+pub(crate) const DEFAULT_LOG_FILTER: &str = "info,kube_client::client::tls=error";
 
 /// How log records are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines, coloured only when stderr is a terminal (so no
     /// escape codes reach `kubectl logs` or a file) and `NO_COLOR` is unset.
     Text,
@@ -100,20 +100,23 @@ pub enum LogFormat {
 /// Whether text logs are coloured: only on a terminal, and not when
 /// `NO_COLOR` is set to anything but the empty string (no-color.org).
 /// (`with_ansi(true)` would override tracing-subscriber's own NO_COLOR check.)
-pub fn colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+pub(crate) fn colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The log settings (`--log-level`, `--log-format`).
-pub struct Logs<'a> {
-    pub filter: &'a str,
-    pub format: LogFormat,
+pub(crate) struct Logs<'a> {
+    pub(crate) filter: &'a str,
+    pub(crate) format: LogFormat,
 }
 
 /// Installs the process's subscriber: logs filtered and formatted as `logs`
 /// says to stderr and, with an endpoint, wasmlet's spans to that OTLP
 /// collector.
-pub fn init(logs: Logs<'_>, otlp_endpoint: Option<&str>) -> Result<Telemetry, TelemetryError> {
+pub(crate) fn init(
+    logs: Logs<'_>,
+    otlp_endpoint: Option<&str>,
+) -> Result<Telemetry, TelemetryError> {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(logs.filter)
         .map_err(|e| TelemetryError::LogFilter(logs.filter.to_owned(), e.to_string()))?;

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use wasmlet::cluster::{ClientError, NamedClusters};
+use wasmlet::internals::{ClientError, NamedClusters};
 use wasmlet_apiserver::{ApiServer, Config};
 
 async fn server(dir: &std::path::Path) -> (ApiServer, kube::Client) {

@@ -13,15 +13,15 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
-use wasmlet::cluster::Resolver;
-use wasmlet::cluster::cache::Caches;
-use wasmlet::controller::controller::{Controller, ControllerConfig};
-use wasmlet::controller::leader::Leadership;
-use wasmlet::controller::metrics::ControllerMetrics;
-use wasmlet::controller::source::{Call, Fixed, Reconciler};
-use wasmlet::plugin::Manifest;
-use wasmlet::plugin::outcome::{Finalized, Reconciled};
-use wasmlet::plugin::sandbox::CallReport;
+use wasmlet::internals::Caches;
+use wasmlet::internals::CallReport;
+use wasmlet::internals::ControllerMetrics;
+use wasmlet::internals::Leadership;
+use wasmlet::internals::Manifest;
+use wasmlet::internals::Resolver;
+use wasmlet::internals::{Call, Fixed, Reconciler};
+use wasmlet::internals::{Controller, ControllerConfig};
+use wasmlet::internals::{Finalized, Reconciled};
 use wasmlet_apiserver::{ApiServer, Config};
 use wasmlet_e2e::eventually;
 
@@ -248,7 +248,7 @@ async fn a_controller_started_during_the_first_list_reconciles_every_object() ->
     tokio::time::timeout(Duration::from_secs(30), async {
         while !matches!(
             first.recv().await,
-            Ok(wasmlet::cluster::cache::CacheEvent::Applied { initial: true, .. })
+            Ok(wasmlet::internals::CacheEvent::Applied { initial: true, .. })
         ) {}
     })
     .await?;

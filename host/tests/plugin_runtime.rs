@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmlet::cluster::Cluster;
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::metrics::PluginMetrics;
-use wasmlet::plugin::{CallError, PluginSet};
+use wasmlet::internals::Cluster;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginMetrics;
+use wasmlet::internals::{CallError, PluginSet};
 use wasmlet_apiserver::{ApiServer, Config};
 
 fn built_plugins() -> PathBuf {
@@ -125,7 +125,7 @@ async fn the_reconciled_kinds_are_read_from_the_manifests_before_loading() {
         )),
         "{kinds:?}"
     );
-    let trap = wasmlet::plugin::Manifest::load(&env.plugins.path().join("trap.toml")).unwrap();
+    let trap = wasmlet::internals::Manifest::load(&env.plugins.path().join("trap.toml")).unwrap();
     let trap = trap.reconciles.unwrap();
     assert!(kinds.contains(&(trap.api_version, trap.kind)), "{kinds:?}");
     assert!(kinds.len() <= 2, "{kinds:?}");
@@ -317,7 +317,7 @@ async fn hot_swap_keeps_working_version_and_rolls_back() {
     assert_eq!(env.set.get("configmap-summary").unwrap().digest, v1.digest);
     assert!(matches!(
         events.recv().await.unwrap(),
-        wasmlet::plugin::PluginEvent::Rejected(..)
+        wasmlet::internals::PluginEvent::Rejected(..)
     ));
 
     // A valid new version (another component under the same manifest) swaps in.
@@ -391,13 +391,13 @@ async fn outbound_http_reaches_allowed_hosts_only_within_limits() {
     let metrics = env.set.metrics("fetcher");
 
     let status = |r: Result<_, CallError>| -> Value {
-        let (result, _): (Result<wasmlet::plugin::outcome::Reconciled, _>, _) =
+        let (result, _): (Result<wasmlet::internals::Reconciled, _>, _) =
             r.expect("the call completes");
         let outcome = result.expect("the reconcile succeeds");
         outcome.status.unwrap()
     };
     let failure = |r: Result<_, CallError>| -> String {
-        let (result, _): (Result<_, wasmlet::plugin::outcome::GuestError>, _) =
+        let (result, _): (Result<_, wasmlet::internals::GuestError>, _) =
             r.expect("the call completes");
         let err = result.expect_err("the reconcile fails");
         assert!(err.terminal, "{err:?}");
@@ -595,7 +595,7 @@ async fn a_shipped_crd_never_takes_over_a_foreign_one() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let env = env().await;
     let yaml = built_plugins().join("configsummary.crd.yaml");
-    let mut doc = wasmlet::plugin::set::read_yaml_documents(&yaml)
+    let mut doc = wasmlet::internals::read_yaml_documents(&yaml)
         .unwrap()
         .remove(0);
     doc["metadata"]["annotations"] = json!({"owner": "someone-else"});
@@ -697,7 +697,7 @@ async fn a_name_resolving_to_a_private_address_is_refused_unless_allowed() {
 /// compile to the host.
 #[test]
 fn components_compile_in_a_child_process() {
-    use wasmlet::plugin::engine::CompileError;
+    use wasmlet::internals::CompileError;
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("components");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_wasmlet"));

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use wasmlet::node::workloads::*;
+use wasmlet::internals::workloads::*;
 use wasmlet_e2e::registry::{self, Registry};
 
 /// `htpasswd -nbB alice pw-alice`.

@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use wasmlet::node::workloads::*;
+use wasmlet::internals::workloads::*;
 use wasmlet_e2e::registry::{self, Registry};
 
 const WASM: (&str, &str) = ("application/wasm", "application/vnd.wasm.config.v0+json");

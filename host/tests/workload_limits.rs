@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use wasmlet::node::workloads::*;
-use wasmlet::plugin::engine::PluginEngine;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::workloads::*;
 
 /// Blocks the workload in the host for an hour (`poll_oneoff` on a relative clock
 /// subscription at 64); the test releases it.

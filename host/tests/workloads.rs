@@ -1,4 +1,4 @@
-//! The node agent's workloads (`wasmlet::node::workloads`) with real WASI programs:
+//! The node agent's workloads (`wasmlet::internals::workloads`) with real WASI programs:
 //! the crates under `guests/workloads/`, built by `scripts/build-workloads` into
 //! `target/workloads/` (NAME.wasm: wasip2 command components, NAME.p1.wasm: wasip1
 //! core modules). The OCI test runs Debian's `docker-registry` when it is installed.
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use wasmlet::node::workloads::*;
+use wasmlet::internals::workloads::*;
 use wasmlet_e2e::registry::{self, Registry};
 
 fn workloads_dir() -> PathBuf {

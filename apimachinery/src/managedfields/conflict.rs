@@ -10,10 +10,13 @@ use super::entry::identifier;
 /// One field that another manager owns and the apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
+    /// The manager (`fieldManager`) that owns the field now.
     pub manager: String,
     /// `"Apply"` or `"Update"`.
     pub operation: String,
+    /// The API version that manager's entry was written with.
     pub api_version: String,
+    /// The subresource the owning entry is for (`status`), or `None` for the main resource.
     pub subresource: Option<String>,
     /// Upstream's path spelling: `.spec.containers[name="app"].image`.
     pub field: String,

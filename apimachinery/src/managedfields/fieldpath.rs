@@ -171,10 +171,12 @@ pub struct Set {
 }
 
 impl Set {
+    /// The empty set: no field owned.
     pub fn new() -> Set {
         Set::default()
     }
 
+    /// Whether the set holds no path at all.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty() && self.children.is_empty()
     }
@@ -190,6 +192,7 @@ impl Set {
         }
     }
 
+    /// Whether `path` itself is a member (a prefix of a member is not).
     pub fn has(&self, path: &[PathElement]) -> bool {
         match path {
             [] => false,
@@ -203,10 +206,12 @@ impl Set {
         self.children.get(pe)
     }
 
+    /// Whether the direct child `pe` is a member.
     pub fn has_member(&self, pe: &PathElement) -> bool {
         self.members.contains(pe)
     }
 
+    /// The paths in either set.
     pub fn union(&self, o: &Set) -> Set {
         let mut out = self.clone();
         out.members.extend(o.members.iter().cloned());
@@ -220,6 +225,7 @@ impl Set {
         out
     }
 
+    /// The paths in both sets.
     pub fn intersection(&self, o: &Set) -> Set {
         let members = self.members.intersection(&o.members).cloned().collect();
         let children = self

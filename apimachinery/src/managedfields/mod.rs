@@ -160,9 +160,11 @@ fn exclude(c: Comparison, ignored: &Set) -> Comparison {
 /// ```
 #[derive(Clone, Copy)]
 pub struct Writer<'a> {
+    /// The field manager recorded on the entry (`?fieldManager=`, or the client's default).
     pub manager: &'a str,
     /// The API version the request used (recorded on the entry).
     pub api_version: &'a str,
+    /// How each list merges, so that list elements are owned by key rather than by index.
     pub lists: &'a dyn ListTypes,
     /// RFC 3339 time stamped on this manager's entry.
     pub now: &'a str,
@@ -196,10 +198,12 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The same writer limited to `scope` (a subresource, fields it may not own).
     pub fn scoped(self, scope: &'a Scope) -> Writer<'a> {
         Writer { scope, ..self }
     }
 
+    /// The same writer, taking conflicting fields when `force` is set (`?force=true`).
     pub fn forced(self, force: bool) -> Writer<'a> {
         Writer { force, ..self }
     }

@@ -79,7 +79,9 @@ pub enum PatchError {
     /// The object or the patch is not a JSON object where one is required.
     #[error("{what} must be a JSON object, not {got}")]
     NotAnObject {
+        /// Which input it is: `"the patch"` or `"the object"`.
         what: &'static str,
+        /// The JSON type found instead (`array`, `string`, ...).
         got: &'static str,
     },
     /// More operations than [`bounds::MAX_OPERATIONS`] (upstream answers 413).
@@ -87,7 +89,10 @@ pub enum PatchError {
         "The allowed maximum operations in a JSON patch is {}, got {got}",
         bounds::MAX_OPERATIONS
     )]
-    TooManyOperations { got: usize },
+    TooManyOperations {
+        /// How many operations the patch holds.
+        got: usize,
+    },
     /// The `copy` ops would add more than [`bounds::MAX_COPY_BYTES`] in all;
     /// the text after the op is upstream's json-patch error.
     #[error(
@@ -95,8 +100,11 @@ pub enum PatchError {
         bounds::MAX_COPY_BYTES
     )]
     CopyTooLarge {
+        /// Index of the `copy` op that crossed the limit.
         op: usize,
+        /// That op's `path`.
         path: String,
+        /// Bytes added by the copies up to and including this one.
         accumulated: usize,
     },
     /// The op would nest the object deeper than [`bounds::MAX_DEPTH`].
@@ -105,8 +113,11 @@ pub enum PatchError {
         bounds::MAX_DEPTH
     )]
     TooDeep {
+        /// Index of the op that would nest too deep.
         op: usize,
+        /// That op's `path`.
         path: String,
+        /// The depth the result would reach.
         depth: usize,
     },
     /// The patched object would be larger than [`bounds::MAX_RESULT_BYTES`].
@@ -114,11 +125,19 @@ pub enum PatchError {
         "the JSON patch could not be applied: the patched object would be {bytes} bytes, over the limit of {}",
         bounds::MAX_RESULT_BYTES
     )]
-    ResultTooLarge { bytes: usize },
+    ResultTooLarge {
+        /// The size the patched object would have, in bytes of JSON.
+        bytes: usize,
+    },
     /// A strategic merge patch is malformed or does not fit the object; `path` is
     /// where (`.spec.containers`), empty at the root.
     #[error("invalid strategic merge patch{}: {message}", at(path))]
-    Strategic { path: String, message: String },
+    Strategic {
+        /// Where in the object, e.g. `.spec.containers`; empty at the root.
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
 }
 
 fn at(path: &str) -> String {

@@ -65,7 +65,9 @@ use validation::validate;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
 pub struct SchemaError {
+    /// Where in the schema, e.g. `properties[spec].type`; empty for the schema as a whole.
     pub field: String,
+    /// What is wrong there, in the API server's wording.
     pub message: String,
 }
 

@@ -17,8 +17,11 @@ pub enum FieldOperator {
 /// One `field op value` term; `value` is unescaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {
+    /// The field path, e.g. `metadata.name` or `spec.nodeName`.
     pub field: String,
+    /// `=`/`==` or `!=`.
     pub operator: FieldOperator,
+    /// The value compared with, escapes (`\,`, `\=`, `\\`) already resolved.
     pub value: String,
 }
 
@@ -88,6 +91,7 @@ impl FieldSelector {
             .map(|t| t.value.as_str())
     }
 
+    /// Whether the selector has no terms (and so selects everything).
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }

@@ -19,6 +19,7 @@ use crate::names::{is_qualified_name, is_valid_label_value};
 /// `serde_json::Map` and `serde_json::Value` (an object of labels; `null` or a
 /// missing `metadata.labels` is the empty set, non-string values are ignored).
 pub trait Labels {
+    /// The value of label `key`, or `None` when the label is not set.
     fn get_label(&self, key: &str) -> Option<&str>;
 }
 
@@ -166,10 +167,12 @@ impl Requirement {
         }
     }
 
+    /// The label key the requirement tests.
     pub fn key(&self) -> &str {
         &self.key
     }
 
+    /// How the key's value is compared (`in`, `notin`, `exists`, ...).
     pub fn operator(&self) -> Operator {
         self.operator
     }

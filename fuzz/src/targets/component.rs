@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 
 use arbitrary::Unstructured;
 use wasm_encoder::{ComponentSectionId, RawSection};
-use wasmlet::plugin::engine::PluginEngine;
-use wasmlet::plugin::loaded::check_contract;
-use wasmlet::plugin::manifest::PluginKind;
+use wasmlet::internals::PluginEngine;
+use wasmlet::internals::PluginKind;
+use wasmlet::internals::check_contract;
 
 fn engine() -> &'static PluginEngine {
     static ENGINE: OnceLock<(PluginEngine, tempfile::TempDir)> = OnceLock::new();

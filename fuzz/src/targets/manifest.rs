@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use arbitrary::{Result, Unstructured};
-use wasmlet::plugin::Manifest;
+use wasmlet::internals::Manifest;
 
 use crate::generate;
 

@@ -4,7 +4,7 @@
 
 /// The quantity in thousandths of a unit (`1` → 1000, `100m` → 100,
 /// `1Ki` → 1,024,000), rounded up; `None` for malformed input.
-pub fn parse_milli(q: &str) -> Option<i128> {
+pub(super) fn parse_milli(q: &str) -> Option<i128> {
     let q = q.trim();
     let (number, suffix) = q.split_at(
         q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
@@ -59,7 +59,7 @@ pub fn parse_milli(q: &str) -> Option<i128> {
 }
 
 /// Whole units, rounded up (`1500m` → 2, `128Mi` → 134,217,728).
-pub fn parse_units(q: &str) -> Option<i128> {
+pub(super) fn parse_units(q: &str) -> Option<i128> {
     parse_milli(q).map(|m| if m >= 0 { (m + 999) / 1000 } else { m / 1000 })
 }
 

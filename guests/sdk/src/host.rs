@@ -19,9 +19,11 @@ use crate::bindings::{
 /// `unavailable`, so a fake implements only what the code under test calls.
 #[allow(unused_variables)]
 pub trait Host {
+    /// `client.get`: one object as JSON, from the host's cache.
     fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
         Err(unsupported("client.get"))
     }
+    /// `client.list`: the matching objects, one JSON document each.
     fn list(
         &self,
         of: &types::TypeRef,
@@ -45,9 +47,11 @@ pub trait Host {
             reset: true,
         })
     }
+    /// `client.create`: the created object as the server returned it.
     fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
         Err(unsupported("client.create"))
     }
+    /// `client.update`: a full replace, answered with the stored object.
     fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
         Err(unsupported("client.update"))
     }
@@ -61,6 +65,7 @@ pub trait Host {
     ) -> Result<String, raw::ClientError> {
         Err(unsupported("client.patch"))
     }
+    /// `client.delete`.
     fn delete(
         &self,
         target: &types::ObjectRef,
@@ -68,6 +73,7 @@ pub trait Host {
     ) -> Result<(), raw::ClientError> {
         Err(unsupported("client.delete"))
     }
+    /// `client.evict`: the pod's eviction subresource, which PodDisruptionBudgets may refuse.
     fn evict(
         &self,
         namespace: &str,
@@ -76,9 +82,11 @@ pub trait Host {
     ) -> Result<(), raw::ClientError> {
         Err(unsupported("client.evict"))
     }
+    /// `client.bind`: assigns a pod to a node (`pods/binding`), as a scheduler does.
     fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
         Err(unsupported("client.bind"))
     }
+    /// `client.record-event`.
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         Err(unsupported("client.record-event"))
     }
@@ -90,6 +98,7 @@ pub trait Host {
     ) -> Result<String, raw::ClientError> {
         Err(unsupported("clusters.get"))
     }
+    /// `clusters.list`: [`Host::list`] in the named cluster `cluster`.
     fn cluster_list(
         &self,
         cluster: &str,
@@ -98,9 +107,11 @@ pub trait Host {
     ) -> Result<Vec<String>, raw::ClientError> {
         Err(unsupported("clusters.list"))
     }
+    /// `clusters.create`: [`Host::create`] in the named cluster `cluster`.
     fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
         Err(unsupported("clusters.create"))
     }
+    /// `clusters.update`: [`Host::update`] in the named cluster `cluster`.
     fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
         Err(unsupported("clusters.update"))
     }
@@ -115,6 +126,7 @@ pub trait Host {
     ) -> Result<String, raw::ClientError> {
         Err(unsupported("clusters.patch"))
     }
+    /// `clusters.delete`: [`Host::delete`] in the named cluster `cluster`.
     fn cluster_delete(
         &self,
         cluster: &str,
@@ -123,10 +135,13 @@ pub trait Host {
     ) -> Result<(), raw::ClientError> {
         Err(unsupported("clusters.delete"))
     }
+    /// `log.enabled`: whether a record at `level` would be kept (the default keeps all).
     fn log_enabled(&self, level: raw_log::Level) -> bool {
         true
     }
+    /// `log.log`: one structured record (the default drops it).
     fn log(&self, level: raw_log::Level, message: &str, fields: &[(String, String)]) {}
+    /// `http.fetch`: an outbound request to a host the manifest allows.
     fn http_fetch(
         &self,
         req: &raw_http::Request,
@@ -135,6 +150,7 @@ pub trait Host {
             "http.fetch is not supported by this test host".into(),
         ))
     }
+    /// `workloads.fetch-module`: looks up or starts fetching a module; never blocks.
     fn fetch_module(
         &self,
         req: &raw_wl::FetchRequest,
@@ -143,24 +159,30 @@ pub trait Host {
             "workloads.fetch-module is not supported by this test host".into(),
         ))
     }
+    /// `workloads.prepare-volume`: creates (or finds) a pod volume.
     fn prepare_volume(&self, req: &raw_wl::VolumeRequest) -> Result<u64, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.prepare-volume"))
     }
+    /// `workloads.spawn`: starts a workload and returns its handle at once.
     fn spawn(&self, spec: &raw_wl::SpawnSpec) -> Result<u64, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.spawn"))
     }
+    /// `workloads.status`: where a workload stands now.
     fn workload_status(
         &self,
         handle: u64,
     ) -> Result<raw_wl::WorkloadStatus, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.status"))
     }
+    /// `workloads.kill`: asks the workload to stop within `grace_ms`, then interrupts it.
     fn kill(&self, handle: u64, grace_ms: u32) -> Result<(), raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.kill"))
     }
+    /// `workloads.read-logs`: the last `max_bytes` of its combined stdout and stderr.
     fn read_logs(&self, handle: u64, max_bytes: u32) -> Result<Vec<u8>, raw_wl::WorkloadError> {
         Err(wl_unsupported("workloads.read-logs"))
     }
+    /// `workloads.release-pod`: kills and forgets what still runs for the pod, removes its volumes (the default does nothing).
     fn release_pod(&self, pod_uid: &str) {}
 }
 

@@ -26,14 +26,20 @@ use crate::host::with_host;
 /// One request (buffered).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// The HTTP method, e.g. `GET`.
     pub method: String,
+    /// An absolute `http` or `https` URL; its host must be in the manifest's `http-hosts`.
     pub url: String,
+    /// Request headers, in order; a name may repeat.
     pub headers: Vec<(String, String)>,
+    /// The request body (empty for none).
     pub body: Vec<u8>,
+    /// `None`: the host's own timeout; a longer one is cut to the plugin's call deadline.
     pub timeout: Option<Duration>,
 }
 
 impl Request {
+    /// A request with this method and URL, no headers and no body.
     pub fn new(method: &str, url: &str) -> Self {
         Request {
             method: method.to_owned(),
@@ -44,19 +50,23 @@ impl Request {
         }
     }
 
+    /// A `GET` of `url`.
     pub fn get(url: &str) -> Self {
         Self::new("GET", url)
     }
 
+    /// A `POST` of `body` to `url`.
     pub fn post(url: &str, body: impl Into<Vec<u8>>) -> Self {
         Self::new("POST", url).body(body)
     }
 
+    /// Adds a header (appended; an earlier one of the same name stays).
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
 
+    /// Sets the body.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = body.into();
         self
@@ -68,6 +78,7 @@ impl Request {
         Ok(self.header("content-type", "application/json").body(body))
     }
 
+    /// Sets the request's timeout (still bounded by the host's).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -77,8 +88,11 @@ impl Request {
 /// One response (any status, 4xx and 5xx included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The HTTP status code.
     pub status: u16,
+    /// Response headers, in the order received.
     pub headers: Vec<(String, String)>,
+    /// The whole body; the host refuses bodies over its size limit ([`HttpError::TooLarge`]).
     pub body: Vec<u8>,
 }
 
@@ -91,10 +105,12 @@ impl Response {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The body as text, invalid UTF-8 replaced.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The body parsed as JSON into `T`.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.body)
     }
@@ -105,10 +121,15 @@ impl Response {
 pub enum HttpError {
     /// The URL's host is not in the manifest's `http-hosts`.
     Denied(String),
+    /// Not a valid absolute http(s) URL, method or header.
     InvalidRequest(String),
+    /// No response within the timeout.
     Timeout,
+    /// DNS, connect or TLS failure.
     Connection(String),
+    /// The response body was larger than the host allows.
     TooLarge,
+    /// Any other failure, described by the host.
     Other(String),
 }
 

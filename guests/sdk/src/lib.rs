@@ -81,6 +81,8 @@
 //! object and retries with back-off, so panicking is a legitimate (if blunt) error path.
 //! Its message and location reach `Ready`, the Event and the host's log ([`panic`](mod@panic)).
 
+#![warn(missing_docs)]
+
 // Lets the generated code and the exported macros name this crate as `wasmlet_sdk`
 // from inside it too.
 extern crate self as wasmlet_sdk;

@@ -16,10 +16,15 @@ use crate::host::with_host;
 /// Severity of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
+    /// Step-by-step detail, off unless the host's log filter asks for it.
     Trace,
+    /// Detail useful when debugging a plugin.
     Debug,
+    /// Normal operation worth a line.
     Info,
+    /// Something unexpected that the plugin recovered from.
     Warn,
+    /// A failure the user should look at.
     Error,
 }
 
@@ -49,22 +54,27 @@ pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
     with_host(|h| h.log(level.to_raw(), message, &fields));
 }
 
+/// Writes `message` at [`Level::Trace`], without fields.
 pub fn trace(message: &str) {
     log(Level::Trace, message, &[]);
 }
 
+/// Writes `message` at [`Level::Debug`], without fields.
 pub fn debug(message: &str) {
     log(Level::Debug, message, &[]);
 }
 
+/// Writes `message` at [`Level::Info`], without fields.
 pub fn info(message: &str) {
     log(Level::Info, message, &[]);
 }
 
+/// Writes `message` at [`Level::Warn`], without fields.
 pub fn warn(message: &str) {
     log(Level::Warn, message, &[]);
 }
 
+/// Writes `message` at [`Level::Error`], without fields.
 pub fn error(message: &str) {
     log(Level::Error, message, &[]);
 }

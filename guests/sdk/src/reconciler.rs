@@ -71,18 +71,22 @@ impl Context {
         log::log(level, message, fields);
     }
 
+    /// Writes `message` at debug level, without fields.
     pub fn debug(&self, message: &str) {
         log::debug(message);
     }
 
+    /// Writes `message` at info level, without fields.
     pub fn info(&self, message: &str) {
         log::info(message);
     }
 
+    /// Writes `message` at warn level, without fields.
     pub fn warn(&self, message: &str) {
         log::warn(message);
     }
 
+    /// Writes `message` at error level, without fields.
     pub fn error(&self, message: &str) {
         log::error(message);
     }
@@ -96,8 +100,11 @@ impl Context {
 /// A condition's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConditionStatus {
+    /// The condition holds.
     True,
+    /// The condition does not hold; `reason` and `message` say why.
     False,
+    /// The reconciler cannot tell (yet).
     Unknown,
 }
 
@@ -105,13 +112,18 @@ pub enum ConditionStatus {
 /// `observedGeneration`, and folds declared conditions into `Ready`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
+    /// The condition type, UpperCamelCase (`Summarised`); one condition per type on the object.
     pub type_: String,
+    /// Whether it holds.
     pub status: ConditionStatus,
+    /// Why the condition is as it is, one UpperCamelCase word (`Listed`) for programs to match on.
     pub reason: String,
+    /// A sentence for the user.
     pub message: String,
 }
 
 impl Condition {
+    /// A condition of `type_` with this status and no reason or message.
     pub fn new(type_: &str, status: ConditionStatus) -> Self {
         Condition {
             type_: type_.to_owned(),
@@ -142,6 +154,7 @@ impl Condition {
         self
     }
 
+    /// Sets the human-readable message.
     pub fn message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
         self
@@ -224,6 +237,7 @@ impl Action {
         self
     }
 
+    /// The wait before the next reconcile set with [`Action::requeue`], if any.
     pub fn requeue_after(&self) -> Option<Duration> {
         self.requeue_after
     }
@@ -233,6 +247,7 @@ impl Action {
         self.status.as_ref().and_then(|s| s.as_ref().ok())
     }
 
+    /// The conditions set with [`Action::condition`].
     pub fn conditions(&self) -> &[Condition] {
         &self.conditions
     }
@@ -257,22 +272,28 @@ pub enum ErrorKind {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Error {
+    /// Whether the host retries this failure.
     pub kind: ErrorKind,
+    /// UpperCamelCase reason the host writes to the `Ready` condition and the Event.
     pub reason: String,
+    /// The message the host writes beside the reason.
     pub message: String,
     status: StatusValue,
     conditions: Vec<Condition>,
 }
 
 impl Error {
+    /// A failure the host retries with back-off.
     pub fn transient(reason: &str, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Transient, reason, message)
     }
 
+    /// A failure not retried until the object changes.
     pub fn terminal(reason: &str, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Terminal, reason, message)
     }
 
+    /// A failure of `kind` with this reason and message.
     pub fn new(kind: ErrorKind, reason: &str, message: impl Into<String>) -> Self {
         Error {
             kind,
@@ -295,10 +316,12 @@ impl Error {
         self
     }
 
+    /// The conditions set with [`Error::condition`].
     pub fn conditions(&self) -> &[Condition] {
         &self.conditions
     }
 
+    /// The status set with [`Error::status`], if any (and if it serialised).
     pub fn status_json(&self) -> Option<&serde_json::Value> {
         self.status.as_ref().and_then(|s| s.as_ref().ok())
     }

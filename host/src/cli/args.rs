@@ -5,143 +5,143 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "API server")]
-pub struct ServerArgs {
+pub(super) struct ServerArgs {
     /// Directory for the database, certificates and kubeconfig.
     #[arg(long, default_value = ".data", env = "WASMLET_DATA_DIR")]
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// Address of the API server.
     #[arg(long, default_value = "127.0.0.1")]
-    pub address: std::net::IpAddr,
+    pub(crate) address: std::net::IpAddr,
     /// Port of the API server (0 picks a free port; the kubeconfig names it).
     #[arg(long, default_value_t = 6443)]
-    pub port: u16,
+    pub(crate) port: u16,
     /// Revisions of watch history kept; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
-    pub watch_history: usize,
+    pub(crate) watch_history: usize,
     /// Seconds an event stays in the watch history at most, however few there
     /// are (memory comes back after a burst of writes).
     #[arg(long, default_value_t = 75)]
-    pub watch_history_seconds: u64,
+    pub(crate) watch_history_seconds: u64,
     /// MiB of objects the watch history holds at most, however recent (a burst
     /// of large objects is let go at once; older watches get 410 Gone).
     #[arg(long, default_value_t = 32)]
-    pub watch_history_mib: usize,
+    pub(crate) watch_history_mib: usize,
     /// Watches one user may hold open at once (past it: 429 Too Many Requests).
     #[arg(long, default_value_t = 1_000)]
-    pub max_watches_per_user: usize,
+    pub(crate) max_watches_per_user: usize,
 }
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Host")]
-pub struct HostArgs {
+pub(super) struct HostArgs {
     /// The plugin directory (NAME.wasm + NAME.toml), watched for changes; its
     /// `plugins.toml` may list plugins to pull from OCI registries.
     #[arg(long)]
-    pub plugins: Option<PathBuf>,
+    pub(crate) plugins: Option<PathBuf>,
     /// How often the references in `plugins.toml` are checked for a new digest.
     #[arg(long, default_value_t = 60)]
-    pub plugin_poll_seconds: u64,
+    pub(crate) plugin_poll_seconds: u64,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub metrics_addr: SocketAddr,
+    pub(crate) metrics_addr: SocketAddr,
     /// Elect a leader through a coordination.k8s.io Lease before reconciling.
     #[arg(long)]
-    pub leader_elect: bool,
+    pub(crate) leader_elect: bool,
     /// This host's identity in leader election (default: hostname + pid).
     #[arg(long)]
-    pub identity: Option<String>,
+    pub(crate) identity: Option<String>,
     /// How often every cached object is re-enqueued at low priority.
     #[arg(long, default_value_t = 600)]
-    pub resync_seconds: u64,
+    pub(crate) resync_seconds: u64,
     /// The PostgreSQL database of `source = "postgres"` reconcilers
     /// (`postgres://USER@HOST:PORT/DB`); plugins never see it.
     #[arg(long, env = "WASMLET_DATASTORE_URL", hide_env_values = true)]
-    pub datastore_url: Option<String>,
+    pub(crate) datastore_url: Option<String>,
     /// Connections the host opens to the datastore at most (plus one LISTEN
     /// connection per table reconciler).
     #[arg(long, default_value_t = 8)]
-    pub datastore_max_connections: usize,
+    pub(crate) datastore_max_connections: usize,
     /// A cluster reconcilers may address by NAME besides the host's own (the
     /// contract's `clusters` import, manifest `[clusters.NAME]`), given by a
     /// kubeconfig; repeatable. Each gets its own client and caches.
     #[arg(long = "cluster", value_name = "NAME=KUBECONFIG")]
-    pub clusters: Vec<String>,
+    pub(crate) clusters: Vec<String>,
     /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
     /// host's reconcile and pod-state spans are sent there. Off when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
-    pub debug_cache_delay_ms: u64,
+    pub(crate) debug_cache_delay_ms: u64,
     #[command(flatten)]
-    pub builtin: crate::builtins::BuiltinArgs,
+    pub(crate) builtin: crate::builtins::BuiltinArgs,
     /// Record every call of reconciler NAME to DATA_DIR/records/NAME.jsonl
     /// (repeatable; `*`: all), as a manifest's `[record]` does; `wasmlet replay` reads them.
     #[arg(long = "record", value_name = "NAME")]
-    pub record: Vec<String>,
+    pub(crate) record: Vec<String>,
 }
 
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Node agent")]
-pub struct NodeArgs {
+pub(super) struct NodeArgs {
     /// This node's name (default: the hostname).
     #[arg(long)]
-    pub node_name: Option<String>,
+    pub(crate) node_name: Option<String>,
     /// The provider plugin that runs this node's pods.
     #[arg(long, default_value = "wasi-runner")]
-    pub provider: String,
+    pub(crate) provider: String,
     /// Port of the kubelet API (0 picks a free one; the Node object names it).
     #[arg(long, default_value_t = 10250)]
-    pub kubelet_port: u16,
+    pub(crate) kubelet_port: u16,
     /// Pods this node takes (advertised as its `pods` capacity, as the
     /// kubelet's `--max-pods`); it runs up to four containers per pod.
     #[arg(long, default_value_t = 110)]
-    pub max_pods: u32,
+    pub(crate) max_pods: u32,
     /// The address this node reports and serves the kubelet API on.
     #[arg(long, default_value = "127.0.0.1")]
-    pub node_address: std::net::IpAddr,
+    pub(crate) node_address: std::net::IpAddr,
     /// Host directories pods may mount as hostPath volumes.
     #[arg(long = "host-path-allow")]
-    pub host_path_allow: Vec<PathBuf>,
+    pub(crate) host_path_allow: Vec<PathBuf>,
     /// Registries pulled from over plain HTTP (host:port).
     #[arg(long = "insecure-registry")]
-    pub insecure_registries: Vec<String>,
+    pub(crate) insecure_registries: Vec<String>,
     /// Directories `file://` images may be read from (repeatable; none by default,
     /// so pods cannot run or probe the node's files).
     #[arg(long = "allow-file-images")]
-    pub allow_file_images: Vec<PathBuf>,
+    pub(crate) allow_file_images: Vec<PathBuf>,
     /// Memory limit of a container that sets no `resources.limits.memory` (bytes, or
     /// with a Ki/Mi/Gi or k/M/G suffix).
     #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
-    pub workload_memory_limit: u64,
+    pub(crate) workload_memory_limit: u64,
     /// The largest `resources.limits.memory` a container may set (larger: the
     /// container fails to start).
     #[arg(long, default_value = "2Gi", value_parser = parse_bytes)]
-    pub workload_max_memory: u64,
+    pub(crate) workload_max_memory: u64,
     /// The memory limits of all running workloads together stay under this
     /// (every workload's memory is the host process's); a container that
     /// would pass it fails to start. Advertised as the node's allocatable
     /// memory, which pods' requests are admitted against. Default: three
     /// quarters of the machine's memory (the rest for the host itself).
     #[arg(long, value_parser = parse_bytes)]
-    pub workload_memory_budget: Option<u64>,
+    pub(crate) workload_memory_budget: Option<u64>,
     /// Descriptors (files, directories, mounts) a WASI 0.2 workload may hold
     /// open; an open past it fails in the workload. Lowered at start so that
     /// the node's most workloads together stay within the open-file limit
     /// (raised to its hard limit) minus a quarter kept for the host.
     #[arg(long, default_value_t = crate::node::workloads::files::DEFAULT_MAX_OPEN_FILES)]
-    pub workload_max_open_files: usize,
+    pub(crate) workload_max_open_files: usize,
     /// The first back-off (ms) when a provider call (init, a state handler)
     /// errors, traps or runs past its deadline; it doubles to 300 s, as the
     /// kubelet's crash-loop back-off (tests shorten it). The Node reports
     /// the provider crash-looping after 3 faults within 30 times this.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub provider_backoff_base_ms: u64,
+    pub(crate) provider_backoff_base_ms: u64,
     /// How long (ms) past a deleted pod's grace period its teardown may keep
     /// faulting or waiting before the node releases its workloads and
     /// volumes and removes it.
     #[arg(long, default_value_t = 30_000)]
-    pub teardown_bound_ms: u64,
+    pub(crate) teardown_bound_ms: u64,
 }
 
 /// `512`, `256Mi`, `2Gi`, `100M`: a byte count for the memory flags.

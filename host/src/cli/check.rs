@@ -54,7 +54,7 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
             .map(|s| format!(" with fields {s}"))
             .unwrap_or_default();
         match &r.table {
-            Some(table) if r.from_table() => {
+            Some(table) if r.is_table() => {
                 say!("  reconciles: rows of PostgreSQL table {table} (the host's --datastore-url)")
             }
             _ => say!(
@@ -122,7 +122,7 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
     }
     for c in &manifest.crds {
         say!("  ships CRD file: {}", c.display());
-        let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.from_table()) else {
+        let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.is_table()) else {
             continue;
         };
         let (group, version) = r

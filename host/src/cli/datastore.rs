@@ -29,7 +29,7 @@ fn table_of(plugin: &Path) -> Result<String> {
     let manifest = plugin.with_extension("toml");
     let m = Manifest::load(&manifest)?;
     match m.reconciles {
-        Some(r) if r.from_table() => Ok(r.table.unwrap_or_default()),
+        Some(r) if r.is_table() => Ok(r.table.unwrap_or_default()),
         _ => bail!(
             "{}: reconciles no table ([reconciles] source = \"postgres\", table = \"...\")",
             manifest.display()

@@ -1,6 +1,6 @@
 //! `wasmlet plugin push` / `wasmlet plugin pull`: plugins to and from OCI
 //! registries (see [`crate::plugin::distribution`]); `wasmlet module push`:
-//! a workload module as a pod's image (see [`crate::oci::module`]). The
+//! a workload module as a pod's image (see [`module`]). The
 //! registry flags are the same for all three.
 
 use std::io::Read;
@@ -8,20 +8,22 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+mod module;
+
 use crate::oci::{PullSecret, docker_config_credentials};
 use crate::plugin::distribution::{self, Artifact, RegistryOptions};
 
 #[derive(clap::Args, Clone, Default)]
-pub struct RegistryArgs {
+pub(super) struct RegistryArgs {
     /// Talk plain HTTP to the registry (a local one).
     #[arg(long, visible_alias = "plain-http")]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
     /// Registry user (default: the docker config file's credentials, else anonymous).
     #[arg(long, requires = "password_stdin")]
-    pub username: Option<String>,
+    pub(crate) username: Option<String>,
     /// Read the registry password from standard input.
     #[arg(long, requires = "username")]
-    pub password_stdin: bool,
+    pub(crate) password_stdin: bool,
 }
 
 impl RegistryArgs {
@@ -54,16 +56,15 @@ impl RegistryArgs {
     }
 }
 
-pub async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
+pub(super) async fn plugin_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
     let (name, artifact) = Artifact::read(path)?;
     let digest = distribution::push(&artifact, reference, &args.options(reference)?).await?;
     println!("pushed plugin {name} to {reference}@{digest}");
     Ok(())
 }
 
-pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
-    let (kind, digest) =
-        crate::oci::module::push(path, reference, &args.options(reference)?).await?;
+pub(super) async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> Result<()> {
+    let (kind, digest) = module::push(path, reference, &args.options(reference)?).await?;
     println!(
         "pushed {} ({}) to {reference}@{digest}",
         path.display(),
@@ -72,7 +73,7 @@ pub async fn module_push(path: &Path, reference: &str, args: &RegistryArgs) -> R
     Ok(())
 }
 
-pub async fn plugin_pull(reference: &str, dir: &PathBuf, args: &RegistryArgs) -> Result<()> {
+pub(super) async fn plugin_pull(reference: &str, dir: &PathBuf, args: &RegistryArgs) -> Result<()> {
     let (digest, artifact) = distribution::pull(reference, &args.options(reference)?).await?;
     let name = &distribution::name_of(reference);
     if name.is_empty() {

@@ -16,24 +16,24 @@ use crate::plugin::record::replay::{Recorded, Verdict, judge, read_file};
 use crate::plugin::sandbox::PluginCtx;
 
 #[derive(clap::Args)]
-pub struct ReplayArgs {
+pub(super) struct ReplayArgs {
     /// Record files (`DATA_DIR/records/NAME.jsonl`, and rotated `NAME.jsonl.N`).
     #[arg(required = true)]
-    pub records: Vec<PathBuf>,
+    pub(crate) records: Vec<PathBuf>,
     /// The component to run (default: each record's own version, found by its
     /// digest among the `.wasm` files of DATA_DIR/plugins beside the records
     /// and of `--plugins`). Its manifest is NAME.toml beside it, else the record's.
     #[arg(long)]
-    pub plugin: Option<PathBuf>,
+    pub(crate) plugin: Option<PathBuf>,
     /// More directories to look for recorded versions in.
     #[arg(long = "plugins", value_name = "DIR")]
-    pub plugin_dirs: Vec<PathBuf>,
+    pub(crate) plugin_dirs: Vec<PathBuf>,
     /// Only calls for this key (NAMESPACE/NAME, or NAME for cluster-scoped kinds).
     #[arg(long)]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// Only the Nth call (1-based, counted over the files in the order given).
     #[arg(long)]
-    pub call: Option<usize>,
+    pub(crate) call: Option<usize>,
 }
 
 /// `DATA_DIR` when `records` lies in `DATA_DIR/records/`.
@@ -61,7 +61,7 @@ fn sha256_file(p: &Path) -> Option<String> {
     Some(hex::encode(Sha256::digest(std::fs::read(p).ok()?)))
 }
 
-pub async fn replay(args: ReplayArgs) -> Result<()> {
+pub(super) async fn replay(args: ReplayArgs) -> Result<()> {
     let mut calls: Vec<Recorded> = Vec::new();
     for f in &args.records {
         calls.extend(read_file(f)?);

@@ -11,14 +11,14 @@ mod python;
 mod typescript;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ScaffoldKind {
+pub(super) enum ScaffoldKind {
     Reconciler,
     Provider,
 }
 
 /// The language of the plugin to start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Lang {
+pub(super) enum Lang {
     /// A crate on wasmlet-sdk, built for wasm32-wasip2.
     #[default]
     Rust,
@@ -117,7 +117,7 @@ fn parse_crd(crd: &str) -> Result<(String, String, String)> {
     Ok((group.into(), version.into(), kind.into()))
 }
 
-pub fn plugin_new(
+pub(super) fn plugin_new(
     name: &str,
     kind: ScaffoldKind,
     lang: Lang,

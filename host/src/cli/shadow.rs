@@ -13,10 +13,10 @@ use crate::plugin::set::shadows::candidate_path;
 use crate::plugin::shadow::{Report, ShadowResult};
 
 #[derive(Debug, clap::Args)]
-pub struct PluginsDir {
+pub(super) struct PluginsDir {
     /// The running host's plugin directory (its --plugins).
     #[arg(long = "plugins", value_name = "DIR")]
-    pub plugins: PathBuf,
+    pub(crate) plugins: PathBuf,
 }
 
 /// The live plugin's manifest, which the candidate runs under; an error
@@ -47,7 +47,7 @@ fn place(bytes: &[u8], to: &Path) -> Result<()> {
     std::fs::rename(&tmp, to).with_context(|| format!("renaming to {}", to.display()))
 }
 
-pub fn start(name: &str, candidate: &Path, dir: &PluginsDir) -> Result<()> {
+pub(super) fn start(name: &str, candidate: &Path, dir: &PluginsDir) -> Result<()> {
     live_manifest(name, dir)?;
     let bytes = std::fs::read(candidate)
         .with_context(|| format!("reading the candidate {}", candidate.display()))?;
@@ -60,7 +60,7 @@ pub fn start(name: &str, candidate: &Path, dir: &PluginsDir) -> Result<()> {
     Ok(())
 }
 
-pub fn promote(name: &str, dir: &PluginsDir) -> Result<()> {
+pub(super) fn promote(name: &str, dir: &PluginsDir) -> Result<()> {
     live_manifest(name, dir)?;
     let from = candidate_path(&dir.plugins, name);
     if !from.exists() {
@@ -79,7 +79,7 @@ pub fn promote(name: &str, dir: &PluginsDir) -> Result<()> {
     Ok(())
 }
 
-pub fn abandon(name: &str, dir: &PluginsDir) -> Result<()> {
+pub(super) fn abandon(name: &str, dir: &PluginsDir) -> Result<()> {
     let path = candidate_path(&dir.plugins, name);
     match std::fs::remove_file(&path) {
         Ok(()) => {
@@ -93,7 +93,7 @@ pub fn abandon(name: &str, dir: &PluginsDir) -> Result<()> {
     }
 }
 
-pub async fn report(name: &str, host: &str, token: Option<&str>, json: bool) -> Result<()> {
+pub(super) async fn report(name: &str, host: &str, token: Option<&str>, json: bool) -> Result<()> {
     let url = format!("http://{host}/shadow/{name}");
     // reqwest is built without a TLS provider of its own (plain HTTP here).
     let _ = rustls::crypto::ring::default_provider().install_default();

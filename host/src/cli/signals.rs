@@ -8,17 +8,17 @@ use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// How long the drain may take before the process exits anyway.
-pub const DRAIN_BOUND: Duration = Duration::from_secs(25);
+pub(super) const DRAIN_BOUND: Duration = Duration::from_secs(25);
 
 /// The process's SIGINT and SIGTERM handlers. Installed before anything
 /// starts: a SIGTERM that arrived before would kill the process undrained.
-pub struct Signals {
+pub(super) struct Signals {
     int: Signal,
     term: Signal,
 }
 
 impl Signals {
-    pub fn install() -> std::io::Result<Signals> {
+    pub(super) fn install() -> std::io::Result<Signals> {
         Ok(Signals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
@@ -36,7 +36,7 @@ impl Signals {
     /// Waits for the first signal, says that the process drains, and from
     /// then on ends the process at once on another (exit status 128 + the
     /// signal's number, as if it had not been caught).
-    pub async fn wait(mut self) {
+    pub(super) async fn wait(mut self) {
         let (name, _) = self.next().await;
         tracing::info!(signal = name, bound = ?DRAIN_BOUND, "draining: no new work, in-flight calls finish, workloads stop within their grace; a second signal exits at once");
         eprintln!("wasmlet: {name}: draining (a second SIGINT or SIGTERM exits at once)");
@@ -50,7 +50,7 @@ impl Signals {
 
 /// Runs `drain` within [`DRAIN_BOUND`]; past it the process exits non-zero
 /// (a drain stuck on an unreachable API server must not outlive the grace period).
-pub async fn bounded(drain: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+pub(super) async fn bounded(drain: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     match tokio::time::timeout(DRAIN_BOUND, drain).await {
         Ok(()) => {

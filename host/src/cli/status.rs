@@ -7,21 +7,21 @@ use anyhow::{Context, Result, bail};
 use crate::status_page::report::{HostStatus, PluginStatus};
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct StatusArgs {
+pub(super) struct StatusArgs {
     /// The running host's --metrics-addr.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub host: String,
+    pub(crate) host: String,
     /// A bearer token allowed to get /status (needed unless the host is
     /// reached on 127.0.0.1 or ::1).
     #[arg(long, env = "WASMLET_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
+pub(super) enum Output {
     Table,
     Json,
 }
@@ -53,7 +53,7 @@ async fn fetch(args: &StatusArgs) -> Result<HostStatus> {
 }
 
 /// `wasmlet status`.
-pub async fn status(args: &StatusArgs) -> Result<()> {
+pub(super) async fn status(args: &StatusArgs) -> Result<()> {
     let status = fetch(args).await?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&status)?),
@@ -69,7 +69,7 @@ pub async fn status(args: &StatusArgs) -> Result<()> {
 }
 
 /// `wasmlet plugin list`.
-pub async fn plugin_list(args: &StatusArgs) -> Result<()> {
+pub(super) async fn plugin_list(args: &StatusArgs) -> Result<()> {
     let status = fetch(args).await?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&status.plugins)?),

@@ -68,12 +68,12 @@ impl Store {
     }
 
     /// The object under `key` (`namespace/name`, or `name`).
-    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
         self.read().complete.get_key(key).cloned()
     }
 
     /// The object `name` in `namespace` (`""` for a cluster-scoped kind).
-    pub fn get_in(&self, namespace: &str, name: &str) -> Option<Arc<CachedObject>> {
+    pub(crate) fn get_in(&self, namespace: &str, name: &str) -> Option<Arc<CachedObject>> {
         self.read().complete.get(namespace, name).cloned()
     }
 
@@ -84,7 +84,7 @@ impl Store {
 
     /// The cached objects of one namespace (`""`: the cluster-scoped ones),
     /// found without looking at the others.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
+    pub(crate) fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
         self.read()
             .complete
             .in_namespace(namespace)
@@ -94,7 +94,7 @@ impl Store {
 }
 
 pub struct KindCache {
-    pub resolved: Resolved,
+    pub(crate) resolved: Resolved,
     pub store: Store,
     events: broadcast::Sender<CacheEvent>,
     synced: Arc<Synced>,
@@ -125,7 +125,7 @@ impl KindCache {
     /// which the watch task holds while it stores and sends an event, so no
     /// object falls between the two (a watch started by another plugin, or
     /// by the host ahead of its controllers, may be halfway through a list).
-    pub fn subscribe_with_objects(
+    pub(crate) fn subscribe_with_objects(
         &self,
     ) -> (broadcast::Receiver<CacheEvent>, Vec<Arc<CachedObject>>) {
         let objects = self.store.read();
@@ -159,7 +159,7 @@ impl KindCache {
     /// The object under a controller's key (`namespace/name`, or `name`), as
     /// [`KindCache::get`] finds it: for a namespaced kind that is the store's
     /// own key, so nothing is formatted per lookup.
-    pub fn get_key(&self, key: &str) -> Option<Arc<CachedObject>> {
+    pub(crate) fn get_key(&self, key: &str) -> Option<Arc<CachedObject>> {
         if self.resolved.namespaced {
             return self.store.get(key);
         }
@@ -169,7 +169,7 @@ impl KindCache {
             .get(key.rsplit_once('/').map_or(key, |(_, name)| name))
     }
 
-    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+    pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
         let ns = namespace.filter(|_| self.resolved.namespaced);
         self.store.get_in(ns.unwrap_or_default(), name)
     }
@@ -203,7 +203,7 @@ impl KindCache {
     /// than the journal keeps, gets every selected object with `reset` set
     /// (drop what was kept). Costs the changes since `cursor`, not the size
     /// of the kind.
-    pub fn changes(
+    pub(crate) fn changes(
         &self,
         cursor: u64,
         namespace: Option<&str>,
@@ -249,13 +249,13 @@ impl KindCache {
 
 /// An answer of [`KindCache::changes`].
 #[derive(Debug, Default)]
-pub struct Changes {
-    pub applied: Vec<Arc<CachedObject>>,
+pub(crate) struct Changes {
+    pub(crate) applied: Vec<Arc<CachedObject>>,
     /// Deleted, or changed so that the selection no longer holds them.
-    pub removed: Vec<Arc<CachedObject>>,
-    pub cursor: u64,
+    pub(crate) removed: Vec<Arc<CachedObject>>,
+    pub(crate) cursor: u64,
     /// `applied` is the whole selection: whatever was kept is stale.
-    pub reset: bool,
+    pub(crate) reset: bool,
 }
 
 fn filtered(
@@ -276,7 +276,7 @@ fn matches(o: &CachedObject, labels: &LabelSelector, fields: &FieldSelector) -> 
 
 /// Whether `fields` matches `o`'s fields (a dotted path to a string; a
 /// missing one reads as empty, as upstream).
-pub fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
+pub(crate) fn fields_select(fields: &FieldSelector, o: &CachedObject) -> bool {
     fields.matches(|f| match f {
         "metadata.name" => o.metadata.name.clone(),
         "metadata.namespace" => o.metadata.namespace.clone(),
@@ -309,7 +309,10 @@ impl Caches {
 
     /// As [`Caches::new`], with every watch event delayed by `delay` before it
     /// reaches the store (a lagging cache, for tests of expectations).
-    pub fn with_debug_delay(resolver: Arc<Resolver>, delay: std::time::Duration) -> Arc<Caches> {
+    pub(crate) fn with_debug_delay(
+        resolver: Arc<Resolver>,
+        delay: std::time::Duration,
+    ) -> Arc<Caches> {
         Arc::new(Caches {
             resolver,
             kinds: Mutex::new(HashMap::new()),
@@ -317,7 +320,7 @@ impl Caches {
         })
     }
 
-    pub fn client(&self) -> &kube::Client {
+    pub(crate) fn client(&self) -> &kube::Client {
         self.resolver.client()
     }
 
@@ -335,7 +338,7 @@ impl Caches {
     }
 
     /// The kinds (`apiVersion/Kind`) whose cache has not completed its first list.
-    pub fn unsynced(&self) -> Vec<String> {
+    pub(crate) fn unsynced(&self) -> Vec<String> {
         let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<String> = kinds
             .iter()
@@ -360,7 +363,7 @@ impl Caches {
     }
 
     /// The cache for a resolved kind, started now unless it runs already.
-    pub fn start(&self, resolved: Resolved) -> Arc<KindCache> {
+    pub(crate) fn start(&self, resolved: Resolved) -> Arc<KindCache> {
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
         let key = (
             resolved.resource.api_version.clone(),

@@ -22,10 +22,10 @@ pub enum PatchKind {
 
 #[derive(Default)]
 pub struct Delete {
-    pub propagation: Option<PropagationPolicy>,
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    pub grace_period_seconds: Option<u32>,
+    pub(crate) propagation: Option<PropagationPolicy>,
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) grace_period_seconds: Option<u32>,
 }
 
 impl Delete {
@@ -49,16 +49,16 @@ impl Delete {
 /// objects as JSON texts, removed ones by key (`namespace/name`, or `name`).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ListChanges {
-    pub applied: Vec<String>,
-    pub removed: Vec<String>,
-    pub cursor: u64,
-    pub reset: bool,
+    pub(crate) applied: Vec<String>,
+    pub(crate) removed: Vec<String>,
+    pub(crate) cursor: u64,
+    pub(crate) reset: bool,
 }
 
 impl ListChanges {
     /// The answer without a journal to read: everything selected, with
     /// `reset` and cursor 0, so the next call lists again.
-    pub fn everything(applied: Vec<String>) -> ListChanges {
+    pub(crate) fn everything(applied: Vec<String>) -> ListChanges {
         ListChanges {
             applied,
             reset: true,
@@ -105,7 +105,7 @@ impl Cluster {
 
     /// Reads start the kind's watch (the read itself goes to the API server
     /// until the cache has synced).
-    pub fn with_lazy_watches(mut self) -> Cluster {
+    pub(crate) fn with_lazy_watches(mut self) -> Cluster {
         self.lazy_watches = true;
         self
     }
@@ -115,11 +115,11 @@ impl Cluster {
         Cluster::new(Arc::new(Resolver::new(client)), None)
     }
 
-    pub fn client(&self) -> &kube::Client {
+    pub(crate) fn client(&self) -> &kube::Client {
         self.resolver.client()
     }
 
-    pub fn resolver(&self) -> &Resolver {
+    pub(crate) fn resolver(&self) -> &Resolver {
         &self.resolver
     }
 
@@ -147,7 +147,7 @@ impl Cluster {
     }
 
     /// See [`ClusterAccess::cached_uid`](super::ClusterAccess::cached_uid).
-    pub fn cached_uid(
+    pub(crate) fn cached_uid(
         &self,
         api_version: &str,
         kind: &str,
@@ -163,7 +163,7 @@ impl Cluster {
             .clone()
     }
 
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -179,7 +179,7 @@ impl Cluster {
         Ok(Self::encode(&obj, r))
     }
 
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -207,7 +207,7 @@ impl Cluster {
 
     /// See [`ClusterAccess::list_changes`](super::ClusterAccess::list_changes):
     /// from the kind's cache journal when the cache is synced.
-    pub async fn list_changes(
+    pub(crate) async fn list_changes(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -239,7 +239,7 @@ impl Cluster {
         })
     }
 
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -254,7 +254,7 @@ impl Cluster {
         Ok(Self::encode(&created, r))
     }
 
-    pub async fn update(
+    pub(crate) async fn update(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -270,7 +270,7 @@ impl Cluster {
         Ok(Self::encode(&updated, r))
     }
 
-    pub async fn patch(
+    pub(crate) async fn patch(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -304,7 +304,7 @@ impl Cluster {
         Ok(Self::encode(&obj, r))
     }
 
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         r: &Resolved,
         namespace: Option<&str>,
@@ -315,7 +315,7 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn evict(
+    pub(crate) async fn evict(
         &self,
         namespace: &str,
         name: &str,
@@ -336,7 +336,7 @@ impl Cluster {
     /// Binds a pod to `node` (`POST .../pods/NAME/binding`), then reads the pod
     /// back from the API server: the binding's answer is a Status, and the
     /// caller's expectations need the resourceVersion the binding made.
-    pub async fn bind(
+    pub(crate) async fn bind(
         &self,
         namespace: &str,
         name: &str,

@@ -48,7 +48,7 @@ fn latency_histogram() -> Histogram {
 
 /// The counters of every named cluster, cheap to clone.
 #[derive(Clone)]
-pub struct ClusterMetrics {
+pub(crate) struct ClusterMetrics {
     requests: Family<RequestLabels, Counter>,
     latency: Latency,
 }
@@ -65,7 +65,7 @@ impl Default for ClusterMetrics {
 impl ClusterMetrics {
     /// `wasmlet_cluster_requests_total{cluster,verb,code}` and
     /// `wasmlet_cluster_request_duration_seconds{cluster,verb}`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "wasmlet_cluster_requests",
             "Requests to a named cluster (--cluster) by verb and response code",
@@ -79,7 +79,7 @@ impl ClusterMetrics {
     }
 
     /// The layer for cluster `name`'s client.
-    pub fn layer(&self, name: &str) -> CountLayer {
+    pub(crate) fn layer(&self, name: &str) -> CountLayer {
         CountLayer {
             cluster: name.into(),
             metrics: self.clone(),
@@ -125,7 +125,7 @@ fn verb_of<B>(req: &http::Request<B>) -> &'static str {
 
 /// Counts one cluster's requests (see the module docs).
 #[derive(Clone)]
-pub struct CountLayer {
+pub(crate) struct CountLayer {
     cluster: Arc<str>,
     metrics: ClusterMetrics,
 }
@@ -142,7 +142,7 @@ impl<S> tower_layer::Layer<S> for CountLayer {
 }
 
 #[derive(Clone)]
-pub struct Counted<S> {
+pub(crate) struct Counted<S> {
     inner: S,
     layer: CountLayer,
 }

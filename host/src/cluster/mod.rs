@@ -27,20 +27,20 @@
 //! # Ok(()) }
 //! ```
 
-pub mod access;
-pub mod cache;
-pub mod client;
-pub mod error;
-pub mod metrics;
-pub mod named;
-pub mod object;
-pub mod read_only;
-pub mod resolver;
+pub(crate) mod access;
+pub(crate) mod cache;
+pub(crate) mod client;
+pub(crate) mod error;
+pub(crate) mod metrics;
+pub(crate) mod named;
+pub(crate) mod object;
+pub(crate) mod read_only;
+pub(crate) mod resolver;
 
-pub use access::ClusterAccess;
-pub use client::{Cluster, Delete, ListChanges, PatchKind};
-pub use error::ClientError;
-pub use named::NamedClusters;
-pub use object::CachedObject;
-pub use read_only::ReadOnly;
-pub use resolver::{Resolved, Resolver};
+pub(crate) use access::ClusterAccess;
+pub(crate) use client::{Cluster, Delete, PatchKind};
+pub(crate) use error::ClientError;
+pub(crate) use named::NamedClusters;
+pub(crate) use object::CachedObject;
+pub(crate) use read_only::ReadOnly;
+pub(crate) use resolver::{Resolved, Resolver};

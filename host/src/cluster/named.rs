@@ -12,7 +12,7 @@ use super::{Cluster, ClusterAccess, Resolver};
 
 /// Why a `--cluster` flag was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum NamedClusterError {
+pub(crate) enum NamedClusterError {
     #[error("--cluster {0:?}: expected NAME=KUBECONFIG")]
     Syntax(String),
     #[error(
@@ -25,14 +25,14 @@ pub enum NamedClusterError {
 
 /// One `--cluster NAME=KUBECONFIG` flag, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterFlag {
-    pub name: String,
-    pub kubeconfig: std::path::PathBuf,
+pub(crate) struct ClusterFlag {
+    pub(crate) name: String,
+    pub(crate) kubeconfig: std::path::PathBuf,
 }
 
 /// Whether `name` is usable as a cluster name: a DNS label, the form region
 /// names already have, and one that never clashes with the manifest's `*`.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name
@@ -43,7 +43,7 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl ClusterFlag {
-    pub fn parse(flag: &str) -> Result<ClusterFlag, NamedClusterError> {
+    pub(crate) fn parse(flag: &str) -> Result<ClusterFlag, NamedClusterError> {
         let (name, path) = flag
             .split_once('=')
             .filter(|(_, p)| !p.is_empty())
@@ -61,7 +61,7 @@ impl ClusterFlag {
     }
 
     /// Every flag parsed, each name once.
-    pub fn parse_all(flags: &[String]) -> Result<Vec<ClusterFlag>, NamedClusterError> {
+    pub(crate) fn parse_all(flags: &[String]) -> Result<Vec<ClusterFlag>, NamedClusterError> {
         let mut out: Vec<ClusterFlag> = Vec::new();
         for f in flags {
             let c = ClusterFlag::parse(f)?;
@@ -115,44 +115,26 @@ impl NamedClusters {
         NamedClusters { clusters }
     }
 
-    /// Clusters served by anything answering [`ClusterAccess`] (tests, read-only wrappers).
-    pub fn from_access(clusters: BTreeMap<String, Arc<dyn ClusterAccess>>) -> NamedClusters {
-        let clusters = clusters
-            .into_iter()
-            .map(|(name, access)| {
-                (
-                    name,
-                    Named {
-                        access,
-                        caches: None,
-                    },
-                )
-            })
-            .collect();
-        NamedClusters { clusters }
-    }
-
     pub fn get(&self, name: &str) -> Option<Arc<dyn ClusterAccess>> {
         self.clusters.get(name).map(|c| c.access.clone())
     }
 
     /// The caches of cluster `name` (`None` for one served by a bare
     /// [`ClusterAccess`]): its watches, and its client.
-    pub fn caches(&self, name: &str) -> Option<Arc<Caches>> {
+    pub(crate) fn caches(&self, name: &str) -> Option<Arc<Caches>> {
         self.clusters.get(name)?.caches.clone()
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.clusters.keys().map(String::as_str)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.clusters.is_empty()
     }
 
     /// The same clusters with every access passed through `wrap` (a shadow
     /// candidate's are read-only; the caches, which only the host uses, stay).
-    pub fn map(&self, wrap: impl Fn(Arc<dyn ClusterAccess>) -> Arc<dyn ClusterAccess>) -> Self {
+    pub(crate) fn map(
+        &self,
+        wrap: impl Fn(Arc<dyn ClusterAccess>) -> Arc<dyn ClusterAccess>,
+    ) -> Self {
         NamedClusters {
             clusters: self
                 .clusters

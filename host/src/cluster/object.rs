@@ -47,7 +47,7 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
-    pub fn from_dynamic(o: &DynamicObject) -> CachedObject {
+    pub(crate) fn from_dynamic(o: &DynamicObject) -> CachedObject {
         let mut body = Map::new();
         if let Some(fields) = o.data.as_object() {
             for (k, v) in fields {
@@ -64,12 +64,12 @@ impl CachedObject {
     }
 
     /// The fields besides apiVersion, kind and metadata, parsed.
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|_| Value::Object(Map::new()))
     }
 
     /// `status`, or an empty object when there is none.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         self.at_path("status")
             .filter(|s| !s.is_null())
             .unwrap_or_else(|| Value::Object(Map::new()))
@@ -77,7 +77,7 @@ impl CachedObject {
 
     /// The value at a dotted path of the body (`spec.nodeName`). Only that
     /// value is built into a tree; the rest of the text is skipped over.
-    pub fn at_path(&self, path: &str) -> Option<Value> {
+    pub(crate) fn at_path(&self, path: &str) -> Option<Value> {
         let parts: Vec<&str> = path.split('.').collect();
         let mut de = serde_json::Deserializer::from_str(&self.body);
         serde::de::DeserializeSeed::deserialize(path::At(&parts), &mut de)
@@ -86,7 +86,11 @@ impl CachedObject {
     }
 
     /// The same object with `status` replaced and stored at `resource_version`.
-    pub fn with_status(&self, status: Value, resource_version: Option<String>) -> CachedObject {
+    pub(crate) fn with_status(
+        &self,
+        status: Value,
+        resource_version: Option<String>,
+    ) -> CachedObject {
         let mut body = match self.body() {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -103,7 +107,7 @@ impl CachedObject {
 
     /// The object as a guest reads it: JSON text with `apiVersion` and
     /// `kind`, the body spliced in as it is kept (no tree is built).
-    pub fn json(&self, resource: &ApiResource) -> String {
+    pub(crate) fn json(&self, resource: &ApiResource) -> String {
         let text = |v: &str| serde_json::to_string(v).unwrap_or_default();
         let mut out = String::with_capacity(self.body.len() + 512);
         out.push_str("{\"apiVersion\":");
@@ -130,7 +134,7 @@ mod path {
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
-    pub struct At<'a>(pub &'a [&'a str]);
+    pub(super) struct At<'a>(pub &'a [&'a str]);
 
     impl<'de> DeserializeSeed<'de> for At<'_> {
         type Value = Option<Value>;
@@ -317,7 +321,7 @@ mod meta {
     use serde::de::value::{MapAccessDeserializer, StrDeserializer};
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-    pub struct WithoutManagedFields;
+    pub(super) struct WithoutManagedFields;
 
     impl<'de> DeserializeSeed<'de> for WithoutManagedFields {
         type Value = ObjectMeta;
@@ -370,13 +374,13 @@ mod meta {
     }
 
     /// A map key, borrowed from the input where it can be (no allocation).
-    pub enum KeyText<'de> {
+    pub(super) enum KeyText<'de> {
         Borrowed(&'de str),
         Owned(String),
     }
 
     impl KeyText<'_> {
-        pub fn as_str(&self) -> &str {
+        pub(super) fn as_str(&self) -> &str {
             match self {
                 KeyText::Borrowed(k) => k,
                 KeyText::Owned(k) => k,
@@ -384,7 +388,7 @@ mod meta {
         }
     }
 
-    pub struct Key;
+    pub(super) struct Key;
 
     impl<'de> DeserializeSeed<'de> for Key {
         type Value = KeyText<'de>;

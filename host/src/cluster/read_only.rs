@@ -12,7 +12,7 @@ use super::client::{Delete, ListChanges, PatchKind};
 use super::{ClientError, Resolved};
 
 /// Reads through `0`; every write is refused.
-pub struct ReadOnly(pub Arc<dyn ClusterAccess>);
+pub(crate) struct ReadOnly(pub Arc<dyn ClusterAccess>);
 
 fn refused<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, ClientError>> {
     Box::pin(async {

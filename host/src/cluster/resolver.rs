@@ -11,8 +11,8 @@ use super::ClientError;
 
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    pub resource: ApiResource,
-    pub namespaced: bool,
+    pub(crate) resource: ApiResource,
+    pub(crate) namespaced: bool,
 }
 
 /// The client and what discovery said, shared by the caches and every plugin.
@@ -33,12 +33,16 @@ impl Resolver {
         }
     }
 
-    pub fn client(&self) -> &kube::Client {
+    pub(crate) fn client(&self) -> &kube::Client {
         &self.client
     }
 
     /// The resource behind `apiVersion` + `kind` (discovery, cached).
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, ClientError> {
+    pub(crate) async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Resolved, ClientError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(r) = self
             .kinds

@@ -71,7 +71,7 @@ pub(super) fn queue_config(
 }
 
 /// `ns/name`, or `name` for cluster-scoped kinds.
-pub fn key_of(namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn key_of(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_string(),
@@ -87,7 +87,7 @@ pub(super) fn split_key(key: &str) -> (Option<&str>, &str) {
 
 /// Outcome label for `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Success,
     Error,
     Requeue,
@@ -95,14 +95,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [
+    pub(crate) const ALL: [Outcome; 4] = [
         Outcome::Success,
         Outcome::Error,
         Outcome::Requeue,
         Outcome::RequeueAfter,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",
             Outcome::Error => "error",
@@ -151,13 +151,13 @@ pub enum StartError {
 }
 
 impl StartError {
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         matches!(self, StartError::Kind { .. })
     }
 }
 
 pub struct Controller {
-    pub name: String,
+    pub(crate) name: String,
     pub(super) source: Arc<dyn Source>,
     pub(super) caches: Arc<Caches>,
     pub(super) primary: Arc<KindCache>,
@@ -170,7 +170,7 @@ pub struct Controller {
     pub(super) fields: FieldSelector,
     pub(super) manifest: Arc<Manifest>,
     /// Whether reconciles may run (leader election); checked before every call.
-    pub leading: Leadership,
+    pub(crate) leading: Leadership,
     /// Per key, the status last written and whether it waits for a
     /// requeue-after (a watch mapped `waiting` calls those at once).
     pub(super) keys: super::keys::Keys,
@@ -188,15 +188,15 @@ pub struct Controller {
 }
 
 /// How many failed reconciles a controller remembers for the status page.
-pub const RECENT_ERRORS: usize = 20;
+pub(crate) const RECENT_ERRORS: usize = 20;
 
 /// A failed reconcile, as the status page lists it.
 #[derive(Debug, Clone)]
-pub struct RecentError {
-    pub at: std::time::SystemTime,
-    pub key: String,
-    pub reason: String,
-    pub message: String,
+pub(crate) struct RecentError {
+    pub(crate) at: std::time::SystemTime,
+    pub(crate) key: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 impl Controller {
@@ -214,12 +214,12 @@ impl Controller {
     }
 
     /// Reconciles so far, of any outcome (the status page's rate chart).
-    pub fn reconciles(&self) -> u64 {
+    pub(crate) fn reconciles(&self) -> u64 {
         self.metrics.reconciles()
     }
 
     /// The last failed reconciles, newest first.
-    pub fn recent_errors(&self) -> Vec<RecentError> {
+    pub(crate) fn recent_errors(&self) -> Vec<RecentError> {
         let errors = self.recent_errors.lock().unwrap_or_else(|p| p.into_inner());
         errors.iter().rev().cloned().collect()
     }

@@ -225,7 +225,7 @@ impl Controller {
     /// becomes ready now: queued state merges to the earlier time. Used by
     /// the periodic resync and when a new version of the plugin loads, so a
     /// fixed build runs on every object at once, not at their next change.
-    pub fn requeue_all(&self) -> usize {
+    pub(crate) fn requeue_all(&self) -> usize {
         let mut queued = 0;
         for o in self.primary.store.state() {
             if self.selected(&o)

@@ -12,7 +12,7 @@ use crate::plugin::sandbox::Write;
 
 /// What the cache must show before the key may run again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Expect {
+pub(crate) enum Expect {
     /// The object exists with this uid.
     Created {
         api_version: String,
@@ -42,10 +42,10 @@ pub enum Expect {
 }
 
 /// What a cache knows of one object.
-pub struct Seen {
-    pub uid: String,
-    pub resource_version: u64,
-    pub deleting: bool,
+pub(crate) struct Seen {
+    pub(crate) uid: String,
+    pub(crate) resource_version: u64,
+    pub(crate) deleting: bool,
 }
 
 struct Pending {
@@ -53,13 +53,13 @@ struct Pending {
     since: Instant,
 }
 
-pub struct Expectations {
+pub(crate) struct Expectations {
     pending: Mutex<HashMap<String, Pending>>,
     timeout: Duration,
 }
 
 impl Expectations {
-    pub fn new(timeout: Duration) -> Expectations {
+    pub(crate) fn new(timeout: Duration) -> Expectations {
         Expectations {
             pending: Mutex::new(HashMap::new()),
             timeout,
@@ -68,7 +68,7 @@ impl Expectations {
 
     /// Remembers `writes` for `key`, keeping only kinds `cached` says are watched
     /// (an unwatched kind could never be confirmed).
-    pub fn record(&self, key: &str, writes: &[Write], cached: impl Fn(&str, &str) -> bool) {
+    pub(crate) fn record(&self, key: &str, writes: &[Write], cached: impl Fn(&str, &str) -> bool) {
         let items: Vec<Expect> = writes
             .iter()
             .filter_map(|w| match w {
@@ -141,7 +141,7 @@ impl Expectations {
 
     /// `Ok` when `key` may be reconciled; `Err(wait)` while writes are still
     /// unseen (at most `wait` more, then they are given up on).
-    pub fn check(
+    pub(crate) fn check(
         &self,
         key: &str,
         lookup: impl Fn(&str, &str, Option<&str>, &str) -> Option<Seen>,
@@ -164,7 +164,7 @@ impl Expectations {
         Err(self.timeout - age)
     }
 
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())

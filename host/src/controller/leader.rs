@@ -15,17 +15,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 #[derive(Clone, Debug)]
-pub struct LeaderConfig {
-    pub namespace: String,
-    pub name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
+pub(crate) struct LeaderConfig {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) identity: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_deadline: Duration,
+    pub(crate) retry_period: Duration,
 }
 
 impl LeaderConfig {
-    pub fn new(identity: &str) -> LeaderConfig {
+    pub(crate) fn new(identity: &str) -> LeaderConfig {
         LeaderConfig {
             namespace: "kube-system".into(),
             name: "wasmlet-controller".into(),
@@ -37,7 +37,7 @@ impl LeaderConfig {
     }
 }
 
-/// Whether this process may reconcile: set by [`run`], read by the workers
+/// Whether this process may reconcile: set by `run`, read by the workers
 /// before every reconcile, awaited by followers instead of polling.
 ///
 /// ```
@@ -59,17 +59,17 @@ impl Leadership {
         Leadership(Arc::new(tokio::sync::watch::Sender::new(leading)))
     }
 
-    pub fn is_leading(&self) -> bool {
+    pub(crate) fn is_leading(&self) -> bool {
         *self.0.borrow()
     }
 
     /// Sets the flag; returns what it was.
-    pub fn set(&self, leading: bool) -> bool {
+    pub(crate) fn set(&self, leading: bool) -> bool {
         self.0.send_replace(leading)
     }
 
     /// Returns once this process leads (at once if it does now).
-    pub async fn acquired(&self) {
+    pub(crate) async fn acquired(&self) {
         let mut rx = self.0.subscribe();
         // The sender lives in `self`, so the channel cannot close.
         let _ = rx.wait_for(|leading| *leading).await;
@@ -81,7 +81,7 @@ fn now() -> MicroTime {
 }
 
 /// Runs forever, keeping `leading` true exactly while this process holds the lease.
-pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership) {
+pub(crate) async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     // (holder, renewTime) as last observed, and when.
     let mut observed: Option<(Option<String>, Option<String>)> = None;
@@ -117,7 +117,10 @@ pub async fn run(client: kube::Client, config: LeaderConfig, leading: Leadership
 /// if this process holds it, the holder is cleared (and the duration set to
 /// 1 s), so another replica takes over at once rather than after
 /// `lease_duration`. Stop [`run`] first. Returns whether it held the lease.
-pub async fn release(client: kube::Client, config: &LeaderConfig) -> Result<bool, kube::Error> {
+pub(crate) async fn release(
+    client: kube::Client,
+    config: &LeaderConfig,
+) -> Result<bool, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         return Ok(false);
@@ -212,9 +215,9 @@ async fn try_acquire_or_renew(
 /// process holds the lease, read at each scrape. Summed over replicas, 0
 /// means nobody reconciles.
 #[derive(Debug)]
-pub struct LeaderCollector {
-    pub name: String,
-    pub leading: Leadership,
+pub(crate) struct LeaderCollector {
+    pub(crate) name: String,
+    pub(crate) leading: Leadership,
 }
 
 impl std::fmt::Debug for Leadership {

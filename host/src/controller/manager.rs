@@ -91,11 +91,11 @@ struct Slot {
 }
 
 pub struct Manager {
-    pub plugins: Arc<PluginSet>,
-    pub caches: Arc<Caches>,
-    pub config: ControllerConfig,
-    pub metrics: ControllerMetrics,
-    pub leading: Leadership,
+    pub(crate) plugins: Arc<PluginSet>,
+    pub(crate) caches: Arc<Caches>,
+    pub(crate) config: ControllerConfig,
+    pub(crate) metrics: ControllerMetrics,
+    pub(crate) leading: Leadership,
     /// Never held across an await.
     slots: Mutex<HashMap<String, Slot>>,
     /// Plugins whose controller failed to start, to try again.
@@ -138,14 +138,6 @@ impl Manager {
         match &self.slots().get(name)?.running.as_ref()?.runner {
             Runner::Kind(c) => Some(c.clone()),
             Runner::Table(_) => None,
-        }
-    }
-
-    /// The running controller of plugin `name` (of a datastore table).
-    pub fn table_controller(&self, name: &str) -> Option<Arc<TableController>> {
-        match &self.slots().get(name)?.running.as_ref()?.runner {
-            Runner::Table(c) => Some(c.clone()),
-            Runner::Kind(_) => None,
         }
     }
 
@@ -217,7 +209,7 @@ impl Manager {
     }
 
     async fn start(self: Arc<Self>, name: String, shape: Shape, epoch: u64) {
-        let from_table = shape.reconciles.as_ref().is_some_and(|r| r.from_table());
+        let from_table = shape.reconciles.as_ref().is_some_and(|r| r.is_table());
         let started = if from_table {
             match self.plugins.get(&name) {
                 Some(p) => TableController::start(
@@ -299,8 +291,8 @@ impl Manager {
             else {
                 continue;
             };
-            if me.from_table() || o.from_table() {
-                if me.from_table() && o.from_table() && me.table == o.table {
+            if me.is_table() || o.is_table() {
+                if me.is_table() && o.is_table() && me.table == o.table {
                     tracing::warn!(plugin = %name, other = %other, table = ?me.table, "two plugins reconcile the same table; their status writes will fight");
                 }
                 continue;
@@ -323,7 +315,7 @@ impl Manager {
     /// is shut down, so each worker finishes the call in hand and takes no
     /// other) and no controller starts again. Returns once no call is in
     /// flight, or after `within` with the number still running.
-    pub async fn shutdown(&self, within: Duration) -> usize {
+    pub(crate) async fn shutdown(&self, within: Duration) -> usize {
         self.stopping
             .store(true, std::sync::atomic::Ordering::Release);
         let queues: Vec<_> = self

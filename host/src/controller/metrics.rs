@@ -43,7 +43,7 @@ pub struct ControllerMetrics {
 /// One controller's series in [`ControllerMetrics`] (see
 /// [`ControllerMetrics::series`]).
 #[derive(Clone)]
-pub struct ControllerSeries {
+pub(crate) struct ControllerSeries {
     /// Per [`Outcome::ALL`], in its order.
     reconcile_total: [Counter; Outcome::ALL.len()],
     reconcile_errors: Counter,
@@ -55,15 +55,15 @@ pub struct ControllerSeries {
 }
 
 impl ControllerSeries {
-    pub fn status_written(&self) {
+    pub(crate) fn status_written(&self) {
         self.status_writes.inc();
     }
 
-    pub fn out_of_scope(&self) {
+    pub(crate) fn out_of_scope(&self) {
         self.out_of_scope.inc();
     }
 
-    pub fn reconciled(&self, outcome: Outcome, took: Duration) {
+    pub(crate) fn reconciled(&self, outcome: Outcome, took: Duration) {
         if let Some(i) = Outcome::ALL.iter().position(|o| *o == outcome) {
             self.reconcile_total[i].inc();
         }
@@ -74,11 +74,11 @@ impl ControllerSeries {
     }
 
     /// Reconciles so far, of any outcome.
-    pub fn reconciles(&self) -> u64 {
+    pub(crate) fn reconciles(&self) -> u64 {
         self.reconcile_total.iter().map(Counter::get).sum()
     }
 
-    pub fn active_workers(&self, delta: i64) {
+    pub(crate) fn active_workers(&self, delta: i64) {
         self.active_workers.inc_by(delta);
     }
 
@@ -155,7 +155,7 @@ impl ControllerMetrics {
         }
     }
 
-    pub fn queue(&self) -> &QueueMetrics {
+    pub(crate) fn queue(&self) -> &QueueMetrics {
         &self.queue
     }
 
@@ -163,7 +163,7 @@ impl ControllerMetrics {
     /// dashboard's `rate()` and an alert's `absent()` see a controller that has
     /// not reconciled yet). The handles share the registry's values: a
     /// reconcile counts without looking its labels up again.
-    pub fn series(&self, controller: &str) -> ControllerSeries {
+    pub(crate) fn series(&self, controller: &str) -> ControllerSeries {
         let c = ControllerLabels {
             controller: controller.to_string(),
         };
@@ -187,7 +187,7 @@ impl ControllerMetrics {
     }
 
     /// Adds metrics owned elsewhere (the plugin set's counters), read at each scrape.
-    pub fn register_collector(&self, collector: Box<dyn Collector>) {
+    pub(crate) fn register_collector(&self, collector: Box<dyn Collector>) {
         self.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -195,7 +195,7 @@ impl ControllerMetrics {
     }
 
     /// Adds metrics families kept elsewhere (the named clusters' requests).
-    pub fn register(&self, add: impl FnOnce(&mut Registry)) {
+    pub(crate) fn register(&self, add: impl FnOnce(&mut Registry)) {
         add(&mut self.registry.lock().unwrap_or_else(|p| p.into_inner()));
     }
 

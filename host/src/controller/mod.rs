@@ -12,22 +12,22 @@
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
 #[allow(clippy::module_inception)]
-pub mod controller;
+pub(crate) mod controller;
 mod enqueue;
-pub mod expectations;
+pub(crate) mod expectations;
 mod guest;
 mod keys;
-pub mod leader;
-pub mod manager;
-pub mod metrics;
+pub(crate) mod leader;
+pub(crate) mod manager;
+pub(crate) mod metrics;
 mod own_writes;
 mod reconcile;
 mod remote;
-pub mod source;
-pub mod status;
+pub(crate) mod source;
+pub(crate) mod status;
 mod status_write;
-pub mod table;
+pub(crate) mod table;
 mod worker;
-pub mod workqueue;
+pub(crate) mod workqueue;
 
-pub use manager::Manager;
+pub(crate) use manager::Manager;

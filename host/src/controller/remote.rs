@@ -24,7 +24,7 @@ pub(super) struct RemoteWatch {
     cluster: Option<String>,
     caches: Arc<Caches>,
     watch: Watch,
-    pub map: MapFn,
+    pub(crate) map: MapFn,
 }
 
 /// The manifest's watches that name a cluster, one per cluster they cover:
@@ -74,7 +74,7 @@ pub(super) fn remote_watches(
 
 impl RemoteWatch {
     /// The kind's cache in this cluster, once the cluster serves the kind.
-    pub async fn cache(&self, plugin: &str) -> Arc<KindCache> {
+    pub(super) async fn cache(&self, plugin: &str) -> Arc<KindCache> {
         let cluster = self.cluster.as_deref().unwrap_or("(the host's)");
         let mut wait = RETRY_FIRST;
         loop {

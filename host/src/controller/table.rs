@@ -60,19 +60,19 @@ use crate::plugin::outcome::Finalized;
 const LOCKED_RETRY: Duration = Duration::from_secs(1);
 use crate::plugin::manifest::{Manifest, MapFn, Reconciles};
 
-pub struct TableController {
-    pub name: String,
+pub(crate) struct TableController {
+    pub(crate) name: String,
     source: Arc<dyn Source>,
     store: Datastore,
-    pub table: Table,
-    pub queue: WorkQueue<String>,
+    pub(crate) table: Table,
+    pub(crate) queue: WorkQueue<String>,
     metrics: ControllerSeries,
     reconciles: Reconciles,
     /// The manifest's finalizer: set on every live row before its first
     /// reconcile, removed once `finalize` is done with a deleted one.
     finalizer: Option<String>,
     /// This host among the table's members: which rows are its own.
-    pub membership: Arc<Membership>,
+    pub(crate) membership: Arc<Membership>,
     priorities: bool,
     /// Rows waiting for a requeue-after (what `settle` keeps).
     keys: super::keys::Keys,
@@ -82,7 +82,7 @@ impl TableController {
     /// Starts the watcher and workers of plugin `name` on `manifest`'s table.
     /// Stops when `tasks` is dropped.
     /// `caches`: the host's own cluster, for watches that name no cluster.
-    pub fn start(
+    pub(crate) fn start(
         name: &str,
         source: Arc<dyn Source>,
         manifest: &Manifest,

@@ -27,7 +27,7 @@ pub enum DatastoreError {
 
 impl DatastoreError {
     /// Wraps a driver error, recognising a missing table.
-    pub fn sql(table: &str, source: tokio_postgres::Error) -> DatastoreError {
+    pub(crate) fn sql(table: &str, source: tokio_postgres::Error) -> DatastoreError {
         if source.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {
             return DatastoreError::NoTable {
                 table: table.to_string(),

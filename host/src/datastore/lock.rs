@@ -18,7 +18,7 @@ use super::{Datastore, DatastoreError, Table};
 /// A held row lock; [`RowLock::release`] gives it back. Dropped unreleased
 /// (a reconcile cancelled at shutdown), its connection is closed rather
 /// than returned to the pool, which releases the lock with it.
-pub struct RowLock {
+pub(crate) struct RowLock {
     client: Option<deadpool_postgres::Object>,
     key: i64,
     table: Table,
@@ -32,7 +32,7 @@ fn key(table: &Table, id: &str) -> i64 {
 
 impl Datastore {
     /// Row `id`'s lock, or `None` when another session holds it.
-    pub async fn try_lock_row(
+    pub(crate) async fn try_lock_row(
         &self,
         table: &Table,
         id: &str,
@@ -58,13 +58,13 @@ impl RowLock {
     }
 
     /// The row, read under the lock.
-    pub async fn get(&self, id: &str) -> Result<Option<Row>, DatastoreError> {
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<Row>, DatastoreError> {
         get_on(self.client(), &self.table, id).await
     }
 
     /// [`Datastore::write_status`] under the lock: it fails if the lock's
     /// connection is gone.
-    pub async fn write_status(
+    pub(crate) async fn write_status(
         &self,
         id: &str,
         revision: i64,
@@ -84,13 +84,17 @@ impl RowLock {
 
     /// Adds the host's `finalizer` to row `id` under the lock (see
     /// `add_finalizer_on`): `false` when the row is gone or being deleted.
-    pub async fn add_finalizer(&self, id: &str, finalizer: &str) -> Result<bool, DatastoreError> {
+    pub(crate) async fn add_finalizer(
+        &self,
+        id: &str,
+        finalizer: &str,
+    ) -> Result<bool, DatastoreError> {
         add_finalizer_on(self.client(), &self.table, id, finalizer).await
     }
 
     /// Removes the host's `finalizer` from the marked row `id` under the
     /// lock, if it is still at `revision` (see `remove_finalizer_on`).
-    pub async fn remove_finalizer(
+    pub(crate) async fn remove_finalizer(
         &self,
         id: &str,
         revision: i64,
@@ -101,7 +105,7 @@ impl RowLock {
 
     /// Unlocks and returns the connection to the pool (or closes it, if the
     /// unlock fails: the lock must not stay with a pooled connection).
-    pub async fn release(mut self) {
+    pub(crate) async fn release(mut self) {
         let Some(client) = self.client.take() else {
             return;
         };

@@ -28,12 +28,12 @@ use tokio::sync::Notify;
 use super::{Datastore, DatastoreError, Table};
 
 #[derive(Clone, Debug)]
-pub struct MembershipConfig {
+pub(crate) struct MembershipConfig {
     /// How often a host renews its row and reads the member list.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// A member whose heartbeat is older than this is gone, and a host that
     /// could not renew its own for this long owns nothing until it can.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
 }
 
 impl Default for MembershipConfig {
@@ -46,16 +46,16 @@ impl Default for MembershipConfig {
 }
 
 /// This host's view of the table's members.
-pub struct Membership {
-    pub me: String,
+pub(crate) struct Membership {
+    pub(crate) me: String,
     /// The live members, sorted; empty until the first heartbeat.
     view: ArcSwap<Vec<String>>,
     /// Signalled when the member list changes (the watcher scans again).
-    pub changed: Arc<Notify>,
+    pub(crate) changed: Arc<Notify>,
 }
 
 impl Membership {
-    pub fn new(me: &str) -> Arc<Membership> {
+    pub(crate) fn new(me: &str) -> Arc<Membership> {
         Arc::new(Membership {
             me: me.to_string(),
             view: ArcSwap::from_pointee(Vec::new()),
@@ -65,7 +65,7 @@ impl Membership {
 
     /// A name for this process: hostname, pid and a random suffix (a host
     /// restarted with the same pid is a new member).
-    pub fn name_for_this_process() -> String {
+    pub(crate) fn name_for_this_process() -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "host".into());
@@ -76,12 +76,12 @@ impl Membership {
         )
     }
 
-    pub fn members(&self) -> Arc<Vec<String>> {
+    pub(crate) fn members(&self) -> Arc<Vec<String>> {
         self.view.load_full()
     }
 
     /// Whether row `id` is this host's to reconcile now.
-    pub fn owns(&self, id: &str) -> bool {
+    pub(crate) fn owns(&self, id: &str) -> bool {
         owner(&self.view.load(), id) == Some(self.me.as_str())
     }
 
@@ -98,7 +98,7 @@ impl Membership {
 
 /// The member that owns `id` among `members` (rendezvous hashing: the
 /// highest hash of member and id), `None` with no members.
-pub fn owner<'a>(members: &'a [String], id: &str) -> Option<&'a str> {
+pub(crate) fn owner<'a>(members: &'a [String], id: &str) -> Option<&'a str> {
     members
         .iter()
         .max_by_key(|m| (stable_hash(m, id), m.as_str()))
@@ -123,7 +123,12 @@ pub(super) fn stable_hash(a: &str, b: &str) -> u64 {
 
 /// Keeps `me` a member of `table`'s membership until the future is dropped:
 /// renews its heartbeat, expires members past the TTL and updates the view.
-pub async fn keep(store: Datastore, table: Table, me: Arc<Membership>, config: MembershipConfig) {
+pub(crate) async fn keep(
+    store: Datastore,
+    table: Table,
+    me: Arc<Membership>,
+    config: MembershipConfig,
+) {
     // Tables made by an older `datastore init` have no membership table yet.
     if let Err(e) = create(&store, &table).await {
         tracing::warn!(table = %table, error = %e, "datastore: cannot create the membership table (run `wasmlet datastore init`)");

@@ -82,22 +82,22 @@
 //! (LISTEN/NOTIFY, scans, reconnects), [`members`] and [`lock`] (scale-out),
 //! [`error`].
 
-pub mod error;
-pub mod lock;
-pub mod members;
-pub mod rows;
-pub mod schema;
-pub mod table;
-pub mod watch;
+pub(crate) mod error;
+pub(crate) mod lock;
+pub(crate) mod members;
+pub(crate) mod rows;
+pub(crate) mod schema;
+pub(crate) mod table;
+pub(crate) mod watch;
 
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-pub use error::DatastoreError;
-pub use rows::{Row, RowState};
-pub use table::Table;
+pub(crate) use error::DatastoreError;
+pub(crate) use rows::{Row, RowState};
+pub(crate) use table::Table;
 
 /// The host's connection to its datastore: a pool for reads and writes and
 /// the settings to open each table's LISTEN connection. Cheap to clone.
@@ -127,7 +127,7 @@ impl Datastore {
     /// a `key=value` string). Connects lazily: nothing is opened yet.
     /// Connections are plain TCP or Unix sockets (no TLS in this version:
     /// `sslmode=require` fails to connect).
-    pub fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
+    pub(crate) fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e: tokio_postgres::Error| {
                 // The driver's message does not echo the URL.
@@ -155,7 +155,7 @@ impl Datastore {
     }
 
     /// A pooled connection.
-    pub async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
         self.pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => DatastoreError::Sql {
                 table: "-".into(),

@@ -9,42 +9,42 @@ use serde_json::{Value, json};
 use super::{Datastore, DatastoreError, Table};
 
 /// The status field that says which revision the host last reconciled.
-pub const LAST_RECONCILED: &str = "lastReconciledRevision";
+pub(crate) const LAST_RECONCILED: &str = "lastReconciledRevision";
 
 /// What a scan sees of a row: enough to give it its priority.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RowState {
-    pub id: String,
-    pub revision: i64,
+pub(crate) struct RowState {
+    pub(crate) id: String,
+    pub(crate) revision: i64,
     /// `status.lastReconciledRevision`, if it is an integer.
-    pub last_reconciled: Option<i64>,
+    pub(crate) last_reconciled: Option<i64>,
     /// Until `reconcile_at`, by the server's clock (negative: past).
-    pub due_in: Option<f64>,
+    pub(crate) due_in: Option<f64>,
     /// `deleted_at` is set: deleted, held by its finalizers.
-    pub deleting: bool,
+    pub(crate) deleting: bool,
 }
 
 impl RowState {
     /// Whether the row's current revision has been reconciled.
-    pub fn up_to_date(&self) -> bool {
+    pub(crate) fn up_to_date(&self) -> bool {
         self.last_reconciled == Some(self.revision)
     }
 }
 
 /// A whole row, as a reconcile reads it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub id: String,
-    pub spec: Value,
-    pub revision: i64,
-    pub status: Value,
+pub(crate) struct Row {
+    pub(crate) id: String,
+    pub(crate) spec: Value,
+    pub(crate) revision: i64,
+    pub(crate) status: Value,
     /// Until `reconcile_at` (negative: past); `None`: not set.
-    pub due_in: Option<f64>,
+    pub(crate) due_in: Option<f64>,
     /// What must happen before the row may go (`metadata.finalizers`).
-    pub finalizers: Vec<String>,
+    pub(crate) finalizers: Vec<String>,
     /// When a DELETE marked the row, RFC 3339 in UTC
     /// (`metadata.deletionTimestamp`); `None`: not deleted.
-    pub deleted_at: Option<String>,
+    pub(crate) deleted_at: Option<String>,
 }
 
 impl Row {
@@ -52,7 +52,7 @@ impl Row {
     /// `metadata.name` = id and `metadata.generation` = revision, so a
     /// reconciler reads it as it reads a custom resource. `finalizers` and
     /// `deletionTimestamp` appear only when set, as the API server shows them.
-    pub fn document(&self, api_version: &str, kind: &str) -> Value {
+    pub(crate) fn document(&self, api_version: &str, kind: &str) -> Value {
         let mut doc = serde_json::Map::new();
         if !api_version.is_empty() {
             doc.insert("apiVersion".into(), json!(api_version));
@@ -80,12 +80,12 @@ impl Row {
 
 /// Rows per page of a scan: big enough to be cheap, small enough that a
 /// scan of a large table never holds much in memory or a long query open.
-pub const PAGE: i64 = 1000;
+pub(crate) const PAGE: i64 = 1000;
 
 impl Datastore {
     /// One page of `table` in id order, after `after` (keyset pagination: no
     /// OFFSET, so every page costs the same however deep the scan is).
-    pub async fn scan_page(
+    pub(crate) async fn scan_page(
         &self,
         table: &Table,
         after: Option<&str>,
@@ -114,16 +114,18 @@ impl Datastore {
             .collect())
     }
 
+    #[cfg(test)]
     /// The row `id`, if it exists.
-    pub async fn get(&self, table: &Table, id: &str) -> Result<Option<Row>, DatastoreError> {
+    pub(crate) async fn get(&self, table: &Table, id: &str) -> Result<Option<Row>, DatastoreError> {
         let client = self.client().await?;
         get_on(&client, table, id).await
     }
 
+    #[cfg(test)]
     /// Writes `status` (and `reconcile_at`: now + `requeue_after`, or none)
     /// to row `id` only if it is still at `revision`. `false`: the spec
     /// changed (or the row went) since it was read, and nothing was written.
-    pub async fn write_status(
+    pub(crate) async fn write_status(
         &self,
         table: &Table,
         id: &str,
@@ -189,7 +191,7 @@ pub(super) async fn write_status_on(
 
 /// What removing a finalizer from a marked row did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Removed {
+pub(crate) enum Removed {
     /// Gone from the row; others remain, so the row stays (marked).
     Others(usize),
     /// It was the last one: the row is deleted (the table's trigger carries

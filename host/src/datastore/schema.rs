@@ -13,7 +13,7 @@ use super::{Datastore, DatastoreError, Table};
 const MIGRATION_LOCK: i64 = 0x0077_6173_6d6c_6574;
 
 /// The statements that create `table` and its triggers.
-pub fn migration(table: &Table) -> String {
+pub(crate) fn migration(table: &Table) -> String {
     let t = table.ident();
     let seq = table.derived("revision_seq");
     let revision = table.derived("revision");
@@ -138,7 +138,7 @@ CREATE TRIGGER {truncate} BEFORE TRUNCATE ON {t}
 
 /// The membership table of the hosts reconciling `table` (scale-out, see
 /// [`super::members`]).
-pub fn members_table(table: &Table) -> String {
+pub(crate) fn members_table(table: &Table) -> String {
     format!(
         "-- The hosts reconciling this table, each with its last heartbeat (scale-out).
 CREATE TABLE IF NOT EXISTS {} (
@@ -150,7 +150,7 @@ CREATE TABLE IF NOT EXISTS {} (
 }
 
 /// Creates (or updates) `table` and its triggers in one transaction.
-pub async fn init(store: &Datastore, table: &Table) -> Result<(), DatastoreError> {
+pub(crate) async fn init(store: &Datastore, table: &Table) -> Result<(), DatastoreError> {
     let mut client = store.client().await?;
     let sql = |e| DatastoreError::sql(table.name(), e);
     let tx = client.transaction().await.map_err(sql)?;

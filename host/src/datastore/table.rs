@@ -6,15 +6,15 @@ use super::DatastoreError;
 
 /// Longest table name: the names derived from it (`NAME_changes`,
 /// `NAME_revision_seq`, ...) must fit PostgreSQL's 63-byte identifiers.
-pub const MAX_TABLE_NAME: usize = 40;
+pub(crate) const MAX_TABLE_NAME: usize = 40;
 
 /// A validated table name: `[a-z_][a-z0-9_]*`, at most [`MAX_TABLE_NAME`]
 /// bytes, not starting with `pg_` (PostgreSQL's own namespace).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Table(String);
+pub(crate) struct Table(String);
 
 impl Table {
-    pub fn new(name: &str) -> Result<Table, DatastoreError> {
+    pub(crate) fn new(name: &str) -> Result<Table, DatastoreError> {
         let bad = |reason| DatastoreError::TableName {
             name: name.to_string(),
             reason,
@@ -41,22 +41,22 @@ impl Table {
         Ok(Table(name.to_string()))
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.0
     }
 
     /// The table as an SQL identifier (quoted, so no keyword clashes).
-    pub fn ident(&self) -> String {
+    pub(crate) fn ident(&self) -> String {
         format!("\"{}\"", self.0)
     }
 
     /// A name derived from the table's (`suffix` is the host's, never input).
-    pub fn derived(&self, suffix: &str) -> String {
+    pub(crate) fn derived(&self, suffix: &str) -> String {
         format!("\"{}_{suffix}\"", self.0)
     }
 
     /// The NOTIFY channel its trigger signals on.
-    pub fn channel(&self) -> String {
+    pub(crate) fn channel(&self) -> String {
         format!("{}_changes", self.0)
     }
 }

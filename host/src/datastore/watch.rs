@@ -17,7 +17,7 @@ use super::rows::PAGE;
 use super::{Datastore, DatastoreError, RowState, Table};
 
 /// What the watcher reports to (a table controller's queue).
-pub trait Sink: Send + Sync {
+pub(crate) trait Sink: Send + Sync {
     /// A NOTIFY named row `id` (inserted, changed or deleted).
     fn notified(&self, id: String);
     /// A scan found `row`.
@@ -25,19 +25,19 @@ pub trait Sink: Send + Sync {
 }
 
 #[derive(Clone, Debug)]
-pub struct WatchConfig {
+pub(crate) struct WatchConfig {
     /// A full scan this often (besides the one after every (re)connect).
-    pub resync: Duration,
+    pub(crate) resync: Duration,
     /// First wait before reconnecting (doubling up to `backoff_max`). The
     /// first reconnect waits too, so a failing database is not hammered.
-    pub backoff_first: Duration,
-    pub backoff_max: Duration,
+    pub(crate) backoff_first: Duration,
+    pub(crate) backoff_max: Duration,
     /// How often the LISTEN connection is checked with an empty query, so a
     /// silently dead connection is noticed.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// Signalled when the rows this host owns may have changed (the member
     /// list did): the table is scanned again.
-    pub rescan: Option<Arc<Notify>>,
+    pub(crate) rescan: Option<Arc<Notify>>,
 }
 
 impl Default for WatchConfig {
@@ -54,10 +54,15 @@ impl Default for WatchConfig {
 
 /// The application_name of LISTEN connections (what `pg_stat_activity`
 /// shows for them).
-pub const LISTEN_APPLICATION: &str = "wasmlet-listen";
+pub(crate) const LISTEN_APPLICATION: &str = "wasmlet-listen";
 
 /// Follows `table` until the future is dropped.
-pub async fn watch(store: Datastore, table: Table, config: WatchConfig, sink: Arc<dyn Sink>) {
+pub(crate) async fn watch(
+    store: Datastore,
+    table: Table,
+    config: WatchConfig,
+    sink: Arc<dyn Sink>,
+) {
     let mut backoff = config.backoff_first;
     let mut first = true;
     let mut again = false;
@@ -128,14 +133,14 @@ async fn rescan_asked(rescan: &Option<Arc<Notify>>) {
 
 /// What a scan found.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Found {
-    pub rows: usize,
+pub(crate) struct Found {
+    pub(crate) rows: usize,
     /// Rows whose revision was not reconciled yet.
-    pub changed: usize,
+    pub(crate) changed: usize,
 }
 
 /// Reports every row of `table` to `sink`, a page at a time.
-pub async fn scan(
+pub(crate) async fn scan(
     store: &Datastore,
     table: &Table,
     sink: &dyn Sink,

@@ -22,29 +22,29 @@ use crate::cluster::cache::Caches;
 use crate::plugin::PluginSet;
 
 /// A check's probe: `Err` says why it fails.
-pub type Probe = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub(crate) type Probe = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// How long the runtime's heartbeat task may go unrun before `runtime` fails.
-pub const RUNTIME_STALL: Duration = Duration::from_secs(10);
+pub(crate) const RUNTIME_STALL: Duration = Duration::from_secs(10);
 
 /// The host's checks; parts are filled in as the host starts.
-pub struct HostChecks {
+pub(crate) struct HostChecks {
     born: Instant,
     /// Milliseconds after `born` of the heartbeat task's last run.
     beat: AtomicU64,
     started: AtomicBool,
     draining: AtomicBool,
-    pub store: OnceLock<Probe>,
-    pub caches: OnceLock<Arc<Caches>>,
-    pub plugins: OnceLock<Arc<PluginSet>>,
-    pub node: OnceLock<Probe>,
+    pub(crate) store: OnceLock<Probe>,
+    pub(crate) caches: OnceLock<Arc<Caches>>,
+    pub(crate) plugins: OnceLock<Arc<PluginSet>>,
+    pub(crate) node: OnceLock<Probe>,
     /// Whether the leader election loop still runs.
-    pub leader: OnceLock<Arc<AtomicBool>>,
+    pub(crate) leader: OnceLock<Arc<AtomicBool>>,
 }
 
 impl HostChecks {
     /// The checks, with the runtime's heartbeat task started.
-    pub fn start() -> Arc<HostChecks> {
+    pub(crate) fn start() -> Arc<HostChecks> {
         let checks = Arc::new(HostChecks {
             born: Instant::now(),
             beat: AtomicU64::new(0),
@@ -71,17 +71,17 @@ impl HostChecks {
     }
 
     /// The first plugin scan has finished.
-    pub fn set_started(&self) {
+    pub(crate) fn set_started(&self) {
         self.started.store(true, Ordering::Release);
     }
 
     /// Draining: `shutdown` fails from now on.
-    pub fn set_draining(&self) {
+    pub(crate) fn set_draining(&self) {
         self.draining.store(true, Ordering::Release);
     }
 
     /// The checks `endpoint` (`livez`, `healthz` or `readyz`) runs, in order.
-    pub fn names(&self, endpoint: &str) -> Vec<&'static str> {
+    pub(crate) fn names(&self, endpoint: &str) -> Vec<&'static str> {
         let mut names = vec!["ping", "runtime"];
         if self.store.get().is_some() {
             names.push("store");
@@ -105,7 +105,7 @@ impl HostChecks {
     }
 
     /// Runs check `name`.
-    pub fn check(&self, name: &str) -> Result<(), String> {
+    pub(crate) fn check(&self, name: &str) -> Result<(), String> {
         match name {
             "runtime" => {
                 let last = Duration::from_millis(self.beat.load(Ordering::Acquire));
@@ -172,7 +172,7 @@ fn short_list(items: &[String]) -> String {
 
 /// Sets `alive` false when dropped: wrapped around a task's future, it
 /// tells when the task ended, panicked or was aborted.
-pub struct AliveGuard(pub Arc<AtomicBool>);
+pub(crate) struct AliveGuard(pub Arc<AtomicBool>);
 
 impl Drop for AliveGuard {
     fn drop(&mut self) {

@@ -2,4 +2,4 @@
 //! kube-apiserver's per-check format (`wasmlet_apiserver::health::format`,
 //! shared with the embedded API server).
 
-pub mod host;
+pub(crate) mod host;

@@ -21,9 +21,9 @@ use quantity::{parse_milli, parse_units};
 
 /// Requested cpu (millicores) and memory (bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Resources {
-    pub cpu_milli: i128,
-    pub memory: i128,
+pub(crate) struct Resources {
+    pub(crate) cpu_milli: i128,
+    pub(crate) memory: i128,
 }
 
 impl Resources {
@@ -64,7 +64,7 @@ fn requests_of(r: Option<&ResourceRequirements>) -> Resources {
 /// at least each init container (plus the sidecars started before it; a
 /// sidecar, an init container with `restartPolicy: Always`, runs beside the
 /// containers and adds to their sum), plus the pod's overhead.
-pub fn pod_requests(pod: &Pod) -> Resources {
+pub(crate) fn pod_requests(pod: &Pod) -> Resources {
     let Some(spec) = &pod.spec else {
         return Resources::default();
     };
@@ -95,14 +95,14 @@ pub fn pod_requests(pod: &Pod) -> Resources {
 
 /// What the node offers pods (its `status.allocatable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allocatable {
-    pub resources: Resources,
-    pub pods: i128,
+pub(crate) struct Allocatable {
+    pub(crate) resources: Resources,
+    pub(crate) pods: i128,
 }
 
 impl Allocatable {
     /// What the node registers as allocatable (see [`super::agent`]).
-    pub fn of(cfg: &super::agent::NodeConfig) -> Allocatable {
+    pub(crate) fn of(cfg: &super::agent::NodeConfig) -> Allocatable {
         Allocatable {
             resources: Resources {
                 cpu_milli: parse_milli(&cfg.cpu).unwrap_or(0),
@@ -120,33 +120,29 @@ impl Allocatable {
 /// Why a pod was rejected: `reason` for `status.reason`, `message` for
 /// `status.message` (upstream's words).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    pub reason: String,
-    pub message: String,
+pub(crate) struct Rejection {
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 /// The requests of the pods admitted and not yet finished, by uid.
 #[derive(Debug)]
-pub struct Admission {
+pub(crate) struct Admission {
     allocatable: Allocatable,
     admitted: HashMap<String, Resources>,
 }
 
 impl Admission {
-    pub fn new(allocatable: Allocatable) -> Admission {
+    pub(crate) fn new(allocatable: Allocatable) -> Admission {
         Admission {
             allocatable,
             admitted: HashMap::new(),
         }
     }
 
-    pub fn is_admitted(&self, uid: &str) -> bool {
-        self.admitted.contains_key(uid)
-    }
-
     /// Admits pod `uid` if it fits beside the pods admitted so far (one
     /// already admitted stays admitted).
-    pub fn admit(&mut self, uid: &str, pod: &Pod) -> Result<(), Rejection> {
+    pub(crate) fn admit(&mut self, uid: &str, pod: &Pod) -> Result<(), Rejection> {
         if self.admitted.contains_key(uid) {
             return Ok(());
         }
@@ -179,14 +175,14 @@ impl Admission {
     }
 
     /// The pod finished or is gone: its requests are free again.
-    pub fn release(&mut self, uid: &str) {
+    pub(crate) fn release(&mut self, uid: &str) {
         self.admitted.remove(uid);
     }
 }
 
 /// Whether this node rejected the pod at admission (its status says so):
 /// such a pod never runs here.
-pub fn rejected(pod: &Pod) -> bool {
+pub(crate) fn rejected(pod: &Pod) -> bool {
     pod.status.as_ref().is_some_and(|s| {
         s.phase.as_deref() == Some("Failed")
             && s.reason.as_deref().is_some_and(|r| r.starts_with("OutOf"))
@@ -194,7 +190,7 @@ pub fn rejected(pod: &Pod) -> bool {
 }
 
 /// Whether the pod has finished (its requests no longer count).
-pub fn terminal(pod: &Pod) -> bool {
+pub(crate) fn terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")

@@ -21,26 +21,26 @@ use super::pressure::Pressure;
 use super::ready::{NotReady, Readiness};
 
 /// How often the node lease is renewed (kubelet's default).
-pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+pub(crate) const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// How often the Ready condition's heartbeat is refreshed.
-pub const STATUS_EVERY: Duration = Duration::from_secs(40);
+pub(crate) const STATUS_EVERY: Duration = Duration::from_secs(40);
 
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
-    pub name: String,
-    pub address: IpAddr,
+    pub(crate) name: String,
+    pub(crate) address: IpAddr,
     pub kubelet_port: u16,
-    pub cpu: String,
-    pub memory: String,
+    pub(crate) cpu: String,
+    pub(crate) memory: String,
     /// Memory offered to pods (`status.allocatable.memory`, bytes): the
     /// workloads' memory budget; `None`: all of `memory`.
-    pub allocatable_memory: Option<u64>,
-    pub pods: u32,
+    pub(crate) allocatable_memory: Option<u64>,
+    pub(crate) pods: u32,
     /// The first back-off after a provider call faults (doubling to 300 s).
-    pub provider_backoff_base: std::time::Duration,
+    pub(crate) provider_backoff_base: std::time::Duration,
     /// How long past a deleted pod's grace period a faulting or stuck
     /// teardown may run before the node removes the pod itself.
-    pub teardown_bound: std::time::Duration,
+    pub(crate) teardown_bound: std::time::Duration,
 }
 
 impl NodeConfig {
@@ -65,7 +65,7 @@ impl NodeConfig {
 }
 
 /// The machine's memory in bytes (`MemTotal`).
-pub fn total_memory() -> Option<u64> {
+pub(crate) fn total_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
         .lines()
@@ -77,7 +77,7 @@ pub fn total_memory() -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-pub fn kubelet_version() -> String {
+pub(crate) fn kubelet_version() -> String {
     format!("v1.33.0-wasmlet.{}", env!("CARGO_PKG_VERSION"))
 }
 
@@ -223,7 +223,7 @@ fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
 
 /// Creates the Node (or takes over an existing one of that name) and
 /// reports it Ready.
-pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
+pub(crate) async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let labels: BTreeMap<String, String> = [
         ("kubernetes.io/arch", "wasm32-wasi"),
@@ -302,21 +302,21 @@ async fn renew_lease(client: &kube::Client, cfg: &NodeConfig) -> Result<(), kube
 /// What the heartbeat reports for `/metrics`: consecutive failed lease
 /// renewals (the node controller marks a node NotReady after 40 s without one).
 #[derive(Debug, Default)]
-pub struct NodeHealth {
-    pub lease_failures: std::sync::atomic::AtomicU32,
+pub(crate) struct NodeHealth {
+    pub(crate) lease_failures: std::sync::atomic::AtomicU32,
     /// Why the workload runtime cannot start workloads, as the heartbeat's
     /// last probe found (`None`: it can).
-    pub runtime: std::sync::Mutex<Option<String>>,
+    pub(crate) runtime: std::sync::Mutex<Option<String>>,
 }
 
 /// The Node's Ready reason while the workload runtime cannot start workloads.
-pub const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
+pub(crate) const RUNTIME_UNAVAILABLE: &str = "WorkloadRuntimeUnavailable";
 
 /// `wasmlet_node_lease_renewal_failures{node}`, read at each scrape.
 #[derive(Debug)]
-pub struct NodeCollector {
-    pub node: String,
-    pub health: std::sync::Arc<NodeHealth>,
+pub(crate) struct NodeCollector {
+    pub(crate) node: String,
+    pub(crate) health: std::sync::Arc<NodeHealth>,
 }
 
 impl prometheus_client::collector::Collector for NodeCollector {
@@ -343,7 +343,7 @@ impl prometheus_client::collector::Collector for NodeCollector {
 /// Renews the lease every 10 s and the conditions' heartbeat every 40 s,
 /// forever; a condition is written at once when it changes (looked at each
 /// tick and on each change of the plugin set).
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     client: kube::Client,
     cfg: NodeConfig,
     health: std::sync::Arc<NodeHealth>,
@@ -454,7 +454,7 @@ pub async fn heartbeat(
 }
 
 /// Reports the node NotReady (on shutdown).
-pub async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
+pub(crate) async fn mark_not_ready(client: &kube::Client, cfg: &NodeConfig) {
     let nodes: Api<Node> = Api::all(client.clone());
     let patch =
         json!({"status": {"conditions": conditions(&ReadyState::ShuttingDown, &now_rfc3339())}});

@@ -35,7 +35,7 @@ struct FaultLabels {
 
 /// A provider handler's failure, as counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FaultKind {
+pub(crate) enum FaultKind {
     /// The handler returned an error.
     Error,
     Trap,
@@ -47,7 +47,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             FaultKind::Error => "error",
             FaultKind::Trap => "trap",
@@ -60,7 +60,7 @@ impl FaultKind {
     /// The kind of a failed handler call from its message: a failed call's
     /// is `CallError`'s text (`plugin::loaded`), anything else the handler's
     /// own error.
-    pub fn of(message: &str) -> FaultKind {
+    pub(crate) fn of(message: &str) -> FaultKind {
         if message.starts_with("the guest trapped: ") {
             FaultKind::Trap
         } else if message.starts_with("the guest ran past its ") {
@@ -77,7 +77,7 @@ impl FaultKind {
 
 /// The node's pod metrics, registered in the host's registry.
 #[derive(Clone)]
-pub struct PodMetrics {
+pub(crate) struct PodMetrics {
     provider: String,
     pods: Family<StateLabels, Gauge>,
     transitions: Family<TransitionLabels, Counter>,
@@ -86,7 +86,7 @@ pub struct PodMetrics {
 }
 
 impl PodMetrics {
-    pub fn new(provider: &str) -> PodMetrics {
+    pub(crate) fn new(provider: &str) -> PodMetrics {
         PodMetrics {
             provider: provider.to_string(),
             pods: Family::default(),
@@ -99,7 +99,7 @@ impl PodMetrics {
         }
     }
 
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "wasmlet_node_pods",
             "Pods on this node per provider and state",
@@ -131,7 +131,7 @@ impl PodMetrics {
 
     /// A pod moved from `from` (`None`: its machine just started) to `to`
     /// (`None`: its machine ended) after `stayed` in `from`.
-    pub fn moved(&self, from: Option<&str>, to: Option<&str>, stayed: std::time::Duration) {
+    pub(crate) fn moved(&self, from: Option<&str>, to: Option<&str>, stayed: std::time::Duration) {
         if let Some(f) = from {
             self.pods.get_or_create(&self.state(f)).dec();
             self.time_in_state
@@ -152,7 +152,7 @@ impl PodMetrics {
         }
     }
 
-    pub fn fault(&self, kind: FaultKind) {
+    pub(crate) fn fault(&self, kind: FaultKind) {
         self.faults
             .get_or_create(&FaultLabels {
                 provider: self.provider.clone(),

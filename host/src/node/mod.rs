@@ -9,14 +9,14 @@
 //! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
 //! - [`metrics`]: pods per state, transitions, time in state, handler faults.
 
-pub mod admission;
-pub mod agent;
-pub mod kubelet;
-pub mod metrics;
-pub mod pods;
-pub mod pressure;
-pub mod ready;
-pub mod workloads;
+pub(crate) mod admission;
+pub(crate) mod agent;
+pub(crate) mod kubelet;
+pub(crate) mod metrics;
+pub(crate) mod pods;
+pub(crate) mod pressure;
+pub(crate) mod ready;
+pub(crate) mod workloads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -166,11 +166,11 @@ fn err(e: workloads::WorkloadError) -> w::WorkloadError {
 
 /// A running node agent.
 pub struct NodeAgent {
-    pub config: NodeConfig,
-    pub workloads: Arc<WorkloadManager>,
-    pub runner: Arc<PodRunner>,
-    pub health: Arc<agent::NodeHealth>,
-    pub readiness: Arc<ready::Readiness>,
+    pub(crate) config: NodeConfig,
+    pub(crate) workloads: Arc<WorkloadManager>,
+    pub(crate) runner: Arc<PodRunner>,
+    pub(crate) health: Arc<agent::NodeHealth>,
+    pub(crate) readiness: Arc<ready::Readiness>,
     client: kube::Client,
 }
 
@@ -256,15 +256,8 @@ impl NodeAgent {
         })
     }
 
-    /// The host's `/readyz` check `node-agent`: the provider can run pods
-    /// and the node's Lease is being renewed (the node controller marks a
-    /// node NotReady after 40 s without a renewal).
-    pub fn check(&self) -> Result<(), String> {
-        NodeAgent::check_parts(&self.readiness, &self.health)
-    }
-
     /// [`NodeAgent::check`] from its parts (the check outlives no agent).
-    pub fn check_parts(
+    pub(crate) fn check_parts(
         readiness: &ready::Readiness,
         health: &agent::NodeHealth,
     ) -> Result<(), String> {
@@ -293,7 +286,7 @@ impl NodeAgent {
     /// NotReady, then each workload gets its pod's
     /// `terminationGracePeriodSeconds` to finish, at most `bound` (the
     /// kubelet's graceful node shutdown: min(pod grace, shutdown grace)).
-    pub async fn shutdown(&self, bound: std::time::Duration) {
+    pub(crate) async fn shutdown(&self, bound: std::time::Duration) {
         agent::mark_not_ready(&self.client, &self.config).await;
         let graces = self.pod_graces().await;
         self.workloads

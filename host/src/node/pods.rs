@@ -42,7 +42,7 @@ pub(crate) use backoff::show as show_delay;
 
 /// What wakes a pod's machine.
 #[derive(Debug, Clone)]
-pub enum Wake {
+pub(crate) enum Wake {
     PodChanged(Arc<Pod>),
     /// The pod object is gone from the API.
     PodGone,
@@ -62,7 +62,7 @@ struct Routes {
     done_fetches: std::collections::VecDeque<u64>,
 }
 
-pub struct PodRunner {
+pub(crate) struct PodRunner {
     client: kube::Client,
     plugins: Arc<PluginSet>,
     provider: String,
@@ -76,7 +76,7 @@ pub struct PodRunner {
     /// Pods this node rejected (uid): they never get a machine.
     rejected: Mutex<std::collections::HashSet<String>>,
     /// Pods per state, transitions, time in state, handler faults.
-    pub metrics: super::metrics::PodMetrics,
+    pub(crate) metrics: super::metrics::PodMetrics,
 }
 
 /// `namespace/name`: how the node names a pod (logs, the status page).
@@ -89,7 +89,7 @@ pub(super) fn key_of(pod: &Pod) -> String {
 }
 
 impl PodRunner {
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         plugins: Arc<PluginSet>,
         provider: &str,
@@ -117,12 +117,12 @@ impl PodRunner {
     }
 
     /// The provider plugin whose state machines run the pods.
-    pub fn provider(&self) -> &str {
+    pub(crate) fn provider(&self) -> &str {
         &self.provider
     }
 
     /// The node's pods (`namespace/name`), each with its state and since when.
-    pub fn pod_states(&self) -> Vec<(String, String, std::time::SystemTime)> {
+    pub(crate) fn pod_states(&self) -> Vec<(String, String, std::time::SystemTime)> {
         let states = self.states.lock().unwrap_or_else(|p| p.into_inner());
         states
             .iter()
@@ -159,14 +159,14 @@ impl PodRunner {
     }
 
     /// Delivers a workload exit to the machine waiting on it.
-    pub fn workload_exited(&self, handle: u64) {
+    pub(crate) fn workload_exited(&self, handle: u64) {
         let r = self.routes();
         if let Some(tx) = r.handles.get(&handle).and_then(|uid| r.machines.get(uid)) {
             let _ = tx.send(Wake::WorkloadExited(handle));
         }
     }
 
-    pub fn fetch_done(&self, id: u64) {
+    pub(crate) fn fetch_done(&self, id: u64) {
         let mut r = self.routes();
         if r.done_fetches.len() >= 4096 {
             r.done_fetches.pop_front();
@@ -180,7 +180,7 @@ impl PodRunner {
     }
 
     /// Watches this node's pods and runs a machine for each, forever.
-    pub async fn run(self: Arc<Self>) {
+    pub(crate) async fn run(self: Arc<Self>) {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let config =
             watcher::Config::default().fields(&format!("spec.nodeName={}", self.node.name));

@@ -18,18 +18,18 @@ use std::path::Path;
 use super::workloads::WorkloadManager;
 
 /// The kubelet's default `memory.available` hard eviction threshold.
-pub const MEMORY_AVAILABLE_MIN: u64 = 100 << 20;
+pub(crate) const MEMORY_AVAILABLE_MIN: u64 = 100 << 20;
 
 /// Each pressure's message while it holds; `None`: no pressure.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Pressure {
-    pub memory: Option<String>,
-    pub disk: Option<String>,
-    pub pid: Option<String>,
+pub(crate) struct Pressure {
+    pub(crate) memory: Option<String>,
+    pub(crate) disk: Option<String>,
+    pub(crate) pid: Option<String>,
 }
 
 /// Memory pressure from the budget's use and the machine's available memory.
-pub fn memory(
+pub(crate) fn memory(
     used: u64,
     budget: u64,
     default_limit: u64,
@@ -52,7 +52,7 @@ pub fn memory(
 
 /// Disk pressure from the file system's free space and inodes (no figures
 /// in the message: they change at every look).
-pub fn disk(free: u64, total: u64, inodes_free: u64, inodes: u64) -> Option<String> {
+pub(crate) fn disk(free: u64, total: u64, inodes_free: u64, inodes: u64) -> Option<String> {
     if total > 0 && free.saturating_mul(10) < total {
         return Some("the data directory's file system has less than 10% of its space free".into());
     }
@@ -63,7 +63,7 @@ pub fn disk(free: u64, total: u64, inodes_free: u64, inodes: u64) -> Option<Stri
 }
 
 /// Workload-count pressure.
-pub fn pid(running: usize, max: usize) -> Option<String> {
+pub(crate) fn pid(running: usize, max: usize) -> Option<String> {
     (running >= max).then(|| format!("{running} workloads run, the node's maximum of {max}"))
 }
 
@@ -91,7 +91,7 @@ fn disk_of(dir: &Path) -> Option<String> {
 }
 
 /// The node's pressures now.
-pub fn measure(w: &WorkloadManager) -> Pressure {
+pub(crate) fn measure(w: &WorkloadManager) -> Pressure {
     let c = w.config();
     let (running, used) = w.usage();
     Pressure {

@@ -15,21 +15,21 @@ use crate::plugin::PluginSet;
 use crate::plugin::metrics::PluginMetrics;
 
 /// Faults of the provider that make it crash-looping within [`crash_loop_window`].
-pub const CRASH_LOOP_FAULTS: usize = 3;
+pub(crate) const CRASH_LOOP_FAULTS: usize = 3;
 
 /// How far back provider faults count: 30 back-off bases, 300 s for the
 /// kubelet's 10 s (its back-off cap), so a provider whose pods back off
 /// at their longest still counts as crash-looping. A shortened base
 /// (`--provider-backoff-base-ms`, for tests) shortens it alike.
-pub fn crash_loop_window(backoff_base: Duration) -> Duration {
+pub(crate) fn crash_loop_window(backoff_base: Duration) -> Duration {
     backoff_base.saturating_mul(30)
 }
 
 /// Why the node is not ready: the condition's reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotReady {
-    pub reason: &'static str,
-    pub message: String,
+pub(crate) struct NotReady {
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
 }
 
 /// The provider's recent faults, counted per version.
@@ -74,7 +74,7 @@ impl Faults {
 }
 
 /// The node's readiness, from the plugin set.
-pub struct Readiness {
+pub(crate) struct Readiness {
     plugins: Arc<PluginSet>,
     provider: String,
     faults: Mutex<Faults>,
@@ -83,7 +83,11 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    pub fn new(plugins: Arc<PluginSet>, provider: &str, backoff_base: Duration) -> Readiness {
+    pub(crate) fn new(
+        plugins: Arc<PluginSet>,
+        provider: &str,
+        backoff_base: Duration,
+    ) -> Readiness {
         Readiness {
             plugins,
             provider: provider.to_string(),
@@ -94,7 +98,7 @@ impl Readiness {
 
     /// `Ok` when the provider can run pods (or the first plugin scan has
     /// not finished: the provider may still be compiling).
-    pub fn check(&self) -> Result<(), NotReady> {
+    pub(crate) fn check(&self) -> Result<(), NotReady> {
         let name = &self.provider;
         let Some(loaded) = self.plugins.get(name) else {
             if let Some(why) = self.plugins.rejection(name) {
@@ -145,7 +149,7 @@ fn short(why: &str) -> String {
 }
 
 /// The longest rejection reason the condition's message carries.
-pub const MESSAGE_MAX: usize = 1024;
+pub(crate) const MESSAGE_MAX: usize = 1024;
 
 #[cfg(test)]
 mod tests {

@@ -16,9 +16,9 @@ use sha2::{Digest, Sha256};
 use super::token::{Authorization, authorize};
 
 /// The largest manifest or index read (containerd's `MaxManifestSize`).
-pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// The most of an error response's body read (for its message and codes).
-pub const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
+pub(crate) const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
 
 const MANIFEST_TYPES: [&str; 4] = [
     OCI_IMAGE_MEDIA_TYPE,
@@ -28,7 +28,7 @@ const MANIFEST_TYPES: [&str; 4] = [
 ];
 
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     #[error("{reference}: the {what} is larger than the limit of {limit} bytes")]
     TooLarge {
         reference: String,
@@ -56,7 +56,7 @@ pub enum RegistryError {
 
 impl RegistryError {
     /// The reference the failed read was for.
-    pub fn reference(&self) -> &str {
+    pub(crate) fn reference(&self) -> &str {
         match self {
             RegistryError::TooLarge { reference, .. }
             | RegistryError::Status { reference, .. }
@@ -67,7 +67,7 @@ impl RegistryError {
 }
 
 /// Reads of one reference's repository, authenticated once.
-pub struct CappedReader<'a> {
+pub(crate) struct CappedReader<'a> {
     reference: &'a Reference,
     http: reqwest::Client,
     scheme: &'static str,
@@ -77,7 +77,7 @@ pub struct CappedReader<'a> {
 impl<'a> CappedReader<'a> {
     /// Authenticates ([`authorize`]) for pulls of `reference`; plain HTTP
     /// when `insecure`.
-    pub async fn new(
+    pub(crate) async fn new(
         http: reqwest::Client,
         reference: &'a Reference,
         auth: &RegistryAuth,
@@ -232,7 +232,7 @@ impl<'a> CappedReader<'a> {
 
     /// The reference's image manifest and its digest; an index is resolved
     /// (one level) through `platform`.
-    pub async fn image_manifest(
+    pub(crate) async fn image_manifest(
         &self,
         platform: impl Fn(&[ImageIndexEntry]) -> Option<String>,
     ) -> Result<(OciImageManifest, String), RegistryError> {
@@ -255,7 +255,7 @@ impl<'a> CappedReader<'a> {
     }
 
     /// The digest the reference names now: its manifest read (capped) and hashed.
-    pub async fn manifest_digest(&self) -> Result<String, RegistryError> {
+    pub(crate) async fn manifest_digest(&self) -> Result<String, RegistryError> {
         let r = self.reference;
         let name = r.digest().or(r.tag()).unwrap_or("latest").to_string();
         Ok(self.manifest_at(&name).await?.1)
@@ -263,7 +263,11 @@ impl<'a> CappedReader<'a> {
 
     /// The blob `layer` describes, read only when its declared size is at most
     /// `limit`, cut off past that size, and checked against its digest.
-    pub async fn blob(&self, layer: &OciDescriptor, limit: u64) -> Result<Vec<u8>, RegistryError> {
+    pub(crate) async fn blob(
+        &self,
+        layer: &OciDescriptor,
+        limit: u64,
+    ) -> Result<Vec<u8>, RegistryError> {
         let what = format!("layer {}", layer.digest);
         let declared = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if declared > limit {

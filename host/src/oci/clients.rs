@@ -9,9 +9,9 @@ use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
 
 /// How long a registry connection may take to open.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a registry read may wait for the next bytes.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// reqwest is built without a bundled crypto provider: use ring, like the
 /// rest of the host (a no-op when a process default is already installed).
@@ -22,7 +22,7 @@ fn tls_provider() {
 /// The HTTP client for [`super::capped::CappedReader`]s: redirects followed
 /// (blob stores), credentials dropped on a redirect to another host
 /// (reqwest's rule).
-pub fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     tls_provider();
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
@@ -33,7 +33,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
 
 /// An `oci-client` client for `reference`'s registry (pushes); `insecure`:
 /// plain HTTP to that registry.
-pub fn registry_client(
+pub(crate) fn registry_client(
     reference: &Reference,
     insecure: bool,
 ) -> Result<oci_client::Client, String> {

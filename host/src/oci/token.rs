@@ -15,17 +15,17 @@ use oci_client::secrets::RegistryAuth;
 use super::capped::{RegistryError, read_up_to};
 
 /// The most of a token endpoint's answer read: tokens are a few KiB.
-pub const MAX_TOKEN_BODY_BYTES: u64 = 64 << 10;
+pub(crate) const MAX_TOKEN_BODY_BYTES: u64 = 64 << 10;
 
 /// How requests to the registry authenticate.
-pub enum Authorization {
+pub(crate) enum Authorization {
     None,
     Bearer(String),
     Basic(String, String),
 }
 
 /// Runs the handshake for pulls of `reference` over `scheme`.
-pub async fn authorize(
+pub(crate) async fn authorize(
     http: &reqwest::Client,
     reference: &Reference,
     auth: &RegistryAuth,

@@ -15,12 +15,12 @@ use sha2::Sha256;
 const TAG_LEN: usize = 32;
 
 /// The per-install sealing key.
-pub struct CacheKey([u8; 32]);
+pub(crate) struct CacheKey([u8; 32]);
 
 impl CacheKey {
     /// The key in `root/cache.key`, created (0600, random) on first use. A key
     /// file others may read or that is not this user's is refused.
-    pub fn load_or_create(root: &Path) -> std::io::Result<CacheKey> {
+    pub(crate) fn load_or_create(root: &Path) -> std::io::Result<CacheKey> {
         let path = root.join("cache.key");
         let mut key = [0u8; 32];
         match std::fs::OpenOptions::new()
@@ -50,7 +50,7 @@ impl CacheKey {
     }
 
     /// `tag || artifact`, the tag covering the source digest and the artifact.
-    pub fn seal(&self, digest: &str, artifact: &[u8]) -> Vec<u8> {
+    pub(crate) fn seal(&self, digest: &str, artifact: &[u8]) -> Vec<u8> {
         let mut mac = self.mac(digest);
         mac.update(artifact);
         let mut out = mac.finalize().into_bytes().to_vec();
@@ -59,7 +59,7 @@ impl CacheKey {
     }
 
     /// The artifact in `sealed` if its tag is right for `digest`.
-    pub fn open<'a>(&self, digest: &str, sealed: &'a [u8]) -> Option<&'a [u8]> {
+    pub(crate) fn open<'a>(&self, digest: &str, sealed: &'a [u8]) -> Option<&'a [u8]> {
         if sealed.len() < TAG_LEN {
             return None;
         }

@@ -5,7 +5,7 @@
 
 /// The `reconciler-plugin` world, which also defines the shared interfaces
 /// (`types`, `client`, `clusters`, `log`, `http`).
-pub mod reconciler {
+pub(crate) mod reconciler {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "reconciler-plugin",
@@ -17,7 +17,7 @@ pub mod reconciler {
 }
 
 /// The `provider-plugin` world, sharing the reconciler world's interfaces.
-pub mod provider {
+pub(crate) mod provider {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "provider-plugin",

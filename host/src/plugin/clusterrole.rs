@@ -18,7 +18,7 @@ fn split(api_version: &str) -> (&str, &str) {
 /// The resource (plural) of `kind` in `group`: from the CRDs the plugin
 /// ships, else upstream's guess from the kind (`meta.UnsafeGuessKindToResource`,
 /// right for every built-in kind the host uses).
-pub fn resource_of(group: &str, kind: &str, crds: &[Value]) -> String {
+pub(crate) fn resource_of(group: &str, kind: &str, crds: &[Value]) -> String {
     for crd in crds {
         if crd["spec"]["group"] == group
             && crd["spec"]["names"]["kind"] == kind
@@ -74,11 +74,11 @@ impl Rules {
 
 /// The ClusterRole `name` granting what `manifest` needs; `crds` are the
 /// CRDs it ships (for their plural names).
-pub fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
+pub(crate) fn cluster_role(name: &str, manifest: &Manifest, crds: &[Value]) -> Value {
     let mut rules = Rules::default();
     let read = ["get", "list", "watch"];
     // A table reconciler's objects are rows: no Kubernetes rights for them.
-    if let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.from_table()) {
+    if let Some(r) = manifest.reconciles.as_ref().filter(|r| !r.is_table()) {
         let (group, _) = split(&r.api_version);
         let res = resource_of(group, &r.kind, crds);
         rules.add(group, &res, &read);
@@ -142,7 +142,7 @@ fn add_manifest_rules(rules: &mut Rules, granted: &[Rule]) {
 /// host-owned writes: the host reconciles nothing in a named cluster and
 /// records events only in its own. `crds`: the documents of the table's CRD
 /// files (for their plural names).
-pub fn named_cluster_role(
+pub(crate) fn named_cluster_role(
     name: &str,
     manifest: &Manifest,
     cluster: &str,

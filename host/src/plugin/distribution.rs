@@ -28,24 +28,24 @@ use crate::oci::capped::{CappedReader, RegistryError};
 use crate::oci::clients::{http_client, registry_client};
 use crate::oci::{PullSecret, auth_for};
 
-pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
-pub const COMPONENT_MEDIA_TYPE: &str = "application/wasm";
-pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.manifest.v1+toml";
-pub const CRD_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.crd.v1+yaml";
+pub(crate) const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+pub(crate) const COMPONENT_MEDIA_TYPE: &str = "application/wasm";
+pub(crate) const MANIFEST_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.manifest.v1+toml";
+pub(crate) const CRD_MEDIA_TYPE: &str = "application/vnd.wasmlet.plugin.crd.v1+yaml";
 const TITLE: &str = "org.opencontainers.image.title";
 
 /// A layer's annotations naming it `title` (the file name tools write it to).
-pub fn titled(title: &str) -> Option<BTreeMap<String, String>> {
+pub(crate) fn titled(title: &str) -> Option<BTreeMap<String, String>> {
     Some(BTreeMap::from([(TITLE.to_string(), title.to_string())]))
 }
 /// The most a pulled artifact may hold, all layers together: a registry that
 /// declares more is refused before anything is downloaded, and a layer longer
 /// than its descriptor says is cut off there (manifests: at 4 MiB,
 /// [`crate::oci::capped::MAX_MANIFEST_BYTES`]).
-pub const MAX_ARTIFACT_BYTES: i64 = 256 << 20;
+pub(crate) const MAX_ARTIFACT_BYTES: i64 = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum DistributionError {
+pub(crate) enum DistributionError {
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -69,16 +69,16 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DistributionError + '_ {
 /// A plugin's files: its component, its manifest and the files the manifest
 /// lists (CRDs), by their path relative to the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Artifact {
-    pub wasm: Vec<u8>,
-    pub manifest: Vec<u8>,
-    pub files: BTreeMap<String, Vec<u8>>,
+pub(crate) struct Artifact {
+    pub(crate) wasm: Vec<u8>,
+    pub(crate) manifest: Vec<u8>,
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
 }
 
 impl Artifact {
     /// Reads plugin NAME from `path` (`DIR/NAME.wasm`, `DIR/NAME.toml` or
     /// `DIR/NAME`), checking its manifest. Returns NAME and the files.
-    pub fn read(path: &Path) -> Result<(String, Artifact), DistributionError> {
+    pub(crate) fn read(path: &Path) -> Result<(String, Artifact), DistributionError> {
         let stem = path.with_extension("");
         let name = stem
             .file_name()
@@ -110,7 +110,7 @@ impl Artifact {
     /// Writes plugin `name` into `dir`: the listed files, then the manifest,
     /// then the component, each by rename, so a host watching `dir` never
     /// loads half of a version.
-    pub fn write(&self, dir: &Path, name: &str) -> Result<(), DistributionError> {
+    pub(crate) fn write(&self, dir: &Path, name: &str) -> Result<(), DistributionError> {
         let put = |relative: &str, bytes: &[u8]| -> Result<(), DistributionError> {
             if !inside(relative) {
                 return Err(DistributionError::Io {
@@ -163,18 +163,18 @@ impl Artifact {
 
 /// The plugin name a reference stands for: its repository's last path
 /// segment (`oci://r.example/team/configmap-summary:v1` → `configmap-summary`).
-pub fn name_of(reference: &str) -> String {
+pub(crate) fn name_of(reference: &str) -> String {
     let repo = reference.rsplit('/').next().unwrap_or(reference);
     repo.split([':', '@']).next().unwrap_or(repo).to_string()
 }
 
 /// How to reach a registry.
 #[derive(Debug, Clone, Default)]
-pub struct RegistryOptions {
+pub(crate) struct RegistryOptions {
     /// Plain HTTP (a local registry); HTTPS otherwise.
-    pub insecure: bool,
+    pub(crate) insecure: bool,
     /// Credentials by registry; anonymous where none matches.
-    pub credentials: Vec<PullSecret>,
+    pub(crate) credentials: Vec<PullSecret>,
 }
 
 fn parse(reference: &str) -> Result<Reference, DistributionError> {
@@ -210,7 +210,7 @@ fn inside(relative: &str) -> bool {
 }
 
 /// Pushes `artifact` as `reference`; returns the manifest's digest.
-pub async fn push(
+pub(crate) async fn push(
     artifact: &Artifact,
     reference: &str,
     opts: &RegistryOptions,
@@ -220,8 +220,9 @@ pub async fn push(
 
 /// Pushes `layers` under a wasm config (`architecture: wasm`, `os`, the
 /// layers' digests) as `reference`; returns the manifest's digest. Plugins
-/// and workload modules ([`crate::oci::module`]) go out through it.
-pub async fn push_layers(
+/// and workload modules (`wasmlet module push`, `cli/registry/module.rs`) go out
+/// through it.
+pub(crate) async fn push_layers(
     layers: Vec<ImageLayer>,
     os: &str,
     reference: &str,
@@ -253,7 +254,10 @@ pub async fn push_layers(
 
 /// The digest `reference` names now (one HEAD/GET of its manifest): what a
 /// host polls to see a tag move.
-pub async fn digest(reference: &str, opts: &RegistryOptions) -> Result<String, DistributionError> {
+pub(crate) async fn digest(
+    reference: &str,
+    opts: &RegistryOptions,
+) -> Result<String, DistributionError> {
     let r = parse(reference)?;
     let registry = reader(&r, opts).await?;
     registry.manifest_digest().await.map_err(capped_error)
@@ -290,7 +294,7 @@ fn capped_error(e: RegistryError) -> DistributionError {
 
 /// Pulls the plugin `reference` names; returns its manifest digest and files.
 /// Every layer is checked against its descriptor's size and digest.
-pub async fn pull(
+pub(crate) async fn pull(
     reference: &str,
     opts: &RegistryOptions,
 ) -> Result<(String, Artifact), DistributionError> {

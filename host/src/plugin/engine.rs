@@ -20,7 +20,7 @@ use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances; deadlines are rounded up to this.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
@@ -151,7 +151,7 @@ impl PluginEngine {
     /// grow. On-demand allocation: memory is reserved as a workload grows, capped
     /// per store by its limit (a pool would have to reserve every slot at the
     /// node's maximum). Its compiled components share `cache_dir`'s cache.
-    pub fn for_workloads(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
+    pub(crate) fn for_workloads(cache_dir: &Path) -> anyhow::Result<PluginEngine> {
         let engine = Engine::new(&base_config()).map_err(|e| anyhow::anyhow!("{e}"))?;
         Self::with_engine(engine, false, cache_dir)
     }
@@ -208,7 +208,10 @@ impl PluginEngine {
     /// The component in file `path`, read and compiled (or deserialized) on
     /// a blocking thread: a compile takes hundreds of milliseconds, which must
     /// not stall a tokio worker.
-    pub async fn load_file(&self, path: &Path) -> Result<(Arc<Component>, String), CompileError> {
+    pub(crate) async fn load_file(
+        &self,
+        path: &Path,
+    ) -> Result<(Arc<Component>, String), CompileError> {
         let (engine, path) = (self.clone(), path.to_path_buf());
         let shown = path.display().to_string();
         tokio::task::spawn_blocking(move || {
@@ -244,7 +247,7 @@ impl PluginEngine {
     /// The core module in `bytes` (a pod's WASI preview 1 workload), like
     /// [`PluginEngine::load`]: compiled in the compile child, its artifact
     /// sealed in the same cache. Blocking.
-    pub fn load_module(
+    pub(crate) fn load_module(
         &self,
         path: &Path,
         bytes: &[u8],
@@ -362,7 +365,7 @@ impl PluginEngine {
     }
 
     /// Epoch ticks for a deadline (at least one).
-    pub fn ticks(deadline: Duration) -> u64 {
+    pub(crate) fn ticks(deadline: Duration) -> u64 {
         (deadline.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64 + 1
     }
 }
@@ -433,7 +436,7 @@ const CHILD_REFUSED: i32 = 3;
 /// (with `module`, a core module) on stdin and writes it compiled for the
 /// plugins' engine (`pooling` as the host's) on stdout. Exits with
 /// `CHILD_REFUSED` and the reason on stderr for an invalid one.
-pub fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
+pub(crate) fn compile_component_child(pooling: bool, module: bool) -> std::process::ExitCode {
     use std::io::{Read, Write};
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {

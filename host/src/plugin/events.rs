@@ -22,10 +22,10 @@ use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLim
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
 
-pub const PER_OBJECT_BURST: u32 = 25;
-pub const PER_OBJECT_PERIOD: Duration = Duration::from_secs(300);
-pub const PER_PLUGIN_BURST: u32 = 100;
-pub const PER_PLUGIN_PER_SECOND: u32 = 10;
+pub(crate) const PER_OBJECT_BURST: u32 = 25;
+pub(crate) const PER_OBJECT_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const PER_PLUGIN_BURST: u32 = 100;
+pub(crate) const PER_PLUGIN_PER_SECOND: u32 = 10;
 
 /// Upstream's limits on `events.k8s.io/v1` fields (bytes).
 pub(crate) const MAX_REASON: usize = 128;
@@ -36,7 +36,7 @@ pub(crate) const MAX_NOTE: usize = 1024;
 const MAX_TRACKED_OBJECTS: usize = 10_000;
 
 /// Where one plugin version's events go.
-pub struct EventSink {
+pub(crate) struct EventSink {
     recorder: Recorder,
     per_object: DefaultKeyedRateLimiter<(String, String, String, String)>,
     per_plugin: DefaultDirectRateLimiter,
@@ -44,7 +44,7 @@ pub struct EventSink {
 
 /// Why an event was not published.
 #[derive(Debug)]
-pub enum Dropped {
+pub(crate) enum Dropped {
     /// Over the rate: dropped on purpose.
     Throttled,
     /// The API server refused or could not be reached.
@@ -56,7 +56,7 @@ fn nonzero(n: u32) -> NonZeroU32 {
 }
 
 impl EventSink {
-    pub fn new(recorder: Recorder) -> EventSink {
+    pub(crate) fn new(recorder: Recorder) -> EventSink {
         let per_object = Quota::with_period(PER_OBJECT_PERIOD)
             .expect("a non-zero period")
             .allow_burst(nonzero(PER_OBJECT_BURST));
@@ -71,7 +71,7 @@ impl EventSink {
 
     /// Publishes `event` about `regarding` unless a limit says no. Over-long
     /// fields are cut (at a character boundary) to what the API server accepts.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         mut event: Event,
         regarding: &ObjectReference,

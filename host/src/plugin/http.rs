@@ -34,9 +34,9 @@ use super::bindings::reconciler::wasmlet::plugin::http::{HttpError, Request, Res
 use super::http_dns::CheckedResolver;
 
 /// The timeout when the request names none (still capped by the call deadline).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest response body handed to a guest.
-pub const MAX_RESPONSE_BODY: usize = 4 << 20;
+pub(crate) const MAX_RESPONSE_BODY: usize = 4 << 20;
 
 /// Headers the host sets itself: the target (`host`) and the framing of a
 /// buffered message. A guest-supplied one could desynchronise or redirect the request.
@@ -53,18 +53,18 @@ const RESERVED_HEADERS: &[&str] = &[
 ];
 
 /// The outbound client, shared by every plugin's calls (connection pool included).
-pub struct HttpClient {
+pub(crate) struct HttpClient {
     /// Names resolve to global addresses only.
     client: Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>,
     /// For manifests with `http-private-addresses = true`.
     private: Client<HttpsConnector<HttpConnector<CheckedResolver>>, Full<Bytes>>,
-    pub default_timeout: Duration,
-    pub max_body: usize,
+    pub(crate) default_timeout: Duration,
+    pub(crate) max_body: usize,
 }
 
 impl HttpClient {
     /// The process's client, built on first use (loading the platform's roots once).
-    pub fn shared() -> Arc<HttpClient> {
+    pub(crate) fn shared() -> Arc<HttpClient> {
         static SHARED: OnceLock<Arc<HttpClient>> = OnceLock::new();
         SHARED.get_or_init(|| Arc::new(HttpClient::new())).clone()
     }
@@ -72,7 +72,7 @@ impl HttpClient {
     /// A new client with its own pool. Without platform root certificates
     /// `https://` still works as a scheme, but every certificate is refused
     /// (a `connection` error naming the TLS failure).
-    pub fn new() -> HttpClient {
+    pub(crate) fn new() -> HttpClient {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = || {
             rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -113,7 +113,7 @@ impl HttpClient {
     /// Sends `req` to `url` (already parsed with [`parse_url`] and allowed by
     /// the manifest), waiting at most `budget` beyond the request's own timeout.
     /// With `allow_private`, names may resolve to non-global addresses.
-    pub async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         req: Request,
         url: &url::Url,
@@ -191,7 +191,7 @@ impl Default for HttpClient {
 }
 
 /// Parses an absolute `http(s)://` URL with a host and no userinfo.
-pub fn parse_url(s: &str) -> Result<url::Url, HttpError> {
+pub(crate) fn parse_url(s: &str) -> Result<url::Url, HttpError> {
     let invalid = |m: &str| HttpError::InvalidRequest(format!("{s}: {m}"));
     let url = url::Url::parse(s).map_err(|e| invalid(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {

@@ -16,9 +16,9 @@ use hyper_util::client::legacy::connect::dns::Name;
 
 /// A resolver for hyper-util's `HttpConnector`.
 #[derive(Clone, Copy)]
-pub struct CheckedResolver {
+pub(crate) struct CheckedResolver {
     /// Let names resolve to non-global addresses too.
-    pub allow_private: bool,
+    pub(crate) allow_private: bool,
 }
 
 impl tower_service::Service<Name> for CheckedResolver {
@@ -56,7 +56,7 @@ impl tower_service::Service<Name> for CheckedResolver {
 }
 
 /// Whether `ip` is globally routable (what std's unstable `is_global` means).
-pub fn is_global(ip: IpAddr) -> bool {
+pub(crate) fn is_global(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_global_v4(v4),
         IpAddr::V6(v6) => {

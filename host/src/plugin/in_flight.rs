@@ -24,7 +24,7 @@ use crate::cluster::ClientError;
 /// One write (a binding) sent by a call that has returned; `W` is what a
 /// landed one leaves for the expectations.
 #[derive(Debug)]
-pub struct InFlight<W> {
+pub(crate) struct InFlight<W> {
     /// `pod ns/name to node N`, for the error.
     what: String,
     answer: JoinHandle<Result<W, ClientError>>,
@@ -45,18 +45,18 @@ impl<W: Send + 'static> InFlight<W> {
 
 /// What the writes a call left in flight came to.
 #[derive(Debug)]
-pub struct Landed<W> {
+pub(crate) struct Landed<W> {
     /// The writes that landed.
-    pub writes: Vec<W>,
+    pub(crate) writes: Vec<W>,
     /// One met a conflict or a 429: retry soon, as after a write the guest
     /// waited for.
-    pub retry_soon: bool,
+    pub(crate) retry_soon: bool,
     /// The first that failed otherwise: the call's error.
-    pub failed: Option<String>,
+    pub(crate) failed: Option<String>,
 }
 
 /// Waits for every write in `in_flight`.
-pub async fn land<W>(in_flight: Vec<InFlight<W>>) -> Landed<W> {
+pub(crate) async fn land<W>(in_flight: Vec<InFlight<W>>) -> Landed<W> {
     let mut landed = Landed {
         writes: Vec::with_capacity(in_flight.len()),
         retry_soon: false,

@@ -29,9 +29,9 @@ use super::provider::StateGraph;
 use super::sandbox::{PluginCtx, State};
 use call::Warm;
 use exports::{provider, reconciler};
-pub use provider_calls::ProviderReply;
+pub(crate) use provider_calls::ProviderReply;
 
-pub use super::outcome::CallError;
+pub(crate) use super::outcome::CallError;
 
 /// Why a plugin version could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -60,15 +60,15 @@ pub enum LoadError {
 }
 
 pub struct Loaded {
-    pub name: String,
+    pub(crate) name: String,
     /// sha256 of the `.wasm`.
     pub digest: String,
     pub manifest: Arc<Manifest>,
-    pub ctx: Arc<PluginCtx>,
-    pub declared_conditions: Vec<String>,
-    pub load_time: Duration,
+    pub(crate) ctx: Arc<PluginCtx>,
+    pub(crate) declared_conditions: Vec<String>,
+    pub(crate) load_time: Duration,
     /// Providers: the state graph, checked at load.
-    pub graph: Option<StateGraph>,
+    pub(crate) graph: Option<StateGraph>,
     engine: PluginEngine,
     pre: Pre,
     /// The manifest's `limits.concurrency`.
@@ -130,7 +130,7 @@ pub fn check_contract(
 }
 
 impl Loaded {
-    pub async fn load(
+    pub(crate) async fn load(
         engine: &PluginEngine,
         wasm: &Path,
         manifest: Arc<Manifest>,

@@ -6,19 +6,18 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
-pub mod clusters;
-pub use clusters::ClusterPermissions;
+pub(crate) mod clusters;
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub(crate) const CONTRACT_VERSION: &str = "0.1.0";
 
 /// A manifest that cannot be used: the file, the field (empty when the
 /// whole file is at fault) and why.
 #[derive(Debug, thiserror::Error)]
 pub struct ManifestError {
-    pub file: String,
-    pub field: String,
-    pub message: String,
+    pub(crate) file: String,
+    pub(crate) field: String,
+    pub(crate) message: String,
 }
 
 impl std::fmt::Display for ManifestError {
@@ -39,9 +38,9 @@ pub enum PluginKind {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PluginSection {
-    pub kind: PluginKind,
-    pub contract: String,
+pub(crate) struct PluginSection {
+    pub(crate) kind: PluginKind,
+    pub(crate) contract: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -50,38 +49,38 @@ pub struct Reconciles {
     /// Where the objects come from: a Kubernetes kind (the default) or the
     /// rows of a PostgreSQL table (`postgres`, with `table`).
     #[serde(default)]
-    pub source: ObjectSource,
+    pub(crate) source: ObjectSource,
     /// `source = "postgres"`: the table (a plain identifier, see
     /// [`crate::datastore::Table`]); the connection is the host's, never the
     /// plugin's.
-    pub table: Option<String>,
+    pub(crate) table: Option<String>,
     /// The kind; with `source = "postgres"` optional, and then only what the
     /// guest's documents say in `apiVersion` and `kind`.
     #[serde(default)]
     pub api_version: String,
     #[serde(default)]
     pub kind: String,
-    pub namespace: Option<String>,
-    pub label_selector: Option<String>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) label_selector: Option<String>,
     /// Only objects whose fields match (`spec.nodeName=`, `status.phase!=Failed`),
     /// applied by the host to its cache, so it works the same on any cluster:
     /// an object that leaves the selection is as good as deleted to the plugin
     /// (kube-scheduler's informer of unassigned pods).
-    pub field_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
     /// `false`: the host never writes the reconciled object's status (no
     /// conditions, no `Ready`): for kinds whose status others own, such as a
     /// scheduler's Pods, which the guest changes through its own calls.
     #[serde(default = "default_true")]
-    pub host_status: bool,
+    pub(crate) host_status: bool,
     /// Whose writes hold a key back until the caches have seen them.
     #[serde(default)]
-    pub expectations: ExpectationScope,
+    pub(crate) expectations: ExpectationScope,
 }
 
 /// Where a reconciler's objects come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ObjectSource {
+pub(crate) enum ObjectSource {
     #[default]
     Kubernetes,
     Postgres,
@@ -89,7 +88,7 @@ pub enum ObjectSource {
 
 impl Reconciles {
     /// Whether the objects are rows of a datastore table.
-    pub fn from_table(&self) -> bool {
+    pub(crate) fn is_table(&self) -> bool {
         self.source == ObjectSource::Postgres
     }
 }
@@ -104,7 +103,7 @@ fn default_true() -> bool {
 /// decisions wrote (a node's free memory) never runs on a cache without them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ExpectationScope {
+pub(crate) enum ExpectationScope {
     #[default]
     Object,
     Plugin,
@@ -112,14 +111,14 @@ pub enum ExpectationScope {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct TypeRef {
-    pub api_version: String,
-    pub kind: String,
+pub(crate) struct TypeRef {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
 }
 
 /// How a watched object names the key it requeues.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MapFn {
+pub(crate) enum MapFn {
     Label(String),
     Annotation(String),
     Field(String),
@@ -137,33 +136,33 @@ pub enum MapFn {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Watch {
-    pub api_version: String,
-    pub kind: String,
-    pub map: String,
+pub(crate) struct Watch {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) map: String,
     /// A named cluster (`--cluster NAME=KUBECONFIG`) whose objects of the
     /// kind are watched instead of the host's own; `*`: every named cluster
     /// the manifest reaches. As the regional objects a global reconciler
     /// writes change, the object the map names is reconciled.
     #[serde(default)]
-    pub cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Rule {
-    pub api_groups: Vec<String>,
-    pub resources: Vec<String>,
-    pub verbs: Vec<String>,
+pub(crate) struct Rule {
+    pub(crate) api_groups: Vec<String>,
+    pub(crate) resources: Vec<String>,
+    pub(crate) verbs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Permissions {
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     #[serde(default)]
-    pub http_hosts: Vec<String>,
+    pub(crate) http_hosts: Vec<String>,
     /// Let `http-hosts` names resolve to loopback, private or link-local
     /// addresses (refused by default; a literal IP in `http-hosts` is allowed as named).
     #[serde(default)]
@@ -178,7 +177,7 @@ pub struct Limits {
     #[serde(default = "default_memory")]
     pub memory_mib: u32,
     #[serde(default = "default_deadline")]
-    pub deadline_ms: u64,
+    pub(crate) deadline_ms: u64,
     /// Keep instances between calls instead of a fresh one each time: much
     /// cheaper calls, but whatever a guest keeps in memory (statics, caches)
     /// survives into later calls — opt in only for guests written for it.
@@ -187,27 +186,27 @@ pub struct Limits {
     /// Rate (per minute) at which up-to-date objects found by a list or a
     /// resync are re-verified at least; `None`: the host's (300).
     #[serde(default)]
-    pub low_per_minute: Option<u32>,
+    pub(crate) low_per_minute: Option<u32>,
     /// Whether idle workers re-verify up-to-date objects faster than
     /// `low-per-minute` (the default). `false` makes that rate a cap, for
     /// plugins whose downstream must be protected.
     #[serde(default = "default_true")]
-    pub low_when_idle: bool,
+    pub(crate) low_when_idle: bool,
     /// Reconcilers: bindings (`bind`) that may still be in flight after the
     /// calls that made them returned (see [`super::in_flight`]); 0, the
     /// default: `bind` waits for the API server's answer.
     #[serde(default)]
-    pub bindings_in_flight: u32,
+    pub(crate) bindings_in_flight: u32,
 }
 
 /// The most `limits.bindings-in-flight`: each holds a worker and its key.
-pub const MAX_BINDINGS_IN_FLIGHT: u32 = 64;
+pub(crate) const MAX_BINDINGS_IN_FLIGHT: u32 = 64;
 
 impl Limits {
     /// The controller's workers: one per call in flight, and one per binding
     /// still in flight after its call (its worker holds the key until the
     /// answer comes).
-    pub fn workers(&self) -> u32 {
+    pub(crate) fn workers(&self) -> u32 {
         self.concurrency + self.bindings_in_flight
     }
 }
@@ -239,23 +238,23 @@ impl Default for Limits {
 /// `[record]`: record this plugin's calls (see `plugin::record`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Record {
+pub(crate) struct Record {
     /// `false`: the section is kept but nothing is recorded (the host's
     /// `--record NAME` still turns recording on).
     #[serde(default = "default_true")]
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// A record file is rotated before it would pass this size.
     #[serde(default = "default_record_mib")]
-    pub max_file_mib: u32,
+    pub(crate) max_file_mib: u32,
     /// Rotated files kept besides the current one.
     #[serde(default = "default_record_files")]
-    pub max_files: u32,
+    pub(crate) max_files: u32,
     /// Record Secret values, credentials and sensitive bodies as they are.
     #[serde(default)]
-    pub keep_secrets: bool,
+    pub(crate) keep_secrets: bool,
     /// Hosts (as in `http-hosts`, `*.` allowed) whose HTTP bodies are redacted.
     #[serde(default)]
-    pub sensitive_http_hosts: Vec<String>,
+    pub(crate) sensitive_http_hosts: Vec<String>,
 }
 
 fn default_record_mib() -> u32 {
@@ -301,18 +300,18 @@ struct Raw {
 /// A validated manifest.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    pub path: PathBuf,
-    pub finalizer: Option<String>,
-    pub crds: Vec<PathBuf>,
-    pub plugin: PluginSection,
+    pub(crate) path: PathBuf,
+    pub(crate) finalizer: Option<String>,
+    pub(crate) crds: Vec<PathBuf>,
+    pub(crate) plugin: PluginSection,
     pub reconciles: Option<Reconciles>,
-    pub owns: Vec<TypeRef>,
-    pub watches: Vec<(Watch, MapFn)>,
+    pub(crate) owns: Vec<TypeRef>,
+    pub(crate) watches: Vec<(Watch, MapFn)>,
     pub permissions: Permissions,
     /// `[clusters.NAME]`: rules in the host's named clusters (`*`: any of them).
-    pub clusters: clusters::Clusters,
+    pub(crate) clusters: clusters::Clusters,
     pub limits: Limits,
-    pub record: Option<Record>,
+    pub(crate) record: Option<Record>,
 }
 
 /// CRD files named in `field` (`crds`, `clusters.NAME.crds`), beside the
@@ -379,7 +378,7 @@ impl Manifest {
 
     /// A manifest read from elsewhere than its plugin directory (a record's
     /// header): its CRD files are not looked for.
-    pub fn parse_detached(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+    pub(crate) fn parse_detached(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
         Manifest::parse_with(text, path, false)
     }
 
@@ -428,7 +427,7 @@ impl Manifest {
             }
             _ => {}
         }
-        if let Some(r) = raw.reconciles.as_ref().filter(|r| r.from_table()) {
+        if let Some(r) = raw.reconciles.as_ref().filter(|r| r.is_table()) {
             let table = r.table.as_deref().ok_or_else(|| {
                 err(
                     "reconciles.table",
@@ -502,7 +501,7 @@ impl Manifest {
                 }
             };
             if matches!(map, MapFn::Selector(_))
-                && raw.reconciles.as_ref().is_some_and(|r| r.from_table())
+                && raw.reconciles.as_ref().is_some_and(|r| r.is_table())
             {
                 return Err(err(
                     &format!("watches[{i}].map"),
@@ -624,7 +623,7 @@ impl Manifest {
 
     /// The rules that apply in the named cluster `cluster` (`[clusters.NAME]`,
     /// else `[clusters."*"]`); `None`: the manifest does not reach it.
-    pub fn cluster_rules(&self, cluster: &str) -> Option<&[Rule]> {
+    pub(crate) fn cluster_rules(&self, cluster: &str) -> Option<&[Rule]> {
         clusters::rules_for(&self.clusters, cluster)
     }
 
@@ -648,7 +647,7 @@ impl Manifest {
 /// One `http-hosts` entry: a host name (`*.` in front: any subdomain), an
 /// IPv4 address or a bracketed IPv6 address, then optionally `:PORT` (1 to
 /// 65535; without it, any port). The error says what is wrong with it.
-pub fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
+pub(crate) fn parse_http_host(entry: &str) -> Result<(&str, Option<u16>), String> {
     let (host, port) = if entry.starts_with('[') {
         let end = entry
             .find(']')
@@ -733,7 +732,7 @@ fn check_rules(table: &str, rules: &[Rule]) -> Result<(), (String, String)> {
 }
 
 /// Whether `rules` grant `verb` on `group`/`resource`, as RBAC matches them.
-pub fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
+pub(crate) fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
     rules.iter().any(|r| {
         r.api_groups.iter().any(|g| g == group || g == "*")
             && r.resources.iter().any(|x| x == resource || x == "*")
@@ -743,7 +742,7 @@ pub fn rules_allow(rules: &[Rule], group: &str, resource: &str, verb: &str) -> b
 
 /// Whether some rule could grant `verb` in `group` before the kind is
 /// resolved (see [`Manifest::may_allow`]).
-pub fn rules_may_allow(rules: &[Rule], group: &str, sub: Option<&str>, verb: &str) -> bool {
+pub(crate) fn rules_may_allow(rules: &[Rule], group: &str, sub: Option<&str>, verb: &str) -> bool {
     rules.iter().any(|r| {
         r.api_groups.iter().any(|g| g == group || g == "*")
             && r.verbs.iter().any(|v| v == verb || v == "*")
@@ -961,7 +960,7 @@ mod tests {
     fn a_table_reconciler_names_a_checked_table() {
         let m = parse(&format!("{TABLE}table = \"projects\"\n")).unwrap();
         let r = m.reconciles.unwrap();
-        assert!(r.from_table());
+        assert!(r.is_table());
         assert_eq!(r.table.as_deref(), Some("projects"));
         let e = parse(TABLE).unwrap_err();
         assert_eq!(e.field, "reconciles.table", "{e}");

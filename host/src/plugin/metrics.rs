@@ -15,31 +15,31 @@ use super::PluginSet;
 
 #[derive(Debug, Default)]
 pub struct PluginMetrics {
-    pub calls: AtomicU64,
+    pub(crate) calls: AtomicU64,
     pub traps: AtomicU64,
     pub timeouts: AtomicU64,
     pub out_of_memory: AtomicU64,
-    pub malformed: AtomicU64,
-    pub oversized: AtomicU64,
+    pub(crate) malformed: AtomicU64,
+    pub(crate) oversized: AtomicU64,
     pub denied: AtomicU64,
     pub swaps: AtomicU64,
     pub load_failures: AtomicU64,
-    pub events_dropped: AtomicU64,
+    pub(crate) events_dropped: AtomicU64,
     /// Shadow mode: the candidate's calls by result, and live calls it skipped.
-    pub shadow_same: AtomicU64,
-    pub shadow_different: AtomicU64,
-    pub shadow_error: AtomicU64,
-    pub shadow_skipped: AtomicU64,
+    pub(crate) shadow_same: AtomicU64,
+    pub(crate) shadow_different: AtomicU64,
+    pub(crate) shadow_error: AtomicU64,
+    pub(crate) shadow_skipped: AtomicU64,
     /// Nanoseconds spent in calls: instantiation, the guest and the host
     /// calls it makes (not the host's status write after it).
-    pub call_nanos: AtomicU64,
+    pub(crate) call_nanos: AtomicU64,
 }
 
 /// Adds the time from [`CallTimer::start`] to its drop to a call-time counter.
-pub struct CallTimer<'a>(&'a AtomicU64, std::time::Instant);
+pub(crate) struct CallTimer<'a>(&'a AtomicU64, std::time::Instant);
 
 impl<'a> CallTimer<'a> {
-    pub fn start(counter: &'a AtomicU64) -> CallTimer<'a> {
+    pub(crate) fn start(counter: &'a AtomicU64) -> CallTimer<'a> {
         CallTimer(counter, std::time::Instant::now())
     }
 }
@@ -52,7 +52,7 @@ impl Drop for CallTimer<'_> {
 }
 
 impl PluginMetrics {
-    pub fn inc(counter: &AtomicU64) {
+    pub(crate) fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -126,7 +126,7 @@ struct ShadowLabels {
 
 /// Exports `wasmlet_plugin_<counter>_total{plugin}` for every plugin the set
 /// has counted, read at each scrape; register it where the set is owned.
-pub struct PluginCollector(pub Arc<PluginSet>);
+pub(crate) struct PluginCollector(pub Arc<PluginSet>);
 
 impl std::fmt::Debug for PluginCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

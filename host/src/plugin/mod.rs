@@ -21,31 +21,31 @@
 //!
 //! The cluster behind the `client` import is [`crate::cluster`].
 
-pub mod artifact;
-pub mod bindings;
-pub mod clusterrole;
-pub mod distribution;
-pub mod engine;
-pub mod events;
-pub mod http;
-pub mod http_dns;
-pub mod imports;
-pub mod in_flight;
+pub(crate) mod artifact;
+pub(crate) mod bindings;
+pub(crate) mod clusterrole;
+pub(crate) mod distribution;
+pub(crate) mod engine;
+pub(crate) mod events;
+pub(crate) mod http;
+pub(crate) mod http_dns;
+pub(crate) mod imports;
+pub(crate) mod in_flight;
 #[cfg(test)]
 mod layers;
-pub mod loaded;
-pub mod manifest;
-pub mod metrics;
-pub mod observe;
-pub mod outcome;
-pub mod provider;
-pub mod record;
-pub mod remote;
-pub mod sandbox;
-pub mod set;
-pub mod shadow;
-pub mod tape;
+pub(crate) mod loaded;
+pub(crate) mod manifest;
+pub(crate) mod metrics;
+pub(crate) mod observe;
+pub(crate) mod outcome;
+pub(crate) mod provider;
+pub(crate) mod record;
+pub(crate) mod remote;
+pub(crate) mod sandbox;
+pub(crate) mod set;
+pub(crate) mod shadow;
+pub(crate) mod tape;
 
-pub use loaded::{CallError, LoadError, Loaded};
-pub use manifest::Manifest;
-pub use set::{PluginEvent, PluginSet};
+pub(crate) use loaded::{CallError, Loaded};
+pub(crate) use manifest::Manifest;
+pub(crate) use set::{PluginEvent, PluginSet};

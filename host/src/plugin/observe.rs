@@ -7,7 +7,6 @@
 //! returned, hands it what the tape holds and the outcome
 //! ([`CallObserver::after_call`]). The observers:
 //!
-//! - [`Unobserved`]: the plain call (nothing watches the plugin);
 //! - [`Live`]: a live call of a version that is recorded or has a shadow
 //!   candidate beside it, each a [`Watcher`] (`record::Recording`,
 //!   `shadow::ShadowSlot`) the call is offered to once it returned;
@@ -29,15 +28,15 @@ use super::tape::{Redaction, TapeMode, Taped};
 
 /// How a call's tape runs.
 #[derive(Debug, Clone)]
-pub struct Taping {
-    pub mode: TapeMode,
+pub(crate) struct Taping {
+    pub(crate) mode: TapeMode,
     /// A replayed store's `wasi:random/insecure-seed` (a live store's is random).
-    pub seed: u128,
+    pub(crate) seed: u128,
 }
 
 impl Taping {
     /// No tape for this call.
-    pub fn off() -> Taping {
+    pub(crate) fn off() -> Taping {
         Taping {
             mode: TapeMode::Off,
             seed: 0,
@@ -45,44 +44,44 @@ impl Taping {
     }
 
     /// Whether the call is taped (and so observed once it returned).
-    pub fn on(&self) -> bool {
+    pub(crate) fn on(&self) -> bool {
         !matches!(self.mode, TapeMode::Off)
     }
 }
 
 /// A call as its observer sees it once it returned.
 #[derive(Debug, Clone)]
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     /// The plugin's name and the version's digest (sha256 of its `.wasm`).
-    pub plugin: &'a str,
-    pub digest: &'a str,
-    pub call: CallKind,
-    pub key: &'a str,
+    pub(crate) plugin: &'a str,
+    pub(crate) digest: &'a str,
+    pub(crate) call: CallKind,
+    pub(crate) key: &'a str,
     /// The object the call was given (a provider's pod), as JSON text.
-    pub obj: &'a str,
+    pub(crate) obj: &'a str,
     /// Provider calls: the export and its arguments besides the pod.
-    pub provider: Option<&'a ProviderCall>,
+    pub(crate) provider: Option<&'a ProviderCall>,
     /// What the call's tape held, whether the call succeeded or not.
-    pub taped: Taped,
-    pub outcome: Outcome,
+    pub(crate) taped: Taped,
+    pub(crate) outcome: Outcome,
     /// How the call's tape redacted what it holds.
-    pub redaction: Redaction,
+    pub(crate) redaction: Redaction,
 }
 
 /// What the host's own writes because of a call join: the call's record,
 /// while recording, kept until the host's writes for it are in (written when
 /// the last holder drops it).
-pub trait HostWrites: Send + Sync + std::fmt::Debug {
+pub(crate) trait HostWrites: Send + Sync + std::fmt::Debug {
     /// Adds a host write and its response (the stored resourceVersion, or the error).
     fn host_write(&self, op: &str, key: &str, body: &Value, result: Result<Option<&str>, String>);
 }
 
 /// A call's record waiting for the host's writes (see [`HostWrites`]).
-pub type PendingRecord = dyn HostWrites;
+pub(crate) type PendingRecord = dyn HostWrites;
 
 /// Sees one call: sets its tape before it runs, and takes what the tape and
 /// the outcome hold after.
-pub trait CallObserver: Send {
+pub(crate) trait CallObserver: Send {
     /// How the call's tape runs; [`TapeMode::Off`]: the call is not
     /// observed, and [`CallObserver::after_call`] not called.
     fn before_call(&mut self) -> Taping;
@@ -92,22 +91,9 @@ pub trait CallObserver: Send {
     fn after_call(&mut self, call: Observed<'_>) -> Option<Arc<PendingRecord>>;
 }
 
-/// The plain call's observer: no tape, nothing kept.
-pub struct Unobserved;
-
-impl CallObserver for Unobserved {
-    fn before_call(&mut self) -> Taping {
-        Taping::off()
-    }
-
-    fn after_call(&mut self, _: Observed<'_>) -> Option<Arc<PendingRecord>> {
-        None
-    }
-}
-
 /// Something that watches a plugin version's live calls: its recording, a
 /// shadow candidate beside it.
-pub trait Watcher: Send + Sync {
+pub(crate) trait Watcher: Send + Sync {
     /// Whether it watches the live call about to run (a shadow candidate
     /// that would skip it says no, and counts the skip, so the call is not
     /// taped for nothing).
@@ -125,14 +111,14 @@ pub trait Watcher: Send + Sync {
 }
 
 /// A live call's observer: its version's watchers that watch this call.
-pub struct Live<'a> {
+pub(crate) struct Live<'a> {
     watching: Vec<&'a dyn Watcher>,
 }
 
 impl<'a> Live<'a> {
     /// The live call of a version recorded by `recording` (which watches
     /// every call) and with `shadow` beside it (which may skip this one).
-    pub fn new(
+    pub(crate) fn new(
         recording: Option<&'a Arc<dyn Watcher>>,
         shadow: Option<&'a Arc<dyn Watcher>>,
     ) -> Live<'a> {
@@ -174,25 +160,25 @@ impl CallObserver for Live<'_> {
 /// tape: a recorded call replayed ([`TapeMode::Replay`]), a live call run on
 /// a shadow candidate ([`TapeMode::Shadow`]).
 #[derive(Debug, Clone)]
-pub struct Again {
-    pub call: CallKind,
-    pub key: String,
+pub(crate) struct Again {
+    pub(crate) call: CallKind,
+    pub(crate) key: String,
     /// The object the call is given (a provider's pod), as JSON text.
-    pub obj: String,
+    pub(crate) obj: String,
     /// Provider calls: the export and its arguments besides the pod.
-    pub provider: Option<ProviderCall>,
-    pub taping: Taping,
+    pub(crate) provider: Option<ProviderCall>,
+    pub(crate) taping: Taping,
 }
 
 /// The observer of a call made again: answers it from its tape and keeps
 /// what became of it.
-pub struct Replaying {
+pub(crate) struct Replaying {
     taping: Option<Taping>,
     seen: Option<(Outcome, Taped)>,
 }
 
 impl Replaying {
-    pub fn new(taping: Taping) -> Replaying {
+    pub(crate) fn new(taping: Taping) -> Replaying {
         Replaying {
             taping: Some(taping),
             seen: None,
@@ -200,7 +186,7 @@ impl Replaying {
     }
 
     /// The call's outcome and what its tape held; `None`: it never ran.
-    pub fn seen(self) -> Option<(Outcome, Taped)> {
+    pub(crate) fn seen(self) -> Option<(Outcome, Taped)> {
         self.seen
     }
 }
@@ -217,11 +203,11 @@ impl CallObserver for Replaying {
 }
 
 /// What running a call again gives: its outcome and what its tape held.
-pub type AgainFuture<'a> = Pin<Box<dyn Future<Output = (Outcome, Taped)> + Send + 'a>>;
+pub(crate) type AgainFuture<'a> = Pin<Box<dyn Future<Output = (Outcome, Taped)> + Send + 'a>>;
 
 /// A plugin version that runs calls again (loaded for replay, or as a
 /// shadow candidate).
-pub trait RunAgain: Send + Sync {
+pub(crate) trait RunAgain: Send + Sync {
     /// The version's digest (sha256 of its `.wasm`).
     fn digest(&self) -> &str;
 

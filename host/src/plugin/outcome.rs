@@ -6,11 +6,11 @@
 //! what a call was and what became of it (`call`, [`provider`]) is named
 //! here, so that none of them needs to import another for it.
 
-mod call;
-pub mod provider;
+pub(crate) mod call;
+pub(crate) mod provider;
 
-pub use call::{CallError, CallKind, Condition, Outcome};
-pub use provider::{ProviderCall, ProviderResult};
+pub(crate) use call::{CallError, CallKind, Outcome};
+pub(crate) use provider::{ProviderCall, ProviderResult};
 
 use std::time::Duration;
 
@@ -21,14 +21,14 @@ use super::bindings::reconciler::exports::wasmlet::plugin::reconciler as wit;
 /// A condition as the guest reports it; `status` is `True`, `False` or `Unknown`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestCondition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 impl GuestCondition {
-    pub fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
+    pub(crate) fn new(type_: &str, status: &str, reason: &str, message: &str) -> GuestCondition {
         GuestCondition {
             type_: type_.into(),
             status: status.into(),
@@ -56,8 +56,8 @@ pub struct GuestError {
     pub reason: String,
     pub message: String,
     /// Status and conditions to write anyway.
-    pub status: Option<Value>,
-    pub conditions: Vec<GuestCondition>,
+    pub(crate) status: Option<Value>,
+    pub(crate) conditions: Vec<GuestCondition>,
 }
 
 /// What `finalize` decided.
@@ -74,7 +74,7 @@ pub enum Finalized {
 /// over 1.5 MiB, so a bigger status could never be stored; refused here, it is
 /// the guest's fault (counted, named in `Ready`) rather than a status write that
 /// fails on every retry.
-pub const MAX_RESULT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_RESULT_BYTES: usize = 1 << 20;
 
 /// A guest result the host refuses.
 #[derive(Debug)]

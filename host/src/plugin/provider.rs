@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use super::sandbox::State;
 
-pub use super::bindings::provider::exports::wasmlet::plugin::provider::{
-    HandlerOutcome, StateGraph, Transition, Wait, WaitOn, WakeEvent,
+pub(crate) use super::bindings::provider::exports::wasmlet::plugin::provider::{
+    HandlerOutcome, StateGraph, WaitOn, WakeEvent,
 };
 // The node agent's workload API still speaks the provider world's types.
 use self::wasmlet::plugin::workloads::{
     FetchError, FetchProgress, FetchRequest, SpawnSpec, VolumeRequest, WorkloadError,
     WorkloadStatus,
 };
-pub use super::bindings::provider::wasmlet;
+pub(crate) use super::bindings::provider::wasmlet;
 
 /// What runs a provider's workloads: the node agent's workload manager.
 /// `pod_uid` scopes every handle to the pod the calling machine runs.
@@ -126,11 +126,11 @@ impl State {
 
 /// The host-owned state a pod is in while a faulting provider call backs
 /// off (`node::pods::fault`); no graph may declare it.
-pub const BACKOFF_STATE: &str = "ProviderBackOff";
+pub(crate) const BACKOFF_STATE: &str = "ProviderBackOff";
 
 /// Checks a graph the provider declares: every named state exists, and
 /// none is the host's own [`BACKOFF_STATE`].
-pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
+pub(crate) fn validate_graph(g: &StateGraph) -> Result<(), String> {
     if g.states.iter().any(|s| s == BACKOFF_STATE) {
         return Err(format!(
             "state \"{BACKOFF_STATE}\" is the host's own (a pod waiting out a provider fault); name the provider's state otherwise"
@@ -166,14 +166,14 @@ pub fn validate_graph(g: &StateGraph) -> Result<(), String> {
 impl StateGraph {
     /// Whether the guest may move `from` → `to` (the host's own moves to
     /// on-delete and error states need no edge).
-    pub fn allows(&self, from: &str, to: &str) -> bool {
+    pub(crate) fn allows(&self, from: &str, to: &str) -> bool {
         self.edges.iter().any(|(f, t)| f == from && t == to)
     }
 
     /// The graph in Graphviz DOT (`wasmlet plugin graph`, the status page):
     /// the initial state doubled, the error and on-delete states marked, the
     /// host's own moves (any state to on-delete or error) dashed once.
-    pub fn to_dot(&self, name: &str) -> String {
+    pub(crate) fn to_dot(&self, name: &str) -> String {
         let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
         let mut out = format!(
             "digraph {} {{\n  rankdir=LR;\n  node [shape=box, style=rounded];\n",

@@ -30,7 +30,7 @@ use super::set::PluginSet;
 use crate::oci::docker_config_credentials;
 
 /// The list's file name in the plugin directory.
-pub const LIST: &str = "plugins.toml";
+pub(crate) const LIST: &str = "plugins.toml";
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,17 +41,17 @@ struct List {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
-    pub source: String,
+pub(crate) struct Entry {
+    pub(crate) source: String,
     #[serde(default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default)]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
 }
 
 impl Entry {
     /// The plugin's name: given, or the repository's last path segment.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.name
             .clone()
             .unwrap_or_else(|| distribution::name_of(&self.source))
@@ -60,7 +60,7 @@ impl Entry {
 
 /// Reads `plugins.toml`: each entry needs an `oci://` source and a name of
 /// letters, digits and dashes; errors name the entry and the field.
-pub fn read_list(path: &Path) -> Result<BTreeMap<String, Entry>, String> {
+pub(crate) fn read_list(path: &Path) -> Result<BTreeMap<String, Entry>, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
@@ -96,16 +96,16 @@ pub fn read_list(path: &Path) -> Result<BTreeMap<String, Entry>, String> {
 }
 
 /// Keeps `dest` in line with the list in the plugin directory.
-pub struct RemotePlugins {
-    pub list: PathBuf,
-    pub dest: PathBuf,
-    pub set: Arc<PluginSet>,
-    pub interval: Duration,
+pub(crate) struct RemotePlugins {
+    pub(crate) list: PathBuf,
+    pub(crate) dest: PathBuf,
+    pub(crate) set: Arc<PluginSet>,
+    pub(crate) interval: Duration,
 }
 
 impl RemotePlugins {
     /// Syncs now, then every `interval` and whenever the list changes, forever.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Kept for as long as the loop runs; without it, only the poll.
         let _watcher = self.watch_list(tx);
@@ -163,7 +163,7 @@ impl RemotePlugins {
 
     /// One pass: pulls what moved, removes what is no longer listed. Returns
     /// whether `dest` changed.
-    pub async fn sync(&self) -> bool {
+    pub(crate) async fn sync(&self) -> bool {
         let entries = match read_list(&self.list) {
             Ok(e) => e,
             Err(e) => {

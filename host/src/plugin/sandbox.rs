@@ -17,7 +17,7 @@ use crate::cluster::ClusterAccess;
 
 /// A write a guest made through `client`, for the controller's expectations.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Write {
+pub(crate) enum Write {
     Created {
         api_version: String,
         kind: String,
@@ -50,39 +50,39 @@ pub enum Write {
 }
 
 /// Everything a plugin version's imports need, shared by its calls.
-pub struct PluginCtx {
-    pub name: String,
-    pub manifest: Arc<Manifest>,
-    pub api: Option<Arc<dyn ClusterAccess>>,
+pub(crate) struct PluginCtx {
+    pub(crate) name: String,
+    pub(crate) manifest: Arc<Manifest>,
+    pub(crate) api: Option<Arc<dyn ClusterAccess>>,
     /// The host's named clusters (the `clusters` import); empty when it has none.
-    pub clusters: crate::cluster::NamedClusters,
-    pub metrics: Arc<PluginMetrics>,
+    pub(crate) clusters: crate::cluster::NamedClusters,
+    pub(crate) metrics: Arc<PluginMetrics>,
     /// Where `record-event` publishes (rate-limited); `None`: no cluster.
-    pub events: Option<super::events::EventSink>,
+    pub(crate) events: Option<super::events::EventSink>,
     /// Providers only: the node agent's workload runner.
-    pub workloads: Option<Arc<dyn super::provider::Workloads>>,
+    pub(crate) workloads: Option<Arc<dyn super::provider::Workloads>>,
     /// The `http` import's outbound client (one per process); `None`: no outbound HTTP.
-    pub http: Option<Arc<super::http::HttpClient>>,
+    pub(crate) http: Option<Arc<super::http::HttpClient>>,
     /// Where this version's calls are recorded (`record::Recording`);
     /// `None`: not recorded.
-    pub recording: Option<Arc<dyn Watcher>>,
+    pub(crate) recording: Option<Arc<dyn Watcher>>,
     /// `wasmlet replay` or a shadow candidate: every import is answered from
     /// a record (a candidate's cluster reads beyond it excepted).
-    pub replay: bool,
+    pub(crate) replay: bool,
     /// Live reconciler versions: where a shadow candidate may run beside
     /// them (`shadow::ShadowSlot`).
-    pub shadow: Option<Arc<dyn Watcher>>,
+    pub(crate) shadow: Option<Arc<dyn Watcher>>,
 }
 
 impl PluginCtx {
     /// Whether calls need a tape (recording or replaying).
-    pub fn taped(&self) -> bool {
+    pub(crate) fn taped(&self) -> bool {
         self.recording.is_some() || self.replay
     }
 }
 
 /// The most table elements one store may hold, across all its tables.
-pub const MAX_TABLE_ELEMENTS: usize = 1 << 17;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1 << 17;
 
 /// Denies memory growth past a cap and remembers that it did, so the trap that
 /// follows (a Rust guest aborts on allocation failure) is reported as
@@ -90,16 +90,16 @@ pub const MAX_TABLE_ELEMENTS: usize = 1 << 17;
 ///
 /// The caps are totals over every memory (and every table) of the store: a
 /// per-memory cap would let a component with 16 memories take 16 times as much.
-pub struct Limiter {
+pub(crate) struct Limiter {
     limits: StoreLimits,
     memory_cap: Option<usize>,
     memory_total: usize,
     table_total: usize,
-    pub hit: bool,
+    pub(crate) hit: bool,
 }
 
 impl Limiter {
-    pub fn new(memory_bytes: Option<usize>) -> Limiter {
+    pub(crate) fn new(memory_bytes: Option<usize>) -> Limiter {
         let limits = StoreLimitsBuilder::new()
             .instances(64)
             .tables(64)
@@ -171,51 +171,52 @@ impl ResourceLimiter for Limiter {
 pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub limiter: Limiter,
-    pub plugin: Arc<PluginCtx>,
+    pub(crate) limiter: Limiter,
+    pub(crate) plugin: Arc<PluginCtx>,
     /// The object the call is about, for logs.
-    pub key: String,
-    pub writes: Vec<Write>,
+    pub(crate) key: String,
+    pub(crate) writes: Vec<Write>,
     /// Bindings sent and not waited for (`limits.bindings-in-flight`).
-    pub in_flight: Vec<InFlight<Write>>,
+    pub(crate) in_flight: Vec<InFlight<Write>>,
     /// A client call met 409 or 429: the controller retries soon, not with back-off.
-    pub retry_soon: bool,
+    pub(crate) retry_soon: bool,
     /// When the call began (its deadline runs from here), for the `http` import's timeout.
-    pub started: std::time::Instant,
+    pub(crate) started: std::time::Instant,
     /// Recording or replaying: the imports' (and WASI clocks' and random's) tape.
-    pub tape: Option<Arc<Tape>>,
+    pub(crate) tape: Option<Arc<Tape>>,
     /// The message of a guest panic, handed over by the SDK's panic hook just
     /// before the trap (see [`PANIC_FIELD`]).
-    pub panic: Option<String>,
+    pub(crate) panic: Option<String>,
 }
 
 /// The log field by which a guest's panic hook marks its last record as the
 /// panic's message (`wasmlet-sdk` sets it): the host reports that text as the
 /// call's failure instead of a bare `unreachable` trap and its backtrace.
-pub const PANIC_FIELD: &str = "wasmlet.panic";
+pub(crate) const PANIC_FIELD: &str = "wasmlet.panic";
 
 /// The most bytes of a panic message kept.
-pub const MAX_PANIC_BYTES: usize = 4096;
+pub(crate) const MAX_PANIC_BYTES: usize = 4096;
 
 /// What a call did besides its result.
 #[derive(Debug, Default)]
 pub struct CallReport {
-    pub writes: Vec<Write>,
+    pub(crate) writes: Vec<Write>,
     /// Bindings still in flight when the call returned; the caller lands
     /// them ([`super::in_flight::land`]) before the key is done.
-    pub in_flight: Vec<InFlight<Write>>,
-    pub retry_soon: bool,
+    pub(crate) in_flight: Vec<InFlight<Write>>,
+    pub(crate) retry_soon: bool,
     /// Recording: the call's record, written once the host's writes for it are added.
-    pub record: Option<Arc<PendingRecord>>,
+    pub(crate) record: Option<Arc<PendingRecord>>,
 }
 
 impl State {
-    pub fn new(plugin: Arc<PluginCtx>, key: String) -> State {
+    #[cfg(test)]
+    pub(crate) fn new(plugin: Arc<PluginCtx>, key: String) -> State {
         State::with_tape(plugin, key, None)
     }
 
     /// A store's state whose WASI clocks and random go through `tape`.
-    pub fn with_tape(plugin: Arc<PluginCtx>, key: String, tape: Option<Arc<Tape>>) -> State {
+    pub(crate) fn with_tape(plugin: Arc<PluginCtx>, key: String, tape: Option<Arc<Tape>>) -> State {
         let mut wasi = WasiCtx::builder();
         wasi.allow_tcp(false)
             .allow_udp(false)

@@ -26,10 +26,10 @@ use super::sandbox::PluginCtx;
 use super::shadow::ShadowSlot;
 use crate::cluster::{Cluster, ClusterAccess};
 
-mod crds;
-pub mod shadows;
+pub(crate) mod crds;
+pub(crate) mod shadows;
 
-pub use crds::read_yaml_documents;
+pub(crate) use crds::read_yaml_documents;
 
 #[derive(Debug, Clone)]
 pub enum PluginEvent {
@@ -41,26 +41,25 @@ pub enum PluginEvent {
 }
 
 /// How many changes of the set are remembered.
-pub const HISTORY: usize = 50;
+pub(crate) const HISTORY: usize = 50;
 
 /// A change of the set: a version loaded, replaced, rolled back, rejected or removed.
 #[derive(Debug, Clone)]
-pub struct Change {
-    pub at: std::time::SystemTime,
-    pub plugin: String,
-    pub what: String,
+pub(crate) struct Change {
+    pub(crate) at: std::time::SystemTime,
+    pub(crate) plugin: String,
+    pub(crate) what: String,
 }
 
-pub struct Slot {
-    pub name: String,
+pub(crate) struct Slot {
     current: ArcSwap<Loaded>,
     previous: Mutex<Option<Arc<Loaded>>>,
-    pub metrics: Arc<PluginMetrics>,
+    pub(crate) metrics: Arc<PluginMetrics>,
     fingerprint: Mutex<String>,
 }
 
 impl Slot {
-    pub fn current(&self) -> Arc<Loaded> {
+    pub(crate) fn current(&self) -> Arc<Loaded> {
         self.current.load_full()
     }
 }
@@ -206,7 +205,7 @@ impl PluginSet {
 
     /// The named clusters versions loaded from now on may reach (`clusters`
     /// import), and where their `[clusters.NAME] crds` are applied.
-    pub fn set_clusters(&self, clusters: crate::cluster::NamedClusters) {
+    pub(crate) fn set_clusters(&self, clusters: crate::cluster::NamedClusters) {
         *self.clusters.write().unwrap_or_else(|p| p.into_inner()) = clusters;
     }
 
@@ -225,7 +224,7 @@ impl PluginSet {
     /// Also loads the plugins of `dir` whose names neither the plugin
     /// directory nor a directory added before holds: a user's plugin replaces
     /// a pulled one, which replaces a built-in one.
-    pub fn add_dir_behind(&self, dir: &Path) {
+    pub(crate) fn add_dir_behind(&self, dir: &Path) {
         self.dirs_behind
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -297,7 +296,7 @@ impl PluginSet {
         self.events.subscribe()
     }
 
-    pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+    pub(crate) fn slot(&self, name: &str) -> Option<Arc<Slot>> {
         self.slots
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -320,7 +319,7 @@ impl PluginSet {
 
     /// Every plugin name that has counters, loaded or not (a rejected
     /// version still counts its load failures).
-    pub fn metric_names(&self) -> Vec<String> {
+    pub(crate) fn metric_names(&self) -> Vec<String> {
         self.metrics
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -433,7 +432,7 @@ impl PluginSet {
     }
 
     /// The set's recent changes, newest first.
-    pub fn history(&self) -> Vec<Change> {
+    pub(crate) fn history(&self) -> Vec<Change> {
         let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
         h.iter().rev().cloned().collect()
     }
@@ -553,7 +552,6 @@ impl PluginSet {
             }
             None => {
                 let slot = Arc::new(Slot {
-                    name: name.to_string(),
                     current: ArcSwap::new(loaded),
                     previous: Mutex::new(None),
                     metrics: self.metrics(name),
@@ -587,13 +585,13 @@ impl PluginSet {
 
     /// How many scans have finished: until the first, a plugin not loaded
     /// may still be on its way.
-    pub fn scanned(&self) -> u64 {
+    pub(crate) fn scanned(&self) -> u64 {
         self.scanned.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Why plugin `name`'s latest version was rejected, while no later
     /// version has loaded and its files are still in the directory.
-    pub fn rejection(&self, name: &str) -> Option<String> {
+    pub(crate) fn rejection(&self, name: &str) -> Option<String> {
         self.rejections
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -603,7 +601,7 @@ impl PluginSet {
 
     /// Plugins in the directory with no running version: their only
     /// version was rejected (name, why).
-    pub fn not_running(&self) -> Vec<(String, String)> {
+    pub(crate) fn not_running(&self) -> Vec<(String, String)> {
         let rejections = self.rejections.lock().unwrap_or_else(|p| p.into_inner());
         rejections
             .iter()

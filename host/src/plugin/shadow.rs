@@ -51,14 +51,14 @@ use super::record::replay::{Verdict, judge};
 use super::tape::{Entry, Redaction, TapeMode};
 
 /// How many differences a plugin's shadow keeps for its report.
-pub const KEPT: usize = 100;
+pub(crate) const KEPT: usize = 100;
 /// Live calls that may wait for the candidate; a call beyond is skipped.
-pub const QUEUE: usize = 256;
+pub(crate) const QUEUE: usize = 256;
 /// The candidate thread's CPU time over time at most, as a share of one core.
-pub const CPU_SHARE: f64 = 0.1;
+pub(crate) const CPU_SHARE: f64 = 0.1;
 /// CPU time the candidate may spend at once beyond its share (a burst of
 /// changes is judged whole, up to this much of the candidate's CPU).
-pub const CPU_BURST: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const CPU_BURST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How much lower the candidate's thread runs than the host (`nice`) where
 /// the idle scheduling class is refused.
@@ -66,23 +66,23 @@ const NICENESS: i32 = 10;
 
 /// A live call, handed to the candidate: its input and everything the live
 /// version's imports answered, in order.
-pub struct ShadowJob {
-    pub call: CallKind,
-    pub key: String,
-    pub obj: String,
-    pub entries: Vec<Entry>,
+pub(crate) struct ShadowJob {
+    pub(crate) call: CallKind,
+    pub(crate) key: String,
+    pub(crate) obj: String,
+    pub(crate) entries: Vec<Entry>,
     /// The live store's `wasi:random/insecure-seed`.
-    pub seed: u128,
-    pub outcome: Outcome,
+    pub(crate) seed: u128,
+    pub(crate) outcome: Outcome,
     /// How the live call's tape redacted (the candidate's is the same, so
     /// their requests compare alike).
-    pub redaction: Redaction,
+    pub(crate) redaction: Redaction,
 }
 
 /// How a candidate's call compared with the live one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ShadowResult {
+pub(crate) enum ShadowResult {
     Same,
     /// Another outcome or other writes, or a request the live call did not make.
     Different,
@@ -92,7 +92,7 @@ pub enum ShadowResult {
 }
 
 impl ShadowResult {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ShadowResult::Same => "same",
             ShadowResult::Different => "different",
@@ -104,48 +104,48 @@ impl ShadowResult {
 /// One place where the two decisions differ (a JSON pointer into
 /// `{"outcome": .., "writes": [..]}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    pub path: String,
-    pub live: Value,
-    pub candidate: Value,
+pub(crate) struct Change {
+    pub(crate) path: String,
+    pub(crate) live: Value,
+    pub(crate) candidate: Value,
 }
 
 /// A call the candidate decided differently, as the report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct Difference {
-    pub at: String,
-    pub key: String,
-    pub call: CallKind,
-    pub result: ShadowResult,
+pub(crate) struct Difference {
+    pub(crate) at: String,
+    pub(crate) key: String,
+    pub(crate) call: CallKind,
+    pub(crate) result: ShadowResult,
     /// The candidate's digest (sha256 of its `.wasm`).
-    pub candidate: String,
-    pub changes: Vec<Change>,
+    pub(crate) candidate: String,
+    pub(crate) changes: Vec<Change>,
     /// The first request the candidate made that the live call did not (held back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub asked: Option<Entry>,
+    pub(crate) asked: Option<Entry>,
 }
 
 /// What `GET /shadow/NAME` answers and `wasmlet plugin shadow-report` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Report {
-    pub plugin: String,
+    pub(crate) plugin: String,
     /// The running candidate's digest; `None`: no candidate now.
-    pub candidate: Option<String>,
+    pub(crate) candidate: Option<String>,
     /// Counted since the host started, across candidates.
     pub same: u64,
     pub different: u64,
     pub error: u64,
     pub skipped: u64,
     /// The last [`KEPT`] differences of the running candidate, newest first.
-    pub differences: Vec<Difference>,
+    pub(crate) differences: Vec<Difference>,
 }
 
 /// Per plugin name, shared by its live versions: the candidate running
 /// beside them now, and what it found.
 pub struct ShadowSlot {
-    pub name: String,
+    pub(crate) name: String,
     current: ArcSwapOption<Shadow>,
     metrics: Arc<PluginMetrics>,
     differences: Arc<Mutex<VecDeque<Difference>>>,
@@ -154,8 +154,8 @@ pub struct ShadowSlot {
 }
 
 /// A running candidate: where live calls are handed to it.
-pub struct Shadow {
-    pub digest: String,
+pub(crate) struct Shadow {
+    pub(crate) digest: String,
     jobs: mpsc::Sender<ShadowJob>,
     metrics: Arc<PluginMetrics>,
     gate: Arc<Gate>,
@@ -164,7 +164,7 @@ pub struct Shadow {
 impl Shadow {
     /// Whether the candidate would take a call now; `false` counts the call
     /// as skipped (the caller then neither tapes nor offers it).
-    pub fn accepting(&self) -> bool {
+    pub(crate) fn accepting(&self) -> bool {
         let open = self.jobs.capacity() > 0 && self.gate.open();
         if !open {
             PluginMetrics::inc(&self.metrics.shadow_skipped);
@@ -174,7 +174,7 @@ impl Shadow {
 
     /// Hands a live call to the candidate, or skips it when the candidate is
     /// [`QUEUE`] calls behind: the live call never waits.
-    pub fn offer(&self, job: ShadowJob) {
+    pub(crate) fn offer(&self, job: ShadowJob) {
         if self.jobs.try_send(job).is_err() {
             PluginMetrics::inc(&self.metrics.shadow_skipped);
         }
@@ -210,7 +210,7 @@ impl Gate {
 }
 
 impl ShadowSlot {
-    pub fn new(name: &str, metrics: Arc<PluginMetrics>) -> Arc<ShadowSlot> {
+    pub(crate) fn new(name: &str, metrics: Arc<PluginMetrics>) -> Arc<ShadowSlot> {
         Arc::new(ShadowSlot {
             name: name.to_string(),
             current: ArcSwapOption::empty(),
@@ -221,13 +221,13 @@ impl ShadowSlot {
     }
 
     /// The candidate running now, if any.
-    pub fn current(&self) -> Option<Arc<Shadow>> {
+    pub(crate) fn current(&self) -> Option<Arc<Shadow>> {
         self.current.load_full()
     }
 
     /// Runs `candidate` beside the live versions from now on, in place of
     /// any earlier one.
-    pub fn start(
+    pub(crate) fn start(
         &self,
         candidate: impl RunAgain + 'static,
         fingerprint: String,
@@ -262,7 +262,7 @@ impl ShadowSlot {
     }
 
     /// Stops the candidate; returns whether one was running.
-    pub fn stop(&self) -> bool {
+    pub(crate) fn stop(&self) -> bool {
         self.fingerprint
             .lock()
             .unwrap_or_else(|p| p.into_inner())

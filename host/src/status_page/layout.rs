@@ -21,34 +21,34 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// Graphs with more states than this are listed, not drawn.
-pub const MAX_STATES: usize = 64;
+pub(super) const MAX_STATES: usize = 64;
 /// Graphs with more edges than this are listed, not drawn.
-pub const MAX_EDGES: usize = 512;
+pub(super) const MAX_EDGES: usize = 512;
 
 /// Node height and the gaps between rows and columns, in SVG pixels.
-pub const NODE_H: f64 = 34.0;
+pub(super) const NODE_H: f64 = 34.0;
 const ROW_GAP: f64 = 22.0;
 const COL_GAP: f64 = 56.0;
 /// The height a waypoint takes in its column.
 const WAYPOINT_H: f64 = 10.0;
 /// Room around the drawing: above for self-loops and count badges.
-pub const MARGIN: f64 = 24.0;
+pub(super) const MARGIN: f64 = 24.0;
 /// Barycenter sweeps (each one down, then up).
 const SWEEPS: usize = 6;
 
 /// A placed state: its box's top-left corner and size.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub(super) struct Node {
     /// Index into the states given to [`layout`].
-    pub state: usize,
-    pub layer: usize,
-    pub x: f64,
-    pub y: f64,
-    pub w: f64,
+    pub(crate) state: usize,
+    pub(crate) layer: usize,
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    pub(crate) w: f64,
 }
 
 impl Node {
-    pub fn mid_y(&self) -> f64 {
+    pub(super) fn mid_y(&self) -> f64 {
         self.y + NODE_H / 2.0
     }
 }
@@ -56,22 +56,22 @@ impl Node {
 /// A drawn edge: the points it passes, from its source's side to its
 /// target's (waypoints between).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Edge {
-    pub from: usize,
-    pub to: usize,
+pub(super) struct Edge {
+    pub(crate) from: usize,
+    pub(crate) to: usize,
     /// Whether the edge runs right to left (it closes a cycle).
-    pub back: bool,
+    pub(crate) back: bool,
     /// Empty for a self-loop (drawn at the node).
-    pub points: Vec<(f64, f64)>,
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Layout {
+pub(super) struct Layout {
     /// One per distinct state, in the order given.
-    pub nodes: Vec<Node>,
-    pub edges: Vec<Edge>,
-    pub width: f64,
-    pub height: f64,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) edges: Vec<Edge>,
+    pub(crate) width: f64,
+    pub(crate) height: f64,
 }
 
 /// An item in a layer: a state, or a waypoint of edge `e`.
@@ -85,7 +85,7 @@ enum Item {
 /// (edges naming an unknown state are left out), starting at `initial`.
 /// `width_of` gives a state's box width. Callers cap the graph's size
 /// ([`MAX_STATES`], [`MAX_EDGES`]).
-pub fn layout(
+pub(super) fn layout(
     states: &[String],
     edges: &[(String, String)],
     initial: &str,

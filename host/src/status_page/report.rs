@@ -13,65 +13,65 @@ use crate::plugin::metrics::PluginMetrics;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HostStatus {
-    pub plugins: Vec<PluginStatus>,
+pub(crate) struct HostStatus {
+    pub(crate) plugins: Vec<PluginStatus>,
     /// The node agent's part (a controllers-only host has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<NodeStatus>,
+    pub(crate) node: Option<NodeStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PluginStatus {
-    pub name: String,
+pub(crate) struct PluginStatus {
+    pub(crate) name: String,
     /// `reconciler` or `provider`; none for a plugin no version of which loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// The running version: its component's `sha256:` digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// `reconciling`, `standby` (another host leads), `not started` (a
     /// reconciler whose controller has not started: a kind not served yet),
     /// `running pods` (the node's provider), `loaded`, or `rejected`.
-    pub state: String,
+    pub(crate) state: String,
     /// Why a version was rejected (the only one, or the newest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// A reconciler's queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue: Option<QueueStatus>,
-    pub calls: u64,
+    pub(crate) queue: Option<QueueStatus>,
+    pub(crate) calls: u64,
     /// Traps, timeouts, out-of-memory, malformed or oversized results.
-    pub faults: u64,
+    pub(crate) faults: u64,
     /// Versions swapped in while the host ran.
-    pub swaps: u64,
+    pub(crate) swaps: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct QueueStatus {
+pub(crate) struct QueueStatus {
     /// Keys ready to run, both lanes.
-    pub ready: u64,
+    pub(crate) ready: u64,
     /// Keys waiting for their time (back-off, requeue-after).
-    pub scheduled: u64,
-    pub processing: u64,
+    pub(crate) scheduled: u64,
+    pub(crate) processing: u64,
     /// Reconciles per second between the last two samples (every 5 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reconciles_per_second: Option<f64>,
+    pub(crate) reconciles_per_second: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeStatus {
-    pub name: String,
-    pub provider: String,
+pub(crate) struct NodeStatus {
+    pub(crate) name: String,
+    pub(crate) provider: String,
     /// Pods per state.
-    pub pods: BTreeMap<String, usize>,
+    pub(crate) pods: BTreeMap<String, usize>,
 }
 
 impl StatusPage {
     /// The host's status now.
-    pub fn report(&self) -> HostStatus {
+    pub(crate) fn report(&self) -> HostStatus {
         let mut plugins = Vec::new();
         let runner = self.pods.get();
         if let Some(set) = self.plugins.get() {

@@ -9,28 +9,28 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often the page's sampler reads the controllers.
-pub const EVERY: Duration = Duration::from_secs(5);
+pub(super) const EVERY: Duration = Duration::from_secs(5);
 /// Samples kept per controller: ten minutes at [`EVERY`].
-pub const KEPT: usize = 120;
+pub(super) const KEPT: usize = 120;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sample {
-    pub at: Instant,
+pub(super) struct Sample {
+    pub(crate) at: Instant,
     /// Keys ready to run (both lanes).
-    pub depth: u64,
+    pub(crate) depth: u64,
     /// Reconciles so far, of any outcome (a counter).
-    pub reconciles: u64,
+    pub(crate) reconciles: u64,
 }
 
 /// The rings, by controller name.
 #[derive(Default)]
-pub struct Samples {
+pub(super) struct Samples {
     rings: Mutex<BTreeMap<String, VecDeque<Sample>>>,
 }
 
 impl Samples {
     /// Adds one sample per controller present now; forgets the others.
-    pub fn record(&self, now: impl IntoIterator<Item = (String, Sample)>) {
+    pub(super) fn record(&self, now: impl IntoIterator<Item = (String, Sample)>) {
         let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
         let mut present = Vec::new();
         for (name, sample) in now {
@@ -47,7 +47,7 @@ impl Samples {
     }
 
     /// `name`'s samples, oldest first.
-    pub fn of(&self, name: &str) -> Vec<Sample> {
+    pub(super) fn of(&self, name: &str) -> Vec<Sample> {
         let rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
         rings
             .get(name)
@@ -58,7 +58,7 @@ impl Samples {
 
 /// Reconciles per second between consecutive samples (a counter that went
 /// down, a controller's series created anew, counts as none).
-pub fn rates(samples: &[Sample]) -> Vec<f64> {
+pub(super) fn rates(samples: &[Sample]) -> Vec<f64> {
     samples
         .windows(2)
         .map(|w| {

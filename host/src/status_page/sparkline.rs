@@ -6,14 +6,14 @@ use std::fmt::Write;
 
 use super::esc;
 
-pub const W: f64 = 220.0;
-pub const H: f64 = 36.0;
+pub(super) const W: f64 = 220.0;
+pub(super) const H: f64 = 36.0;
 const PAD: f64 = 3.0;
 /// The fewest points a chart spreads over.
-pub const MIN_SLOTS: usize = 12;
+pub(super) const MIN_SLOTS: usize = 12;
 
 /// The page's styles for the charts (in the page's `<style>`).
-pub const CSS: &str = "\
+pub(super) const CSS: &str = "\
 svg.spark{vertical-align:middle;background:#fafbfc;border:1px solid #e3e6ea;border-radius:4px}\
 .spark.depth{color:#1f6feb}.spark.rate{color:#2e7d4f}\
 .spark polyline{fill:none;stroke:currentColor;stroke-width:1.6;stroke-linejoin:round}\
@@ -26,7 +26,7 @@ span.figure{display:inline-block;min-width:7em;margin-left:.5em;color:#444;font-
 /// across the width (at least [`MIN_SLOTS`], so a short history does not
 /// stretch into one wide line), right-aligned so the newest value is at the
 /// right edge. `class` picks the colours; `title` is the tooltip.
-pub fn svg(values: &[f64], slots: usize, class: &str, title: &str) -> String {
+pub(super) fn svg(values: &[f64], slots: usize, class: &str, title: &str) -> String {
     let mut out = format!(
         "<svg class=\"spark {}\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\"><title>{}</title>",
         esc(class),
@@ -75,7 +75,7 @@ pub fn svg(values: &[f64], slots: usize, class: &str, title: &str) -> String {
 }
 
 /// A rate as the page shows it: `0`, `0.35/s`, `4.2/s`, `120/s`.
-pub fn per_second(r: f64) -> String {
+pub(super) fn per_second(r: f64) -> String {
     if r <= 0.0 {
         "0/s".into()
     } else if r < 1.0 {

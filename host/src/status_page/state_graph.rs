@@ -19,7 +19,7 @@ const CHAR_W: f64 = 7.6;
 const MIN_BOX_W: f64 = 84.0;
 
 /// The page's styles for the drawing (in the page's `<style>`).
-pub const CSS: &str = "\
+pub(super) const CSS: &str = "\
 svg.state-graph{display:block;max-width:100%;height:auto;margin:.4em 0}\
 .state-graph .edge{fill:none;stroke:#7b8494;stroke-width:1.3}\
 .state-graph .edge.back{stroke:#b9a7d6;stroke-dasharray:4 3}\
@@ -65,7 +65,12 @@ fn path(points: &[(f64, f64)]) -> String {
 /// The graph of the provider `name` as an `<svg>` (or a note when it is too
 /// large to draw), `pods` the number of pods now in each state. `id` makes
 /// the drawing's element ids unique on the page.
-pub fn svg(name: &str, graph: &StateGraph, id: &str, pods: &BTreeMap<String, usize>) -> String {
+pub(super) fn svg(
+    name: &str,
+    graph: &StateGraph,
+    id: &str,
+    pods: &BTreeMap<String, usize>,
+) -> String {
     if graph.states.len() > MAX_STATES || graph.edges.len() > MAX_EDGES {
         return format!(
             "<p class=\"empty\">{} states and {} edges: more than the page draws ({MAX_STATES} states, {MAX_EDGES} edges); the table below lists them.</p>",

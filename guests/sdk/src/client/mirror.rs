@@ -145,10 +145,12 @@ impl<V> Mirror<V> {
         self.items.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// How many objects the mirror holds.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether the mirror holds no object.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -98,6 +98,7 @@ pub struct Own;
 pub struct Named(String);
 
 impl Client {
+    /// The client of the host's own cluster (what `ctx.client()` returns).
     pub fn new() -> Self {
         TypedClient { via: Own }
     }
@@ -178,6 +179,7 @@ impl Client {
 }
 
 impl ClusterClient {
+    /// A client of the cluster the host knows as `name` (`--cluster NAME=KUBECONFIG`); the manifest must grant it.
     pub fn new(name: &str) -> Self {
         TypedClient {
             via: Named(name.to_owned()),

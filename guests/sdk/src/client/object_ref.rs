@@ -9,10 +9,13 @@ use crate::bindings::types;
 /// One object: its type and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectRef {
+    /// `v1`, `apps/v1`: group and version, as in the object's `apiVersion`.
     pub api_version: String,
+    /// The kind, e.g. `Pod`.
     pub kind: String,
     /// `None` for cluster-scoped kinds.
     pub namespace: Option<String>,
+    /// The object's name.
     pub name: String,
 }
 

@@ -12,6 +12,7 @@ pub struct ListParams {
     pub namespace: Option<String>,
     /// A label selector; empty selects everything.
     pub label_selector: String,
+    /// A field selector (`spec.nodeName=n1`); the host serves only the fields upstream indexes for the kind.
     pub field_selector: Option<String>,
 }
 
@@ -67,8 +68,11 @@ pub enum Patch {
     Strategic(serde_json::Value),
     /// Server-side apply as `field_manager`.
     Apply {
+        /// The object to apply: the fields this manager wants to own.
         body: serde_json::Value,
+        /// The manager recorded in `managedFields`; conflicts are reported against other managers.
         field_manager: String,
+        /// Take fields other managers own instead of failing with a conflict (`?force=true`).
         force: bool,
     },
 }
@@ -136,19 +140,24 @@ fn to_value(v: impl Serialize) -> serde_json::Value {
 /// `propagationPolicy` of a delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Propagation {
+    /// Dependents stay, with their owner reference removed.
     Orphan,
+    /// The object goes at once; the garbage collector deletes dependents afterwards.
     Background,
+    /// The object stays (with a `foregroundDeletion` finalizer) until its dependents are gone.
     Foreground,
 }
 
 /// Options of [`Client::delete`](super::Client::delete) and [`Client::evict`](super::Client::evict).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteParams {
+    /// `None`: the server's default for the kind (background for most).
     pub propagation: Option<Propagation>,
     /// Delete only if the object still has this uid.
     pub precondition_uid: Option<String>,
     /// Delete only if the object still has this resourceVersion.
     pub precondition_resource_version: Option<String>,
+    /// Seconds a pod gets to stop before it is killed; `None` keeps the pod's own `terminationGracePeriodSeconds`.
     pub grace_period_seconds: Option<u32>,
 }
 
@@ -189,6 +198,7 @@ impl DeleteParams {
         self
     }
 
+    /// Sets the grace period, in seconds (0: kill at once).
     pub fn grace_period(mut self, seconds: u32) -> Self {
         self.grace_period_seconds = Some(seconds);
         self

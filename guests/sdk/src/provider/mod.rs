@@ -124,7 +124,9 @@ pub trait TransitionTo<Next> {}
 /// What a handler waits for before it is called again in the same state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitOn {
+    /// The workload with this handle exited (or was killed).
     WorkloadExited(WorkloadHandle),
+    /// This much time passed.
     Timer(Duration),
     /// The pod object changed (spec, labels, deletionTimestamp).
     PodChanged,
@@ -135,9 +137,13 @@ pub enum WaitOn {
 /// Why a handler is called again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WakeEvent {
+    /// A workload the handler waited on exited.
     WorkloadExited(WorkloadHandle),
+    /// The timer the handler asked for elapsed.
     TimerElapsed,
+    /// The pod object changed (spec, labels, deletionTimestamp).
     PodChanged,
+    /// A module fetch the handler waited on finished, successfully or not.
     FetchDone(FetchId),
 }
 
@@ -147,6 +153,7 @@ pub enum WakeEvent {
 pub struct StateError(pub String);
 
 impl StateError {
+    /// A handler failure with this message (it reaches the pod's status and the host's log).
     pub fn new(message: impl Into<String>) -> Self {
         StateError(message.into())
     }

@@ -79,6 +79,7 @@ struct Inner {
 }
 
 impl FakeHost {
+    /// An empty fake: no objects, no workloads, no named clusters.
     pub fn new() -> Self {
         Self::default()
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 /// The componentize-py release the project's build pins (as scripts/setup does).
-pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+pub(super) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 /// The contract, as `wit/NAME`.
 pub(super) const WIT: &[(&str, &str)] = &[
@@ -67,7 +67,12 @@ const SDK: &[(&str, &str)] = &[
 
 /// Writes the project into `root` (which exists and is empty); `fill` replaces
 /// the templates' placeholders.
-pub fn write(root: &Path, name: &str, crd_file: &str, fill: impl Fn(&str) -> String) -> Result<()> {
+pub(super) fn write(
+    root: &Path,
+    name: &str,
+    crd_file: &str,
+    fill: impl Fn(&str) -> String,
+) -> Result<()> {
     let write = |file: &str, text: &str| super::write_under(root, file, text);
     write("app.py", &fill(APP))?;
     write(&format!("{name}.toml"), &fill(super::RECONCILER_TOML))?;

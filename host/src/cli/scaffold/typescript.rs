@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 /// The tools the project's package.json pins: guests/sdk-js/toolchain's versions
 /// (a unit test keeps them equal).
-pub const TOOLS: &[(&str, &str)] = &[
+pub(super) const TOOLS: &[(&str, &str)] = &[
     ("@bytecodealliance/componentize-js", "0.23.0"),
     ("@bytecodealliance/jco", "1.34.0"),
     ("esbuild", "0.28.2"),
@@ -55,7 +55,12 @@ const SDK: &[(&str, &str)] = &[
 
 /// Writes the project into `root` (which exists and is empty); `fill` replaces
 /// the templates' placeholders.
-pub fn write(root: &Path, name: &str, crd_file: &str, fill: impl Fn(&str) -> String) -> Result<()> {
+pub(super) fn write(
+    root: &Path,
+    name: &str,
+    crd_file: &str,
+    fill: impl Fn(&str) -> String,
+) -> Result<()> {
     let write = |file: &str, text: &str| super::write_under(root, file, text);
     let tools: Vec<String> = TOOLS
         .iter()

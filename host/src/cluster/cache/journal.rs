@@ -57,10 +57,10 @@ impl Default for Journal {
 /// What changed after a cursor, unfiltered: the caller applies namespace
 /// and selectors (see `KindCache::changes`).
 pub(super) struct Since {
-    pub applied: Vec<Arc<CachedObject>>,
-    pub removed: Vec<Arc<CachedObject>>,
+    pub(crate) applied: Vec<Arc<CachedObject>>,
+    pub(crate) removed: Vec<Arc<CachedObject>>,
     /// The cursor that is caught up with this answer.
-    pub cursor: u64,
+    pub(crate) cursor: u64,
 }
 
 impl Journal {

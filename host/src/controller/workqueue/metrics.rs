@@ -46,7 +46,7 @@ fn duration_histogram() -> Histogram {
 /// `workqueue_longest_running_processor_seconds{name}`,
 /// `workqueue_retries_total{name}`.
 #[derive(Clone)]
-pub struct QueueMetrics {
+pub(crate) struct QueueMetrics {
     depth: Family<DepthLabels, Gauge>,
     adds: Family<NameLabels, Counter>,
     queue_duration: HistogramFamily,
@@ -65,7 +65,7 @@ impl Debug for QueueMetrics {
 
 impl QueueMetrics {
     /// Creates the families and registers them in `registry`.
-    pub fn new(registry: &mut Registry) -> QueueMetrics {
+    pub(crate) fn new(registry: &mut Registry) -> QueueMetrics {
         let m = QueueMetrics {
             depth: Family::default(),
             adds: Family::default(),
@@ -118,7 +118,7 @@ impl QueueMetrics {
     /// Brings the time-dependent gauges (depth after due items moved,
     /// unfinished work, longest running processor) of every live queue up
     /// to date. Cheap: call it before encoding `/metrics`.
-    pub fn refresh_gauges(&self) {
+    pub(crate) fn refresh_gauges(&self) {
         let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         queues.retain(|q| match q.upgrade() {
             Some(q) => {

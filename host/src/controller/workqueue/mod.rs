@@ -103,7 +103,7 @@ use bucket::{TokenBucket, secs};
 use lanes::{KeyState, Lane, State, lock};
 use metrics::{QueueHandles, Refresh};
 
-pub use metrics::QueueMetrics;
+pub(crate) use metrics::QueueMetrics;
 
 mod bucket;
 mod lanes;
@@ -114,23 +114,13 @@ mod tests;
 /// Priority of a queued key (see the module docs). Ordered `Low < High`,
 /// so `a.max(b)` is the higher one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Priority {
+pub(crate) enum Priority {
     /// Initial list / resync of already-reconciled objects: drained into
     /// high at `low_per_minute`.
     Low,
     /// Changed and not yet reconciled at its generation: handed out first.
     #[default]
     High,
-}
-
-impl Priority {
-    /// The label value used in `workqueue_depth{priority}`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::High => "high",
-            Priority::Low => "low",
-        }
-    }
 }
 
 /// Stands for "never" where a time is needed (what tokio uses too).
@@ -140,27 +130,27 @@ const FAR_FUTURE: Duration = Duration::from_secs(86400 * 365 * 30);
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueConfig {
     /// First error back-off (5 ms); doubles per failure.
-    pub base_backoff: Duration,
+    pub(crate) base_backoff: Duration,
     /// Cap of the per-key error back-off (1000 s).
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
     /// Overall token bucket for `add_rate_limited`, tokens per second (10).
     /// `<= 0` or non-finite disables the bucket.
-    pub rate_per_sec: f64,
+    pub(crate) rate_per_sec: f64,
     /// Size of that bucket (100).
-    pub burst: u32,
+    pub(crate) burst: u32,
     /// Rate at which low items are drained into the high lane (300/min).
     /// `0` means unlimited.
-    pub low_per_minute: u32,
+    pub(crate) low_per_minute: u32,
     /// Burst of the low-drain bucket (1).
-    pub low_burst: u32,
+    pub(crate) low_burst: u32,
     /// Idle workers take low items beyond `low_per_minute`: a `next()` that
     /// finds no high item ready hands out the oldest low item while fewer
     /// than this many keys are processing. `0` (the default) never does, so
     /// `low_per_minute` is also a cap. Controllers set it to their
     /// concurrency − 1 (at least 1): one worker stays free for high work.
-    pub idle_low: usize,
+    pub(crate) idle_low: usize,
     /// Fixed delay of `add_soon` (100 ms), plus jitter up to half of it.
-    pub retry_soon: Duration,
+    pub(crate) retry_soon: Duration,
 }
 
 impl Default for QueueConfig {
@@ -181,28 +171,28 @@ impl Default for QueueConfig {
 /// A key handed out by [`WorkQueue::next`]. Call [`WorkQueue::done`] with
 /// its key when processing has finished.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item<K> {
-    pub key: K,
+pub(crate) struct Item<K> {
+    pub(crate) key: K,
     /// The priority the key was queued with (kept by requeues).
-    pub priority: Priority,
+    pub(crate) priority: Priority,
     /// How long the key was ready (in the high or low lane, or dirty behind
     /// its own processing) before being handed out; time spent scheduled is
     /// not counted.
-    pub queued_for: Duration,
+    pub(crate) queued_for: Duration,
 }
 
 /// Number of keys in each place (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Depth {
+pub(crate) struct Depth {
     /// Ready in the high lane (includes low items already drained into it).
-    pub high: usize,
+    pub(crate) high: usize,
     /// Ready in the low lane, waiting to be drained.
-    pub low: usize,
+    pub(crate) low: usize,
     /// Waiting for their time.
-    pub scheduled: usize,
+    pub(crate) scheduled: usize,
     /// Handed out and not done (a processing key re-added is counted here
     /// only).
-    pub processing: usize,
+    pub(crate) processing: usize,
 }
 
 /// A cheap, cloneable handle to one queue (`Arc` inside).
@@ -239,7 +229,7 @@ struct Inner<K> {
 impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// A new queue. `name` labels its metrics (use one name per queue);
     /// with `metrics == None` nothing is exported.
-    pub fn new(name: &str, config: QueueConfig, metrics: Option<&QueueMetrics>) -> Self {
+    pub(crate) fn new(name: &str, config: QueueConfig, metrics: Option<&QueueMetrics>) -> Self {
         let now = Instant::now();
         let state = State {
             keys: HashMap::new(),
@@ -283,19 +273,9 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         WorkQueue { inner }
     }
 
-    /// The queue's name (its metrics label).
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The configuration the queue was built with.
-    pub fn config(&self) -> &QueueConfig {
-        &self.inner.config
-    }
-
     /// Queues `key` as ready now with `priority` (merging with any queued
     /// state: higher priority, earlier time).
-    pub fn add(&self, key: K, priority: Priority) {
+    pub(crate) fn add(&self, key: K, priority: Priority) {
         let now = Instant::now();
         self.inner.enqueue(key, Some(priority), now, now);
     }
@@ -304,7 +284,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// its priority (`High` if unknown). A key already ready stays ready.
     /// The delay comes from guests (any `u64` of milliseconds): one too far
     /// for the clock means "not in this process's lifetime", never a panic.
-    pub fn add_after(&self, key: K, delay: Duration) {
+    pub(crate) fn add_after(&self, key: K, delay: Duration) {
         let now = Instant::now();
         let at = now.checked_add(delay).unwrap_or_else(|| now + FAR_FUTURE);
         self.inner.enqueue(key, None, now, at);
@@ -313,7 +293,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// Error back-off: delay = max(per-key `base * 2^failures` capped at
     /// `max_backoff`, overall token-bucket delay); counts a retry; keeps the
     /// key's priority. Returns the delay it scheduled (zero after shutdown).
-    pub fn add_rate_limited(&self, key: K) -> Duration {
+    pub(crate) fn add_rate_limited(&self, key: K) -> Duration {
         let now = Instant::now();
         let delay = {
             let mut st = lock(&self.inner.state);
@@ -346,7 +326,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// `retry_soon` delay plus jitter in `[0, retry_soon/2]`; not
     /// exponential, not bucket-limited, does not grow `retries()`; keeps the
     /// key's priority. Counts in `workqueue_retries_total`.
-    pub fn add_soon(&self, key: K) {
+    pub(crate) fn add_soon(&self, key: K) {
         let now = Instant::now();
         let base = self.inner.config.retry_soon;
         let half = (base / 2).as_nanos().min(u128::from(u64::MAX)) as u64;
@@ -363,7 +343,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     }
 
     /// Resets the back-off of `key` (its failure count).
-    pub fn forget(&self, key: &K) {
+    pub(crate) fn forget(&self, key: &K) {
         let mut st = lock(&self.inner.state);
         if let Some(ks) = st.keys.get_mut(key) {
             ks.failures = 0;
@@ -371,8 +351,9 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         st.gc(key);
     }
 
+    #[cfg(test)]
     /// Failures of `key` since the last `forget`.
-    pub fn retries(&self, key: &K) -> u32 {
+    pub(crate) fn retries(&self, key: &K) -> u32 {
         lock(&self.inner.state)
             .keys
             .get(key)
@@ -383,7 +364,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// the queue is shut down (at once; queued items are not drained).
     ///
     /// Cancel-safe: an item is only taken in the same poll that returns it.
-    pub async fn next(&self) -> Option<Item<K>> {
+    pub(crate) async fn next(&self) -> Option<Item<K>> {
         loop {
             #[cfg(test)]
             self.inner
@@ -417,9 +398,10 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
+    #[cfg(test)]
     /// Like [`next`](Self::next) but does not wait: `None` if nothing is
     /// ready now or the queue is shut down.
-    pub fn try_next(&self) -> Option<Item<K>> {
+    pub(crate) fn try_next(&self) -> Option<Item<K>> {
         let mut st = lock(&self.inner.state);
         if st.shutdown {
             return None;
@@ -429,7 +411,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
 
     /// Processing of `key` has finished. If it was re-added meanwhile it is
     /// now queued (once). Unknown keys are ignored.
-    pub fn done(&self, key: &K) {
+    pub(crate) fn done(&self, key: &K) {
         let now = Instant::now();
         let mut st = lock(&self.inner.state);
         let Some(started) = st.processing.remove(key) else {
@@ -464,14 +446,15 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
         self.inner.notify.notify_waiters();
     }
 
+    #[cfg(test)]
     /// Whether [`shutdown`](Self::shutdown) was called.
-    pub fn is_shutdown(&self) -> bool {
+    pub(crate) fn is_shutdown(&self) -> bool {
         lock(&self.inner.state).shutdown
     }
 
     /// Current counts (due scheduled items and drainable low items are
     /// moved first, so the figures are up to date).
-    pub fn depth(&self) -> Depth {
+    pub(crate) fn depth(&self) -> Depth {
         let now = Instant::now();
         let mut st = lock(&self.inner.state);
         if st.pump(now) {
@@ -482,7 +465,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     }
 
     /// How long the oldest ready item of each lane has waited: (high, low).
-    pub fn oldest(&self) -> (Option<Duration>, Option<Duration>) {
+    pub(crate) fn oldest(&self) -> (Option<Duration>, Option<Duration>) {
         let now = Instant::now();
         let st = lock(&self.inner.state);
         (st.oldest_ready(true, now), st.oldest_ready(false, now))

@@ -36,20 +36,20 @@ const DENIED_TTL: Duration = Duration::from_secs(30);
 const TOKEN_TTL: Duration = Duration::from_secs(120);
 /// Entries per cache: a 32-byte token digest with its user (or none), or a
 /// user and request attributes with the decision; a few MiB at most.
-pub const MAX_CACHED: usize = 4096;
+pub(crate) const MAX_CACHED: usize = 4096;
 
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct User {
-    pub name: String,
-    pub groups: Vec<String>,
-    pub uid: Option<String>,
+pub(crate) struct User {
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) uid: Option<String>,
 }
 
 impl User {
     /// The user a verified client certificate names: CN is the user, each O a
     /// group (as kube-apiserver and the kubelet read x509 client certificates).
-    pub fn from_certificate(der: &[u8]) -> Option<User> {
+    pub(crate) fn from_certificate(der: &[u8]) -> Option<User> {
         let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
         let subject = cert.subject();
         let name = subject
@@ -73,14 +73,14 @@ impl User {
 
 /// What a request asks to do, in SubjectAccessReview terms.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Attributes {
-    pub verb: &'static str,
-    pub subresource: &'static str,
+pub(crate) struct Attributes {
+    pub(crate) verb: &'static str,
+    pub(crate) subresource: &'static str,
 }
 
 impl Attributes {
     /// The kubelet's mapping from request to `nodes/<subresource>` and verb.
-    pub fn of(method: &http::Method, path: &str) -> Attributes {
+    pub(crate) fn of(method: &http::Method, path: &str) -> Attributes {
         let verb = match *method {
             http::Method::POST => "create",
             http::Method::PUT => "update",
@@ -103,7 +103,7 @@ impl Attributes {
 
 /// The bearer token of a request's `Authorization` header, if any (the
 /// kubelet port's and the metrics address's guards read it alike).
-pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -113,7 +113,7 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// Why a request was refused: 401 or 403, as the kubelet answers.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     Unauthenticated,
     Forbidden(String),
 }
@@ -133,7 +133,7 @@ enum Access {
 }
 
 /// Authenticates and authorizes callers of one node's kubelet API.
-pub struct Gate {
+pub(crate) struct Gate {
     client: kube::Client,
     node: String,
     tokens: Mutex<TokenCache>,
@@ -141,7 +141,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(client: kube::Client, node: String) -> Gate {
+    pub(crate) fn new(client: kube::Client, node: String) -> Gate {
         Gate {
             client,
             node,
@@ -152,7 +152,7 @@ impl Gate {
 
     /// The caller, by certificate (`cert`, already verified against the CA by
     /// the TLS layer) or bearer token, allowed to do `attrs` on this node.
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         cert: Option<&User>,
         bearer: Option<&str>,
@@ -175,7 +175,7 @@ impl Gate {
     /// A bearer-token caller allowed `verb` on the non-resource URL `path`
     /// (as kube-rbac-proxy asks for a path it guards: the request's path and
     /// the HTTP method's verb), for endpoints other than the kubelet's.
-    pub async fn admit_path(
+    pub(crate) async fn admit_path(
         &self,
         bearer: Option<&str>,
         method: &http::Method,
@@ -296,11 +296,6 @@ impl Gate {
         lock(&self.decisions).insert(key, decision.clone(), Instant::now());
         decision
     }
-
-    /// Entries in the token and the decision caches now.
-    pub fn cached(&self) -> (usize, usize) {
-        (lock(&self.tokens).len(), lock(&self.decisions).len())
-    }
 }
 
 fn decision_ttl(d: &Result<(), String>) -> Duration {
@@ -378,7 +373,7 @@ mod tests {
             assert_eq!(refused, Err(Refusal::Unauthenticated));
         }
         assert_eq!(reviews.load(Ordering::Relaxed), n);
-        let (tokens, _) = gate.cached();
+        let tokens = lock(&gate.tokens).len();
         assert!(tokens <= MAX_CACHED, "{tokens} tokens cached");
         // The same bad token again and again: one review.
         let before = reviews.load(Ordering::Relaxed);

@@ -23,19 +23,19 @@ use axum::routing::get;
 use super::workloads::WorkloadManager;
 use auth::{Attributes, Gate, Refusal, User};
 
-pub mod auth;
+pub(crate) mod auth;
 mod logs;
-pub mod review_cache;
+pub(crate) mod review_cache;
 
 /// The TLS material of the kubelet endpoint.
 pub struct KubeletTls {
-    pub cert_pem: String,
-    pub key_pem: String,
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
     /// CA whose client certificates are accepted.
-    pub client_ca_pem: String,
+    pub(crate) client_ca_pem: String,
     /// Where `client_ca_pem` came from, for the message when a client
     /// certificate is refused (e.g. "--kubelet-client-ca /etc/ca.crt").
-    pub client_ca_source: String,
+    pub(crate) client_ca_source: String,
 }
 
 #[derive(Clone)]
@@ -100,7 +100,7 @@ impl Refused {
 }
 
 /// Serves the kubelet API on `addr` until the process ends.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     tls: KubeletTls,
     client: kube::Client,

@@ -8,26 +8,26 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The kubelet's `MaxContainerBackOff`.
-pub const MAX: Duration = Duration::from_secs(300);
+pub(super) const MAX: Duration = Duration::from_secs(300);
 /// A pod that ran this long without a fault starts again from the base
 /// (the kubelet forgets a container's back-off after twice its maximum).
-pub const RESET_AFTER: Duration = Duration::from_secs(600);
+pub(super) const RESET_AFTER: Duration = Duration::from_secs(600);
 
 /// One pod's fault back-off.
 #[derive(Debug)]
-pub struct Backoff {
+pub(super) struct Backoff {
     base: Duration,
     /// The last delay given and when.
     last: Option<(Duration, Instant)>,
 }
 
 impl Backoff {
-    pub fn new(base: Duration) -> Backoff {
+    pub(super) fn new(base: Duration) -> Backoff {
         Backoff { base, last: None }
     }
 
     /// The delay before the next retry, after a fault at `now`.
-    pub fn next(&mut self, now: Instant) -> Duration {
+    pub(super) fn next(&mut self, now: Instant) -> Duration {
         let cap = MAX.max(self.base);
         let delay = match self.last {
             Some((d, at)) if now.saturating_duration_since(at) < d + RESET_AFTER => {
@@ -41,7 +41,7 @@ impl Backoff {
 }
 
 /// `10s`, `1.5s`, `200ms`: a delay as Events and messages show it.
-pub fn show(d: Duration) -> String {
+pub(crate) fn show(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{}s", d.as_secs())
     } else if d < Duration::from_secs(1) {

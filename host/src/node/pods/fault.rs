@@ -27,10 +27,10 @@ use super::{Machine, Wake, deleting};
 /// provider fault is the provider's code failing, so no handler of it
 /// runs, and a declared `ImagePullBackOff` would tell the user the wrong
 /// cause. A graph may not declare a state of this name.
-pub const REASON: &str = crate::plugin::provider::BACKOFF_STATE;
+pub(super) const REASON: &str = crate::plugin::provider::BACKOFF_STATE;
 
 /// How a back-off ended.
-pub enum AfterFault {
+pub(super) enum AfterFault {
     /// Retry the call that faulted.
     Retry,
     /// The pod was deleted while backing off: go to the on-delete state.

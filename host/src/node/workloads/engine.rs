@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::plugin::engine::PluginEngine;
 
-/// A [`PluginEngine::for_workloads`]: no pod can exhaust the instance pool the
+/// A `PluginEngine::for_workloads`: no pod can exhaust the instance pool the
 /// reconcilers and providers instantiate from. Cheap to clone.
 #[derive(Clone)]
 pub struct WorkloadEngine(pub(crate) PluginEngine);
@@ -20,7 +20,7 @@ impl WorkloadEngine {
     /// Compiles pods' modules in child processes of `exe`, as plugins are
     /// ([`PluginEngine::compile_in_child`]): a pod's module is untrusted input
     /// to the compiler.
-    pub fn compile_in_child(self, exe: std::path::PathBuf) -> WorkloadEngine {
+    pub(crate) fn compile_in_child(self, exe: std::path::PathBuf) -> WorkloadEngine {
         WorkloadEngine(self.0.compile_in_child(exe))
     }
 }

@@ -28,7 +28,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use super::run::P2State;
 
 /// The default of `--workload-max-open-files`.
-pub const DEFAULT_MAX_OPEN_FILES: usize = 256;
+pub(crate) const DEFAULT_MAX_OPEN_FILES: usize = 256;
 
 /// The interface whose `open-at` is capped (the version `wasmtime-wasi`
 /// links; guests importing an older 0.2.x resolve to it).
@@ -36,7 +36,7 @@ const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// Raises the process's `RLIMIT_NOFILE` soft limit to its hard limit (as a
 /// server does at start); returns the soft limit in force afterwards.
-pub fn raise_nofile_limit() -> u64 {
+pub(crate) fn raise_nofile_limit() -> u64 {
     use rustix::process::{Resource as R, getrlimit, setrlimit};
     let mut limit = getrlimit(R::Nofile);
     let before = limit.current;
@@ -53,14 +53,14 @@ pub fn raise_nofile_limit() -> u64 {
 
 /// Descriptors kept for the host out of `limit`: a quarter, at least 1024
 /// (the API server's connections, the store, plugin compiles, the kubelet API).
-pub fn host_reserve(limit: u64) -> u64 {
+pub(crate) fn host_reserve(limit: u64) -> u64 {
     (limit / 4).max(1024).min(limit)
 }
 
 /// The per-workload cap: `wanted`, lowered so that `max_workloads` caps fit
 /// in what `limit` leaves after the host's reserve (at least 16: a workload
 /// needs its stdio and mounts).
-pub fn per_workload_cap(wanted: usize, limit: u64, max_workloads: usize) -> usize {
+pub(crate) fn per_workload_cap(wanted: usize, limit: u64, max_workloads: usize) -> usize {
     let shared = limit.saturating_sub(host_reserve(limit));
     let fair = shared / (max_workloads.max(1) as u64);
     wanted

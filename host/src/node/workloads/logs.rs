@@ -31,16 +31,16 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 /// A longer line is split into `P` records of this size, as kubelet's runtimes do.
 pub const MAX_LINE: usize = 16 * 1024;
 /// How much raw output `read_logs` can return (a termination message is at most 4 KiB).
-pub const TAIL_BYTES: usize = 16 * 1024;
+pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStream {
+pub(crate) enum LogStream {
     Stdout,
     Stderr,
 }
 
 impl LogStream {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LogStream::Stdout => "stdout",
             LogStream::Stderr => "stderr",
@@ -82,7 +82,7 @@ pub fn parse_cri_line(line: &[u8]) -> Option<CriLine<'_>> {
 }
 
 /// The timestamp format of the records.
-pub fn cri_timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn cri_timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
 }
 

@@ -18,14 +18,14 @@
 //! announced on [`WorkloadManager::subscribe_fetches`] / [`WorkloadManager::subscribe_exits`].
 
 mod disk;
-mod engine;
+pub(crate) mod engine;
 mod fetch;
-pub mod files;
-pub mod logs;
-pub mod probe;
-mod run;
+pub(crate) mod files;
+pub(crate) mod logs;
+pub(crate) mod probe;
+pub(crate) mod run;
 mod table;
-mod types;
+pub(crate) mod types;
 mod volumes;
 
 use std::collections::HashMap;
@@ -36,11 +36,8 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-pub use engine::WorkloadEngine;
-pub use fetch::RESULT_TTL as FETCH_RESULT_TTL;
-pub use logs::{CriLine, MAX_LINE, TAIL_BYTES, cri_timestamp, parse_cri_line};
-pub use run::{KILLED_EXIT_CODE, YIELD_TICKS};
-pub use types::*;
+pub(crate) use engine::WorkloadEngine;
+pub(crate) use types::*;
 
 enum Runnable {
     Component(wasmtime_wasi::p2::bindings::CommandPre<run::P2State>),
@@ -152,18 +149,18 @@ impl WorkloadManager {
         Ok(manager)
     }
 
-    pub fn config(&self) -> &WorkloadConfig {
+    pub(crate) fn config(&self) -> &WorkloadConfig {
         &self.inner.config
     }
 
     /// Whether workloads can start: the directories a start writes take a
     /// file ([`probe`]). Blocking file I/O.
-    pub fn probe(&self) -> Result<(), String> {
+    pub(crate) fn probe(&self) -> Result<(), String> {
         probe::probe(&self.inner.config.data_dir)
     }
 
     /// Workloads running now, and the memory their limits take from the budget.
-    pub fn usage(&self) -> (usize, u64) {
+    pub(crate) fn usage(&self) -> (usize, u64) {
         self.inner
             .workloads
             .lock()
@@ -320,7 +317,7 @@ impl WorkloadManager {
 
     /// Stops every workload: `grace(pod uid)` to finish (asked once per pod),
     /// then killed; waits for all of them (node shutdown).
-    pub async fn shutdown(&self, grace: impl Fn(&str) -> Duration) {
+    pub(crate) async fn shutdown(&self, grace: impl Fn(&str) -> Duration) {
         let all: Vec<(WorkloadHandle, Arc<run::Workload>)> = self
             .inner
             .workloads

@@ -13,11 +13,11 @@ use std::io::Write;
 use std::path::Path;
 
 /// The directories beneath the workload data directory a start writes to.
-pub const WRITTEN: [&str; 3] = ["modules/sha256", "modules/refs", "pods"];
+pub(crate) const WRITTEN: [&str; 3] = ["modules/sha256", "modules/refs", "pods"];
 
 /// Writes and removes a probe file in each of [`WRITTEN`] beneath `data_dir`;
 /// the first failure names the directory and the OS error.
-pub fn probe(data_dir: &Path) -> Result<(), String> {
+pub(crate) fn probe(data_dir: &Path) -> Result<(), String> {
     for rel in WRITTEN {
         let dir = data_dir.join(rel);
         let file = dir.join(format!(".probe-{}", std::process::id()));

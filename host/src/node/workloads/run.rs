@@ -26,7 +26,7 @@ use super::{
 };
 
 /// Epoch ticks (5 ms each) of CPU between yields to the async runtime.
-pub const YIELD_TICKS: u64 = 2;
+pub(crate) const YIELD_TICKS: u64 = 2;
 /// The exit code reported for a workload stopped after its grace period (kubelet's SIGKILL).
 pub const KILLED_EXIT_CODE: i32 = 137;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 pub type ModuleRef = String;
 pub type WorkloadHandle = u64;
 pub type VolumeId = u64;
-pub type FetchId = u64;
+pub(crate) type FetchId = u64;
 
 /// A pod's `imagePullPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,7 +18,7 @@ pub enum PullPolicy {
     Never,
 }
 
-pub use crate::oci::PullSecret;
+pub(crate) use crate::oci::PullSecret;
 
 #[derive(Debug, Clone)]
 pub struct FetchRequest {
@@ -172,7 +172,7 @@ pub enum WorkloadError {
 #[derive(Debug, Clone)]
 pub struct WorkloadConfig {
     /// Root of the module store, pod volumes and logs.
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// `hostPath` volumes must lie under one of these directories.
     pub host_path_allow: Vec<PathBuf>,
     /// Registries reached over plain HTTP (`127.0.0.1:5000`, `localhost:5000`).
@@ -183,11 +183,11 @@ pub struct WorkloadConfig {
     /// A log file is rotated (to `.1`) when it would grow past this.
     pub log_max_bytes: u64,
     /// Running workloads at most (each holds an async stack of the engine's pool).
-    pub max_workloads: usize,
+    pub(crate) max_workloads: usize,
     /// Largest module accepted from a file or registry.
     pub max_module_bytes: u64,
     /// A pull that takes longer fails as `unavailable`.
-    pub pull_timeout: Duration,
+    pub(crate) pull_timeout: Duration,
     /// The memory limit of a container that sets none (kubelet's containers are
     /// unlimited; a wasm workload without one could take the node's memory).
     pub default_memory_limit: u64,
@@ -196,10 +196,10 @@ pub struct WorkloadConfig {
     /// The node-wide budget: the memory limits of the running workloads
     /// together stay under it (all of them live in this process); a spawn
     /// past it is refused. The node's allocatable memory.
-    pub memory_budget: u64,
+    pub(crate) memory_budget: u64,
     /// Descriptors (files and directories, mounts included) a WASI 0.2
     /// workload may hold open; an open past it fails in the guest.
-    pub max_open_files: usize,
+    pub(crate) max_open_files: usize,
     /// How often emptyDirs with a `sizeLimit` are measured (the kubelet's eviction
     /// manager checks every 10 s).
     pub disk_check_interval: Duration,

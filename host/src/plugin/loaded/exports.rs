@@ -23,11 +23,11 @@ type CallResult<T> = Result<(Result<T, GuestError>, CallReport), CallError>;
 
 /// What a call was about, for its observer.
 pub(super) struct About<'a> {
-    pub call: CallKind,
-    pub key: &'a str,
-    pub obj: &'a str,
+    pub(crate) call: CallKind,
+    pub(crate) key: &'a str,
+    pub(crate) obj: &'a str,
     /// Provider calls: the export and its arguments besides the pod.
-    pub provider: Option<&'a ProviderCall>,
+    pub(crate) provider: Option<&'a ProviderCall>,
 }
 
 impl Loaded {
@@ -41,7 +41,7 @@ impl Loaded {
         self.landed(key, r).await
     }
 
-    pub async fn finalize(&self, key: &str, obj: &str) -> CallResult<Finalized> {
+    pub(crate) async fn finalize(&self, key: &str, obj: &str) -> CallResult<Finalized> {
         let r = self.finalize_observed(key, obj, &mut self.live()).await;
         self.landed(key, r).await
     }
@@ -104,7 +104,7 @@ impl Loaded {
     /// Runs a call again on this version, every import answered from
     /// `again`'s tape (the plugin must have been loaded for replay, or as a
     /// shadow candidate).
-    pub async fn run_again(&self, again: Again) -> (Outcome, Taped) {
+    pub(crate) async fn run_again(&self, again: Again) -> (Outcome, Taped) {
         let mut observer = Replaying::new(again.taping);
         let (key, obj) = (again.key.as_str(), again.obj.as_str());
         match (again.provider, again.call) {

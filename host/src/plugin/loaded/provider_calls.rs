@@ -20,9 +20,9 @@ use crate::plugin::provider::{HandlerOutcome, WakeEvent};
 /// reply drops, after the host added the writes it made because of the call
 /// ([`HostWrites::host_write`](crate::plugin::observe::HostWrites::host_write): the status patch, the pod's removal).
 #[derive(Debug)]
-pub struct ProviderReply<T> {
-    pub result: Result<T, CallError>,
-    pub record: Option<Arc<PendingRecord>>,
+pub(crate) struct ProviderReply<T> {
+    pub(crate) result: Result<T, CallError>,
+    pub(crate) record: Option<Arc<PendingRecord>>,
 }
 
 impl<T> ProviderReply<T> {
@@ -34,7 +34,7 @@ impl<T> ProviderReply<T> {
     }
 
     /// Adds a host write to the call's record, when it is recorded.
-    pub fn host_write(
+    pub(crate) fn host_write(
         &self,
         op: &str,
         key: &str,
@@ -49,7 +49,7 @@ impl<T> ProviderReply<T> {
 
 impl Loaded {
     /// Provider: the initial state data for a pod.
-    pub async fn provider_init(
+    pub(crate) async fn provider_init(
         &self,
         key: &str,
         pod: &str,
@@ -67,7 +67,7 @@ impl Loaded {
 
     /// Provider: one handler run. Recording, the reply holds the call's
     /// record until it drops (the pod's removal after its teardown is added).
-    pub async fn provider_handle(
+    pub(crate) async fn provider_handle(
         &self,
         key: &str,
         state: &str,
@@ -88,7 +88,7 @@ impl Loaded {
 
     /// Provider: the status fragment for a state. Recording, the reply holds
     /// the call's record until it drops (the host's status patch is added).
-    pub async fn provider_status(
+    pub(crate) async fn provider_status(
         &self,
         key: &str,
         state: &str,

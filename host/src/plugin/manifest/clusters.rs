@@ -11,39 +11,42 @@ use serde::Deserialize;
 use super::Rule;
 
 /// The name that stands for any named cluster.
-pub const ANY: &str = "*";
+pub(crate) const ANY: &str = "*";
 
 /// One `[clusters.NAME]` table.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ClusterPermissions {
+pub(crate) struct ClusterPermissions {
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     /// CRDs (files beside the manifest, as the top-level `crds`) the host
     /// server-side applies to each of these clusters when the plugin loads:
     /// the kinds the plugin writes there, so a new region needs no manual step.
     #[serde(default)]
-    pub crds: Vec<std::path::PathBuf>,
+    pub(crate) crds: Vec<std::path::PathBuf>,
 }
 
 /// The `[clusters]` tables by cluster name.
-pub type Clusters = BTreeMap<String, ClusterPermissions>;
+pub(crate) type Clusters = BTreeMap<String, ClusterPermissions>;
 
 /// The table that applies in `cluster`: its own, else `*`'s; `None` when
 /// the manifest names neither.
-pub fn table_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a ClusterPermissions> {
+pub(crate) fn table_for<'a>(
+    clusters: &'a Clusters,
+    cluster: &str,
+) -> Option<&'a ClusterPermissions> {
     clusters.get(cluster).or_else(|| clusters.get(ANY))
 }
 
 /// The rules that apply in `cluster`: its own table's, else `*`'s; `None`
 /// when the manifest grants nothing there.
-pub fn rules_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a [Rule]> {
+pub(crate) fn rules_for<'a>(clusters: &'a Clusters, cluster: &str) -> Option<&'a [Rule]> {
     table_for(clusters, cluster).map(|c| c.rules.as_slice())
 }
 
 /// The table's name in messages, quoted like a TOML key that is not bare
 /// (`clusters."*"`).
-pub fn table_name(name: &str) -> String {
+pub(crate) fn table_name(name: &str) -> String {
     if name == ANY {
         "clusters.\"*\"".to_string()
     } else {
@@ -52,12 +55,12 @@ pub fn table_name(name: &str) -> String {
 }
 
 /// Whether a `cluster` that a watch names (a name, or `*`) covers `name`.
-pub fn covers(watched: &str, name: &str) -> bool {
+pub(crate) fn covers(watched: &str, name: &str) -> bool {
     watched == ANY || watched == name
 }
 
 /// A problem with one `[clusters]` key: `(field, message)`.
-pub fn check_name(name: &str) -> Result<(), (String, String)> {
+pub(crate) fn check_name(name: &str) -> Result<(), (String, String)> {
     if name == ANY || crate::cluster::named::valid_name(name) {
         return Ok(());
     }
@@ -71,7 +74,7 @@ pub fn check_name(name: &str) -> Result<(), (String, String)> {
 
 /// The clusters the manifest names (`*` aside) that `configured` lacks: calls
 /// there will fail, which an operator should hear about when the plugin loads.
-pub fn unconfigured<'a>(
+pub(crate) fn unconfigured<'a>(
     clusters: &'a Clusters,
     configured: &crate::cluster::NamedClusters,
 ) -> Vec<&'a str> {

@@ -29,7 +29,7 @@ pub enum CallError {
 /// Which export a call (and its record) is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum CallKind {
+pub(crate) enum CallKind {
     Reconcile,
     Finalize,
     /// Provider `init`: a pod's first state data (version 2).
@@ -40,22 +40,15 @@ pub enum CallKind {
     Status,
 }
 
-impl CallKind {
-    /// Whether this is a provider export's call.
-    pub fn is_provider(self) -> bool {
-        matches!(self, CallKind::Init | CallKind::Handle | CallKind::Status)
-    }
-}
-
 /// A condition as the guest returned it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Condition {
+pub(crate) struct Condition {
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 impl From<&GuestCondition> for Condition {
@@ -77,7 +70,7 @@ impl From<&GuestCondition> for Condition {
     rename_all_fields = "kebab-case",
     deny_unknown_fields
 )]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Reconciled {
         status: Option<Value>,
         conditions: Vec<Condition>,
@@ -123,7 +116,7 @@ impl Outcome {
         }
     }
 
-    pub fn of_reconcile<R>(r: &CallResult<Reconciled, R>) -> Outcome {
+    pub(crate) fn of_reconcile<R>(r: &CallResult<Reconciled, R>) -> Outcome {
         match r {
             Ok((Ok(o), _)) => Outcome::Reconciled {
                 status: o.status.clone(),
@@ -137,7 +130,7 @@ impl Outcome {
         }
     }
 
-    pub fn of_finalize<R>(r: &CallResult<Finalized, R>) -> Outcome {
+    pub(crate) fn of_finalize<R>(r: &CallResult<Finalized, R>) -> Outcome {
         match r {
             Ok((Ok(Finalized::Done), _)) => Outcome::Finalized {
                 done: true,

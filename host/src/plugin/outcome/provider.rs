@@ -11,7 +11,7 @@ use crate::plugin::bindings::provider::exports::wasmlet::plugin::provider::{
 
 /// A provider export call and its arguments (besides the pod).
 #[derive(Debug, Clone)]
-pub enum ProviderCall {
+pub(crate) enum ProviderCall {
     Init,
     Handle {
         state: String,
@@ -25,7 +25,7 @@ pub enum ProviderCall {
 }
 
 impl ProviderCall {
-    pub fn kind(&self) -> CallKind {
+    pub(crate) fn kind(&self) -> CallKind {
         match self {
             ProviderCall::Init => CallKind::Init,
             ProviderCall::Handle { .. } => CallKind::Handle,
@@ -36,14 +36,14 @@ impl ProviderCall {
 
 /// What a provider export returned.
 #[derive(Debug, Clone)]
-pub enum ProviderResult {
+pub(crate) enum ProviderResult {
     Init(Result<String, String>),
     Handle(Result<HandlerOutcome, String>),
     Status(String),
 }
 
 /// JSON text as the value it holds (text that is not JSON: as a string).
-pub fn json_of(s: &str) -> Value {
+pub(crate) fn json_of(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
 }
 
@@ -58,7 +58,7 @@ fn wait_on_json(w: &WaitOn) -> Value {
 
 impl Outcome {
     /// The outcome of a provider call as the host took it.
-    pub fn of_provider(r: &Result<ProviderResult, CallError>) -> Outcome {
+    pub(crate) fn of_provider(r: &Result<ProviderResult, CallError>) -> Outcome {
         match r {
             Ok(ProviderResult::Init(Ok(data))) => Outcome::Initialized {
                 state_data: json_of(data),

@@ -113,8 +113,8 @@
 //! message) are recorded as they are: a workload that prints a secret puts
 //! it there.
 
-pub mod provider;
-pub mod replay;
+pub(crate) mod provider;
+pub(crate) mod replay;
 mod writer;
 
 use std::sync::{Arc, Mutex};
@@ -122,87 +122,87 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use crate::plugin::observe::PendingRecord;
+pub(crate) use crate::plugin::observe::PendingRecord;
 use crate::plugin::observe::{HostWrites, Observed, Watcher};
-pub use crate::plugin::outcome::{CallKind, Condition, Outcome};
-pub use crate::plugin::tape::{Entry, Redaction, Tape, TapeMode, Taped};
+pub(crate) use crate::plugin::outcome::{CallKind, Outcome};
+pub(crate) use crate::plugin::tape::{Entry, Redaction, TapeMode, Taped};
 use wasmlet_apimachinery::time::now_rfc3339_millis;
-pub use writer::{RecordSettings, RecordWriter};
+pub(crate) use writer::{RecordSettings, RecordWriter};
 
 /// The `format` of a header line.
-pub const FORMAT: &str = "wasmlet-record";
+pub(crate) const FORMAT: &str = "wasmlet-record";
 /// The format version this host writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The format versions this host reads (version 1: reconciler calls only,
 /// each of which reads the same in version 2).
-pub const READS_VERSIONS: [u32; 2] = [1, 2];
+pub(crate) const READS_VERSIONS: [u32; 2] = [1, 2];
 
 /// The first line of a record file, repeated when the plugin version changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Header {
-    pub format: String,
-    pub version: u32,
-    pub plugin: String,
+pub(crate) struct Header {
+    pub(crate) format: String,
+    pub(crate) version: u32,
+    pub(crate) plugin: String,
     /// The plugin version: sha256 of its `.wasm`.
-    pub digest: String,
+    pub(crate) digest: String,
     /// The manifest's TOML, as loaded.
-    pub manifest: String,
-    pub redacted: bool,
+    pub(crate) manifest: String,
+    pub(crate) redacted: bool,
 }
 
 /// One guest call, complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CallRecord {
-    pub seq: u64,
-    pub at: String,
-    pub plugin: String,
-    pub digest: String,
-    pub call: CallKind,
-    pub key: String,
-    pub input: Value,
+pub(crate) struct CallRecord {
+    pub(crate) seq: u64,
+    pub(crate) at: String,
+    pub(crate) plugin: String,
+    pub(crate) digest: String,
+    pub(crate) call: CallKind,
+    pub(crate) key: String,
+    pub(crate) input: Value,
     /// Provider `handle` and `status`: the pod's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub(crate) state: Option<String>,
     /// Provider `handle` and `status`: the state data the call was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_data: Option<Value>,
+    pub(crate) state_data: Option<Value>,
     /// Provider `handle`: the wake event (absent on entering the state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event: Option<Value>,
+    pub(crate) event: Option<Value>,
     /// `wasi:random/insecure-seed`'s answer for this call's store, hex.
-    pub insecure_seed: String,
-    pub imports: Vec<Entry>,
-    pub outcome: Outcome,
+    pub(crate) insecure_seed: String,
+    pub(crate) imports: Vec<Entry>,
+    pub(crate) outcome: Outcome,
     #[serde(default)]
-    pub host_writes: Vec<HostWrite>,
+    pub(crate) host_writes: Vec<HostWrite>,
 }
 
 /// A write the host made because of a call's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HostWrite {
+pub(crate) struct HostWrite {
     /// `patch-status` (the host-owned status), `patch` (finalizers) or
     /// `delete` (a provider's pod, removed after its teardown).
-    pub op: String,
-    pub key: String,
-    pub body: Value,
+    pub(crate) op: String,
+    pub(crate) key: String,
+    pub(crate) body: Value,
     /// `{"ok": resourceVersion}` or `{"err": message}`.
-    pub result: Value,
+    pub(crate) result: Value,
 }
 
 /// One plugin version's recording: where its records go and how they are redacted.
-pub struct Recording {
-    pub writer: Arc<RecordWriter>,
-    pub manifest_text: Arc<str>,
-    pub redaction: Redaction,
+pub(crate) struct Recording {
+    pub(crate) writer: Arc<RecordWriter>,
+    pub(crate) manifest_text: Arc<str>,
+    pub(crate) redaction: Redaction,
 }
 
 impl Recording {
     /// Holds `record` until the host has made its writes (or the call's report
     /// is dropped), then writes it.
-    pub fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
+    pub(crate) fn pending(&self, record: CallRecord) -> Arc<PendingRecord> {
         Arc::new(Waiting {
             record: Mutex::new(Some(record)),
             writer: self.writer.clone(),

@@ -9,22 +9,22 @@
 use serde_json::{Value, json};
 
 use super::{CallKind, CallRecord};
-pub use crate::plugin::outcome::provider::json_of;
-pub use crate::plugin::outcome::{ProviderCall, ProviderResult};
+pub(crate) use crate::plugin::outcome::ProviderCall;
+pub(crate) use crate::plugin::outcome::provider::json_of;
 use crate::plugin::provider::WakeEvent;
 
 /// A record that does not say how to make its provider call again.
 #[derive(Debug, thiserror::Error)]
 #[error("record {seq} ({key}): {field}: {message}")]
-pub struct BadProviderRecord {
-    pub seq: u64,
-    pub key: String,
-    pub field: &'static str,
-    pub message: String,
+pub(crate) struct BadProviderRecord {
+    pub(crate) seq: u64,
+    pub(crate) key: String,
+    pub(crate) field: &'static str,
+    pub(crate) message: String,
 }
 
 /// A wake event as a record holds it.
-pub fn event_json(e: &WakeEvent) -> Value {
+pub(crate) fn event_json(e: &WakeEvent) -> Value {
     match e {
         WakeEvent::WorkloadExited(h) => json!({ "workload-exited": h }),
         WakeEvent::TimerElapsed => json!("timer-elapsed"),
@@ -34,7 +34,7 @@ pub fn event_json(e: &WakeEvent) -> Value {
 }
 
 /// The reverse of [`event_json`].
-pub fn event_of(v: &Value) -> Result<WakeEvent, String> {
+pub(crate) fn event_of(v: &Value) -> Result<WakeEvent, String> {
     let id = |k: &str| v.get(k).and_then(Value::as_u64);
     match v.as_str() {
         Some("timer-elapsed") => return Ok(WakeEvent::TimerElapsed),
@@ -53,7 +53,7 @@ pub fn event_of(v: &Value) -> Result<WakeEvent, String> {
 }
 
 /// A provider call's `state`, `state-data` and `event`, as its record holds them.
-pub fn record_fields(call: &ProviderCall) -> (Option<String>, Option<Value>, Option<Value>) {
+pub(crate) fn record_fields(call: &ProviderCall) -> (Option<String>, Option<Value>, Option<Value>) {
     match call {
         ProviderCall::Init => (None, None, None),
         ProviderCall::Handle { state, data, event } => (
@@ -66,7 +66,7 @@ pub fn record_fields(call: &ProviderCall) -> (Option<String>, Option<Value>, Opt
 }
 
 /// The provider call `record` holds; `None` for a reconciler's call.
-pub fn call_of(record: &CallRecord) -> Option<Result<ProviderCall, BadProviderRecord>> {
+pub(crate) fn call_of(record: &CallRecord) -> Option<Result<ProviderCall, BadProviderRecord>> {
     match record.call {
         CallKind::Reconcile | CallKind::Finalize => None,
         kind => Some(read(record, kind)),
@@ -109,8 +109,9 @@ fn read(record: &CallRecord, kind: CallKind) -> Result<ProviderCall, BadProvider
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::outcome::Outcome;
-    use crate::plugin::provider::{HandlerOutcome, Transition, Wait, WaitOn};
+    use crate::plugin::bindings::provider::exports::wasmlet::plugin::provider::{Transition, Wait};
+    use crate::plugin::outcome::{Outcome, ProviderResult};
+    use crate::plugin::provider::{HandlerOutcome, WaitOn};
 
     #[test]
     fn events_and_outcomes_read_as_the_wit_spells_them() {

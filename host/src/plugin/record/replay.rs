@@ -12,27 +12,27 @@ use crate::plugin::tape::is_write;
 /// A record file that cannot be read, naming where.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}: {field}: {message}")]
-pub struct ReadError {
-    pub file: String,
+pub(crate) struct ReadError {
+    pub(crate) file: String,
     /// 1-based; 0 when the file itself cannot be read.
-    pub line: usize,
+    pub(crate) line: usize,
     /// The JSON path of the bad field (`-`: the line as a whole).
-    pub field: String,
-    pub message: String,
+    pub(crate) field: String,
+    pub(crate) message: String,
 }
 
 /// One call read from a file, with the header it came under.
 #[derive(Debug, Clone)]
-pub struct Recorded {
-    pub file: String,
-    pub line: usize,
-    pub header: Arc<Header>,
-    pub record: CallRecord,
+pub(crate) struct Recorded {
+    pub(crate) file: String,
+    pub(crate) line: usize,
+    pub(crate) header: Arc<Header>,
+    pub(crate) record: CallRecord,
 }
 
 /// Every call in the record file at `path`. An incomplete last line (a file
 /// still being written, or cut by a crash) is skipped; any other bad line is an error.
-pub fn read_file(path: &Path) -> Result<Vec<Recorded>, ReadError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<Recorded>, ReadError> {
     let file = path.display().to_string();
     let err = |line: usize, field: &str, message: String| ReadError {
         file: file.clone(),
@@ -106,7 +106,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Recorded>, ReadError> {
 
 /// Runs `record`'s call again on `plugin` (loaded for replay), every import
 /// answered from the record.
-pub async fn replay(plugin: &dyn RunAgain, record: &CallRecord) -> (Outcome, Taped) {
+pub(crate) async fn replay(plugin: &dyn RunAgain, record: &CallRecord) -> (Outcome, Taped) {
     let provider = match super::provider::call_of(record).transpose() {
         Ok(p) => p,
         Err(bad) => {
@@ -129,7 +129,7 @@ pub async fn replay(plugin: &dyn RunAgain, record: &CallRecord) -> (Outcome, Tap
 
 /// How a replayed call compares with its record.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Same,
     /// Outcome or writes differ: each difference with its JSON path.
     Different(Vec<Difference>),
@@ -138,10 +138,10 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    pub path: String,
-    pub recorded: Value,
-    pub replayed: Value,
+pub(crate) struct Difference {
+    pub(crate) path: String,
+    pub(crate) recorded: Value,
+    pub(crate) replayed: Value,
 }
 
 /// The writes (requests only) among `entries`.
@@ -156,7 +156,7 @@ fn writes(entries: &[Entry]) -> Value {
 }
 
 /// Judges the replay of `record` that ended in `outcome` with `taped`.
-pub fn judge(record: &CallRecord, outcome: &Outcome, taped: &Taped) -> Verdict {
+pub(crate) fn judge(record: &CallRecord, outcome: &Outcome, taped: &Taped) -> Verdict {
     if let Some(asked) = &taped.diverged {
         return Verdict::Diverged(asked.clone());
     }
@@ -172,7 +172,7 @@ pub fn judge(record: &CallRecord, outcome: &Outcome, taped: &Taped) -> Verdict {
 }
 
 /// The paths (JSON pointers) where `a` and `b` differ, with both values.
-pub fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<Difference>) {
+pub(crate) fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<Difference>) {
     if a == b {
         return;
     }

@@ -16,13 +16,13 @@ const QUEUE: usize = 4096;
 
 /// Where and how much a plugin records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordSettings {
+pub(crate) struct RecordSettings {
     /// The directory of the record files (`DATA_DIR/records`).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// A file is rotated before it would pass this size.
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     /// Rotated files kept besides the current one.
-    pub max_files: u32,
+    pub(crate) max_files: u32,
 }
 
 struct Msg {
@@ -31,18 +31,21 @@ struct Msg {
     redacted: bool,
 }
 
-pub struct RecordWriter {
-    pub path: PathBuf,
+pub(crate) struct RecordWriter {
+    pub(crate) path: PathBuf,
     tx: SyncSender<Msg>,
     seq: AtomicU64,
     /// Records dropped because the queue was full.
-    pub dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
 }
 
 impl RecordWriter {
     /// Starts the writer of plugin `name` (the file is opened, and a file
     /// left by an earlier run rotated away, at the first record).
-    pub fn start(name: &str, settings: &RecordSettings) -> std::io::Result<Arc<RecordWriter>> {
+    pub(crate) fn start(
+        name: &str,
+        settings: &RecordSettings,
+    ) -> std::io::Result<Arc<RecordWriter>> {
         wasmlet_apiserver::private_dir::private_dir(&settings.dir)?;
         let path = settings.dir.join(format!("{name}.jsonl"));
         let (tx, rx) = sync_channel(QUEUE);
@@ -66,11 +69,11 @@ impl RecordWriter {
     }
 
     /// The next record's sequence number.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn write(&self, record: CallRecord, manifest: Arc<str>, redacted: bool) {
+    pub(crate) fn write(&self, record: CallRecord, manifest: Arc<str>, redacted: bool) {
         let msg = Msg {
             record,
             manifest,

@@ -21,7 +21,7 @@ use crate::plugin::shadow::ShadowSlot;
 pub(super) const SUFFIX: &str = ".shadow";
 
 /// The candidate file of plugin `name` in `dir`.
-pub fn candidate_path(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn candidate_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}{SUFFIX}.wasm"))
 }
 

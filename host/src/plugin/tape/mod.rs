@@ -25,22 +25,22 @@ use serde_json::{Value, json};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
 pub(crate) use answer::{json_string_answer, json_string_result, result_answer, result_json};
-pub use redact::Redaction;
+pub(crate) use redact::Redaction;
 
 /// One import call with its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
-    pub op: String,
+pub(crate) struct Entry {
+    pub(crate) op: String,
     #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub args: Value,
+    pub(crate) args: Value,
     #[serde(default)]
-    pub result: Value,
+    pub(crate) result: Value,
 }
 
 /// What a call's tape does.
 #[derive(Debug, Clone)]
-pub enum TapeMode {
+pub(crate) enum TapeMode {
     Off,
     Record,
     /// Answer from these entries.
@@ -58,14 +58,14 @@ pub enum TapeMode {
 
 /// What a call left on its tape.
 #[derive(Debug, Default, Clone)]
-pub struct Taped {
+pub(crate) struct Taped {
     /// Recording: every entry, in order.
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
     /// Replaying: the first request the record had no answer for.
-    pub diverged: Option<Entry>,
+    pub(crate) diverged: Option<Entry>,
     /// Replaying: the writes the guest asked for, in order (as recorded entries).
-    pub writes: Vec<Entry>,
-    pub seed: u128,
+    pub(crate) writes: Vec<Entry>,
+    pub(crate) seed: u128,
 }
 
 #[derive(Default)]
@@ -79,16 +79,16 @@ struct Inner {
     writes: Vec<Entry>,
 }
 
-pub struct Tape {
+pub(crate) struct Tape {
     inner: Mutex<Inner>,
     /// `wasi:random/insecure-seed` of the store (fixed per WASI context).
-    pub seed: u128,
-    pub redaction: Redaction,
+    pub(crate) seed: u128,
+    pub(crate) redaction: Redaction,
 }
 
 /// Import functions that change the cluster, or (a provider's) the node:
 /// their requests make up a call's writes.
-pub fn is_write(op: &str) -> bool {
+pub(crate) fn is_write(op: &str) -> bool {
     matches!(
         op,
         "client.create"
@@ -111,7 +111,7 @@ pub fn is_write(op: &str) -> bool {
 }
 
 impl Tape {
-    pub fn new(redaction: Redaction, seed: u128) -> Arc<Tape> {
+    pub(crate) fn new(redaction: Redaction, seed: u128) -> Arc<Tape> {
         Arc::new(Tape {
             inner: Mutex::new(Inner::default()),
             seed,
@@ -123,7 +123,7 @@ impl Tape {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn start(&self, mode: TapeMode) {
+    pub(crate) fn start(&self, mode: TapeMode) {
         let mut i = self.lock();
         *i = Inner::default();
         match mode {
@@ -143,7 +143,7 @@ impl Tape {
         }
     }
 
-    pub fn finish(&self) -> Taped {
+    pub(crate) fn finish(&self) -> Taped {
         let mut i = std::mem::take(&mut *self.lock());
         Taped {
             entries: if i.recording {
@@ -157,21 +157,21 @@ impl Tape {
         }
     }
 
-    pub fn replaying(&self) -> bool {
+    pub(crate) fn replaying(&self) -> bool {
         self.lock().replaying
     }
 
-    pub fn recording(&self) -> bool {
+    pub(crate) fn recording(&self) -> bool {
         self.lock().recording
     }
 
     /// Whether this call is a shadow candidate's (see [`TapeMode::Shadow`]).
-    pub fn shadowing(&self) -> bool {
+    pub(crate) fn shadowing(&self) -> bool {
         self.lock().shadowing
     }
 
     /// Appends an import and its answer (redacted), when recording.
-    pub fn record(&self, op: &str, args: Value, result: Value) {
+    pub(crate) fn record(&self, op: &str, args: Value, result: Value) {
         let mut i = self.lock();
         if !i.recording {
             return;
@@ -189,7 +189,7 @@ impl Tape {
     /// (`op` and `args`, compared as the record holds them: redacted). `None`
     /// when the record has none; the first such request is the divergence.
     /// `optional` requests (log lines) never diverge.
-    pub fn answer(&self, op: &str, args: Value, optional: bool) -> Option<Value> {
+    pub(crate) fn answer(&self, op: &str, args: Value, optional: bool) -> Option<Value> {
         let mut asked = Entry {
             op: op.into(),
             args,
@@ -253,7 +253,7 @@ impl Tape {
 }
 
 /// `wasi:clocks/wall-clock` through a tape.
-pub struct TapeWallClock(pub Arc<Tape>);
+pub(crate) struct TapeWallClock(pub Arc<Tape>);
 
 impl HostWallClock for TapeWallClock {
     fn resolution(&self) -> Duration {
@@ -269,9 +269,9 @@ impl HostWallClock for TapeWallClock {
 }
 
 /// `wasi:clocks/monotonic-clock` through a tape.
-pub struct TapeMonotonicClock {
-    pub tape: Arc<Tape>,
-    pub real: wasmtime_wasi::clocks::MonotonicClock,
+pub(crate) struct TapeMonotonicClock {
+    pub(crate) tape: Arc<Tape>,
+    pub(crate) real: wasmtime_wasi::clocks::MonotonicClock,
 }
 
 impl HostMonotonicClock for TapeMonotonicClock {
@@ -285,11 +285,11 @@ impl HostMonotonicClock for TapeMonotonicClock {
 }
 
 /// `wasi:random/random` or `wasi:random/insecure` through a tape.
-pub struct TapeRng {
-    pub tape: Arc<Tape>,
+pub(crate) struct TapeRng {
+    pub(crate) tape: Arc<Tape>,
     /// `random.secure` or `random.insecure`.
-    pub op: &'static str,
-    pub real: Box<dyn wasmtime_wasi::Rng + Send>,
+    pub(crate) op: &'static str,
+    pub(crate) real: Box<dyn wasmtime_wasi::Rng + Send>,
 }
 
 impl rand_core::TryRng for TapeRng {
@@ -314,7 +314,7 @@ impl rand_core::TryRng for TapeRng {
 }
 
 /// Puts `tape`'s clocks and random sources into a WASI context being built.
-pub fn install(builder: &mut wasmtime_wasi::WasiCtxBuilder, tape: &Arc<Tape>) {
+pub(crate) fn install(builder: &mut wasmtime_wasi::WasiCtxBuilder, tape: &Arc<Tape>) {
     builder
         .wall_clock(TapeWallClock(tape.clone()))
         .monotonic_clock(TapeMonotonicClock {

@@ -8,10 +8,10 @@ use serde_json::Value;
 use super::Entry;
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "<redacted>";
+pub(super) const REDACTED: &str = "<redacted>";
 /// What replaces a redacted Secret `data` value: `<redacted>` in base64, so a
 /// guest decoding the Secret in a replay still can.
-pub const REDACTED_B64: &str = "PHJlZGFjdGVkPg==";
+pub(super) const REDACTED_B64: &str = "PHJlZGFjdGVkPg==";
 
 /// Headers whose values are credentials.
 const SECRET_HEADERS: &[&str] = &[
@@ -25,20 +25,20 @@ const SECRET_HEADERS: &[&str] = &[
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[derive(Debug, Clone, Default)]
-pub struct Redaction {
+pub(crate) struct Redaction {
     /// Record everything as it is (`[record] keep-secrets = true`).
-    pub keep_secrets: bool,
+    pub(crate) keep_secrets: bool,
     /// Hosts whose request and response bodies are redacted (`[record] sensitive-http-hosts`).
-    pub sensitive_hosts: Vec<String>,
+    pub(crate) sensitive_hosts: Vec<String>,
 }
 
 impl Redaction {
-    pub fn redacts(&self) -> bool {
+    pub(crate) fn redacts(&self) -> bool {
         !self.keep_secrets
     }
 
     /// Redacts a Kubernetes object in place (anything but a Secret is left alone).
-    pub fn object(&self, v: &mut Value) {
+    pub(crate) fn object(&self, v: &mut Value) {
         if self.keep_secrets || !is_secret(v) {
             return;
         }
@@ -53,7 +53,7 @@ impl Redaction {
     }
 
     /// Redacts an import entry's arguments and result in place.
-    pub fn entry(&self, e: &mut Entry) {
+    pub(crate) fn entry(&self, e: &mut Entry) {
         if self.keep_secrets {
             return;
         }

@@ -40,7 +40,7 @@ use store::check_magic;
 pub(crate) use store::write_atomic;
 
 /// How long a finished fetch's result is handed to callers repeating the request.
-pub const RESULT_TTL: Duration = Duration::from_secs(10);
+pub(crate) const RESULT_TTL: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 enum Source {

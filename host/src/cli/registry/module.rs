@@ -18,7 +18,7 @@ use crate::plugin::distribution::{
 
 /// What a file holds, by its 8-byte preamble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WasmKind {
+pub(super) enum WasmKind {
     /// A core module (`\0asm`, version 1): a WASI preview 1 command.
     Module,
     /// A component (`\0asm`, version 0x0d, layer 1): a WASI 0.2 command.
@@ -27,7 +27,7 @@ pub enum WasmKind {
 
 impl WasmKind {
     /// The `os` of the artifact's config.
-    pub fn os(self) -> &'static str {
+    pub(super) fn os(self) -> &'static str {
         match self {
             WasmKind::Module => "wasip1",
             WasmKind::Component => "wasip2",
@@ -35,7 +35,7 @@ impl WasmKind {
     }
 
     /// The kind of `bytes`, or why they are neither.
-    pub fn of(bytes: &[u8]) -> Result<WasmKind, String> {
+    pub(super) fn of(bytes: &[u8]) -> Result<WasmKind, String> {
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Ok(WasmKind::Module),
             Some([0, b'a', b's', b'm', _, _, 1, 0]) => Ok(WasmKind::Component),
@@ -49,7 +49,7 @@ impl WasmKind {
 
 /// Reads the module at `path`: its bytes and kind. A file that is not wasm is
 /// refused here, not by the node at the pod's pull.
-pub fn read(path: &Path) -> Result<(Vec<u8>, WasmKind), DistributionError> {
+pub(super) fn read(path: &Path) -> Result<(Vec<u8>, WasmKind), DistributionError> {
     let bytes = std::fs::read(path).map_err(|source| DistributionError::Io {
         path: path.to_path_buf(),
         source,
@@ -62,13 +62,13 @@ pub fn read(path: &Path) -> Result<(Vec<u8>, WasmKind), DistributionError> {
 }
 
 /// The artifact's one layer: the module, titled with `file_name`.
-pub fn layer(bytes: Vec<u8>, file_name: &str) -> ImageLayer {
+pub(super) fn layer(bytes: Vec<u8>, file_name: &str) -> ImageLayer {
     ImageLayer::new(bytes, COMPONENT_MEDIA_TYPE.into(), titled(file_name))
 }
 
 /// Pushes the module at `path` as `reference`; returns its kind and the
 /// manifest's digest.
-pub async fn push(
+pub(super) async fn push(
     path: &Path,
     reference: &str,
     opts: &RegistryOptions,
