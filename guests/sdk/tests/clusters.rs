@@ -4,6 +4,7 @@
 //! shared one reaches the named cluster through the typed client
 //! ([`FORWARDED`]). A function added to `client` and forgotten for named
 //! clusters fails here, in `wit/` or in the SDK.
+#![allow(clippy::unwrap_used)] // a test: a failure should stop it loudly
 
 use std::collections::BTreeSet;
 
