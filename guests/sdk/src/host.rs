@@ -27,7 +27,7 @@ pub enum Cluster<'a> {
 impl Cluster<'_> {
     /// The import `function` is in this cluster: `client.FUNCTION` or
     /// `clusters.FUNCTION`, as the host's records name it.
-    pub fn import(self, function: &str) -> String {
+    pub(crate) fn import(self, function: &str) -> String {
         match self {
             Cluster::Own => format!("client.{function}"),
             Cluster::Named(_) => format!("clusters.{function}"),
