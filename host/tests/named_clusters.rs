@@ -66,22 +66,31 @@ async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
 
 /// `clusters` joined the 0.1.0 worlds without breaking anyone only if a
 /// guest that names no cluster does not import it (it would then need a host
-/// that provides it): the SDK dispatches statically for that.
+/// that provides it): the SDK's calls name their cluster as a constant, so
+/// only the binding they use survives. Every Rust plugin `scripts/build-guests`
+/// built imports `clusters` exactly when its manifest grants a named cluster.
+/// (componentize-py and -js guests import their whole world.)
 #[test]
 fn only_guests_that_name_a_cluster_import_clusters() {
     let engine = wasmtime::Engine::default();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
-    for (name, imports_clusters) in [
-        ("configmap-summary", false),
-        ("rowsummary", false),
-        ("project-controller", true),
-    ] {
-        let path = dir.join(format!("{name}.wasm"));
-        assert!(
-            path.exists(),
-            "{}: run scripts/build-guests",
-            path.display()
-        );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("target/plugins");
+    let rust = rust_plugins(&root.join("guests"));
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-guests)", dir.display()))
+    {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "wasm") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !rust.contains(&name) {
+            continue;
+        }
+        let manifest = std::fs::read_to_string(path.with_extension("toml"))
+            .unwrap_or_else(|e| panic!("{name}.toml: {e}"));
+        let names_a_cluster = manifest.lines().any(|l| l.starts_with("[clusters."));
         let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
         let imports: Vec<String> = component
             .component_type()
@@ -92,8 +101,45 @@ fn only_guests_that_name_a_cluster_import_clusters() {
             imports
                 .iter()
                 .any(|n| n.starts_with("wasmlet:plugin/clusters@")),
-            imports_clusters,
+            names_a_cluster,
             "{name}: {imports:?}"
         );
+        seen.push((name, names_a_cluster));
     }
+    // The guests this is about, built: one that names a cluster, and others.
+    for (name, names_a_cluster) in [
+        ("configmap-summary", false),
+        ("rowsummary", false),
+        ("scheduler", false),
+        ("project-controller", true),
+    ] {
+        assert!(
+            seen.contains(&(name.to_string(), names_a_cluster)),
+            "{name}.wasm missing from {}: run scripts/build-guests",
+            dir.display()
+        );
+    }
+}
+
+/// The plugin names of the Rust guests under `dir`: each crate directory's
+/// manifest (a `*.toml` beside its `Cargo.toml`), as `scripts/build-guests`
+/// finds them.
+fn rust_plugins(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    let is_crate = paths.iter().any(|p| p.ends_with("Cargo.toml"));
+    for p in paths {
+        if p.is_dir() && !p.ends_with("target") && !p.ends_with("node_modules") {
+            out.extend(rust_plugins(&p));
+        } else if is_crate
+            && p.extension().is_some_and(|e| e == "toml")
+            && !p.ends_with("Cargo.toml")
+        {
+            out.push(p.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    out
 }

@@ -6,7 +6,9 @@
 //! or [`install`], so reconcile and handler functions run natively against a fake.
 //!
 //! The trait speaks the contract's own types (`crate::bindings`): it is the WIT
-//! interface as a Rust trait, one method per import function.
+//! interface as a Rust trait, one method per import function. A function both
+//! `client` and `clusters` have is one method taking the [`Cluster`] it
+//! addresses, so a new one is written once for both.
 
 #[cfg(target_arch = "wasm32")]
 use crate::bindings::clusters as raw_clusters;
@@ -14,22 +16,79 @@ use crate::bindings::{
     client as raw, http as raw_http, log as raw_log, types, workloads as raw_wl,
 };
 
+/// Which cluster a call addresses: the host's own (the contract's `client`) or
+/// one of its named clusters (`clusters`, with the name first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cluster<'a> {
+    /// The host's own cluster: the `client` import.
+    Own,
+    /// A named cluster of the host's configuration: the `clusters` import.
+    Named(&'a str),
+}
+
+impl Cluster<'_> {
+    /// The import `function` is in this cluster: `client.FUNCTION` or
+    /// `clusters.FUNCTION`, as the host's records name it.
+    pub(crate) fn import(self, function: &str) -> String {
+        match self {
+            Cluster::Own => format!("client.{function}"),
+            Cluster::Named(_) => format!("clusters.{function}"),
+        }
+    }
+}
+
 /// One method per contract import. Implement it to fake the host in native tests
 /// (or use [`crate::testing::FakeHost`]); every method has a default that fails with
 /// `unavailable`, so a fake implements only what the code under test calls.
+///
+/// The methods taking a [`Cluster`] are the functions `client` and `clusters`
+/// share; the rest of `client` (`list_changes`, `evict`, `bind`,
+/// `record_event`) is the host's own cluster's only.
 #[allow(unused_variables)]
 pub trait Host {
-    /// `client.get`: one object as JSON, from the host's cache.
-    fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        Err(unsupported("client.get"))
+    /// `get`: one object as JSON, from the host's cache.
+    fn get(&self, at: Cluster<'_>, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        Err(unsupported(at, "get"))
     }
-    /// `client.list`: the matching objects, one JSON document each.
+    /// `list`: the matching objects, one JSON document each.
     fn list(
         &self,
+        at: Cluster<'_>,
         of: &types::TypeRef,
         params: &raw::ListParams,
     ) -> Result<Vec<String>, raw::ClientError> {
-        Err(unsupported("client.list"))
+        Err(unsupported(at, "list"))
+    }
+    /// `create`: the created object as the server returned it.
+    fn create(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported(at, "create"))
+    }
+    /// `update`: a full replace, answered with the stored object.
+    fn update(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        Err(unsupported(at, "update"))
+    }
+    /// `status`: the `patch-status` import rather than `patch`.
+    fn patch(
+        &self,
+        at: Cluster<'_>,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        Err(unsupported(
+            at,
+            if status { "patch-status" } else { "patch" },
+        ))
+    }
+    /// `delete`.
+    fn delete(
+        &self,
+        at: Cluster<'_>,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        Err(unsupported(at, "delete"))
     }
     /// `client.list-changes`. The default answers `list` in full, with `reset`
     /// (a fake that keeps no journal is still a correct one).
@@ -41,37 +100,11 @@ pub trait Host {
     ) -> Result<raw::Changes, raw::ClientError> {
         let _ = since;
         Ok(raw::Changes {
-            applied: self.list(of, params)?,
+            applied: self.list(Cluster::Own, of, params)?,
             removed: vec![],
             cursor: 0,
             reset: true,
         })
-    }
-    /// `client.create`: the created object as the server returned it.
-    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
-        Err(unsupported("client.create"))
-    }
-    /// `client.update`: a full replace, answered with the stored object.
-    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
-        Err(unsupported("client.update"))
-    }
-    /// `status`: the `patch-status` import rather than `patch`.
-    fn patch(
-        &self,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        Err(unsupported("client.patch"))
-    }
-    /// `client.delete`.
-    fn delete(
-        &self,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        Err(unsupported("client.delete"))
     }
     /// `client.evict`: the pod's eviction subresource, which PodDisruptionBudgets may refuse.
     fn evict(
@@ -80,60 +113,15 @@ pub trait Host {
         name: &str,
         options: &raw::DeleteOptions,
     ) -> Result<(), raw::ClientError> {
-        Err(unsupported("client.evict"))
+        Err(unsupported(Cluster::Own, "evict"))
     }
     /// `client.bind`: assigns a pod to a node (`pods/binding`), as a scheduler does.
     fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
-        Err(unsupported("client.bind"))
+        Err(unsupported(Cluster::Own, "bind"))
     }
     /// `client.record-event`.
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
-        Err(unsupported("client.record-event"))
-    }
-    /// `clusters.get`: [`Host::get`] in the host's named cluster `cluster`.
-    fn cluster_get(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-    ) -> Result<String, raw::ClientError> {
-        Err(unsupported("clusters.get"))
-    }
-    /// `clusters.list`: [`Host::list`] in the named cluster `cluster`.
-    fn cluster_list(
-        &self,
-        cluster: &str,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError> {
-        Err(unsupported("clusters.list"))
-    }
-    /// `clusters.create`: [`Host::create`] in the named cluster `cluster`.
-    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        Err(unsupported("clusters.create"))
-    }
-    /// `clusters.update`: [`Host::update`] in the named cluster `cluster`.
-    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        Err(unsupported("clusters.update"))
-    }
-    /// `status`: the `patch-status` import rather than `patch`.
-    fn cluster_patch(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        Err(unsupported("clusters.patch"))
-    }
-    /// `clusters.delete`: [`Host::delete`] in the named cluster `cluster`.
-    fn cluster_delete(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        Err(unsupported("clusters.delete"))
+        Err(unsupported(Cluster::Own, "record-event"))
     }
     /// `log.enabled`: whether a record at `level` would be kept (the default keeps all).
     fn log_enabled(&self, level: raw_log::Level) -> bool {
@@ -186,8 +174,11 @@ pub trait Host {
     fn release_pod(&self, pod_uid: &str) {}
 }
 
-fn unsupported(what: &str) -> raw::ClientError {
-    raw::ClientError::Unavailable(format!("{what} is not supported by this test host"))
+fn unsupported(at: Cluster<'_>, function: &str) -> raw::ClientError {
+    raw::ClientError::Unavailable(format!(
+        "{} is not supported by this test host",
+        at.import(function)
+    ))
 }
 
 fn wl_unsupported(what: &str) -> raw_wl::WorkloadError {
@@ -245,17 +236,72 @@ impl Drop for InstalledHost {
 #[cfg(target_arch = "wasm32")]
 struct Imports;
 
+/// The one place `client` and `clusters` stay twins: each shared function's
+/// two bindings. Always inlined, so with the cluster a constant at the call
+/// (`Own`, or a `ClusterClient`'s `Named`) only one binding is called, and a
+/// guest that never names a cluster does not import `clusters`.
 #[cfg(target_arch = "wasm32")]
 impl Host for Imports {
-    fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        raw::get(target)
+    #[inline(always)]
+    fn get(&self, at: Cluster<'_>, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        match at {
+            Cluster::Own => raw::get(target),
+            Cluster::Named(c) => raw_clusters::get(c, target),
+        }
     }
+    #[inline(always)]
     fn list(
         &self,
+        at: Cluster<'_>,
         of: &types::TypeRef,
         params: &raw::ListParams,
     ) -> Result<Vec<String>, raw::ClientError> {
-        raw::list(of, params)
+        match at {
+            Cluster::Own => raw::list(of, params),
+            Cluster::Named(c) => raw_clusters::list(c, of, params),
+        }
+    }
+    #[inline(always)]
+    fn create(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        match at {
+            Cluster::Own => raw::create(obj),
+            Cluster::Named(c) => raw_clusters::create(c, obj),
+        }
+    }
+    #[inline(always)]
+    fn update(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        match at {
+            Cluster::Own => raw::update(obj),
+            Cluster::Named(c) => raw_clusters::update(c, obj),
+        }
+    }
+    #[inline(always)]
+    fn patch(
+        &self,
+        at: Cluster<'_>,
+        target: &types::ObjectRef,
+        how: &raw::PatchType,
+        body: &str,
+        status: bool,
+    ) -> Result<String, raw::ClientError> {
+        match (at, status) {
+            (Cluster::Own, false) => raw::patch(target, how, body),
+            (Cluster::Own, true) => raw::patch_status(target, how, body),
+            (Cluster::Named(c), false) => raw_clusters::patch(c, target, how, body),
+            (Cluster::Named(c), true) => raw_clusters::patch_status(c, target, how, body),
+        }
+    }
+    #[inline(always)]
+    fn delete(
+        &self,
+        at: Cluster<'_>,
+        target: &types::ObjectRef,
+        options: &raw::DeleteOptions,
+    ) -> Result<(), raw::ClientError> {
+        match at {
+            Cluster::Own => raw::delete(target, options),
+            Cluster::Named(c) => raw_clusters::delete(c, target, options),
+        }
     }
     fn list_changes(
         &self,
@@ -264,32 +310,6 @@ impl Host for Imports {
         since: u64,
     ) -> Result<raw::Changes, raw::ClientError> {
         raw::list_changes(of, params, since)
-    }
-    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
-        raw::create(obj)
-    }
-    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
-        raw::update(obj)
-    }
-    fn patch(
-        &self,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        if status {
-            raw::patch_status(target, how, body)
-        } else {
-            raw::patch(target, how, body)
-        }
-    }
-    fn delete(
-        &self,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        raw::delete(target, options)
     }
     fn evict(
         &self,
@@ -304,49 +324,6 @@ impl Host for Imports {
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         raw::record_event(event)
-    }
-    fn cluster_get(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-    ) -> Result<String, raw::ClientError> {
-        raw_clusters::get(cluster, target)
-    }
-    fn cluster_list(
-        &self,
-        cluster: &str,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError> {
-        raw_clusters::list(cluster, of, params)
-    }
-    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        raw_clusters::create(cluster, obj)
-    }
-    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        raw_clusters::update(cluster, obj)
-    }
-    fn cluster_patch(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        if status {
-            raw_clusters::patch_status(cluster, target, how, body)
-        } else {
-            raw_clusters::patch(cluster, target, how, body)
-        }
-    }
-    fn cluster_delete(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        raw_clusters::delete(cluster, target, options)
     }
     fn log_enabled(&self, level: raw_log::Level) -> bool {
         raw_log::enabled(level)

@@ -204,7 +204,7 @@ impl<C: sealed::Target> TypedClient<C> {
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         let target = ObjectRef::of::<K>(namespace, name).to_raw();
-        decode(&with_host(|h| self.via.get(h, &target))?)
+        decode(&with_host(|h| h.get(self.via.at(), &target))?)
     }
 
     /// As [`TypedClient::get`], with `None` when the object does not exist.
@@ -229,7 +229,7 @@ impl<C: sealed::Target> TypedClient<C> {
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         let (of, params) = (type_ref::<K>(), params.to_raw());
-        let items = with_host(|h| self.via.list(h, &of, &params))?;
+        let items = with_host(|h| h.list(self.via.at(), &of, &params))?;
         items.iter().map(|json| decode(json)).collect()
     }
 
@@ -239,7 +239,7 @@ impl<C: sealed::Target> TypedClient<C> {
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
         let body = encode(obj)?;
-        decode(&with_host(|h| self.via.create(h, &body))?)
+        decode(&with_host(|h| h.create(self.via.at(), &body))?)
     }
 
     /// Replaces `obj`; its resourceVersion makes this fail with `Conflict` when stale.
@@ -248,7 +248,7 @@ impl<C: sealed::Target> TypedClient<C> {
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
         let body = encode(obj)?;
-        decode(&with_host(|h| self.via.update(h, &body))?)
+        decode(&with_host(|h| h.update(self.via.at(), &body))?)
     }
 
     /// Patches the object and returns it as stored; [`Patch::apply`] creates
@@ -289,7 +289,7 @@ impl<C: sealed::Target> TypedClient<C> {
         let body = serde_json::to_string(body).map_err(|e| ClientError::Decode(e.to_string()))?;
         let target = target.to_raw();
         decode(&with_host(|h| {
-            self.via.patch(h, &target, &how, &body, status)
+            h.patch(self.via.at(), &target, &how, &body, status)
         })?)
     }
 
@@ -305,133 +305,38 @@ impl<C: sealed::Target> TypedClient<C> {
     {
         let target = ObjectRef::of::<K>(namespace, name).to_raw();
         let options = params.to_raw();
-        Ok(with_host(|h| self.via.delete(h, &target, &options))?)
+        Ok(with_host(|h| h.delete(self.via.at(), &target, &options))?)
     }
 }
 
 /// Sealed: only this module's [`Own`] and [`Named`] are targets.
 mod sealed {
-    use crate::bindings::{client as raw, types};
-    use crate::host::Host;
+    use crate::host::Cluster;
 
     /// Where a typed call goes: the host's own cluster (`client`, [`Own`]) or one
     /// of its named clusters (`clusters`, [`Named`]). Static dispatch on purpose:
     /// a guest that never names a cluster must not import `clusters` (a runtime
     /// choice would keep both imports in every guest, which then needs a host
-    /// that provides `clusters`). The methods are always inlined so the host call
-    /// is devirtualised, as a direct call in the closure given to `with_host` is:
-    /// an out-of-line call through `&dyn Host` would keep every import alive.
+    /// that provides `clusters`). Always inlined, so the [`Cluster`] each call
+    /// passes is a constant and the host call only ever reaches one binding.
+    ///
+    /// [`Own`]: super::Own
+    /// [`Named`]: super::Named
     pub trait Target {
-        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError>;
-        fn list(
-            &self,
-            h: &dyn Host,
-            of: &types::TypeRef,
-            params: &raw::ListParams,
-        ) -> Result<Vec<String>, raw::ClientError>;
-        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
-        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError>;
-        fn patch(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            how: &raw::PatchType,
-            body: &str,
-            status: bool,
-        ) -> Result<String, raw::ClientError>;
-        fn delete(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            options: &raw::DeleteOptions,
-        ) -> Result<(), raw::ClientError>;
+        fn at(&self) -> Cluster<'_>;
     }
 
     impl Target for super::Own {
         #[inline(always)]
-        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-            h.get(target)
-        }
-        #[inline(always)]
-        fn list(
-            &self,
-            h: &dyn Host,
-            of: &types::TypeRef,
-            params: &raw::ListParams,
-        ) -> Result<Vec<String>, raw::ClientError> {
-            h.list(of, params)
-        }
-        #[inline(always)]
-        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-            h.create(obj)
-        }
-        #[inline(always)]
-        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-            h.update(obj)
-        }
-        #[inline(always)]
-        fn patch(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            how: &raw::PatchType,
-            body: &str,
-            status: bool,
-        ) -> Result<String, raw::ClientError> {
-            h.patch(target, how, body, status)
-        }
-        #[inline(always)]
-        fn delete(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            options: &raw::DeleteOptions,
-        ) -> Result<(), raw::ClientError> {
-            h.delete(target, options)
+        fn at(&self) -> Cluster<'_> {
+            Cluster::Own
         }
     }
 
     impl Target for super::Named {
         #[inline(always)]
-        fn get(&self, h: &dyn Host, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-            h.cluster_get(&self.0, target)
-        }
-        #[inline(always)]
-        fn list(
-            &self,
-            h: &dyn Host,
-            of: &types::TypeRef,
-            params: &raw::ListParams,
-        ) -> Result<Vec<String>, raw::ClientError> {
-            h.cluster_list(&self.0, of, params)
-        }
-        #[inline(always)]
-        fn create(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-            h.cluster_create(&self.0, obj)
-        }
-        #[inline(always)]
-        fn update(&self, h: &dyn Host, obj: &str) -> Result<String, raw::ClientError> {
-            h.cluster_update(&self.0, obj)
-        }
-        #[inline(always)]
-        fn patch(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            how: &raw::PatchType,
-            body: &str,
-            status: bool,
-        ) -> Result<String, raw::ClientError> {
-            h.cluster_patch(&self.0, target, how, body, status)
-        }
-        #[inline(always)]
-        fn delete(
-            &self,
-            h: &dyn Host,
-            target: &types::ObjectRef,
-            options: &raw::DeleteOptions,
-        ) -> Result<(), raw::ClientError> {
-            h.cluster_delete(&self.0, target, options)
+        fn at(&self) -> Cluster<'_> {
+            Cluster::Named(&self.0)
         }
     }
 }

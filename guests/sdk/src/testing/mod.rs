@@ -45,7 +45,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::{client as raw, log as raw_log, types, workloads as wl};
-use crate::host::{Host, InstalledHost, install};
+use crate::host::{Cluster, Host, InstalledHost, install};
 
 mod record;
 mod selectors;
@@ -128,7 +128,11 @@ impl FakeHost {
             .clone()
     }
 
-    fn named(&self, name: &str) -> Result<FakeHost, raw::ClientError> {
+    /// The fake `at` addresses: this one, or its named cluster's.
+    fn at(&self, at: Cluster<'_>) -> Result<FakeHost, raw::ClientError> {
+        let Cluster::Named(name) = at else {
+            return Ok(self.clone());
+        };
         self.inner
             .clusters
             .borrow()
@@ -247,9 +251,10 @@ fn merge(target: &mut Value, patch: &Value) {
 }
 
 impl Host for FakeHost {
-    fn get(&self, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        self.check(&target.kind, "get")?;
-        let objects = self.inner.objects.borrow();
+    fn get(&self, at: Cluster<'_>, target: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        let this = self.at(at)?;
+        this.check(&target.kind, "get")?;
+        let objects = this.inner.objects.borrow();
         objects
             .get(&raw_key(target))
             .map(Value::to_string)
@@ -258,12 +263,14 @@ impl Host for FakeHost {
 
     fn list(
         &self,
+        at: Cluster<'_>,
         of: &types::TypeRef,
         params: &raw::ListParams,
     ) -> Result<Vec<String>, raw::ClientError> {
-        self.check(&of.kind, "list")?;
+        let this = self.at(at)?;
+        this.check(&of.kind, "list")?;
         let empty = serde_json::Map::new();
-        let objects = self.inner.objects.borrow();
+        let objects = this.inner.objects.borrow();
         Ok(objects
             .iter()
             .filter(|((av, kind, ns, _), _)| {
@@ -286,29 +293,31 @@ impl Host for FakeHost {
             .collect())
     }
 
-    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
+    fn create(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        let this = self.at(at)?;
         let mut obj = parse(obj)?;
         let key = key_of(&obj)
             .ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
-        self.check(&key.1, "create")?;
-        if self.inner.objects.borrow().contains_key(&key) {
+        this.check(&key.1, "create")?;
+        if this.inner.objects.borrow().contains_key(&key) {
             return Err(raw::ClientError::Conflict(format!(
                 "{} {} already exists",
                 key.1, key.3
             )));
         }
-        self.bump(&mut obj);
-        self.record("create", &key);
-        self.inner.objects.borrow_mut().insert(key, obj.clone());
+        this.bump(&mut obj);
+        this.record("create", &key);
+        this.inner.objects.borrow_mut().insert(key, obj.clone());
         Ok(obj.to_string())
     }
 
-    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
+    fn update(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        let this = self.at(at)?;
         let mut obj = parse(obj)?;
         let key = key_of(&obj)
             .ok_or_else(|| raw::ClientError::Invalid("missing apiVersion, kind or name".into()))?;
-        self.check(&key.1, "update")?;
-        let current = self
+        this.check(&key.1, "update")?;
+        let current = this
             .inner
             .objects
             .borrow()
@@ -321,27 +330,29 @@ impl Host for FakeHost {
                 "resourceVersion is stale".into(),
             ));
         }
-        self.bump(&mut obj);
-        self.record("update", &key);
-        self.inner.objects.borrow_mut().insert(key, obj.clone());
+        this.bump(&mut obj);
+        this.record("update", &key);
+        this.inner.objects.borrow_mut().insert(key, obj.clone());
         Ok(obj.to_string())
     }
 
     fn patch(
         &self,
+        at: Cluster<'_>,
         target: &types::ObjectRef,
         how: &raw::PatchType,
         body: &str,
         status: bool,
     ) -> Result<String, raw::ClientError> {
-        self.check(&target.kind, "patch")?;
+        let this = self.at(at)?;
+        this.check(&target.kind, "patch")?;
         if matches!(how, raw::PatchType::Json) {
             return Err(raw::ClientError::Invalid(
                 "the fake host does not apply JSON patches".into(),
             ));
         }
         let key = raw_key(target);
-        let current = self.inner.objects.borrow().get(&key).cloned();
+        let current = this.inner.objects.borrow().get(&key).cloned();
         // Server-side apply creates what is missing, as the API server does.
         let creates = current.is_none() && !status && matches!(how, raw::PatchType::Apply(_));
         let mut obj = match current {
@@ -366,30 +377,32 @@ impl Host for FakeHost {
         {
             meta.remove("namespace");
         }
-        self.bump(&mut obj);
+        this.bump(&mut obj);
         let verb = match (status, creates) {
             (true, _) => "patch-status",
             (false, true) => "apply-create",
             (false, false) => "patch",
         };
-        self.record(verb, &key);
-        self.inner.objects.borrow_mut().insert(key, obj.clone());
+        this.record(verb, &key);
+        this.inner.objects.borrow_mut().insert(key, obj.clone());
         Ok(obj.to_string())
     }
 
     fn delete(
         &self,
+        at: Cluster<'_>,
         target: &types::ObjectRef,
         _options: &raw::DeleteOptions,
     ) -> Result<(), raw::ClientError> {
-        self.check(&target.kind, "delete")?;
+        let this = self.at(at)?;
+        this.check(&target.kind, "delete")?;
         let key = raw_key(target);
-        self.inner
+        this.inner
             .objects
             .borrow_mut()
             .remove(&key)
             .ok_or(raw::ClientError::NotFound)?;
-        self.record("delete", &key);
+        this.record("delete", &key);
         Ok(())
     }
 
@@ -439,51 +452,6 @@ impl Host for FakeHost {
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         self.inner.events.borrow_mut().push(event.clone());
         Ok(())
-    }
-
-    fn cluster_get(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-    ) -> Result<String, raw::ClientError> {
-        self.named(cluster)?.get(target)
-    }
-
-    fn cluster_list(
-        &self,
-        cluster: &str,
-        of: &types::TypeRef,
-        params: &raw::ListParams,
-    ) -> Result<Vec<String>, raw::ClientError> {
-        self.named(cluster)?.list(of, params)
-    }
-
-    fn cluster_create(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        self.named(cluster)?.create(obj)
-    }
-
-    fn cluster_update(&self, cluster: &str, obj: &str) -> Result<String, raw::ClientError> {
-        self.named(cluster)?.update(obj)
-    }
-
-    fn cluster_patch(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        how: &raw::PatchType,
-        body: &str,
-        status: bool,
-    ) -> Result<String, raw::ClientError> {
-        self.named(cluster)?.patch(target, how, body, status)
-    }
-
-    fn cluster_delete(
-        &self,
-        cluster: &str,
-        target: &types::ObjectRef,
-        options: &raw::DeleteOptions,
-    ) -> Result<(), raw::ClientError> {
-        self.named(cluster)?.delete(target, options)
     }
 
     fn log(&self, level: raw_log::Level, message: &str, _fields: &[(String, String)]) {

@@ -105,19 +105,29 @@ impl RecordedCall {
     }
 
     /// A fake host holding every object the call read (`get` results and
-    /// `list` items), so the guest's reads answer as they did.
+    /// `list` items), so the guest's reads answer as they did; what it read in
+    /// a named cluster is in that cluster's fake ([`FakeHost::cluster`]).
     pub fn host(&self) -> FakeHost {
         let host = FakeHost::new();
         for e in self.record["imports"].as_array().into_iter().flatten() {
-            match e["op"].as_str() {
-                Some("client.get") => {
+            let Some((interface, function)) = e["op"].as_str().and_then(|op| op.split_once('.'))
+            else {
+                continue;
+            };
+            let at = match (interface, e["args"]["cluster"].as_str()) {
+                ("client", _) => host.clone(),
+                ("clusters", Some(name)) => host.cluster(name),
+                _ => continue,
+            };
+            match function {
+                "get" => {
                     if let Some(o) = e["result"].get("ok") {
-                        host.insert(o.clone());
+                        at.insert(o.clone());
                     }
                 }
-                Some("client.list") => {
+                "list" => {
                     for o in e["result"]["ok"].as_array().into_iter().flatten() {
-                        host.insert(o.clone());
+                        at.insert(o.clone());
                     }
                 }
                 _ => {}
@@ -189,7 +199,9 @@ mod tests {
             "imports": [{"op": "client.list", "args": {}, "result": {"ok": [
                 {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": "a", "namespace": "ns", "labels": {"x": "s1"}}, "data": {"k": "v"}}
-            ]}}],
+            ]}}, {"op": "clusters.get", "args": {"cluster": "eu-west", "target": {}}, "result": {"ok":
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r", "namespace": "ns"}}
+            }}],
             "outcome": {"kind": "reconciled", "status": {"keys": 1}, "conditions": [], "requeue-after-ms": null},
         });
         // Version 2 (provider calls added) reads alike; another does not.
@@ -215,6 +227,12 @@ mod tests {
             .list(&ListParams::namespaced("ns").labels("x=s1"))
             .unwrap();
         assert_eq!(cms.len(), 1);
+        // A named cluster's reads seed that cluster's fake, and only it.
+        let remote: Option<ConfigMap> =
+            Client::new().cluster("eu-west").get_opt("ns", "r").unwrap();
+        assert!(remote.is_some());
+        let own: Option<ConfigMap> = Client::new().get_opt("ns", "r").unwrap();
+        assert!(own.is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use wasmlet_sdk::bindings::{client as raw, http as raw_http, log as raw_log, types};
-use wasmlet_sdk::host::{Host, InstalledHost, install};
+use wasmlet_sdk::host::{Cluster, Host, InstalledHost, install};
 use wasmlet_sdk::reconciler::{ConditionStatus, Context};
 use wasmlet_sdk::testing::FakeHost;
 
@@ -44,30 +44,32 @@ struct Wrap {
 }
 
 impl Host for Wrap {
-    fn get(&self, t: &types::ObjectRef) -> Result<String, raw::ClientError> {
-        self.fake.get(t)
+    fn get(&self, at: Cluster<'_>, t: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        self.fake.get(at, t)
     }
     fn list(
         &self,
+        at: Cluster<'_>,
         of: &types::TypeRef,
         p: &raw::ListParams,
     ) -> Result<Vec<String>, raw::ClientError> {
-        self.fake.list(of, p)
+        self.fake.list(at, of, p)
     }
-    fn create(&self, obj: &str) -> Result<String, raw::ClientError> {
-        self.fake.create(obj)
+    fn create(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        self.fake.create(at, obj)
     }
-    fn update(&self, obj: &str) -> Result<String, raw::ClientError> {
-        self.fake.update(obj)
+    fn update(&self, at: Cluster<'_>, obj: &str) -> Result<String, raw::ClientError> {
+        self.fake.update(at, obj)
     }
     fn patch(
         &self,
+        at: Cluster<'_>,
         t: &types::ObjectRef,
         how: &raw::PatchType,
         body: &str,
         status: bool,
     ) -> Result<String, raw::ClientError> {
-        self.fake.patch(t, how, body, status)
+        self.fake.patch(at, t, how, body, status)
     }
     fn evict(&self, ns: &str, name: &str, o: &raw::DeleteOptions) -> Result<(), raw::ClientError> {
         if self.refuse_evictions.get() {
@@ -286,6 +288,7 @@ impl World {
     pub fn host_remove(&self, api_version: &str, kind: &str, name: &str) {
         use wasmlet_sdk::host::Host as _;
         let _ = self.host.delete(
+            Cluster::Own,
             &types::ObjectRef {
                 api_version: api_version.into(),
                 kind: kind.into(),

@@ -54,12 +54,8 @@ impl State {
         // did not read; everything else it asks for is held back.
         let live_read = tape.shadowing()
             && matches!(
-                op,
-                "client.get"
-                    | "client.list"
-                    | "client.list-changes"
-                    | "clusters.get"
-                    | "clusters.list"
+                op.split_once('.'),
+                Some(("client" | "clusters", "get" | "list" | "list-changes"))
             );
         match tape.answer(op, args.clone(), live_read).and_then(decode) {
             Some(answer) => Some(answer),
@@ -105,8 +101,18 @@ fn list_answer(v: Value) -> Option<Result<Vec<String>, ClientError>> {
 
 /// Runs `op` through the tape: `$live` is the live import, evaluated only
 /// when the record does not answer (and, replaying, only for a shadow's reads).
+/// With `at`, `$op` is a function both cluster interfaces have: taped as
+/// `client.OP`, or as `clusters.OP` with `"cluster": NAME` first in the args.
 macro_rules! through_tape {
-    ($self:ident, $op:literal, $args:expr, $encode:expr, $decode:expr, $live:expr) => {{
+    ($self:ident, at $at:expr, $op:literal, $args:expr, $encode:expr, $decode:expr, $live:expr) => {{
+        let at: At<'_> = $at;
+        let op = match at {
+            At::Own => concat!("client.", $op),
+            At::Named(_) => concat!("clusters.", $op),
+        };
+        through_tape!($self, op, at.tape_args($args), $encode, $decode, $live)
+    }};
+    ($self:ident, $op:expr, $args:expr, $encode:expr, $decode:expr, $live:expr) => {{
         let args = $self.tape_args(|| $args);
         if let Some(r) = $self.replayed($op, &args, $decode) {
             return r;
@@ -120,16 +126,135 @@ macro_rules! through_tape {
 /// The provider world's `workloads` imports, through the same tape.
 mod workloads;
 
-impl client::Host for State {
-    async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+impl At<'_> {
+    /// A call's taped arguments: `client`'s, and for a named cluster its name
+    /// first, so a replay answers each cluster's calls.
+    fn tape_args(self, args: Value) -> Value {
+        let At::Named(cluster) = self else {
+            return args;
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("cluster".into(), json!(cluster));
+        if let Value::Object(rest) = args {
+            m.extend(rest);
+        }
+        Value::Object(m)
+    }
+}
+
+/// Each cluster function once, for both `client` (`At::Own`) and `clusters`
+/// (`At::Named`): the trait impls below only forward here.
+impl State {
+    async fn get_at(&mut self, at: At<'_>, target: ObjectRef) -> Result<String, ClientError> {
         through_tape!(
             self,
-            "client.get",
+            at at,
+            "get",
             json!({ "target": &target }),
             json_string_result,
             json_string_answer,
-            self.get_live(At::Own, target).await
+            self.get_live(at, target).await
         )
+    }
+
+    async fn list_at(
+        &mut self,
+        at: At<'_>,
+        of: TypeRef,
+        params: client::ListParams,
+    ) -> Result<Vec<String>, ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "list",
+            json!({ "of": &of, "params": &params }),
+            list_result,
+            list_answer,
+            self.list_live(at, of, params).await
+        )
+    }
+
+    async fn create_at(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "create",
+            json!({ "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.create_live(at, obj).await
+        )
+    }
+
+    async fn update_at(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "update",
+            json!({ "obj": value_of(&obj) }),
+            json_string_result,
+            json_string_answer,
+            self.update_live(at, obj).await
+        )
+    }
+
+    async fn patch_at(
+        &mut self,
+        at: At<'_>,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "patch",
+            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_live(at, target, how, body).await
+        )
+    }
+
+    async fn patch_status_at(
+        &mut self,
+        at: At<'_>,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "patch-status",
+            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
+            json_string_result,
+            json_string_answer,
+            self.patch_status_live(at, target, how, body).await
+        )
+    }
+
+    async fn delete_at(
+        &mut self,
+        at: At<'_>,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        through_tape!(
+            self,
+            at at,
+            "delete",
+            json!({ "target": &target, "options": &options }),
+            result_json,
+            result_answer,
+            self.delete_live(at, target, options).await
+        )
+    }
+}
+
+impl client::Host for State {
+    async fn get(&mut self, target: ObjectRef) -> Result<String, ClientError> {
+        self.get_at(At::Own, target).await
     }
 
     async fn list(
@@ -137,15 +262,44 @@ impl client::Host for State {
         of: TypeRef,
         params: client::ListParams,
     ) -> Result<Vec<String>, ClientError> {
-        through_tape!(
-            self,
-            "client.list",
-            json!({ "of": &of, "params": &params }),
-            list_result,
-            list_answer,
-            self.list_live(At::Own, of, params).await
-        )
+        self.list_at(At::Own, of, params).await
     }
+
+    async fn create(&mut self, obj: String) -> Result<String, ClientError> {
+        self.create_at(At::Own, obj).await
+    }
+
+    async fn update(&mut self, obj: String) -> Result<String, ClientError> {
+        self.update_at(At::Own, obj).await
+    }
+
+    async fn patch(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        self.patch_at(At::Own, target, how, body).await
+    }
+
+    async fn patch_status(
+        &mut self,
+        target: ObjectRef,
+        how: PatchType,
+        body: String,
+    ) -> Result<String, ClientError> {
+        self.patch_status_at(At::Own, target, how, body).await
+    }
+
+    async fn delete(
+        &mut self,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), ClientError> {
+        self.delete_at(At::Own, target, options).await
+    }
+
+    // `client` only: `clusters` has no list-changes, evict, bind or events.
 
     async fn list_changes(
         &mut self,
@@ -167,75 +321,6 @@ impl client::Host for State {
             result_json,
             result_answer,
             self.list_changes_live(At::Own, of, params, since).await
-        )
-    }
-
-    async fn create(&mut self, obj: String) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "client.create",
-            json!({ "obj": value_of(&obj) }),
-            json_string_result,
-            json_string_answer,
-            self.create_live(At::Own, obj).await
-        )
-    }
-
-    async fn update(&mut self, obj: String) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "client.update",
-            json!({ "obj": value_of(&obj) }),
-            json_string_result,
-            json_string_answer,
-            self.update_live(At::Own, obj).await
-        )
-    }
-
-    async fn patch(
-        &mut self,
-        target: ObjectRef,
-        how: PatchType,
-        body: String,
-    ) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "client.patch",
-            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
-            json_string_result,
-            json_string_answer,
-            self.patch_live(At::Own, target, how, body).await
-        )
-    }
-
-    async fn patch_status(
-        &mut self,
-        target: ObjectRef,
-        how: PatchType,
-        body: String,
-    ) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "client.patch-status",
-            json!({ "target": &target, "how": &how, "body": value_of(&body) }),
-            json_string_result,
-            json_string_answer,
-            self.patch_status_live(At::Own, target, how, body).await
-        )
-    }
-
-    async fn delete(
-        &mut self,
-        target: ObjectRef,
-        options: DeleteOptions,
-    ) -> Result<(), ClientError> {
-        through_tape!(
-            self,
-            "client.delete",
-            json!({ "target": &target, "options": &options }),
-            result_json,
-            result_answer,
-            self.delete_live(At::Own, target, options).await
         )
     }
 
@@ -283,18 +368,10 @@ impl client::Host for State {
     }
 }
 
-/// The named clusters' imports: `client`'s, taped as `clusters.OP` with the
-/// cluster's name in the arguments, so a replay answers each cluster's calls.
+/// The named clusters' imports: `client`'s, in the cluster named first.
 impl clusters::Host for State {
     async fn get(&mut self, cluster: String, target: ObjectRef) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "clusters.get",
-            json!({ "cluster": &cluster, "target": &target }),
-            json_string_result,
-            json_string_answer,
-            self.get_live(At::Named(&cluster), target).await
-        )
+        self.get_at(At::Named(&cluster), target).await
     }
 
     async fn list(
@@ -303,36 +380,15 @@ impl clusters::Host for State {
         of: TypeRef,
         params: client::ListParams,
     ) -> Result<Vec<String>, ClientError> {
-        through_tape!(
-            self,
-            "clusters.list",
-            json!({ "cluster": &cluster, "of": &of, "params": &params }),
-            list_result,
-            list_answer,
-            self.list_live(At::Named(&cluster), of, params).await
-        )
+        self.list_at(At::Named(&cluster), of, params).await
     }
 
     async fn create(&mut self, cluster: String, obj: String) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "clusters.create",
-            json!({ "cluster": &cluster, "obj": value_of(&obj) }),
-            json_string_result,
-            json_string_answer,
-            self.create_live(At::Named(&cluster), obj).await
-        )
+        self.create_at(At::Named(&cluster), obj).await
     }
 
     async fn update(&mut self, cluster: String, obj: String) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "clusters.update",
-            json!({ "cluster": &cluster, "obj": value_of(&obj) }),
-            json_string_result,
-            json_string_answer,
-            self.update_live(At::Named(&cluster), obj).await
-        )
+        self.update_at(At::Named(&cluster), obj).await
     }
 
     async fn patch(
@@ -342,15 +398,7 @@ impl clusters::Host for State {
         how: PatchType,
         body: String,
     ) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "clusters.patch",
-            json!({ "cluster": &cluster, "target": &target, "how": &how, "body": value_of(&body) }),
-            json_string_result,
-            json_string_answer,
-            self.patch_live(At::Named(&cluster), target, how, body)
-                .await
-        )
+        self.patch_at(At::Named(&cluster), target, how, body).await
     }
 
     async fn patch_status(
@@ -360,15 +408,8 @@ impl clusters::Host for State {
         how: PatchType,
         body: String,
     ) -> Result<String, ClientError> {
-        through_tape!(
-            self,
-            "clusters.patch-status",
-            json!({ "cluster": &cluster, "target": &target, "how": &how, "body": value_of(&body) }),
-            json_string_result,
-            json_string_answer,
-            self.patch_status_live(At::Named(&cluster), target, how, body)
-                .await
-        )
+        self.patch_status_at(At::Named(&cluster), target, how, body)
+            .await
     }
 
     async fn delete(
@@ -377,14 +418,7 @@ impl clusters::Host for State {
         target: ObjectRef,
         options: DeleteOptions,
     ) -> Result<(), ClientError> {
-        through_tape!(
-            self,
-            "clusters.delete",
-            json!({ "cluster": &cluster, "target": &target, "options": &options }),
-            result_json,
-            result_answer,
-            self.delete_live(At::Named(&cluster), target, options).await
-        )
+        self.delete_at(At::Named(&cluster), target, options).await
     }
 }
 

@@ -228,6 +228,15 @@ async fn named_cluster_calls_are_taped_with_the_cluster_and_answered_by_replay()
     assert_eq!(recording[0].op, "clusters.get");
     assert_eq!(recording[0].args["cluster"], "us-east");
     assert_eq!(recording[0].args["target"]["name"], "c");
+    // The cluster first, then `client`'s arguments: records keep one layout.
+    assert!(
+        recording[0]
+            .args
+            .to_string()
+            .starts_with(r#"{"cluster":"us-east","target":{"#),
+        "{}",
+        recording[0].args
+    );
 
     // Replayed under a manifest that would answer differently live: the
     // record answers, and a call to another cluster is not answered.

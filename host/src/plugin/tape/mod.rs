@@ -87,27 +87,20 @@ pub(crate) struct Tape {
 }
 
 /// Import functions that change the cluster, or (a provider's) the node:
-/// their requests make up a call's writes.
+/// their requests make up a call's writes. A cluster function is named once
+/// for `client` and `clusters` alike.
 pub(crate) fn is_write(op: &str) -> bool {
-    matches!(
-        op,
-        "client.create"
-            | "client.update"
-            | "client.patch"
-            | "client.patch-status"
-            | "client.delete"
-            | "client.evict"
-            | "client.bind"
-            | "workloads.prepare-volume"
-            | "workloads.spawn"
-            | "workloads.kill"
-            | "workloads.release-pod"
-            | "clusters.create"
-            | "clusters.update"
-            | "clusters.patch"
-            | "clusters.patch-status"
-            | "clusters.delete"
-    )
+    match op.split_once('.') {
+        Some(("client" | "clusters", function)) => matches!(
+            function,
+            "create" | "update" | "patch" | "patch-status" | "delete" | "evict" | "bind"
+        ),
+        Some(("workloads", function)) => matches!(
+            function,
+            "prepare-volume" | "spawn" | "kill" | "release-pod"
+        ),
+        _ => false,
+    }
 }
 
 impl Tape {
@@ -337,6 +330,36 @@ pub(crate) fn install(builder: &mut wasmtime_wasi::WasiCtxBuilder, tape: &Arc<Ta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_write_is_a_write_in_either_interface() {
+        for f in ["create", "update", "patch", "patch-status", "delete"] {
+            assert!(is_write(&format!("client.{f}")), "client.{f}");
+            assert!(is_write(&format!("clusters.{f}")), "clusters.{f}");
+        }
+        for op in [
+            "client.evict",
+            "client.bind",
+            "workloads.spawn",
+            "workloads.prepare-volume",
+            "workloads.kill",
+            "workloads.release-pod",
+        ] {
+            assert!(is_write(op), "{op}");
+        }
+        for op in [
+            "client.get",
+            "clusters.list",
+            "client.list-changes",
+            "client.record-event",
+            "http.fetch",
+            "workloads.status",
+            "log.log",
+            "create",
+        ] {
+            assert!(!is_write(op), "{op}");
+        }
+    }
 
     #[test]
     fn replay_answers_each_recorded_request_once_and_names_the_first_it_cannot() {
