@@ -119,6 +119,14 @@ pub trait Host {
     fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
         Err(unsupported(Cluster::Own, "bind"))
     }
+    /// `client.create-all`: a batch of creates. The default sends each through
+    /// [`Host::create`], so a fake answers a batch as the creates it is.
+    fn create_all(
+        &self,
+        objs: &[String],
+    ) -> Result<Vec<Result<String, raw::ClientError>>, raw::ClientError> {
+        Ok(objs.iter().map(|o| self.create(Cluster::Own, o)).collect())
+    }
     /// `client.record-event`.
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         Err(unsupported(Cluster::Own, "record-event"))
@@ -321,6 +329,12 @@ impl Host for Imports {
     }
     fn bind(&self, namespace: &str, name: &str, node: &str) -> Result<(), raw::ClientError> {
         raw::bind(namespace, name, node)
+    }
+    fn create_all(
+        &self,
+        objs: &[String],
+    ) -> Result<Vec<Result<String, raw::ClientError>>, raw::ClientError> {
+        raw::create_all(objs)
     }
     fn record_event(&self, event: &raw::Event) -> Result<(), raw::ClientError> {
         raw::record_event(event)

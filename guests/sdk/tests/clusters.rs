@@ -17,7 +17,13 @@ use wit_parser::{Resolve, Type, TypeDefKind};
 /// `client` functions with no `clusters` twin, on purpose: pods, their
 /// bindings and events belong to the host's own cluster, and `list-changes`
 /// keeps a journal only the host's own caches have.
-const CLIENT_ONLY: &[&str] = &["list-changes", "evict", "bind", "record-event"];
+const CLIENT_ONLY: &[&str] = &[
+    "list-changes",
+    "create-all",
+    "evict",
+    "bind",
+    "record-event",
+];
 
 /// Each shared function, called through a `ClusterClient` for "eu-west";
 /// each returns what the named fake must then show.

@@ -126,6 +126,9 @@ pub fn sync(set: &StatefulSet, ctx: &Context, now: jiff::Timestamp) -> Result<Ac
     })
 }
 
+/// The most creates one `create-all` carries (the contract's limit).
+const CREATE_BATCH: usize = 500;
+
 fn execute(
     set: &StatefulSet,
     ctx: &Context,
@@ -135,25 +138,44 @@ fn execute(
     counts: &mut Counts,
 ) -> Result<(), Error> {
     let client = ctx.client();
-    for op in ops {
+    let mut ops = ops.iter().peekable();
+    while let Some(op) = ops.next() {
         match op {
             Op::Create(pod) => {
-                let pname = pod.metadata.name.clone().unwrap_or_default();
-                match client.create(pod.as_ref()) {
-                    Ok(_) => {
-                        let _ = ctx.event(Event::normal("SuccessfulCreate", "Create").note(
-                            format!("create Pod {pname} in StatefulSet {set_name} successful"),
-                        ));
+                // A run of creates goes as one batch, the host sending them
+                // concurrently (upstream's slowStartBatch runs its creates in
+                // goroutines): a Parallel set's pods wait one round trip.
+                let mut batch = vec![pod.as_ref()];
+                while batch.len() < CREATE_BATCH
+                    && let Some(Op::Create(next)) = ops.peek()
+                {
+                    batch.push(next.as_ref());
+                    ops.next();
+                }
+                let answers = client.create_all(batch.iter().copied())?;
+                let mut failed = None;
+                for (pod, answer) in batch.iter().zip(answers) {
+                    let pname = pod.metadata.name.clone().unwrap_or_default();
+                    match answer {
+                        Ok(_) => {
+                            let _ = ctx.event(Event::normal("SuccessfulCreate", "Create").note(
+                                format!("create Pod {pname} in StatefulSet {set_name} successful"),
+                            ));
+                        }
+                        Err(e) => {
+                            let _ =
+                                ctx.event(Event::warning("FailedCreate", "Create").note(format!(
+                                    "create Pod {pname} in StatefulSet {set_name} failed error: {e}"
+                                )));
+                            failed.get_or_insert(Error::transient(
+                                "FailedCreate",
+                                format!("pod {pname}: {e}"),
+                            ));
+                        }
                     }
-                    Err(e) => {
-                        let _ = ctx.event(Event::warning("FailedCreate", "Create").note(format!(
-                            "create Pod {pname} in StatefulSet {set_name} failed error: {e}"
-                        )));
-                        return Err(Error::transient(
-                            "FailedCreate",
-                            format!("pod {pname}: {e}"),
-                        ));
-                    }
+                }
+                if let Some(e) = failed {
+                    return Err(e);
                 }
             }
             Op::Delete { name, uid, why } => {

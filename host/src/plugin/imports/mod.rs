@@ -8,6 +8,7 @@ mod taped;
 #[cfg(test)]
 mod tests;
 
+use futures::StreamExt;
 use serde_json::Value;
 use wasmlet_apimachinery::names;
 
@@ -222,6 +223,31 @@ impl Deadline {
     }
 }
 
+/// The most objects one `create-all` takes.
+pub(crate) const MAX_CREATE_ALL: usize = 500;
+
+/// Creates one `create-all` has in flight at once: a batch is one round
+/// trip's wait, not a flood of the API server.
+const CREATES_AT_ONCE: usize = 32;
+
+/// A create the manifest grants, ready to send.
+struct Create {
+    api: std::sync::Arc<dyn ClusterAccess>,
+    r: Resolved,
+    namespace: Option<String>,
+    obj: Value,
+    api_version: String,
+    kind: String,
+}
+
+impl Create {
+    async fn send(&self) -> Result<String, ApiClientError> {
+        self.api
+            .create(&self.r, self.namespace.as_deref(), &self.obj)
+            .await
+    }
+}
+
 /// A server-side apply's field manager must be a qualified name (any error refuses it).
 fn check_field_manager(name: &str) -> Result<(), ClientError> {
     let errors = names::is_qualified_name(name);
@@ -330,13 +356,58 @@ impl State {
     }
 
     async fn create_live(&mut self, at: At<'_>, obj: String) -> Result<String, ClientError> {
-        let v = parse_json(&obj)?;
-        let (av, kind, ns, _) = meta_of(&v);
-        let (api, r) = self.authorize(at, &av, &kind, None, "create").await?;
-        let created = self
-            .deadline()
-            .bound(api.create(&r, ns.as_deref(), &v))
-            .await;
+        let create = self.authorize_create(at, &obj).await?;
+        let created = self.deadline().bound(create.send()).await;
+        self.created(at, create.api_version, create.kind, created)
+    }
+
+    /// `create-all`: each object checked as `create` (a refusal answers that
+    /// object alone), then the creates sent [`CREATES_AT_ONCE`] at a time.
+    async fn create_all_live(&mut self, objs: Vec<String>) -> Vec<Result<String, ClientError>> {
+        let mut checked = Vec::with_capacity(objs.len());
+        for obj in &objs {
+            checked.push(self.authorize_create(At::Own, obj).await);
+        }
+        let deadline = self.deadline();
+        let sent: Vec<_> = futures::stream::iter(checked.into_iter().map(|c| async move {
+            let c = c?;
+            let created = deadline.bound(c.send()).await;
+            Ok::<_, ClientError>((c.api_version, c.kind, created))
+        }))
+        .buffered(CREATES_AT_ONCE)
+        .collect()
+        .await;
+        sent.into_iter()
+            .map(|s| s.and_then(|(av, kind, created)| self.created(At::Own, av, kind, created)))
+            .collect()
+    }
+
+    /// Parses `obj` and checks the manifest grants creating it.
+    async fn authorize_create(&mut self, at: At<'_>, obj: &str) -> Result<Create, ClientError> {
+        let v = parse_json(obj)?;
+        let (api_version, kind, namespace, _) = meta_of(&v);
+        let (api, r) = self
+            .authorize(at, &api_version, &kind, None, "create")
+            .await?;
+        Ok(Create {
+            api,
+            r,
+            namespace,
+            obj: v,
+            api_version,
+            kind,
+        })
+    }
+
+    /// A create's answer: the stored object, its write remembered for the
+    /// expectations (own cluster).
+    fn created(
+        &mut self,
+        at: At<'_>,
+        api_version: String,
+        kind: String,
+        created: Result<String, ApiClientError>,
+    ) -> Result<String, ClientError> {
         let created = self.note(created)?;
         if !at.expects_writes() {
             return Ok(created);
@@ -349,7 +420,7 @@ impl State {
             .unwrap_or("")
             .to_string();
         self.writes.push(Write::Created {
-            api_version: av,
+            api_version,
             kind,
             namespace: ns,
             name,

@@ -13,7 +13,7 @@ use crate::plugin::bindings::reconciler::wasmlet::plugin::{clusters, http, log};
 use crate::plugin::sandbox::State;
 use crate::plugin::tape::{json_string_answer, json_string_result, result_answer, result_json};
 
-use super::At;
+use super::{At, MAX_CREATE_ALL};
 
 /// What a replayed import answers when the record has nothing for it.
 trait Unanswered {
@@ -271,6 +271,36 @@ impl client::Host for State {
 
     async fn update(&mut self, obj: String) -> Result<String, ClientError> {
         self.update_at(At::Own, obj).await
+    }
+
+    /// Taped as one `client.create` per object, in order: records, replays
+    /// and shadows read a batch as the creates it is.
+    async fn create_all(
+        &mut self,
+        objs: Vec<String>,
+    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+        if objs.len() > MAX_CREATE_ALL {
+            return Err(ClientError::Invalid(format!(
+                "create-all takes at most {MAX_CREATE_ALL} objects, not {}",
+                objs.len()
+            )));
+        }
+        let args: Vec<_> = objs
+            .iter()
+            .map(|o| self.tape_args(|| json!({ "obj": value_of(o) })))
+            .collect();
+        let replayed: Vec<_> = args
+            .iter()
+            .map(|a| self.replayed("client.create", a, json_string_answer))
+            .collect();
+        if replayed.iter().all(Option::is_some) && !objs.is_empty() {
+            return Ok(replayed.into_iter().flatten().collect());
+        }
+        let answers = self.create_all_live(objs).await;
+        for (a, r) in args.into_iter().zip(&answers) {
+            self.taped("client.create", a, || json_string_result(r));
+        }
+        Ok(answers)
     }
 
     async fn patch(
