@@ -141,8 +141,16 @@ fn manage(
         };
         let mut batch = 1;
         while left > 0 {
-            for _ in 0..batch.min(left) {
-                match client.create(&pod) {
+            // slowStartBatch: a batch's creates at once (`create-all`), the
+            // next batch twice as large, none after one that failed.
+            let n = batch.min(left);
+            let answers = match client.create_all(std::iter::repeat_n(&pod, n)) {
+                Ok(answers) => answers,
+                Err(e) => return Some(("FailedCreate", e.to_string())),
+            };
+            let mut failed = None;
+            for answer in answers {
+                match answer {
                     Ok(created) => {
                         let _ = ctx.event(Event::normal("SuccessfulCreate", "Create").note(
                             format!("Created pod: {}", created.metadata.name.unwrap_or_default()),
@@ -153,11 +161,14 @@ fn manage(
                             Event::warning("FailedCreate", "Create")
                                 .note(format!("Error creating: {e}")),
                         );
-                        return Some(("FailedCreate", e.to_string()));
+                        failed.get_or_insert(("FailedCreate", e.to_string()));
                     }
                 }
             }
-            left -= batch.min(left);
+            if failed.is_some() {
+                return failed;
+            }
+            left -= n;
             batch *= 2;
         }
     } else if pods.len() > want {

@@ -287,3 +287,85 @@ async fn a_binding_in_flight_fails_where_it_lands() {
     assert!(matches!(e, ClientError::Unavailable(_)), "{e:?}");
     assert!(s.in_flight.is_empty());
 }
+
+/// `create-all` answers each object as `create` would (a refused one alone),
+/// tapes the batch as one `client.create` per object, and a replay answers
+/// it from those; more than [`MAX_CREATE_ALL`] objects is refused whole.
+#[tokio::test]
+async fn create_all_answers_each_object_and_is_taped_as_its_creates() {
+    use crate::plugin::tape::{Redaction, Tape, TapeMode};
+    let doc = |api_version: &str, kind: &str, name: &str| {
+        serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"namespace": "default", "name": name}})
+            .to_string()
+    };
+    let batch = vec![
+        doc("v1", "ConfigMap", "a"),
+        doc("apps/v1", "Deployment", "s"),
+        doc("v1", "ConfigMap", "b"),
+    ];
+    let rules = r#"{ api-groups = [""], resources = ["configmaps"], verbs = ["create"] }"#;
+    let recording = {
+        let s = state(rules);
+        let tape = Tape::new(Redaction::default(), 0);
+        tape.start(TapeMode::Record);
+        let mut s = State::with_tape(s.plugin.clone(), "default/x".into(), Some(tape.clone()));
+        let answers = client::Host::create_all(&mut s, batch.clone())
+            .await
+            .unwrap();
+        // Granted: on to the API server (nothing listens); refused: denied alone.
+        assert!(
+            matches!(&answers[0], Err(ClientError::Unavailable(_))),
+            "{answers:?}"
+        );
+        assert!(
+            matches!(&answers[1], Err(ClientError::Denied(m)) if m.contains("create Deployment")),
+            "{answers:?}"
+        );
+        assert!(
+            matches!(&answers[2], Err(ClientError::Unavailable(_))),
+            "{answers:?}"
+        );
+        tape.finish().entries
+    };
+    let ops: Vec<(&str, &str)> = recording
+        .iter()
+        .map(|e| {
+            (
+                e.op.as_str(),
+                e.args["obj"]["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("client.create", "a"),
+            ("client.create", "s"),
+            ("client.create", "b")
+        ]
+    );
+
+    // Replayed under rules that grant nothing: the record answers.
+    let s = state("");
+    let tape = Tape::new(Redaction::default(), 0);
+    tape.start(TapeMode::Replay(recording));
+    let mut s = State::with_tape(s.plugin.clone(), "default/x".into(), Some(tape.clone()));
+    let answers = client::Host::create_all(&mut s, batch).await.unwrap();
+    assert!(
+        matches!(&answers[1], Err(ClientError::Denied(_))),
+        "{answers:?}"
+    );
+    assert!(
+        matches!(&answers[2], Err(ClientError::Unavailable(_))),
+        "{answers:?}"
+    );
+
+    let mut s = state(rules);
+    let many = vec![doc("v1", "ConfigMap", "c"); MAX_CREATE_ALL + 1];
+    let e = client::Host::create_all(&mut s, many).await.unwrap_err();
+    assert!(
+        matches!(&e, ClientError::Invalid(m) if m.contains("at most 500")),
+        "{e:?}"
+    );
+    assert!(s.writes.is_empty());
+}
