@@ -192,9 +192,9 @@ pub struct Limits {
     /// plugins whose downstream must be protected.
     #[serde(default = "default_true")]
     pub(crate) low_when_idle: bool,
-    /// Reconcilers: bindings (`bind`) that may still be in flight after the
-    /// calls that made them returned (see [`super::in_flight`]); 0, the
-    /// default: `bind` waits for the API server's answer.
+    /// Reconcilers: bindings (`bind`) of one call that may still be in
+    /// flight after it returned (see [`super::in_flight`]); more wait, as
+    /// all do with 0, the default.
     #[serde(default)]
     pub(crate) bindings_in_flight: u32,
 }

@@ -570,9 +570,11 @@ impl State {
             name,
             resource_version,
         };
-        if self.plugin.manifest.limits.bindings_in_flight > 0 {
+        let in_flight = self.plugin.manifest.limits.bindings_in_flight as usize;
+        if self.in_flight.len() < in_flight {
             // Sent, not waited for (`in_flight`): bounded by the plugin's
-            // deadline from now, as the call it leaves would have been.
+            // deadline from now, as the call it leaves would have been. Past
+            // the limit, a call's bindings wait as without it.
             let what = format!("pod {namespace}/{name} to node {node}");
             let deadline =
                 std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms);

@@ -258,7 +258,7 @@ async fn named_cluster_calls_are_taped_with_the_cluster_and_answered_by_replay()
 
 /// With `bindings-in-flight`, `bind` returns once the binding is sent; its
 /// failure arrives when the call's bindings land, naming the pod and node.
-/// Without it, the same binding fails the import itself.
+/// Past the limit, or without it, a binding fails the import itself.
 #[tokio::test]
 async fn a_binding_in_flight_fails_where_it_lands() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -267,10 +267,16 @@ async fn a_binding_in_flight_fails_where_it_lands() {
         .unwrap();
     let url = format!("http://{closed}");
     let rules = r#"{ api-groups = [""], resources = ["pods/binding"], verbs = ["create"] }"#;
-    let mut s = state_at(&url, rules, "[limits]\nbindings-in-flight = 2\n");
+    let mut s = state_at(&url, rules, "[limits]\nbindings-in-flight = 1\n");
     client::Host::bind(&mut s, "default".into(), "p".into(), "n1".into())
         .await
         .unwrap();
+    assert_eq!(s.in_flight.len(), 1);
+    // Past the limit, a binding of the same call waits for its answer.
+    let e = client::Host::bind(&mut s, "default".into(), "q".into(), "n1".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Unavailable(_)), "{e:?}");
     assert_eq!(s.in_flight.len(), 1);
     let landed = crate::plugin::in_flight::land(std::mem::take(&mut s.in_flight)).await;
     assert!(landed.writes.is_empty());
