@@ -56,19 +56,8 @@ impl Loaded {
             return r;
         }
         let landed = in_flight::land(std::mem::take(&mut report.in_flight)).await;
-        report.writes.extend(landed.writes);
-        report.retry_soon |= landed.retry_soon;
-        if let Some(message) = landed.failed {
+        if let Some(message) = settle(result, report, landed) {
             tracing::info!(plugin = %self.name, %key, %message, "a binding the call left in flight failed");
-            if result.is_ok() {
-                *result = Err(GuestError {
-                    terminal: false,
-                    reason: "BindingFailed".into(),
-                    message,
-                    status: None,
-                    conditions: vec![],
-                });
-            }
         }
         r
     }
@@ -246,5 +235,73 @@ pub(super) fn provider(inst: &Instance) -> wasmtime::Result<&ProviderPlugin> {
         Instance::Reconciler(_) => {
             Err(wasmtime::Error::msg("a reconciler has no provider exports"))
         }
+    }
+}
+
+/// Joins what a call's bindings in flight came to to its result and report:
+/// the landed ones' writes, a retry soon, and the first failure as the
+/// call's error (unless it failed already). Returns that failure.
+fn settle<T>(
+    result: &mut Result<T, GuestError>,
+    report: &mut CallReport,
+    landed: in_flight::Landed<crate::plugin::sandbox::Write>,
+) -> Option<String> {
+    report.writes.extend(landed.writes);
+    report.retry_soon |= landed.retry_soon;
+    let message = landed.failed?;
+    if result.is_ok() {
+        *result = Err(GuestError {
+            terminal: false,
+            reason: "BindingFailed".into(),
+            message: message.clone(),
+            status: None,
+            conditions: vec![],
+        });
+    }
+    Some(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::in_flight::Landed;
+    use crate::plugin::sandbox::Write;
+
+    fn bound(name: &str) -> Write {
+        Write::Updated {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+            resource_version: "7".into(),
+        }
+    }
+
+    /// A landed binding is one of the call's writes; a failed one fails a
+    /// call that succeeded (not retried as a success), naming the pod; a
+    /// conflict only asks for a retry soon.
+    #[test]
+    fn bindings_in_flight_settle_into_the_calls_result() {
+        let mut result: Result<(), GuestError> = Ok(());
+        let mut report = CallReport::default();
+        let landed = Landed {
+            writes: vec![bound("a")],
+            retry_soon: true,
+            failed: None,
+        };
+        assert_eq!(settle(&mut result, &mut report, landed), None);
+        assert!(result.is_ok() && report.retry_soon);
+        assert_eq!(report.writes, [bound("a")]);
+
+        let landed = Landed {
+            writes: vec![bound("b")],
+            retry_soon: false,
+            failed: Some("binding pod default/c to node n1: unavailable: x".into()),
+        };
+        assert!(settle(&mut result, &mut report, landed).is_some());
+        let e = result.unwrap_err();
+        assert_eq!(e.reason, "BindingFailed");
+        assert!(!e.terminal && e.message.contains("default/c"), "{e:?}");
+        assert_eq!(report.writes, [bound("a"), bound("b")]);
     }
 }
