@@ -18,7 +18,7 @@ use wasmlet::internals::Manager;
 use wasmlet::internals::PluginEngine;
 use wasmlet::internals::PluginSet;
 use wasmlet::internals::{Cluster, Resolver};
-use wasmlet_apiserver::{ApiServer, Config};
+use wasmlet_apiserver::testing::test_server;
 use wasmlet_e2e::eventually;
 
 const STALLED_GROUP: &str = "/apis/stall.example.com";
@@ -37,16 +37,8 @@ fn built(name: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
-    let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let (data, server, plain) = test_server().await;
     let config = server.kube_config().await.unwrap();
-    let plain = kube::Client::try_from(config.clone()).unwrap();
 
     // The host's client: discovery of one group hangs until released, as
     // against an aggregated API server that stopped answering.

@@ -7,25 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasmlet::internals::{ClientError, NamedClusters};
-use wasmlet_apiserver::{ApiServer, Config};
+use wasmlet_apiserver::testing::test_server;
 use wasmlet_e2e::eventually;
-
-async fn server(dir: &std::path::Path) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start(Config {
-        data_dir: dir.into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
-    (server, client)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
-    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ((_a, client_a), (_b, client_b)) = (server(da.path()).await, server(db.path()).await);
+    let ((_da, _a, client_a), (_db, _b, client_b)) = (test_server().await, test_server().await);
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "x", "namespace": "default"},

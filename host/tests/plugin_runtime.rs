@@ -14,7 +14,7 @@ use wasmlet::internals::Cluster;
 use wasmlet::internals::PluginEngine;
 use wasmlet::internals::PluginMetrics;
 use wasmlet::internals::{CallError, PluginSet};
-use wasmlet_apiserver::{ApiServer, Config};
+use wasmlet_apiserver::testing::test_server_with;
 use wasmlet_e2e::eventually;
 
 fn built_plugins() -> PathBuf {
@@ -55,16 +55,7 @@ struct Env {
 }
 
 async fn env() -> Env {
-    let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        history: 10_000,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+    let (data, _server, client) = test_server_with(|c| c.history = 10_000).await;
     let plugins = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
     let set = PluginSet::new(
