@@ -82,6 +82,8 @@ mod services;
 mod status;
 mod store;
 mod strategy;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod validation;
 
 // The public surface: what the host, its tests and benches use. Everything
@@ -474,19 +476,5 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.ct_eq(b).into()
 }
 
-/// A server on a free port of 127.0.0.1 in a fresh directory, and a client
-/// of it, for the unit tests of this module's parts.
 #[cfg(test)]
-pub(crate) async fn test_server() -> (tempfile::TempDir, ApiServer, kube::Client) {
-    let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        history: 100,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
-    (data, server, client)
-}
+pub(crate) use testing::test_server;

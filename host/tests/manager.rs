@@ -5,8 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::client::{Body, ClientBuilder};
 use serde_json::json;
@@ -19,7 +18,8 @@ use wasmlet::internals::Manager;
 use wasmlet::internals::PluginEngine;
 use wasmlet::internals::PluginSet;
 use wasmlet::internals::{Cluster, Resolver};
-use wasmlet_apiserver::{ApiServer, Config};
+use wasmlet_apiserver::testing::test_server;
+use wasmlet_e2e::eventually;
 
 const STALLED_GROUP: &str = "/apis/stall.example.com";
 
@@ -35,38 +35,22 @@ fn built(name: &str) -> std::path::PathBuf {
     p
 }
 
-/// Waits (bounded) until `cond` holds.
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
-    let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let (data, server, plain) = test_server().await;
     let config = server.kube_config().await.unwrap();
-    let plain = kube::Client::try_from(config.clone()).unwrap();
 
     // The host's client: discovery of one group hangs until released, as
     // against an aggregated API server that stopped answering.
-    let stalled = Arc::new(AtomicBool::new(false));
+    let (stalled, mut stalled_seen) = tokio::sync::watch::channel(false);
+    let stalled = Arc::new(stalled);
     let release = Arc::new(Notify::new());
     let (seen, gate) = (stalled.clone(), release.clone());
     let layer = AsyncFilterLayer::new(move |req: http::Request<Body>| {
         let (seen, gate) = (seen.clone(), gate.clone());
         async move {
             if req.uri().path().starts_with(STALLED_GROUP) {
-                seen.store(true, Ordering::SeqCst);
+                seen.send_replace(true);
                 gate.notified().await;
             }
             Ok::<_, tower::BoxError>(req)
@@ -104,10 +88,10 @@ async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
         Leadership::new(true),
     );
     tokio::spawn(manager.clone().run());
-    until("the stuck plugin's discovery request", || {
-        stalled.load(Ordering::SeqCst)
-    })
-    .await;
+    tokio::time::timeout(Duration::from_secs(60), stalled_seen.wait_for(|s| *s))
+        .await
+        .expect("the stuck plugin's discovery request never came")
+        .unwrap();
 
     // Then a healthy plugin: it must start and reconcile while the other
     // one is still waiting on discovery.
@@ -119,10 +103,13 @@ async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
         std::fs::copy(built(f), plugins.path().join(f)).unwrap();
     }
     assert!(set.scan().await.is_empty());
-    until("the healthy plugin's controller", || {
-        manager.controller("configmap-summary").is_some()
-    })
-    .await;
+    eventually(
+        Duration::from_secs(60),
+        "the healthy plugin's controller",
+        || std::future::ready(manager.controller("configmap-summary").map(|_| ())),
+    )
+    .await
+    .unwrap();
 
     let ar = kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk("examples.wasmlet.dev", "v1", "ConfigSummary"),
@@ -136,15 +123,15 @@ async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
     }))
     .unwrap();
     api.create(&Default::default(), &obj).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let got = api.get("s1").await.unwrap();
-        if got.data.get("status").is_some_and(|s| !s.is_null()) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "s1 never got a status");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(60), "a status on s1", || async {
+        let got = api.get("s1").await.ok()?;
+        got.data
+            .get("status")
+            .is_some_and(|s| !s.is_null())
+            .then_some(())
+    })
+    .await
+    .unwrap();
     assert!(
         manager.controller("stuck").is_none(),
         "the stuck plugin's discovery was released early"

@@ -3,28 +3,16 @@
 //! started by its first read (nothing else starts a named cluster's caches).
 #![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasmlet::internals::{ClientError, NamedClusters};
-use wasmlet_apiserver::{ApiServer, Config};
-
-async fn server(dir: &std::path::Path) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start(Config {
-        data_dir: dir.into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
-    (server, client)
-}
+use wasmlet_apiserver::testing::test_server;
+use wasmlet_e2e::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
-    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ((_a, client_a), (_b, client_b)) = (server(da.path()).await, server(db.path()).await);
+    let ((_da, _a, client_a), (_db, _b, client_b)) = (test_server().await, test_server().await);
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "x", "namespace": "default"},
@@ -47,14 +35,17 @@ async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
         serde_json::from_str(&a.get(&kind, Some("default"), "x").await.unwrap()).unwrap();
     assert_eq!(got["metadata"]["uid"].as_str(), uid.as_deref());
     // ... and starts the watch: the cache fills.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while a.cached_uid("v1", "ConfigMap", Some("default"), "x") != uid {
-        assert!(
-            Instant::now() < deadline,
-            "cluster a's ConfigMap cache never filled"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "cluster a's ConfigMap cache filling",
+        || {
+            std::future::ready(
+                (a.cached_uid("v1", "ConfigMap", Some("default"), "x") == uid).then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap();
     // Cluster b is another cluster: its own discovery, its own (empty) caches.
     let kind_b = b.resolve("v1", "ConfigMap").await.unwrap();
     assert_eq!(

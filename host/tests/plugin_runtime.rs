@@ -14,7 +14,8 @@ use wasmlet::internals::Cluster;
 use wasmlet::internals::PluginEngine;
 use wasmlet::internals::PluginMetrics;
 use wasmlet::internals::{CallError, PluginSet};
-use wasmlet_apiserver::{ApiServer, Config};
+use wasmlet_apiserver::testing::test_server_with;
+use wasmlet_e2e::eventually;
 
 fn built_plugins() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins");
@@ -54,16 +55,7 @@ struct Env {
 }
 
 async fn env() -> Env {
-    let data = tempfile::tempdir().unwrap();
-    let server = ApiServer::start(Config {
-        data_dir: data.path().into(),
-        listen: ([127, 0, 0, 1], 0).into(),
-        history: 10_000,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+    let (data, _server, client) = test_server_with(|c| c.history = 10_000).await;
     let plugins = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
     let set = PluginSet::new(
@@ -144,11 +136,11 @@ async fn an_unchanged_plugin_directory_is_not_scanned_again() {
     let env = env().await;
     install(env.plugins.path(), "configmap-summary");
     tokio::spawn(env.set.clone().watch());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while env.set.names().is_empty() {
-        assert!(Instant::now() < deadline, "configmap-summary never loaded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(60), "configmap-summary loaded", || {
+        std::future::ready((!env.set.names().is_empty()).then_some(()))
+    })
+    .await
+    .unwrap();
     // The watch's first scan is counted (it loaded the plugin). Its own
     // reads of the files must not start another: read a plugin file as a
     // scan does and wait until the watch has seen that read (events come in
@@ -158,10 +150,11 @@ async fn an_unchanged_plugin_directory_is_not_scanned_again() {
     let seen = |(ignored, passed): (u64, u64)| ignored + passed;
     let before = seen(env.set.dir_events());
     std::fs::read(env.plugins.path().join("configmap-summary.wasm")).unwrap();
-    while seen(env.set.dir_events()) == before {
-        assert!(Instant::now() < deadline, "the watch never saw the read");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(Duration::from_secs(60), "the watch seeing the read", || {
+        std::future::ready((seen(env.set.dir_events()) != before).then_some(()))
+    })
+    .await
+    .unwrap();
     assert_eq!(
         env.set.dir_events().1,
         0,
@@ -176,13 +169,13 @@ async fn an_unchanged_plugin_directory_is_not_scanned_again() {
     let toml = env.plugins.path().join("configmap-summary.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(&toml, format!("{text}\n")).unwrap();
-    while env.set.scans() == settled {
-        assert!(
-            Instant::now() < deadline + Duration::from_secs(10),
-            "a changed manifest was never scanned"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "a scan of the changed manifest",
+        || std::future::ready((env.set.scans() != settled).then_some(())),
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,10 +4,11 @@
 //! written here in WAT, run as `file://` images.
 #![allow(clippy::unwrap_used)] // a bench or test: a failure should stop it loudly
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmlet::internals::PluginEngine;
 use wasmlet::internals::workloads::*;
+use wasmlet_e2e::eventually;
 
 /// Blocks the workload in the host for an hour (`poll_oneoff` on a relative clock
 /// subscription at 64); the test releases it.
@@ -170,19 +171,17 @@ async fn workloads_cannot_exhaust_the_plugins_instance_pool() {
         })
         .collect();
     // Every workload is instantiated (says ready) or has failed trying.
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut states = Vec::new();
     for &h in &handles {
-        loop {
+        let what = format!("workload {h} ready or stopped");
+        let state = eventually(Duration::from_secs(60), &what, || {
             let st = node.m.status(h).unwrap().state;
             let ready = node.m.read_logs(h, 64).unwrap().starts_with(b"ready");
-            if ready || st != RunState::Running {
-                states.push((ready, st));
-                break;
-            }
-            assert!(Instant::now() < deadline, "workload {h} never got ready");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            std::future::ready((ready || st != RunState::Running).then_some((ready, st)))
+        })
+        .await
+        .unwrap();
+        states.push(state);
     }
 
     // A plugin (a component with a memory) instantiates from its pool.
@@ -253,13 +252,19 @@ async fn spawn_writer(node: &Node, module: &str, uid: &str, limit: u64) -> Workl
 }
 
 async fn wait_ready(m: &WorkloadManager, h: WorkloadHandle) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !m.read_logs(h, 64).unwrap().starts_with(b"ready") {
+    // Ok once it wrote; Err(state) if it stopped first.
+    let wrote = eventually(Duration::from_secs(60), "the writer writing", || {
+        let ready = m.read_logs(h, 64).unwrap().starts_with(b"ready");
         let st = m.status(h).unwrap().state;
-        assert_eq!(st, RunState::Running, "the writer stopped before writing");
-        assert!(Instant::now() < deadline, "the writer never wrote");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        std::future::ready((ready || st != RunState::Running).then_some(if ready {
+            Ok(())
+        } else {
+            Err(st)
+        }))
+    })
+    .await
+    .unwrap();
+    assert_eq!(wrote, Ok(()), "the writer stopped before writing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

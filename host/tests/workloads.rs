@@ -6,9 +6,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmlet::internals::workloads::*;
+use wasmlet_e2e::eventually;
 use wasmlet_e2e::registry::{self, Registry};
 
 fn workloads_dir() -> PathBuf {
@@ -133,14 +134,16 @@ fn log_text(m: &WorkloadManager, uid: &str, container: &str, attempt: u32) -> St
 }
 
 async fn wait_for_log(m: &WorkloadManager, uid: &str, container: &str, needle: &str) {
-    let start = Instant::now();
-    while !log_text(m, uid, container, 0).contains(needle) {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no {needle:?} in the log"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("{needle:?} in the log");
+    eventually(Duration::from_secs(30), &what, || {
+        std::future::ready(
+            log_text(m, uid, container, 0)
+                .contains(needle)
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -364,7 +364,22 @@ pub fn kubectl_bin() -> PathBuf {
 }
 
 /// Polls `f` until it returns `Some`, or fails after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> Result<T>
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    eventually_every(Duration::from_millis(25), timeout, what, f).await
+}
+
+/// As [`eventually`], polling every `every`: for a probe that costs (a
+/// metrics scrape is a `curl` process).
+pub async fn eventually_every<T, F, Fut>(
+    every: Duration,
+    timeout: Duration,
+    what: &str,
+    mut f: F,
+) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -377,7 +392,7 @@ where
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(every).await;
     }
 }
 

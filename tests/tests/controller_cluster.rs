@@ -107,17 +107,18 @@ async fn host_keeps_reconciling_after_the_apiserver_is_killed_and_restarted() ->
     summarised(&client, "before", 2, Duration::from_secs(30)).await?;
 
     // Every watch of the host breaks mid-stream; no goodbye.
+    // kill9 reaps the process, so its port is free again; the restart waits
+    // only for the host to have seen its watches break (not a fixed pause).
     plane.kill9();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    plane.spawn().await?;
-    let client = plane.client().await?;
-    create_pair(&client, "after", 3).await?;
     eventually(
         Duration::from_secs(30),
         "the host noticing its watches broke",
         || async { host.log().contains("watch failed").then_some(()) },
     )
     .await?;
+    plane.spawn().await?;
+    let client = plane.client().await?;
+    create_pair(&client, "after", 3).await?;
     summarised(&client, "after", 3, Duration::from_secs(60))
         .await
         .map_err(|e| anyhow::anyhow!("{e}; host log:\n{}", host.log()))?;

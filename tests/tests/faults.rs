@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -14,7 +14,9 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams, ResourceExt,
 };
 use serde_json::{Value, json};
-use wasmlet_e2e::{Host, Plane, built_plugins, eventually, free_port, install_crd, metric};
+use wasmlet_e2e::{
+    Host, Plane, built_plugins, eventually, eventually_every, free_port, install_crd, metric,
+};
 
 /// The faults the guest can inject, each with the words its object's `Ready`
 /// message must carry.
@@ -247,20 +249,22 @@ fn total_faults(m: &str) -> f64 {
 /// Polls the metrics (every 200 ms: each scrape is a `curl`) until the faulty
 /// plugins have counted at least `n` faults.
 async fn faults_counted(plane: &Plane, n: f64, timeout: Duration) -> Result<String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let m = plane.metrics().await?;
+    // The last scrape, for the error: how far the count got.
+    let last = Mutex::new(String::new());
+    let what = format!("{n} faults");
+    eventually_every(Duration::from_millis(200), timeout, &what, || async {
+        let m = plane.metrics().await.ok()?;
         if total_faults(&m) >= n {
-            return Ok(m);
+            return Some(m);
         }
-        if Instant::now() > deadline {
-            bail!(
-                "timed out after {timeout:?} waiting for {n} faults; counted {}:\n{m}",
-                total_faults(&m)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        *last.lock().unwrap_or_else(|p| p.into_inner()) = m;
+        None
+    })
+    .await
+    .with_context(|| {
+        let m = last.lock().unwrap_or_else(|p| p.into_inner());
+        format!("counted {}:\n{m}", total_faults(&m))
+    })
 }
 
 /// Whether `o`'s `Ready` condition reports the plugin's fault in `words`, at

@@ -244,15 +244,11 @@ async fn get_prints_printer_columns_with_filters_and_indexes() -> anyhow::Result
     let crs = plane.data_dir().join("widgets.yaml");
     std::fs::write(&crs, WIDGETS_YAML)?;
     // The CRD's resource may take a moment to be served.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !plane
-        .kubectl(&["apply", "-f", crs.to_str().unwrap()])?
-        .status
-        .success()
-    {
-        anyhow::ensure!(Instant::now() < deadline, "widgets never served");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(Duration::from_secs(20), "widgets served", || async {
+        let out = plane.kubectl(&["apply", "-f", crs.to_str()?]).ok()?;
+        out.status.success().then_some(())
+    })
+    .await?;
     plane.kubectl_ok(&[
         "patch",
         "widget",

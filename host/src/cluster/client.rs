@@ -361,23 +361,7 @@ impl Cluster {
 mod tests {
     use super::*;
     use serde_json::json;
-    use wasmlet_apiserver::{ApiServer, Config};
-
-    /// An embedded API server on a free port of 127.0.0.1 in a fresh
-    /// directory, and a client of it.
-    async fn test_server() -> (tempfile::TempDir, ApiServer, kube::Client) {
-        let data = tempfile::tempdir().unwrap();
-        let server = ApiServer::start(Config {
-            data_dir: data.path().into(),
-            listen: ([127, 0, 0, 1], 0).into(),
-            history: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let client = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
-        (data, server, client)
-    }
+    use wasmlet_apiserver::testing::test_server;
 
     /// Names in a `list` answer, sorted.
     fn names(list: &[String]) -> Vec<String> {
