@@ -51,6 +51,8 @@ const LAYERS: &[&[&str]] = &[
     &["openapi_v2"],
     // the HTTP surface
     &["rest", "health"],
+    // a throwaway server for tests (the `testing` feature)
+    &["testing"],
 ];
 
 #[test]
