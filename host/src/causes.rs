@@ -3,7 +3,7 @@
 //! sources, while `kube` repeats its source in its own message, so neither
 //! `{e}` nor anyhow's `{e:#}` reads right for both.
 //!
-//! ```
+//! ```ignore
 //! let io = std::io::Error::other("connection refused");
 //! let e = anyhow::Error::new(io).context("connecting to 127.0.0.1:1");
 //! assert_eq!(wasmlet::causes::of_chain(e.chain()), "connecting to 127.0.0.1:1: connection refused");
@@ -57,5 +57,20 @@ mod tests {
         struct Hides(#[source] std::io::Error);
         let e = Hides(std::io::Error::other("connection refused"));
         assert_eq!(text(&e), "error sending request: connection refused");
+    }
+}
+
+/// The module documentation's example (its modules are private to the
+/// crate, so rustdoc cannot compile it from outside).
+#[cfg(test)]
+mod doc_example {
+    #[test]
+    fn the_module_example_joins_the_chain() {
+        let io = std::io::Error::other("connection refused");
+        let e = anyhow::Error::new(io).context("connecting to 127.0.0.1:1");
+        assert_eq!(
+            crate::causes::of_chain(e.chain()),
+            "connecting to 127.0.0.1:1: connection refused"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! libraries' debug spans, and export happens on the SDK's batch thread, so a
 //! slow or absent collector never delays a reconcile.
 //!
-//! ```no_run
+//! ```ignore
 //! use wasmlet::telemetry::{DEFAULT_LOG_FILTER, LogFormat, Logs};
 //! let logs = Logs { filter: DEFAULT_LOG_FILTER, format: LogFormat::Json };
 //! let telemetry = wasmlet::telemetry::init(logs, Some("http://127.0.0.1:4318")).unwrap();

@@ -4,7 +4,7 @@
 //! and response code, and times those that are not watches. So an operator
 //! sees which region is slow or refusing without reading logs.
 //!
-//! ```
+//! ```ignore
 //! use prometheus_client::registry::Registry;
 //! use wasmlet::cluster::metrics::ClusterMetrics;
 //! let metrics = ClusterMetrics::default();
@@ -242,5 +242,21 @@ mod tests {
             ),
             "{text}"
         );
+    }
+}
+
+/// The module documentation's example (its modules are private to the
+/// crate, so rustdoc cannot compile it from outside).
+#[cfg(test)]
+mod doc_example {
+    #[test]
+    fn the_module_example_registers_and_makes_a_layer() {
+        use crate::cluster::metrics::ClusterMetrics;
+        use prometheus_client::registry::Registry;
+        let metrics = ClusterMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        // Per cluster: `ClientBuilder::try_from(config)?.with_layer(&metrics.layer("eu-west")).build()`.
+        let _layer = metrics.layer("eu-west");
     }
 }

@@ -15,7 +15,7 @@
 //!   (`--cluster NAME=KUBECONFIG`), each a [`Cluster`] of its own;
 //! - [`error`]: why a call failed ([`ClientError`]).
 //!
-//! ```no_run
+//! ```ignore
 //! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
 //! use std::sync::Arc;
 //! use wasmlet::cluster::{Cluster, ClusterAccess, Resolver, cache::Caches};

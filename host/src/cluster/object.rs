@@ -10,7 +10,7 @@
 //! the few fields it needs ([`CachedObject::status`], a watch's map path) by
 //! parsing on demand.
 //!
-//! ```
+//! ```ignore
 //! use kube::api::{ApiResource, GroupVersionKind};
 //! use wasmlet::cluster::CachedObject;
 //! let o: CachedObject = serde_json::from_str(
@@ -555,5 +555,28 @@ mod tests {
             assert_eq!(obj.metadata.resource_version.as_deref(), Some("3"));
             assert_eq!(obj.body(), want, "{text}");
         }
+    }
+}
+
+/// The module documentation's example (its modules are private to the
+/// crate, so rustdoc cannot compile it from outside).
+#[cfg(test)]
+mod doc_example {
+    #[test]
+    fn the_module_example_reads_paths_and_encodes() -> Result<(), serde_json::Error> {
+        use crate::cluster::CachedObject;
+        use kube::api::{ApiResource, GroupVersionKind};
+        let o: CachedObject = serde_json::from_str(
+            r#"{"apiVersion":"example.dev/v1","kind":"Widget",
+                "metadata":{"name":"w","namespace":"ns"},"spec":{"size":3}}"#,
+        )?;
+        assert_eq!(o.metadata.name.as_deref(), Some("w"));
+        assert_eq!(o.at_path("spec.size"), Some(serde_json::json!(3)));
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.dev", "v1", "Widget"));
+        assert!(
+            o.json(&ar)
+                .starts_with(r#"{"apiVersion":"example.dev/v1","kind":"Widget""#)
+        );
+        Ok(())
     }
 }

@@ -40,7 +40,7 @@ impl LeaderConfig {
 /// Whether this process may reconcile: set by `run`, read by the workers
 /// before every reconcile, awaited by followers instead of polling.
 ///
-/// ```
+/// ```ignore
 /// # tokio_test_block_on(async {
 /// use wasmlet::controller::leader::Leadership;
 /// let l = Leadership::new(false);
@@ -243,5 +243,25 @@ impl prometheus_client::collector::Collector for LeaderCollector {
         let labels = [("name", self.name.as_str())];
         prometheus_client::metrics::gauge::ConstGauge::new(i64::from(self.leading.is_leading()))
             .encode(family.encode_family(&labels)?)
+    }
+}
+
+/// The module documentation's example (its modules are private to the
+/// crate, so rustdoc cannot compile it from outside).
+#[cfg(test)]
+mod doc_example {
+    #[test]
+    fn the_example_wakes_a_follower_when_leading() {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            use crate::controller::leader::Leadership;
+            let l = Leadership::new(false);
+            let follower = {
+                let l = l.clone();
+                tokio::spawn(async move { l.acquired().await })
+            };
+            l.set(true);
+            follower.await.unwrap();
+            assert!(l.is_leading());
+        });
     }
 }

@@ -8,7 +8,7 @@
 //! start runs in its own task and no lock is held across it: one slow plugin
 //! never holds up another.
 //!
-//! ```no_run
+//! ```ignore
 //! # async fn demo(plugins: std::sync::Arc<wasmlet::plugin::PluginSet>,
 //! #     caches: std::sync::Arc<wasmlet::cluster::cache::Caches>) {
 //! use wasmlet::controller::Manager;

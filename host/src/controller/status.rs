@@ -3,7 +3,7 @@
 //! conditions, computes `Ready`, stamps `observedGeneration`, and moves
 //! `lastTransitionTime` only when a condition's status moves.
 //!
-//! ```
+//! ```ignore
 //! use serde_json::json;
 //! use wasmlet::controller::status::{desired_status, GuestCondition, GuestResult};
 //! let current = json!({});
@@ -310,5 +310,38 @@ mod tests {
         assert_eq!(s["conditions"][0]["type"], "Ready");
         assert_eq!(s["conditions"][0]["status"], "False");
         assert_eq!(s["conditions"][0]["reason"], "Boom");
+    }
+}
+
+/// The module documentation's example (its modules are private to the
+/// crate, so rustdoc cannot compile it from outside).
+#[cfg(test)]
+mod doc_example {
+    #[test]
+    fn the_module_example_merges_status_and_ready() {
+        use crate::controller::status::{GuestCondition, GuestResult, desired_status};
+        use serde_json::json;
+        let current = json!({});
+        let result = GuestResult {
+            status: Some(json!({"keys": 3})),
+            conditions: vec![GuestCondition::new(
+                "Summarised",
+                "True",
+                "Counted",
+                "3 keys",
+            )],
+            error: None,
+        };
+        let s = desired_status(
+            &current,
+            &result,
+            &["Summarised".into()],
+            4,
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(s["keys"], 3);
+        assert_eq!(s["observedGeneration"], 4);
+        assert_eq!(s["conditions"][1]["type"], "Ready");
+        assert_eq!(s["conditions"][1]["status"], "True");
     }
 }

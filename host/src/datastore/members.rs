@@ -10,7 +10,7 @@
 //! table again and queue the rows they now own; rendezvous hashing moves only
 //! the rows of the member that came or went.
 //!
-//! ```no_run
+//! ```ignore
 //! # async fn demo(store: wasmlet::datastore::Datastore, table: wasmlet::datastore::Table) {
 //! use wasmlet::datastore::members::{Membership, MembershipConfig, keep};
 //! let me = Membership::new("host-a");

@@ -5,7 +5,7 @@
 //! (`org.opencontainers.image.title`), so `oras`, `crane` or `wkg` can list
 //! and pull them and a wasm-aware tool finds the component where it expects it.
 //!
-//! ```no_run
+//! ```ignore
 //! # async fn demo() -> Result<(), wasmlet::plugin::distribution::DistributionError> {
 //! use wasmlet::plugin::distribution::{Artifact, RegistryOptions, pull, push};
 //! let (name, artifact) = Artifact::read("target/plugins/configmap-summary.toml".as_ref())?;
