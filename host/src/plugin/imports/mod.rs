@@ -576,17 +576,14 @@ impl State {
             // deadline from now, as the call it leaves would have been. Past
             // the limit, a call's bindings wait as without it.
             let what = format!("pod {namespace}/{name} to node {node}");
-            let deadline =
-                std::time::Duration::from_millis(self.plugin.manifest.limits.deadline_ms);
+            let ms = self.plugin.manifest.limits.deadline_ms;
+            let deadline = Deadline {
+                left: std::time::Duration::from_millis(ms),
+                ms,
+            };
             self.in_flight.push(InFlight::send(what, async move {
-                let bind = api.bind(&namespace, &name, &node);
-                match tokio::time::timeout(deadline, bind).await {
-                    Ok(r) => r.map(|rv| bound(namespace, name, rv)),
-                    Err(_) => Err(ApiClientError::Unavailable(format!(
-                        "no answer within {} ms",
-                        deadline.as_millis()
-                    ))),
-                }
+                let rv = deadline.bound(api.bind(&namespace, &name, &node)).await?;
+                Ok(bound(namespace, name, rv))
             }));
             return Ok(());
         }
