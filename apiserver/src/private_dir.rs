@@ -46,6 +46,24 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Checks, without changing anything, that `dir` is a directory of this user
+/// that nobody else may write to (a cache the host reads but did not make,
+/// say): refused otherwise, since its contents may have been replaced.
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a directory of this user that others may not write to",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `path` is a regular file of this user that nobody else may
 /// read or write (a key, say): refused otherwise, since such a file may have
 /// been read or replaced.

@@ -63,14 +63,40 @@ fn main() -> anyhow::Result<ExitCode> {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
         }
-        // Whatever libtest flags `cargo test` passes: check mode.
-        _ => check(),
+        // libtest's flags, as `cargo test` and cargo-nextest pass them: check
+        // mode. `--list` names one test per target (nextest lists, then runs
+        // each as `--exact NAME`); a bare name (or none) picks the targets.
+        _ => {
+            let names: Vec<&str> = args
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !a.starts_with('-'))
+                .collect();
+            if args.iter().any(|a| a == "--list") {
+                if !args.iter().any(|a| a == "--ignored") {
+                    for t in TARGETS {
+                        println!("check::{}: test", t.name);
+                    }
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            check(&names, args.iter().any(|a| a == "--exact"))
+        }
     }
 }
 
-fn check() -> anyhow::Result<ExitCode> {
+/// Check mode over the targets whose test name (`check::NAME`) contains one
+/// of `names` (is one, with `exact`; all when none), as libtest filters.
+fn check(names: &[&str], exact: bool) -> anyhow::Result<ExitCode> {
     let mut failed = false;
-    for t in TARGETS {
+    let picked = |t: &Target| {
+        let test = format!("check::{}", t.name);
+        names.is_empty()
+            || names
+                .iter()
+                .any(|n| if exact { test == *n } else { test.contains(n) })
+    };
+    for t in TARGETS.iter().filter(|t| picked(t)) {
         let corpus = driver::corpus(&driver::corpus_dir(t.name))?;
         let budget = Budget::Execs(corpus.len() as u64 + check_execs(t));
         let out = driver::run(t, budget, 1, &corpus, None)?;

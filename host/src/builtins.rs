@@ -247,6 +247,18 @@ pub(crate) fn plugin_dirs(
     })
 }
 
+/// The seed cache of precompiled components beside the built-ins' source
+/// (`wasmlet plugin precompile SOURCE`), when built-ins are on and it exists.
+pub(crate) fn seed_cache(args: &BuiltinArgs) -> Option<PathBuf> {
+    if !args.enabled() {
+        return None;
+    }
+    let seed = source_dir(args.builtin_source.as_deref())
+        .ok()?
+        .join(crate::plugin::engine::SEED_DIR);
+    seed.is_dir().then_some(seed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

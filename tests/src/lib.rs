@@ -175,6 +175,15 @@ impl Plane {
         if !self.args.iter().any(|a| a == "--port") {
             cmd.arg("--port").arg("0");
         }
+        // Every plane reads the components `scripts/test` precompiled once
+        // (`wasmlet plugin precompile target/plugins`), as an installed host
+        // reads its built-ins' seed: a plane then spends no minute compiling
+        // the Python or TypeScript guests again. A test of the compile path
+        // passes its own `--precompiled` (which wins over the variable).
+        let seed = built_plugins().join(".precompiled");
+        if std::env::var_os("WASMLET_PRECOMPILED").is_none() && seed.is_dir() {
+            cmd.env("WASMLET_PRECOMPILED", &seed);
+        }
         let child = cmd
             .args(&self.args[1..])
             .env(

@@ -1,4 +1,4 @@
-//! Helpers for the StatefulsetRollout e2e tests (tests/tests/sroll.rs): the
+//! Helpers for the StatefulsetRollout e2e tests (tests/tests/e2e/sroll.rs): the
 //! rollout object, waiting on its status, replaying a pod watch history, and
 //! a local HTTP server playing the chat API, Consul and the deploy callback.
 

@@ -70,6 +70,16 @@ pub(super) struct HostArgs {
     /// host's reconcile and pod-state spans are sent there. Off when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub(crate) otlp_endpoint: Option<String>,
+    /// A seed cache of precompiled components (`wasmlet plugin precompile
+    /// DIR` writes DIR/.precompiled), read when this host's own cache misses;
+    /// repeatable. The built-ins' seed beside them is read without it.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "WASMLET_PRECOMPILED",
+        value_delimiter = ':'
+    )]
+    pub(crate) precompiled: Vec<PathBuf>,
     /// Debugging/testing only: hold every watch event this long before it reaches the caches.
     #[arg(long, default_value_t = 0, hide = true)]
     pub(crate) debug_cache_delay_ms: u64,

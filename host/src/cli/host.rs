@@ -111,6 +111,15 @@ pub(super) async fn run_host(
     }
     let (dir, builtin_dir) =
         crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
+    // A fresh data directory has nothing cached: the seeds (the built-ins'
+    // own, written when they were built or installed) spare the compiles.
+    let mut seeds = host.precompiled.clone();
+    if let Some(seed) = crate::builtins::seed_cache(&host.builtin)
+        && !seeds.contains(&seed)
+    {
+        seeds.push(seed);
+    }
+    engine = engine.with_seeds(&seeds);
     let plugins = match dir {
         Some(dir) => {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -14,6 +14,7 @@ mod args;
 mod check;
 mod datastore;
 mod host;
+mod precompile;
 mod registry;
 mod replay;
 mod scaffold;
@@ -178,6 +179,17 @@ enum PluginCommand {
     Check {
         /// The plugin: NAME.wasm or NAME.toml (its pair beside it).
         path: PathBuf,
+    },
+    /// Compile every component in DIR ahead of time into DIR/.precompiled, the
+    /// seed cache a host reads on a fresh data directory: `wasmlet up` finds
+    /// the built-ins' seed beside them, `--precompiled DIR` names others.
+    /// `scripts/build-guests`' and `scripts/install`'s plugin directories are
+    /// precompiled so.
+    Precompile {
+        /// The plugin directory (its `*.wasm` components).
+        dir: PathBuf,
+        /// Only these plugins (NAME for NAME.wasm); all of DIR's when none.
+        plugins: Vec<String>,
     },
     /// Print the CRDs a plugin ships, as YAML (for GitOps).
     Crds {
@@ -453,6 +465,9 @@ async fn main_async(cli: Cli) -> Result<()> {
         Command::Datastore(command) => datastore::run(command).await?,
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await?,
         Command::Plugin(PluginCommand::Crds { path }) => plugin_crds(&path)?,
+        Command::Plugin(PluginCommand::Precompile { dir, plugins }) => {
+            precompile::precompile(&dir, &plugins)?
+        }
         Command::Plugin(PluginCommand::Graph { path }) => plugin_graph(&path).await?,
         Command::Plugin(PluginCommand::New {
             name,

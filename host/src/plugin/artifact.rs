@@ -38,9 +38,20 @@ impl CacheKey {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        wasmlet_apiserver::private_dir::check_private_file(&path)?;
-        let bytes = std::fs::read(&path)?;
-        key = bytes.as_slice().try_into().map_err(|_| {
+        Self::read(&path)
+    }
+
+    /// The key of an existing cache at `root` (a seed cache, read-only): the
+    /// directory and the key must be this user's and closed to others.
+    pub(crate) fn load_existing(root: &Path) -> std::io::Result<CacheKey> {
+        wasmlet_apiserver::private_dir::check_private_dir(root)?;
+        Self::read(&root.join("cache.key"))
+    }
+
+    fn read(path: &Path) -> std::io::Result<CacheKey> {
+        wasmlet_apiserver::private_dir::check_private_file(path)?;
+        let bytes = std::fs::read(path)?;
+        let key = bytes.as_slice().try_into().map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("{} is not a 32-byte key", path.display()),

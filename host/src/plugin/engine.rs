@@ -64,10 +64,30 @@ impl Kind {
     }
 }
 
+/// The directory name under which `dir` holds `engine`'s artifacts: an
+/// engine of another wasmtime build or configuration never reads them.
+fn compatible_dir(engine: &Engine, root: &Path) -> PathBuf {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    root.join(format!("{:016x}", h.finish()))
+}
+
+/// A read-only cache written by `wasmlet precompile`: where its artifacts for
+/// this engine are, and the key they are sealed with.
+struct Seed {
+    dir: PathBuf,
+    key: CacheKey,
+}
+
+/// The seed cache in `DIR/.precompiled` of a plugin directory `DIR`.
+pub(crate) const SEED_DIR: &str = ".precompiled";
+
 #[derive(Clone)]
 pub struct PluginEngine {
     pub engine: Engine,
     cache_dir: PathBuf,
+    /// Consulted in order on a miss in `cache_dir`; never written.
+    seeds: Arc<Vec<Seed>>,
     /// `None`: the cache directory failed its ownership check; nothing is
     /// cached or loaded from it.
     key: Option<Arc<CacheKey>>,
@@ -161,10 +181,8 @@ impl PluginEngine {
         pooling: bool,
         cache_dir: &Path,
     ) -> anyhow::Result<PluginEngine> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
         let root = cache_dir;
-        let cache_dir = root.join(format!("{:016x}", h.finish()));
+        let cache_dir = compatible_dir(&engine, root);
         let key = private_dir(root)
             .and_then(|()| private_dir(&cache_dir))
             .and_then(|()| CacheKey::load_or_create(root));
@@ -189,10 +207,35 @@ impl PluginEngine {
         Ok(PluginEngine {
             engine,
             cache_dir,
+            seeds: Arc::new(Vec::new()),
             key,
             pooling,
             compiler: None,
         })
+    }
+
+    /// Consults the seed caches rooted at `roots` (each a `wasmlet precompile`
+    /// output) on a miss. A root that is missing is skipped quietly; one that
+    /// fails its checks (another user's, open to others, no key) is skipped
+    /// with a warning: its artifacts would be machine code nobody vouched for.
+    pub fn with_seeds(mut self, roots: &[PathBuf]) -> PluginEngine {
+        let mut seeds = Vec::new();
+        for root in roots {
+            if !root.exists() {
+                continue;
+            }
+            match CacheKey::load_existing(root) {
+                Ok(key) => seeds.push(Seed {
+                    dir: compatible_dir(&self.engine, root),
+                    key,
+                }),
+                Err(e) => {
+                    tracing::warn!(dir = %root.display(), error = %e, "precompiled seed cache not used")
+                }
+            }
+        }
+        self.seeds = Arc::new(seeds);
+        self
     }
 
     /// Compiles components from now on in child processes of `exe` (the
@@ -308,14 +351,40 @@ impl PluginEngine {
                 }
             }
         }
-        let compiled = self.precompile(path, bytes, kind)?;
-        if let Some(key) = &self.key
-            && let Err(e) = self.store(&cached, &key.seal(&sealed_for, &compiled))
-        {
-            tracing::warn!(file = %cached.display(), error = %e, "cannot cache the compiled artifact");
+        let file = kind.file_name(&digest);
+        for seed in self.seeds.iter() {
+            let seeded = seed.dir.join(&file);
+            let Ok(sealed) = std::fs::read(&seeded) else {
+                continue;
+            };
+            let Some(artifact) = seed.key.open(&sealed_for, &sealed) else {
+                tracing::warn!(file = %seeded.display(), "precompiled artifact fails its integrity check (tampered or foreign), not used");
+                continue;
+            };
+            match deserialize(&self.engine, artifact) {
+                Ok(c) => {
+                    self.keep(&cached, &sealed_for, artifact);
+                    return Ok((c, digest));
+                }
+                Err(e) => {
+                    tracing::warn!(file = %seeded.display(), error = %e, "precompiled artifact unusable, not used")
+                }
+            }
         }
+        let compiled = self.precompile(path, bytes, kind)?;
+        self.keep(&cached, &sealed_for, &compiled);
         let loaded = deserialize(&self.engine, &compiled).map_err(invalid)?;
         Ok((loaded, digest))
+    }
+
+    /// Seals `artifact` into the own cache as `path` (a failure only costs a
+    /// compile later).
+    fn keep(&self, path: &Path, sealed_for: &str, artifact: &[u8]) {
+        if let Some(key) = &self.key
+            && let Err(e) = self.store(path, &key.seal(sealed_for, artifact))
+        {
+            tracing::warn!(file = %path.display(), error = %e, "cannot cache the compiled artifact");
+        }
     }
 
     /// `bytes` compiled for this engine: in a child when one is configured
@@ -509,6 +578,69 @@ mod tests {
         let again = PluginEngine::new(&root).unwrap();
         let (c, _) = again.load(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(imports(&again, &c), ["wasmlet:plugin/log@0.1.0"]);
+    }
+
+    /// A fresh cache loads from a seed (`wasmlet plugin precompile`) without
+    /// compiling and keeps the artifact in its own cache; a seed artifact that
+    /// is swapped, or sealed under another key, is compiled instead; a seed
+    /// others may write to is not read at all.
+    #[test]
+    fn a_seed_serves_a_fresh_cache_and_a_foreign_or_open_one_never_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim =
+            wat::parse_str(r#"(component (import "wasmlet:plugin/log@0.1.0" (instance)))"#)
+                .unwrap();
+        let evil = wat::parse_str(r#"(component (import "evil:x/y" (instance)))"#).unwrap();
+        let seed_root = dir.path().join("seed");
+        let seeding = PluginEngine::new(&seed_root).unwrap();
+        let (_, vd) = seeding.load(Path::new("v.wasm"), &victim).unwrap();
+        let (_, ed) = seeding.load(Path::new("e.wasm"), &evil).unwrap();
+        let seeded = |d: &str| seeding.cache_dir.join(format!("{d}.cwasm"));
+
+        // A hit: the artifact is the seed's (a marker in its unsealed bytes
+        // would not survive a compile), and it is now in the own cache.
+        let fresh = PluginEngine::new(&dir.path().join("a"))
+            .unwrap()
+            .with_seeds(&[seed_root.clone()]);
+        assert_eq!(fresh.seeds.len(), 1);
+        let (c, _) = fresh.load(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(imports(&fresh, &c), ["wasmlet:plugin/log@0.1.0"]);
+        let own = fresh.cache_dir.join(format!("{vd}.cwasm"));
+        let artifact = |p: &Path| std::fs::read(p).unwrap()[32..].to_vec();
+        assert_eq!(
+            artifact(&own),
+            artifact(&seeded(&vd)),
+            "resealed from the seed"
+        );
+
+        // Swapped in the seed: never loaded, the real one compiled.
+        std::fs::copy(seeded(&ed), seeded(&vd)).unwrap();
+        let swapped = PluginEngine::new(&dir.path().join("b"))
+            .unwrap()
+            .with_seeds(&[seed_root.clone()]);
+        let (c, _) = swapped.load(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(imports(&swapped, &c), ["wasmlet:plugin/log@0.1.0"]);
+
+        // The evil artifact sealed for the victim's digest under another
+        // install's key, planted in the seed: its seal fails here, so the
+        // victim is compiled.
+        std::fs::create_dir(dir.path().join("e")).unwrap();
+        let other = CacheKey::load_or_create(&dir.path().join("e")).unwrap();
+        let planted = other.seal(&vd, &artifact(&seeded(&ed)));
+        std::fs::write(seeded(&vd), planted).unwrap();
+        let fooled = PluginEngine::new(&dir.path().join("c"))
+            .unwrap()
+            .with_seeds(&[seed_root.clone()]);
+        let (c, _) = fooled.load(Path::new("v.wasm"), &victim).unwrap();
+        assert_eq!(imports(&fooled, &c), ["wasmlet:plugin/log@0.1.0"]);
+
+        // Open to others: refused before anything in it is read; a missing
+        // seed is skipped.
+        std::fs::set_permissions(&seed_root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let open = PluginEngine::new(&dir.path().join("d"))
+            .unwrap()
+            .with_seeds(&[seed_root, dir.path().join("missing")]);
+        assert!(open.seeds.is_empty());
     }
 
     /// The same for pods' core modules (the workloads' engine): a swapped

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
@@ -449,6 +450,7 @@ impl PluginSet {
                 .fetch_add(1, std::sync::atomic::Ordering::Release);
             return failures;
         };
+        let mut changed = Vec::new();
         for (name, dir) in &sources {
             let name = name.clone();
             let wasm = dir.join(format!("{name}.wasm"));
@@ -471,7 +473,20 @@ impl PluginSet {
             {
                 continue;
             }
-            let loaded = match self.load_version(&name, &wasm, &toml).await {
+            changed.push((name, wasm, toml, fp));
+        }
+        // Compiles run side by side (a fresh host's eleven built-ins one after
+        // another took most of its start); CRDs and installs stay in name
+        // order, one at a time, as before.
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut loads = futures::stream::iter(changed)
+            .map(|(name, wasm, toml, fp)| async move {
+                let loaded = self.load_version(&name, &wasm, &toml).await;
+                (name, fp, loaded)
+            })
+            .buffered(parallel);
+        while let Some((name, fp, loaded)) = loads.next().await {
+            let loaded = match loaded {
                 Ok(loaded) => self
                     .apply_crds(&name, &loaded.manifest)
                     .await

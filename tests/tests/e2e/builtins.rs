@@ -153,10 +153,21 @@ async fn no_builtins_loads_none_but_the_users_plugins_still_load() -> Result<()>
 /// seconds; every controller used to wait for the whole first scan.
 #[tokio::test]
 async fn a_controller_starts_while_later_plugins_still_compile() -> Result<()> {
+    // A fresh install without a precompiled seed: the built-ins copied alone,
+    // and an empty seed directory instead of the one the harness passes.
+    let source = tempfile::tempdir()?;
+    for name in ["scheduler", "statefulset-controller", "wasi-runner"] {
+        install_plugin(source.path(), name)?;
+    }
+    let no_seed = tempfile::tempdir()?;
     let plane = Plane::start_up_with(
         &[
             "--builtin-plugins",
             "scheduler,statefulset-controller,wasi-runner",
+            "--builtin-source",
+            &source.path().display().to_string(),
+            "--precompiled",
+            &no_seed.path().display().to_string(),
         ],
         &["configmap-summary"],
     )

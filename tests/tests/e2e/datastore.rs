@@ -640,7 +640,7 @@ fn with_concurrency(concurrency: usize) -> impl Fn(String) -> String {
 
 /// Issue 14's performance scenario (a benchmark that prints figures; run it
 /// with a release binary: `WASMLET_BIN=$PWD/target/release/wasmlet cargo
-/// test --test datastore bench_ -- --ignored --nocapture`; `DATASTORE_BENCH_ROWS`,
+/// test --test e2e -- datastore::bench_ --ignored --nocapture`; `DATASTORE_BENCH_ROWS`,
 /// default 200,000, and `DATASTORE_BENCH_CHANGED`, default 20,000):
 /// 1. the first pass over every row (all changed) at concurrency 16;
 /// 2. a host started on the now up-to-date table while a stream of new rows

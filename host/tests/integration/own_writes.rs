@@ -25,8 +25,8 @@ use wasmlet::internals::{Finalized, Reconciled};
 use wasmlet_apiserver::{ApiServer, Config};
 use wasmlet_e2e::eventually;
 
-const CRD: &str = include_str!("../../guests/testing/widget/widget.crd.yaml");
-const MANIFEST: &str = include_str!("../../guests/testing/widget/widget.toml");
+const CRD: &str = include_str!("../../../guests/testing/widget/widget.crd.yaml");
+const MANIFEST: &str = include_str!("../../../guests/testing/widget/widget.toml");
 
 /// guests/testing/widget's logic, natively, remembering every object it saw.
 struct Recorder {

@@ -596,8 +596,8 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
 }
 
 /// Benchmark, not a test (ignored; run on purpose, ideally with a release
-/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test sroll bench_
-/// -- --ignored --nocapture`): a StatefulSet of `SROLL_BENCH_PODS` (default
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test e2e --
+/// sroll::bench_ --ignored --nocapture`): a StatefulSet of `SROLL_BENCH_PODS` (default
 /// 1,000) sleepers, which are Ready as soon as they run, rolled to 100 % at
 /// `maxUnavailable: 10%` with chat notifications on. Prints the wall time of
 /// the rollout, the operator's reconcile calls, every API write the plane

@@ -45,7 +45,7 @@ const LAYERS: &[&[&str]] = &[
 #[test]
 fn imports_run_down_the_layers() {
     // The crate this was built from, unless the environment names another
-    // tree (`cargo test` sets it; scripts/run-tests runs the binary bare).
+    // tree (`cargo test` sets it; a runner may run the binary bare).
     let root = PathBuf::from(
         std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()),
     );

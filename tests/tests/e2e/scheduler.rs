@@ -380,8 +380,8 @@ async fn pods_never_overcommit_a_node_when_the_cache_lags() -> Result<()> {
 }
 
 /// Benchmark, not a test (ignored; run it on purpose, ideally with a release
-/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test scheduler --
-/// --ignored --nocapture`): `SCHED_BENCH_PODS` (default 500) pending pods
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test e2e --
+/// scheduler::bench_ --ignored --nocapture`): `SCHED_BENCH_PODS` (default 500) pending pods
 /// spread over 10 Node objects (the wasmlet node tainted away from them):
 /// binds per second from the first pod created to the last bound, with the
 /// scheduler's calls and the API writes meanwhile.

@@ -1,0 +1,66 @@
+//! The end-to-end suite as one test binary (one link of the host instead of one
+//! per file): each module is what used to be its own `tests/tests/NAME.rs`.
+//! Run one module with `cargo nextest run -p wasmlet-e2e -E 'test(/^node::/)'`
+//! (CONTRIBUTING.md, "Inner loop").
+
+mod auth_review;
+mod bad_input;
+mod batch;
+mod builtins;
+mod cel;
+mod cli_errors;
+mod cli_help;
+mod cli_logs;
+mod clusters;
+mod compaction;
+mod controller;
+mod controller_cluster;
+mod controller_engine;
+mod crd;
+mod daemonset;
+mod datastore;
+mod defaults;
+mod deletion;
+mod deploy;
+mod deployment;
+mod disruption;
+mod durability;
+mod faults;
+mod hardening_api;
+mod hardening_node;
+mod hardening_process;
+mod hardening_requests;
+mod health;
+mod install;
+mod kubectl;
+mod kubectl_imperative;
+mod kubelet;
+mod list;
+mod module_oci;
+mod node;
+mod openapi_v2;
+mod otlp;
+mod patch;
+mod plugin_cli;
+mod plugin_oci;
+mod python_client;
+mod python_reconciler;
+mod python_workload_kinds;
+mod rbac;
+mod rbac_escalation;
+mod rbac_noderestriction;
+mod replay;
+mod replicaset;
+mod replicationcontroller;
+mod scaffold;
+mod scheduler;
+mod semantics;
+mod shadow;
+mod smoke;
+mod sroll;
+mod statefulset;
+mod status_page;
+mod upstream_details;
+mod validation;
+mod watch;
+mod watch_delete;
