@@ -69,8 +69,9 @@ impl Registry {
                 .first()
                 .map(|(name, password, _)| (name.to_string(), password.to_string())),
         };
+        // Generous: a process start on a loaded machine; listening ends the wait.
         crate::eventually(
-            Duration::from_secs(20),
+            Duration::from_secs(60),
             "docker-registry to listen",
             || async {
                 tokio::net::TcpStream::connect(&registry.addr)

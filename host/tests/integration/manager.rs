@@ -69,7 +69,11 @@ async fn a_plugin_stuck_in_discovery_does_not_hold_up_another() {
     let caches = Caches::new(resolver.clone());
     let cluster = Arc::new(Cluster::new(resolver, Some(caches.clone())));
     let plugins = tempfile::tempdir().unwrap();
-    let engine = PluginEngine::new(&data.path().join("cache")).unwrap();
+    let engine = PluginEngine::new(&data.path().join("cache"))
+        .unwrap()
+        .with_seeds(
+            &[Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins/.precompiled")],
+        );
     let set = PluginSet::new(engine, plugins.path(), Some(cluster));
 
     // First the plugin whose kind sits in the stalled group.

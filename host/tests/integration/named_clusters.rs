@@ -63,9 +63,15 @@ async fn a_first_read_starts_the_kinds_watch_in_that_cluster_only() {
 /// (componentize-py and -js guests import their whole world.)
 #[test]
 fn only_guests_that_name_a_cluster_import_clusters() {
-    let engine = wasmtime::Engine::default();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("target/plugins");
+    // The seed scripts/test precompiled: 26 compiles in a debug host are a
+    // minute and a half (each is compiled here when the seed lacks it).
+    let cache = tempfile::tempdir().unwrap();
+    let plugins = wasmlet::internals::PluginEngine::new(cache.path())
+        .unwrap()
+        .with_seeds(&[dir.join(".precompiled")]);
+    let engine = &plugins.engine;
     let rust = rust_plugins(&root.join("guests"));
     let mut seen = Vec::new();
     for entry in std::fs::read_dir(&dir)
@@ -82,10 +88,10 @@ fn only_guests_that_name_a_cluster_import_clusters() {
         let manifest = std::fs::read_to_string(path.with_extension("toml"))
             .unwrap_or_else(|e| panic!("{name}.toml: {e}"));
         let names_a_cluster = manifest.lines().any(|l| l.starts_with("[clusters."));
-        let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
+        let (component, _) = plugins.load(&path, &std::fs::read(&path).unwrap()).unwrap();
         let imports: Vec<String> = component
             .component_type()
-            .imports(&engine)
+            .imports(engine)
             .map(|(n, _)| n.to_string())
             .collect();
         assert_eq!(

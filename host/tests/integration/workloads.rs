@@ -158,10 +158,12 @@ async fn hello_output_lands_in_a_cri_log() {
     let st = m.wait(h).await.unwrap();
     assert_eq!(st.state, RunState::Exited(0));
     assert!(st.finished_at_ms.unwrap() >= st.started_at_ms);
+    // Generous: the exit is announced right after the final status `wait`
+    // saw; the bound only turns a lost announcement into a failure.
     assert_eq!(
-        tokio::time::timeout(Duration::from_secs(5), exits.recv())
+        tokio::time::timeout(Duration::from_secs(60), exits.recv())
             .await
-            .unwrap()
+            .expect("the exit was announced")
             .unwrap(),
         h
     );
@@ -300,7 +302,8 @@ async fn kill_interrupts_a_workload_burning_cpu() {
     wait_for_log(&m, "uid-k", "spinner", "spinning").await;
     assert_eq!(m.status(h).unwrap().state, RunState::Running);
     m.kill(h, 0).unwrap();
-    let st = tokio::time::timeout(Duration::from_secs(5), m.wait(h))
+    // Generous: a loaded machine may take a while to get to the epoch check.
+    let st = tokio::time::timeout(Duration::from_secs(60), m.wait(h))
         .await
         .expect("spinner not killed")
         .unwrap();

@@ -261,7 +261,7 @@ async fn crds_with_bad_or_costly_rules_are_refused() -> anyhow::Result<()> {
         json!({"replicas": 1, "minReplicas": 1, "hosts": ["a", "b", "a"]}),
     ));
     let r = eventually(
-        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(60),
         "the CRD served",
         || async {
             match api.create(&PostParams::default(), &obj).await {
@@ -316,7 +316,7 @@ async fn rules_derived_by_kube_rs_are_enforced() -> anyhow::Result<()> {
         )
     };
     let r = eventually(
-        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(60),
         "the CRD served",
         || async {
             match ranges

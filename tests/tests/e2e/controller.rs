@@ -9,11 +9,21 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
-use wasmlet_e2e::{Plane, eventually, install_plugin, metric};
+use wasmlet_e2e::{Plane, eventually, install_plugin, install_plugin_with, metric};
 
 /// Waits until the plugin's CRD is served (it is applied when the plugin loads).
+/// A built manifest with a call deadline of 10 s instead of its 1 s, for a
+/// plugin whose deadline a test is not about. A deadline is wall-clock time
+/// from the call's start: on a loaded 2-core machine a trivial call can pass
+/// 1 s, and count as a reconcile error or report a timeout instead of the
+/// guest's own failure.
+fn unhurried(toml: String) -> String {
+    assert!(toml.contains("deadline-ms = 1000\n"), "{toml}");
+    toml.replace("deadline-ms = 1000\n", "deadline-ms = 10000\n")
+}
+
 async fn plugin_ready(plane: &Plane, client: &kube::Client) -> anyhow::Result<()> {
-    install_plugin(&plane.plugin_dir(), "configmap-summary")?;
+    install_plugin_with(&plane.plugin_dir(), "configmap-summary", unhurried)?;
     let api = summaries(client);
     eventually(Duration::from_secs(30), "the ConfigSummary CRD", || async {
         api.list(&Default::default()).await.ok()
@@ -32,7 +42,7 @@ async fn status_follows_changes_and_is_not_rewritten_when_nothing_changed() -> a
     create_summary(&api, "s1", json!({})).await?;
     create_configmap(&client, "a", "s1", 2).await?;
     create_configmap(&client, "b", "s1", 3).await?;
-    let o = eventually(Duration::from_secs(20), "status.keys = 5", || async {
+    let o = eventually(Duration::from_secs(60), "status.keys = 5", || async {
         let o = api.get("s1").await.ok()?;
         (status_keys(&o) == Some(5) && ready(&o).as_deref() == Some("True")).then_some(o)
     })
@@ -98,7 +108,7 @@ async fn status_follows_changes_and_is_not_rewritten_when_nothing_changed() -> a
             &Patch::Merge(json!({"data": {"extra": "1"}})),
         )
         .await?;
-    let o = eventually(Duration::from_secs(20), "status.keys = 6", || async {
+    let o = eventually(Duration::from_secs(60), "status.keys = 6", || async {
         let o = api.get("s1").await.ok()?;
         (status_keys(&o) == Some(6)).then_some(o)
     })
@@ -117,7 +127,7 @@ async fn status_follows_changes_and_is_not_rewritten_when_nothing_changed() -> a
     )
     .await?;
     let o = eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "observedGeneration = 2",
         || async {
             let o = api.get("s1").await.ok()?;
@@ -269,8 +279,10 @@ async fn failing_plugins_are_contained_next_to_a_healthy_one() -> anyhow::Result
         "[reconciles]\nlabel-selector = \"!wasmlet.dev/test\"",
     );
     std::fs::write(&toml, text)?;
-    for name in ["trap", "spin", "hog", "denied"] {
-        install_plugin(&plane.plugin_dir(), name)?;
+    // Only spin's deadline (200 ms) is under test.
+    install_plugin(&plane.plugin_dir(), "spin")?;
+    for name in ["trap", "hog", "denied"] {
+        install_plugin_with(&plane.plugin_dir(), name, unhurried)?;
     }
     std::fs::write(
         plane.plugin_dir().join("corrupt.wasm"),

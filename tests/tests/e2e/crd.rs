@@ -104,7 +104,7 @@ async fn crds_are_served_at_once_in_both_scopes_and_versions() -> anyhow::Result
     // The CRD is Established by the server.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     eventually(
-        Duration::from_secs(5),
+        Duration::from_secs(60),
         "the CRD to be Established",
         || async {
             let c = crds.get("widgets.test.wasmlet.dev").await.ok()?;
@@ -292,7 +292,7 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() -> anyhow::Resul
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.delete("widgets.test.wasmlet.dev", &DeleteParams::default())
         .await?;
-    eventually(Duration::from_secs(8), "the CRD to go", || async {
+    eventually(Duration::from_secs(60), "the CRD to go", || async {
         crds.get_opt("widgets.test.wasmlet.dev")
             .await
             .ok()?

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmlet_e2e::*;
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn as_json<T: serde::Serialize>(o: &T) -> Value {
     serde_json::to_value(o).expect("serialisable")
@@ -173,7 +173,7 @@ async fn a_statefulset_is_defaulted_and_rollout_status_works() -> anyhow::Result
     .await?;
     // With upstream's defaults (a rollingUpdate with partition 0) kubectl
     // reports the partitioned form.
-    let out = plane.kubectl_ok(&["rollout", "status", "statefulset/web", "--timeout=20s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "statefulset/web", "--timeout=120s"])?;
     assert!(out.contains("roll out complete"), "{out}");
     // Re-applying the same manifest changes nothing (defaults are stable).
     let out = apply(&plane, "sts.yaml", STATEFULSET)?;

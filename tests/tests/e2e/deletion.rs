@@ -11,7 +11,7 @@ use kube::core::DynamicObject;
 use serde_json::json;
 use wasmlet_e2e::*;
 
-const WAIT: Duration = Duration::from_secs(8);
+const WAIT: Duration = Duration::from_secs(60);
 
 async fn gone<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
 where
@@ -220,7 +220,7 @@ async fn foreground_cascade_keeps_owner_until_dependents_are_gone() -> anyhow::R
     // The collector deletes dependents one after another: the held one may be
     // marked a moment after the free one is gone.
     let h = eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "held-dep marked for deletion",
         || async {
             let h = cms.get("held-dep").await.ok()?;

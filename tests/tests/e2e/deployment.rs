@@ -76,7 +76,7 @@ async fn a_rolling_update_keeps_every_replica_available_and_undo_goes_back() -> 
             "template": template("1")},
     }))?;
     deps.create(&PostParams::default(), &d).await?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
     let first = deps.get("web").await?;
     assert_eq!(
@@ -99,7 +99,7 @@ async fn a_rolling_update_keeps_every_replica_available_and_undo_goes_back() -> 
         &Patch::Merge(json!({"spec": {"template": template("2")}})),
     )
     .await?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
     let (most_live, fewest_ready) = ready_range(&history, 4);
     ensure!(
@@ -125,7 +125,7 @@ async fn a_rolling_update_keeps_every_replica_available_and_undo_goes_back() -> 
     // Undo: back to the first template, on the first ReplicaSet.
     let out = plane.kubectl_ok(&["rollout", "undo", "deployment/web"])?;
     ensure!(out.contains("rolled back"), "{out}");
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
     let back = deps.get("web").await?;
     assert_eq!(version_of(&back).as_deref(), Some("1"));
@@ -195,7 +195,7 @@ async fn recreate_removes_every_old_pod_before_the_first_new_one() -> Result<()>
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let d = deployment("re", 3, json!({"type": "Recreate"}), "1")?;
     deps.create(&PostParams::default(), &d).await?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
 
     let history = record(pods.clone()).await?;
@@ -206,7 +206,7 @@ async fn recreate_removes_every_old_pod_before_the_first_new_one() -> Result<()>
         &Patch::Merge(json!({"spec": {"template": template("2")}})),
     )
     .await?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/re", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
 
     // At no point of the history do pods of both templates exist (an old pod
@@ -241,7 +241,7 @@ async fn a_paused_deployment_rolls_nothing_until_resumed() -> Result<()> {
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
     deps.create(&PostParams::default(), &deployment("p", 2, strategy, "1")?)
         .await?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
 
     plane.kubectl_ok(&["rollout", "pause", "deployment/p"])?;
@@ -271,7 +271,7 @@ async fn a_paused_deployment_rolls_nothing_until_resumed() -> Result<()> {
     ensure!(version_of(&seen).as_deref() == Some("2"));
 
     plane.kubectl_ok(&["rollout", "resume", "deployment/p"])?;
-    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=50s"])?;
+    let out = plane.kubectl_ok(&["rollout", "status", "deployment/p", "--timeout=120s"])?;
     ensure!(out.contains("successfully rolled out"), "{out}");
     ensure!(sets.list(&Default::default()).await?.items.len() == 2);
     Ok(())
@@ -304,8 +304,9 @@ async fn a_rollout_past_its_progress_deadline_says_so() -> Result<()> {
             .unwrap_or(0)
             == 0
     );
-    // kubectl reads the same condition and fails.
-    let out = plane.kubectl(&["rollout", "status", "deployment/stuck", "--timeout=20s"])?;
+    // kubectl reads the same condition and fails (at once: its own timeout
+    // would be another error).
+    let out = plane.kubectl(&["rollout", "status", "deployment/stuck", "--timeout=120s"])?;
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(
         !out.status.success() && err.contains("exceeded its progress deadline"),
@@ -315,8 +316,8 @@ async fn a_rollout_past_its_progress_deadline_says_so() -> Result<()> {
 }
 
 /// Benchmark, not a test (ignored; run it on purpose, ideally with a release
-/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test deployment
-/// -- --ignored --nocapture`): a Deployment of `DEPLOY_BENCH_PODS` (default
+/// binary: `WASMLET_BIN=target/release/wasmlet cargo test --test e2e
+/// -- deployment::bench_ --ignored --nocapture`): a Deployment of `DEPLOY_BENCH_PODS` (default
 /// 500) sleepers from create to Available with every replica updated and
 /// ready, with the Deployment and ReplicaSet controllers' calls and every API
 /// write the plane served meanwhile (the node agent's included).

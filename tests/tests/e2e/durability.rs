@@ -41,11 +41,30 @@ async fn kill9_loses_no_acknowledged_write() -> anyhow::Result<()> {
                 }
             }));
         }
-        let delay = rand::rng().random_range(150..700);
+        // Enough of this round's writes acknowledged to prove something (a
+        // loaded machine may need longer for them than any fixed pause), then
+        // the kill at a random moment while the writers go on. The pause
+        // picks that moment; it waits for nothing.
+        let prefix = format!("r{round}-");
+        eventually(
+            Duration::from_secs(60),
+            "writes acknowledged in this round",
+            || {
+                let n = acked
+                    .lock()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| k.starts_with(&prefix))
+                    .count();
+                std::future::ready((n > 8).then_some(()))
+            },
+        )
+        .await?;
+        let delay = rand::rng().random_range(0..550);
         tokio::time::sleep(Duration::from_millis(delay)).await;
         plane.kill9();
         for t in tasks {
-            tokio::time::timeout(Duration::from_secs(10), t)
+            tokio::time::timeout(Duration::from_secs(60), t)
                 .await
                 .expect("a writer hung after the kill")?;
         }
@@ -112,7 +131,7 @@ async fn kill9_loses_no_acknowledged_write() -> anyhow::Result<()> {
         )
         .await?
         .boxed();
-    match tokio::time::timeout(Duration::from_secs(5), s.next()).await {
+    match tokio::time::timeout(Duration::from_secs(60), s.next()).await {
         Ok(Some(Ok(WatchEvent::Added(c)))) => {
             assert_eq!(c.metadata.name.as_deref(), Some("probe-0"))
         }

@@ -25,14 +25,15 @@ use wasmlet_e2e::{Plane, configmap, expect_status};
 /// sees it, and the write reads back.
 async fn still_serves(client: &kube::Client, name: &str) -> Result<()> {
     let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    // Generous: the watch must still be open when the write's event comes.
     let wp = WatchParams::default()
         .fields(&format!("metadata.name={name}"))
-        .timeout(20);
+        .timeout(120);
     let mut watch = cms.watch(&wp, "0").await?.boxed();
     cms.create(&PostParams::default(), &configmap(name, &[("k", "v")]))
         .await
         .with_context(|| format!("another client's write of {name}"))?;
-    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(e) = watch.try_next().await? {
             if let WatchEvent::Added(cm) = e {
                 return Ok::<_, anyhow::Error>(cm.metadata.name == Some(name.into()));
@@ -41,7 +42,7 @@ async fn still_serves(client: &kube::Client, name: &str) -> Result<()> {
         Ok(false)
     })
     .await
-    .context("the watch saw nothing in 20 s")??;
+    .context("the watch saw nothing in 60 s")??;
     assert!(seen, "another client's watch missed {name}");
     assert_eq!(cms.get(name).await?.data.unwrap_or_default()["k"], "v");
     Ok(())
@@ -214,7 +215,7 @@ async fn a_namespace_named_watch_is_listed_not_watched() -> Result<()> {
             .expect("a request")
     };
     // A list: one complete answer, not a stream that never ends.
-    let text = tokio::time::timeout(Duration::from_secs(20), lister.request_text(get("")))
+    let text = tokio::time::timeout(Duration::from_secs(60), lister.request_text(get("")))
         .await
         .context("a plain list in namespace `watch` did not finish: served as a watch")??;
     let list: Value = serde_json::from_str(&text).with_context(|| text.clone())?;
@@ -226,7 +227,7 @@ async fn a_namespace_named_watch_is_listed_not_watched() -> Result<()> {
         "/api/v1/namespaces/watch/configmaps?watch=true",
     ] {
         let req = http::Request::get(path).body(Vec::new())?;
-        match tokio::time::timeout(Duration::from_secs(20), lister.request_text(req)).await? {
+        match tokio::time::timeout(Duration::from_secs(60), lister.request_text(req)).await? {
             Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{path}: {s:?}"),
             other => panic!("{path} was served to a list-only user: {other:?}"),
         }

@@ -77,8 +77,10 @@ async fn serves_others(plane: &Plane, name: &str, kept: &[&str]) -> Result<()> {
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let list = cms.list(&Default::default()).await.context("list")?;
     let rv = list.metadata.resource_version.unwrap_or_default();
+    // Generous: the watch must still be open when the write's event comes,
+    // on a machine loaded by the attack as well.
     let mut watch = cms
-        .watch(&WatchParams::default().timeout(30), &rv)
+        .watch(&WatchParams::default().timeout(120), &rv)
         .await
         .context("watch")?
         .boxed();
@@ -88,7 +90,7 @@ async fn serves_others(plane: &Plane, name: &str, kept: &[&str]) -> Result<()> {
     )
     .await
     .context("write")?;
-    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(ev) = watch.try_next().await? {
             if let WatchEvent::Added(cm) = ev
                 && cm.metadata.name.as_deref() == Some(name)

@@ -62,7 +62,7 @@ impl Watching {
             .create(&PostParams::default(), &configmap(name, &[("k", "v")]))
             .await?;
         loop {
-            let next = tokio::time::timeout(Duration::from_secs(30), self.stream.try_next()).await;
+            let next = tokio::time::timeout(Duration::from_secs(60), self.stream.try_next()).await;
             match next {
                 Ok(Ok(Some(WatchEvent::Added(cm))))
                     if cm.metadata.name.as_deref() == Some(name) =>

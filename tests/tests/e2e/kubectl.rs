@@ -244,7 +244,7 @@ async fn get_prints_printer_columns_with_filters_and_indexes() -> anyhow::Result
     let crs = plane.data_dir().join("widgets.yaml");
     std::fs::write(&crs, WIDGETS_YAML)?;
     // The CRD's resource may take a moment to be served.
-    eventually(Duration::from_secs(20), "widgets served", || async {
+    eventually(Duration::from_secs(60), "widgets served", || async {
         let out = plane.kubectl(&["apply", "-f", crs.to_str()?]).ok()?;
         out.status.success().then_some(())
     })
@@ -311,7 +311,9 @@ async fn get_watch_streams_changes() -> anyhow::Result<()> {
     let mut child = Command::new(kubectl_bin())
         .arg("--kubeconfig")
         .arg(plane.kubeconfig())
-        .args(["get", "configmaps", "-w", "--request-timeout=20s"])
+        // Killed at the end; its timeout only keeps a lost kubectl from
+        // running on, so it must outlast the test's steps on a loaded machine.
+        .args(["get", "configmaps", "-w", "--request-timeout=300s"])
         .env("HOME", plane.data_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -326,7 +328,8 @@ async fn get_watch_streams_changes() -> anyhow::Result<()> {
         }
     });
     let wait_line = |what: &str| -> anyhow::Result<String> {
-        let deadline = Instant::now() + Duration::from_secs(8);
+        // Each line is expected at once; the bound only ends a silent wait.
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx
@@ -392,14 +395,16 @@ async fn delete_waits_for_finalizer() -> anyhow::Result<()> {
         let out = Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["delete", "configmap", "held", "--timeout=20s"])
+            // kubectl's own wait must outlast the steps below on a loaded
+            // machine; it returns once the finalizer goes.
+            .args(["delete", "configmap", "held", "--timeout=300s"])
             .env("HOME", home)
             .output()
             .unwrap();
         (out, Instant::now())
     });
     // The delete marks it; kubectl keeps waiting while the finalizer holds it.
-    eventually(Duration::from_secs(5), "deletionTimestamp", || async {
+    eventually(Duration::from_secs(60), "deletionTimestamp", || async {
         cms.get("held")
             .await
             .ok()?
@@ -409,7 +414,7 @@ async fn delete_waits_for_finalizer() -> anyhow::Result<()> {
     })
     .await?;
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "kubectl's watch for the deletion",
         || async {
             let m = metrics().await.ok()?;

@@ -237,7 +237,7 @@ async fn expect_event(
     text: &str,
 ) -> Result<String> {
     let found = eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         &format!("a {type_} event {reason} about {name}"),
         || async {
             events_about(client, name)
@@ -267,7 +267,7 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
 
     // The lease exists at once (the first renewal happens on start).
-    let first_renewal = eventually(Duration::from_secs(20), "the node lease", || async {
+    let first_renewal = eventually(Duration::from_secs(60), "the node lease", || async {
         let l = leases.get_opt(node_name).await.ok().flatten()?;
         l.spec?.renew_time
     })
@@ -423,16 +423,18 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
         "{ns}"
     );
 
-    // The lease is renewed (every 10 s).
+    // The lease is renewed (every 10 s). The gap is between two renewals
+    // in a row: the one the lease shows now and the next, not the first one
+    // (the pod above may have taken several periods on a loaded machine).
+    // The bounds are not the period's, as a renewal made late by a loaded
+    // machine moves both ends of a gap: never in a tight loop, and always
+    // before the lease's 40 s run out.
     let lease = leases.get(node_name).await?;
-    assert_eq!(
-        lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.as_deref()),
-        Some(node_name)
-    );
-    let renewed = eventually(Duration::from_secs(25), "a lease renewal", || async {
+    let spec = lease.spec.context("the lease has a spec")?;
+    assert_eq!(spec.holder_identity.as_deref(), Some(node_name));
+    let current = spec.renew_time.context("the lease was renewed")?;
+    assert!(current.0 >= first_renewal.0);
+    let renewed = eventually(Duration::from_secs(60), "a lease renewal", || async {
         let t = leases
             .get_opt(node_name)
             .await
@@ -440,13 +442,13 @@ async fn hello_pod_succeeds_with_logs_on_a_registered_node() -> Result<()> {
             .flatten()?
             .spec?
             .renew_time?;
-        (t.0 > first_renewal.0).then_some(t)
+        (t.0 > current.0).then_some(t)
     })
     .await?;
-    let gap = renewed.0.duration_since(first_renewal.0).as_secs_f64();
+    let gap = renewed.0.duration_since(current.0).as_secs_f64();
     assert!(
-        (5.0..=20.0).contains(&gap),
-        "renewed {gap} s after the previous renewal (period 10 s)"
+        (2.0..=40.0).contains(&gap),
+        "renewed {gap} s after the previous renewal (period 10 s, lease 40 s)"
     );
     Ok(())
 }
@@ -458,7 +460,9 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     let node = "node-sleeper";
     let (plane, client) = node_plane(node, "wasi-runner", &[]).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let spec = json!({"terminationGracePeriodSeconds": 30, "containers": [container("main", &workload("sleeper.wasm"), &[])]});
+    // The spec's grace is an hour: the pod goes long before it only if the
+    // delete's own grace (below) is the one applied.
+    let spec = json!({"terminationGracePeriodSeconds": 3600, "containers": [container("main", &workload("sleeper.wasm"), &[])]});
     create(&pods, &node_pod("sleeper", node, spec)).await?;
     let p = wait_pod(&plane, &pods, "sleeper", 60, "Running and Ready", |p| {
         phase(p) == "Running" && condition(p, "Ready").as_deref() == Some("True")
@@ -476,11 +480,6 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     assert_eq!(condition(&p, "PodScheduled").as_deref(), Some("True"));
 
     // `kubectl logs -f` streams lines as they are written.
-    let ticks_now = plane
-        .kubectl_ok(&["logs", "sleeper"])?
-        .lines()
-        .filter(|l| l.starts_with("tick "))
-        .count();
     let mut follow = std::process::Command::new(wasmlet_e2e::kubectl_bin())
         .arg("--kubeconfig")
         .arg(plane.kubeconfig())
@@ -490,44 +489,48 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         .stderr(std::process::Stdio::null())
         .spawn()?;
     let stdout = follow.stdout.take().context("no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel::<(Instant, String)>();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout)
             .lines()
             .map_while(|l| l.ok())
         {
-            if tx.send((Instant::now(), line)).is_err() {
+            if tx.send(line).is_err() {
                 return;
             }
         }
     });
     let tick_of = |l: &str| l.strip_prefix("tick ")?.parse::<u64>().ok();
-    // Read until a tick written ~2 s after the non-following read; lines must keep
-    // arriving over at least a second (not one buffered answer).
-    let goal = ticks_now as u64 + 20;
-    let mut first_at = None;
-    let streamed = loop {
-        let Ok((at, line)) = rx.recv_timeout(Duration::from_secs(10)) else {
+    // Streamed, not one buffered answer: after its first line arrived, the
+    // follow also brings a tick the workload had not yet written then
+    // (read off the log after that arrival). Ticks come every 100 ms; the
+    // bound on the silence only ends a follow that stopped.
+    let next_line = |rx: &std::sync::mpsc::Receiver<String>, follow: &mut std::process::Child| {
+        rx.recv_timeout(Duration::from_secs(60)).map_err(|_| {
             let _ = follow.kill();
-            bail!("`kubectl logs -f` gave no line for 10 s");
-        };
-        let first = *first_at.get_or_insert(at);
-        if tick_of(&line).is_some_and(|n| n >= goal) {
-            break at.duration_since(first);
-        }
+            anyhow::anyhow!("`kubectl logs -f` gave no line for 60 s")
+        })
     };
-    if streamed < Duration::from_secs(1) {
-        let _ = follow.kill();
-        bail!("all lines came at once ({streamed:?}): not streamed");
-    }
+    next_line(&rx, &mut follow)?;
+    let written = pods
+        .logs("sleeper", &Default::default())
+        .await
+        .context("logs after the follow's first line")?
+        .lines()
+        .filter_map(tick_of)
+        .max()
+        .context("no tick")?;
+    while !tick_of(&next_line(&rx, &mut follow)?).is_some_and(|n| n > written) {}
 
-    // Deletion with a 2 s grace: sleeper never exits by itself, so it runs on
+    // Deletion with a 5 s grace: sleeper never exits by itself, so it runs on
     // through the grace, is killed after it, and the pod is removed. The
     // follow stream stays open across the delete: it carries every tick up to
     // the kill, however slowly this test gets to read (a `kubectl logs` poll
     // after the delete could come after the pod was gone on a loaded machine).
+    // 5 s, not less: the log read right after the delete must leave the
+    // workload 0.3 s of its grace (below) however slow that read is.
     let grace = DeleteParams {
-        grace_period_seconds: Some(2),
+        grace_period_seconds: Some(5),
         ..DeleteParams::default()
     };
     let deleting = pods
@@ -536,7 +539,7 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         .left()
         .context("the pod was removed at once")?;
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(2));
+    assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(5));
     // A lower bound of what the workload had printed when the delete was
     // recorded (the read is after it).
     let at_delete = pods
@@ -549,12 +552,12 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         .context("no tick")?;
     let mut last = at_delete;
     loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok((_, line)) => last = last.max(tick_of(&line).unwrap_or(0)),
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => last = last.max(tick_of(&line).unwrap_or(0)),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 let _ = follow.kill();
-                bail!("`kubectl logs -f` neither ended nor printed for 30 s after the delete");
+                bail!("`kubectl logs -f` neither ended nor printed for 60 s after the delete");
             }
         }
     }
@@ -563,13 +566,13 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
     // (0.3 s) after the delete was recorded. Killed at once, it would print none.
     ensure!(
         last >= at_delete + 3,
-        "the pod went before its 2 s grace period ran: last tick {last}, tick {at_delete} at the delete\nlog:\n{}",
+        "the pod went before its 5 s grace period ran: last tick {last}, tick {at_delete} at the delete\nlog:\n{}",
         log_tail(&plane)
     );
-    // Then it was interrupted and the pod removed. The bound is for the
-    // 2 s grace asked for, far below the spec's 30 s (a deadline, not a
-    // measurement).
-    let gone = eventually(Duration::from_secs(20), "the pod to be gone", || async {
+    // Then it was interrupted and the pod removed. The bound is far above
+    // the 5 s grace asked for and far below the spec's hour (a deadline,
+    // not a measurement).
+    let gone = eventually(Duration::from_secs(300), "the pod to be gone", || async {
         matches!(pods.get_opt("sleeper").await, Ok(None)).then_some(())
     })
     .await;
@@ -595,8 +598,9 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
         waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
     })
     .await?;
-    // 10 s, then 20 s of back-off: the second restart comes ~30 s after the first exit.
-    let p = wait_pod(&plane, &pods, "crash", 60, "restartCount 2", |p| {
+    // 10 s, then 20 s of back-off: the second restart comes ~30 s after the first exit
+    // (the bound leaves a loaded machine as long again).
+    let p = wait_pod(&plane, &pods, "crash", 120, "restartCount 2", |p| {
         restart_count(p) >= 2
     })
     .await?;
@@ -606,7 +610,7 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     // deliver it later (under load it did): its history is read once it has.
     let seen_rv = wasmlet_e2e::rv_of(&p);
     eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "the watch to catch up with the pod read",
         || async {
             history
@@ -686,7 +690,7 @@ async fn failing_module_crash_loops_with_growing_back_off() -> Result<()> {
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let series = eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "the BackOff event aggregated into a series",
         || async {
             let list = events.list(&Default::default()).await.ok()?;
@@ -728,7 +732,8 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
     create(&pods, &node_pod("crash", node, spec)).await?;
     let spec = json!({"containers": [container("main", &workload("sleeper.wasm"), &[])]});
     create(&pods, &node_pod("runs", node, spec)).await?;
-    let before = wait_pod(&plane, &pods, "crash", 60, "restartCount 1", |p| {
+    // The provider's first load (a compile) and the 10 s back-off come first.
+    let before = wait_pod(&plane, &pods, "crash", 120, "restartCount 1", |p| {
         restart_count(p) >= 1
     })
     .await?;
@@ -764,7 +769,8 @@ async fn a_host_restart_keeps_restart_counts_and_previous_logs(
     let history = History::start(&pods, "crash");
     // The restart itself is one more (the machine starts the container again),
     // and the crash loop goes on from there.
-    let after = wait_pod(&plane, &pods, "crash", 60, "restartCount n + 2", |p| {
+    // The host's start and a back-off grown to tens of seconds come first.
+    let after = wait_pod(&plane, &pods, "crash", 180, "restartCount n + 2", |p| {
         restart_count(p) >= n + 2
     })
     .await?;
@@ -1132,7 +1138,7 @@ async fn illegal_provider_edge_is_stopped_with_an_event() -> Result<()> {
         "the event should name the provider: {msg}"
     );
     // The host moved the pod to the provider's error state, not to `Done`.
-    let p = wait_pod(&plane, &pods, "edgy", 20, "phase Failed", |p| {
+    let p = wait_pod(&plane, &pods, "edgy", 60, "phase Failed", |p| {
         phase(p) == "Failed"
     })
     .await?;
@@ -1387,7 +1393,8 @@ async fn faulting_teardown_is_retried_then_forced_past_grace() -> Result<()> {
         .map(|k| format!("down-{k}"))
         .chain(["down-heals".into()])
     {
-        wait_pod(&plane, &pods, &name, 30, "Running", |p| {
+        // The provider's first load (a compile) may come first.
+        wait_pod(&plane, &pods, &name, 90, "Running", |p| {
             phase(p) == "Running"
         })
         .await?;
@@ -1612,13 +1619,14 @@ async fn a_node_agent_on_its_own_serves_logs_and_goes_not_ready_on_shutdown() ->
         ),
     )
     .await?;
-    wait_pod(&plane, &pods, "tick", 30, "Running", |p| {
+    // The provider's first load (a compile) may come first.
+    wait_pod(&plane, &pods, "tick", 90, "Running", |p| {
         phase(p) == "Running"
     })
     .await?;
     // `kubectl logs` goes plane -> this agent's kubelet endpoint (client certificate).
     let logs = eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         "logs through the plane",
         || async {
             plane

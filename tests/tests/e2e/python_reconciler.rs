@@ -18,7 +18,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, status_keys, summaries};
-use wasmlet_e2e::{Plane, eventually, install_plugin, install_plugin_with, metric};
+use wasmlet_e2e::{Plane, eventually, install_plugin_with, metric};
 
 const RUST: &str = "configmap-summary";
 const PYTHON: &str = "configmap-summary-py";
@@ -27,6 +27,16 @@ const TYPESCRIPT: &str = "configmap-summary-ts";
 /// Long enough for a debug host to compile the CPython or SpiderMonkey component
 /// on a busy machine.
 const FIRST_LOAD: Duration = Duration::from_secs(300);
+
+/// A built manifest with a call deadline of 10 s instead of its 1 s: a
+/// deadline is wall-clock time from the call's start, and an interpreter's
+/// call on a loaded 2-core machine can pass 1 s, fail as a timeout (an
+/// error, an event, a Ready reason the other builds do not show) where the
+/// scenario looks at what the reconciler decides.
+fn unhurried(toml: String) -> String {
+    assert!(toml.contains("deadline-ms = 1000\n"), "{toml}");
+    toml.replace("deadline-ms = 1000\n", "deadline-ms = 10000\n")
+}
 
 /// Waits until the ConfigSummary CRD is served (applied when the plugin loads).
 async fn crd_served(client: &kube::Client) -> anyhow::Result<()> {
@@ -75,7 +85,7 @@ async fn events_about(client: &kube::Client, name: &str) -> anyhow::Result<Vec<V
 async fn scenario(name: &str) -> anyhow::Result<Vec<Value>> {
     let plane = Plane::start_up(&["--resync-seconds", "1"]).await?;
     let client = plane.client().await?;
-    install_plugin(&plane.plugin_dir(), name)?;
+    install_plugin_with(&plane.plugin_dir(), name, unhurried)?;
     crd_served(&client).await?;
     let api = summaries(&client);
     let mut seen = Vec::new();
@@ -143,7 +153,7 @@ async fn scenario(name: &str) -> anyhow::Result<Vec<Value>> {
     // terminal error, Ready=False with its reason and message.
     let swaps = plane.plugin_counter("swaps", name).await?;
     install_plugin_with(&plane.plugin_dir(), name, |toml| {
-        toml.replace(r#"verbs = ["get", "list"]"#, r#"verbs = ["get"]"#)
+        unhurried(toml).replace(r#"verbs = ["get", "list"]"#, r#"verbs = ["get"]"#)
     })?;
     eventually(FIRST_LOAD, "the manifest without list", || async {
         let s = plane.plugin_counter("swaps", name).await.ok()?;
@@ -220,7 +230,7 @@ async fn the_typescript_reconciler_does_what_the_rust_one_does() -> anyhow::Resu
 async fn one_crd_hot_swaps_rust_python_typescript_rust_without_a_restart() -> anyhow::Result<()> {
     let plane = Plane::start_up(&[]).await?;
     let client = plane.client().await?;
-    install_plugin(&plane.plugin_dir(), RUST)?;
+    install_plugin_with(&plane.plugin_dir(), RUST, unhurried)?;
     crd_served(&client).await?;
     let api = summaries(&client);
     let pid = plane.child.as_ref().map(|c| c.id());
@@ -241,7 +251,7 @@ async fn one_crd_hot_swaps_rust_python_typescript_rust_without_a_restart() -> an
     for (i, (from, tag)) in steps.iter().enumerate() {
         let before = reconciles(&plane.metrics().await?);
         let name = format!("{tag}{i}");
-        let toml = std::fs::read_to_string(built.join(format!("{from}.toml")))?;
+        let toml = unhurried(std::fs::read_to_string(built.join(format!("{from}.toml")))?);
         let dir = plane.plugin_dir();
         std::fs::write(dir.join(".swap.toml"), format!("{toml}\n# step {i}\n"))?;
         std::fs::rename(dir.join(".swap.toml"), dir.join(format!("{RUST}.toml")))?;

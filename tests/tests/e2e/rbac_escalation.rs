@@ -320,7 +320,7 @@ async fn aggregated_cluster_roles_follow_the_roles_they_select() -> Result<()> {
                "rules": [rule(&[""], &["secrets"], &["list"])]}),
     )
     .await?;
-    let wait = Duration::from_secs(20);
+    let wait = Duration::from_secs(60);
     eventually(wait, "view to grant listing secrets", || async {
         secrets.list(&ListParams::default()).await.ok()
     })

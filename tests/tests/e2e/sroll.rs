@@ -167,16 +167,28 @@ async fn rolls_by_percent_in_budgeted_batches_pauses_resumes_and_rolls_back() ->
             }
         }
     });
+    // Its first row (the set as it is now) means its watch is up: it shows
+    // every change the edit makes, however slowly kubectl started (started
+    // after the rollout, it would show only the end).
+    let is_row = |r: &Vec<String>| r.first().map(String::as_str) == Some("web") && r.len() > 3;
+    let mut rows = Vec::new();
+    while rows.is_empty() {
+        let r = shown
+            .recv_timeout(Duration::from_secs(60))
+            .context("kubectl get sroll -w printed no row in 60 s")?;
+        if is_row(&r) {
+            rows.push(r);
+        }
+    }
     edit(&api, "web", json!({"percent": 100})).await?;
     let st = wait_phase(&plane, &api, "web", "RolloutDone").await?;
-    let mut rows = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let done =
         |r: &Vec<String>| r[1..].starts_with(&["RolloutDone".into(), "100".into(), "100".into()]);
     while !rows.last().is_some_and(done) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match shown.recv_timeout(left) {
-            Ok(r) if r.first().map(String::as_str) == Some("web") && r.len() > 3 => rows.push(r),
+            Ok(r) if is_row(&r) => rows.push(r),
             Ok(_) => {}
             Err(_) => break,
         }

@@ -95,12 +95,12 @@ async fn metadata_only_clients_get_partial_object_metadata() -> Result<()> {
     // A watch of metadata sees a change as metadata.
     let rv = list.metadata.resource_version.unwrap_or_default();
     let mut watch = cms
-        .watch_metadata(&WatchParams::default().timeout(20), &rv)
+        .watch_metadata(&WatchParams::default().timeout(120), &rv)
         .await?
         .boxed();
     cms.create(&PostParams::default(), &configmap("next", &[("k", "v")]))
         .await?;
-    let seen = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(60), async {
         while let Some(e) = watch.try_next().await? {
             if let WatchEvent::Added(m) = e {
                 return anyhow::Ok(m.metadata.name);
@@ -126,7 +126,7 @@ async fn aggregated_discovery_lists_every_group() -> Result<()> {
         )
         .await?;
     let discovery = wasmlet_e2e::eventually(
-        std::time::Duration::from_secs(20),
+        std::time::Duration::from_secs(60),
         "the widgets group in aggregated discovery",
         || async {
             let d = kube::Discovery::new(client.clone())

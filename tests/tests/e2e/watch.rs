@@ -27,13 +27,25 @@ fn quiet() -> WatchParams {
     WatchParams::default().disable_bookmarks()
 }
 
-/// The next event, failing after a few seconds of silence.
+/// The next event, failing after a minute of silence (every caller expects
+/// one at once: the bound only turns a lost event into a failure).
 async fn next(s: &mut Events) -> WatchEvent<ConfigMap> {
-    tokio::time::timeout(Duration::from_secs(5), s.next())
+    tokio::time::timeout(Duration::from_secs(60), s.next())
         .await
-        .expect("no watch event within 5 s")
+        .expect("no watch event within 60 s")
         .expect("the watch ended")
         .expect("a decodable event")
+}
+
+/// The next event that is not a bookmark: a watch with bookmarks gets one
+/// every 5 s, which on a loaded machine can fall between two writes.
+async fn next_change(s: &mut Events) -> WatchEvent<ConfigMap> {
+    loop {
+        match next(s).await {
+            WatchEvent::Bookmark(_) => continue,
+            e => return e,
+        }
+    }
 }
 
 fn describe(e: &WatchEvent<ConfigMap>) -> (String, String) {
@@ -170,19 +182,20 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
 
     // Two idle watches from the same revision: without and with bookmarks.
     // `without` is opened first, so a bookmark it wrongly got would be due
-    // before the one `with` gets.
+    // before the one `with` gets. Their timeouts are not under test: long
+    // enough to outlast every step below on a loaded machine.
     let mut without = watch(
         &cms,
-        &WatchParams::default().disable_bookmarks().timeout(20),
+        &WatchParams::default().disable_bookmarks().timeout(600),
         &rv,
     )
     .await?;
-    let mut with = watch(&cms, &WatchParams::default().timeout(20), &rv).await?;
+    let mut with = watch(&cms, &WatchParams::default().timeout(600), &rv).await?;
     let later = cms
         .create(&PostParams::default(), &configmap("b", &[]))
         .await?;
     assert_eq!(
-        describe(&next(&mut with).await),
+        describe(&next_change(&mut with).await),
         ("ADDED".into(), "b".into())
     );
     assert_eq!(
@@ -191,17 +204,20 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
     );
 
     // timeoutSeconds ends the stream (cleanly, no error), and not at once:
-    // a write after it opened still reaches it.
+    // a write after it opened still reaches it. (10 s: the write and its
+    // event must come within it, on a loaded machine too; the server's
+    // default is 30 minutes, so the end below is this timeout's. No
+    // bookmarks: one would be due after 5 s.)
     let mut s = watch(
         &cms,
-        &WatchParams::default().timeout(3),
+        &quiet().timeout(10),
         &later.metadata.resource_version.clone().unwrap(),
     )
     .await?;
     cms.create(&PostParams::default(), &configmap("c", &[]))
         .await?;
     assert_eq!(describe(&next(&mut s).await), ("ADDED".into(), "c".into()));
-    let end = tokio::time::timeout(Duration::from_secs(10), s.next())
+    let end = tokio::time::timeout(Duration::from_secs(120), s.next())
         .await
         .expect("the watch outlived its timeout");
     assert!(
@@ -210,7 +226,7 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
         end.map(|e| e.map(|e| describe(&e)))
     );
     assert_eq!(
-        describe(&next(&mut with).await),
+        describe(&next_change(&mut with).await),
         ("ADDED".into(), "c".into())
     );
     assert_eq!(
@@ -219,9 +235,10 @@ async fn bookmarks_and_timeout() -> anyhow::Result<()> {
     );
 
     // allowWatchBookmarks: the idle watch is told the current revision.
-    let e = tokio::time::timeout(Duration::from_secs(8), with.next())
+    // Bookmarks come every 5 s (the bound only catches none at all).
+    let e = tokio::time::timeout(Duration::from_secs(60), with.next())
         .await
-        .expect("no bookmark in 8 s")
+        .expect("no bookmark in 60 s")
         .unwrap()?;
     match e {
         WatchEvent::Bookmark(b) => {
@@ -432,7 +449,7 @@ async fn two_hundred_watchers_see_every_event() -> anyhow::Result<()> {
         async move {
             let mut got = Vec::new();
             while got.len() < want.len() {
-                match tokio::time::timeout(Duration::from_secs(10), s.next()).await {
+                match tokio::time::timeout(Duration::from_secs(60), s.next()).await {
                     Ok(Some(Ok(WatchEvent::Added(o)))) => got.push(o.metadata.name.unwrap()),
                     other => {
                         return Err(format!(
@@ -484,7 +501,7 @@ async fn slow_watcher_stalls_neither_writers_nor_other_watchers() -> anyhow::Res
     let reader = tokio::spawn(async move {
         let mut n = 0;
         while n < N {
-            match tokio::time::timeout(Duration::from_secs(10), fast.next()).await {
+            match tokio::time::timeout(Duration::from_secs(60), fast.next()).await {
                 Ok(Some(Ok(WatchEvent::Added(_)))) => n += 1,
                 other => panic!(
                     "fast watcher after {n}: {:?}",
@@ -509,14 +526,15 @@ async fn slow_watcher_stalls_neither_writers_nor_other_watchers() -> anyhow::Res
             }
         }));
     }
-    // Stalled writers would never finish: the deadline only bounds the wait.
+    // Stalled writers would never finish: the deadline only bounds the wait
+    // (19 MiB through a debug build on a loaded machine takes a while).
     for t in tasks {
-        tokio::time::timeout(Duration::from_secs(20), t)
+        tokio::time::timeout(Duration::from_secs(300), t)
             .await
             .expect("writers stalled")?;
     }
     assert_eq!(
-        tokio::time::timeout(Duration::from_secs(20), reader)
+        tokio::time::timeout(Duration::from_secs(300), reader)
             .await
             .expect("fast watcher stalled")?,
         N
@@ -574,7 +592,7 @@ async fn wait_for(
     kind: &str,
     name: &str,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, rx.recv()).await {
@@ -649,7 +667,7 @@ async fn await_condition_on_one_object() -> anyhow::Result<()> {
         &Patch::Merge(json!({"data": {"ready": "yes"}})),
     )
     .await?;
-    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let got = tokio::time::timeout(Duration::from_secs(60), waiter)
         .await
         .expect("await_condition never returned")??;
     assert_eq!(got.unwrap().metadata.name.as_deref(), Some("target"));
@@ -674,7 +692,7 @@ async fn await_condition_on_one_object() -> anyhow::Result<()> {
         "the wait first sees target, not yet deleted"
     );
     cms.delete("target", &DeleteParams::default()).await?;
-    tokio::time::timeout(Duration::from_secs(5), gone)
+    tokio::time::timeout(Duration::from_secs(60), gone)
         .await
         .expect("is_deleted never fired")??;
     Ok(())
@@ -682,9 +700,9 @@ async fn await_condition_on_one_object() -> anyhow::Result<()> {
 
 /// The next state an `await_condition` condition was asked about.
 async fn asked<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+    tokio::time::timeout(Duration::from_secs(60), rx.recv())
         .await
-        .expect("the condition was not asked in 5 s")
+        .expect("the condition was not asked in 60 s")
         .expect("the wait ended")
 }
 

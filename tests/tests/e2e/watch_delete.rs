@@ -18,9 +18,9 @@ use wasmlet_e2e::*;
 async fn next_event(
     s: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin),
 ) -> anyhow::Result<WatchEvent<ConfigMap>> {
-    Ok(tokio::time::timeout(Duration::from_secs(10), s.next())
+    Ok(tokio::time::timeout(Duration::from_secs(60), s.next())
         .await
-        .map_err(|_| anyhow::anyhow!("no watch event within 10 s"))?
+        .map_err(|_| anyhow::anyhow!("no watch event within 60 s"))?
         .ok_or_else(|| anyhow::anyhow!("the watch ended"))??)
 }
 
@@ -247,7 +247,7 @@ async fn foreground_deletion_deletes_leaf_dependents_directly() -> anyhow::Resul
         seen.iter().all(|e| e.starts_with("DELETED")),
         "only DELETED events for leaf dependents: {seen:?}"
     );
-    eventually(Duration::from_secs(10), "the owner to go", || async {
+    eventually(Duration::from_secs(60), "the owner to go", || async {
         api.get_opt("owner").await.ok()?.is_none().then_some(())
     })
     .await?;
