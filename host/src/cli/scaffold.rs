@@ -2,6 +2,13 @@
 //! reconciler of a new custom resource, or a provider), with its manifest, a
 //! native unit test against the SDK's fake host, and a README with the three
 //! commands that build, check and load it.
+//!
+//! A Rust crate starts with the `Cargo.lock` of the workspace its SDK comes
+//! from (`SDK/../../Cargo.lock`: the checkout's, or the copy `scripts/install`
+//! puts beside the installed SDK). Without it cargo resolves the new crate to
+//! the newest versions it can find, which are neither the versions the SDK is
+//! built and tested with nor, offline, necessarily in the local cache; with it
+//! cargo keeps the locked versions of what the crate uses and drops the rest.
 
 use std::path::{Path, PathBuf};
 
@@ -55,11 +62,12 @@ fn write_under(root: &Path, file: &str, text: &str) -> Result<()> {
 /// Where the SDK comes from: a path given; else the copy installed beside
 /// this binary (`scripts/install`); else this build's own checkout when it
 /// still exists (a binary built from source, `cargo install --path host`).
-/// Both of the latter are pinned to this binary's version.
-fn sdk_dependency(explicit: Option<&Path>) -> Result<String> {
+/// Both of the latter are pinned to this binary's version. The dependency
+/// line, and the SDK's directory.
+fn sdk_dependency(explicit: Option<&Path>) -> Result<(String, PathBuf)> {
     if let Some(p) = explicit {
         let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        return Ok(format!("{{ path = {:?} }}", p.display().to_string()));
+        return Ok((format!("{{ path = {:?} }}", p.display().to_string()), p));
     }
     let exe = std::env::current_exe().ok();
     let installed = exe.as_deref().and_then(installed_sdk);
@@ -85,10 +93,38 @@ fn sdk_dependency(explicit: Option<&Path>) -> Result<String> {
         );
     };
     let p = p.canonicalize().unwrap_or(p);
-    Ok(format!(
-        "{{ version = \"={SDK_VERSION}\", path = {:?} }}",
-        p.display().to_string()
+    Ok((
+        format!(
+            "{{ version = \"={SDK_VERSION}\", path = {:?} }}",
+            p.display().to_string()
+        ),
+        p,
     ))
+}
+
+/// The most of a lock file read: a workspace's is some 100 KiB (this one's,
+/// 600 packages); a file past this is not one to start a crate from.
+const LOCK_CAP: u64 = 4 << 20;
+
+/// The `Cargo.lock` of the workspace the SDK at `sdk` belongs to: the
+/// checkout's (`guests/sdk/../../Cargo.lock`) or the copy `scripts/install`
+/// puts at the same place beside the installed SDK. Only a lock that has the
+/// SDK in it (a `wasmlet-sdk` package) is the SDK's; none is not an error
+/// (an SDK elsewhere), the crate then resolves as cargo would.
+fn sdk_lock(sdk: &Path) -> Option<String> {
+    use std::io::Read;
+    let path = sdk.join("../../Cargo.lock");
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .ok()?
+        .take(LOCK_CAP + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    let ours = text.len() as u64 <= LOCK_CAP
+        && text
+            .split("[[package]]")
+            .any(|p| p.trim_start().starts_with("name = \"wasmlet-sdk\"\n"));
+    ours.then_some(text)
 }
 
 fn valid_name(name: &str) -> bool {
@@ -148,10 +184,15 @@ pub(super) fn plugin_new(
     }
     // Python and TypeScript projects carry the SDK built into this binary; a Rust crate
     // names one on disk, found before anything is written.
-    let sdk = match lang {
-        Lang::Rust => sdk_dependency(sdk)?,
-        Lang::Python | Lang::Typescript => String::new(),
+    let (sdk, lock) = match lang {
+        Lang::Rust => {
+            let (line, dir) = sdk_dependency(sdk)?;
+            (line, sdk_lock(&dir))
+        }
+        Lang::Python | Lang::Typescript => (String::new(), None),
     };
+    // The README says where the lock came from when there is one.
+    let lock_note = if lock.is_some() { LOCK_NOTE } else { "" };
     std::fs::create_dir_all(root.join("src"))
         .with_context(|| format!("creating {}", root.display()))?;
     let lib = name.replace('-', "_");
@@ -174,6 +215,7 @@ pub(super) fn plugin_new(
                     .replace("@KIND@", &crd_kind)
                     .replace("@PLURAL@", &plural)
                     .replace("@CRD_FILE@", &crd_file)
+                    .replace("@LOCK_NOTE@", lock_note)
             };
             if lang == Lang::Python {
                 std::fs::remove_dir(root.join("src"))
@@ -198,6 +240,7 @@ pub(super) fn plugin_new(
                 t.replace("@NAME@", name)
                     .replace("@LIB@", &lib)
                     .replace("@SDK@", &sdk)
+                    .replace("@LOCK_NOTE@", lock_note)
             };
             write("Cargo.toml", fill(CARGO_TOML))?;
             write(&format!("{name}.toml"), fill(PROVIDER_TOML))?;
@@ -205,9 +248,21 @@ pub(super) fn plugin_new(
             write("README.md", fill(PROVIDER_README))?;
         }
     }
+    if let Some(lock) = lock {
+        write("Cargo.lock", lock)?;
+    }
     write(".gitignore", "/target\n*.wasm\n".into())?;
     Ok(root)
 }
+
+/// The README's word on the `Cargo.lock` it starts with (a line of its own
+/// after the commands, or nothing when no lock was written).
+const LOCK_NOTE: &str =
+    "\n`Cargo.lock` starts as the one wasmlet's SDK is built and tested with: cargo
+keeps those versions (and drops the entries this crate does not use), so a
+cargo cache that built wasmlet builds this crate offline; `cargo update` moves
+to newer versions.
+";
 
 const CARGO_TOML: &str = r#"[package]
 name = "@NAME@"
@@ -346,7 +401,7 @@ wasmlet plugin check @NAME@.wasm && cp @NAME@.wasm @NAME@.toml @CRD_FILE@ PLUGIN
 on `kubectl apply` of a @KIND@ gets its status. `UPDATE_CRDS=1 cargo test`
 refreshes the CRD after changing the types; `wasmlet plugin rbac @NAME@.toml`
 prints the RBAC it needs on a real cluster.
-"#;
+@LOCK_NOTE@"#;
 
 const PROVIDER_TOML: &str = r#"# The @NAME@ provider: runs the pods of a wasmlet node (`--provider @NAME@`).
 
@@ -436,7 +491,7 @@ wasmlet plugin check @NAME@.wasm && wasmlet plugin graph @NAME@.wasm && cp @NAME
 ```
 
 Run a node with it: `wasmlet up --plugins PLUGIN_DIR --provider @NAME@`.
-"#;
+@LOCK_NOTE@"#;
 
 #[cfg(test)]
 mod tests {
@@ -473,6 +528,21 @@ mod tests {
     }
 
     #[test]
+    fn the_lock_is_the_sdks_workspaces_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sdk = tmp.path().join("guests/sdk");
+        std::fs::create_dir_all(&sdk).unwrap();
+        assert_eq!(sdk_lock(&sdk), None, "no lock");
+        let other = "version = 4\n\n[[package]]\nname = \"serde\"\nversion = \"1.0.0\"\n";
+        std::fs::write(tmp.path().join("Cargo.lock"), other).unwrap();
+        assert_eq!(sdk_lock(&sdk), None, "another workspace's lock");
+        let ours =
+            format!("{other}\n[[package]]\nname = \"wasmlet-sdk\"\nversion = \"{SDK_VERSION}\"\n");
+        std::fs::write(tmp.path().join("Cargo.lock"), &ours).unwrap();
+        assert_eq!(sdk_lock(&sdk), Some(ours));
+    }
+
+    #[test]
     fn writes_a_crate_with_manifest_and_readme() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("hello");
@@ -495,6 +565,15 @@ mod tests {
         let pin = format!("wasmlet-sdk = {{ version = \"={SDK_VERSION}\", path = ");
         assert!(cargo.contains(&pin), "{cargo}");
         assert!(!lib.contains('@'), "a placeholder left: {lib}");
+        // And the checkout's lock, which the README mentions.
+        let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+        let ours =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"))
+                .unwrap();
+        assert_eq!(lock, ours);
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        assert!(readme.contains("`Cargo.lock` starts as"), "{readme}");
+        assert!(!readme.contains("@LOCK_NOTE@"), "{readme}");
         assert!(
             plugin_new(
                 "hello",

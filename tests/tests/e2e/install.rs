@@ -4,11 +4,18 @@
 //! version, and `up` finds the built-ins beside it. A binary alone (as
 //! `cargo install --path host` leaves it) says how to get its built-ins.
 //!
+//! The scaffolded crate starts from this workspace's `Cargo.lock` (installed
+//! beside the SDK), so it resolves offline to the versions the workspace
+//! locks, which its build (`scripts/build-guests`, the host's) or a `cargo
+//! fetch` at the workspace root put in the cargo cache, and not to whatever a
+//! machine's index happens to know. A crate missing from the cache anyway is
+//! named, with the command that fetches it.
+//!
 //! The build of the scaffolded plugin (the README's commands, offline, from
 //! the installed SDK) is ignored by default: it compiles a standalone crate
 //! and its dependencies natively and for wasm32-wasip2 (about 10 minutes
-//! cold on 2 cores, in `target/scaffold`, shared with tests/tests/scaffold.rs).
-//! Run it with `cargo test --test install -- --ignored`.
+//! cold on 2 cores, in `target/scaffold`, shared with tests/tests/e2e/scaffold.rs).
+//! Run it with `cargo test --test e2e -- --ignored install::`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -34,6 +41,69 @@ fn ok(out: Output, what: &str) -> Result<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The crate an offline cargo found missing from its cache, from its output:
+/// a download refused (`failed to download `ryu v1.0.23``, the crate file
+/// absent) or a resolution that found nothing (`no matching package named
+/// `serde_yaml``, the crate's index entry absent).
+fn missing_crate(out: &str) -> Option<String> {
+    if !out.contains("--offline") {
+        return None;
+    }
+    let quoted = |before: &str| Some(out.split(before).nth(1)?.split('`').next()?.to_owned());
+    quoted("failed to download `")
+        .or_else(|| quoted("no matching package named `"))
+        .or_else(|| quoted("failed to select a version for the requirement `"))
+        .or_else(|| quoted("failed to get `"))
+}
+
+/// An offline cargo run's failure in a scaffolded crate: when a crate was
+/// missing from the cache, an error that names it and what to run, with
+/// cargo's own words under it; else the failure as it was.
+pub(crate) fn offline_error(e: anyhow::Error) -> anyhow::Error {
+    let Some(krate) = missing_crate(&format!("{e:#}")) else {
+        return e;
+    };
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .unwrap_or_default();
+    e.context(format!(
+        "`{krate}` is not in the cargo cache ({}/registry), and the scaffolded crate builds \
+         offline on the versions this workspace's Cargo.lock pins: run `cargo fetch` at the \
+         workspace root ({}) with this CARGO_HOME, which downloads all of them, then rerun",
+        home.display(),
+        repo().canonicalize().unwrap_or_else(|_| repo()).display()
+    ))
+}
+
+/// `cargo ARGS --offline` in the scaffolded crate `dir`: its stdout, or
+/// [`offline_error`]'s account of the failure.
+fn cargo_offline(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()?;
+    ok(out, &format!("cargo {} --offline", args.join(" "))).map_err(offline_error)
+}
+
+/// The registry packages a `Cargo.lock` pins: (name, version).
+fn locked(lock: &str) -> Vec<(String, String)> {
+    lock.split("[[package]]")
+        .filter(|p| p.contains("source = \"registry+"))
+        .filter_map(|p| {
+            let field = |key: &str| {
+                p.lines()
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix(" = \""))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .map(str::to_owned)
+            };
+            Some((field("name")?, field("version")?))
+        })
+        .collect()
 }
 
 /// `scripts/install PREFIX` with the builds the suite made (the debug binary,
@@ -95,6 +165,12 @@ async fn an_installed_wasmlet_scaffolds_on_its_own_sdk_and_finds_its_builtins() 
         "{manifest}"
     );
     ensure!(sdk.join("../../wit/reconciler.wit").is_file());
+    // And the workspace's lock beside them, where the scaffold looks for it.
+    let workspace_lock = std::fs::read_to_string(repo().join("Cargo.lock"))?;
+    ensure!(
+        std::fs::read_to_string(sdk.join("../../Cargo.lock"))? == workspace_lock,
+        "the installed Cargo.lock is not the workspace's"
+    );
 
     // Scaffolded outside the checkout, the crate names that copy, pinned.
     let work = tempfile::tempdir()?;
@@ -105,19 +181,55 @@ async fn an_installed_wasmlet_scaffolds_on_its_own_sdk_and_finds_its_builtins() 
         sdk.display().to_string()
     );
     ensure!(cargo_toml.contains(&want), "want {want} in:\n{cargo_toml}");
+    ensure!(
+        std::fs::read_to_string(krate.join("Cargo.lock"))? == workspace_lock,
+        "the crate does not start from the installed Cargo.lock"
+    );
     // Its dependency graph resolves offline: the SDK copy's manifest is
-    // valid and everything else is on crates.io (the local cache).
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--offline", "--format-version", "1"])
-        .current_dir(&krate)
-        .env_remove("CARGO_TARGET_DIR")
-        .output()?;
-    let meta = ok(out, "cargo metadata --offline")?;
+    // valid and everything else is on crates.io (the local cache). For the
+    // platforms the README builds on and for: unfiltered, cargo would want
+    // every platform's crates in the cache (jiff's portable-atomic-util,
+    // for targets without pointer-sized atomics), which no build here
+    // downloads.
+    let meta = cargo_offline(
+        &krate,
+        &[
+            "metadata",
+            "--format-version",
+            "1",
+            "--filter-platform",
+            "host-tuple",
+            "--filter-platform",
+            "wasm32-wasip2",
+        ],
+    )?;
     ensure!(
         meta.contains(&format!(
             "\"name\":\"wasmlet-sdk\",\"version\":\"{VERSION}\""
         )),
         "the SDK is not in the graph"
+    );
+    // On the workspace's versions, each one: nothing resolved afresh.
+    let meta: serde_json::Value = serde_json::from_str(&meta)?;
+    let pinned = locked(&workspace_lock);
+    let unpinned: Vec<String> = meta["packages"]
+        .as_array()
+        .context("cargo metadata: no packages")?
+        .iter()
+        .filter(|p| {
+            p["source"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("registry+"))
+        })
+        .filter_map(|p| {
+            let (name, version) = (p["name"].as_str()?, p["version"].as_str()?);
+            let ours = pinned.iter().any(|(n, v)| n == name && v == version);
+            (!ours).then(|| format!("{name} {version}"))
+        })
+        .collect();
+    ensure!(
+        unpinned.is_empty(),
+        "resolved to versions the workspace does not lock: {unpinned:?}"
     );
 
     // `up` from the prefix finds its built-ins beside it.
@@ -226,6 +338,11 @@ fn a_lone_binary_says_how_to_get_its_builtins_and_scaffolds_on_its_checkout() ->
         checkout.display().to_string()
     );
     ensure!(cargo_toml.contains(&want), "want {want} in:\n{cargo_toml}");
+    ensure!(
+        std::fs::read_to_string(tmp.path().join("hello/Cargo.lock"))?
+            == std::fs::read_to_string(repo().join("Cargo.lock"))?,
+        "the crate does not start from the checkout's Cargo.lock"
+    );
     Ok(())
 }
 
@@ -240,8 +357,9 @@ fn a_plugin_on_the_installed_sdk_builds_offline_and_checks_clean() -> Result<()>
     let started = Instant::now();
     // The scaffold README's commands: the unit tests (they write the CRD),
     // the wasm build, the check.
-    scaffold_cargo(&krate, &["test"])?;
-    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
+    scaffold_cargo(&krate, &["test"]).map_err(offline_error)?;
+    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])
+        .map_err(offline_error)?;
     eprintln!("built in {:.0?}", started.elapsed());
     let wasm = krate.join("hello.wasm");
     std::fs::copy(

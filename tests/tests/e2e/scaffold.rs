@@ -4,7 +4,11 @@
 //!
 //! Ignored by default: it compiles a standalone crate and all its dependencies
 //! twice (natively and for wasm32-wasip2), about 10 minutes cold on 2 cores, in
-//! `target/scaffold`. Run it with `cargo test --test scaffold -- --ignored`.
+//! `target/scaffold`. Run it with `cargo test --test e2e -- --ignored scaffold::`.
+//! The crate starts from the checkout's `Cargo.lock` (`wasmlet plugin new`
+//! finds it beside the SDK), so it builds offline on the crates the
+//! workspace's own build fetched; a crate missing from the cache is named,
+//! with what fetches it (`install::offline_error`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +17,15 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
-use wasmlet_e2e::{Plane, eventually, scaffold_cargo, wasmlet_bin};
+use wasmlet_e2e::{Plane, eventually, wasmlet_bin};
+
+use crate::install::offline_error;
+
+/// `wasmlet_e2e::scaffold_cargo` (offline, in `target/scaffold`), a crate
+/// missing from the cargo cache named.
+fn scaffold_cargo(dir: &Path, args: &[&str]) -> Result<()> {
+    wasmlet_e2e::scaffold_cargo(dir, args).map_err(offline_error)
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -98,6 +110,12 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))
         .count();
     ensure!(code < 40, "{code} lines of plugin code");
+    // The checkout's lock, found from --sdk-path: the versions the SDK is
+    // built with, in the cache its build filled.
+    ensure!(
+        std::fs::read(krate.join("Cargo.lock"))? == std::fs::read(repo().join("Cargo.lock"))?,
+        "the crate does not start from the checkout's Cargo.lock"
+    );
 
     // The README's three commands.
     scaffold_cargo(&krate, &["test"])?;
