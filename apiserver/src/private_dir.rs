@@ -50,33 +50,40 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// that nobody else may write to (a cache the host reads but did not make,
 /// say): refused otherwise, since its contents may have been replaced.
 pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(dir)?;
-    let me = rustix::process::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} must be a directory of this user that others may not write to",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
+    check_owned(
+        dir,
+        std::fs::Metadata::is_dir,
+        0o022,
+        "a directory of this user that others may not write to",
+    )
 }
 
 /// Checks that `path` is a regular file of this user that nobody else may
 /// read or write (a key, say): refused otherwise, since such a file may have
 /// been read or replaced.
 pub fn check_private_file(path: &Path) -> std::io::Result<()> {
+    check_owned(
+        path,
+        std::fs::Metadata::is_file,
+        0o077,
+        "a regular file of this user with mode 0600",
+    )
+}
+
+/// `path` (not followed if a link) is of the kind `is`, this user's, and has
+/// none of the mode bits `others`; else an error saying it must be `what`.
+fn check_owned(
+    path: &Path,
+    is: fn(&std::fs::Metadata) -> bool,
+    others: u32,
+    what: &str,
+) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(path)?;
     let me = rustix::process::geteuid().as_raw();
-    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+    if !is(&meta) || meta.uid() != me || meta.mode() & others != 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} must be a regular file of this user with mode 0600",
-                path.display()
-            ),
+            format!("{} must be {what}", path.display()),
         ));
     }
     Ok(())

@@ -601,7 +601,7 @@ mod tests {
         // would not survive a compile), and it is now in the own cache.
         let fresh = PluginEngine::new(&dir.path().join("a"))
             .unwrap()
-            .with_seeds(&[seed_root.clone()]);
+            .with_seeds(std::slice::from_ref(&seed_root));
         assert_eq!(fresh.seeds.len(), 1);
         let (c, _) = fresh.load(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(imports(&fresh, &c), ["wasmlet:plugin/log@0.1.0"]);
@@ -617,7 +617,7 @@ mod tests {
         std::fs::copy(seeded(&ed), seeded(&vd)).unwrap();
         let swapped = PluginEngine::new(&dir.path().join("b"))
             .unwrap()
-            .with_seeds(&[seed_root.clone()]);
+            .with_seeds(std::slice::from_ref(&seed_root));
         let (c, _) = swapped.load(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(imports(&swapped, &c), ["wasmlet:plugin/log@0.1.0"]);
 
@@ -630,7 +630,7 @@ mod tests {
         std::fs::write(seeded(&vd), planted).unwrap();
         let fooled = PluginEngine::new(&dir.path().join("c"))
             .unwrap()
-            .with_seeds(&[seed_root.clone()]);
+            .with_seeds(std::slice::from_ref(&seed_root));
         let (c, _) = fooled.load(Path::new("v.wasm"), &victim).unwrap();
         assert_eq!(imports(&fooled, &c), ["wasmlet:plugin/log@0.1.0"]);
 

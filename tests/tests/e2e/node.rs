@@ -520,7 +520,7 @@ async fn long_running_pod_is_ready_streams_logs_and_stops_within_its_grace() -> 
         .filter_map(tick_of)
         .max()
         .context("no tick")?;
-    while !tick_of(&next_line(&rx, &mut follow)?).is_some_and(|n| n > written) {}
+    while tick_of(&next_line(&rx, &mut follow)?).is_none_or(|n| n <= written) {}
 
     // Deletion with a 5 s grace: sleeper never exits by itself, so it runs on
     // through the grace, is killed after it, and the pod is removed. The
