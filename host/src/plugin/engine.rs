@@ -72,7 +72,7 @@ fn compatible_dir(engine: &Engine, root: &Path) -> PathBuf {
     root.join(format!("{:016x}", h.finish()))
 }
 
-/// A read-only cache written by `wasmlet precompile`: where its artifacts for
+/// A read-only cache written by `wasmlet plugin precompile`: where its artifacts for
 /// this engine are, and the key they are sealed with.
 struct Seed {
     dir: PathBuf,
@@ -214,7 +214,7 @@ impl PluginEngine {
         })
     }
 
-    /// Consults the seed caches rooted at `roots` (each a `wasmlet precompile`
+    /// Consults the seed caches rooted at `roots` (each a `wasmlet plugin precompile`
     /// output) on a miss. A root that is missing is skipped quietly; one that
     /// fails its checks (another user's, open to others, no key) is skipped
     /// with a warning: its artifacts would be machine code nobody vouched for.
