@@ -1,11 +1,22 @@
 //! One wasmtime [`Engine`] for every plugin, its precompiled-component cache,
-//! and the epoch ticker that enforces per-call CPU deadlines.
+//! and the epoch ticker that enforces per-call deadlines.
 //!
 //! Compiled components are cached on disk under
 //! `CACHE/<engine compatibility hash>/<sha256 of the .wasm>.cwasm`, sealed
 //! with the install's key ([`super::artifact`]), so a
 //! restart (or the same plugin under another name) deserializes in about a
 //! millisecond instead of compiling for hundreds.
+//!
+//! A fresh data directory starts with an empty cache, so read-only *seed*
+//! caches ([`PluginEngine::with_seeds`]) are consulted on a miss: the same
+//! layout, written by `wasmlet plugin precompile DIR` into `DIR/.precompiled`
+//! when the built-ins are built or installed. A seed is trusted as the own
+//! cache is (this user's, closed to others, each artifact sealed under the
+//! seed's key); a hit is resealed into the own cache, and anything stale or
+//! foreign is compiled, never loaded.
+//!
+//! The per-call deadline the epoch enforces is wall time: it keeps running
+//! while a guest waits in a host call (an HTTP fetch, an API write).
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
