@@ -1,6 +1,6 @@
 //! One loaded plugin version: compiled, linked (`InstancePre`), checked against
 //! the contract, and callable. Each call gets a fresh `Store` with the
-//! manifest's memory cap and CPU deadline; a trap, timeout, out-of-memory or
+//! manifest's memory cap and deadline; a trap, timeout, out-of-memory or
 //! malformed result is an error for that call only.
 //!
 //! The sandboxed call (a fresh or warm `Store` under the manifest's limits,

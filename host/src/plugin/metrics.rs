@@ -71,7 +71,7 @@ impl PluginMetrics {
             ),
             (
                 "timeouts",
-                "Calls stopped at their CPU deadline",
+                "Calls stopped at their deadline (wall time, host calls included)",
                 &self.timeouts,
             ),
             (

@@ -1,5 +1,5 @@
 //! One sandboxed call: a fresh `Store` (or, with `limits.reuse-instances`, a
-//! warm one) with the manifest's memory cap and CPU deadline, the tape set as
+//! warm one) with the manifest's memory cap and deadline (wall time), the tape set as
 //! the call's observer asks, and a trap, timeout or out-of-memory classified,
 //! counted and logged as that call's error.
 
