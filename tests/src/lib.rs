@@ -755,9 +755,49 @@ impl Drop for Host {
     }
 }
 
+/// The crate an offline cargo found missing from its cache, from its output:
+/// a download refused (`failed to download `ryu v1.0.23``, the crate file
+/// absent) or a resolution that found nothing (`no matching package named
+/// `serde_yaml``, the crate's index entry absent).
+fn missing_crate(out: &str) -> Option<String> {
+    if !out.contains("--offline") {
+        return None;
+    }
+    let quoted = |before: &str| Some(out.split(before).nth(1)?.split('`').next()?.to_owned());
+    quoted("failed to download `")
+        .or_else(|| quoted("no matching package named `"))
+        .or_else(|| quoted("failed to select a version for the requirement `"))
+        .or_else(|| quoted("failed to get `"))
+}
+
+/// An offline cargo run's failure in a scaffolded crate: when a crate was
+/// missing from the cache, an error that names it and what to run, with
+/// cargo's own words under it; else the failure as it was.
+pub fn offline_error(e: anyhow::Error) -> anyhow::Error {
+    let Some(krate) = missing_crate(&format!("{e:#}")) else {
+        return e;
+    };
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .unwrap_or_default();
+    e.context(format!(
+        "`{krate}` is not in the cargo cache ({}/registry), and the scaffolded crate builds \
+         offline on the versions this workspace's Cargo.lock pins: run `cargo fetch` at the \
+         workspace root ({}) with this CARGO_HOME, which downloads all of them, then rerun",
+        home.display(),
+        workspace
+            .canonicalize()
+            .unwrap_or(workspace.clone())
+            .display()
+    ))
+}
+
 /// `cargo ARGS --offline` in `dir`, a crate `wasmlet plugin new` wrote, with
 /// one target directory (`target/scaffold`) shared by every scaffold test and
-/// run, so only the first builds the dependencies.
+/// run, so only the first builds the dependencies. A crate missing from the
+/// cargo cache is named ([`offline_error`]).
 pub fn scaffold_cargo(dir: &std::path::Path, args: &[&str]) -> Result<()> {
     let out = Command::new(env!("CARGO"))
         .args(args)
@@ -769,12 +809,12 @@ pub fn scaffold_cargo(dir: &std::path::Path, args: &[&str]) -> Result<()> {
         )
         .output()?;
     if !out.status.success() {
-        bail!(
+        return Err(offline_error(anyhow::anyhow!(
             "cargo {args:?} in {}: {}{}",
             dir.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
-        );
+        )));
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use wasmlet_e2e::{built_plugins, eventually, scaffold_cargo, wasmlet_bin};
+use wasmlet_e2e::{built_plugins, eventually, offline_error, scaffold_cargo, wasmlet_bin};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -41,41 +41,6 @@ fn ok(out: Output, what: &str) -> Result<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The crate an offline cargo found missing from its cache, from its output:
-/// a download refused (`failed to download `ryu v1.0.23``, the crate file
-/// absent) or a resolution that found nothing (`no matching package named
-/// `serde_yaml``, the crate's index entry absent).
-fn missing_crate(out: &str) -> Option<String> {
-    if !out.contains("--offline") {
-        return None;
-    }
-    let quoted = |before: &str| Some(out.split(before).nth(1)?.split('`').next()?.to_owned());
-    quoted("failed to download `")
-        .or_else(|| quoted("no matching package named `"))
-        .or_else(|| quoted("failed to select a version for the requirement `"))
-        .or_else(|| quoted("failed to get `"))
-}
-
-/// An offline cargo run's failure in a scaffolded crate: when a crate was
-/// missing from the cache, an error that names it and what to run, with
-/// cargo's own words under it; else the failure as it was.
-pub(crate) fn offline_error(e: anyhow::Error) -> anyhow::Error {
-    let Some(krate) = missing_crate(&format!("{e:#}")) else {
-        return e;
-    };
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .unwrap_or_default();
-    e.context(format!(
-        "`{krate}` is not in the cargo cache ({}/registry), and the scaffolded crate builds \
-         offline on the versions this workspace's Cargo.lock pins: run `cargo fetch` at the \
-         workspace root ({}) with this CARGO_HOME, which downloads all of them, then rerun",
-        home.display(),
-        repo().canonicalize().unwrap_or_else(|_| repo()).display()
-    ))
 }
 
 /// `cargo ARGS --offline` in the scaffolded crate `dir`: its stdout, or
@@ -357,9 +322,8 @@ fn a_plugin_on_the_installed_sdk_builds_offline_and_checks_clean() -> Result<()>
     let started = Instant::now();
     // The scaffold README's commands: the unit tests (they write the CRD),
     // the wasm build, the check.
-    scaffold_cargo(&krate, &["test"]).map_err(offline_error)?;
-    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])
-        .map_err(offline_error)?;
+    scaffold_cargo(&krate, &["test"])?;
+    scaffold_cargo(&krate, &["build", "--release", "--target", "wasm32-wasip2"])?;
     eprintln!("built in {:.0?}", started.elapsed());
     let wasm = krate.join("hello.wasm");
     std::fs::copy(

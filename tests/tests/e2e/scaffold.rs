@@ -8,7 +8,7 @@
 //! The crate starts from the checkout's `Cargo.lock` (`wasmlet plugin new`
 //! finds it beside the SDK), so it builds offline on the crates the
 //! workspace's own build fetched; a crate missing from the cache is named,
-//! with what fetches it (`install::offline_error`).
+//! with what fetches it (`wasmlet_e2e::offline_error`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,15 +17,7 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
-use wasmlet_e2e::{Plane, eventually, wasmlet_bin};
-
-use crate::install::offline_error;
-
-/// `wasmlet_e2e::scaffold_cargo` (offline, in `target/scaffold`), a crate
-/// missing from the cargo cache named.
-fn scaffold_cargo(dir: &Path, args: &[&str]) -> Result<()> {
-    wasmlet_e2e::scaffold_cargo(dir, args).map_err(offline_error)
-}
+use wasmlet_e2e::{Plane, eventually, scaffold_cargo, wasmlet_bin};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
