@@ -1,7 +1,7 @@
 //! The seam between the SDK and whatever answers its imports.
 //!
 //! In a wasm32 guest every call goes straight to the wit-bindgen imports (the host).
-//! On any other target (unit tests of guest logic, trybuild) calls go to the
+//! On any other target (unit tests of guest logic, doc tests) calls go to the
 //! [`Host`] installed on the current thread with [`crate::testing::FakeHost::install`]
 //! or [`install`], so reconcile and handler functions run natively against a fake.
 //!

@@ -17,6 +17,81 @@
 ///
 /// States are plain identifiers (import them first); every state must implement
 /// `State<S>`. Declaring an edge twice is a compile error (conflicting impls).
+///
+/// # Only along declared edges
+///
+/// A transition along a declared edge compiles, and the machine exports:
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use wasmlet_sdk::provider::{Pod, PodState, State, StateError, Transition, WakeEvent};
+/// # #[derive(Serialize, Deserialize)]
+/// # struct Machine;
+/// # impl PodState for Machine {
+/// #     fn new(_: &Pod) -> Result<Self, StateError> { Ok(Machine) }
+/// # }
+/// # #[derive(Default, Serialize, Deserialize)]
+/// # struct Start;
+/// # #[derive(Serialize, Deserialize)]
+/// # struct Done;
+/// # impl State<Machine> for Start {
+/// #     const NAME: &'static str = "Start";
+/// #     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
+/// #         Ok(Transition::next(self, Done))
+/// #     }
+/// # }
+/// impl State<Machine> for Done {
+///     const NAME: &'static str = "Done";
+///     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
+///         Ok(Transition::wait(self, []))
+///     }
+/// }
+///
+/// wasmlet_sdk::edges! {
+///     Machine {
+///         Start => Done,
+///     }
+/// }
+///
+/// wasmlet_sdk::provider!(Machine, initial = Start, on_delete = Done, error = Done);
+/// # fn main() {}
+/// ```
+///
+/// and one along an undeclared edge does not ("`Done => _` is not a declared edge
+/// of this state machine", E0277):
+///
+/// ```compile_fail,E0277
+/// # use serde::{Deserialize, Serialize};
+/// # use wasmlet_sdk::provider::{Pod, PodState, State, StateError, Transition, WakeEvent};
+/// # #[derive(Serialize, Deserialize)]
+/// # struct Machine;
+/// # impl PodState for Machine {
+/// #     fn new(_: &Pod) -> Result<Self, StateError> { Ok(Machine) }
+/// # }
+/// # #[derive(Default, Serialize, Deserialize)]
+/// # struct Start;
+/// # #[derive(Serialize, Deserialize)]
+/// # struct Done;
+/// # impl State<Machine> for Start {
+/// #     const NAME: &'static str = "Start";
+/// #     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
+/// #         Ok(Transition::next(self, Done))
+/// #     }
+/// # }
+/// impl State<Machine> for Done {
+///     const NAME: &'static str = "Done";
+///     fn next(self, _: &Pod, _: &mut Machine, _: Option<&WakeEvent>) -> Result<Transition<Machine>, StateError> {
+///         Ok(Transition::next(self, Start)) // Done => Start is not declared
+///     }
+/// }
+///
+/// wasmlet_sdk::edges! {
+///     Machine {
+///         Start => Done,
+///     }
+/// }
+/// # fn main() {}
+/// ```
 #[macro_export]
 macro_rules! edges {
     ($machine:ident { $($from:ident => $to:tt),+ $(,)? }) => {
