@@ -60,12 +60,14 @@ mod auth;
 mod cause;
 mod cel_rules;
 mod codec;
+mod connections;
 mod controllers;
 mod crd;
 mod defaults;
 mod discovery;
 mod events;
 pub mod health;
+mod inflight;
 mod logs;
 mod meta;
 mod metrics;
@@ -91,6 +93,7 @@ mod validation;
 pub use auth::authz::CONTROLLER_USER;
 pub use auth::pki::Pki;
 pub use auth::tls::server_config as tls_server_config;
+pub use connections::{ConnectionLimits, raise_fd_limit};
 
 /// Internals the fuzz targets and the benches reach (not a stable API): the
 /// request handler and the per-kind decode and validation.
@@ -136,6 +139,9 @@ pub struct Config {
     pub history_max_bytes: usize,
     /// Watches one user may hold open at once; past it a watch gets 429.
     pub max_watches_per_user: usize,
+    /// Bounds on open connections; `None` derives them from the process's
+    /// open-files limit ([`ConnectionLimits::from_fd_limit`]).
+    pub connections: Option<ConnectionLimits>,
 }
 
 impl Default for Config {
@@ -147,6 +153,7 @@ impl Default for Config {
             history_max_age: store::DEFAULT_HISTORY_MAX_AGE,
             history_max_bytes: store::DEFAULT_HISTORY_MAX_BYTES,
             max_watches_per_user: 1_000,
+            connections: None,
         }
     }
 }
@@ -164,6 +171,8 @@ pub struct ApiState {
     /// Signs and verifies ServiceAccount tokens.
     pub(crate) tokens: auth::satoken::Signer,
     pub(crate) watches: quota::WatchQuota,
+    /// Places for requests in flight, per user and overall.
+    pub(crate) inflight: inflight::Inflight,
     /// RBAC objects parsed once per revision.
     pub(crate) rbac: Arc<auth::rbac::PolicyCache>,
 }
@@ -225,6 +234,7 @@ impl ApiServer {
             metrics: Default::default(),
             tokens: auth::satoken::Signer::load_or_create(&pki.dir)?,
             watches: quota::WatchQuota::new(config.max_watches_per_user),
+            inflight: Default::default(),
             rbac: Default::default(),
         });
         tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
@@ -235,12 +245,23 @@ impl ApiServer {
         let app = router(state.clone());
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(pki.rustls_config()?);
         let handle = axum_server::Handle::new();
+        let limits = config
+            .connections
+            .unwrap_or_else(connections::ConnectionLimits::from_fd_limit);
         let acceptor = auth::tls::PeerCertAcceptor {
-            inner: axum_server::tls_rustls::RustlsAcceptor::new(tls),
+            inner: axum_server::tls_rustls::RustlsAcceptor::new(tls)
+                .handshake_timeout(limits.handshake),
+            connections: connections::Connections::new(limits.clone()),
         };
-        let server = axum_server::from_tcp(listener)?
+        let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
             .handle(handle.clone());
+        // Idle connections end: hyper applies the header timeout only with a timer.
+        server
+            .http_builder()
+            .http1()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_read);
         tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "API server stopped");

@@ -182,6 +182,14 @@ impl ApiError {
         ApiError::new(504, "Timeout", message)
     }
 
+    /// Asks the client to retry after `seconds` (`details.retryAfterSeconds`
+    /// and the `Retry-After` header, as upstream's 429s carry).
+    pub(crate) fn retry_after(mut self, seconds: u64) -> ApiError {
+        let details = self.details.get_or_insert_with(|| json!({}));
+        details["retryAfterSeconds"] = json!(seconds);
+        self
+    }
+
     pub(crate) fn status(&self) -> Value {
         let mut s = json!({
             "kind": "Status",
@@ -211,7 +219,18 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
-        (code, [("content-type", "application/json")], body).into_response()
+        let mut response = (code, [("content-type", "application/json")], body).into_response();
+        let retry = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64);
+        if let Some(seconds) = retry {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
         "codec",
         "store",
         "metrics",
+        "connections",
     ],
     // CEL rules of custom resources (the registry's types hold them)
     &["cel_rules"],
@@ -36,6 +37,7 @@ const LAYERS: &[&[&str]] = &[
         "defaults",
         "services",
         "quota",
+        "inflight",
         "printers",
         "discovery",
     ],

@@ -6,13 +6,17 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum_server::accept::Accept;
 use axum_server::tls_rustls::RustlsAcceptor;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use wasmlet_apimachinery::rbac::UserInfo;
+
+use crate::connections::{Connections, Slot};
 
 /// A TLS server configuration presenting `cert_pem`/`key_pem` that asks for an
 /// optional client certificate, which must chain to `client_ca_pem` when one is
@@ -69,28 +73,46 @@ pub(crate) fn user_of_certificate(der: &[u8]) -> Option<UserInfo> {
     })
 }
 
-/// Wraps the TLS acceptor: after the handshake, every request of the
-/// connection gets a [`PeerCert`] extension.
+/// Wraps the TLS acceptor: counts the connection against the server's
+/// [`Connections`](crate::connections) bounds (closing it at once past them,
+/// or when its handshake takes too long), and after the handshake gives every
+/// request of the connection a [`PeerCert`] extension.
 #[derive(Clone)]
 pub(crate) struct PeerCertAcceptor {
     pub(crate) inner: RustlsAcceptor,
+    pub(crate) connections: Arc<Connections>,
 }
 
 type BoxFut<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
 
-impl<I, S> Accept<I, S> for PeerCertAcceptor
+impl<S> Accept<TcpStream, S> for PeerCertAcceptor
 where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Send + 'static,
 {
-    type Stream = TlsStream<I>;
+    type Stream = TlsStream<Counted>;
     type Service = WithPeer<S>;
     type Future = BoxFut<(Self::Stream, Self::Service)>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
         let inner = self.inner.clone();
+        let conns = self.connections.clone();
         Box::pin(async move {
-            let (stream, service) = inner.accept(stream, service).await?;
+            let refused = |why: &str| {
+                tracing::debug!(open = conns.open(), "connection closed: {why}");
+                io::Error::new(io::ErrorKind::ConnectionRefused, why.to_string())
+            };
+            let source = stream.peer_addr().map(|a| a.ip()).ok();
+            let Some(slot) = conns.enter() else {
+                return Err(refused("too many connections"));
+            };
+            let counted = Counted {
+                io: stream,
+                _slots: vec![slot],
+                first_request: None,
+            };
+            // The inner acceptor ends a handshake that takes longer than
+            // `ConnectionLimits::handshake`.
+            let (mut stream, service) = inner.accept(counted, service).await?;
             // rustls verified the chain against the CA already.
             let user = stream
                 .get_ref()
@@ -98,6 +120,15 @@ where
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(|c| user_of_certificate(c));
+            stream.get_mut().0.first_request =
+                Some(Box::pin(tokio::time::sleep(conns.limits.header_read)));
+            if user.is_none() {
+                let slot = source.and_then(|s| conns.enter_anonymous(s));
+                let Some(slot) = slot else {
+                    return Err(refused("too many connections without a client certificate"));
+                };
+                stream.get_mut().0._slots.push(slot);
+            }
             Ok((
                 stream,
                 WithPeer {
@@ -106,6 +137,67 @@ where
                 },
             ))
         })
+    }
+}
+
+/// A TCP stream that holds its places among the server's connections until
+/// it is dropped (closed), and ends when no request begins within
+/// `ConnectionLimits::header_read` of the handshake (hyper's header timeout
+/// starts only with a request's first byte, so a silent connection would
+/// otherwise stay open for ever).
+pub(crate) struct Counted {
+    io: TcpStream,
+    _slots: Vec<Slot>,
+    first_request: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if let Some(deadline) = self.first_request.as_mut() {
+            match read {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_request = None,
+                Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request on the connection within its header timeout",
+                    )));
+                }
+                _ => {}
+            }
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
     }
 }
 

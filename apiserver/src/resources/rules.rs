@@ -22,6 +22,14 @@ impl Resources {
         let Some(rules) = rt.cel.get(version) else {
             return Ok(());
         };
+        // The slowest step of a write: not begun for a client that has gone.
+        if crate::inflight::cancelled() {
+            return Err(ApiError::new(
+                499,
+                "Cancelled",
+                "the client closed the request before its rules ran",
+            ));
+        }
         let causes = rules.validate(obj, old);
         if causes.is_empty() {
             Ok(())

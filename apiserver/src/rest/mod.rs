@@ -193,7 +193,27 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
         )
         .into_response(),
         Some(output) => {
-            let response = match handle(state.clone(), req).await {
+            // Long-running requests (watches, logs) have bounds of their own;
+            // the rest take a place in flight (crate::inflight).
+            let long_running = watching
+                || target
+                    .as_ref()
+                    .is_some_and(|t| t.subresource.as_deref() == Some("log"));
+            let result = if long_running {
+                handle(state.clone(), req).await
+            } else {
+                let user = req
+                    .extensions()
+                    .get::<wasmlet_apimachinery::rbac::UserInfo>()
+                    .cloned()
+                    .unwrap_or_default();
+                state
+                    .inflight
+                    .run(&user, handle(state.clone(), req))
+                    .await
+                    .and_then(|r| r)
+            };
+            let response = match result {
                 Ok(r) => r,
                 Err(e) => e.into_response(),
             };

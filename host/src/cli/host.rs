@@ -26,6 +26,10 @@ use crate::plugin::remote::RemotePlugins;
 use wasmlet_apiserver::{ApiServer, Config};
 
 pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
+    // Connections are bounded by a share of the open-files limit: the hard one,
+    // as Go's runtime sets for kube-apiserver, not the soft 1,024 of a shell.
+    let fds = wasmlet_apiserver::raise_fd_limit();
+    tracing::debug!(fds, "open-files limit");
     let server = ApiServer::start(Config {
         data_dir: args.data_dir.clone(),
         listen: SocketAddr::new(args.address, args.port),
@@ -33,6 +37,7 @@ pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
         history_max_age: std::time::Duration::from_secs(args.watch_history_seconds),
         history_max_bytes: args.watch_history_mib << 20,
         max_watches_per_user: args.max_watches_per_user,
+        connections: None,
     })
     .await?;
     println!("wasmlet: API server listening on https://{}", server.addr);

@@ -1,0 +1,351 @@
+//! Connections bounded well below the process's file-descriptor limit. The
+//! server shares its process with the host and the node agent: before these
+//! bounds ~19,700 idle connections that never finished a TLS handshake took
+//! every descriptor, and the node went NotReady because the host could open
+//! no socket.
+//!
+//! - A TLS handshake must finish within [`ConnectionLimits::handshake`].
+//! - At most [`ConnectionLimits::total`] connections are open at once; one
+//!   more is closed as soon as it is accepted.
+//! - Connections without a client certificate (tokens, anonymous) have a
+//!   smaller share, [`ConnectionLimits::anonymous`], so that what is left is
+//!   the reserve of the plane's own certificate users (the node, the host,
+//!   kubelets); and one source address holds at most
+//!   [`ConnectionLimits::per_source`] of them.
+//!
+//! kube-apiserver has no such limits of its own (Go raises the descriptor
+//! limit to the hard one at start, which [`raise_fd_limit`] does too); it
+//! relies on the process's limit and its request timeouts.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The bounds; [`ConnectionLimits::from_fd_limit`] derives them from the
+/// process's descriptor limit.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Connections open at once, whoever holds them.
+    pub total: usize,
+    /// Of those, connections without a client certificate.
+    pub anonymous: usize,
+    /// Connections without a client certificate from one address.
+    pub per_source: usize,
+    /// How long a TLS handshake may take.
+    pub handshake: Duration,
+    /// How long a connection may take to send a request's headers, idle
+    /// between requests included (kube-apiserver's `ReadHeaderTimeout`).
+    pub header_read: Duration,
+}
+
+impl ConnectionLimits {
+    /// Half the descriptors for connections (the other half is the store's,
+    /// the plugins', the node's), a quarter of those kept for certificate
+    /// users, and a quarter of the rest for one address.
+    pub fn from_fd_limit() -> ConnectionLimits {
+        let fds = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let total = usize::try_from(fds / 2)
+            .unwrap_or(usize::MAX)
+            .clamp(64, 32_768);
+        let anonymous = total * 3 / 4;
+        ConnectionLimits {
+            total,
+            anonymous,
+            per_source: (anonymous / 4).max(16),
+            handshake: Duration::from_secs(10),
+            header_read: Duration::from_secs(32),
+        }
+    }
+}
+
+/// Raises the soft limit of open files to the hard one, as Go's runtime does
+/// for kube-apiserver at start; returns the limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit.clone()) {
+            tracing::debug!(error = %e, "the open-files limit stays as it is");
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// The connections open now, counted against [`ConnectionLimits`].
+pub(crate) struct Connections {
+    pub(crate) limits: ConnectionLimits,
+    total: AtomicUsize,
+    anonymous: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// Counts one connection until dropped (with the connection's stream).
+pub(crate) struct Slot {
+    conns: Arc<Connections>,
+    source: Option<IpAddr>,
+}
+
+impl Connections {
+    pub(crate) fn new(limits: ConnectionLimits) -> Arc<Connections> {
+        Arc::new(Connections {
+            limits,
+            total: AtomicUsize::new(0),
+            anonymous: Mutex::default(),
+        })
+    }
+
+    /// A place for one more connection, or `None` at the limit.
+    pub(crate) fn enter(self: &Arc<Self>) -> Option<Slot> {
+        let before = self.total.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot {
+            conns: self.clone(),
+            source: None,
+        };
+        (before < self.limits.total).then_some(slot)
+    }
+
+    /// A place for a connection from `source` without a client certificate,
+    /// or `None` past its share or its source's.
+    pub(crate) fn enter_anonymous(self: &Arc<Self>, source: IpAddr) -> Option<Slot> {
+        let mut anonymous = self.anonymous.lock().unwrap_or_else(|p| p.into_inner());
+        let (all, by_source) = &mut *anonymous;
+        let mine = by_source.entry(source).or_default();
+        if *all >= self.limits.anonymous || *mine >= self.limits.per_source {
+            if *mine == 0 {
+                by_source.remove(&source);
+            }
+            return None;
+        }
+        *mine += 1;
+        *all += 1;
+        Some(Slot {
+            conns: self.clone(),
+            source: Some(source),
+        })
+    }
+
+    /// Connections open now (for tests and the log).
+    pub(crate) fn open(&self) -> usize {
+        self.total.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        match self.source {
+            None => {
+                self.conns.total.fetch_sub(1, Ordering::AcqRel);
+            }
+            Some(source) => {
+                let mut anonymous = self
+                    .conns
+                    .anonymous
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let (all, by_source) = &mut *anonymous;
+                *all = all.saturating_sub(1);
+                if let Some(n) = by_source.get_mut(&source) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        by_source.remove(&source);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(total: usize, anonymous: usize, per_source: usize) -> ConnectionLimits {
+        ConnectionLimits {
+            total,
+            anonymous,
+            per_source,
+            handshake: Duration::from_secs(1),
+            header_read: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn slots_are_counted_until_dropped() {
+        let conns = Connections::new(limits(2, 2, 1));
+        let a = conns.enter().expect("first");
+        let b = conns.enter().expect("second");
+        assert!(conns.enter().is_none(), "a third past total 2");
+        drop(a);
+        let _c = conns.enter().expect("a place again once one closed");
+        drop(b);
+        assert_eq!(conns.open(), 1);
+    }
+
+    #[test]
+    fn anonymous_connections_have_a_share_and_a_share_per_source() {
+        let conns = Connections::new(limits(10, 3, 2));
+        let (x, y, z): (IpAddr, IpAddr, IpAddr) = (
+            [10, 0, 0, 1].into(),
+            [10, 0, 0, 2].into(),
+            [10, 0, 0, 3].into(),
+        );
+        let x1 = conns.enter_anonymous(x).expect("x 1");
+        let _x2 = conns.enter_anonymous(x).expect("x 2");
+        assert!(conns.enter_anonymous(x).is_none(), "x past its 2");
+        let _y1 = conns.enter_anonymous(y).expect("y 1");
+        assert!(conns.enter_anonymous(z).is_none(), "past the share of 3");
+        drop(x1);
+        let _z1 = conns.enter_anonymous(z).expect("z once x closed one");
+    }
+}
+
+/// Against a running server: token-less connections past their share are
+/// closed, the plane's certificate users still get in, and an idle
+/// connection ends after the header timeout.
+#[cfg(test)]
+mod server_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::client::TlsStream;
+
+    use super::ConnectionLimits;
+    use crate::testing::test_server_with;
+
+    /// A TLS connection without a client certificate, trusting the plane's CA.
+    async fn connect(addr: std::net::SocketAddr, ca_pem: &str) -> TlsStream<tokio::net::TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+            roots.add(c.expect("CA pem")).expect("CA cert");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocols")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("tcp connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake")
+    }
+
+    /// Sends `GET /livez` and returns what came back before the server closed
+    /// or answered ("" when it closed at once).
+    async fn livez(conn: &mut TlsStream<tokio::net::TcpStream>) -> String {
+        let sent = conn
+            .write_all(b"GET /livez HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+            .await;
+        if sent.is_err() {
+            return String::new();
+        }
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(60), conn.read(&mut buf))
+            .await
+            .expect("the server answers or closes")
+            .unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[tokio::test]
+    async fn token_less_connections_past_their_share_are_closed_and_certificate_users_still_get_in()
+    {
+        let (dir, server, _client) = test_server_with(|c| {
+            c.connections = Some(ConnectionLimits {
+                total: 64,
+                anonymous: 2,
+                per_source: 2,
+                handshake: Duration::from_secs(10),
+                header_read: Duration::from_secs(600),
+            })
+        })
+        .await;
+        let ca = server.pki().ca_pem.clone();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut c = connect(server.addr, &ca).await;
+            assert!(
+                livez(&mut c).await.starts_with("HTTP/1.1 200"),
+                "within the share"
+            );
+            held.push(c);
+        }
+        let mut third = connect(server.addr, &ca).await;
+        assert_eq!(
+            livez(&mut third).await,
+            "",
+            "a third token-less connection is closed"
+        );
+        // A client certificate of the plane's CA (as the node's and the host's).
+        let path = server.pki().write_identity_kubeconfig(
+            &dir.path().join("admin.kubeconfig"),
+            server.addr,
+            "admin",
+            Some("system:masters"),
+        );
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(path.expect("identity")).expect("read");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        namespaces
+            .list(&Default::default())
+            .await
+            .expect("a certificate user gets in past the token-less share");
+        // Closing one frees its place.
+        drop(held.pop());
+        let mut again = None;
+        for _ in 0..100 {
+            let mut c = connect(server.addr, &ca).await;
+            if livez(&mut c).await.starts_with("HTTP/1.1 200") {
+                again = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            again.is_some(),
+            "a place is free again once a connection closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_ends_after_the_header_timeout() {
+        let (_dir, server, _client) = test_server_with(|c| {
+            c.connections = Some(ConnectionLimits {
+                header_read: Duration::from_secs(1),
+                ..ConnectionLimits::from_fd_limit()
+            })
+        })
+        .await;
+        let mut c = connect(server.addr, &server.pki().ca_pem).await;
+        let mut buf = [0u8; 64];
+        // Nothing sent: the server ends the connection (EOF or an error),
+        // well before the test's own bound.
+        let ended = tokio::time::timeout(Duration::from_secs(120), async {
+            loop {
+                match c.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "the idle connection is still open after 120 s"
+        );
+    }
+}
