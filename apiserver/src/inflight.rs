@@ -11,8 +11,9 @@
 //!
 //! - waits for a place among the requests of its user ([`PER_USER`]) and of
 //!   the server ([`OVERALL`]); one that waits longer than [`QUEUE_WAIT`] gets
-//!   429 with `Retry-After`, which client-go and kube-rs retry. Members of
-//!   `system:masters` are exempt, as APF's exempt priority level;
+//!   429 with `Retry-After`, which client-go and kube-rs retry. The caller
+//!   exempts `system:masters` and the plane's own components, as APF's
+//!   exempt and system priority levels;
 //! - runs as its own task, each poll inside `block_in_place`, so a poll that
 //!   computes for seconds takes a thread of its own and hands the worker's
 //!   other tasks (health checks, watches, other requests) to a new worker;
@@ -22,7 +23,7 @@
 //!   [`cancelled`] to stop early.
 //!
 //! ```ignore
-//! let response = state.inflight.run(&user, handle(state.clone(), req)).await?;
+//! let response = state.inflight.run(Some("alice"), handle(state.clone(), req)).await?;
 //! ```
 
 use std::collections::HashMap;
@@ -33,10 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmlet_apimachinery::rbac::UserInfo;
-
 use crate::status::ApiError;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Requests of one user in flight at once.
 pub(crate) const PER_USER: usize = 32;
@@ -86,16 +85,17 @@ impl Inflight {
     }
 
     /// Runs `work` for `user` in its place (see the module's doc), or
-    /// refuses it with 429 after [`QUEUE_WAIT`].
-    pub(crate) async fn run<F>(&self, user: &UserInfo, work: F) -> Result<F::Output, ApiError>
+    /// refuses it with 429 after [`QUEUE_WAIT`]. `None` is a user exempt
+    /// from the bounds (the caller decides: `system:masters` and the plane's
+    /// own components, as APF's exempt and system levels).
+    pub(crate) async fn run<F>(&self, user: Option<&str>, work: F) -> Result<F::Output, ApiError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let _places = if user.groups.iter().any(|g| g == "system:masters") {
-            None
-        } else {
-            Some(self.enter(&user.name).await?)
+        let _places = match user {
+            None => None,
+            Some(user) => Some(self.enter(user).await?),
         };
         let cancel = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn(CANCEL.scope(cancel.clone(), Offload(Box::pin(work))));
@@ -225,13 +225,6 @@ impl<F: Future> Future for Offload<F> {
 mod tests {
     use super::*;
 
-    fn user(name: &str) -> UserInfo {
-        UserInfo {
-            name: name.into(),
-            ..Default::default()
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_user_past_its_places_waits_then_gets_429_while_others_go_on() {
         let inflight = Arc::new(Inflight::new(2, 10, Duration::from_secs(5)));
@@ -241,7 +234,7 @@ mod tests {
             let (inflight, mut hold) = (inflight.clone(), hold.clone());
             held.push(tokio::spawn(async move {
                 inflight
-                    .run(&user("alice"), async move {
+                    .run(Some("alice"), async move {
                         let _ = hold.wait_for(|r| *r).await;
                     })
                     .await
@@ -249,11 +242,11 @@ mod tests {
         }
         tokio::task::yield_now().await;
         // alice's third request waits, then is refused; bob is not held up.
-        let third = inflight.run(&user("alice"), async {}).await;
+        let third = inflight.run(Some("alice"), async {}).await;
         let e = third.err().expect("a third request of alice is refused");
         assert_eq!(e.code, 429);
         assert!(e.message.contains("user \"alice\""), "{}", e.message);
-        assert!(inflight.run(&user("bob"), async { 7 }).await.is_ok());
+        assert!(inflight.run(Some("bob"), async { 7 }).await.is_ok());
         release.send(true).ok();
         for h in held {
             h.await.expect("joined").expect("held requests finish");
@@ -272,7 +265,7 @@ mod tests {
             let inflight = inflight.clone();
             async move {
                 inflight
-                    .run(&user("carol"), async move {
+                    .run(Some("carol"), async move {
                         started.send(()).ok();
                         // CPU work that checks for its client, then a commit
                         // after an await, which the abort must prevent.

@@ -15,3 +15,15 @@ pub(crate) mod requester;
 pub(crate) mod satoken;
 pub(crate) mod selfreview;
 pub(crate) mod tls;
+
+/// Whether `user` is exempt from the bounds on requests in flight
+/// (`crate::inflight`): `system:masters`, as APF's exempt priority level, and
+/// the plane's own components (the controller host, nodes), which APF's
+/// system levels give shares no tenant can take.
+pub(crate) fn exempt_from_inflight_bounds(user: &wasmlet_apimachinery::rbac::UserInfo) -> bool {
+    user.name == authz::CONTROLLER_USER
+        || user
+            .groups
+            .iter()
+            .any(|g| g == "system:masters" || g == "system:nodes")
+}

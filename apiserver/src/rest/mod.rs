@@ -207,9 +207,10 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
                     .get::<wasmlet_apimachinery::rbac::UserInfo>()
                     .cloned()
                     .unwrap_or_default();
+                let user = (!crate::auth::exempt_from_inflight_bounds(&user)).then_some(user.name);
                 state
                     .inflight
-                    .run(&user, handle(state.clone(), req))
+                    .run(user.as_deref(), handle(state.clone(), req))
                     .await
                     .and_then(|r| r)
             };
