@@ -12,6 +12,9 @@
 //!   the reserve of the plane's own certificate users (the node, the host,
 //!   kubelets); and one source address holds at most
 //!   [`ConnectionLimits::per_source`] of them.
+//! - A connection must begin its first request within
+//!   [`ConnectionLimits::first_request`] of its handshake, and may idle
+//!   between requests for [`ConnectionLimits::idle`].
 //!
 //! kube-apiserver has no such limits of its own (Go raises the descriptor
 //! limit to the hard one at start, which [`raise_fd_limit`] does too); it
@@ -35,9 +38,15 @@ pub struct ConnectionLimits {
     pub per_source: usize,
     /// How long a TLS handshake may take.
     pub handshake: Duration,
-    /// How long a connection may take to send a request's headers, idle
-    /// between requests included (kube-apiserver's `ReadHeaderTimeout`).
-    pub header_read: Duration,
+    /// How long after its handshake a connection may stay silent before its
+    /// first request (kube-apiserver's `ReadHeaderTimeout`, 32 s).
+    pub first_request: Duration,
+    /// How long a connection may stay idle between requests, or take to send
+    /// a request's headers: longer than clients keep idle connections
+    /// (kube-rs, client-go: 90 s), so that a client never reuses one the
+    /// server has just closed (at 32 s, idle pooled connections were reset
+    /// under a client's next request).
+    pub idle: Duration,
 }
 
 impl ConnectionLimits {
@@ -57,7 +66,8 @@ impl ConnectionLimits {
             anonymous,
             per_source: (anonymous / 4).max(16),
             handshake: Duration::from_secs(10),
-            header_read: Duration::from_secs(32),
+            first_request: Duration::from_secs(32),
+            idle: Duration::from_secs(120),
         }
     }
 }
@@ -169,7 +179,8 @@ mod tests {
             anonymous,
             per_source,
             handshake: Duration::from_secs(1),
-            header_read: Duration::from_secs(1),
+            first_request: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
         }
     }
 
@@ -204,8 +215,8 @@ mod tests {
 }
 
 /// Against a running server: token-less connections past their share are
-/// closed, the plane's certificate users still get in, and an idle
-/// connection ends after the header timeout.
+/// closed, the plane's certificate users still get in, and a connection
+/// that never sends a request ends.
 #[cfg(test)]
 mod server_tests {
     use std::sync::Arc;
@@ -266,7 +277,8 @@ mod server_tests {
                 anonymous: 2,
                 per_source: 2,
                 handshake: Duration::from_secs(10),
-                header_read: Duration::from_secs(600),
+                first_request: Duration::from_secs(600),
+                idle: Duration::from_secs(600),
             })
         })
         .await;
@@ -322,10 +334,10 @@ mod server_tests {
     }
 
     #[tokio::test]
-    async fn an_idle_connection_ends_after_the_header_timeout() {
+    async fn a_connection_that_sends_no_request_ends() {
         let (_dir, server, _client) = test_server_with(|c| {
             c.connections = Some(ConnectionLimits {
-                header_read: Duration::from_secs(1),
+                first_request: Duration::from_secs(1),
                 ..ConnectionLimits::from_fd_limit()
             })
         })

@@ -255,6 +255,31 @@ mod tests {
         assert_eq!(inflight.users(), 0);
     }
 
+    /// The runtime's only worker is not held by a request that blocks: a
+    /// task that needs it runs, and it is what unblocks the request (without
+    /// the hand-off this waits out the 60 s and fails).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_request_that_blocks_gives_up_the_worker_other_tasks_need() {
+        let inflight = Arc::new(Inflight::default());
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let blocked = tokio::spawn({
+            let inflight = inflight.clone();
+            async move {
+                inflight
+                    .run(Some("dave"), async move {
+                        rx.recv_timeout(Duration::from_secs(60)).is_ok()
+                    })
+                    .await
+            }
+        });
+        tokio::spawn(async move { tx.send(()).ok() });
+        let unblocked = blocked.await.expect("joined").expect("ran");
+        assert!(
+            unblocked,
+            "the other task never ran while the request blocked"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dropped_request_is_aborted_and_told_to_stop() {
         let inflight = Arc::new(Inflight::default());

@@ -256,12 +256,13 @@ impl ApiServer {
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
             .handle(handle.clone());
-        // Idle connections end: hyper applies the header timeout only with a timer.
+        // Idle connections end (hyper's header timeout, which runs from the
+        // end of one request to the next's headers, needs a timer).
         server
             .http_builder()
             .http1()
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(limits.header_read);
+            .header_read_timeout(limits.idle);
         tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
                 tracing::error!(error = %e, "API server stopped");

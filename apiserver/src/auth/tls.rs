@@ -121,7 +121,7 @@ where
                 .and_then(|c| c.first())
                 .and_then(|c| user_of_certificate(c));
             stream.get_mut().0.first_request =
-                Some(Box::pin(tokio::time::sleep(conns.limits.header_read)));
+                Some(Box::pin(tokio::time::sleep(conns.limits.first_request)));
             if user.is_none() {
                 let slot = source.and_then(|s| conns.enter_anonymous(s));
                 let Some(slot) = slot else {
@@ -142,9 +142,9 @@ where
 
 /// A TCP stream that holds its places among the server's connections until
 /// it is dropped (closed), and ends when no request begins within
-/// `ConnectionLimits::header_read` of the handshake (hyper's header timeout
-/// starts only with a request's first byte, so a silent connection would
-/// otherwise stay open for ever).
+/// `ConnectionLimits::first_request` of the handshake (hyper's header timeout
+/// starts only once the connection's first bytes have chosen HTTP/1, so a
+/// silent connection would otherwise stay open for ever).
 pub(crate) struct Counted {
     io: TcpStream,
     _slots: Vec<Slot>,
