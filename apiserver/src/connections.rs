@@ -79,7 +79,7 @@ pub fn raise_fd_limit() -> u64 {
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
         limit.current = limit.maximum;
-        if let Err(e) = setrlimit(Resource::Nofile, limit.clone()) {
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
             tracing::debug!(error = %e, "the open-files limit stays as it is");
         }
     }

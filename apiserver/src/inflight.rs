@@ -243,7 +243,7 @@ mod tests {
         tokio::task::yield_now().await;
         // alice's third request waits, then is refused; bob is not held up.
         let third = inflight.run(Some("alice"), async {}).await;
-        let e = third.err().expect("a third request of alice is refused");
+        let e = third.expect_err("a third request of alice is refused");
         assert_eq!(e.code, 429);
         assert!(e.message.contains("user \"alice\""), "{}", e.message);
         assert!(inflight.run(Some("bob"), async { 7 }).await.is_ok());

@@ -278,7 +278,9 @@ pub struct Error {
     pub reason: String,
     /// The message the host writes beside the reason.
     pub message: String,
-    status: StatusValue,
+    /// Boxed: a failure travels in `Result`s, and the status (a JSON value)
+    /// would make every one of them large.
+    status: Box<StatusValue>,
     conditions: Vec<Condition>,
 }
 
@@ -299,14 +301,14 @@ impl Error {
             kind,
             reason: reason.to_owned(),
             message: message.into(),
-            status: None,
+            status: Box::new(None),
             conditions: Vec::new(),
         }
     }
 
     /// Status to write even though the reconcile failed.
     pub fn status(mut self, status: impl Serialize) -> Self {
-        self.status = status_value(status);
+        self.status = Box::new(status_value(status));
         self
     }
 
@@ -323,7 +325,7 @@ impl Error {
 
     /// The status set with [`Error::status`], if any (and if it serialised).
     pub fn status_json(&self) -> Option<&serde_json::Value> {
-        self.status.as_ref().and_then(|s| s.as_ref().ok())
+        (*self.status).as_ref().and_then(|s| s.as_ref().ok())
     }
 }
 
@@ -401,7 +403,7 @@ fn split_status(
 }
 
 fn error_to_raw(e: Error) -> raw::ReconcileError {
-    let (status, conditions) = match split_status(e.status, &e.conditions) {
+    let (status, conditions) = match split_status(*e.status, &e.conditions) {
         Ok(parts) => parts,
         Err(raw_err) => return raw_err,
     };
