@@ -175,6 +175,8 @@ pub struct ApiState {
     pub(crate) inflight: inflight::Inflight,
     /// RBAC objects parsed once per revision.
     pub(crate) rbac: Arc<auth::rbac::PolicyCache>,
+    /// The OpenAPI documents, built once per set of served types.
+    pub(crate) openapi: openapi::Cache,
 }
 
 /// A running server; dropping it does not stop it (it runs until the process ends).
@@ -236,6 +238,7 @@ impl ApiServer {
             watches: quota::WatchQuota::new(config.max_watches_per_user),
             inflight: Default::default(),
             rbac: Default::default(),
+            openapi: Default::default(),
         });
         tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
         controllers::bootstrap::services(&resources, addr).await?;
@@ -423,15 +426,15 @@ fn router(state: Arc<ApiState>) -> Router {
                         )
                             .into_response();
                     }
-                    rest::value_response(200, &openapi_v2::document(&s.registry))
+                    rest::json_response(200, s.openapi.v2(&s.registry))
                 },
             ),
         )
         .route(
             "/openapi/v3",
-            get(
-                |State(s): State<Arc<ApiState>>| async move { json(openapi::v3_root(&s.registry)) },
-            ),
+            get(|State(s): State<Arc<ApiState>>| async move {
+                rest::json_response(200, s.openapi.v3_root(&s.registry))
+            }),
         )
         .route(
             "/openapi/v3/{*path}",
@@ -439,11 +442,12 @@ fn router(state: Arc<ApiState>) -> Router {
                 |State(s): State<Arc<ApiState>>, Path(p): Path<String>| async move {
                     let parts: Vec<&str> = p.split('/').collect();
                     let doc = match parts.as_slice() {
-                        ["api", v] => openapi::v3_doc(&s.registry, "", v),
-                        ["apis", g, v] => openapi::v3_doc(&s.registry, g, v),
+                        ["api", v] => s.openapi.v3_doc(&s.registry, "", v),
+                        ["apis", g, v] => s.openapi.v3_doc(&s.registry, g, v),
                         _ => None,
                     };
-                    doc.map(json).unwrap_or_else(not_found)
+                    doc.map(|d| rest::json_response(200, d))
+                        .unwrap_or_else(not_found)
                 },
             ),
         )

@@ -126,14 +126,7 @@ fn to_v2_operation(op: &Value) -> Value {
 
 /// The whole v2 document: every served group-version's paths and schemas.
 pub(crate) fn document(registry: &Registry) -> Value {
-    let mut gvs: Vec<(String, String)> = Vec::new();
-    for rt in registry.all() {
-        for v in &rt.versions {
-            if !gvs.contains(&(rt.group.clone(), v.clone())) {
-                gvs.push((rt.group.clone(), v.clone()));
-            }
-        }
-    }
+    let gvs = crate::openapi::group_versions(registry);
     let mut paths = Map::new();
     let mut definitions = Map::new();
     for (g, v) in gvs {
@@ -202,5 +195,47 @@ mod tests {
             v2["parameters"][0],
             json!({"name": "dryRun", "in": "query", "type": "string", "uniqueItems": true})
         );
+    }
+
+    /// The documents are built once per set of served types: a second request
+    /// is the same bytes without a rebuild, and a CRD added, changed or
+    /// removed is in (or out of) the next one.
+    #[test]
+    fn documents_are_cached_until_a_crd_changes() {
+        let registry = crate::registry::Registry::with_builtins();
+        let cache = crate::openapi::Cache::default();
+        let started = std::time::Instant::now();
+        let first = cache.v2(&registry);
+        let built = started.elapsed();
+        let started = std::time::Instant::now();
+        let again = cache.v2(&registry);
+        let cached = started.elapsed();
+        eprintln!("/openapi/v2: built in {built:?}, then served in {cached:?}");
+        assert_eq!(first.as_ptr(), again.as_ptr(), "built again");
+        let root = cache.v3_root(&registry);
+        assert_eq!(root.as_ptr(), cache.v3_root(&registry).as_ptr());
+        assert!(cache.v3_doc(&registry, "x.dev", "v1").is_none());
+
+        let crd = json!({"metadata": {"name": "things.x.dev"}, "spec": {"group": "x.dev",
+            "scope": "Namespaced", "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        registry.insert(crate::crd::resource_type(&crd).unwrap());
+        let with_crd = cache.v2(&registry);
+        let doc: serde_json::Value = serde_json::from_slice(&with_crd).unwrap();
+        assert!(doc["definitions"].get("x.dev.v1.Thing").is_some());
+        assert!(
+            doc["paths"]
+                .get("/apis/x.dev/v1/namespaces/{namespace}/things")
+                .is_some()
+        );
+        let root: serde_json::Value = serde_json::from_slice(&cache.v3_root(&registry)).unwrap();
+        assert!(root["paths"].get("apis/x.dev/v1").is_some());
+        assert!(cache.v3_doc(&registry, "x.dev", "v1").is_some());
+
+        registry.remove("x.dev", "things");
+        let doc: serde_json::Value = serde_json::from_slice(&cache.v2(&registry)).unwrap();
+        assert!(doc["definitions"].get("x.dev.v1.Thing").is_none());
+        assert!(cache.v3_doc(&registry, "x.dev", "v1").is_none());
     }
 }

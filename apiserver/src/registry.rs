@@ -3,6 +3,7 @@
 //! read from here, so a CRD is served the moment it is stored.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use wasmlet_apimachinery::schema::Structural;
@@ -578,6 +579,9 @@ pub(crate) struct NotRegistered(pub(crate) String);
 pub struct Registry {
     /// (group, resource) → type
     types: RwLock<BTreeMap<(String, String), Arc<ResourceType>>>,
+    /// Counts changes to `types`: what is built from the whole set (the
+    /// OpenAPI documents) is kept until it moves.
+    generation: AtomicU64,
 }
 
 impl Registry {
@@ -599,7 +603,13 @@ impl Registry {
             return false;
         }
         types.insert(key, Arc::new(rt));
+        self.generation.fetch_add(1, Ordering::SeqCst);
         true
+    }
+
+    /// Moves whenever a type is added, changed or removed.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     pub(crate) fn remove(&self, group: &str, resource: &str) {
@@ -609,6 +619,7 @@ impl Registry {
             .is_some_and(|t| !t.builtin)
         {
             types.remove(&(group.to_string(), resource.to_string()));
+            self.generation.fetch_add(1, Ordering::SeqCst);
         }
     }
 

@@ -11,8 +11,12 @@
 //! machine itself, `kubectl port-forward`), or to a caller whose bearer
 //! token the API server accepts (TokenReview) and who may `get` the
 //! non-resource URL of the request's path (SubjectAccessReview), as
-//! kube-rbac-proxy guards a path; else 401 or 403. `/metrics` and the health
-//! endpoints stay open to scrapers and probes.
+//! kube-rbac-proxy guards a path; else 401 or 403. A loopback peer is
+//! trusted only when its `Host` names this server (the bind address, or
+//! `localhost`, `127.0.0.1`, `[::1]`): a page in a local browser can point a
+//! name of its own at 127.0.0.1 (DNS rebinding) and read the answers, but its
+//! requests carry that name; they get 421 Misdirected Request. `/metrics`
+//! and the health endpoints stay open to scrapers and probes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -39,17 +43,83 @@ pub(crate) fn trusted_peer(ip: IpAddr) -> bool {
     }
 }
 
+/// Whether `host` (a request's `Host`, or its URI's authority) names this
+/// server bound at `bound`: the bind address itself, or a loopback name
+/// (`localhost`, `127.0.0.1`, `[::1]`) on any port, since `kubectl
+/// port-forward` and SSH tunnels reach the server through a port of their
+/// own. A rebinding page cannot send any of these: its requests name its
+/// own host.
+pub(crate) fn names_this_server(host: &str, bound: SocketAddr) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    if host == bound.to_string() {
+        return true;
+    }
+    // `name[:port]`, or `[v6][:port]`.
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, port))
+                if port.is_empty() || port.strip_prefix(':').is_some_and(valid_port) =>
+            {
+                v6
+            }
+            _ => return false,
+        }
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) if valid_port(port) => name,
+            Some(_) => return false,
+            None => host.as_str(),
+        }
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    name == "localhost"
+        || name
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() && trusted_peer(ip))
+}
+
+fn valid_port(port: &str) -> bool {
+    port.parse::<u16>().is_ok()
+}
+
+/// What the status page's guard holds: the gate for remote callers, and the
+/// address the server is bound at (what a local `Host` may name).
+#[derive(Clone)]
+struct Guard {
+    gate: Arc<Gate>,
+    bound: SocketAddr,
+}
+
 /// The status page's guard (see the module's documentation).
 async fn guard(
-    State(gate): State<Arc<Gate>>,
+    State(Guard { gate, bound }): State<Guard>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
     next: Next,
 ) -> Response {
-    if trusted_peer(peer.ip()) {
-        return next.run(req).await;
-    }
     let bearer = crate::node::kubelet::auth::bearer(req.headers()).map(str::to_owned);
+    if trusted_peer(peer.ip()) {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        match host {
+            Some(host) if names_this_server(host, bound) => return next.run(req).await,
+            // A token is checked as from anywhere else.
+            _ if bearer.is_some() => {}
+            host => {
+                return (
+                    StatusCode::MISDIRECTED_REQUEST,
+                    format!(
+                        "Misdirected Request: Host {:?} does not name this server; a request from 127.0.0.1/::1 must name {bound}, localhost, 127.0.0.1 or [::1] (a browser page on another name may be rebinding it to this machine)\n",
+                        host.unwrap_or("")
+                    ),
+                )
+                    .into_response();
+            }
+        }
+    }
     match gate
         .admit_path(bearer.as_deref(), req.method(), req.uri().path())
         .await
@@ -113,7 +183,7 @@ pub(crate) async fn serve(
                 }
             }),
         )
-        .route_layer(middleware::from_fn_with_state(gate, guard));
+        .route_layer(middleware::from_fn_with_state(Guard { gate, bound }, guard));
     let app = Router::new()
         .route(
             "/metrics",
@@ -191,5 +261,46 @@ mod tests {
         ] {
             assert!(!trusted_peer(ip(other)), "{other}");
         }
+    }
+
+    /// A loopback peer's `Host` must name this server: its bind address, or
+    /// a loopback name on any port (port-forwards); a rebinding page's own
+    /// name, an empty or malformed one, is refused.
+    #[test]
+    fn only_a_host_naming_this_server_is_trusted_from_loopback() {
+        let bound: SocketAddr = "127.0.0.2:9100".parse().unwrap();
+        for ok in [
+            "127.0.0.2:9100",
+            "localhost:9100",
+            "LOCALHOST:8080",
+            "localhost",
+            "localhost.:9100",
+            "127.0.0.1:9100",
+            "127.0.0.1",
+            "[::1]:9100",
+            "[::1]",
+        ] {
+            assert!(names_this_server(ok, bound), "{ok}");
+        }
+        for bad in [
+            "evil.example:9100",
+            "evil.example",
+            "localhost.evil.example:9100",
+            "127.0.0.2:9101",
+            "127.0.0.3:9100",
+            "0.0.0.0:9100",
+            "[::2]:9100",
+            "localhost:notaport",
+            "localhost:9100:1",
+            "[::1]x",
+            "[::1]9100",
+            "",
+        ] {
+            assert!(!names_this_server(bad, bound), "{bad}");
+        }
+        let any: SocketAddr = "0.0.0.0:9100".parse().unwrap();
+        assert!(names_this_server("0.0.0.0:9100", any));
+        assert!(names_this_server("localhost:9100", any));
+        assert!(!names_this_server("10.0.0.7:9100", any));
     }
 }

@@ -32,6 +32,7 @@
 
 pub(crate) mod schema;
 pub(crate) mod wire;
+pub(crate) mod yaml;
 
 use bytes::Bytes;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;

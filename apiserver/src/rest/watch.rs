@@ -12,7 +12,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::read::Filter;
@@ -22,7 +21,7 @@ use crate::quota::WatchPermit;
 use crate::registry::ResourceType;
 use crate::resources::Resources;
 use crate::status::{ApiError, ApiResult};
-use crate::store::{Event, EventType, Stored};
+use crate::store::{Event, EventType, Live, Stored};
 
 /// How often an idle watch with bookmarks enabled is told the current revision.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -40,7 +39,7 @@ struct Stream {
     initial: VecDeque<Arc<Stored>>,
     initial_end: Option<u64>,
     backlog: VecDeque<Arc<Event>>,
-    live: mpsc::Receiver<Arc<Event>>,
+    live: Live,
     deadline: Instant,
     bookmarks: bool,
     next_bookmark: Instant,
@@ -221,16 +220,17 @@ pub(crate) async fn watch(
         if send_initial == Some(true) {
             initial_end = Some(snap.rv);
         }
-        store.watch(&prefix, snap.rv)
+        store.watch_client(&prefix, snap.rv)
     } else {
-        store.watch(&prefix, from)
+        store.watch_client(&prefix, from)
     };
     let (backlog, live, error) = match sub {
         Ok(s) => (s.backlog.into(), s.live, None),
-        Err(e) => {
-            let (_tx, rx) = mpsc::channel(1);
-            (VecDeque::new(), rx, Some(ApiError::gone(e.to_string())))
-        }
+        Err(e) => (
+            VecDeque::new(),
+            Live::ended(),
+            Some(ApiError::gone(e.to_string())),
+        ),
     };
     let stream = Stream {
         resources: state.resources.clone(),
@@ -278,5 +278,76 @@ mod tests {
         drop(resp);
         let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
         ns.get("default").await.expect("the server still serves");
+    }
+
+    /// A watch that is never read, while 20 MiB of large objects are written,
+    /// is cut off once its queue passes the byte bound: its stream ends short
+    /// of the writes (it queued 8,192 events, 3.5 GB in one case), and a
+    /// watcher that reads along on its own connection sees every object.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unread_watch_is_cut_off_past_its_byte_bound() {
+        use std::time::Duration;
+
+        use futures::TryStreamExt;
+        use http_body_util::BodyExt;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::{WatchStreamExt, watcher};
+
+        let (_data, server, client) = crate::test_server().await;
+        let unread = kube::Client::try_from(server.kube_config().await.unwrap()).unwrap();
+        let req = http::Request::get("/api/v1/namespaces/default/configmaps?watch=true")
+            .body(Vec::new())
+            .unwrap();
+        let resp = unread.send(req.map(Into::into)).await.expect("a response");
+        assert_eq!(resp.status(), 200);
+
+        let cms: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+        let reader = tokio::spawn({
+            let cms = cms.clone();
+            async move {
+                let mut seen = std::collections::BTreeSet::new();
+                let stream = watcher(cms, watcher::Config::default()).default_backoff();
+                let mut stream = std::pin::pin!(stream);
+                while seen.len() < 40 {
+                    if let Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) =
+                        stream.try_next().await
+                    {
+                        seen.insert(o.metadata.name.unwrap());
+                    }
+                }
+            }
+        });
+        let big = "x".repeat(512 << 10);
+        for i in 0..40 {
+            let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("big-{i:02}")},
+                "data": {"big": big},
+            }))
+            .unwrap();
+            cms.create(&Default::default(), &cm).await.unwrap();
+        }
+        tokio::time::timeout(Duration::from_secs(120), reader)
+            .await
+            .expect("the reading watcher saw every object")
+            .unwrap();
+
+        // The unread stream ends by itself, short of the 40 objects.
+        let body = tokio::time::timeout(
+            Duration::from_secs(60),
+            resp.into_body()
+                .into_data_stream()
+                .try_fold(Vec::new(), |mut all, chunk| async move {
+                    all.extend_from_slice(&chunk);
+                    Ok(all)
+                }),
+        )
+        .await
+        .expect("the unread watch was closed")
+        .expect("the stream ends cleanly");
+        let added = body
+            .split(|&b| b == b'\n')
+            .filter(|l| l.starts_with(br#"{"type":"ADDED""#))
+            .count();
+        assert!(added < 40, "the unread watch got all {added} events");
     }
 }

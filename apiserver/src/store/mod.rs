@@ -29,7 +29,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use serde_json::Value;
 
-pub(crate) use hub::{Subscription, WatchError};
+pub(crate) use hub::{Live, Subscription, WatchError};
 
 /// One object as stored: its serialized JSON (with `metadata.resourceVersion`
 /// already set) plus what selectors need, parsed once at write time.
@@ -305,9 +305,17 @@ impl Store {
             .map_err(|_| StoreError::Internal("the store writer has stopped".into()))?
     }
 
-    /// Events under `prefix` after revision `from`, then live ones.
+    /// Events under `prefix` after revision `from`, then live ones, for the
+    /// server's own controllers (which read as they go; their queue is bounded
+    /// by count only).
     pub(crate) fn watch(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
-        self.shared.hub.subscribe(prefix, from)
+        self.shared.hub.subscribe(prefix, from, usize::MAX)
+    }
+
+    /// [`Store::watch`] for a client: its queue is also bounded by bytes
+    /// ([`hub::WATCHER_BYTES`]), past which the watch is cut off as too slow.
+    pub(crate) fn watch_client(&self, prefix: &str, from: u64) -> Result<Subscription, WatchError> {
+        self.shared.hub.subscribe(prefix, from, hub::WATCHER_BYTES)
     }
 
     /// Highest revision whose events have all been handed to watchers.

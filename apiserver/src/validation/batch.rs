@@ -82,10 +82,8 @@ fn job_spec(obj: &Value, at: &str, prefix: &str, out: &mut Vec<Cause>) {
             format!("Unsupported value: {mode:?}: supported values: \"NonIndexed\", \"Indexed\""),
         ));
     }
-    if spec.get("completionMode").and_then(Value::as_str) == Some("Indexed")
-        && spec.get("completions").is_none_or(Value::is_null)
-    {
-        out.push(required(&format!("{prefix}.completions")));
+    if spec.get("completionMode").and_then(Value::as_str) == Some("Indexed") {
+        indexed(spec, prefix, out);
     }
     let Some(template) = spec.get("template") else {
         out.push(required(&format!("{prefix}.template")));
@@ -119,6 +117,83 @@ fn job_spec(obj: &Value, at: &str, prefix: &str, out: &mut Vec<Cause>) {
         .is_none_or(Vec::is_empty)
     {
         out.push(required(&format!("{prefix}.template.spec.containers")));
+    }
+}
+
+/// Upstream's rules for an Indexed Job: `completions` is required, and
+/// `parallelism` (the pods running at once, each one index) and
+/// `maxFailedIndexes` are capped, which also caps the length of
+/// `status.completedIndexes` and `status.failedIndexes`. `completions`
+/// itself has no cap upstream; above 100,000 with `backoffLimitPerIndex`
+/// it needs `maxFailedIndexes`, and both it and `parallelism` are held to
+/// 10,000.
+fn indexed(spec: &Value, prefix: &str, out: &mut Vec<Cause>) {
+    const MAX_PARALLELISM: i64 = 100_000;
+    const MAX_FAILED_INDEXES: i64 = 100_000;
+    const COMPLETIONS_SOFT_LIMIT: i64 = 100_000;
+    const LIMIT_FOR_HIGH_COMPLETIONS: i64 = 10_000;
+    let int = |f: &str| spec.get(f).and_then(Value::as_i64);
+    let completions = int("completions");
+    if completions.is_none() && spec.get("completions").is_none_or(Value::is_null) {
+        out.push(required(&format!("{prefix}.completions")));
+    }
+    let parallelism = int("parallelism");
+    if let Some(p) = parallelism.filter(|&p| p > MAX_PARALLELISM) {
+        out.push(invalid(
+            &format!("{prefix}.parallelism"),
+            &p.to_string(),
+            &format!(
+                "must be less than or equal to {MAX_PARALLELISM} when completion mode is Indexed"
+            ),
+        ));
+    }
+    let max_failed = int("maxFailedIndexes");
+    if let (Some(c), Some(m)) = (completions, max_failed)
+        && m > c
+    {
+        out.push(invalid(
+            &format!("{prefix}.maxFailedIndexes"),
+            &m.to_string(),
+            "must be less than or equal to completions",
+        ));
+    }
+    if let Some(m) = max_failed.filter(|&m| m > MAX_FAILED_INDEXES) {
+        out.push(invalid(
+            &format!("{prefix}.maxFailedIndexes"),
+            &m.to_string(),
+            &format!("must be less than or equal to {MAX_FAILED_INDEXES}"),
+        ));
+    }
+    if completions.is_some_and(|c| c > COMPLETIONS_SOFT_LIMIT)
+        && spec
+            .get("backoffLimitPerIndex")
+            .is_some_and(|b| !b.is_null())
+    {
+        let high = format!(
+            "must be less than or equal to {LIMIT_FOR_HIGH_COMPLETIONS} when completions are above {COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
+        );
+        match max_failed {
+            None => out.push(cause(
+                "FieldValueRequired",
+                &format!("{prefix}.maxFailedIndexes"),
+                format!(
+                    "Required value: must be specified when completions is above {COMPLETIONS_SOFT_LIMIT}"
+                ),
+            )),
+            Some(m) if m > LIMIT_FOR_HIGH_COMPLETIONS => out.push(invalid(
+                &format!("{prefix}.maxFailedIndexes"),
+                &m.to_string(),
+                &high,
+            )),
+            Some(_) => {}
+        }
+        if let Some(p) = parallelism.filter(|&p| p > LIMIT_FOR_HIGH_COMPLETIONS) {
+            out.push(invalid(
+                &format!("{prefix}.parallelism"),
+                &p.to_string(),
+                &high,
+            ));
+        }
     }
 }
 
@@ -337,5 +412,61 @@ mod tests {
         assert_eq!(fields(&validate_job(&own)), ["spec.selector"]);
         own["spec"]["manualSelector"] = json!(true);
         assert!(validate_job(&own).is_empty());
+    }
+
+    /// An Indexed Job is held to upstream's caps: at most 100,000 pods at
+    /// once, `maxFailedIndexes` within `completions` and 100,000, and
+    /// above 100,000 completions with a per-index backoff limit, 10,000.
+    #[test]
+    fn an_indexed_job_is_held_to_upstreams_caps() {
+        let job = |spec: serde_json::Value| {
+            let mut spec = spec;
+            spec["completionMode"] = json!("Indexed");
+            spec["template"] = json!({"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "i"}]}});
+            let mut out = vec![];
+            job_spec(&json!({"spec": spec}), "/spec", "spec", &mut out);
+            out
+        };
+        assert!(job(json!({"completions": 100_000, "parallelism": 100_000})).is_empty());
+        // No cap on completions alone, as upstream.
+        assert!(job(json!({"completions": 1_000_000, "parallelism": 10})).is_empty());
+        let out = job(json!({"completions": 5, "parallelism": 100_001}));
+        assert_eq!(fields(&out), ["spec.parallelism"]);
+        assert_eq!(
+            out[0].message,
+            "Invalid value: 100001: must be less than or equal to 100000 when completion mode is Indexed"
+        );
+        let out = job(json!({"completions": 5, "backoffLimitPerIndex": 1, "maxFailedIndexes": 6}));
+        assert_eq!(
+            out[0].message,
+            "Invalid value: 6: must be less than or equal to completions"
+        );
+        let out = job(json!({"completions": 200_000, "backoffLimitPerIndex": 1,
+            "maxFailedIndexes": 100_001, "parallelism": 10_001}));
+        assert_eq!(
+            fields(&out),
+            [
+                "spec.maxFailedIndexes",
+                "spec.maxFailedIndexes",
+                "spec.parallelism"
+            ]
+        );
+        let out = job(json!({"completions": 200_000, "backoffLimitPerIndex": 1}));
+        assert_eq!(
+            out[0].message,
+            "Required value: must be specified when completions is above 100000"
+        );
+        assert_eq!(fields(&job(json!({}))), ["spec.completions"]);
+        // NonIndexed Jobs have no such caps.
+        let mut out = vec![];
+        job_spec(
+            &json!({"spec": {"completions": 5, "parallelism": 1_000_000,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}}}),
+            "/spec",
+            "spec",
+            &mut out,
+        );
+        assert!(out.is_empty(), "{out:?}");
     }
 }

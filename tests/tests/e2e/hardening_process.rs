@@ -527,6 +527,17 @@ async fn get_from(
     path: &str,
     token: Option<&str>,
 ) -> Result<(u16, String)> {
+    get_from_as(from, addr, addr, path, token).await
+}
+
+/// [`get_from`] with `Host: host`.
+async fn get_from_as(
+    from: &str,
+    addr: &str,
+    host: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let socket = tokio::net::TcpSocket::new_v4()?;
     socket.bind(format!("{from}:0").parse()?)?;
@@ -535,7 +546,7 @@ async fn get_from(
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n")
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n")
             .as_bytes(),
     )
     .await?;
@@ -647,6 +658,31 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
     // The machine itself (127.0.0.1) needs no token.
     let (code, body) = get_from("127.0.0.1", &addr, "/", None).await?;
     assert_eq!(code, 200, "/ from 127.0.0.1: {body}");
+    // ... when it names this server: a page on another name that resolves
+    // to 127.0.0.1 (DNS rebinding) gets 421, unless it holds a token.
+    let port = addr.rsplit_once(':').context("a port")?.1;
+    for host in [format!("localhost:{port}"), "127.0.0.1:8001".into()] {
+        let (code, body) = get_from_as("127.0.0.1", &addr, &host, "/status", None).await?;
+        assert_eq!(code, 200, "Host {host}: {body}");
+    }
+    for path in ["/", "/status", "/shadow/configmap-summary"] {
+        let (code, body) = get_from_as(
+            "127.0.0.1",
+            &addr,
+            &format!("evil.example:{port}"),
+            path,
+            None,
+        )
+        .await?;
+        assert_eq!(code, 421, "{path} for evil.example: {body}");
+        assert!(
+            body.contains("\"evil.example:") && body.contains("does not name this server"),
+            "{body}"
+        );
+    }
+    let (code, body) =
+        get_from_as("127.0.0.1", &addr, "evil.example", "/status", Some(viewer)).await?;
+    assert_eq!(code, 200, "a token from loopback, any Host: {body}");
     drop(client);
     plane_serves(&plane, "after-status").await?;
     Ok(())

@@ -110,7 +110,7 @@ pub(crate) async fn run(resources: Resources) {
         }
         while sub.live.recv().await.is_some() {
             // One pass covers every change queued meanwhile.
-            while sub.live.try_recv().is_ok() {}
+            while sub.live.try_recv().is_some() {}
             aggregate_all(&resources).await;
         }
         tracing::info!("clusterrole aggregation: resynchronising");
