@@ -426,7 +426,7 @@ fn router(state: Arc<ApiState>) -> Router {
                         )
                             .into_response();
                     }
-                    rest::json_response(200, s.openapi.v2(&s.registry))
+                    rest::json_response(200, s.openapi.v2(&s.registry, openapi_v2::document))
                 },
             ),
         )

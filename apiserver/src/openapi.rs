@@ -191,11 +191,11 @@ impl Cache {
         f(&mut cached)
     }
 
-    /// `/openapi/v2` in JSON.
-    pub(crate) fn v2(&self, registry: &Registry) -> Bytes {
+    /// `/openapi/v2` in JSON, made by `build` (`openapi_v2::document`, a
+    /// layer above this one) when the generation has none.
+    pub(crate) fn v2(&self, registry: &Registry, build: impl FnOnce(&Registry) -> Value) -> Bytes {
         self.with(registry, |c| {
-            c.v2.get_or_insert_with(|| encode(&crate::openapi_v2::document(registry)))
-                .clone()
+            c.v2.get_or_insert_with(|| encode(&build(registry))).clone()
         })
     }
 

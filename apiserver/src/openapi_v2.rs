@@ -205,10 +205,10 @@ mod tests {
         let registry = crate::registry::Registry::with_builtins();
         let cache = crate::openapi::Cache::default();
         let started = std::time::Instant::now();
-        let first = cache.v2(&registry);
+        let first = cache.v2(&registry, super::document);
         let built = started.elapsed();
         let started = std::time::Instant::now();
-        let again = cache.v2(&registry);
+        let again = cache.v2(&registry, super::document);
         let cached = started.elapsed();
         eprintln!("/openapi/v2: built in {built:?}, then served in {cached:?}");
         assert_eq!(first.as_ptr(), again.as_ptr(), "built again");
@@ -221,7 +221,7 @@ mod tests {
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
         registry.insert(crate::crd::resource_type(&crd).unwrap());
-        let with_crd = cache.v2(&registry);
+        let with_crd = cache.v2(&registry, super::document);
         let doc: serde_json::Value = serde_json::from_slice(&with_crd).unwrap();
         assert!(doc["definitions"].get("x.dev.v1.Thing").is_some());
         assert!(
@@ -234,7 +234,8 @@ mod tests {
         assert!(cache.v3_doc(&registry, "x.dev", "v1").is_some());
 
         registry.remove("x.dev", "things");
-        let doc: serde_json::Value = serde_json::from_slice(&cache.v2(&registry)).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&cache.v2(&registry, super::document)).unwrap();
         assert!(doc["definitions"].get("x.dev.v1.Thing").is_none());
         assert!(cache.v3_doc(&registry, "x.dev", "v1").is_none());
     }
