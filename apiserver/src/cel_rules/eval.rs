@@ -153,15 +153,17 @@ impl Walk {
                 let Some(child) = node.items.as_deref() else {
                     return;
                 };
+                // Only `listType: map` items have an old self, the old item
+                // with the same keys: looked up in an index of the old list,
+                // so that correlating is linear in the lists' lengths.
+                let old_items = (node.list_type == "map")
+                    .then(|| old.and_then(Value::as_array))
+                    .flatten()
+                    .map(|old| key_index(old, &node.list_map_keys));
                 for (i, v) in items.iter().enumerate() {
-                    // Only `listType: map` items have an old self (by keys).
-                    let old_item = (node.list_type == "map")
-                        .then(|| {
-                            old.and_then(Value::as_array)?
-                                .iter()
-                                .find(|o| node.list_map_keys.iter().all(|k| o.get(k) == v.get(k)))
-                        })
-                        .flatten();
+                    let old_item = old_items
+                        .as_ref()
+                        .and_then(|ix| ix.get(&map_key(v, &node.list_map_keys)).copied());
                     self.node(child, &format!("{path}[{i}]"), v, old_item, false);
                 }
             }
@@ -273,6 +275,26 @@ impl Walk {
             field,
         });
     }
+}
+
+/// A `listType: map` item's identity: its key fields' values (a missing
+/// key is `null`, as an absent field compares equal to an absent one).
+pub(crate) fn map_key(item: &Value, keys: &[String]) -> String {
+    let values: Vec<&Value> = keys
+        .iter()
+        .map(|k| item.get(k).unwrap_or(&Value::Null))
+        .collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// The items of a `listType: map` list by [`map_key`]; the first of items
+/// with equal keys wins.
+pub(crate) fn key_index<'v>(items: &'v [Value], keys: &[String]) -> HashMap<String, &'v Value> {
+    let mut ix = HashMap::with_capacity(items.len());
+    for o in items {
+        ix.entry(map_key(o, keys)).or_insert(o);
+    }
+    ix
 }
 
 fn join(path: &str, k: &str) -> String {
