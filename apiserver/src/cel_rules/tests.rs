@@ -328,3 +328,97 @@ fn correlating_a_long_list_map_is_linear() {
     let took = start.elapsed();
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 }
+
+/// The estimate of `rule` on an object of `props`.
+fn estimate_on(rule: &str, props: Value) -> u64 {
+    let node = super::schema::Node::parse(&json!({"type": "object", "properties": props}));
+    let p = super::functions::env().compile(rule).unwrap();
+    super::cost::estimate(p.expression(), &node)
+}
+
+fn ints(max: u64) -> Value {
+    json!({"type": "array", "maxItems": max, "items": {"type": "integer"}})
+}
+
+fn over_budget(rule: &str, props: Value) {
+    let s = json!({"type": "object", "properties": props,
+        "x-kubernetes-validations": [{"rule": rule}]});
+    let errs: Vec<String> = match Rules::compile(&s, "s") {
+        Ok(_) => vec![],
+        Err(c) => c
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect(),
+    };
+    assert!(
+        errs.iter().any(|e| e.starts_with(
+            "s.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget"
+        )),
+        "{rule}: {errs:#?}"
+    );
+}
+
+#[test]
+fn a_conditional_is_priced_as_its_larger_branch() {
+    // Three comprehensions nested through `cond ? [] : list`: 300³ steps.
+    let rule = "self.l.all(a, (a > 0 ? [] : self.l).all(b, (b > 0 ? [] : self.l)\
+                .all(c, c == a + b)))";
+    over_budget(rule, json!({"l": ints(300)}));
+    // Either branch order.
+    let swapped = "self.l.all(a, (a < 0 ? self.l : []).all(b, (b < 0 ? self.l : [])\
+                   .all(c, c == a + b)))";
+    over_budget(swapped, json!({"l": ints(300)}));
+}
+
+#[test]
+fn sort_by_is_priced_per_element_and_nests() {
+    let one = estimate_on("self.l.sortBy(a, -a).size() > 0", json!({"l": ints(1000)}));
+    assert!(one >= 1000, "{one}");
+    over_budget(
+        "self.l.sortBy(a, self.l.sortBy(b, self.l.sortBy(c, c - a - b).size()).size()).size() > 0",
+        json!({"l": ints(300)}),
+    );
+}
+
+#[test]
+fn replace_is_priced_by_the_size_of_its_result() {
+    let s = json!({"s": {"type": "string", "maxLength": 100}});
+    // 100 characters, each '' replaced by the 100: 10,200 bytes, then ~10⁶,
+    // ~10⁸, ~10¹⁰.
+    over_budget(
+        "self.s.replace('', self.s).replace('', self.s).replace('', self.s)\
+         .replace('', self.s).size() > 0",
+        s.clone(),
+    );
+    let once = estimate_on("self.s.replace('', self.s).size() > 0", s.clone());
+    assert!(once >= 1_000, "{once}");
+    // A fixed replacement stays cheap.
+    let cheap = estimate_on("self.s.replace('-', '_') != ''", s);
+    assert!(cheap < 100, "{cheap}");
+}
+
+#[test]
+fn flatten_is_priced_by_the_size_of_its_result() {
+    let m = json!({"m": {"type": "array", "maxItems": 1000, "items": ints(1000)}});
+    let flat = estimate_on("self.m.flatten().size() > 0", m);
+    assert!(flat >= 1_000_000, "{flat}");
+    // A list of copies of the list: n².
+    over_budget(
+        "self.l.map(x, self.l).flatten().size() > 0",
+        json!({"l": ints(5000)}),
+    );
+}
+
+#[test]
+fn a_written_list_concatenation_is_priced_by_its_result() {
+    over_budget(
+        "self.l.all(a, (self.l + [a]).size() > 0)",
+        json!({"l": ints(5000)}),
+    );
+    // `map` and `filter` append in place: linear.
+    let mapped = estimate_on(
+        "self.l.map(x, x * 2).filter(y, y > 0).size() > 0",
+        json!({"l": ints(5000)}),
+    );
+    assert!(mapped < 100_000, "{mapped}");
+}
