@@ -422,3 +422,119 @@ fn a_written_list_concatenation_is_priced_by_its_result() {
     );
     assert!(mapped < 100_000, "{mapped}");
 }
+
+#[test]
+fn literal_regexes_are_compiled_once_per_rule() {
+    // A Unicode class repeated 63 times compiles in milliseconds: once per
+    // call, 1,000 items took half a minute.
+    let s = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 1000,
+        "items": {"type": "string", "maxLength": 63}}},
+        "x-kubernetes-validations": [{"rule": "self.l.all(x, x.matches('^[\\\\p{L}\\\\p{N}]{1,63}$'))",
+            "message": "names are letters and digits"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let names: Vec<String> = (0..1000).map(|i| format!("náme{i}")).collect();
+    let start = std::time::Instant::now();
+    assert!(r.validate(&json!({"l": names}), None).is_empty());
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    let bad = json!({"l": ["ok", "not ok"]});
+    assert_eq!(
+        r.validate(&bad, None)[0].message,
+        "Invalid value: \"object\": names are letters and digits"
+    );
+}
+
+#[test]
+fn regexes_over_the_size_limit_are_refused() {
+    // At CRD creation when literal.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10}},
+        "x-kubernetes-validations": [{"rule": "self.s.matches('\\\\p{L}{1000}')"}]});
+    let errs = Rules::compile(&s, "s").unwrap_err();
+    assert!(
+        errs[0].field == "s.x-kubernetes-validations[0].rule"
+            && errs[0]
+                .message
+                .contains("compilation failed: invalid regex"),
+        "{errs:?}"
+    );
+    // When it runs when taken from the object.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10},
+        "p": {"type": "string", "maxLength": 100}},
+        "x-kubernetes-validations": [{"rule": "self.s.matches(self.p)"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"s": "a", "p": "\\p{L}{1000}"}), None);
+    assert!(
+        causes[0].message.contains("exceeds size limit"),
+        "{causes:?}"
+    );
+    assert!(r.validate(&json!({"s": "a", "p": "^a$"}), None).is_empty());
+    // A dynamic pattern is priced as a compile per call.
+    let per_item = estimate_on(
+        "self.l.all(x, x.matches(self.p))",
+        json!({"l": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 10}},
+            "p": {"type": "string", "maxLength": 10}}),
+    );
+    assert!(
+        per_item >= 100 * super::cost::REGEX_COMPILE_COST,
+        "{per_item}"
+    );
+}
+
+#[test]
+fn big_results_are_refused_before_they_are_built() {
+    // Within the estimate (an unbounded string is a request's worth), but
+    // a 2 MiB string with 'ab' between every two characters is 6 MiB.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string"}},
+        "x-kubernetes-validations": [{"rule": "self.s.replace('', 'ab').size() > 0"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"s": "x".repeat(2 << 20)}), None);
+    assert!(
+        causes[0].message.contains("over the limit") && causes[0].message.contains("replace"),
+        "{causes:?}"
+    );
+    assert!(r.validate(&json!({"s": "xyz"}), None).is_empty());
+}
+
+#[test]
+fn the_deadline_stops_a_rule_mid_loop_and_the_rules_after_it() {
+    // 490,000 steps, within the estimate; a deadline 20 ms away stops them.
+    let s = json!({"type": "object", "properties": {"l": ints(700),
+        "n": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.l.all(a, self.l.all(b, a + b >= 0 || b != 1))"},
+            {"rule": "self.n > 0"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let l: Vec<i64> = (0..700).collect();
+    let obj = json!({"l": l, "n": 0});
+    let start = std::time::Instant::now();
+    let causes = r.validate_until(&obj, None, start + std::time::Duration::from_millis(20));
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: \"object\": validation failed due to running out of cost budget, \
+         no further validation rules will be run"
+    );
+    // Given the time, both run (and the second fails).
+    let small = json!({"l": [1, 2, 3], "n": 0});
+    let causes = r.validate(&small, None);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert!(causes[0].message.ends_with("failed rule: self.n > 0"));
+}
+
+#[test]
+fn an_expired_loop_is_not_absorbed_by_a_false_step() {
+    // `all` keeps an error only until a later step is false; the deadline
+    // must win anyway.
+    let s = json!({"type": "object", "properties": {"l": ints(700)},
+        "x-kubernetes-validations": [{"rule": "self.l.all(a, self.l.exists(b, b == a + 1))"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let l: Vec<i64> = (0..700).collect();
+    let start = std::time::Instant::now();
+    let causes = r.validate_until(&json!({"l": l}), None, start);
+    assert!(
+        causes[0].message.contains("running out of cost budget"),
+        "{causes:?}"
+    );
+}
