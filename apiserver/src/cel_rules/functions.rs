@@ -407,10 +407,11 @@ fn flatten<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executio
         Some(d) => u64::try_from(d)
             .map_err(|_| ExecutionError::function_error("flatten", "level must be non-negative"))?,
     };
-    let list = Value::List(l);
-    let n = flat_len(&list, depth.saturating_add(1), guard::MAX_LIST);
-    guard::list_size("flatten", n)?;
-    let Value::List(l) = list else { unreachable!() };
+    let mut n = 0usize;
+    for x in l.iter() {
+        n = n.saturating_add(flat_len(x, depth, guard::MAX_LIST));
+        guard::list_size("flatten", n)?;
+    }
     let mut flat = Vec::with_capacity(n);
     for x in l.iter() {
         flatten_into(x, depth, &mut flat);

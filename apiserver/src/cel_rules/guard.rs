@@ -180,15 +180,10 @@ impl Guarded {
     }
 }
 
-fn next_id(e: &IdedExpr) -> u64 {
-    // Inserted nodes reuse the id of the node they wrap: ids only place
-    // errors in the source.
-    e.id
-}
-
-/// `TICK() ? e : null`: `e`, once the deadline is checked.
+/// `TICK() ? e : null`: `e`, once the deadline is checked. The inserted
+/// nodes reuse `e`'s id: ids only place errors in the source.
 fn ticked(e: IdedExpr) -> IdedExpr {
-    let id = next_id(&e);
+    let id = e.id;
     let tick = IdedExpr {
         id,
         expr: Expr::Call(CallExpr {
@@ -254,7 +249,7 @@ pub(crate) fn instrument(e: &mut IdedExpr, literals: &mut Vec<String>) {
                 }
                 call.func_name = name.into();
             }
-            let regex_call = matches!(call.func_name.as_str(), "@matches")
+            let regex_call = call.func_name == "@matches"
                 || (matches!(call.func_name.as_str(), "find" | "findAll") && call.target.is_some());
             let pattern = if call.func_name == "@matches" {
                 call.args.get(1)

@@ -538,3 +538,29 @@ fn an_expired_loop_is_not_absorbed_by_a_false_step() {
         "{causes:?}"
     );
 }
+
+#[test]
+fn the_checked_functions_keep_their_meaning() {
+    let s = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+    "x-kubernetes-validations": [
+        {"rule": "[[1, 2], [3], 4].flatten() == [1, 2, 3, 4]"},
+        {"rule": "[[1, [2]]].flatten(0) == [[1, [2]]]"},
+        {"rule": "['a', 'b'].join('-') == 'a-b' && ['a', 'b'].join() == 'ab' && [].join(',') == ''"},
+        {"rule": "'aaa'.replace('a', 'b', 2) == 'bba' && 'aaa'.replace('a', 'b', -1) == 'bbb'"},
+        {"rule": "'ab'.replace('', '-') == '-a-b-' && 'ab'.replace('x', 'y') == 'ab'"},
+        {"rule": "'abc'.matches('^a') && matches('abc', 'c$') && !'abc'.matches('^b')"},
+        {"rule": "[1, 2].all(x, [3, 4].exists(y, x < y)) && [1, 2].exists_one(x, x == 2)"},
+        {"rule": "[3, 1, 2].sortBy(x, x) == [1, 2, 3] && [1, 2, 3].filter(x, x > 1).map(x, x * 2) == [4, 6]"},
+    ]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"n": 1}), None);
+    assert!(causes.is_empty(), "{causes:#?}");
+    let bad = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "[[1], -1].flatten(-1) == []"}]});
+    let r = Rules::compile(&bad, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"n": 1}), None);
+    assert!(
+        causes[0].message.contains("level must be non-negative"),
+        "{causes:?}"
+    );
+}
