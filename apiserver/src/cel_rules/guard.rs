@@ -310,10 +310,10 @@ pub(crate) fn instrument(e: &mut IdedExpr, literals: &mut Vec<String>) {
                 (1, Expr::Call(k)) => k.args[1] = ticked(take(&mut k.args[1])),
                 // `@result + [e]`: tick before `e`.
                 (2, Expr::Call(k)) => {
-                    if let Expr::List(l) = &mut k.args[1].expr {
-                        if let Some(x) = l.elements.first_mut() {
-                            *x = ticked(take(x));
-                        }
+                    if let Expr::List(l) = &mut k.args[1].expr
+                        && let Some(x) = l.elements.first_mut()
+                    {
+                        *x = ticked(take(x));
                     }
                 }
                 // `g ? @result + [e] : @result`: tick before `g`.
