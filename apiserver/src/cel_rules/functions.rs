@@ -451,12 +451,12 @@ fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, 
     ))
 }
 
+/// A regex call's string, compiled pattern and optional limit.
+type RegexArgs = (Arc<String>, Arc<regex::Regex>, Option<i64>);
+
 /// The receiver, the pattern compiled (or found compiled: see
 /// [`guard::regex`]), and the optional limit.
-fn regex_args(
-    args: &[CowVal<'_, '_>],
-    name: &str,
-) -> Result<(Arc<String>, Arc<regex::Regex>, Option<i64>), ExecutionError> {
+fn regex_args(args: &[CowVal<'_, '_>], name: &str) -> Result<RegexArgs, ExecutionError> {
     guard::check(name)?;
     let s = str_arg(args, 0, name)?;
     let p = str_arg(args, 1, name)?;

@@ -53,10 +53,13 @@ pub(crate) const TICK: &str = "@tick";
 pub(crate) const BUDGET_MESSAGE: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
+/// Compiled patterns by their source.
+pub(crate) type Regexes = HashMap<String, Arc<regex::Regex>>;
+
 thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
     static EXPIRED: Cell<bool> = const { Cell::new(false) };
-    static REGEXES: RefCell<Option<Arc<HashMap<String, Arc<regex::Regex>>>>> =
+    static REGEXES: RefCell<Option<Arc<Regexes>>> =
         const { RefCell::new(None) };
 }
 
@@ -104,8 +107,10 @@ fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
         .map_err(|e| e.to_string())
 }
 
+type Recent = VecDeque<(String, Arc<regex::Regex>)>;
+
 /// Recently compiled patterns that are not literals, oldest first.
-static DYNAMIC: LazyLock<Mutex<VecDeque<(String, Arc<regex::Regex>)>>> =
+static DYNAMIC: LazyLock<Mutex<Recent>> =
     LazyLock::new(|| Mutex::new(VecDeque::with_capacity(REGEX_CACHE)));
 
 /// `pattern` compiled: the running rule's literal, a cached one, or
@@ -135,7 +140,7 @@ pub(crate) fn regex(pattern: &str) -> Result<Arc<regex::Regex>, String> {
 #[derive(Debug)]
 pub(crate) struct Guarded {
     expr: IdedExpr,
-    regexes: Arc<HashMap<String, Arc<regex::Regex>>>,
+    regexes: Arc<Regexes>,
 }
 
 /// How one evaluation ended.
@@ -155,9 +160,10 @@ impl Guarded {
         instrument(&mut expr, &mut literals);
         let mut regexes = HashMap::new();
         for p in literals {
-            if !regexes.contains_key(&p) {
-                let re = compile_regex(&p).map_err(|e| format!("invalid regex {p:?}: {e}"))?;
-                regexes.insert(p, Arc::new(re));
+            if let std::collections::hash_map::Entry::Vacant(v) = regexes.entry(p) {
+                let re = compile_regex(v.key())
+                    .map_err(|e| format!("invalid regex {:?}: {e}", v.key()))?;
+                v.insert(Arc::new(re));
             }
         }
         Ok(Guarded {
