@@ -10,6 +10,7 @@
 use super::fieldpath::{Path, PathElement, Set};
 use crate::listtype::{ListType, ListTypes};
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// Added / modified / removed leaf paths between two objects (upstream `Comparison`).
 #[derive(Debug, Default)]
@@ -44,6 +45,7 @@ impl Walker<'_> {
             ListType::Map(keys) => keys,
         };
         let mut pes: Vec<PathElement> = Vec::with_capacity(list.len());
+        let mut seen: HashSet<PathElement> = HashSet::with_capacity(list.len());
         for (i, item) in list.iter().enumerate() {
             let pe = if keys.is_empty() {
                 set_element(item)
@@ -51,8 +53,9 @@ impl Walker<'_> {
                 self.keyed_element(&refs, &keys, item)
             };
             let failure = match pe {
-                Ok(pe) if pes.contains(&pe) => format!("duplicate entries for key {pe}"),
+                Ok(pe) if seen.contains(&pe) => format!("duplicate entries for key {pe}"),
                 Ok(pe) => {
+                    seen.insert(pe.clone());
                     pes.push(pe);
                     continue;
                 }
@@ -219,14 +222,16 @@ impl Walker<'_> {
                     self.list_elements(names, ra, false).ok().flatten(),
                 ) {
                     (false, Some(lp), Some(rp)) => {
-                        let mut seen: Vec<&PathElement> = Vec::new();
+                        // Items matched through an index of their keys:
+                        // linear in the lists' lengths.
+                        let (lx, rx) = (positions(&lp), positions(&rp));
+                        let mut seen: HashSet<&PathElement> = HashSet::new();
                         for pe in lp.iter().chain(rp.iter()) {
-                            if seen.contains(&pe) {
+                            if !seen.insert(pe) {
                                 continue;
                             }
-                            seen.push(pe);
-                            let li = lp.iter().position(|x| x == pe).map(|i| &la[i]);
-                            let ri = rp.iter().position(|x| x == pe).map(|i| &ra[i]);
+                            let li = lx.get(pe).map(|&i| &la[i]);
+                            let ri = rx.get(pe).map(|&i| &ra[i]);
                             path.push(pe.clone());
                             self.cmp(li, ri, names, path, c);
                             path.pop();
@@ -305,31 +310,32 @@ impl Walker<'_> {
         rp: &[PathElement],
         names: &mut Names,
     ) -> Vec<Value> {
-        let find = |pes: &[PathElement], pe: &PathElement| pes.iter().position(|x| x == pe);
+        let (lx, rx) = (positions(lp), positions(rp));
+        let find = |ix: &HashMap<&PathElement, usize>, pe: &PathElement| ix.get(pe).copied();
         let mut out = Vec::with_capacity(la.len().max(ra.len()));
-        let mut shared = rp.iter().filter(|pe| find(lp, pe).is_some());
+        let mut shared = rp.iter().filter(|pe| find(&lx, pe).is_some());
         let mut next_shared = shared.next();
-        let mut merged_rhs: Vec<&PathElement> = Vec::new();
+        let mut merged_rhs: HashSet<&PathElement> = HashSet::new();
         let (mut li, mut ri) = (0, 0);
         while li < lp.len() || ri < rp.len() {
             if li < lp.len() && ri < rp.len() {
                 let pe = &lp[li];
                 if *pe == rp[ri] {
-                    merged_rhs.push(pe);
+                    merged_rhs.insert(pe);
                     out.extend(self.mrg(Some(&la[li]), Some(&ra[ri]), names));
                     li += 1;
                     ri += 1;
                     next_shared = shared.next();
                     continue;
                 }
-                if find(rp, pe).is_some() && next_shared.is_some_and(|n| n != pe) {
+                if find(&rx, pe).is_some() && next_shared.is_some_and(|n| n != pe) {
                     li += 1;
                     continue;
                 }
             }
             if li < lp.len() {
                 let pe = &lp[li];
-                if find(rp, pe).is_none() {
+                if find(&rx, pe).is_none() {
                     out.extend(self.mrg(Some(&la[li]), None, names));
                     li += 1;
                     continue;
@@ -339,8 +345,8 @@ impl Walker<'_> {
             }
             if ri < rp.len() {
                 let pe = &rp[ri];
-                merged_rhs.push(pe);
-                let lchild = find(lp, pe).map(|i| &la[i]);
+                merged_rhs.insert(pe);
+                let lchild = find(&lx, pe).map(|i| &la[i]);
                 out.extend(self.mrg(lchild, Some(&ra[ri]), names));
                 ri += 1;
                 if next_shared.is_some_and(|n| n == pe) {
@@ -431,4 +437,14 @@ fn set_element(item: &Value) -> Result<PathElement, String> {
         }
         scalar => Ok(PathElement::value(scalar)),
     }
+}
+
+/// Each path element's first position in `pes`, for lookups in constant
+/// time (matching two lists' items by scanning was quadratic).
+fn positions(pes: &[PathElement]) -> HashMap<&PathElement, usize> {
+    let mut ix = HashMap::with_capacity(pes.len());
+    for (i, pe) in pes.iter().enumerate() {
+        ix.entry(pe).or_insert(i);
+    }
+    ix
 }

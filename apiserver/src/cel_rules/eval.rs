@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, ExecutionError, Value as Cel};
 use serde_json::Value;
 
 use super::functions::env;
+use super::guard::{BUDGET_MESSAGE, RUNTIME_DEADLINE};
 use super::rule::{Reason, Rule};
 use super::schema::Node;
 use crate::cause::Cause;
@@ -24,6 +26,8 @@ pub(crate) struct Walk {
     pub(crate) causes: Vec<Cause>,
     pub(crate) budget: u64,
     pub(crate) exhausted: bool,
+    /// When the write's evaluations must have ended ([`RUNTIME_DEADLINE`]).
+    pub(crate) deadline: Instant,
 }
 
 /// The value as CEL sees it, typed by the schema: `integer` fields are ints,
@@ -113,6 +117,7 @@ impl Walk {
             causes: vec![],
             budget: RUNTIME_BUDGET,
             exhausted: false,
+            deadline: Instant::now() + RUNTIME_DEADLINE,
         }
     }
 
@@ -153,16 +158,21 @@ impl Walk {
                 let Some(child) = node.items.as_deref() else {
                     return;
                 };
+                // Only `listType: map` items have an old self, the old item
+                // with the same keys: looked up in an index of the old list,
+                // so that correlating is linear in the lists' lengths.
+                let old_items = (node.list_type == "map")
+                    .then(|| old.and_then(Value::as_array))
+                    .flatten()
+                    .map(|old| key_index(old, &node.list_map_keys));
                 for (i, v) in items.iter().enumerate() {
-                    // Only `listType: map` items have an old self (by keys).
-                    let old_item = (node.list_type == "map")
-                        .then(|| {
-                            old.and_then(Value::as_array)?
-                                .iter()
-                                .find(|o| node.list_map_keys.iter().all(|k| o.get(k) == v.get(k)))
-                        })
-                        .flatten();
+                    let old_item = old_items
+                        .as_ref()
+                        .and_then(|ix| ix.get(&map_key(v, &node.list_map_keys)).copied());
                     self.node(child, &format!("{path}[{i}]"), v, old_item, false);
+                    if self.exhausted {
+                        return;
+                    }
                 }
             }
             _ => {}
@@ -188,17 +198,8 @@ impl Walk {
             // At least 1, so that evaluations are counted even for rules
             // estimated free (`true`).
             let charge = rule.cost.max(1);
-            if self.budget < charge {
-                self.exhausted = true;
-                self.causes.push(Cause {
-                    reason: "FieldValueInvalid".into(),
-                    message: format!(
-                        "Invalid value: \"{}\": validation failed due to running out of cost budget, \
-                         no further validation rules will be run",
-                        type_name(node)
-                    ),
-                    field: path.to_string(),
-                });
+            if self.budget < charge || Instant::now() >= self.deadline {
+                self.out_of_budget(node, path);
                 return;
             }
             self.budget -= charge;
@@ -213,7 +214,12 @@ impl Walk {
                 };
                 ctx.add_variable_from_value("oldSelf", old);
             }
-            match rule.program.execute(&ctx) {
+            let outcome = rule.program.execute(&ctx, self.deadline);
+            if outcome.expired {
+                self.out_of_budget(node, path);
+                return;
+            }
+            match outcome.result {
                 Ok(Cel::Bool(true)) => {}
                 Ok(Cel::Bool(false)) => self.failed(node, path, rule, &ctx),
                 Ok(other) => self.causes.push(Cause {
@@ -240,6 +246,16 @@ impl Walk {
         }
     }
 
+    /// Upstream's runtime budget error; no rule runs after it.
+    fn out_of_budget(&mut self, node: &Node, path: &str) {
+        self.exhausted = true;
+        self.causes.push(Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: \"{}\": {BUDGET_MESSAGE}", type_name(node)),
+            field: path.to_string(),
+        });
+    }
+
     fn failed(&mut self, node: &Node, path: &str, rule: &Rule, ctx: &Context) {
         let mut message = if rule.message.is_empty() {
             format!("failed rule: {}", rule.source.trim())
@@ -249,7 +265,7 @@ impl Walk {
         // A messageExpression that errs or is empty falls back to the
         // message, as upstream (which logs it).
         if let Some(m) = &rule.message_expression
-            && let Ok(Cel::String(s)) = m.execute(ctx)
+            && let Ok(Cel::String(s)) = m.execute(ctx, self.deadline).result
             && !s.trim().is_empty()
             && !s.contains('\n')
         {
@@ -273,6 +289,26 @@ impl Walk {
             field,
         });
     }
+}
+
+/// A `listType: map` item's identity: its key fields' values (a missing
+/// key is `null`, as an absent field compares equal to an absent one).
+pub(crate) fn map_key(item: &Value, keys: &[String]) -> String {
+    let values: Vec<&Value> = keys
+        .iter()
+        .map(|k| item.get(k).unwrap_or(&Value::Null))
+        .collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// The items of a `listType: map` list by [`map_key`]; the first of items
+/// with equal keys wins.
+pub(crate) fn key_index<'v>(items: &'v [Value], keys: &[String]) -> HashMap<String, &'v Value> {
+    let mut ix = HashMap::with_capacity(items.len());
+    for o in items {
+        ix.entry(map_key(o, keys)).or_insert(o);
+    }
+    ix
 }
 
 fn join(path: &str, k: &str) -> String {

@@ -7,6 +7,8 @@
 
 use std::sync::{Arc, LazyLock};
 
+use super::guard;
+
 use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, Value, extensions};
@@ -68,6 +70,37 @@ pub(crate) fn env() -> &'static Arc<Env> {
         string(&mut env, "find", vec![STRING_TYPE], find);
         string(&mut env, "findAll", vec![STRING_TYPE], find_all);
         string(&mut env, "findAll", vec![STRING_TYPE, INT_TYPE], find_all);
+        // What `guard::instrument` rewrites calls into: names a rule cannot
+        // write (`@`), so they clash with nothing.
+        let guarded =
+            |env: &mut Env, name: &str, args: Vec<_>, f: cel::common::functions::Function| {
+                let id = format!("{name}({})", args.len());
+                env.add_overload(name, &id, args, f)
+                    .expect("guarded function");
+            };
+        guarded(&mut env, guard::TICK, vec![], guard::tick);
+        guarded(
+            &mut env,
+            "@replace",
+            vec![STRING_TYPE, STRING_TYPE, STRING_TYPE],
+            replace,
+        );
+        guarded(
+            &mut env,
+            "@replace",
+            vec![STRING_TYPE, STRING_TYPE, STRING_TYPE, INT_TYPE],
+            replace,
+        );
+        guarded(
+            &mut env,
+            "@matches",
+            vec![STRING_TYPE, STRING_TYPE],
+            matches,
+        );
+        guarded(&mut env, "@join", vec![LIST_TYPE], join);
+        guarded(&mut env, "@join", vec![LIST_TYPE, STRING_TYPE], join);
+        guarded(&mut env, "@flatten", vec![LIST_TYPE], flatten);
+        guarded(&mut env, "@flatten", vec![LIST_TYPE, INT_TYPE], flatten);
         Arc::new(env)
     });
     &ENV
@@ -274,6 +307,118 @@ fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
     position(args, true)
 }
 
+/// The argument `i` as a string.
+fn str_arg(args: &[CowVal<'_, '_>], i: usize, name: &str) -> Result<Arc<String>, ExecutionError> {
+    match args.get(i).map(|a| Value::try_from(a.as_ref())) {
+        Some(Ok(Value::String(s))) => Ok(s),
+        _ => Err(ExecutionError::function_error(name, "expected a string")),
+    }
+}
+
+/// The argument `i` as an int, if there is one.
+fn int_arg(args: &[CowVal<'_, '_>], i: usize) -> Option<i64> {
+    match args.get(i).map(|a| Value::try_from(a.as_ref())) {
+        Some(Ok(Value::Int(n))) => Some(n),
+        _ => None,
+    }
+}
+
+/// `s.replace(from, to)`, `s.replace(from, to, n)` (the first `n`, all when
+/// negative), refused before allocating when the result would be over
+/// [`guard::MAX_STRING`]: replacing `''` puts `to` between every two
+/// characters.
+fn replace<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("replace")?;
+    let s = str_arg(&args, 0, "replace")?;
+    let from = str_arg(&args, 1, "replace")?;
+    let to = str_arg(&args, 2, "replace")?;
+    let limit = int_arg(&args, 3).and_then(|n| usize::try_from(n).ok());
+    let found = if from.is_empty() {
+        s.chars().count() + 1
+    } else {
+        s.matches(from.as_str()).count()
+    };
+    let n = limit.map_or(found, |l| l.min(found));
+    let size = (s.len() - n * from.len()).saturating_add(n.saturating_mul(to.len()));
+    guard::string_size("replace", size)?;
+    let out_s = match limit {
+        Some(l) => s.replacen(from.as_str(), &to, l),
+        None => s.replace(from.as_str(), &to),
+    };
+    out(Value::String(Arc::new(out_s)))
+}
+
+/// `list.join()`, `list.join(sep)`, its size checked before it is built.
+fn join<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("join")?;
+    let l = list_arg(&args)?;
+    let sep = match args.get(1) {
+        Some(_) => str_arg(&args, 1, "join")?,
+        None => Arc::new(String::new()),
+    };
+    let mut size = sep.len().saturating_mul(l.len().saturating_sub(1));
+    let mut parts = Vec::with_capacity(l.len());
+    for v in l.iter() {
+        let Value::String(p) = v else {
+            return Err(ExecutionError::function_error(
+                "join",
+                "expected a list of strings",
+            ));
+        };
+        size = size.saturating_add(p.len());
+        parts.push(p.as_str());
+    }
+    guard::string_size("join", size)?;
+    out(Value::String(Arc::new(parts.join(&sep))))
+}
+
+/// How many elements `v` flattened `depth` levels makes, stopping past
+/// `max`.
+fn flat_len(v: &Value, depth: u64, max: usize) -> usize {
+    match v {
+        Value::List(l) if depth > 0 => {
+            let mut n = 0usize;
+            for x in l.iter() {
+                n = n.saturating_add(flat_len(x, depth - 1, max));
+                if n > max {
+                    break;
+                }
+            }
+            n
+        }
+        _ => 1,
+    }
+}
+
+fn flatten_into(v: &Value, depth: u64, flat: &mut Vec<Value>) {
+    match v {
+        Value::List(l) if depth > 0 => l.iter().for_each(|x| flatten_into(x, depth - 1, flat)),
+        other => flat.push(other.clone()),
+    }
+}
+
+/// `list.flatten()`, `list.flatten(depth)`, its length checked before it is
+/// built (a list of `n` copies of an `n`-list is `n²`).
+fn flatten<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("flatten")?;
+    let l = list_arg(&args)?;
+    let depth = match int_arg(&args, 1) {
+        None => 1,
+        Some(d) => u64::try_from(d)
+            .map_err(|_| ExecutionError::function_error("flatten", "level must be non-negative"))?,
+    };
+    let mut n = 0usize;
+    for x in l.iter() {
+        n = n.saturating_add(flat_len(x, depth, guard::MAX_LIST));
+        guard::list_size("flatten", n)?;
+    }
+    let mut flat = Vec::with_capacity(n);
+    for x in l.iter() {
+        flatten_into(x, depth, &mut flat);
+    }
+    out(Value::List(Arc::new(flat)))
+}
+
 /// Two list arguments, as `Value`s.
 type ListPair = (Arc<Vec<Value>>, Arc<Vec<Value>>);
 
@@ -287,41 +432,42 @@ fn two_lists(args: &[CowVal<'_, '_>]) -> Result<ListPair, ExecutionError> {
 
 /// Every element of the second list is in the first.
 fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("sets.contains")?;
     let (a, b) = two_lists(&args)?;
     out(Value::Bool(b.iter().all(|x| a.contains(x))))
 }
 
 fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("sets.intersects")?;
     let (a, b) = two_lists(&args)?;
     out(Value::Bool(b.iter().any(|x| a.contains(x))))
 }
 
 fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    guard::check("sets.equivalent")?;
     let (a, b) = two_lists(&args)?;
     out(Value::Bool(
         b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x)),
     ))
 }
 
-/// The receiver, the pattern compiled (the regex crate matches in linear
-/// time and bounds a compiled pattern's size), and the optional limit.
-fn regex_args(
-    args: &[CowVal<'_, '_>],
-    name: &str,
-) -> Result<(Arc<String>, regex::Regex, Option<i64>), ExecutionError> {
-    let arg = |i: usize| args.get(i).map(|a| Value::try_from(a.as_ref()));
-    let (Some(Ok(Value::String(s))), Some(Ok(Value::String(p)))) = (arg(0), arg(1)) else {
-        return Err(ExecutionError::function_error(
-            name,
-            "expected a string and a pattern",
-        ));
-    };
-    let re = regex::Regex::new(&p).map_err(|e| ExecutionError::function_error(name, e))?;
-    let limit = match arg(2) {
-        Some(Ok(Value::Int(n))) => Some(n),
-        _ => None,
-    };
-    Ok((s, re, limit))
+/// A regex call's string, compiled pattern and optional limit.
+type RegexArgs = (Arc<String>, Arc<regex::Regex>, Option<i64>);
+
+/// The receiver, the pattern compiled (or found compiled: see
+/// [`guard::regex`]), and the optional limit.
+fn regex_args(args: &[CowVal<'_, '_>], name: &str) -> Result<RegexArgs, ExecutionError> {
+    guard::check(name)?;
+    let s = str_arg(args, 0, name)?;
+    let p = str_arg(args, 1, name)?;
+    let re = guard::regex(&p).map_err(|e| ExecutionError::function_error(name, e))?;
+    Ok((s, re, int_arg(args, 2)))
+}
+
+/// `s.matches(re)` and `matches(s, re)`.
+fn matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (s, re, _) = regex_args(&args, "matches")?;
+    out(Value::Bool(re.is_match(&s)))
 }
 
 /// The first match, or `""`.

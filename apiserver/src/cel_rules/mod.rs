@@ -18,11 +18,14 @@
 //!   Failures are 422s with the rule's `message` (or `messageExpression`),
 //!   at `fieldPath` if set, with `reason` (default `FieldValueInvalid`).
 //!
-//! **Bounded work.** The `cel` crate has no cost meter, so the bound is
-//! static, as upstream's CRD-write check: `cost.rs` estimates each rule's
+//! **Bounded work.** The `cel` crate has no cost meter, so the main bound
+//! is static, as upstream's CRD-write check: `cost.rs` estimates each rule's
 //! worst case from the schema (`maxItems`, `maxProperties`, `maxLength`,
 //! else what fits in a 3 MiB request); comprehensions multiply by their
-//! range's size, nested ones multiply again. A CRD is refused when one rule's
+//! range's size, nested ones multiply again, a conditional is its larger
+//! branch, and functions that build strings or lists (`replace`, `join`,
+//! `flatten`, a written `+`, list literals copying their elements) are priced
+//! by the size of what they build. A CRD is refused when one rule's
 //! estimate exceeds [`PER_RULE_LIMIT`] (`StaticEstimatedCostLimit`) or when
 //! the rules' estimates times how often each runs (the product of its
 //! ancestors' list and map sizes) exceed [`PER_CRD_LIMIT`]
@@ -31,7 +34,11 @@
 //! `eval::RUNTIME_BUDGET` per write (upstream's `RuntimeCELCostBudget`,
 //! which meters actual cost); when it runs out the write is refused. That
 //! caps the evaluations per object (rules times items) and the work of each;
-//! the request body limit (3 MiB) caps the object.
+//! the request body limit (3 MiB) caps the object. Behind the estimate,
+//! `guard.rs` stops a write's rules at a wall-time deadline (checked at
+//! every comprehension step and in the functions that can build big
+//! values), refuses oversized `replace`/`join`/`flatten` results before
+//! building them, and compiles literal regexes once per rule.
 //!
 //! **Supported**: the CEL standard library (no `timestamp`/`duration`: the
 //! crate's `chrono` feature is off, and upstream's `format: date-time`/
@@ -54,6 +61,7 @@
 mod cost;
 mod eval;
 mod functions;
+mod guard;
 mod rule;
 mod schema;
 
@@ -207,6 +215,20 @@ impl Rules {
     /// The causes `obj` (replacing `old` on an update) fails, empty if none.
     pub(crate) fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut walk = eval::Walk::new();
+        walk.node(&self.root, "", obj, old, true);
+        walk.causes
+    }
+
+    /// [`Rules::validate`] with another deadline than `guard::RUNTIME_DEADLINE`.
+    #[cfg(test)]
+    pub(crate) fn validate_until(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        deadline: std::time::Instant,
+    ) -> Vec<Cause> {
+        let mut walk = eval::Walk::new();
+        walk.deadline = deadline;
         walk.node(&self.root, "", obj, old, true);
         walk.causes
     }

@@ -7,6 +7,7 @@ use cel::common::ast::{Expr, IdedExpr};
 use serde_json::Value;
 
 use super::functions::{KNOWN, env};
+use super::guard::Guarded;
 use super::schema::Node;
 use crate::cause::Cause;
 
@@ -23,9 +24,9 @@ pub(crate) enum Reason {
 #[derive(Debug)]
 pub(crate) struct Rule {
     pub(crate) source: String,
-    pub(crate) program: Program,
+    pub(crate) program: Guarded,
     pub(crate) message: String,
-    pub(crate) message_expression: Option<Program>,
+    pub(crate) message_expression: Option<Guarded>,
     pub(crate) reason: Reason,
     /// `fieldPath` as a suffix of the node's path, e.g. `.minReplicas` or `[key]`.
     pub(crate) field_path: String,
@@ -363,6 +364,19 @@ impl Rule {
         if let Some(m) = &message_expression {
             cost = cost.saturating_add(super::cost::estimate(m.expression(), node));
         }
+        let guarded = |p: &Program, field: &str| {
+            Guarded::new(p).map_err(|e| {
+                vec![invalid(
+                    format!("{base}.{field}"),
+                    format!("Invalid value: {}: compilation failed: {e}", go_value(raw)),
+                )]
+            })
+        };
+        let program = guarded(&program, "rule")?;
+        let message_expression = match &message_expression {
+            Some(m) => Some(guarded(m, "messageExpression")?),
+            None => None,
+        };
         Ok(Rule {
             source,
             program,

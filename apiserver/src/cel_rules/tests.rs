@@ -285,3 +285,282 @@ fn root_rules_see_the_name_but_not_the_rest_of_metadata() {
         "{errs:?}"
     );
 }
+
+fn map_list_rules(item_rules: Value) -> Rules {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "l": {"type": "array", "x-kubernetes-list-type": "map",
+              "x-kubernetes-list-map-keys": ["k", "p"],
+              "items": {"type": "object", "properties": {
+                  "k": {"type": "string"}, "p": {"type": "integer"}, "v": {"type": "integer"}},
+                  "x-kubernetes-validations": item_rules}}}}}});
+    Rules::compile(&s, "s").unwrap().unwrap()
+}
+
+#[test]
+fn list_map_items_are_correlated_by_their_keys() {
+    let r = map_list_rules(json!([{"rule": "self.v >= oldSelf.v", "message": "v may not shrink"}]));
+    let old = json!({"spec": {"l": [{"k": "a", "p": 1, "v": 5}, {"k": "a", "p": 2, "v": 1}]}});
+    // Reordered, one grown: each item meets its own old self.
+    let new = json!({"spec": {"l": [{"k": "a", "p": 2, "v": 2}, {"k": "a", "p": 1, "v": 5},
+        {"k": "b", "p": 1, "v": 0}]}});
+    assert!(messages(&r, new, Some(old.clone())).is_empty());
+    let shrunk = json!({"spec": {"l": [{"k": "a", "p": 2, "v": 1}, {"k": "a", "p": 1, "v": 4}]}});
+    assert_eq!(
+        messages(&r, shrunk, Some(old)),
+        ["spec.l[1]: Invalid value: \"object\": v may not shrink"]
+    );
+}
+
+#[test]
+fn correlating_a_long_list_map_is_linear() {
+    // 20,000 items each looked up among 20,000 old ones was 2·10⁸ key
+    // comparisons (seconds); by an index it is 20,000 lookups.
+    let r = map_list_rules(json!([{"rule": "self.v >= 0"}]));
+    let items: Vec<Value> = (0..20_000)
+        .map(|i| json!({"k": format!("k{i}"), "p": i, "v": 1}))
+        .collect();
+    let mut reversed = items.clone();
+    reversed.reverse();
+    let old = json!({"spec": {"l": items}});
+    let new = json!({"spec": {"l": reversed}});
+    let start = std::time::Instant::now();
+    assert!(messages(&r, new, Some(old)).is_empty());
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+/// The estimate of `rule` on an object of `props`.
+fn estimate_on(rule: &str, props: Value) -> u64 {
+    let node = super::schema::Node::parse(&json!({"type": "object", "properties": props}));
+    let p = super::functions::env().compile(rule).unwrap();
+    super::cost::estimate(p.expression(), &node)
+}
+
+fn ints(max: u64) -> Value {
+    json!({"type": "array", "maxItems": max, "items": {"type": "integer"}})
+}
+
+fn over_budget(rule: &str, props: Value) {
+    let s = json!({"type": "object", "properties": props,
+        "x-kubernetes-validations": [{"rule": rule}]});
+    let errs: Vec<String> = match Rules::compile(&s, "s") {
+        Ok(_) => vec![],
+        Err(c) => c
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect(),
+    };
+    assert!(
+        errs.iter().any(|e| e.starts_with(
+            "s.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget"
+        )),
+        "{rule}: {errs:#?}"
+    );
+}
+
+#[test]
+fn a_conditional_is_priced_as_its_larger_branch() {
+    // Three comprehensions nested through `cond ? [] : list`: 300³ steps.
+    let rule = "self.l.all(a, (a > 0 ? [] : self.l).all(b, (b > 0 ? [] : self.l)\
+                .all(c, c == a + b)))";
+    over_budget(rule, json!({"l": ints(300)}));
+    // Either branch order.
+    let swapped = "self.l.all(a, (a < 0 ? self.l : []).all(b, (b < 0 ? self.l : [])\
+                   .all(c, c == a + b)))";
+    over_budget(swapped, json!({"l": ints(300)}));
+}
+
+#[test]
+fn sort_by_is_priced_per_element_and_nests() {
+    let one = estimate_on("self.l.sortBy(a, -a).size() > 0", json!({"l": ints(1000)}));
+    assert!(one >= 1000, "{one}");
+    over_budget(
+        "self.l.sortBy(a, self.l.sortBy(b, self.l.sortBy(c, c - a - b).size()).size()).size() > 0",
+        json!({"l": ints(300)}),
+    );
+}
+
+#[test]
+fn replace_is_priced_by_the_size_of_its_result() {
+    let s = json!({"s": {"type": "string", "maxLength": 100}});
+    // 100 characters, each '' replaced by the 100: 10,200 bytes, then ~10⁶,
+    // ~10⁸, ~10¹⁰.
+    over_budget(
+        "self.s.replace('', self.s).replace('', self.s).replace('', self.s)\
+         .replace('', self.s).size() > 0",
+        s.clone(),
+    );
+    let once = estimate_on("self.s.replace('', self.s).size() > 0", s.clone());
+    assert!(once >= 1_000, "{once}");
+    // A fixed replacement stays cheap.
+    let cheap = estimate_on("self.s.replace('-', '_') != ''", s);
+    assert!(cheap < 100, "{cheap}");
+}
+
+#[test]
+fn flatten_is_priced_by_the_size_of_its_result() {
+    let m = json!({"m": {"type": "array", "maxItems": 1000, "items": ints(1000)}});
+    let flat = estimate_on("self.m.flatten().size() > 0", m);
+    assert!(flat >= 1_000_000, "{flat}");
+    // A list of copies of the list: n².
+    over_budget(
+        "self.l.map(x, self.l).flatten().size() > 0",
+        json!({"l": ints(5000)}),
+    );
+}
+
+#[test]
+fn a_written_list_concatenation_is_priced_by_its_result() {
+    over_budget(
+        "self.l.all(a, (self.l + [a]).size() > 0)",
+        json!({"l": ints(5000)}),
+    );
+    // `map` and `filter` append in place: linear.
+    let mapped = estimate_on(
+        "self.l.map(x, x * 2).filter(y, y > 0).size() > 0",
+        json!({"l": ints(5000)}),
+    );
+    assert!(mapped < 100_000, "{mapped}");
+}
+
+#[test]
+fn literal_regexes_are_compiled_once_per_rule() {
+    // A Unicode class repeated 63 times compiles in milliseconds: once per
+    // call, 1,000 items took half a minute.
+    let s = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 1000,
+        "items": {"type": "string", "maxLength": 63}}},
+        "x-kubernetes-validations": [{"rule": "self.l.all(x, x.matches('^[\\\\p{L}\\\\p{N}]{1,63}$'))",
+            "message": "names are letters and digits"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let names: Vec<String> = (0..1000).map(|i| format!("náme{i}")).collect();
+    let start = std::time::Instant::now();
+    assert!(r.validate(&json!({"l": names}), None).is_empty());
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    let bad = json!({"l": ["ok", "not ok"]});
+    assert_eq!(
+        r.validate(&bad, None)[0].message,
+        "Invalid value: \"object\": names are letters and digits"
+    );
+}
+
+#[test]
+fn regexes_over_the_size_limit_are_refused() {
+    // At CRD creation when literal.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10}},
+        "x-kubernetes-validations": [{"rule": "self.s.matches('\\\\p{L}{1000}')"}]});
+    let errs = Rules::compile(&s, "s").unwrap_err();
+    assert!(
+        errs[0].field == "s.x-kubernetes-validations[0].rule"
+            && errs[0]
+                .message
+                .contains("compilation failed: invalid regex"),
+        "{errs:?}"
+    );
+    // When it runs when taken from the object.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10},
+        "p": {"type": "string", "maxLength": 100}},
+        "x-kubernetes-validations": [{"rule": "self.s.matches(self.p)"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"s": "a", "p": "\\p{L}{1000}"}), None);
+    assert!(
+        causes[0].message.contains("exceeds size limit"),
+        "{causes:?}"
+    );
+    assert!(r.validate(&json!({"s": "a", "p": "^a$"}), None).is_empty());
+    // A dynamic pattern is priced as a compile per call.
+    let per_item = estimate_on(
+        "self.l.all(x, x.matches(self.p))",
+        json!({"l": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 10}},
+            "p": {"type": "string", "maxLength": 10}}),
+    );
+    assert!(
+        per_item >= 100 * super::cost::REGEX_COMPILE_COST,
+        "{per_item}"
+    );
+}
+
+#[test]
+fn big_results_are_refused_before_they_are_built() {
+    // Within the estimate (an unbounded string is a request's worth), but
+    // a 2 MiB string with 'ab' between every two characters is 6 MiB.
+    let s = json!({"type": "object", "properties": {"s": {"type": "string"}},
+        "x-kubernetes-validations": [{"rule": "self.s.replace('', 'ab').size() > 0"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"s": "x".repeat(2 << 20)}), None);
+    assert!(
+        causes[0].message.contains("over the limit") && causes[0].message.contains("replace"),
+        "{causes:?}"
+    );
+    assert!(r.validate(&json!({"s": "xyz"}), None).is_empty());
+}
+
+#[test]
+fn the_deadline_stops_a_rule_mid_loop_and_the_rules_after_it() {
+    // 490,000 steps, within the estimate; a deadline 20 ms away stops them.
+    let s = json!({"type": "object", "properties": {"l": ints(700),
+        "n": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.l.all(a, self.l.all(b, a + b >= 0 || b != 1))"},
+            {"rule": "self.n > 0"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let l: Vec<i64> = (0..700).collect();
+    let obj = json!({"l": l, "n": 0});
+    let start = std::time::Instant::now();
+    let causes = r.validate_until(&obj, None, start + std::time::Duration::from_millis(20));
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: \"object\": validation failed due to running out of cost budget, \
+         no further validation rules will be run"
+    );
+    // Given the time, both run (and the second fails).
+    let small = json!({"l": [1, 2, 3], "n": 0});
+    let causes = r.validate(&small, None);
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert!(causes[0].message.ends_with("failed rule: self.n > 0"));
+}
+
+#[test]
+fn an_expired_loop_is_not_absorbed_by_a_false_step() {
+    // `all` keeps an error only until a later step is false; the deadline
+    // must win anyway.
+    let s = json!({"type": "object", "properties": {"l": ints(700)},
+        "x-kubernetes-validations": [{"rule": "self.l.all(a, self.l.exists(b, b == a + 1))"}]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let l: Vec<i64> = (0..700).collect();
+    let start = std::time::Instant::now();
+    let causes = r.validate_until(&json!({"l": l}), None, start);
+    assert!(
+        causes[0].message.contains("running out of cost budget"),
+        "{causes:?}"
+    );
+}
+
+#[test]
+fn the_checked_functions_keep_their_meaning() {
+    let s = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+    "x-kubernetes-validations": [
+        {"rule": "[[1, 2], [3], 4].flatten() == [1, 2, 3, 4]"},
+        {"rule": "[[1, [2]]].flatten(0) == [[1, [2]]]"},
+        {"rule": "['a', 'b'].join('-') == 'a-b' && ['a', 'b'].join() == 'ab' && [].join(',') == ''"},
+        {"rule": "'aaa'.replace('a', 'b', 2) == 'bba' && 'aaa'.replace('a', 'b', -1) == 'bbb'"},
+        {"rule": "'ab'.replace('', '-') == '-a-b-' && 'ab'.replace('x', 'y') == 'ab'"},
+        {"rule": "'abc'.matches('^a') && matches('abc', 'c$') && !'abc'.matches('^b')"},
+        {"rule": "[1, 2].all(x, [3, 4].exists(y, x < y)) && [1, 2].exists_one(x, x == 2)"},
+        {"rule": "[3, 1, 2].sortBy(x, x) == [1, 2, 3] && [1, 2, 3].filter(x, x > 1).map(x, x * 2) == [4, 6]"},
+    ]});
+    let r = Rules::compile(&s, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"n": 1}), None);
+    assert!(causes.is_empty(), "{causes:#?}");
+    let bad = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "[[1], -1].flatten(-1) == []"}]});
+    let r = Rules::compile(&bad, "s").unwrap().unwrap();
+    let causes = r.validate(&json!({"n": 1}), None);
+    assert!(
+        causes[0].message.contains("level must be non-negative"),
+        "{causes:?}"
+    );
+}

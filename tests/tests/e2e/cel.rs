@@ -355,3 +355,81 @@ async fn rules_derived_by_kube_rs_are_enforced() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Rules whose worst case the estimate used to miss (a conditional's larger
+/// branch, `replace('')`) are refused when the CRD is written, naming the
+/// rule; a rule over many items with a Unicode regex (compiled per call, it
+/// took 26 s for 1,000 items) is compiled once and the write is quick.
+#[tokio::test]
+async fn underpriced_rules_are_refused_and_bounded_writes_are_quick() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let create = |v: Value| {
+        let crds = crds.clone();
+        async move {
+            let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
+            crds.create(&PostParams::default(), &crd).await
+        }
+    };
+    let with_max_hosts = |rules: Value, max: u64| {
+        let mut crd = scaler_crd(rules);
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["hosts"]["maxItems"] = json!(max);
+        crd
+    };
+    let path = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
+    let over = format!(
+        "{path}.x-kubernetes-validations[3].rule: Forbidden: estimated rule cost exceeds budget by factor of"
+    );
+
+    // 300³ steps through `cond ? [] : list` (28.8 s for one write).
+    let nested = json!([{"rule": "self.hosts.all(a, (a == '' ? [] : self.hosts).all(b, \
+        (b == '' ? [] : self.hosts).all(c, c != a + b)))"}]);
+    let msg = crd_error(create(with_max_hosts(nested, 300)).await);
+    assert!(msg.contains(&over), "{msg}");
+    // 63 characters with the name between every two, four times over.
+    let replaced = json!([{"rule": "self.name.replace('', self.name).replace('', self.name)\
+        .replace('', self.name).replace('', self.name) != ''"}]);
+    let msg = crd_error(create(scaler_crd(replaced)).await);
+    assert!(msg.contains(&over), "{msg}");
+
+    let names = json!([{"rule": "self.hosts.all(h, h.matches('^[\\\\p{L}\\\\p{N}.-]{1,63}$'))",
+        "message": "hosts are letters, digits, dots and dashes"}]);
+    create(with_max_hosts(names, 1000)).await?;
+    let api = scalers(&client);
+    let small = dynamic(scaler(
+        json!({"replicas": 1, "minReplicas": 1, "hosts": ["a"]}),
+    ));
+    eventually(
+        std::time::Duration::from_secs(60),
+        "the CRD served",
+        || async {
+            match api.create(&PostParams::default(), &small).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => None,
+                other => Some(other),
+            }
+        },
+    )
+    .await??;
+    let hosts: Vec<String> = (0..1000).map(|i| format!("hôst-{i}.example")).collect();
+    let mut obj = dynamic(scaler(
+        json!({"replicas": 1, "minReplicas": 1, "hosts": hosts}),
+    ));
+    obj.metadata.name = Some("big".into());
+    let start = std::time::Instant::now();
+    api.create(&PostParams::default(), &obj).await?;
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    let mut bad = obj.clone();
+    bad.metadata.name = Some("y".into());
+    bad.data["spec"]["hosts"] = json!(["ok", "not ok"]);
+    let msg = invalid(api.create(&PostParams::default(), &bad).await);
+    assert!(
+        msg.ends_with(
+            "spec: Invalid value: \"object\": hosts are letters, digits, dots and dashes"
+        ),
+        "{msg}"
+    );
+    Ok(())
+}
