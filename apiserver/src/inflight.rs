@@ -20,7 +20,7 @@
 //! - is aborted when its client disconnects (the server drops the request's
 //!   future, and with it the task's [`AbortOnDrop`]): at its next await, so a
 //!   write not yet committed is never committed, and long CPU work polls
-//!   [`cancelled`] to stop early.
+//!   [`cancelled`] to stop early (the CEL guard does, at every step).
 //!
 //! ```ignore
 //! let response = state.inflight.run(Some("alice"), handle(state.clone(), req)).await?;
@@ -60,18 +60,7 @@ impl Default for Inflight {
     }
 }
 
-tokio::task_local! {
-    static CANCEL: Arc<AtomicBool>;
-}
-
-/// Whether the request this code runs for was abandoned by its client:
-/// long CPU work (rule evaluation) checks it between steps and stops.
-/// False outside a request.
-pub(crate) fn cancelled() -> bool {
-    CANCEL
-        .try_with(|c| c.load(Ordering::Relaxed))
-        .unwrap_or(false)
-}
+pub(crate) use crate::cancel::cancelled;
 
 impl Inflight {
     pub(crate) fn new(per_user: usize, overall: usize, wait: Duration) -> Inflight {
@@ -98,7 +87,10 @@ impl Inflight {
             Some(user) => Some(self.enter(user).await?),
         };
         let cancel = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(CANCEL.scope(cancel.clone(), Offload(Box::pin(work))));
+        let task = tokio::spawn(crate::cancel::scope(
+            cancel.clone(),
+            Offload(Box::pin(work)),
+        ));
         let guard = AbortOnDrop {
             task: task.abort_handle(),
             cancel,

@@ -57,6 +57,7 @@
 //!   kube-apiserver without `--kubelet-certificate-authority`).
 
 mod auth;
+mod cancel;
 mod cause;
 mod cel_rules;
 mod codec;

@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "store",
         "metrics",
         "connections",
+        "cancel",
     ],
     // CEL rules of custom resources (the registry's types hold them)
     &["cel_rules"],

@@ -32,8 +32,11 @@ use cel::{Context, ExecutionError, Program, Value};
 
 use super::schema::MAX_REQUEST_BYTES;
 
-/// What all rule evaluations of one write may take, wall time.
-pub(crate) const RUNTIME_DEADLINE: Duration = Duration::from_secs(1);
+/// What all rule evaluations of one write may take, wall time: ten times
+/// the worst admitted rule in a debug build (~0.55 s), so that a loaded
+/// machine does not refuse a legitimate write, and still a bound on a rule
+/// the estimate underprices.
+pub(crate) const RUNTIME_DEADLINE: Duration = Duration::from_secs(5);
 /// The longest string `replace` and `join` make: what a request can hold.
 pub(crate) const MAX_STRING: usize = MAX_REQUEST_BYTES as usize;
 /// The longest list `flatten` makes.
@@ -63,9 +66,12 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// Fails once the running write's deadline has passed (and remembers it).
+/// Fails once the running write's deadline has passed, or its client has
+/// gone (and remembers it).
 pub(crate) fn check(name: &str) -> Result<(), ExecutionError> {
-    let past = EXPIRED.get() || DEADLINE.get().is_some_and(|d| Instant::now() >= d);
+    let past = EXPIRED.get()
+        || DEADLINE.get().is_some_and(|d| Instant::now() >= d)
+        || crate::cancel::cancelled();
     if past {
         EXPIRED.set(true);
         return Err(ExecutionError::function_error(name, BUDGET_MESSAGE));
