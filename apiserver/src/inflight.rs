@@ -20,7 +20,7 @@
 //! - is aborted when its client disconnects (the server drops the request's
 //!   future, and with it the task's [`AbortOnDrop`]): at its next await, so a
 //!   write not yet committed is never committed, and long CPU work polls
-//!   [`cancelled`] to stop early (the CEL guard does, at every step).
+//!   [`crate::cancel::cancelled`] to stop early (the CEL guard does, at every step).
 //!
 //! ```ignore
 //! let response = state.inflight.run(Some("alice"), handle(state.clone(), req)).await?;
@@ -59,8 +59,6 @@ impl Default for Inflight {
         Inflight::new(PER_USER, OVERALL, QUEUE_WAIT)
     }
 }
-
-pub(crate) use crate::cancel::cancelled;
 
 impl Inflight {
     pub(crate) fn new(per_user: usize, overall: usize, wait: Duration) -> Inflight {
@@ -286,7 +284,7 @@ mod tests {
                         started.send(()).ok();
                         // CPU work that checks for its client, then a commit
                         // after an await, which the abort must prevent.
-                        while !cancelled() {
+                        while !crate::cancel::cancelled() {
                             std::thread::sleep(Duration::from_millis(5));
                         }
                         saw_cancel.send(()).ok();

@@ -23,7 +23,7 @@ impl Resources {
             return Ok(());
         };
         // The slowest step of a write: not begun for a client that has gone.
-        if crate::inflight::cancelled() {
+        if crate::cancel::cancelled() {
             return Err(ApiError::new(
                 499,
                 "Cancelled",

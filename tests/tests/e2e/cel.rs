@@ -207,18 +207,21 @@ fn crd_error(r: std::result::Result<CustomResourceDefinition, kube::Error>) -> S
     invalid(r)
 }
 
+/// Creates the CRD `v` (a test's literal, so it must parse).
+async fn create_crd(
+    crds: &Api<CustomResourceDefinition>,
+    v: Value,
+) -> std::result::Result<CustomResourceDefinition, kube::Error> {
+    let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
+    crds.create(&PostParams::default(), &crd).await
+}
+
 #[tokio::test]
 async fn crds_with_bad_or_costly_rules_are_refused() -> anyhow::Result<()> {
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let create = |v: Value| {
-        let crds = crds.clone();
-        async move {
-            let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
-            crds.create(&PostParams::default(), &crd).await
-        }
-    };
+    let create = |v: Value| create_crd(&crds, v);
     let path = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
 
     // A rule that does not compile, through kubectl and kube-rs.
@@ -365,13 +368,7 @@ async fn underpriced_rules_are_refused_and_bounded_writes_are_quick() -> anyhow:
     let plane = Plane::start(&[]).await?;
     let client = plane.client().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let create = |v: Value| {
-        let crds = crds.clone();
-        async move {
-            let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
-            crds.create(&PostParams::default(), &crd).await
-        }
-    };
+    let create = |v: Value| create_crd(&crds, v);
     let with_max_hosts = |rules: Value, max: u64| {
         let mut crd = scaler_crd(rules);
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
