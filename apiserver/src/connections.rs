@@ -12,6 +12,13 @@
 //!   the reserve of the plane's own certificate users (the node, the host,
 //!   kubelets); and one source address holds at most
 //!   [`ConnectionLimits::per_source`] of them.
+//! - A connection in its handshake has shown no certificate yet: at most
+//!   [`ConnectionLimits::handshaking`] are, [`ConnectionLimits::per_source`]
+//!   from one address, and past that a new connection ends the oldest
+//!   handshake (a client finishes its own in milliseconds; the oldest is one
+//!   that never starts it). Silent connections from many addresses then hold
+//!   at most that many places, and a certificate user still reaches its
+//!   reserve.
 //! - A connection must begin its first request within
 //!   [`ConnectionLimits::first_request`] of its handshake, and may idle
 //!   between requests for [`ConnectionLimits::idle`].
@@ -20,7 +27,7 @@
 //! limit to the hard one at start, which [`raise_fd_limit`] does too); it
 //! relies on the process's limit and its request timeouts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +41,9 @@ pub struct ConnectionLimits {
     pub total: usize,
     /// Of those, connections without a client certificate.
     pub anonymous: usize,
+    /// Of those, connections still in their TLS handshake (not counted
+    /// among the anonymous ones).
+    pub handshaking: usize,
     /// Connections without a client certificate from one address.
     pub per_source: usize,
     /// How long a TLS handshake may take.
@@ -51,8 +61,10 @@ pub struct ConnectionLimits {
 
 impl ConnectionLimits {
     /// Half the descriptors for connections (the other half is the store's,
-    /// the plugins', the node's), a quarter of those kept for certificate
-    /// users, and a quarter of the rest for one address.
+    /// the plugins', the node's); half of those for connections without a
+    /// certificate and a quarter for handshakes, which leaves a quarter to
+    /// certificate users whatever the others do; a quarter of the anonymous
+    /// share for one address.
     pub fn from_fd_limit() -> ConnectionLimits {
         let fds = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
@@ -60,10 +72,11 @@ impl ConnectionLimits {
         let total = usize::try_from(fds / 2)
             .unwrap_or(usize::MAX)
             .clamp(64, 32_768);
-        let anonymous = total * 3 / 4;
+        let anonymous = total / 2;
         ConnectionLimits {
             total,
             anonymous,
+            handshaking: total / 4,
             per_source: (anonymous / 4).max(16),
             handshake: Duration::from_secs(10),
             first_request: Duration::from_secs(32),
@@ -90,13 +103,62 @@ pub fn raise_fd_limit() -> u64 {
 pub(crate) struct Connections {
     pub(crate) limits: ConnectionLimits,
     total: AtomicUsize,
-    anonymous: Mutex<(usize, HashMap<IpAddr, usize>)>,
+    anonymous: Mutex<Anonymous>,
+}
+
+/// Connections without a certificate, and those in their handshake.
+#[derive(Default)]
+struct Anonymous {
+    all: usize,
+    by_source: HashMap<IpAddr, usize>,
+    /// Handshakes in progress, oldest first, each with what ends it.
+    handshaking: BTreeMap<u64, tokio::sync::oneshot::Sender<()>>,
+    handshaking_by_source: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+/// One more for `source` in `counts`, unless it has `max` already.
+fn count_in(counts: &mut HashMap<IpAddr, usize>, source: IpAddr, max: usize) -> bool {
+    let mine = counts.entry(source).or_default();
+    if *mine >= max {
+        return false;
+    }
+    *mine += 1;
+    true
+}
+
+/// One fewer for `source` in `counts`.
+fn uncount_in(counts: &mut HashMap<IpAddr, usize>, source: IpAddr) {
+    if let Some(n) = counts.get_mut(&source) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(&source);
+        }
+    }
 }
 
 /// Counts one connection until dropped (with the connection's stream).
 pub(crate) struct Slot {
     conns: Arc<Connections>,
     source: Option<IpAddr>,
+}
+
+/// A connection in its TLS handshake, until dropped: the oldest one is
+/// ended when [`ConnectionLimits::handshaking`] are.
+pub(crate) struct Handshake {
+    conns: Arc<Connections>,
+    id: u64,
+    source: IpAddr,
+    /// Fires when a newer connection took its place.
+    pub(crate) ended: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        let mut a = self.conns.lock_anonymous();
+        a.handshaking.remove(&self.id);
+        uncount_in(&mut a.handshaking_by_source, self.source);
+    }
 }
 
 impl Connections {
@@ -118,23 +180,49 @@ impl Connections {
         (before < self.limits.total).then_some(slot)
     }
 
+    fn lock_anonymous(&self) -> std::sync::MutexGuard<'_, Anonymous> {
+        self.anonymous.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A place for a connection from `source` without a client certificate,
     /// or `None` past its share or its source's.
     pub(crate) fn enter_anonymous(self: &Arc<Self>, source: IpAddr) -> Option<Slot> {
-        let mut anonymous = self.anonymous.lock().unwrap_or_else(|p| p.into_inner());
-        let (all, by_source) = &mut *anonymous;
-        let mine = by_source.entry(source).or_default();
-        if *all >= self.limits.anonymous || *mine >= self.limits.per_source {
-            if *mine == 0 {
-                by_source.remove(&source);
-            }
+        let mut a = self.lock_anonymous();
+        if a.all >= self.limits.anonymous
+            || !count_in(&mut a.by_source, source, self.limits.per_source)
+        {
             return None;
         }
-        *mine += 1;
-        *all += 1;
+        a.all += 1;
         Some(Slot {
             conns: self.clone(),
             source: Some(source),
+        })
+    }
+
+    /// A place for a handshake from `source`: `None` past its source's
+    /// share; past [`ConnectionLimits::handshaking`], the oldest handshake
+    /// is ended to make room.
+    pub(crate) fn enter_handshake(self: &Arc<Self>, source: IpAddr) -> Option<Handshake> {
+        let mut a = self.lock_anonymous();
+        if !count_in(&mut a.handshaking_by_source, source, self.limits.per_source) {
+            return None;
+        }
+        if a.handshaking.len() >= self.limits.handshaking
+            && let Some((_, oldest)) = a.handshaking.pop_first()
+        {
+            // Its connection closes at once and gives its places back.
+            let _ = oldest.send(());
+        }
+        let (end, ended) = tokio::sync::oneshot::channel();
+        let id = a.next;
+        a.next += 1;
+        a.handshaking.insert(id, end);
+        Some(Handshake {
+            conns: self.clone(),
+            id,
+            source,
+            ended,
         })
     }
 
@@ -151,19 +239,9 @@ impl Drop for Slot {
                 self.conns.total.fetch_sub(1, Ordering::AcqRel);
             }
             Some(source) => {
-                let mut anonymous = self
-                    .conns
-                    .anonymous
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                let (all, by_source) = &mut *anonymous;
-                *all = all.saturating_sub(1);
-                if let Some(n) = by_source.get_mut(&source) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        by_source.remove(&source);
-                    }
-                }
+                let mut a = self.conns.lock_anonymous();
+                a.all = a.all.saturating_sub(1);
+                uncount_in(&mut a.by_source, source);
             }
         }
     }
@@ -173,10 +251,12 @@ impl Drop for Slot {
 mod tests {
     use super::*;
 
+    /// `handshaking` is 2.
     fn limits(total: usize, anonymous: usize, per_source: usize) -> ConnectionLimits {
         ConnectionLimits {
             total,
             anonymous,
+            handshaking: 2,
             per_source,
             handshake: Duration::from_secs(1),
             first_request: Duration::from_secs(1),
@@ -211,6 +291,38 @@ mod tests {
         assert!(conns.enter_anonymous(z).is_none(), "past the share of 3");
         drop(x1);
         let _z1 = conns.enter_anonymous(z).expect("z once x closed one");
+    }
+
+    #[test]
+    fn past_the_handshakes_bound_the_oldest_handshake_ends() {
+        let conns = Connections::new(limits(10, 5, 2));
+        let (x, y, z): (IpAddr, IpAddr, IpAddr) = (
+            [10, 0, 0, 1].into(),
+            [10, 0, 0, 2].into(),
+            [10, 0, 0, 3].into(),
+        );
+        let mut oldest = conns.enter_handshake(x).expect("x");
+        let mut next = conns.enter_handshake(y).expect("y");
+        // Two handshakes already: z ends x's, the oldest, and gets in.
+        let mut newest = conns.enter_handshake(z).expect("z, in x's place");
+        assert!(oldest.ended.try_recv().is_ok(), "x's handshake was ended");
+        assert!(next.ended.try_recv().is_err(), "y's goes on");
+        assert!(newest.ended.try_recv().is_err(), "z's goes on");
+        drop(oldest);
+        // A finished handshake is never ended.
+        drop(newest);
+        let _x = conns.enter_handshake(x).expect("x again");
+        assert!(next.ended.try_recv().is_err(), "room for two: y goes on");
+        let _w = conns.enter_handshake(z).expect("z again");
+        assert!(
+            next.ended.try_recv().is_ok(),
+            "y was the oldest handshake left"
+        );
+        // Past its source's share: refused, nobody's ended.
+        let conns = Connections::new(limits(10, 4, 1));
+        let mut first = conns.enter_handshake(x).expect("x");
+        assert!(conns.enter_handshake(x).is_none(), "x past its one");
+        assert!(first.ended.try_recv().is_err());
     }
 }
 
@@ -275,6 +387,7 @@ mod server_tests {
             c.connections = Some(ConnectionLimits {
                 total: 64,
                 anonymous: 2,
+                handshaking: 16,
                 per_source: 2,
                 handshake: Duration::from_secs(10),
                 first_request: Duration::from_secs(600),

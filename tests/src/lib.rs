@@ -43,14 +43,52 @@ pub struct Plane {
     pub child: Option<Child>,
     /// Subcommand and flags after `--data-dir DIR --port 0`.
     pub args: Vec<String>,
+    /// What the process may take (`prlimit` before it starts).
+    pub limits: Limits,
+}
+
+/// Resource limits a plane runs under, set with `prlimit` before the binary
+/// starts: an attack that exhausts them kills or stalls the plane, so a test
+/// sees it fail instead of a machine that swaps.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// `RLIMIT_DATA`: writable private memory (the heap, wasm memories,
+    /// thread stacks). An allocation past it fails and the process aborts.
+    pub data_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE`, soft and hard.
+    pub open_files: Option<u64>,
+}
+
+impl Limits {
+    /// The memory the hardening issues attack a plane in: 4 GiB.
+    pub const ATTACK: Limits = Limits {
+        data_bytes: Some(4 << 30),
+        open_files: None,
+    };
+
+    fn prlimit_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(b) = self.data_bytes {
+            args.push(format!("--data={b}"));
+        }
+        if let Some(n) = self.open_files {
+            args.push(format!("--nofile={n}"));
+        }
+        args
+    }
 }
 
 impl Plane {
     /// `wasmlet apiserver --data-dir TMP --port 0 EXTRA...`
     pub async fn start(extra: &[&str]) -> Result<Plane> {
+        Plane::start_limited(extra, Limits::default()).await
+    }
+
+    /// [`Plane::start`] inside `limits`.
+    pub async fn start_limited(extra: &[&str], limits: Limits) -> Result<Plane> {
         let mut args = vec!["apiserver".to_string()];
         args.extend(extra.iter().map(|s| s.to_string()));
-        Plane::launch(args, &[]).await
+        Plane::launch(args, &[], limits).await
     }
 
     /// `wasmlet up --plugins DATA/plugins --metrics-addr 127.0.0.1:0 EXTRA...`:
@@ -62,6 +100,15 @@ impl Plane {
     /// [`Plane::start_up`] with the built `plugins` (by name) already in the
     /// plugin directory when the host starts, so that its first scan loads them.
     pub async fn start_up_with(extra: &[&str], plugins: &[&str]) -> Result<Plane> {
+        Plane::start_up_limited(extra, plugins, Limits::default()).await
+    }
+
+    /// [`Plane::start_up_with`] inside `limits`.
+    pub async fn start_up_limited(
+        extra: &[&str],
+        plugins: &[&str],
+        limits: Limits,
+    ) -> Result<Plane> {
         let mut args = vec![
             "up".to_string(),
             "--metrics-addr".into(),
@@ -76,10 +123,10 @@ impl Plane {
             args.extend(["--builtin-plugins".into(), "scheduler,wasi-runner".into()]);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        Plane::launch(args, plugins).await
+        Plane::launch(args, plugins, limits).await
     }
 
-    async fn launch(mut args: Vec<String>, plugins: &[&str]) -> Result<Plane> {
+    async fn launch(mut args: Vec<String>, plugins: &[&str], limits: Limits) -> Result<Plane> {
         let dir = tempfile::tempdir()?;
         if args[0] == "up" {
             let pdir = dir.path().join("plugins");
@@ -94,6 +141,7 @@ impl Plane {
             dir,
             child: None,
             args,
+            limits,
         };
         plane.spawn().await?;
         Ok(plane)
@@ -167,7 +215,16 @@ impl Plane {
         let _ = std::fs::remove_file(self.kubeconfig());
         let log = std::fs::File::create(self.dir.path().join("wasmlet.log"))?;
         let out = std::fs::File::create(self.dir.path().join("wasmlet.out"))?;
-        let mut cmd = Command::new(&bin);
+        // prlimit sets the limits on itself and execs the binary: the child's
+        // pid is the plane's.
+        let limits = self.limits.prlimit_args();
+        let mut cmd = if limits.is_empty() {
+            Command::new(&bin)
+        } else {
+            let mut c = Command::new("prlimit");
+            c.args(&limits).arg("--").arg(&bin);
+            c
+        };
         cmd.arg(&self.args[0])
             .arg("--data-dir")
             .arg(self.dir.path());
@@ -217,6 +274,28 @@ impl Plane {
 
     pub fn log(&self) -> String {
         read_log(self.dir.path())
+    }
+
+    /// The process's id, while it runs.
+    pub fn pid(&self) -> Result<u32> {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .context("the plane is not running")
+    }
+
+    /// A field of the process's `/proc/PID/status` in MiB (`VmHWM:`, its
+    /// peak resident set; `VmRSS:`, now). Fails once the process is gone, so
+    /// that a test reading it after an attack sees a plane that died.
+    pub fn proc_status_mib(&mut self, field: &str) -> Result<u64> {
+        if let Some(status) = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+        {
+            bail!("the plane exited ({status}); log:\n{}", self.log());
+        }
+        proc_status_kib(self.pid()?, field).map(|kib| kib >> 10)
     }
 
     /// `kill -9`: no shutdown path runs.
@@ -356,6 +435,22 @@ pub fn install_plugin_with(dir: &Path, name: &str, edit: impl Fn(String) -> Stri
 /// The stderr log of a wasmlet process started in `dir`.
 fn read_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("wasmlet.log")).unwrap_or_default()
+}
+
+/// A field of `/proc/PID/status` in KiB (`VmHWM:`: the peak resident set).
+pub fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .with_context(|| format!("/proc/{pid}/status has no {field}"))
 }
 
 /// Kills and reaps a child, if it is still ours.
@@ -741,6 +836,28 @@ impl Host {
 
     pub fn log(&self) -> String {
         read_log(self.dir.path())
+    }
+
+    /// The process's id, while it runs.
+    pub fn pid(&self) -> Result<u32> {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .context("the plane is not running")
+    }
+
+    /// A field of the process's `/proc/PID/status` in MiB (`VmHWM:`, its
+    /// peak resident set; `VmRSS:`, now). Fails once the process is gone, so
+    /// that a test reading it after an attack sees a plane that died.
+    pub fn proc_status_mib(&mut self, field: &str) -> Result<u64> {
+        if let Some(status) = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+        {
+            bail!("the plane exited ({status}); log:\n{}", self.log());
+        }
+        proc_status_kib(self.pid()?, field).map(|kib| kib >> 10)
     }
 
     /// `kill -9`: no shutdown path runs (no lease release, nothing flushed).

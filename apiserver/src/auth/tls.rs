@@ -101,9 +101,14 @@ where
                 tracing::debug!(open = conns.open(), "connection closed: {why}");
                 io::Error::new(io::ErrorKind::ConnectionRefused, why.to_string())
             };
-            let source = stream.peer_addr().map(|a| a.ip()).ok();
             let Some(slot) = conns.enter() else {
                 return Err(refused("too many connections"));
+            };
+            let Some(source) = stream.peer_addr().map(|a| a.ip()).ok() else {
+                return Err(refused("no peer address"));
+            };
+            let Some(mut handshake) = conns.enter_handshake(source) else {
+                return Err(refused("too many handshakes from one address"));
             };
             let counted = Counted {
                 io: stream,
@@ -111,8 +116,13 @@ where
                 first_request: None,
             };
             // The inner acceptor ends a handshake that takes longer than
-            // `ConnectionLimits::handshake`.
-            let (mut stream, service) = inner.accept(counted, service).await?;
+            // `ConnectionLimits::handshake`; a newer connection ends it when
+            // too many are in progress.
+            let (mut stream, service) = tokio::select! {
+                accepted = inner.accept(counted, service) => accepted?,
+                _ = &mut handshake.ended => return Err(refused("handshake ended to make room for a newer connection")),
+            };
+            drop(handshake);
             // rustls verified the chain against the CA already.
             let user = stream
                 .get_ref()
@@ -123,8 +133,7 @@ where
             stream.get_mut().0.first_request =
                 Some(Box::pin(tokio::time::sleep(conns.limits.first_request)));
             if user.is_none() {
-                let slot = source.and_then(|s| conns.enter_anonymous(s));
-                let Some(slot) = slot else {
+                let Some(slot) = conns.enter_anonymous(source) else {
                     return Err(refused("too many connections without a client certificate"));
                 };
                 stream.get_mut().0._slots.push(slot);

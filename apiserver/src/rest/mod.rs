@@ -2,6 +2,7 @@
 //! a [`Target`] and handed to the verb's handler.
 
 mod eviction;
+mod list_body;
 mod read;
 mod subresources;
 mod watch;

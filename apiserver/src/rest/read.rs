@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::{Value, json};
 use wasmlet_apimachinery::selector::{FieldSelector, LabelSelector};
 
@@ -366,9 +366,10 @@ pub(crate) fn list(
     list_response(state, t, metadata, &items)
 }
 
-/// A `KindList` of `items` with `metadata`, the items concatenated as stored:
-/// no parse and no re-encoding on the hot path (a LIST, and the answer of a
-/// DELETE of a collection, which may hold every object of a kind).
+/// A `KindList` of `items` with `metadata`, the items as stored: no parse
+/// and no re-encoding on the hot path (a LIST, and the answer of a DELETE of
+/// a collection, which may hold every object of a kind), and no copy of the
+/// whole (the body streams them, [`super::list_body`]).
 pub(crate) fn list_response(
     state: &ApiState,
     t: &Target,
@@ -380,18 +381,17 @@ pub(crate) fn list_response(
         "apiVersion": t.rt.api_version(&t.version),
         "metadata": metadata,
     });
-    let head = serde_json::to_vec(&head).unwrap_or_default();
-    let mut out = BytesMut::with_capacity(
-        head.len() + items.iter().map(|s| s.json.len() + 1).sum::<usize>() + 16,
-    );
-    out.put_slice(&head[..head.len() - 1]);
-    out.put_slice(b",\"items\":[");
-    for (i, s) in items.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        out.put_slice(&state.resources.render(&t.rt, &t.version, s)?);
-    }
-    out.put_slice(b"]}");
-    Ok(json_response(200, Bytes::from(out)))
+    let mut head = serde_json::to_vec(&head).unwrap_or_default();
+    head.pop(); // its closing brace: the items follow
+    let items = items
+        .iter()
+        .map(|s| state.resources.render(&t.rt, &t.version, s))
+        .collect::<ApiResult<Vec<Bytes>>>()?;
+    let body = super::list_body::ListBody::new(Bytes::from(head), items);
+    Ok((
+        axum::http::StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::new(body),
+    )
+        .into_response())
 }

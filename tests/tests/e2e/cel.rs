@@ -365,7 +365,7 @@ async fn rules_derived_by_kube_rs_are_enforced() -> anyhow::Result<()> {
 /// took 26 s for 1,000 items) is compiled once and the write is quick.
 #[tokio::test]
 async fn underpriced_rules_are_refused_and_bounded_writes_are_quick() -> anyhow::Result<()> {
-    let plane = Plane::start(&[]).await?;
+    let plane = Plane::start_limited(&[], wasmlet_e2e::Limits::ATTACK).await?;
     let client = plane.client().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let create = |v: Value| create_crd(&crds, v);

@@ -57,7 +57,7 @@ const COUNTERS: [&str; 5] = [
     "oversized",
 ];
 
-fn faults(client: &kube::Client) -> Api<DynamicObject> {
+pub(crate) fn faults(client: &kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("testing.wasmlet.dev", "v1", "Fault"),
         "faults",
@@ -65,7 +65,7 @@ fn faults(client: &kube::Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
-async fn served(api: &Api<DynamicObject>) -> Result<()> {
+pub(crate) async fn served(api: &Api<DynamicObject>) -> Result<()> {
     eventually(Duration::from_secs(30), "the Fault CRD served", || async {
         api.list(&Default::default()).await.ok()
     })
@@ -75,7 +75,7 @@ async fn served(api: &Api<DynamicObject>) -> Result<()> {
 
 /// Installs the fault guest as plugin `name`, reconciling the Faults labelled
 /// `faults.wasmlet.dev/plugin=<name>`, with these limits (manifest first, module last).
-fn install_fault_plugin(
+pub(crate) fn install_fault_plugin(
     dir: &Path,
     name: &str,
     concurrency: u32,
@@ -120,7 +120,7 @@ deadline-ms = {deadline_ms}
 
 /// The guest's CRD, created by the test (the plugins here ship none: several
 /// plugins may not all own one CRD).
-async fn install_fault_crd(client: &kube::Client) -> Result<()> {
+pub(crate) async fn install_fault_crd(client: &kube::Client) -> Result<()> {
     let path = built_plugins().join("fault.crd.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     install_crd(client, serde_yaml::from_str(&text)?).await

@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmlet_e2e::workload_plane::{self, NODE, workload};
-use wasmlet_e2e::{Plane, eventually, wasmlet_bin};
+use wasmlet_e2e::{Plane, eventually, proc_status_kib, wasmlet_bin};
 
 // ---- helpers ---------------------------------------------------------------------
 
@@ -114,34 +114,10 @@ async fn serves_others(plane: &Plane, name: &str, kept: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A field of `/proc/PID/status` in KiB (`VmHWM`: the peak resident set).
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
-}
-
-fn pid(plane: &Plane) -> u32 {
-    plane
-        .child
-        .as_ref()
-        .map(|c| c.id())
-        .expect("a running plane")
 }
 
 /// (type, reason, message) of the core/v1 and events.k8s.io/v1 Events about `name`.
@@ -344,7 +320,7 @@ async fn a_preview1_workload_opening_its_secret_thirty_thousand_times_is_capped(
 /// the host keeps its descriptors and serves, and a neighbour pod runs.
 async fn hog_is_capped(module: &str) -> Result<()> {
     let (plane, client) = plane(&["--workload-max-open-files", "32"]).await?;
-    let host = pid(&plane);
+    let host = plane.pid()?;
     write_before(&client).await?;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "sec"}, "data": {"key": "czNjcmV0"},
@@ -484,9 +460,9 @@ async fn an_endless_token_answer_is_refused_before_it_is_read() -> Result<()> {
 async fn pulls_fail_unread(registry: &FakeRegistry, images: &[(&str, &[&str])]) -> Result<()> {
     let addr = registry.addr.clone();
     let (plane, client) = plane(&["--insecure-registry", &addr]).await?;
-    let host = pid(&plane);
+    let host = plane.pid()?;
     write_before(&client).await?;
-    let peak_before = proc_status_kib(host, "VmHWM:");
+    let peak_before = proc_status_kib(host, "VmHWM:")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for (name, _) in images {
         let image = format!("{addr}/{name}:v1");
@@ -502,7 +478,7 @@ async fn pulls_fail_unread(registry: &FakeRegistry, images: &[(&str, &[&str])]) 
         event_containing(&client, name, &wanted).await?;
     }
     serves_others(&plane, "after-pulls", &["before"]).await?;
-    let peak_after = proc_status_kib(host, "VmHWM:");
+    let peak_after = proc_status_kib(host, "VmHWM:")?;
     let grown = (peak_after.saturating_sub(peak_before)) >> 10;
     println!(
         "peak RSS {} MiB -> {} MiB; the registry sent {} MiB",

@@ -579,6 +579,7 @@ async fn the_status_page_needs_loopback_or_a_token_allowed_the_path() -> Result<
         .collect(),
         dir,
         child: None,
+        limits: Default::default(),
     };
     plane.spawn().await?;
     let url = plane.metrics_url().await?;

@@ -27,6 +27,7 @@ mod disruption;
 mod durability;
 mod faults;
 mod hardening_api;
+mod hardening_limits;
 mod hardening_node;
 mod hardening_process;
 mod hardening_requests;

@@ -13,6 +13,7 @@
 //! | `huge` | returns a 4 MiB status (over the host's result size limit) |
 //! | `requeue-max` | succeeds like `none`, asking to be requeued after `u64::MAX` ms |
 //! | `requeue-zero` | succeeds like `none`, asking to be requeued after 0 ms, every time |
+//! | `batch` | `create-all` of `N` ConfigMaps of `K` data keys each (`spec.value` = `"N:K"`); status `{"created", "refused", "error"}` |
 //!
 //! Its `finalize` succeeds unless `spec.finalize` is `fail`: then it returns a
 //! transient `CleanupBlocked` error carrying status `{"cleanup": "blocked"}` and a
@@ -38,6 +39,48 @@ fn huge() -> String {
     s.extend(std::iter::repeat_n('x', HUGE_BYTES));
     s.push_str("\"}");
     s
+}
+
+/// `create-all` of `"N:K"` ConfigMaps of K keys each, as one batch (a
+/// plugin author's way to make the host parse a lot at once); the status
+/// counts the answers.
+fn batch(spec: &str) -> String {
+    let (n, keys) = spec.split_once(':').unwrap_or(("0", "0"));
+    let (n, keys): (usize, usize) = (n.parse().unwrap_or(0), keys.parse().unwrap_or(0));
+    let objs: Vec<String> = (0..n)
+        .map(|i| {
+            let mut s = format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\
+                 \"metadata\":{{\"name\":\"batch-{i}\",\"namespace\":\"default\"}},\"data\":{{"
+            );
+            for k in 0..keys {
+                if k > 0 {
+                    s.push(',');
+                }
+                s.push_str(&format!("\"k{k}\":\"v\""));
+            }
+            s.push_str("}}");
+            s
+        })
+        .collect();
+    let (mut created, mut refused, mut error) = (0, 0, String::new());
+    match wasmlet_sdk::bindings::client::create_all(&objs) {
+        Ok(answers) => {
+            for a in answers {
+                match a {
+                    Ok(_) => created += 1,
+                    Err(e) => {
+                        refused += 1;
+                        if error.is_empty() {
+                            error = format!("{e:?}");
+                        }
+                    }
+                }
+            }
+        }
+        Err(e) => error = format!("{e:?}"),
+    }
+    json!({"created": created, "refused": refused, "error": error}).to_string()
 }
 
 fn ok(status: String, requeue_after_ms: Option<u64>) -> ReconcileOutcome {
@@ -81,6 +124,7 @@ impl Guest for Fault {
             Some("huge") => Ok(ok(huge(), None)),
             Some("requeue-max") => Ok(ok(echo, Some(u64::MAX))),
             Some("requeue-zero") => Ok(ok(echo, Some(0))),
+            Some("batch") => Ok(ok(batch(value.as_str().unwrap_or("")), None)),
             Some(other) => Err(ReconcileError {
                 kind: ErrorKind::Terminal,
                 reason: "UnknownFault".into(),
