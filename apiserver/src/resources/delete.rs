@@ -10,6 +10,14 @@ use crate::status::{ApiError, ApiResult};
 use crate::store::{Expect, StoreError};
 use crate::strategy;
 
+/// The namespaces kube-apiserver refuses to delete (its NamespaceLifecycle
+/// admission): the cluster itself needs them.
+pub(crate) fn is_immortal(rt: &ResourceType, name: &str) -> bool {
+    rt.group.is_empty()
+        && rt.resource == "namespaces"
+        && ["default", "kube-system", "kube-public"].contains(&name)
+}
+
 impl Resources {
     /// DELETE: finalizers and grace periods make it a mark (deletionTimestamp);
     /// otherwise the object is gone at once.
@@ -20,6 +28,11 @@ impl Resources {
         name: &str,
         opts: &DeleteOptions,
     ) -> ApiResult<Deleted> {
+        if is_immortal(rt, name) {
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
         let key = rt.key(ns, name);
         let deadline = std::time::Instant::now() + RETRY_FOR;
         while retrying(deadline) {

@@ -16,6 +16,7 @@ mod rules;
 mod update;
 
 pub(crate) use admission::Admit;
+pub(crate) use delete::is_immortal;
 
 use std::sync::Arc;
 

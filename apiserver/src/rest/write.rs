@@ -318,6 +318,11 @@ pub(crate) async fn delete_collection(
     let mut deleted = Vec::new();
     for s in snap.range(&prefix, None).filter(|s| filter.matches(s)) {
         let (ns, name) = s.namespace_name();
+        // Upstream serves no collection delete of namespaces; here it
+        // deletes all but the three the cluster needs.
+        if crate::resources::is_immortal(&t.rt, name) {
+            continue;
+        }
         match state.resources.delete(&t.rt, ns, name, &opts).await {
             // The last states are shared with the watch history: kept as
             // stored, not parsed (27,000 objects of 16 KiB parsed took GiBs).

@@ -186,6 +186,9 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
         ("batch", "Job") => batch::validate_job(obj),
         ("batch", "CronJob") => batch::validate_cronjob(obj),
         ("apps", "DaemonSet") => workloads::validate_daemonset(obj),
+        ("apps", kind @ ("Deployment" | "ReplicaSet" | "StatefulSet")) => {
+            workloads::validate_replicated(kind, obj)
+        }
         ("", "ReplicationController") => workloads::validate_replicationcontroller(obj),
         _ => Vec::new(),
     }
@@ -198,7 +201,10 @@ pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Ve
         ("", "Secret") => data::validate_update(true, old, new),
         ("", "Pod") => pods::validate_update(old, new),
         ("batch", "Job") => batch::validate_job_update(old, new),
-        ("apps", "DaemonSet") => workloads::validate_daemonset_update(old, new),
+        ("apps", "DaemonSet" | "Deployment" | "ReplicaSet" | "StatefulSet") => {
+            workloads::selector_unchanged(old, new)
+        }
+        ("", "Service") => crate::services::validate_update(old, new),
         _ => Vec::new(),
     }
 }

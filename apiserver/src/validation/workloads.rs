@@ -1,5 +1,8 @@
 //! DaemonSet and ReplicationController rules, as upstream's
-//! `ValidateDaemonSet(Update)` and `ValidateReplicationController`: a
+//! `ValidateDaemonSet(Update)` and `ValidateReplicationController`, and the
+//! selector rules Deployments, ReplicaSets and StatefulSets share with them
+//! (`ValidateDeploymentSpec`, `ValidateReplicaSetSpec`,
+//! `ValidateStatefulSetSpec`, and their updates' immutable selector): a
 //! non-empty selector that matches the template's labels, a template whose
 //! pods restart `Always`, no negative replicas, and (DaemonSet) a selector
 //! that never changes: the controller would orphan every pod it made, and a
@@ -36,16 +39,16 @@ fn restart_policy(obj: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-pub(crate) fn validate_daemonset(obj: &Value) -> Vec<Cause> {
-    let mut causes = vec![];
+/// A required, non-empty selector that matches the template's labels
+/// (`empty` is upstream's message for an empty one, which names the kind,
+/// and for a ReplicaSet names a Deployment, as upstream's does).
+fn selector_picks_template(obj: &Value, empty: &str, causes: &mut Vec<Cause>) {
     match obj.pointer("/spec/selector").filter(|s| !s.is_null()) {
         None => causes.push(required("spec.selector")),
         Some(s) => match LabelSelector::from_label_selector(s) {
-            Ok(sel) if sel.is_empty() => causes.push(invalid(
-                "spec.selector",
-                &s.to_string(),
-                "empty selector is invalid for daemonset",
-            )),
+            Ok(sel) if sel.is_empty() => {
+                causes.push(invalid("spec.selector", &s.to_string(), empty))
+            }
             Ok(sel) => {
                 if !sel.matches(template_labels(obj)) {
                     causes.push(invalid(
@@ -58,6 +61,23 @@ pub(crate) fn validate_daemonset(obj: &Value) -> Vec<Cause> {
             Err(e) => causes.push(invalid("spec.selector", &s.to_string(), &e.to_string())),
         },
     }
+}
+
+/// Deployments, ReplicaSets and StatefulSets: a selector that picks the
+/// template, as upstream (the rest of their rules are the schema's).
+pub(crate) fn validate_replicated(kind: &str, obj: &Value) -> Vec<Cause> {
+    let empty = match kind {
+        "StatefulSet" => "empty selector is invalid for statefulset",
+        _ => "empty selector is invalid for deployment",
+    };
+    let mut causes = vec![];
+    selector_picks_template(obj, empty, &mut causes);
+    causes
+}
+
+pub(crate) fn validate_daemonset(obj: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    selector_picks_template(obj, "empty selector is invalid for daemonset", &mut causes);
     if obj.pointer("/spec/template").is_none_or(Value::is_null) {
         causes.push(required("spec.template"));
     }
@@ -142,8 +162,9 @@ fn rolling_update(obj: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
-/// A DaemonSet's `spec.selector` is immutable (apps/v1).
-pub(crate) fn validate_daemonset_update(old: &Value, new: &Value) -> Vec<Cause> {
+/// An apps/v1 workload's selector never changes (DaemonSet, Deployment,
+/// ReplicaSet, StatefulSet): its controller would orphan every pod it made.
+pub(crate) fn selector_unchanged(old: &Value, new: &Value) -> Vec<Cause> {
     let (o, n) = (old.pointer("/spec/selector"), new.pointer("/spec/selector"));
     if o != n {
         return vec![invalid(
@@ -234,14 +255,14 @@ mod tests {
     fn a_daemonset_selector_is_immutable() {
         let old = ds(json!({"matchLabels": {"app": "a"}}), json!({"app": "a"}));
         let new = ds(json!({"matchLabels": {"app": "b"}}), json!({"app": "b"}));
-        let c = validate_daemonset_update(&old, &new);
+        let c = selector_unchanged(&old, &new);
         assert_eq!(c.len(), 1);
         assert!(
             c[0].full().ends_with("field is immutable"),
             "{}",
             c[0].full()
         );
-        assert!(validate_daemonset_update(&old, &old).is_empty());
+        assert!(selector_unchanged(&old, &old).is_empty());
     }
 
     #[test]

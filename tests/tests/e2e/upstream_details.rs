@@ -165,3 +165,132 @@ async fn aggregated_discovery_lists_every_group() -> Result<()> {
     assert!(out.contains("widgets"), "{out}");
     Ok(())
 }
+
+/// `kubectl` output (stdout and stderr) of a command that must fail.
+fn kubectl_fails(plane: &Plane, args: &[&str]) -> Result<String> {
+    let out = plane.kubectl(args)?;
+    anyhow::ensure!(
+        !out.status.success(),
+        "kubectl {} succeeded",
+        args.join(" ")
+    );
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// What kube-apiserver protects (issue 46 item 3), through kubectl: the three
+/// namespaces the cluster needs are never deleted, a Service's cluster IP
+/// never changes once set, and a Deployment's, ReplicaSet's or StatefulSet's
+/// selector must pick its template and never changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_kube_apiserver_protects() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    plane.kubectl_ok(&["create", "namespace", "scratch"])?;
+    for ns in ["default", "kube-system", "kube-public"] {
+        let out = kubectl_fails(&plane, &["delete", "namespace", ns])?;
+        assert!(
+            out.contains(&format!(
+                "namespaces \"{ns}\" is forbidden: this namespace may not be deleted"
+            )),
+            "{out}"
+        );
+    }
+    // `--all` deletes the others and fails on the three.
+    let _ = plane.kubectl(&["delete", "namespace", "--all", "--wait=false"])?;
+    let left = plane.kubectl_ok(&["get", "namespaces", "-o", "name"])?;
+    for ns in ["default", "kube-system", "kube-public"] {
+        assert!(left.contains(&format!("namespace/{ns}\n")), "{left}");
+    }
+
+    let dir = tempfile::tempdir()?;
+    let apply = |name: &str, v: serde_json::Value| -> Result<std::process::Output> {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&v)?)?;
+        plane.kubectl(&["create", "-f", &path.display().to_string()])
+    };
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"clusterIP": ip, "ports": [{"port": 80}]}})
+    };
+    anyhow::ensure!(
+        apply("headless", service("headless", "None"))?
+            .status
+            .success()
+    );
+    anyhow::ensure!(apply("plain", service("plain", ""))?.status.success());
+    for name in ["headless", "plain"] {
+        let out = kubectl_fails(
+            &plane,
+            &[
+                "patch",
+                "service",
+                name,
+                "-p",
+                r#"{"spec":{"clusterIP":"10.0.0.12"}}"#,
+            ],
+        )?;
+        assert!(
+            out.contains(
+                "spec.clusterIPs[0]: Invalid value: \"10.0.0.12\": may not change once set"
+            ),
+            "{name}: {out}"
+        );
+    }
+    let ips = plane.kubectl_ok(&[
+        "get",
+        "service",
+        "headless",
+        "-o",
+        "jsonpath={.spec.clusterIP} {.spec.clusterIPs[0]}",
+    ])?;
+    assert_eq!(ips, "None None");
+
+    let template = json!({"metadata": {"labels": {"app": "b"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    for (kind, resource) in [
+        ("Deployment", "deployment"),
+        ("ReplicaSet", "replicaset"),
+        ("StatefulSet", "statefulset"),
+    ] {
+        let workload = |app: &str| {
+            let mut w = json!({"apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": format!("{resource}-{app}"), "namespace": "default"},
+                "spec": {"replicas": 0,
+                    "selector": {"matchLabels": {"app": app}}, "template": template}});
+            if kind == "StatefulSet" {
+                w["spec"]["serviceName"] = json!("s");
+            }
+            w
+        };
+        let out = apply(resource, workload("a"))?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && text.contains(
+                    "spec.template.metadata.labels: Invalid value: {\"app\":\"b\"}: `selector` does not match template `labels`"
+                ),
+            "{kind}: {text}"
+        );
+        let out = apply(resource, workload("b"))?;
+        anyhow::ensure!(out.status.success(), "{kind}: {out:?}");
+        let out = kubectl_fails(
+            &plane,
+            &[
+                "patch",
+                resource,
+                &format!("{resource}-b"),
+                "-p",
+                r#"{"spec":{"selector":{"matchLabels":{"app":"b","x":"y"}}}}"#,
+            ],
+        )?;
+        assert!(
+            out.contains("spec.selector: Invalid value:") && out.contains("field is immutable"),
+            "{kind}: {out}"
+        );
+    }
+    Ok(())
+}
