@@ -29,6 +29,7 @@ pub(crate) mod decode;
 pub(crate) mod pods;
 pub(crate) mod rbac;
 pub(crate) mod schemas;
+mod service;
 pub(crate) mod workloads;
 
 use std::sync::{Arc, Mutex};
@@ -204,7 +205,7 @@ pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Ve
         ("apps", "DaemonSet" | "Deployment" | "ReplicaSet" | "StatefulSet") => {
             workloads::selector_unchanged(old, new)
         }
-        ("", "Service") => crate::services::validate_update(old, new),
+        ("", "Service") => service::validate_update(old, new),
         _ => Vec::new(),
     }
 }
