@@ -12,6 +12,7 @@
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
 #[allow(clippy::module_inception)]
+mod changes;
 pub(crate) mod controller;
 mod enqueue;
 pub(crate) mod expectations;
