@@ -176,7 +176,9 @@ fn execute(
             }
         }
     }
-    notify::sync(ctx, sroll, &mut plan.status, now);
+    if let Some(retry) = notify::sync(ctx, sroll, &mut plan.status, now) {
+        plan.requeue = Some(plan.requeue.map_or(retry, |r| r.min(retry)));
+    }
     if plan::is_final(&plan.status.phase)
         && let Some(wait) = notify::callback(ctx, sroll, &mut plan.status, now)
     {

@@ -160,17 +160,21 @@ fn call(base: &str, method: &str, token: &str, body: Value) -> Result<Value, Str
     Ok(v)
 }
 
+/// How soon to try again after a failed send: nothing else may wake a
+/// finished or paused rollout.
+pub const RETRY: Duration = Duration::from_secs(10);
+
 /// Brings the chat message up to date with `st` (opening it for a new
-/// generation). Failures are logged and retried on a later pass; they never
-/// hold the rollout.
+/// generation). Failures are logged and retried on a later pass (they never
+/// hold the rollout): the answer is then when, [`RETRY`].
 pub fn sync(
     ctx: &Context,
     sroll: &StatefulsetRollout,
     st: &mut StatefulsetRolloutStatus,
     now: Timestamp,
-) {
+) -> Option<Duration> {
     let (Some(n), Some(channel)) = (&sroll.spec.notifications, &sroll.spec.channel) else {
-        return;
+        return None;
     };
     let ns = sroll.metadata.namespace.clone().unwrap_or_default();
     let generation = sroll.metadata.generation.unwrap_or(0);
@@ -180,7 +184,7 @@ pub fn sync(
         && m.generation == generation
         && (m.sent.get(MILESTONE) == Some(&at) || !last && !due(m, SUMMARY_AT, SUMMARY_EVERY, now))
     {
-        return;
+        return None;
     }
     let texts = texts(sroll, st);
     // The token is read only when a message is about to go out: a pass with
@@ -231,7 +235,7 @@ pub fn sync(
                 },
                 Err(e) => {
                     ctx.warn(&format!("notifications: {e}"));
-                    return;
+                    return Some(RETRY);
                 }
             }
         }
@@ -282,6 +286,7 @@ pub fn sync(
         msg.sent.insert(MILESTONE.to_owned(), at);
     }
     st.notification_message = Some(msg);
+    (!all_sent).then_some(RETRY)
 }
 
 /// Back-off before callback attempt `n` (1-based): 1, 2, 4, ... 60 seconds.

@@ -483,6 +483,25 @@ fn a_finished_rollout_makes_no_external_call() {
     assert_eq!(w.external_calls(), before, "{:?}", w.requests());
 }
 
+/// A finished rollout whose last word failed to reach the chat comes back
+/// for it on its own (no pod event will wake it), and stops once it is out.
+#[test]
+fn a_failed_last_word_is_retried_by_requeue() {
+    let spec = json!({"channel": "#deploys",
+        "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
+    let w = World::ready(2, 100, spec, 1);
+    w.pods_n(2, 2, true);
+    w.chat_failures.set(1);
+    let out = w.pass(t0());
+    assert_eq!(out.status["phase"], "RolloutDone");
+    assert_eq!(out.requeue, Some(crate::notify::RETRY));
+    let out = w.pass(t0() + secs(10));
+    assert_eq!(out.requeue, None, "delivered: {:?}", w.chat_calls());
+    let sent = w.chat_calls().len();
+    let _ = w.pass(t0() + secs(20));
+    assert_eq!(w.chat_calls().len(), sent);
+}
+
 /// The chat token is read when a message is about to go out, not on every pass.
 #[test]
 fn the_chat_token_is_read_only_to_send() {

@@ -33,6 +33,8 @@ pub struct World {
     pub callback_failures: Rc<Cell<u32>>,
     /// GETs of Secrets the guest made (the chat token's).
     pub secret_gets: Rc<Cell<usize>>,
+    /// The chat API answers `ok: false` this many more times.
+    pub chat_failures: Rc<Cell<u32>>,
     requests: Requests,
     _guard: InstalledHost,
 }
@@ -43,6 +45,7 @@ struct Wrap {
     consul_passing: Rc<Cell<usize>>,
     callback_failures: Rc<Cell<u32>>,
     secret_gets: Rc<Cell<usize>>,
+    chat_failures: Rc<Cell<u32>>,
     requests: Requests,
 }
 
@@ -123,6 +126,10 @@ impl Host for Wrap {
             }
             return ok(json!({}));
         }
+        if self.chat_failures.get() > 0 {
+            self.chat_failures.set(self.chat_failures.get() - 1);
+            return ok(json!({"ok": false, "error": "ratelimited"}));
+        }
         let posts = self
             .requests
             .borrow()
@@ -161,6 +168,7 @@ impl World {
         let consul_passing = Rc::new(Cell::new(0));
         let callback_failures = Rc::new(Cell::new(0));
         let secret_gets = Rc::new(Cell::new(0));
+        let chat_failures = Rc::new(Cell::new(0));
         let requests = Rc::new(RefCell::new(Vec::new()));
         let guard = install(Rc::new(Wrap {
             fake: host.clone(),
@@ -168,6 +176,7 @@ impl World {
             consul_passing: consul_passing.clone(),
             callback_failures: callback_failures.clone(),
             secret_gets: secret_gets.clone(),
+            chat_failures: chat_failures.clone(),
             requests: requests.clone(),
         }));
         host.insert(json!({"apiVersion": "v1", "kind": "Secret",
@@ -196,6 +205,7 @@ impl World {
             consul_passing,
             callback_failures,
             secret_gets,
+            chat_failures,
             requests,
             _guard: guard,
         }
