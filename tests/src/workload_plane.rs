@@ -205,6 +205,21 @@ pub async fn api_writes_by(
     Ok(by)
 }
 
+/// Requests of `verb` (`GET`, `LIST`, ...) on `resource` (`secrets`) the plane
+/// has answered so far, whatever the code (`apiserver_request_total`).
+pub async fn api_requests(client: &kube::Client, verb: &str, resource: &str) -> Result<f64> {
+    let text = plane_metrics(client).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            metric_label(l, "verb").as_deref() == Some(verb)
+                && metric_label(l, "resource").as_deref() == Some(resource)
+        })
+        .filter_map(value)
+        .sum())
+}
+
 /// The plane's time serving writes so far, by verb and resource: (count,
 /// seconds) from `apiserver_request_duration_seconds`, all answers.
 pub async fn api_write_seconds(

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(test)]
+use k8s_openapi::api::apps::v1::StatefulSetSpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -37,16 +39,21 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct StatefulsetRolloutSpec {
     /// The StatefulSet to manage (apps/v1: `metadata` and `spec`); its
-    /// `updateStrategy.type` must be `OnDelete`.
-    #[schemars(schema_with = "preserve_unknown")]
+    /// `updateStrategy.type` must be `OnDelete`. Its schema is apps/v1's, so
+    /// the API server refuses (`kubectl`'s strict field validation) or prunes
+    /// with a warning a misspelled field, as it does for a StatefulSet.
+    #[cfg_attr(test, schemars(schema_with = "embedded_statefulset"))]
+    #[cfg_attr(not(test), schemars(schema_with = "any_object"))]
     pub statefulset: serde_json::Value,
     /// How many of the set's pods (0-100 %) should run the new template.
+    #[schemars(range(min = 0, max = 100))]
     pub percent: i32,
     /// `true` stops evictions until set back to `false`.
     #[serde(default)]
     pub pause_requested: bool,
     /// The least time between two batches of evictions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub min_pod_eviction_interval_seconds: Option<i64>,
     /// A new value retries a failed rollout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,13 +73,47 @@ pub struct StatefulsetRolloutSpec {
     pub max_unavailable: Option<IntOrString>,
     /// A rollout that makes no progress for this long fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub progress_deadline_seconds: Option<i64>,
 }
 
-fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// The wasm build's stand-in for [`embedded_statefulset`]: the plugin never
+/// generates its CRD (the host applies the shipped YAML), so it goes without
+/// k8s-openapi's `schemars` feature and apps/v1's schema.
+#[cfg(not(test))]
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
+/// `spec.statefulset`: the metadata fields the operator uses and apps/v1's
+/// StatefulSetSpec schema, so unknown fields are refused or pruned at
+/// admission (on any API server) instead of being dropped unseen later. The
+/// shipped CRD is generated from it by a unit test (`shipped_crd_matches_the_types`).
+#[cfg(test)]
+fn embedded_statefulset(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // apps/v1's descriptions are left out: they would make the CRD several
+    // times larger for nothing a rollout's author reads here.
+    let mut spec = generator.subschema_for::<StatefulSetSpec>().to_value();
+    strip_descriptions(&mut spec);
+    let strings = schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+    });
     schemars::json_schema!({
         "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "metadata": {
+                "description": "The StatefulSet's name (default: the rollout's), labels and annotations.",
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "labels": strings,
+                    "annotations": strings,
+                },
+            },
+            "spec": spec,
+        },
+        "required": ["spec"],
     })
 }
 
@@ -81,6 +122,22 @@ fn int_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "x-kubernetes-int-or-string": true,
         "anyOf": [{"type": "integer"}, {"type": "string"}],
     })
+}
+
+#[cfg(test)]
+fn strip_descriptions(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.get("description")
+                .is_some_and(serde_json::Value::is_string)
+            {
+                m.remove("description");
+            }
+            m.values_mut().for_each(strip_descriptions);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
 }
 
 /// A Slack-compatible Web API (`chat.postMessage`, `chat.update`).
@@ -153,8 +210,14 @@ pub struct StatefulsetRolloutStatus {
     pub reconcile_after: Option<i64>,
     #[serde(default)]
     pub last_updated: Option<String>,
+    /// The stage id of the last callback delivered (kept for rollouts whose
+    /// callback predates `lastCallback`).
     #[serde(default)]
     pub last_callback_stage_id: Option<String>,
+    /// The last callback delivered: one per (stage id, rolloutIdentity,
+    /// generation) and outcome.
+    #[serde(default)]
+    pub last_callback: Option<CallbackKey>,
     #[serde(default)]
     pub build_metadata: Option<BuildMetadata>,
     #[serde(default)]
@@ -198,6 +261,19 @@ pub struct PodInfo {
     pub ready: bool,
     #[serde(default)]
     pub in_service_discovery: Option<bool>,
+}
+
+/// What one callback reports: a retry through a new `rolloutIdentity`, or
+/// any new generation, is a new report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallbackKey {
+    pub stage_id: String,
+    #[serde(default)]
+    pub rollout_identity: Option<String>,
+    pub generation: i64,
+    /// `success` or `failure`.
+    pub outcome: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -88,18 +88,24 @@ pub fn reconcile_at(
         ),
         _ => (Vec::new(), Vec::new()),
     };
-    let health = match (&sroll.spec.service_discovery, &set) {
-        (Some(sd), Some(_)) => Some(consul::health(sd)),
-        _ => None,
-    };
-    let plan = plan::plan(&Observed {
+    let mut observed = Observed {
         sroll,
         set: set.as_ref(),
         pods: &pods,
         pdbs: &pdbs,
-        health: health.as_ref(),
+        health: None,
         now,
-    });
+    };
+    let mut plan = plan::plan(&observed);
+    // Consul is asked only when the decision needs it (a batch to judge).
+    let health;
+    if plan.needs_health
+        && let Some(sd) = &sroll.spec.service_discovery
+    {
+        health = consul::health(sd);
+        observed.health = Some(&health);
+        plan = plan::plan(&observed);
+    }
     execute(sroll, ctx, plan, now)
 }
 
@@ -134,6 +140,15 @@ fn execute(
             Ok(_) | Err(ClientError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         },
+        Act::UpdateBudget(pdb) => match client.update(&*pdb) {
+            Ok(_) => {
+                let _ = ctx.event(
+                    Event::normal("BudgetUpdated", "Update").note(plan.status.reason.clone()),
+                );
+            }
+            Err(ClientError::Conflict(_)) => plan.requeue = Some(plan::POLL),
+            Err(e) => return Err(e.into()),
+        },
         Act::Evict(names) => {
             let mut evicted = Vec::new();
             for name in &names {
@@ -161,7 +176,9 @@ fn execute(
             }
         }
     }
-    notify::sync(ctx, sroll, &mut plan.status, now);
+    if let Some(retry) = notify::sync(ctx, sroll, &mut plan.status, now) {
+        plan.requeue = Some(plan.requeue.map_or(retry, |r| r.min(retry)));
+    }
     if plan::is_final(&plan.status.phase)
         && let Some(wait) = notify::callback(ctx, sroll, &mut plan.status, now)
     {

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use wasmlet_sdk::http::{self, Request};
 use wasmlet_sdk::prelude::*;
 
-use crate::api::{NotificationMessage, StatefulsetRollout, StatefulsetRolloutStatus};
+use crate::api::{CallbackKey, NotificationMessage, StatefulsetRollout, StatefulsetRolloutStatus};
 use crate::plan::phase;
 use crate::spec::digest;
 
@@ -160,36 +160,43 @@ fn call(base: &str, method: &str, token: &str, body: Value) -> Result<Value, Str
     Ok(v)
 }
 
+/// How soon to try again after a failed send: nothing else may wake a
+/// finished or paused rollout.
+pub const RETRY: Duration = Duration::from_secs(10);
+
 /// Brings the chat message up to date with `st` (opening it for a new
-/// generation). Failures are logged and retried on a later pass; they never
-/// hold the rollout.
+/// generation). Failures are logged and retried on a later pass (they never
+/// hold the rollout): the answer is then when, [`RETRY`].
 pub fn sync(
     ctx: &Context,
     sroll: &StatefulsetRollout,
     st: &mut StatefulsetRolloutStatus,
     now: Timestamp,
-) {
+) -> Option<Duration> {
     let (Some(n), Some(channel)) = (&sroll.spec.notifications, &sroll.spec.channel) else {
-        return;
+        return None;
     };
     let ns = sroll.metadata.namespace.clone().unwrap_or_default();
     let generation = sroll.metadata.generation.unwrap_or(0);
-    let token = match token(ctx, &ns, sroll) {
-        Ok(t) => t,
-        Err(e) => {
-            ctx.warn(&format!("notifications: {e}"));
-            return;
-        }
-    };
     let at = milestone(st);
     let last = at_once(st);
     if let Some(m) = &st.notification_message
         && m.generation == generation
         && (m.sent.get(MILESTONE) == Some(&at) || !last && !due(m, SUMMARY_AT, SUMMARY_EVERY, now))
     {
-        return;
+        return None;
     }
     let texts = texts(sroll, st);
+    // The token is read only when a message is about to go out: a pass with
+    // nothing to send (a finished rollout's, say) makes no call at all.
+    let mut token: Option<String> = None;
+    let mut send = |method: &str, body: Value| -> Result<Value, String> {
+        let t = match &token {
+            Some(t) => t,
+            None => token.insert(self::token(ctx, &ns, sroll)?),
+        };
+        call(&n.url, method, t, body)
+    };
     // The object this pass got may predate the status write of the pass that
     // opened the message; the cache may have it by now (never open two).
     let fresh = || {
@@ -215,10 +222,8 @@ pub fn sync(
         Some(m) if m.generation == generation => m,
         _ => {
             let text = &texts[0];
-            match call(
-                &n.url,
+            match send(
                 "chat.postMessage",
-                &token,
                 json!({"channel": channel, "text": text}),
             ) {
                 Ok(v) => NotificationMessage {
@@ -230,7 +235,7 @@ pub fn sync(
                 },
                 Err(e) => {
                     ctx.warn(&format!("notifications: {e}"));
-                    return;
+                    return Some(RETRY);
                 }
             }
         }
@@ -244,24 +249,18 @@ pub fn sync(
             continue;
         }
         let result = if i == 0 {
-            call(
-                &n.url,
+            send(
                 "chat.update",
-                &token,
                 json!({"channel": msg.channel, "ts": msg.ts, "text": text}),
             )
         } else if let Some(ts) = msg.pages.get(i - 1).cloned() {
-            call(
-                &n.url,
+            send(
                 "chat.update",
-                &token,
                 json!({"channel": msg.channel, "ts": ts, "text": text}),
             )
         } else {
-            call(
-                &n.url,
+            send(
                 "chat.postMessage",
-                &token,
                 json!({"channel": msg.channel, "thread_ts": msg.ts, "text": text}),
             )
             .map(|v| {
@@ -287,6 +286,7 @@ pub fn sync(
         msg.sent.insert(MILESTONE.to_owned(), at);
     }
     st.notification_message = Some(msg);
+    (!all_sent).then_some(RETRY)
 }
 
 /// Back-off before callback attempt `n` (1-based): 1, 2, 4, ... 60 seconds.
@@ -294,9 +294,36 @@ pub fn backoff(attempts: i32) -> Duration {
     Duration::from_secs(1u64 << attempts.clamp(0, 6)).min(Duration::from_secs(60))
 }
 
-/// Reports a final phase to `callback.url` once per stage id: on success
-/// `lastCallbackStageId` records it; on failure the attempt is counted and the
-/// returned delay says when to try again.
+/// What the callback for `st` (a final phase) reports, as recorded once sent.
+fn callback_key(sroll: &StatefulsetRollout, st: &StatefulsetRolloutStatus) -> Option<CallbackKey> {
+    let cb = sroll.spec.callback.as_ref()?;
+    Some(CallbackKey {
+        stage_id: cb.stage_id.clone(),
+        rollout_identity: sroll.spec.rollout_identity.clone(),
+        generation: sroll.metadata.generation.unwrap_or(0),
+        outcome: if st.phase == phase::DONE {
+            "success"
+        } else {
+            "failure"
+        }
+        .into(),
+    })
+}
+
+/// Whether the report `key` was delivered already. A status written before
+/// `lastCallback` existed names the stage only: taken as delivered for it,
+/// so an upgrade never reports a rollout twice.
+fn delivered(st: &StatefulsetRolloutStatus, key: &CallbackKey) -> bool {
+    match &st.last_callback {
+        Some(last) => last == key,
+        None => st.last_callback_stage_id.as_deref() == Some(key.stage_id.as_str()),
+    }
+}
+
+/// Reports a final phase to `callback.url` once per (stage id,
+/// rolloutIdentity, generation) and outcome: on success `lastCallback`
+/// records it; on failure the attempt is counted and the returned delay says
+/// when to try again. A retry through a new `rolloutIdentity` is a new report.
 pub fn callback(
     ctx: &Context,
     sroll: &StatefulsetRollout,
@@ -304,7 +331,8 @@ pub fn callback(
     now: Timestamp,
 ) -> Option<Duration> {
     let cb = sroll.spec.callback.as_ref()?;
-    if st.last_callback_stage_id.as_deref() == Some(cb.stage_id.as_str()) {
+    let key = callback_key(sroll, st)?;
+    if delivered(st, &key) {
         return None;
     }
     if let Some(next) = st
@@ -317,7 +345,7 @@ pub fn callback(
     }
     let body = json!({
         "stageId": cb.stage_id,
-        "outcome": if st.phase == phase::DONE { "success" } else { "failure" },
+        "outcome": key.outcome,
         "phase": st.phase,
         "reason": st.reason,
         "namespace": sroll.metadata.namespace,
@@ -325,16 +353,25 @@ pub fn callback(
         "statefulset": st.statefulset_name,
         "percent": st.percent_deployed,
         "rolloutIdentity": sroll.spec.rollout_identity,
+        "generation": key.generation,
     });
-    // The stage id doubles as an idempotency key: a host killed after the POST
+    // The key doubles as an idempotency key: a host killed after the POST
     // but before the status write sends it again, and the receiver can tell.
+    let idempotency = format!(
+        "{}:{}:{}:{}",
+        key.stage_id,
+        key.rollout_identity.as_deref().unwrap_or_default(),
+        key.generation,
+        key.outcome
+    );
     let req = Request::post(&cb.url, body.to_string())
         .header("content-type", "application/json")
-        .header("idempotency-key", &cb.stage_id)
+        .header("idempotency-key", &idempotency)
         .timeout(Duration::from_secs(3));
     match http::fetch(&req) {
         Ok(r) if (200..300).contains(&r.status) => {
             st.last_callback_stage_id = Some(cb.stage_id.clone());
+            st.last_callback = Some(key);
             st.callback_attempts = 0;
             st.next_callback_time = None;
             None

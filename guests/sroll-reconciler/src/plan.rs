@@ -3,10 +3,16 @@
 //!
 //! Order of the checks, first match wins: bad spec; final phase of this
 //! generation; StatefulSet missing, foreign, or carrying another spec; the
-//! set's status not yet for its spec; no budget selecting the pods; a pod on
-//! the new revision failing; target reached (done); progress deadline; pause;
-//! replaced pods not yet Running+Ready; service discovery; the eviction
-//! interval; the budget. Only then one batch of evictions.
+//! set's status not yet for its spec; no budget selecting the pods, or ours
+//! not following `maxUnavailable`; a pod on the new revision failing; target
+//! reached (done); progress deadline; pause; replaced pods not yet
+//! Running+Ready; the eviction interval; service discovery; the budget. Only
+//! then one batch of evictions.
+//!
+//! Service discovery is an external call, so it is asked for only where a
+//! decision needs it (judging the last batch done, or the next batch due):
+//! a plan without [`Observed::health`] that needs it says so
+//! ([`Plan::needs_health`]) and the caller reads Consul and plans again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +37,7 @@ pub mod phase {
     pub const UPDATING: &str = "UpdatingStatefulSet";
     pub const WAITING_FOR_SET: &str = "WaitingForStatefulSet";
     pub const CREATING_BUDGET: &str = "CreatingBudget";
+    pub const UPDATING_BUDGET: &str = "UpdatingBudget";
     pub const PAUSED: &str = "Paused";
     pub const WAITING_FOR_PODS: &str = "WaitingForPods";
     pub const WAITING_FOR_SD: &str = "WaitingForServiceDiscovery";
@@ -61,6 +68,7 @@ pub struct Observed<'a> {
     /// Pods matching the set's selector (the plan keeps those the set controls).
     pub pods: &'a [Arc<Pod>],
     pub pdbs: &'a [PodDisruptionBudget],
+    /// Consul's answer, when read for this pass (see the module docs).
     pub health: Option<&'a Health>,
     pub now: Timestamp,
 }
@@ -73,6 +81,8 @@ pub enum Act {
     /// Replace the set (the current object with the desired spec, owner, hash).
     UpdateSet(Box<StatefulSet>),
     CreateBudget(Box<PodDisruptionBudget>),
+    /// Replace our budget (its `maxUnavailable` follows the spec's).
+    UpdateBudget(Box<PodDisruptionBudget>),
     /// Evict these pods (one batch), in order; stop at the first refusal.
     Evict(Vec<String>),
 }
@@ -94,6 +104,9 @@ pub struct Plan {
     /// A Warning Event to record: (reason, note).
     pub warning: Option<(String, String)>,
     pub requeue: Option<Duration>,
+    /// The decision needs service discovery's answer, which this pass did
+    /// not read: read it and plan again (nothing else in this plan counts).
+    pub needs_health: bool,
 }
 
 impl Plan {
@@ -108,7 +121,15 @@ impl Plan {
             },
             warning: None,
             requeue: None,
+            needs_health: false,
         }
+    }
+
+    /// A plan that only asks for service discovery's answer.
+    fn needs_health(status: StatefulsetRolloutStatus) -> Self {
+        let mut p = Plan::new(status);
+        p.needs_health = true;
+        p
     }
 
     /// Sets the phase, its reason and the condition reading; `Progressing` is
@@ -183,17 +204,15 @@ pub fn plan(obs: &Observed) -> Plan {
         }
     };
     let set_name = want.set.metadata.name.clone().unwrap_or_default();
-    if let Some(meta) = want
+    let template = want
         .set
         .spec
         .as_ref()
-        .and_then(|s| s.template.metadata.as_ref())
-    {
-        status.build_metadata = build_metadata(
-            want.set.metadata.annotations.as_ref(),
-            meta.annotations.as_ref(),
-        );
-    }
+        .and_then(|s| s.template.metadata.as_ref());
+    status.build_metadata = build_metadata(
+        want.set.metadata.annotations.as_ref(),
+        template.and_then(|m| m.annotations.as_ref()),
+    );
     status.replicas = want.replicas;
     if is_final(&prev.phase) && prev.final_generation == Some(generation) && !new_generation {
         // Final until the spec or rolloutIdentity changes: report, touch nothing.
@@ -298,6 +317,20 @@ pub fn plan(obs: &Observed) -> Plan {
             .act(Act::CreateBudget(Box::new(budget)))
             .requeue(POLL);
     };
+    // Ours follows `maxUnavailable`; a user's own budget is used as it is.
+    if let Some(updated) = spec::budget_update(sroll, &want, pdb) {
+        let name = pdb.metadata.name.clone().unwrap_or_default();
+        return Plan::new(status)
+            .at(
+                phase::UPDATING_BUDGET,
+                format!(
+                    "setting maxUnavailable of PodDisruptionBudget {name} to {}",
+                    int_or_string(&want.max_unavailable)
+                ),
+            )
+            .act(Act::UpdateBudget(Box::new(updated)))
+            .requeue(POLL);
+    }
 
     // --- the pods ---------------------------------------------------------------
     let pods = observe_pods(&mut status, set, obs);
@@ -322,12 +355,14 @@ pub fn plan(obs: &Observed) -> Plan {
         );
     }
     let settled = pods.iter().all(|p| !deleting(p)) && pods.len() as i32 >= want.replicas;
+    let gated = sroll.spec.service_discovery.is_some();
     let health_ok = health_passes(obs.health, status.ready_replicas);
-    if updated.len() as i32 >= want.target
-        && updated_ready == updated.len() as i32
-        && settled
-        && health_ok.is_ok()
-    {
+    let target_reached =
+        updated.len() as i32 >= want.target && updated_ready == updated.len() as i32 && settled;
+    if target_reached && gated && obs.health.is_none() {
+        return Plan::needs_health(status);
+    }
+    if target_reached && health_ok.is_ok() {
         let why = format!(
             "{} of {} pods run the new revision ({}% asked)",
             updated.len(),
@@ -345,6 +380,8 @@ pub fn plan(obs: &Observed) -> Plan {
         let mut why = format!("no progress for {deadline}s (progressDeadlineSeconds)");
         if let Err(sd) = &health_ok {
             why.push_str(&format!("; {sd}"));
+        } else if obs.health.is_none() && prev.phase == phase::WAITING_FOR_SD {
+            why.push_str(&format!("; {}", prev.reason));
         }
         return finish(status, generation, phase::FAILED, why);
     }
@@ -353,7 +390,7 @@ pub fn plan(obs: &Observed) -> Plan {
         // The deadline does not run while paused (the clock restarts on resume);
         // no timestamp here, so a paused pass writes nothing new.
         status.last_progress_time = None;
-        return Plan::new(status).at(
+        let plan = Plan::new(status).at(
             phase::PAUSED,
             format!(
                 "paused at {} of {} pods on the new revision",
@@ -361,6 +398,13 @@ pub fn plan(obs: &Observed) -> Plan {
                 want.replicas
             ),
         );
+        // The batch in flight is followed until it settles (no pod event
+        // wakes the operator); then nothing until the spec changes.
+        return if updated_ready < updated.len() as i32 || !settled {
+            plan.requeue(POLL)
+        } else {
+            plan
+        };
     }
     status.paused = false;
     if updated_ready < updated.len() as i32 || !settled {
@@ -370,11 +414,6 @@ pub fn plan(obs: &Observed) -> Plan {
                 "waiting for replaced pods to be Running and Ready",
             )
             .requeue(POLL);
-    }
-    if let Err(why) = health_ok {
-        return Plan::new(status)
-            .at(phase::WAITING_FOR_SD, why)
-            .requeue(Duration::from_secs(5));
     }
     let interval = sroll.spec.min_pod_eviction_interval_seconds.unwrap_or(0);
     if let Some(last) = parse_ts(prev.last_eviction_time.as_deref()) {
@@ -389,6 +428,15 @@ pub fn plan(obs: &Observed) -> Plan {
                 )
                 .requeue(wait + Duration::from_millis(200));
         }
+    }
+    // The next batch is due: now service discovery is worth asking.
+    if gated && obs.health.is_none() {
+        return Plan::needs_health(status);
+    }
+    if let Err(why) = health_ok {
+        return Plan::new(status)
+            .at(phase::WAITING_FOR_SD, why)
+            .requeue(Duration::from_secs(5));
     }
     let mut old: Vec<&&Pod> = pods
         .iter()
@@ -508,19 +556,34 @@ fn observe_pods<'a>(
     } else {
         updated * 100 / replicas
     };
-    status.ready_replicas_service_discovery = obs.health.map(|h| h.passing);
-    status.consul_services = obs.health.map(|h| h.services.clone()).unwrap_or_default();
+    // Service discovery not read this pass: what it said last still stands.
+    let before: std::collections::BTreeMap<String, Option<bool>> = status
+        .pods
+        .iter()
+        .map(|p| (p.name.clone(), p.in_service_discovery))
+        .collect();
+    if let Some(h) = obs.health {
+        status.ready_replicas_service_discovery = Some(h.passing);
+        status.consul_services = h.services.clone();
+    } else if obs.sroll.spec.service_discovery.is_none() {
+        status.ready_replicas_service_discovery = None;
+        status.consul_services = Vec::new();
+    }
     status.pods = pods
         .iter()
         .map(|p| {
             let name = p.metadata.name.clone().unwrap_or_default();
             let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
-            PodInfo {
-                in_service_discovery: obs.health.map(|h| {
+            let seen = match obs.health {
+                Some(h) => Some(
                     h.members
                         .iter()
-                        .any(|m| *m == name || Some(m) == ip.as_ref())
-                }),
+                        .any(|m| *m == name || Some(m) == ip.as_ref()),
+                ),
+                None => before.get(&name).copied().flatten(),
+            };
+            PodInfo {
+                in_service_discovery: seen,
                 name,
                 revision: revision(p).to_owned(),
                 ready: running_ready(p),
@@ -580,6 +643,10 @@ fn failing(p: &Pod) -> Option<String> {
     None
 }
 
+/// The build a rollout ships, from the first annotation (the set's, then
+/// its template's) whose key ends in `git-branch` / `git-commit`
+/// (`example.com/git-branch`, `deploy.example.com/app-git-commit`), as the
+/// README promises.
 fn build_metadata(
     set: Option<&std::collections::BTreeMap<String, String>>,
     template: Option<&std::collections::BTreeMap<String, String>>,
@@ -589,7 +656,7 @@ fn build_metadata(
             .into_iter()
             .flatten()
             .flat_map(|m| m.iter())
-            .find(|(k, _)| k.rsplit('/').next() == Some(suffix))
+            .find(|(k, _)| k.ends_with(suffix))
             .map(|(_, v)| v.clone())
     };
     let b = BuildMetadata {
@@ -597,4 +664,12 @@ fn build_metadata(
         commit: find("git-commit"),
     };
     (b.branch.is_some() || b.commit.is_some()).then_some(b)
+}
+
+fn int_or_string(v: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> String {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match v {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
 }

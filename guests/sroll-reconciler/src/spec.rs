@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use serde_json::{Value, json};
-use wasmlet_sdk::controllers::{scaled_value, selector_is_empty, selector_matches};
+use wasmlet_sdk::controllers::{controller_of, scaled_value, selector_is_empty, selector_matches};
 
 use crate::api::StatefulsetRollout;
 
@@ -199,6 +199,30 @@ pub fn budget(sroll: &StatefulsetRollout, want: &Desired) -> PodDisruptionBudget
         "spec": {"maxUnavailable": want.max_unavailable, "selector": selector},
     }))
     .expect("a PodDisruptionBudget from its own fields")
+}
+
+/// Our budget (the rollout is its controller) brought to the spec's
+/// `maxUnavailable`, when it differs; `None` when it already follows it, or
+/// when the budget is someone else's (a user's own budget is used as it is).
+pub fn budget_update(
+    sroll: &StatefulsetRollout,
+    want: &Desired,
+    pdb: &PodDisruptionBudget,
+) -> Option<PodDisruptionBudget> {
+    let uid = sroll.metadata.uid.as_deref().unwrap_or_default();
+    controller_of(&pdb.metadata).filter(|c| c.uid == uid)?;
+    let spec = pdb.spec.as_ref();
+    let current = spec.and_then(|s| s.max_unavailable.as_ref());
+    let min_available = spec.and_then(|s| s.min_available.as_ref());
+    if current == Some(&want.max_unavailable) && min_available.is_none() {
+        return None;
+    }
+    let mut updated = pdb.clone();
+    let spec = updated.spec.get_or_insert_with(Default::default);
+    spec.max_unavailable = Some(want.max_unavailable.clone());
+    spec.min_available = None;
+    updated.status = None;
+    Some(updated)
 }
 
 /// A stable digest of `v` (keys sorted at every level; FNV-1a 64, hex): the

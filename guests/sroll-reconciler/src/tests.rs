@@ -180,6 +180,18 @@ fn pause_stops_evictions_and_resume_continues() {
     assert_eq!(out.status["phase"], "Paused");
     assert_eq!(out.status["paused"], true);
     assert_eq!(out.progressing.0, "Unknown");
+    assert_eq!(out.requeue, None, "settled and paused: nothing to follow");
+    // Paused with a batch in flight: followed until it settles (pod events
+    // do not wake the operator).
+    w.pods(&["old", "old", "new", "new"], &[true, true, false, true]);
+    let out = w.pass(t0() + secs(1));
+    assert_eq!(out.status["phase"], "Paused");
+    assert_eq!(out.status["readyReplicas"], 3);
+    assert!(out.requeue.is_some());
+    w.pods(&["old", "old", "new", "new"], &[true; 4]);
+    let out = w.pass(t0() + secs(3));
+    assert_eq!(out.status["readyReplicas"], 4);
+    assert_eq!(out.requeue, None);
     w.edit(json!({"pauseRequested": false}));
     let out = w.pass(t0() + secs(1));
     assert_eq!(out.status["paused"], false);
@@ -402,6 +414,251 @@ fn the_callback_is_sent_once_per_stage_with_back_off() {
     let body: Value = w.callback_bodies()[2].clone();
     assert_eq!(body["stageId"], "s1");
     assert_eq!(body["outcome"], "success");
+}
+
+/// Consul is an external call: asked only when a batch is about to be judged
+/// (the last one done, or the next one due), never while pods settle, the
+/// interval runs, the rollout is paused, or once it is final.
+#[test]
+fn consul_is_asked_only_when_a_batch_is_judged() {
+    let sd = json!({"serviceDiscovery": {"url": "http://127.0.0.1:8500", "dc": "dc1", "serviceNames": ["web"]},
+        "minPodEvictionIntervalSeconds": 30});
+    let w = World::ready(4, 100, sd, 2);
+    w.consul_passing.set(4);
+    let consul = || {
+        w.requests()
+            .iter()
+            .filter(|r| r.1.contains("/v1/health/"))
+            .count()
+    };
+    let _ = w.pass(t0());
+    assert_eq!(consul(), 1, "the first batch is judged");
+    assert_eq!(w.evictions().len(), 2);
+    // The batch's pods settle: no call.
+    w.pods(&["old", "old", "new", "new"], &[true, true, false, false]);
+    let out = w.pass(t0() + secs(5));
+    assert_eq!(out.status["phase"], "WaitingForPods");
+    // Ready, but the interval runs: no call.
+    w.pods(&["old", "old", "new", "new"], &[true; 4]);
+    let out = w.pass(t0() + secs(10));
+    assert_eq!(out.status["phase"], "WaitingForInterval");
+    assert_eq!(consul(), 1, "nothing to judge yet");
+    // What Consul said last still stands in the status.
+    assert_eq!(out.status["readyReplicasServiceDiscovery"], 4);
+    assert_eq!(out.status["pods"][0]["inServiceDiscovery"], true);
+    let _ = w.pass(t0() + secs(31));
+    assert_eq!(consul(), 2, "the next batch is judged");
+    assert_eq!(w.evictions().len(), 4);
+    w.pods(&["new"; 4], &[true; 4]);
+    let out = w.pass(t0() + secs(40));
+    assert_eq!(out.status["phase"], "RolloutDone");
+    assert_eq!(consul(), 3, "the last batch is judged done");
+    for s in [41, 100, 1000] {
+        let _ = w.pass(t0() + secs(s));
+    }
+    assert_eq!(consul(), 3, "a finished rollout asks nothing");
+}
+
+/// A finished rollout, with chat, Consul and a callback configured, makes no
+/// call outside the cluster's cache: no HTTP, no Secret read.
+#[test]
+fn a_finished_rollout_makes_no_external_call() {
+    let spec = json!({"channel": "#deploys",
+        "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}},
+        "serviceDiscovery": {"url": "http://127.0.0.1:8500", "dc": "dc1", "serviceNames": ["web"]},
+        "callback": {"url": "http://127.0.0.1:9/cb", "stageId": "s1"}});
+    let w = World::ready(2, 100, spec, 1);
+    w.consul_passing.set(2);
+    w.pods_n(2, 2, true);
+    let out = w.pass(t0());
+    assert_eq!(out.status["phase"], "RolloutDone");
+    assert_eq!(w.callbacks(), 1);
+    assert!(w.secret_gets.get() >= 1, "the last word went to chat");
+    let before = w.external_calls();
+    for s in [1, 30, 600] {
+        let out = w.pass(t0() + secs(s));
+        assert_eq!(out.status["phase"], "RolloutDone");
+        assert_eq!(out.requeue, None, "final: nothing to come back for");
+    }
+    assert_eq!(w.external_calls(), before, "{:?}", w.requests());
+}
+
+/// A finished rollout whose last word failed to reach the chat comes back
+/// for it on its own (no pod event will wake it), and stops once it is out.
+#[test]
+fn a_failed_last_word_is_retried_by_requeue() {
+    let spec = json!({"channel": "#deploys",
+        "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
+    let w = World::ready(2, 100, spec, 1);
+    w.pods_n(2, 2, true);
+    w.chat_failures.set(1);
+    let out = w.pass(t0());
+    assert_eq!(out.status["phase"], "RolloutDone");
+    assert_eq!(out.requeue, Some(crate::notify::RETRY));
+    let out = w.pass(t0() + secs(10));
+    assert_eq!(out.requeue, None, "delivered: {:?}", w.chat_calls());
+    let sent = w.chat_calls().len();
+    let _ = w.pass(t0() + secs(20));
+    assert_eq!(w.chat_calls().len(), sent);
+}
+
+/// The chat token is read when a message is about to go out, not on every pass.
+#[test]
+fn the_chat_token_is_read_only_to_send() {
+    let spec = json!({"channel": "#deploys",
+        "notifications": {"url": "http://127.0.0.1:9/api", "tokenSecret": {"name": "chat"}}});
+    let w = World::ready(120, 100, spec, 10);
+    let _ = w.pass(t0());
+    let (gets, sent) = (w.secret_gets.get(), w.chat_calls().len());
+    assert!(gets >= 1 && sent >= 1);
+    // Pods of the batch turning ready, 1 s later: nothing to send, no read.
+    w.pods_n(120, 10, false);
+    let _ = w.pass(t0() + secs(1));
+    assert_eq!(w.chat_calls().len(), sent);
+    assert_eq!(w.secret_gets.get(), gets, "no message, no token");
+}
+
+#[test]
+fn the_budget_follows_max_unavailable_and_a_users_is_left_alone() {
+    let w = World::new(4, 50, json!({"maxUnavailable": 2}));
+    let _ = w.pass(t0());
+    w.set_controller("new", "old");
+    w.pods(&["old"; 4], &[true; 4]);
+    let _ = w.pass(t0());
+    assert_eq!(
+        w.host.writes()[1..],
+        ["create PodDisruptionBudget ns/web-sroll"]
+    );
+    // Edited: ours follows, once.
+    w.edit(json!({"maxUnavailable": "50%"}));
+    let out = w.pass(t0() + secs(1));
+    assert_eq!(out.status["phase"], "UpdatingBudget");
+    assert_eq!(
+        w.host.writes()[2..],
+        ["update PodDisruptionBudget ns/web-sroll"]
+    );
+    let pdb = w
+        .host
+        .object("policy/v1", "PodDisruptionBudget", Some("ns"), "web-sroll")
+        .unwrap();
+    assert_eq!(pdb["spec"]["maxUnavailable"], "50%");
+    assert_eq!(pdb["metadata"]["ownerReferences"][0]["uid"], "sroll-uid");
+    let _ = w.pass(t0() + secs(2));
+    assert_eq!(w.host.writes().len(), 3, "{:?}", w.host.writes());
+    // A user's own budget is used as it is.
+    let w = World::ready(4, 100, json!({"maxUnavailable": 1}), 2);
+    w.edit(json!({"maxUnavailable": 3}));
+    let _ = w.pass(t0());
+    assert!(
+        !w.host
+            .writes()
+            .iter()
+            .any(|x| x.contains("PodDisruptionBudget")),
+        "{:?}",
+        w.host.writes()
+    );
+    let pdb = w
+        .host
+        .object("policy/v1", "PodDisruptionBudget", Some("ns"), "web")
+        .unwrap();
+    assert_eq!(pdb["spec"]["maxUnavailable"], 2);
+}
+
+/// The callback is keyed on (stageId, rolloutIdentity, generation): a failed
+/// rollout retried through a new identity reports its new outcome under the
+/// same stage id; each outcome goes out once.
+#[test]
+fn a_retry_through_a_new_identity_is_reported() {
+    let spec = json!({"rolloutIdentity": "a",
+        "callback": {"url": "http://127.0.0.1:9/cb", "stageId": "s1"}});
+    let w = World::ready(4, 100, spec, 2);
+    w.pods(&["old", "old", "new", "new"], &[true, true, false, false]);
+    w.crash("web-3");
+    let out = w.pass(t0());
+    assert_eq!(out.status["phase"], "RolloutFailed");
+    let _ = w.pass(t0() + secs(5));
+    assert_eq!(w.callbacks(), 1);
+    w.pods(&["new"; 4], &[true; 4]);
+    w.edit(json!({"rolloutIdentity": "b"}));
+    let out = w.pass(t0() + secs(6));
+    assert_eq!(out.status["phase"], "RolloutDone");
+    let _ = w.pass(t0() + secs(60));
+    let bodies = w.callback_bodies();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert_eq!(
+        (&bodies[0]["outcome"], &bodies[0]["rolloutIdentity"]),
+        (&json!("failure"), &json!("a"))
+    );
+    assert_eq!(
+        (&bodies[1]["outcome"], &bodies[1]["rolloutIdentity"]),
+        (&json!("success"), &json!("b"))
+    );
+    assert!(bodies.iter().all(|b| b["stageId"] == "s1"));
+    assert_eq!(out.status["lastCallback"]["rolloutIdentity"], "b");
+    assert_eq!(out.status["lastCallback"]["generation"], 2);
+    // A status from before `lastCallback` (the stage id only) counts as sent.
+    let w = World::ready(
+        2,
+        0,
+        json!({"callback": {"url": "http://127.0.0.1:9/cb", "stageId": "s1"}}),
+        1,
+    );
+    w.set_status(json!({"lastCallbackStageId": "s1"}));
+    let _ = w.pass(t0());
+    assert_eq!(w.callbacks(), 0, "an upgrade reports nothing twice");
+}
+
+/// The CRD refuses what the operator would refuse, at admission: percent
+/// 0-100, intervals and deadlines bounded, and the StatefulSet typed (apps/v1's
+/// schema: a misspelled field is refused or pruned, never kept unseen).
+#[test]
+fn the_crd_bounds_the_spec_and_types_the_statefulset() {
+    let crd = serde_json::to_value(StatefulsetRollout::crd()).unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let bound = |field: &str, b: &str| spec[field][b].as_f64();
+    assert_eq!(bound("percent", "minimum"), Some(0.0));
+    assert_eq!(bound("percent", "maximum"), Some(100.0));
+    assert_eq!(bound("minPodEvictionIntervalSeconds", "minimum"), Some(0.0));
+    assert_eq!(bound("progressDeadlineSeconds", "minimum"), Some(1.0));
+    let set = &spec["statefulset"];
+    assert!(
+        set.get("x-kubernetes-preserve-unknown-fields").is_none(),
+        "{set}"
+    );
+    let set_spec = &set["properties"]["spec"]["properties"];
+    for field in [
+        "replicas",
+        "selector",
+        "template",
+        "updateStrategy",
+        "serviceName",
+    ] {
+        assert!(set_spec.get(field).is_some(), "{field}");
+    }
+    let containers = &set_spec["template"]["properties"]["spec"]["properties"]["containers"];
+    assert!(
+        containers["items"]["properties"]["image"].is_object(),
+        "{containers}"
+    );
+}
+
+/// README: buildMetadata comes from annotations ending in `git-branch` /
+/// `git-commit`, on the set or its template.
+#[test]
+fn build_metadata_reads_annotations_ending_in_git_branch_and_commit() {
+    let w = World::new(
+        2,
+        100,
+        json!({"statefulset": {
+            "metadata": {"annotations": {"deploy.example.com/app-git-branch": "main"}},
+            "spec": {"template": {"metadata": {"annotations": {"example.com/git-commit": "abc123"}}}},
+        }}),
+    );
+    let out = w.pass(t0());
+    assert_eq!(
+        out.status["buildMetadata"],
+        json!({"branch": "main", "commit": "abc123"})
+    );
 }
 
 fn t0() -> Timestamp {

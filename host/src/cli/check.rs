@@ -72,12 +72,18 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
             loaded.declared_conditions.join(", ")
         }
     );
+    use crate::plugin::manifest::Changes;
+    let requeues = |c: Changes| match c {
+        Changes::All => "",
+        Changes::Generation => " (creation, deletion, new generations only)",
+        Changes::None => " (cached for reads, requeues nothing)",
+    };
     for o in &manifest.owns {
-        say!(
-            "  owns: {} {} (changes requeue the owner)",
-            o.api_version,
-            o.kind
-        );
+        let why = match o.changes {
+            Changes::All => " (changes requeue the owner)",
+            c => requeues(c),
+        };
+        say!("  owns: {} {}{why}", o.api_version, o.kind);
     }
     for (w, _) in &manifest.watches {
         let in_cluster = match w.cluster.as_deref() {
@@ -86,10 +92,11 @@ pub(super) async fn plugin_check(path: &Path) -> Result<()> {
             None => String::new(),
         };
         say!(
-            "  watches: {} {}{in_cluster} -> {}",
+            "  watches: {} {}{in_cluster} -> {}{}",
             w.api_version,
             w.kind,
-            w.map
+            w.map,
+            requeues(w.changes)
         );
     }
     if let Some(f) = &manifest.finalizer {

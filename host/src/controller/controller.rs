@@ -321,7 +321,8 @@ impl Controller {
                 .map_err(kind_error("owns", &owned.api_version, &owned.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
-            tasks.spawn(async move { c.pump_related(rx, None).await });
+            let changes = owned.changes;
+            tasks.spawn(async move { c.pump_related(rx, None, changes).await });
         }
         for (w, map) in manifest.watches.iter().filter(|(w, _)| w.cluster.is_none()) {
             let cache = caches
@@ -330,8 +331,8 @@ impl Controller {
                 .map_err(kind_error("watches", &w.api_version, &w.kind))?;
             let c = controller.clone();
             let rx = cache.subscribe();
-            let map = map.clone();
-            tasks.spawn(async move { c.pump_related(rx, Some(map)).await });
+            let (map, changes) = (map.clone(), w.changes);
+            tasks.spawn(async move { c.pump_related(rx, Some(map), changes).await });
         }
         for remote in
             super::remote::remote_watches(name, &manifest, &controller.config.clusters, None)
@@ -339,7 +340,8 @@ impl Controller {
             let c = controller.clone();
             tasks.spawn(async move {
                 let rx = remote.cache(&c.name).await.subscribe();
-                c.pump_related(rx, Some(remote.map)).await
+                let changes = remote.changes();
+                c.pump_related(rx, Some(remote.map), changes).await
             });
         }
         {

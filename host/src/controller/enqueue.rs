@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast::error::RecvError;
 
+use super::changes::ChangeGate;
 use super::controller::{Controller, key_of};
 use super::workqueue::Priority;
 use crate::cluster::CachedObject;
 use crate::cluster::cache::CacheEvent;
-use crate::plugin::manifest::MapFn;
+use crate::plugin::manifest::{Changes, MapFn};
 use wasmlet_apimachinery::selector::LabelSelector;
 
 /// The selector at a `selector:PATH` watch: a `metav1.LabelSelector`, or a
@@ -141,7 +142,9 @@ impl Controller {
         self: Arc<Self>,
         mut rx: tokio::sync::broadcast::Receiver<CacheEvent>,
         map: Option<MapFn>,
+        changes: Changes,
     ) {
+        let mut gate = ChangeGate::new(changes);
         let rec = self.manifest.reconciles.clone().expect("checked at start");
         let owner_group = rec
             .api_version
@@ -149,9 +152,16 @@ impl Controller {
             .map(|(g, _)| g)
             .unwrap_or("");
         loop {
-            let o = match rx.recv().await {
+            let event = rx.recv().await;
+            if let Ok(e) = &event
+                && !gate.passes(e)
+            {
+                continue;
+            }
+            let o = match event {
                 Ok(CacheEvent::Applied { object, .. }) | Ok(CacheEvent::Deleted(object)) => object,
                 Ok(CacheEvent::Synced) => continue,
+                Err(RecvError::Lagged(_)) if changes == Changes::None => continue,
                 Err(RecvError::Lagged(_)) => {
                     for o in self.primary.store.state() {
                         self.enqueue_primary(&o, false);

@@ -8,9 +8,11 @@
 //! - [`leader`]: Lease-based leader election;
 //! - [`metrics`]: controller-runtime's metric names, `/healthz`, `/readyz`;
 //! - `remote`: watches of kinds in the host's named clusters;
+//! - `changes`: which owned or watched changes requeue (the manifest's `changes`);
 //! - [`table`]: the same for rows of a datastore table ([`crate::datastore`]);
 //! - [`manager`]: one controller per loaded reconciler, following the plugin set.
 
+mod changes;
 #[allow(clippy::module_inception)]
 pub(crate) mod controller;
 mod enqueue;

@@ -73,6 +73,11 @@ pub(super) fn remote_watches(
 }
 
 impl RemoteWatch {
+    /// Which changes requeue (the manifest's `changes`).
+    pub(crate) fn changes(&self) -> crate::plugin::manifest::Changes {
+        self.watch.changes
+    }
+
     /// The kind's cache in this cluster, once the cluster serves the kind.
     pub(super) async fn cache(&self, plugin: &str) -> Arc<KindCache> {
         let cluster = self.cluster.as_deref().unwrap_or("(the host's)");

@@ -146,7 +146,8 @@ impl TableController {
             let c = controller.clone();
             tasks.spawn(async move {
                 let rx = remote.cache(&c.name).await.subscribe();
-                c.pump_watched(rx, remote.map).await
+                let changes = remote.changes();
+                c.pump_watched(rx, remote.map, changes).await
             });
         }
         for _ in 0..manifest.limits.workers() {
@@ -169,9 +170,21 @@ impl TableController {
     }
 
     /// A watched kind's changes, as the rows their map names (see the module docs).
-    async fn pump_watched(self: Arc<Self>, mut rx: broadcast::Receiver<CacheEvent>, map: MapFn) {
+    async fn pump_watched(
+        self: Arc<Self>,
+        mut rx: broadcast::Receiver<CacheEvent>,
+        map: MapFn,
+        changes: crate::plugin::manifest::Changes,
+    ) {
+        let mut gate = super::changes::ChangeGate::new(changes);
         loop {
-            let object = match rx.recv().await {
+            let event = rx.recv().await;
+            if let Ok(e) = &event
+                && !gate.passes(e)
+            {
+                continue;
+            }
+            let object = match event {
                 Ok(CacheEvent::Applied { initial: true, .. }) | Ok(CacheEvent::Synced) => continue,
                 Ok(CacheEvent::Applied { object, .. }) | Ok(CacheEvent::Deleted(object)) => object,
                 // Missed changes: the table's resync scan catches up.

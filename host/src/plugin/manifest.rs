@@ -114,6 +114,27 @@ pub(crate) enum ExpectationScope {
 pub(crate) struct TypeRef {
     pub(crate) api_version: String,
     pub(crate) kind: String,
+    /// Which of its changes requeue the owner.
+    #[serde(default)]
+    pub(crate) changes: Changes,
+}
+
+/// Which changes of an owned or watched object requeue a key. A controller
+/// that requeues itself (the StatefulsetRollout operator's passes) still
+/// needs the kind cached for its reads, without every status change of every
+/// object waking it (event-driven load it was designed to avoid).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Changes {
+    /// Every change (the default).
+    #[default]
+    All,
+    /// Creation, deletion and a new `metadata.generation` (spec edits), not
+    /// status or metadata churn; objects without a generation: every change
+    /// (kube-runtime's `predicates::generation`).
+    Generation,
+    /// None: the host only keeps the kind cached for the plugin's reads.
+    None,
 }
 
 /// How a watched object names the key it requeues.
@@ -146,6 +167,9 @@ pub(crate) struct Watch {
     /// writes change, the object the map names is reconciled.
     #[serde(default)]
     pub(crate) cluster: Option<String>,
+    /// Which of its changes requeue the key the map names.
+    #[serde(default)]
+    pub(crate) changes: Changes,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -1020,6 +1044,28 @@ mod tests {
         assert_eq!(e.field, "clusters.EU", "{e}");
         let e = parse(&format!("{BASE}[clusters.eu]\npermissions = []\n")).unwrap_err();
         assert!(e.to_string().contains("unknown field `permissions`"), "{e}");
+    }
+
+    #[test]
+    fn owns_and_watches_say_which_changes_requeue() {
+        let m = parse(&format!(
+            "{BASE}[[owns]]\napi-version = \"apps/v1\"\nkind = \"StatefulSet\"\nchanges = \"generation\"\n\
+             [[owns]]\napi-version = \"v1\"\nkind = \"Service\"\n\
+             [[watches]]\napi-version = \"v1\"\nkind = \"Pod\"\nmap = \"label:x.io/a\"\nchanges = \"none\"\n"
+        ))
+        .unwrap();
+        assert_eq!(m.owns[0].changes, Changes::Generation);
+        assert_eq!(m.owns[1].changes, Changes::All, "the default");
+        assert_eq!(m.watches[0].0.changes, Changes::None);
+        let e = parse(&format!(
+            "{BASE}[[owns]]\napi-version = \"v1\"\nkind = \"Pod\"\nchanges = \"status\"\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown variant `status`, expected one of `all`, `generation`, `none`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -59,6 +59,8 @@ mod semantics;
 mod shadow;
 mod smoke;
 mod sroll;
+mod sroll_contract;
+mod sroll_offline;
 mod statefulset;
 mod status_page;
 mod upstream_details;

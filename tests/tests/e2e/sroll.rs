@@ -25,7 +25,7 @@ use wasmlet_e2e::{Plane, eventually, free_port, install_plugin_with};
 const REVISION: &str = "controller-revision-hash";
 
 /// `wasmlet up` with the controllers a rollout runs against, and the operator.
-async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
+pub(crate) async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
     let (plane, client) = workload_plane::start_with(
         "scheduler,wasi-runner,statefulset-controller,disruption-controller",
         extra,
@@ -42,7 +42,7 @@ async fn plane(extra: &[&str]) -> Result<(Plane, kube::Client)> {
     Ok((plane, client))
 }
 
-async fn pods_of(client: &kube::Client, app: &str) -> Result<Vec<Pod>> {
+pub(crate) async fn pods_of(client: &kube::Client, app: &str) -> Result<Vec<Pod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     Ok(pods
         .list(&ListParams::default().labels(&format!("app={app}")))
@@ -517,7 +517,7 @@ async fn builtin_plugins_can_leave_the_operator_out() -> Result<()> {
 }
 
 /// The Secret `chat` holding the chat API's bearer `token`.
-async fn chat_secret(client: &kube::Client, token: &str) -> Result<()> {
+pub(crate) async fn chat_secret(client: &kube::Client, token: &str) -> Result<()> {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(client.clone(), "default");
     secrets
@@ -595,12 +595,22 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
     server.state.lock().unwrap().passing.insert("api".into(), 4);
     let st = wait_phase(&plane, &api, "api", "RolloutDone").await?;
     assert_eq!(st["updatedReplicas"], 4);
+    // The new template is a new generation: its outcome is reported too,
+    // under the same stage id, once.
+    let st = wait_status(
+        &plane,
+        &api,
+        "api",
+        "the second callback",
+        Duration::from_secs(60),
+        |s| s["lastCallback"]["generation"] == st["observedGeneration"],
+    )
+    .await?;
     let s = server.state.lock().unwrap();
-    assert_eq!(
-        s.callbacks.len(),
-        3,
-        "exactly one successful callback per stage id"
-    );
+    assert_eq!(s.callbacks.len(), 4, "{:?}", s.callbacks);
+    assert_eq!(s.callbacks[3]["stageId"], "stage-1");
+    assert_eq!(s.callbacks[3]["outcome"], "success");
+    assert_eq!(s.callbacks[3]["generation"], st["observedGeneration"]);
     let posts = s.chat.iter().filter(|c| c.0 == "chat.postMessage").count();
     assert_eq!(posts, 2, "a new message for the new rollout");
     assert!(s.chat.iter().any(|c| c.0 == "chat.update"));

@@ -31,6 +31,10 @@ pub struct World {
     pub refuse_evictions: Rc<Cell<bool>>,
     pub consul_passing: Rc<Cell<usize>>,
     pub callback_failures: Rc<Cell<u32>>,
+    /// GETs of Secrets the guest made (the chat token's).
+    pub secret_gets: Rc<Cell<usize>>,
+    /// The chat API answers `ok: false` this many more times.
+    pub chat_failures: Rc<Cell<u32>>,
     requests: Requests,
     _guard: InstalledHost,
 }
@@ -40,11 +44,16 @@ struct Wrap {
     refuse_evictions: Rc<Cell<bool>>,
     consul_passing: Rc<Cell<usize>>,
     callback_failures: Rc<Cell<u32>>,
+    secret_gets: Rc<Cell<usize>>,
+    chat_failures: Rc<Cell<u32>>,
     requests: Requests,
 }
 
 impl Host for Wrap {
     fn get(&self, at: Cluster<'_>, t: &types::ObjectRef) -> Result<String, raw::ClientError> {
+        if t.kind == "Secret" {
+            self.secret_gets.set(self.secret_gets.get() + 1);
+        }
         self.fake.get(at, t)
     }
     fn list(
@@ -117,6 +126,10 @@ impl Host for Wrap {
             }
             return ok(json!({}));
         }
+        if self.chat_failures.get() > 0 {
+            self.chat_failures.set(self.chat_failures.get() - 1);
+            return ok(json!({"ok": false, "error": "ratelimited"}));
+        }
         let posts = self
             .requests
             .borrow()
@@ -154,12 +167,16 @@ impl World {
         let refuse_evictions = Rc::new(Cell::new(false));
         let consul_passing = Rc::new(Cell::new(0));
         let callback_failures = Rc::new(Cell::new(0));
+        let secret_gets = Rc::new(Cell::new(0));
+        let chat_failures = Rc::new(Cell::new(0));
         let requests = Rc::new(RefCell::new(Vec::new()));
         let guard = install(Rc::new(Wrap {
             fake: host.clone(),
             refuse_evictions: refuse_evictions.clone(),
             consul_passing: consul_passing.clone(),
             callback_failures: callback_failures.clone(),
+            secret_gets: secret_gets.clone(),
+            chat_failures: chat_failures.clone(),
             requests: requests.clone(),
         }));
         host.insert(json!({"apiVersion": "v1", "kind": "Secret",
@@ -187,6 +204,8 @@ impl World {
             refuse_evictions,
             consul_passing,
             callback_failures,
+            secret_gets,
+            chat_failures,
             requests,
             _guard: guard,
         }
@@ -231,6 +250,14 @@ impl World {
             progressing: (st.into(), c.reason.clone()),
             requeue: action.requeue_after(),
         }
+    }
+
+    /// Merges `patch` into the stored status (a status an older build wrote).
+    pub fn set_status(&self, patch: Value) {
+        let mut obj = self.sroll.borrow_mut();
+        let mut st = obj.get("status").cloned().unwrap_or(json!({}));
+        merge(&mut st, &patch);
+        obj["status"] = st;
     }
 
     pub fn status(&self) -> Value {
@@ -338,6 +365,12 @@ impl World {
                 )
             })
             .collect()
+    }
+
+    /// Every call that left the guest for an outside system: HTTP requests
+    /// (chat, Consul, callback) and Secret reads.
+    pub fn external_calls(&self) -> usize {
+        self.requests.borrow().len() + self.secret_gets.get()
     }
 
     pub fn callbacks(&self) -> usize {
