@@ -52,6 +52,30 @@ pub(crate) fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
     }
 }
 
+/// What an update keeps of what admission set at creation: upstream's
+/// Priority plugin gives a pod whose update omits `priority` or
+/// `preemptionPolicy` the values it set (a replace from the manifest the pod
+/// was created from would otherwise change them, which pod validation
+/// refuses).
+pub(crate) fn keep_admitted(rt: &ResourceType, old: &Value, new: &mut Value) {
+    if !(rt.builtin && rt.group.is_empty() && rt.resource == "pods") {
+        return;
+    }
+    let (Some(o), Some(n)) = (
+        old.get("spec").and_then(Value::as_object),
+        new.get_mut("spec").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    for f in ["priority", "preemptionPolicy"] {
+        if n.get(f).is_none_or(Value::is_null)
+            && let Some(v) = o.get(f)
+        {
+            n.insert(f.into(), v.clone());
+        }
+    }
+}
+
 /// Whether objects of this kind carry `metadata.generation`: upstream's
 /// strategies set it for kinds with a spec a controller acts on, and custom
 /// resources always have it. Pods have it since 1.33 (set on create whatever

@@ -229,6 +229,7 @@ impl Resources {
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             crate::services::keep_allocated(rt, old, &mut new);
+            crate::defaults::keep_admitted(rt, old, &mut new);
             if crate::defaults::has_generation(rt)
                 && meta::spec_part(old, rt.status) != meta::spec_part(&new, rt.status)
             {

@@ -86,8 +86,9 @@ impl Resources {
             name,
             sub,
         } = at;
+        // "0" is no precondition, as "" (upstream's versioner reads both as 0).
         let client_rv = meta::meta_str(&obj, "resourceVersion")
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty() && *s != "0")
             .map(str::to_string);
         if self.store.get(&rt.key(ns, name)).is_none() {
             if strategy::allow_create_on_update(rt) && sub == Sub::Main {

@@ -73,6 +73,7 @@ async fn write_scale(
     t: &Target,
     new_scale: &Value,
     precondition: Option<&str>,
+    dry_run: bool,
 ) -> ApiResult<Response> {
     let replicas = new_scale
         .pointer("/spec/replicas")
@@ -105,6 +106,13 @@ async fn write_scale(
     {
         return Err(ApiError::conflict(&t.rt, name));
     }
+    if dry_run {
+        // Everything checked, nothing stored: the answer is the scale as it
+        // would be (`kubectl scale --dry-run=server`).
+        let (mut scale, _) = scale_of(state, t)?;
+        scale["spec"]["replicas"] = json!(replicas);
+        return Ok(value_response(200, &scale));
+    }
     let path = scale_spec(t)?.spec_replicas.clone();
     state
         .resources
@@ -133,11 +141,12 @@ pub(crate) async fn put_scale(
     body: Bytes,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
+    let dry_run = super::write::write_options(req, "UpdateOptions")?.dry_run;
     let scale = parse_object(&body, req.content_type)?;
     let rv = meta::meta_str(&scale, "resourceVersion")
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && *s != "0")
         .map(str::to_string);
-    write_scale(state, t, &scale, rv.as_deref()).await
+    write_scale(state, t, &scale, rv.as_deref(), dry_run).await
 }
 
 pub(crate) async fn patch_scale(
@@ -146,6 +155,7 @@ pub(crate) async fn patch_scale(
     body: Bytes,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
+    let dry_run = super::write::write_options(req, "PatchOptions")?.dry_run;
     let (mut scale, _) = scale_of(state, t)?;
     match parse_patch(&body, req.content_type)? {
         PatchBody::Merge(p) | PatchBody::Strategic(p) | PatchBody::Apply(p) => {
@@ -154,7 +164,7 @@ pub(crate) async fn patch_scale(
         PatchBody::Json(p) => patches::json(&mut scale, &p)
             .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
     }
-    write_scale(state, t, &scale, None).await
+    write_scale(state, t, &scale, None, dry_run).await
 }
 
 pub(crate) async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {

@@ -294,3 +294,67 @@ async fn what_kube_apiserver_protects() -> Result<()> {
     }
     Ok(())
 }
+
+/// Preconditions and defaults as kube-apiserver keeps them (issue 46 item 2):
+/// `resourceVersion: "0"` in a replace is no precondition, a pod replaced from
+/// the manifest it was created from keeps the priority admission gave it, and
+/// `kubectl scale --dry-run=server` changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preconditions_and_defaults_as_upstreams() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("zero", &[("k", "v")]))
+        .await?;
+    let mut cm = configmap("zero", &[("k", "w")]);
+    cm.metadata.resource_version = Some("0".into());
+    let replaced = cms.replace("zero", &PostParams::default(), &cm).await?;
+    assert_eq!(replaced.data.unwrap()["k"], "w");
+
+    let dir = tempfile::tempdir()?;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"serviceAccountName": "default", "containers": [{"name": "c", "image": "x"}]}});
+    let path = dir.path().join("pod.json");
+    std::fs::write(&path, serde_json::to_vec(&pod)?)?;
+    let path = path.display().to_string();
+    plane.kubectl_ok(&["create", "-f", &path])?;
+    // The manifest carries neither priority nor preemptionPolicy (its
+    // service account it must name: upstream's ServiceAccount plugin sets it
+    // on create only, and pod updates may not change it).
+    plane.kubectl_ok(&["replace", "-f", &path])?;
+    let got = plane.kubectl_ok(&[
+        "get",
+        "pod",
+        "p",
+        "-o",
+        "jsonpath={.spec.priority} {.spec.preemptionPolicy}",
+    ])?;
+    assert_eq!(got, "0 PreemptLowerPriority");
+
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "rs", "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+    let path = dir.path().join("rs.json");
+    std::fs::write(&path, serde_json::to_vec(&rs)?)?;
+    plane.kubectl_ok(&["create", "-f", &path.display().to_string()])?;
+    let out = plane.kubectl_ok(&[
+        "scale",
+        "replicaset",
+        "rs",
+        "--replicas=5",
+        "--dry-run=server",
+    ])?;
+    assert!(out.contains("scaled (server dry run)"), "{out}");
+    let replicas =
+        plane.kubectl_ok(&["get", "replicaset", "rs", "-o", "jsonpath={.spec.replicas}"])?;
+    assert_eq!(replicas, "1");
+    let bad = plane.kubectl(&["scale", "replicaset", "rs", "--replicas=5"])?;
+    assert!(bad.status.success());
+    let replicas =
+        plane.kubectl_ok(&["get", "replicaset", "rs", "-o", "jsonpath={.spec.replicas}"])?;
+    assert_eq!(replicas, "5");
+    Ok(())
+}
