@@ -45,7 +45,9 @@ pub fn hash(ds: &DaemonSet) -> String {
         .collect()
 }
 
-/// The revision of the current template, numbered `number`.
+/// The revision of the current template, numbered `number`, carrying the
+/// DaemonSet's annotations as upstream's `snapshot` does (where `kubectl
+/// rollout history` reads a change's `kubernetes.io/change-cause`).
 pub fn new_revision(ds: &DaemonSet, hash: &str, number: i64) -> ControllerRevision {
     let template = ds
         .spec
@@ -74,6 +76,7 @@ pub fn new_revision(ds: &DaemonSet, hash: &str, number: i64) -> ControllerRevisi
             "name": format!("{name}-{hash}"),
             "namespace": ds.metadata.namespace,
             "labels": labels,
+            "annotations": ds.metadata.annotations,
             "ownerReferences": [crate::owner(ds)],
         },
         "data": {"spec": {"template": t}},
@@ -89,6 +92,17 @@ pub fn new_revision(ds: &DaemonSet, hash: &str, number: i64) -> ControllerRevisi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_revision_carries_the_daemonsets_annotations() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "d", "uid": "u",
+                "annotations": {"kubernetes.io/change-cause": "v2"}},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}))
+        .unwrap();
+        let rev = new_revision(&ds, "h", 1);
+        assert_eq!(rev.metadata.annotations, ds.metadata.annotations);
+    }
 
     #[test]
     fn the_hash_follows_the_template_and_the_collision_count() {

@@ -122,7 +122,8 @@ pub fn owner(set: &StatefulSet) -> OwnerReference {
 }
 
 /// Upstream's `newRevision`: the set's template as revision `number`, named
-/// for its hash with `collision_count`.
+/// for its hash with `collision_count`, carrying the set's annotations (where
+/// `kubectl rollout history` reads a change's `kubernetes.io/change-cause`).
 pub fn new_revision(set: &StatefulSet, number: i64, collision_count: i32) -> ControllerRevision {
     let data = patch(set);
     let h = hash(&data, collision_count);
@@ -138,6 +139,7 @@ pub fn new_revision(set: &StatefulSet, number: i64, collision_count: i32) -> Con
             name: Some(name(set.metadata.name.as_deref().unwrap_or_default(), &h)),
             namespace: set.metadata.namespace.clone(),
             labels: Some(labels),
+            annotations: set.metadata.annotations.clone(),
             owner_references: Some(vec![owner(set)]),
             ..Default::default()
         },
@@ -197,6 +199,17 @@ mod tests {
             },
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_revision_carries_the_sets_annotations() {
+        let mut s = set("a.wasm");
+        s.metadata.annotations =
+            Some([("kubernetes.io/change-cause".to_string(), "v2".to_string())].into());
+        let rev = new_revision(&s, 2, 0);
+        assert_eq!(rev.metadata.annotations, s.metadata.annotations);
+        // Not part of what makes two revisions equal (upstream's EqualRevision).
+        assert!(equal(&rev, &new_revision(&set("a.wasm"), 2, 0)));
     }
 
     #[test]

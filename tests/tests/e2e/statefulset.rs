@@ -596,3 +596,47 @@ async fn bench_parallel_statefulset_to_all_ready() -> Result<()> {
     );
     Ok(())
 }
+
+/// Each ControllerRevision carries the set's annotations as upstream's
+/// controller copies them, so `kubectl rollout history` shows each change's
+/// `kubernetes.io/change-cause` (it showed `<none>`).
+#[tokio::test]
+async fn rollout_history_shows_each_changes_cause() -> Result<()> {
+    let (plane, client) = plane(&[]).await?;
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let mut s = set("hist", 0, json!({}))?;
+    s.metadata.annotations = Some([("kubernetes.io/change-cause".into(), "first".into())].into());
+    sets.create(&PostParams::default(), &s).await?;
+    let history = |want: &'static str| {
+        let plane = &plane;
+        async move {
+            eventually(Duration::from_secs(60), want, || async {
+                let out = plane
+                    .kubectl_ok(&["rollout", "history", "statefulset/hist"])
+                    .ok()?;
+                out.contains(want).then_some(out)
+            })
+            .await
+        }
+    };
+    history("first").await?;
+    sets.patch(
+        "hist",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"annotations": {"kubernetes.io/change-cause": "second"}},
+            "spec": {"template": {"metadata": {"annotations": {"v": "2"}}}},
+        })),
+    )
+    .await?;
+    let out = history("second").await?;
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("first") || l.contains("second"))
+        .collect();
+    ensure!(
+        lines.len() == 2 && lines[0].starts_with('1') && lines[1].starts_with('2'),
+        "revision 1 is the first change, 2 the second:\n{out}"
+    );
+    Ok(())
+}
