@@ -358,3 +358,58 @@ async fn preconditions_and_defaults_as_upstreams() -> Result<()> {
     assert_eq!(replicas, "5");
     Ok(())
 }
+
+/// kube-rs' event recorder about a cluster-scoped object (a Node): the event
+/// goes to `default` with no namespace in its reference, as upstream stores
+/// it, and a repeat becomes a series (issue 46 item 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_about_a_node_are_stored_in_default() -> Result<()> {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "test-controller".into(),
+            instance: Some("i-1".into()),
+        },
+    );
+    let node = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some("n1".into()),
+        uid: Some("u-n1".into()),
+        ..Default::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "Overheating".into(),
+        note: Some("the node is hot".into()),
+        action: "Checking".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &node).await?;
+    recorder.publish(&ev, &node).await?;
+    let out = plane.kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        "involvedObject.kind=Node",
+    ])?;
+    assert!(
+        out.contains("Overheating") && out.contains("node/n1"),
+        "{out}"
+    );
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let stored = v1.list(&Default::default()).await?;
+    let e = stored
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Overheating"))
+        .expect("the event");
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(2), "{e:?}");
+    Ok(())
+}

@@ -636,7 +636,9 @@ impl State {
         let reference = |o: &ObjectRef| k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(o.api_version.clone()),
             kind: Some(o.kind.clone()),
-            namespace: o.namespace.clone(),
+            // A cluster-scoped object's events go to `default`, as upstream's
+            // recorders put them: an empty namespace would name no namespace.
+            namespace: o.namespace.clone().filter(|n| !n.is_empty()),
             name: Some(o.name.clone()),
             uid: api.as_ref().and_then(|api| {
                 api.cached_uid(&o.api_version, &o.kind, o.namespace.as_deref(), &o.name)
