@@ -139,3 +139,23 @@ pub(crate) fn set_path(obj: &mut Value, path: &str, value: Value) {
             .or_insert_with(|| Value::Object(Map::new()));
     }
 }
+
+/// Copies `fields` of `old`'s spec into `new`'s where `new` leaves them out
+/// (absent, null, `""` or `[]`): what the server set (allocated, admitted)
+/// and an update from the client's manifest does not name.
+pub(crate) fn keep_unset_spec_fields(old: &Value, new: &mut Value, fields: &[&str]) {
+    let (Some(o), Some(n)) = (
+        old.get("spec").and_then(Value::as_object),
+        new.get_mut("spec").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    for f in fields {
+        let unset = n
+            .get(*f)
+            .is_none_or(|v| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty));
+        if unset && let Some(v) = o.get(*f) {
+            n.insert((*f).into(), v.clone());
+        }
+    }
+}

@@ -196,20 +196,17 @@ pub(crate) fn keep_allocated(rt: &ResourceType, old: &Value, new: &mut Value) {
     if !is_services(rt) {
         return;
     }
+    crate::meta::keep_unset_spec_fields(
+        old,
+        new,
+        &["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"],
+    );
     let (Some(o), Some(n)) = (
         old.get("spec").and_then(Value::as_object),
         new.get_mut("spec").and_then(Value::as_object_mut),
     ) else {
         return;
     };
-    for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-        let unset = n
-            .get(f)
-            .is_none_or(|v| v.is_null() || v == "" || v == &json!([]));
-        if unset && let Some(v) = o.get(f) {
-            n.insert(f.into(), v.clone());
-        }
-    }
     let old_ports: Vec<Value> = o
         .get("ports")
         .and_then(Value::as_array)

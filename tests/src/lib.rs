@@ -838,28 +838,6 @@ impl Host {
         read_log(self.dir.path())
     }
 
-    /// The process's id, while it runs.
-    pub fn pid(&self) -> Result<u32> {
-        self.child
-            .as_ref()
-            .map(Child::id)
-            .context("the plane is not running")
-    }
-
-    /// A field of the process's `/proc/PID/status` in MiB (`VmHWM:`, its
-    /// peak resident set; `VmRSS:`, now). Fails once the process is gone, so
-    /// that a test reading it after an attack sees a plane that died.
-    pub fn proc_status_mib(&mut self, field: &str) -> Result<u64> {
-        if let Some(status) = self
-            .child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-        {
-            bail!("the plane exited ({status}); log:\n{}", self.log());
-        }
-        proc_status_kib(self.pid()?, field).map(|kib| kib >> 10)
-    }
-
     /// `kill -9`: no shutdown path runs (no lease release, nothing flushed).
     pub fn kill9(&mut self) {
         kill9(&mut self.child);

@@ -61,19 +61,7 @@ pub(crate) fn keep_admitted(rt: &ResourceType, old: &Value, new: &mut Value) {
     if !(rt.builtin && rt.group.is_empty() && rt.resource == "pods") {
         return;
     }
-    let (Some(o), Some(n)) = (
-        old.get("spec").and_then(Value::as_object),
-        new.get_mut("spec").and_then(Value::as_object_mut),
-    ) else {
-        return;
-    };
-    for f in ["priority", "preemptionPolicy"] {
-        if n.get(f).is_none_or(Value::is_null)
-            && let Some(v) = o.get(f)
-        {
-            n.insert(f.into(), v.clone());
-        }
-    }
+    crate::meta::keep_unset_spec_fields(old, new, &["priority", "preemptionPolicy"]);
 }
 
 /// Whether objects of this kind carry `metadata.generation`: upstream's

@@ -44,9 +44,33 @@ async fn still_serves(plane: &mut Plane, client: &kube::Client, name: &str) -> R
     plane.proc_status_mib("VmHWM:")
 }
 
-/// A string of `n` bytes.
-fn blob(n: usize) -> String {
-    "x".repeat(n)
+/// ConfigMaps `PREFIX-0`.. of 1 MiB each.
+async fn big_configmaps(cms: &Api<ConfigMap>, prefix: &str, n: usize) -> Result<()> {
+    let data = "x".repeat(1 << 20);
+    for i in 0..n {
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("{prefix}-{i}"), &[("blob", &data)]),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A watch of `api`'s config maps from now on.
+async fn watch_from_now(
+    api: &Api<ConfigMap>,
+) -> Result<futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>> {
+    let rv = api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    Ok(api
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await?
+        .boxed())
 }
 
 /// 48 clients list a collection of 100 MiB (100 ConfigMaps of 1 MiB) at
@@ -57,14 +81,7 @@ fn blob(n: usize) -> String {
 async fn unread_lists_of_a_large_collection_hold_no_copies() -> Result<()> {
     let (mut plane, client) = plane().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let data = blob(1 << 20);
-    for i in 0..100 {
-        cms.create(
-            &PostParams::default(),
-            &configmap(&format!("big-{i}"), &[("blob", &data)]),
-        )
-        .await?;
-    }
+    big_configmaps(&cms, "big", 100).await?;
     let before = plane.proc_status_mib("VmRSS:")?;
     let mut held = Vec::new();
     for _ in 0..48 {
@@ -119,26 +136,8 @@ async fn unread_lists_of_a_large_collection_hold_no_copies() -> Result<()> {
 async fn an_unread_watch_is_cut_off_past_its_byte_bound() -> Result<()> {
     let (mut plane, client) = plane().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = cms
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let watcher = plane.client().await?;
-    let watched: Api<ConfigMap> = Api::namespaced(watcher, "default");
-    let mut stream = watched
-        .watch(&WatchParams::default().disable_bookmarks(), &rv)
-        .await?
-        .boxed();
-    let data = blob(1 << 20);
-    for i in 0..64 {
-        cms.create(
-            &PostParams::default(),
-            &configmap(&format!("w-{i}"), &[("blob", &data)]),
-        )
-        .await?;
-    }
+    let mut stream = watch_from_now(&Api::namespaced(plane.client().await?, "default")).await?;
+    big_configmaps(&cms, "w", 64).await?;
     let peak = still_serves(&mut plane, &client, "after-writes").await?;
     let mut seen = 0;
     let read_all = async {
@@ -300,16 +299,7 @@ async fn readyz_answers_while_four_of_the_heaviest_writes_run() -> Result<()> {
     let (mut plane, client) = plane().await?;
     let api = inventories(&client).await?;
     let cms: Api<ConfigMap> = Api::namespaced(plane.client().await?, "default");
-    let rv = cms
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut watch = cms
-        .watch(&WatchParams::default().disable_bookmarks(), &rv)
-        .await?
-        .boxed();
+    let mut watch = watch_from_now(&cms).await?;
     let mut writes = Vec::new();
     for w in 0..4 {
         let writer = plane.client().await?;
