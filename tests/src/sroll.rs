@@ -54,6 +54,17 @@ pub fn failing_template(app: &str) -> Value {
     t
 }
 
+/// The spec of a rollout `api` that uses every integration of the fake
+/// server at `url`: chat (token in the Secret `chat`), Consul, a callback.
+pub fn integrations(url: &str) -> Value {
+    serde_json::json!({
+        "channel": "#deploys",
+        "notifications": {"url": format!("{url}/api"), "tokenSecret": {"name": "chat"}},
+        "serviceDiscovery": {"url": url, "dc": "dc1", "serviceNames": ["api"]},
+        "callback": {"url": format!("{url}/callback"), "stageId": "stage-1"},
+    })
+}
+
 /// Rollout `name` of a 4-replica OnDelete set at `percent`, `spec` merged in.
 pub fn rollout(name: &str, percent: i32, template: Value, spec: Value) -> Result<DynamicObject> {
     let mut s = json!({

@@ -542,17 +542,7 @@ async fn chat_consul_and_callback_follow_the_rollout() -> Result<()> {
     let url = server.url.clone();
     api.create(
         &PostParams::default(),
-        &rollout(
-            "api",
-            100,
-            template("api", "1"),
-            json!({
-                "channel": "#deploys",
-                "notifications": {"url": format!("{url}/api"), "tokenSecret": {"name": "chat"}},
-                "serviceDiscovery": {"url": url, "dc": "dc1", "serviceNames": ["api"]},
-                "callback": {"url": format!("{url}/callback"), "stageId": "stage-1"},
-            }),
-        )?,
+        &rollout("api", 100, template("api", "1"), sroll::integrations(&url))?,
     )
     .await?;
     let st = wait_phase(&plane, &api, "api", "RolloutDone").await?;

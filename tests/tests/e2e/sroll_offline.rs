@@ -75,17 +75,7 @@ async fn a_finished_rollout_is_offline_and_pod_changes_do_not_wake_it() -> Resul
     let url = server.url.clone();
     api.create(
         &PostParams::default(),
-        &rollout(
-            "api",
-            100,
-            template("api", "1"),
-            json!({
-                "channel": "#deploys",
-                "notifications": {"url": format!("{url}/api"), "tokenSecret": {"name": "chat"}},
-                "serviceDiscovery": {"url": url, "dc": "dc1", "serviceNames": ["api"]},
-                "callback": {"url": format!("{url}/callback"), "stageId": "stage-1"},
-            }),
-        )?,
+        &rollout("api", 100, template("api", "1"), sroll::integrations(&url))?,
     )
     .await?;
     wait_phase(&plane, &api, "api", "RolloutDone").await?;
