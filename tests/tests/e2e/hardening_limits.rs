@@ -193,8 +193,9 @@ async fn deeply_nested_yaml_is_refused_before_it_is_parsed() -> Result<()> {
 
 const GROUP: &str = "attacks.wasmlet.dev";
 
-/// `Inventory`: `spec.items` is a map list keyed by `name` (up to 150,000),
-/// each name checked by a CEL rule.
+/// `Inventory`: `spec.items` is a map list keyed by `name` (up to 150,000).
+/// No CEL rule: a rule's run-time deadline (5 s, wall clock) could refuse
+/// these writes on a loaded machine; the rules' own attacks are in `cel.rs`.
 fn inventory_crd() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -217,10 +218,6 @@ fn inventory_crd() -> Value {
                                 "name": {"type": "string", "maxLength": 16},
                                 "v": {"type": "string", "maxLength": 16},
                             }},
-                            "x-kubernetes-validations": [{
-                                "rule": "self.all(i, i.name.startsWith('i-'))",
-                                "message": "item names start with i-",
-                            }],
                         },
                     }},
                 }}},
@@ -289,7 +286,7 @@ async fn a_map_list_of_60k_items_is_updated_in_linear_time() -> Result<()> {
 }
 
 /// Four clients write 100,000-item inventories (2.6 MB each, every item
-/// checked by schema and CEL, all of it tracked as managed fields) at once,
+/// checked by the schema, all of it tracked as managed fields) at once,
 /// while another asks `/readyz` and a watch waits for a small write. Those
 /// writes used to run on the async workers (two here), so nothing else was
 /// answered until they ended; now they run beside them, and `/readyz` and
@@ -347,7 +344,7 @@ async fn readyz_answers_while_four_of_the_heaviest_writes_run() -> Result<()> {
     let mut first_done = None;
     for w in writes {
         let (done, r) = w.await?;
-        r.context("a heavy write")?;
+        r.map_err(|e| anyhow::anyhow!("a heavy write: {e:?}"))?;
         first_done = Some(first_done.map_or(done, |f: Instant| f.min(done)));
     }
     let first_done = first_done.context("four writes")?;
