@@ -178,9 +178,6 @@ pub struct Controller {
     pub(super) own_writes: super::own_writes::OwnWrites,
     /// The last [`RECENT_ERRORS`] failed reconciles, newest last (the status page).
     pub(super) recent_errors: std::sync::Mutex<std::collections::VecDeque<RecentError>>,
-    /// Whether the primary kind's first list is complete: until then, listed
-    /// objects are the controller's backlog (low priority).
-    pub(super) listed: std::sync::atomic::AtomicBool,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
     /// The host's Events about the primary objects (a failed finalize).
@@ -291,7 +288,6 @@ impl Controller {
             own_writes: Default::default(),
             recent_errors: Default::default(),
             warned_pruned: Default::default(),
-            listed: Default::default(),
             recorder: kube::runtime::events::Recorder::new(
                 caches.client().clone(),
                 kube::runtime::events::Reporter {
@@ -308,9 +304,6 @@ impl Controller {
             let (rx, objects) = primary.subscribe_with_objects();
             for o in objects {
                 c.enqueue_primary(&o, true);
-            }
-            if primary.is_synced() {
-                c.listed.store(true, std::sync::atomic::Ordering::Release);
             }
             tasks.spawn(async move { c.pump_primary(rx).await });
         }

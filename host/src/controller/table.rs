@@ -43,6 +43,7 @@ use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
 use super::guest::{Requeue, call_reconcile, settle};
 use super::metrics::{ControllerMetrics, ControllerSeries};
+use super::priority::Listed;
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
 use super::status::{GuestResult, desired_status};
@@ -475,7 +476,7 @@ impl Sink for TableController {
 
     fn scanned(&self, row: &RowState) {
         // A deleted row waits for its finalizers: as urgent as a change.
-        if row.deleting || !row.up_to_date() {
+        if Listed::row(row).priority() == Priority::High {
             self.add(row.id.clone(), Priority::High);
             return;
         }

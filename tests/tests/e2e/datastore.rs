@@ -513,8 +513,11 @@ async fn a_bad_row_gets_a_clear_error_and_the_others_converge() -> Result<()> {
     let message = ready["message"].as_str().unwrap_or_default();
     assert_eq!(
         message,
-        "row \"bad\": spec.replicas: expected an integer in 0..=1000, got \"three\"",
+        "row \"bad\": spec.replicas: expected an integer in 0..=1000, got \"three\" \
+         (terminal: not retried until the object changes)",
     );
+    // Done with it: observedGeneration is the revision, as lastReconciledRevision.
+    assert_eq!(status["observedGeneration"], bad);
     // Fixed, it converges.
     set_spec(&db, "bad", json!({"replicas": 1})).await?;
     eventually(WAIT, "the fixed row Ready", || async {
