@@ -107,7 +107,7 @@ impl TableController {
         })?;
         let queue = WorkQueue::new(
             name,
-            super::controller::queue_config(&config.queue, &manifest.limits),
+            super::controller::queue_config(&config.queue, &manifest.limits, true),
             Some(metrics.queue()),
         );
         let membership = Membership::new(&Membership::name_for_this_process());
