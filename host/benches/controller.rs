@@ -137,7 +137,7 @@ async fn populate(client: &kube::Client, group: &str, count: usize, reconciled: 
                 let created = api.create(&PostParams::default(), &obj).await.expect("create");
                 if reconciled {
                     let generation = created.metadata.generation.unwrap_or(1);
-                    let result = GuestResult { status: Some(json!({"echo": spec})), conditions: vec![], error: None };
+                    let result = GuestResult { status: Some(json!({"echo": spec})), ..Default::default() };
                     let status = desired_status(&json!({}), &result, &[], generation, &now);
                     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
                         .await

@@ -198,6 +198,7 @@ pub struct Action {
     requeue_after: Option<Duration>,
     status: StatusValue,
     conditions: Vec<Condition>,
+    applied_generation: Option<i64>,
 }
 
 impl Action {
@@ -207,6 +208,7 @@ impl Action {
             requeue_after: None,
             status: None,
             conditions: Vec::new(),
+            applied_generation: None,
         }
     }
 
@@ -235,6 +237,30 @@ impl Action {
     pub fn condition(mut self, condition: Condition) -> Self {
         self.conditions.push(condition);
         self
+    }
+
+    /// The generation this pass applied, when it is not the one it was handed
+    /// (a change rolled out in steps: the generation whose rollout is
+    /// complete). The host writes it as `status.observedGeneration`, which
+    /// upstream's conventions define as the generation the controller acted
+    /// on; without it a successful pass sets the object's own generation. A
+    /// value that is not one of the object's generations so far (above
+    /// `metadata.generation`, negative) is ignored. A failed reconcile leaves
+    /// `observedGeneration` where it was, unless it is [`ErrorKind::Terminal`].
+    ///
+    /// ```
+    /// use wasmlet_sdk::reconciler::Action;
+    /// let a = Action::done().applied_generation(3);
+    /// assert_eq!(a.applied(), Some(3));
+    /// ```
+    pub fn applied_generation(mut self, generation: i64) -> Self {
+        self.applied_generation = Some(generation);
+        self
+    }
+
+    /// The generation set with [`Action::applied_generation`], if any.
+    pub fn applied(&self) -> Option<i64> {
+        self.applied_generation
     }
 
     /// The wait before the next reconcile set with [`Action::requeue`], if any.
@@ -402,6 +428,26 @@ fn split_status(
     Ok((status, conditions.iter().map(Condition::to_raw).collect()))
 }
 
+/// The key under which the host reads the generation a pass applied (see
+/// [`Action::applied_generation`]): part of the status the guest returns,
+/// because the contract's `reconcile-outcome` record cannot gain a field
+/// without breaking every component built against it.
+const APPLIED_GENERATION: &str = "wasmlet.dev/appliedGeneration";
+
+/// `status` with the applied generation added (an empty status then becomes
+/// `{}`, which merges as no change). A status that is not an object is left
+/// as it is: the host refuses it anyway.
+fn with_applied(status: StatusValue, applied: Option<i64>) -> StatusValue {
+    let Some(generation) = applied else {
+        return status;
+    };
+    let mut status = status.unwrap_or_else(|| Ok(serde_json::Value::Object(Default::default())));
+    if let Ok(serde_json::Value::Object(map)) = &mut status {
+        map.insert(APPLIED_GENERATION.into(), generation.into());
+    }
+    Some(status)
+}
+
 fn error_to_raw(e: Error) -> raw::ReconcileError {
     let (status, conditions) = match split_status(*e.status, &e.conditions) {
         Ok(parts) => parts,
@@ -448,7 +494,8 @@ where
     let ctx = Context::for_object(&*obj);
     match f(obj, &ctx) {
         Ok(action) => {
-            let (status, conditions) = split_status(action.status, &action.conditions)?;
+            let status = with_applied(action.status, action.applied_generation);
+            let (status, conditions) = split_status(status, &action.conditions)?;
             Ok(raw::ReconcileOutcome {
                 status,
                 conditions,

@@ -87,6 +87,28 @@ fn reconcile_glue_encodes_status_conditions_and_requeue() {
     assert_eq!(host.logs(), vec![("info".to_owned(), "listed".to_owned())]);
 }
 
+/// The applied generation travels in the status the host reads, under the
+/// key the host takes out of it, beside the guest's own fields or alone.
+#[test]
+fn an_applied_generation_goes_to_the_host_in_the_status() {
+    let _guard = FakeHost::new().install();
+    let owner = config_map("owner", json!({}), json!({})).to_string();
+    let status = |f: fn(Arc<ConfigMap>, &Context) -> Result<Action, Error>| {
+        let out = wasmlet_sdk::reconciler::__reconcile::<ConfigMap>(owner.clone(), f).unwrap();
+        serde_json::from_str::<serde_json::Value>(out.status.as_deref().unwrap()).unwrap()
+    };
+    assert_eq!(
+        status(|_, _| Ok(Action::done()
+            .status(json!({"keys": 1}))
+            .applied_generation(2))),
+        json!({"keys": 1, "wasmlet.dev/appliedGeneration": 2})
+    );
+    assert_eq!(
+        status(|_, _| Ok(Action::done().applied_generation(4))),
+        json!({"wasmlet.dev/appliedGeneration": 4})
+    );
+}
+
 #[test]
 fn an_object_that_does_not_decode_is_a_terminal_error() {
     let _guard = FakeHost::new().install();

@@ -53,15 +53,17 @@ impl Default for ControllerConfig {
 
 /// The host's queue settings with the plugin's say on the low lane: its rate,
 /// and idle workers taking low items while one worker stays free for high
-/// work (the only worker, at concurrency 1).
+/// work (the only worker, at concurrency 1), by default for a Kubernetes kind
+/// only (`table`: the plugin reconciles a datastore table).
 pub(super) fn queue_config(
     host: &QueueConfig,
     limits: &crate::plugin::manifest::Limits,
+    table: bool,
 ) -> QueueConfig {
     let workers = limits.concurrency as usize;
     QueueConfig {
         low_per_minute: limits.low_per_minute.unwrap_or(host.low_per_minute),
-        idle_low: if limits.low_when_idle {
+        idle_low: if limits.low_when_idle(table) {
             workers.saturating_sub(1).max(1)
         } else {
             0
@@ -178,9 +180,6 @@ pub struct Controller {
     pub(super) own_writes: super::own_writes::OwnWrites,
     /// The last [`RECENT_ERRORS`] failed reconciles, newest last (the status page).
     pub(super) recent_errors: std::sync::Mutex<std::collections::VecDeque<RecentError>>,
-    /// Whether the primary kind's first list is complete: until then, listed
-    /// objects are the controller's backlog (low priority).
-    pub(super) listed: std::sync::atomic::AtomicBool,
     /// Whether the "status is pruned" warning was given.
     pub(super) warned_pruned: std::sync::atomic::AtomicBool,
     /// The host's Events about the primary objects (a failed finalize).
@@ -270,7 +269,7 @@ impl Controller {
             .map_err(kind_error("reconciles", &rec.api_version, &rec.kind))?;
         let queue = WorkQueue::new(
             name,
-            queue_config(&config.queue, &manifest.limits),
+            queue_config(&config.queue, &manifest.limits, false),
             Some(metrics.queue()),
         );
         let series = metrics.series(name);
@@ -291,7 +290,6 @@ impl Controller {
             own_writes: Default::default(),
             recent_errors: Default::default(),
             warned_pruned: Default::default(),
-            listed: Default::default(),
             recorder: kube::runtime::events::Recorder::new(
                 caches.client().clone(),
                 kube::runtime::events::Reporter {
@@ -308,9 +306,6 @@ impl Controller {
             let (rx, objects) = primary.subscribe_with_objects();
             for o in objects {
                 c.enqueue_primary(&o, true);
-            }
-            if primary.is_synced() {
-                c.listed.store(true, std::sync::atomic::Ordering::Release);
             }
             tasks.spawn(async move { c.pump_primary(rx).await });
         }
@@ -375,10 +370,10 @@ mod tests {
     #[test]
     fn idle_workers_take_low_items_but_one_stays_free() {
         let host = QueueConfig::default();
-        let q = queue_config(&host, &limits("concurrency = 16"));
+        let q = queue_config(&host, &limits("concurrency = 16"), false);
         assert_eq!((q.idle_low, q.low_per_minute), (15, 300));
         // The only worker takes low work when idle.
-        assert_eq!(queue_config(&host, &limits("")).idle_low, 1);
+        assert_eq!(queue_config(&host, &limits(""), false).idle_low, 1);
     }
 
     #[test]
@@ -386,7 +381,21 @@ mod tests {
         let q = queue_config(
             &QueueConfig::default(),
             &limits("concurrency = 4\nlow-per-minute = 60\nlow-when-idle = false"),
+            false,
         );
         assert_eq!((q.idle_low, q.low_per_minute), (0, 60));
+    }
+
+    #[test]
+    fn a_tables_low_lane_is_a_rate_unless_the_plugin_opts_in() {
+        let host = QueueConfig::default();
+        let q = queue_config(&host, &limits("concurrency = 16"), true);
+        assert_eq!((q.idle_low, q.low_per_minute), (0, 300));
+        let q = queue_config(
+            &host,
+            &limits("concurrency = 16\nlow-when-idle = true"),
+            true,
+        );
+        assert_eq!(q.idle_low, 15);
     }
 }

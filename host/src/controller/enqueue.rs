@@ -9,6 +9,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::changes::ChangeGate;
 use super::controller::{Controller, key_of};
+use super::priority::Listed;
 use super::workqueue::Priority;
 use crate::cluster::CachedObject;
 use crate::cluster::cache::CacheEvent;
@@ -53,11 +54,11 @@ impl Controller {
         self.primary.get_key(key).is_none_or(|o| self.selected(&o))
     }
 
-    /// Seed 002's rule: an object already reconciled at its generation is low
-    /// priority work during a (re)list; so is every object of the list this
-    /// controller starts with (its backlog, as controller-runtime's priority
-    /// queue has it): a change made once the controller runs goes first, and
-    /// idle workers take the backlog at full speed. Everything else is high.
+    /// Seed 002's rule: an object a list finds (this controller's first
+    /// list after a host start, a failover or a plugin load, or a relist)
+    /// goes to the lane [`Listed`] says: high when the host is not done with
+    /// it, low when it is only to be re-verified. Any other event is a
+    /// change made while the controller runs: high.
     pub(super) fn enqueue_primary(&self, o: &CachedObject, initial: bool) {
         let Some(name) = o.metadata.name.as_deref() else {
             return;
@@ -77,25 +78,12 @@ impl Controller {
         {
             return;
         }
-        let generation = o.metadata.generation.unwrap_or(0);
-        let observed = o
-            .at_path("status.observedGeneration")
-            .and_then(|v| v.as_i64());
-        let up_to_date = observed == Some(generation) && o.metadata.deletion_timestamp.is_none();
-        let backlog = !self.listed.load(std::sync::atomic::Ordering::Acquire);
-        let priority = if self.config.priorities && initial && (up_to_date || backlog) {
-            Priority::Low
+        let priority = if self.config.priorities && initial {
+            Listed::object(o, self.host_status(), self.manifest.finalizer.as_deref()).priority()
         } else {
             Priority::High
         };
-        self.queue.add(
-            key,
-            if self.config.priorities {
-                priority
-            } else {
-                Priority::High
-            },
-        );
+        self.queue.add(key, priority);
     }
 
     pub(super) async fn pump_primary(
@@ -121,8 +109,6 @@ impl Controller {
                             self.enqueue_primary(&o, true);
                         }
                     }
-                    self.listed
-                        .store(true, std::sync::atomic::Ordering::Release);
                 }
                 Err(RecvError::Lagged(_)) => {
                     // Missed events: everything cached is a candidate again.

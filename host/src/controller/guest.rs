@@ -78,7 +78,7 @@ pub(super) async fn call_reconcile(
             result: GuestResult {
                 status: o.status,
                 conditions: o.conditions,
-                error: None,
+                ..Default::default()
             },
             requeue: Requeue::succeeded(o.requeue_after, report.retry_soon),
             writes: report.writes,
@@ -91,6 +91,7 @@ pub(super) async fn call_reconcile(
                     status: e.status,
                     conditions: e.conditions,
                     error: Some((e.reason, e.message)),
+                    terminal: e.terminal,
                 },
                 requeue: Requeue::failed(e.terminal, report.retry_soon),
                 writes: report.writes,
@@ -99,9 +100,8 @@ pub(super) async fn call_reconcile(
         }
         Err(call) => GuestCall {
             result: GuestResult {
-                status: None,
-                conditions: vec![],
                 error: Some(("PluginFailed".into(), call.to_string())),
+                ..Default::default()
             },
             requeue: Requeue::Failed,
             writes: Vec::new(),

@@ -2,6 +2,7 @@
 //! re-implement, done once by the host.
 //!
 //! - [`workqueue`]: dedup, per-key back-off, priorities (high / low / scheduled);
+//! - `priority`: which lane an object a list finds goes to (kinds and tables alike);
 //! - [`controller`]: per plugin, watches → queue → guest → host-owned status;
 //! - [`status`]: merging the guest's status, conditions, `Ready`, `observedGeneration`;
 //! - [`expectations`]: no second reconcile before the cache saw the first one's writes;
@@ -23,6 +24,7 @@ pub(crate) mod leader;
 pub(crate) mod manager;
 pub(crate) mod metrics;
 mod own_writes;
+mod priority;
 mod reconcile;
 mod remote;
 pub(crate) mod source;

@@ -193,7 +193,7 @@ impl Controller {
     }
 
     /// Whether the host writes the kind's status (the manifest's `host-status`).
-    fn host_status(&self) -> bool {
+    pub(super) fn host_status(&self) -> bool {
         self.manifest
             .reconciles
             .as_ref()
@@ -253,10 +253,12 @@ impl Controller {
             }
             Ok((Err(e), report)) => {
                 self.record_writes(key, &report.writes);
+                // Retried with back-off, whatever its kind: not terminal.
                 let failed = GuestResult {
                     status: e.status,
                     conditions: e.conditions,
                     error: Some((e.reason, e.message)),
+                    terminal: false,
                 };
                 self.finalize_failed(key, obj, failed, plugin, report.record.as_ref())
                     .await

@@ -3,6 +3,15 @@
 //! conditions, computes `Ready`, stamps `observedGeneration`, and moves
 //! `lastTransitionTime` only when a condition's status moves.
 //!
+//! `status.observedGeneration` is the generation the controller acted on, as
+//! upstream's API conventions have it: it moves only when a pass is done with
+//! the generation, a success (to the generation the guest says it applied,
+//! [`APPLIED_GENERATION`], else the one it was handed) or a terminal failure
+//! (which `Ready`'s message says is terminal). A failure that will be retried
+//! leaves it where it was, so a client tells "applied" from "seen" by
+//! comparing it with `metadata.generation`; each condition's own
+//! `observedGeneration` is the generation it was set on (the one seen).
+//!
 //! ```ignore
 //! use serde_json::json;
 //! use wasmlet::controller::status::{desired_status, GuestCondition, GuestResult};
@@ -10,7 +19,7 @@
 //! let result = GuestResult {
 //!     status: Some(json!({"keys": 3})),
 //!     conditions: vec![GuestCondition::new("Summarised", "True", "Counted", "3 keys")],
-//!     error: None,
+//!     ..Default::default()
 //! };
 //! let s = desired_status(&current, &result, &["Summarised".into()], 4, "2026-01-01T00:00:00Z");
 //! assert_eq!(s["keys"], 3);
@@ -30,9 +39,45 @@ pub struct GuestResult {
     pub conditions: Vec<GuestCondition>,
     /// `(reason, message)` of a failed reconcile: `Ready` goes False with it.
     pub error: Option<(String, String)>,
+    /// The error is terminal: retrying will not help until the object
+    /// changes, so the host is done with this generation.
+    pub terminal: bool,
 }
 
 const READY: &str = "Ready";
+
+/// The key of the guest's status under which it may report the generation
+/// it applied (`Action::applied_generation` in the SDK), when that is not
+/// the one it was handed: the host takes it out of the status and writes it
+/// as `observedGeneration`. A key no Kubernetes field can have, so no status
+/// a guest writes today means it; a status field rather than a field of the
+/// contract's `reconcile-outcome` record because a record that gains a field
+/// is another type, and every component built against `0.1.0` would no
+/// longer link.
+pub(crate) const APPLIED_GENERATION: &str = "wasmlet.dev/appliedGeneration";
+
+/// What `Ready`'s message says after a terminal error's own message.
+const TERMINAL: &str = " (terminal: not retried until the object changes)";
+
+/// The `observedGeneration` this pass writes, `None` to keep the stored one:
+/// a success's (the guest's [`APPLIED_GENERATION`] when it is one of the
+/// object's generations so far, else `generation`), a terminal failure's
+/// (`generation`), none for a failure that is retried.
+fn applied(result: &GuestResult, generation: i64) -> Option<i64> {
+    match &result.error {
+        None => Some(
+            result
+                .status
+                .as_ref()
+                .and_then(|s| s.get(APPLIED_GENERATION))
+                .and_then(Value::as_i64)
+                .filter(|g| (0..=generation).contains(g))
+                .unwrap_or(generation),
+        ),
+        Some(_) if result.terminal => Some(generation),
+        Some(_) => None,
+    }
+}
 
 fn set_condition(conds: &mut Vec<Value>, c: &GuestCondition, generation: i64, now: &str) {
     let status = match c.status.as_str() {
@@ -69,7 +114,8 @@ pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// The status the object should have after this reconcile.
+/// The status the object should have after this reconcile of the object at
+/// `generation` (a row's revision).
 pub fn desired_status(
     current: &Value,
     result: &GuestResult,
@@ -81,9 +127,10 @@ pub fn desired_status(
     if let Some(Value::Object(guest)) = &result.status {
         let mut patch = Value::Object(guest.clone());
         if let Some(p) = patch.as_object_mut() {
-            // These two are the host's.
+            // These are the host's.
             p.remove("conditions");
             p.remove("observedGeneration");
+            p.remove(APPLIED_GENERATION);
         }
         let mut merged = Value::Object(status);
         json_patch::merge(&mut merged, &patch);
@@ -112,6 +159,9 @@ pub fn desired_status(
         c["observedGeneration"] = json!(generation);
     }
     let ready = match &result.error {
+        Some((reason, message)) if result.terminal => {
+            GuestCondition::new(READY, "False", reason, &format!("{message}{TERMINAL}"))
+        }
         Some((reason, message)) => GuestCondition::new(READY, "False", reason, message),
         None => {
             let deps: Vec<&Value> = conds
@@ -140,7 +190,9 @@ pub fn desired_status(
     // Ready last, the rest in the order they were first set.
     conds.sort_by_key(|c| c["type"] == READY);
     status.insert("conditions".into(), Value::Array(conds));
-    status.insert("observedGeneration".into(), json!(generation));
+    if let Some(g) = applied(result, generation) {
+        status.insert("observedGeneration".into(), json!(g));
+    }
     Value::Object(status)
 }
 
@@ -204,7 +256,7 @@ mod tests {
         GuestResult {
             status: Some(json!({"keys": 1})),
             conditions: conds,
-            error: None,
+            ..Default::default()
         }
     }
 
@@ -302,14 +354,59 @@ mod tests {
             status: Some(json!({"observedGeneration": 99, "conditions": [], "x": 1})),
             conditions: vec![],
             error: Some(("Boom".into(), "it broke".into())),
+            terminal: false,
         };
-        let s = desired_status(&json!({"y": 2}), &r, &[], 5, T0);
-        assert_eq!(s["observedGeneration"], 5);
+        let s = desired_status(&json!({"y": 2, "observedGeneration": 4}), &r, &[], 5, T0);
+        // Retried: generation 5 is seen, not applied.
+        assert_eq!(s["observedGeneration"], 4);
         assert_eq!(s["x"], 1);
         assert_eq!(s["y"], 2);
         assert_eq!(s["conditions"][0]["type"], "Ready");
         assert_eq!(s["conditions"][0]["status"], "False");
         assert_eq!(s["conditions"][0]["reason"], "Boom");
+        assert_eq!(s["conditions"][0]["message"], "it broke");
+        assert_eq!(s["conditions"][0]["observedGeneration"], 5);
+        // Never applied: nothing to say.
+        let s = desired_status(&json!({}), &r, &[], 1, T0);
+        assert!(s.get("observedGeneration").is_none(), "{s}");
+    }
+
+    #[test]
+    fn observed_generation_moves_on_success_and_terminal_failure_only() {
+        let ok = GuestResult::default();
+        let s1 = desired_status(&json!({}), &ok, &[], 1, T0);
+        assert_eq!(s1["observedGeneration"], 1);
+        let terminal = GuestResult {
+            error: Some(("Invalid".into(), "spec.size is negative".into())),
+            terminal: true,
+            ..Default::default()
+        };
+        let s2 = desired_status(&s1, &terminal, &[], 2, T1);
+        assert_eq!(s2["observedGeneration"], 2, "done with generation 2");
+        assert_eq!(
+            s2["conditions"][0]["message"],
+            "spec.size is negative (terminal: not retried until the object changes)"
+        );
+        let s3 = desired_status(&s2, &ok, &[], 3, T1);
+        assert_eq!(s3["observedGeneration"], 3);
+        assert_eq!(s3["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn a_guest_may_say_which_generation_it_applied() {
+        let applied = |v: Value| GuestResult {
+            status: Some(json!({"x": 1, APPLIED_GENERATION: v})),
+            ..Default::default()
+        };
+        let s = desired_status(&json!({}), &applied(json!(3)), &[], 5, T0);
+        assert_eq!(s["observedGeneration"], 3);
+        assert!(s.get(APPLIED_GENERATION).is_none(), "{s}");
+        assert_eq!(s["x"], 1);
+        // Not one of the object's generations: the one handed over.
+        for bad in [json!(6), json!(-1), json!("3")] {
+            let s = desired_status(&json!({}), &applied(bad.clone()), &[], 5, T0);
+            assert_eq!(s["observedGeneration"], 5, "{bad}");
+        }
     }
 }
 
@@ -330,7 +427,7 @@ mod doc_example {
                 "Counted",
                 "3 keys",
             )],
-            error: None,
+            ..Default::default()
         };
         let s = desired_status(
             &current,

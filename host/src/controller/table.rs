@@ -43,6 +43,7 @@ use super::controller::{ControllerConfig, Outcome, StartError};
 use super::enqueue::named_by;
 use super::guest::{Requeue, call_reconcile, settle};
 use super::metrics::{ControllerMetrics, ControllerSeries};
+use super::priority::Listed;
 use super::remote::remote_watches;
 use super::source::{Reconciler, Source};
 use super::status::{GuestResult, desired_status};
@@ -106,7 +107,7 @@ impl TableController {
         })?;
         let queue = WorkQueue::new(
             name,
-            super::controller::queue_config(&config.queue, &manifest.limits),
+            super::controller::queue_config(&config.queue, &manifest.limits, true),
             Some(metrics.queue()),
         );
         let membership = Membership::new(&Membership::name_for_this_process());
@@ -488,7 +489,7 @@ impl Sink for TableController {
 
     fn scanned(&self, row: &RowState) {
         // A deleted row waits for its finalizers: as urgent as a change.
-        if row.deleting || !row.up_to_date() {
+        if Listed::row(row).priority() == Priority::High {
             self.add(row.id.clone(), Priority::High);
             return;
         }

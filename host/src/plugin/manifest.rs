@@ -212,10 +212,11 @@ pub struct Limits {
     #[serde(default)]
     pub(crate) low_per_minute: Option<u32>,
     /// Whether idle workers re-verify up-to-date objects faster than
-    /// `low-per-minute` (the default). `false` makes that rate a cap, for
-    /// plugins whose downstream must be protected.
-    #[serde(default = "default_true")]
-    pub(crate) low_when_idle: bool,
+    /// `low-per-minute`; `false` makes that rate a cap, for plugins whose
+    /// downstream must be protected. `None`: the source's default (see
+    /// [`Limits::low_when_idle`]).
+    #[serde(default)]
+    pub(crate) low_when_idle: Option<bool>,
     /// Reconcilers: bindings (`bind`) of one call that may still be in
     /// flight after it returned (see [`super::in_flight`]); more wait, as
     /// all do with 0, the default.
@@ -227,6 +228,17 @@ pub struct Limits {
 pub(crate) const MAX_BINDINGS_IN_FLIGHT: u32 = 64;
 
 impl Limits {
+    /// Whether idle workers take low-lane objects beyond `low-per-minute`:
+    /// the manifest's `low-when-idle`, else yes for a Kubernetes kind (an
+    /// up-to-date object's pass is a guest call on the host's cache, no API
+    /// call) and no for a datastore table (each pass of a row is an advisory
+    /// lock, a read and a guest call on the shared database: re-verifying
+    /// 200,000 rows at full speed after every start and resync is the load
+    /// the fixed rate exists to prevent).
+    pub(crate) fn low_when_idle(&self, table: bool) -> bool {
+        self.low_when_idle.unwrap_or(!table)
+    }
+
     /// The controller's workers: one per call in flight, and one per binding
     /// still in flight after its call (its worker holds the key until the
     /// answer comes).
@@ -253,7 +265,7 @@ impl Default for Limits {
             deadline_ms: default_deadline(),
             reuse_instances: false,
             low_per_minute: None,
-            low_when_idle: true,
+            low_when_idle: None,
             bindings_in_flight: 0,
         }
     }

@@ -275,18 +275,23 @@ async fn faults_counted(plane: &Plane, n: f64, timeout: Duration) -> Result<Stri
 }
 
 /// Whether `o`'s `Ready` condition reports the plugin's fault in `words`, at
-/// the object's generation; if not, what it says instead.
+/// the object's generation (a faulting object was never applied: it has no
+/// `observedGeneration`); if not, what it says instead.
 fn fault_reported(o: &DynamicObject, words: &str) -> Result<(), String> {
     let c = ready(o).ok_or("no Ready condition")?;
     let message = c["message"].as_str().unwrap_or_default();
     if c["status"] != "False" || c["reason"] != "PluginFailed" || !message.contains(words) {
         return Err(format!("Ready is {c}"));
     }
-    let observed = o.data["status"]["observedGeneration"].as_i64();
-    if observed != o.metadata.generation {
+    if c["observedGeneration"].as_i64() != o.metadata.generation {
         return Err(format!(
-            "observedGeneration {observed:?} is not generation {:?}",
+            "Ready is set at another generation than {:?}: {c}",
             o.metadata.generation
+        ));
+    }
+    if let Some(observed) = o.data["status"].get("observedGeneration") {
+        return Err(format!(
+            "observedGeneration {observed} of a generation never applied"
         ));
     }
     Ok(())
@@ -606,9 +611,12 @@ async fn a_requeue_after_zero_goes_through_the_back_off() -> Result<()> {
     Ok(())
 }
 
-/// The objects a controller finds when it starts are its backlog: a change
-/// made once it runs is reconciled next, not after the whole backlog (here 40
-/// objects whose every call spins to its 2 s deadline, at concurrency 1).
+/// The up-to-date objects a controller finds when it starts are its backlog:
+/// a change made once it runs is reconciled next, not after the whole
+/// backlog (here 40 objects whose status says a host reconciled them at
+/// their generation, and whose every call now spins to its 2 s deadline, at
+/// concurrency 1). Objects never reconciled would not be backlog: they go
+/// first (`changes_made_while_the_host_was_away_go_before_its_startup_backlog`).
 ///
 /// The deadline is long so that neither this test's own steps (seeing the
 /// first attempt, creating the change, seeing it converge) nor the change's
@@ -633,14 +641,30 @@ async fn a_change_made_once_a_controller_runs_goes_before_its_startup_backlog() 
         })
         .collect();
     create_all(&api, backlog).await?;
+    // Each as a host leaves an object it reconciled at generation 1.
+    let reconciled = json!({"status": {"observedGeneration": 1, "conditions": [{
+        "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}});
+    for i in 0..BACKLOG {
+        api.patch_status(
+            &format!("slow-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&reconciled),
+        )
+        .await?;
+    }
     // Only now the plugin: its controller starts on a list of 40 objects.
     install_fault_plugin(&plane.plugin_dir(), "slow", 1, 32, 2000)?;
+    // An attempt fails past its deadline: Ready goes False.
     let attempted = || async {
         let list = api.list(&Default::default()).await.ok()?;
         Some(
             list.items
                 .iter()
-                .filter(|o| o.name_any().starts_with("slow-") && ready(o).is_some())
+                .filter(|o| {
+                    o.name_any().starts_with("slow-")
+                        && ready(o).is_some_and(|c| c["status"] == "False")
+                })
                 .count(),
         )
     };
@@ -670,6 +694,104 @@ async fn a_change_made_once_a_controller_runs_goes_before_its_startup_backlog() 
     assert!(
         before < BACKLOG / 2,
         "{before} of {BACKLOG} backlog objects were attempted before the new one"
+    );
+    Ok(())
+}
+
+/// `status.observedGeneration` is the generation the host acted on, as
+/// upstream's conventions define it (issue 45): a failed reconcile that is
+/// retried leaves it at the last generation applied, with `Ready=False` set at
+/// the new one; the next success moves it; a terminal failure moves it too,
+/// its `Ready` message saying it is terminal; and a guest may say it applied
+/// an earlier generation than the one it was handed.
+#[tokio::test]
+async fn observed_generation_moves_only_when_a_generation_is_applied() -> Result<()> {
+    let plane = Plane::start_up(&["--no-node"]).await?;
+    let client = plane.client().await?;
+    install_fault_crd(&client).await?;
+    let api = faults(&client);
+    served(&api).await?;
+    install_fault_plugin(&plane.plugin_dir(), "gen", 1, 32, UNHURRIED_DEADLINE_MS)?;
+    let one = vec![(
+        "g".to_string(),
+        Some("gen".to_string()),
+        "none".to_string(),
+        "v1".to_string(),
+    )];
+    create_all(&api, one).await?;
+    // Waits until `g` is at `generation` with Ready's status `ready` set on
+    // it, and returns it.
+    let at = |generation: i64, ready_status: &'static str| {
+        let api = api.clone();
+        async move {
+            eventually(
+                Duration::from_secs(60),
+                &format!("g at generation {generation}, Ready {ready_status}"),
+                || async {
+                    let o = api.get("g").await.ok()?;
+                    let c = ready(&o)?;
+                    (o.metadata.generation == Some(generation)
+                        && c["status"] == ready_status
+                        && c["observedGeneration"].as_i64() == Some(generation))
+                    .then_some(o)
+                },
+            )
+            .await
+        }
+    };
+    let observed = |o: &DynamicObject| o.data["status"]["observedGeneration"].as_i64();
+    let spec = |fault: &str, value: &str| {
+        let api = api.clone();
+        let patch = json!({"spec": {"fault": fault, "value": value}});
+        async move {
+            api.patch("g", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+        }
+    };
+
+    let o = at(1, "True").await?;
+    assert_eq!(observed(&o), Some(1));
+    // Retried with back-off: generation 2 is seen, not applied.
+    spec("transient", "v2").await?;
+    let o = at(2, "False").await?;
+    assert_eq!(ready(&o).unwrap()["reason"], "Flaky", "{:?}", o.data);
+    assert_eq!(
+        o.data["status"]["echo"], "v2",
+        "the failure's status is written"
+    );
+    assert_eq!(
+        observed(&o),
+        Some(1),
+        "a failed reconcile moved observedGeneration"
+    );
+    // Fixed: the next success applies generation 3.
+    spec("none", "v3").await?;
+    let o = at(3, "True").await?;
+    assert_eq!(observed(&o), Some(3));
+    // Terminal: done with generation 4, and Ready says it will not retry.
+    spec("terminal", "v4").await?;
+    let o = at(4, "False").await?;
+    assert_eq!(observed(&o), Some(4));
+    let c = ready(&o).unwrap();
+    assert_eq!(c["reason"], "Refused", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("terminal"),
+        "{c}"
+    );
+    // The guest says it applied generation 4 while handed 5.
+    spec("applied-previous", "v5").await?;
+    let o = at(5, "True").await?;
+    assert_eq!(observed(&o), Some(4));
+    assert!(
+        o.data["status"]
+            .get("wasmlet.dev/appliedGeneration")
+            .is_none(),
+        "the host's key reached the object: {:?}",
+        o.data["status"]
     );
     Ok(())
 }

@@ -14,6 +14,9 @@
 //! | `requeue-max` | succeeds like `none`, asking to be requeued after `u64::MAX` ms |
 //! | `requeue-zero` | succeeds like `none`, asking to be requeued after 0 ms, every time |
 //! | `batch` | `create-all` of `N` ConfigMaps of `K` data keys each (`spec.value` = `"N:K"`); status `{"created", "refused", "error"}` |
+//! | `transient` | returns a transient `Flaky` error carrying status `{"echo": spec.value}` |
+//! | `terminal` | returns a terminal `Refused` error |
+//! | `applied-previous` | succeeds like `none`, saying it applied the generation before `metadata.generation` (the SDK's `Action::applied_generation`, by hand) |
 //!
 //! Its `finalize` succeeds unless `spec.finalize` is `fail`: then it returns a
 //! transient `CleanupBlocked` error carrying status `{"cleanup": "blocked"}` and a
@@ -125,6 +128,28 @@ impl Guest for Fault {
             Some("requeue-max") => Ok(ok(echo, Some(u64::MAX))),
             Some("requeue-zero") => Ok(ok(echo, Some(0))),
             Some("batch") => Ok(ok(batch(value.as_str().unwrap_or("")), None)),
+            Some("transient") => Err(ReconcileError {
+                kind: ErrorKind::Transient,
+                reason: "Flaky".into(),
+                message: "spec.fault is \"transient\"".into(),
+                status: Some(echo),
+                conditions: vec![],
+            }),
+            Some("terminal") => Err(ReconcileError {
+                kind: ErrorKind::Terminal,
+                reason: "Refused".into(),
+                message: "spec.fault is \"terminal\"".into(),
+                status: None,
+                conditions: vec![],
+            }),
+            Some("applied-previous") => {
+                let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+                let applied = generation.unwrap_or(1) - 1;
+                Ok(ok(
+                    json!({ "echo": value, "wasmlet.dev/appliedGeneration": applied }).to_string(),
+                    None,
+                ))
+            }
             Some(other) => Err(ReconcileError {
                 kind: ErrorKind::Terminal,
                 reason: "UnknownFault".into(),

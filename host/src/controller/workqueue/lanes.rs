@@ -287,7 +287,7 @@ impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> Inner<K> {
         let existing = st.keys.get(&key).and_then(|k| k.queued);
         match existing {
             None => {
-                self.metrics.adds.inc();
+                self.metrics.added(priority);
                 st.place(key, priority, ready_at, now);
             }
             Some(q) => {

@@ -21,8 +21,9 @@ struct NameLabels {
     name: String,
 }
 
+/// A queue and one of its lanes (`workqueue_depth`, `workqueue_adds_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DepthLabels {
+struct LaneLabels {
     name: String,
     priority: String,
 }
@@ -40,15 +41,18 @@ fn duration_histogram() -> Histogram {
 ///
 /// Registered names (Prometheus text):
 /// `workqueue_depth{name,priority}` (priority = `high`|`low`|`scheduled`),
-/// `workqueue_adds_total{name}`, `workqueue_queue_duration_seconds{name}`,
+/// `workqueue_adds_total{name,priority}` (priority = `high`|`low`: the lane a
+/// new key joins, or joins when its time comes; `sum by (name)` is
+/// client-go's counter, and the `high` rate is the urgent work coming in),
+/// `workqueue_queue_duration_seconds{name}`,
 /// `workqueue_work_duration_seconds{name}`,
 /// `workqueue_unfinished_work_seconds{name}`,
 /// `workqueue_longest_running_processor_seconds{name}`,
 /// `workqueue_retries_total{name}`.
 #[derive(Clone)]
 pub(crate) struct QueueMetrics {
-    depth: Family<DepthLabels, Gauge>,
-    adds: Family<NameLabels, Counter>,
+    depth: Family<LaneLabels, Gauge>,
+    adds: Family<LaneLabels, Counter>,
     queue_duration: HistogramFamily,
     work_duration: HistogramFamily,
     unfinished: Family<NameLabels, FloatGauge>,
@@ -134,7 +138,13 @@ impl QueueMetrics {
             name: name.to_string(),
         };
         let d = |p: &str| {
-            self.depth.get_or_create_owned(&DepthLabels {
+            self.depth.get_or_create_owned(&LaneLabels {
+                name: name.to_string(),
+                priority: p.to_string(),
+            })
+        };
+        let adds = |p: &str| {
+            self.adds.get_or_create_owned(&LaneLabels {
                 name: name.to_string(),
                 priority: p.to_string(),
             })
@@ -143,7 +153,8 @@ impl QueueMetrics {
             depth_high: d("high"),
             depth_low: d("low"),
             depth_scheduled: d("scheduled"),
-            adds: self.adds.get_or_create_owned(&n),
+            adds_high: adds("high"),
+            adds_low: adds("low"),
             queue_duration: self.queue_duration.get_or_create_owned(&n),
             work_duration: self.work_duration.get_or_create_owned(&n),
             unfinished: self.unfinished.get_or_create_owned(&n),
@@ -159,7 +170,8 @@ pub(super) struct QueueHandles {
     pub(super) depth_high: Gauge,
     pub(super) depth_low: Gauge,
     pub(super) depth_scheduled: Gauge,
-    pub(super) adds: Counter,
+    pub(super) adds_high: Counter,
+    pub(super) adds_low: Counter,
     pub(super) queue_duration: Histogram,
     pub(super) work_duration: Histogram,
     pub(super) unfinished: FloatGauge,
@@ -168,12 +180,21 @@ pub(super) struct QueueHandles {
 }
 
 impl QueueHandles {
+    /// Counts a new key joining the lane of `priority`.
+    pub(super) fn added(&self, priority: super::Priority) {
+        match priority {
+            super::Priority::High => self.adds_high.inc(),
+            super::Priority::Low => self.adds_low.inc(),
+        };
+    }
+
     pub(super) fn detached() -> Self {
         QueueHandles {
             depth_high: Gauge::default(),
             depth_low: Gauge::default(),
             depth_scheduled: Gauge::default(),
-            adds: Counter::default(),
+            adds_high: Counter::default(),
+            adds_low: Counter::default(),
             queue_duration: duration_histogram(),
             work_duration: duration_histogram(),
             unfinished: FloatGauge::default(),

@@ -716,8 +716,20 @@ async fn metrics_use_controller_runtime_names() {
     tick(Duration::from_secs(2)).await;
     m.refresh_gauges();
     let t = encode(&reg);
-    assert_eq!(sample(&t, r#"workqueue_adds_total{name="plug"}"#), 6.0);
-    assert_eq!(sample(&t, r#"workqueue_adds_total{name="other"}"#), 1.0);
+    // Per lane: a, d, e, f high (a key the queue does not know is high);
+    // b and c low. Summed over `priority`, client-go's counter.
+    assert_eq!(
+        sample(&t, r#"workqueue_adds_total{name="plug",priority="high"}"#),
+        4.0
+    );
+    assert_eq!(
+        sample(&t, r#"workqueue_adds_total{name="plug",priority="low"}"#),
+        2.0
+    );
+    assert_eq!(
+        sample(&t, r#"workqueue_adds_total{name="other",priority="high"}"#),
+        1.0
+    );
     assert_eq!(sample(&t, r#"workqueue_retries_total{name="plug"}"#), 2.0);
     // After refresh: c drained to high (tokens refilled), e and f due.
     assert_eq!(q.depth(), depth(3, 0, 1, 1));
