@@ -133,7 +133,7 @@ impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sign = if self.milli < 0 { "-" } else { "" };
         let m = self.milli.unsigned_abs();
-        if m % 1000 != 0 {
+        if !m.is_multiple_of(1000) {
             return write!(f, "{sign}{m}m");
         }
         let mut n = m / 1000;
@@ -142,7 +142,7 @@ impl fmt::Display for Quantity {
             _ => (1000, &DECIMAL),
         };
         let mut i = 0;
-        while n != 0 && n % base == 0 && i + 1 < suffixes.len() {
+        while n != 0 && n.is_multiple_of(base) && i + 1 < suffixes.len() {
             n /= base;
             i += 1;
         }
