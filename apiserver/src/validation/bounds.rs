@@ -53,26 +53,79 @@ fn quantity(field: String, v: &Value, causes: &mut Vec<Cause>) -> Option<Quantit
     }
 }
 
+/// Upstream's `IsStandardQuotaResourceName`, for the names a scope may limit.
+fn standard(name: &str) -> bool {
+    matches!(
+        name,
+        "pods"
+            | "services"
+            | "replicationcontrollers"
+            | "resourcequotas"
+            | "secrets"
+            | "configmaps"
+            | "persistentvolumeclaims"
+            | "services.nodeports"
+            | "services.loadbalancers"
+    ) || pod_compute(name)
+}
+
+fn pod_compute(name: &str) -> bool {
+    let bare = name
+        .strip_prefix("requests.")
+        .or_else(|| name.strip_prefix("limits."))
+        .unwrap_or(name);
+    matches!(bare, "cpu" | "memory" | "ephemeral-storage")
+}
+
+/// Upstream's `IsResourceQuotaScopeValidForResource`: pod scopes limit pod
+/// names only, and `BestEffort` (no compute) only the pod count.
+fn scope_allows(scope: &str, name: &str) -> bool {
+    let pods = matches!(name, "pods" | "count/pods");
+    match scope {
+        "BestEffort" => pods,
+        "Terminating" | "NotTerminating" | "NotBestEffort" | "PriorityClass" => {
+            pods || pod_compute(name)
+        }
+        _ => true,
+    }
+}
+
 pub(crate) fn validate_resourcequota(obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     for (k, v) in quantities(obj, "/spec/hard") {
         quantity(format!("spec.hard[{k}]"), v, &mut causes);
     }
-    let supported = SCOPES
-        .iter()
-        .map(|s| format!("{s:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let scopes = obj.pointer("/spec/scopes").and_then(Value::as_array);
-    for (i, s) in scopes.into_iter().flatten().enumerate() {
-        let s = s.as_str().unwrap_or("");
-        if !SCOPES.contains(&s) {
-            causes.push(cause(
-                "FieldValueNotSupported",
-                &format!("spec.scopes[{i}]"),
-                format!("Unsupported value: {s:?}: supported values: {supported}"),
-            ));
+    // Upstream's validateResourceQuotaScopes: each cause names the whole list.
+    let scopes: Vec<&str> = obj
+        .pointer("/spec/scopes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let shown = format!("{scopes:?}");
+    let mut scope_causes = Vec::new();
+    let hard: Vec<&String> = quantities(obj, "/spec/hard").map(|(k, _)| k).collect();
+    for scope in &scopes {
+        if !SCOPES.contains(scope) {
+            scope_causes.push("unsupported scope");
         }
+        for k in &hard {
+            if standard(k) && !scope_allows(scope, k) {
+                scope_causes.push("unsupported scope applied to resource");
+            }
+        }
+    }
+    for (a, b) in [
+        ("BestEffort", "NotBestEffort"),
+        ("Terminating", "NotTerminating"),
+    ] {
+        if scopes.contains(&a) && scopes.contains(&b) {
+            scope_causes.push("conflicting scopes");
+        }
+    }
+    for detail in scope_causes {
+        causes.push(invalid("spec.scopes", &shown, detail));
     }
     causes
 }
@@ -152,4 +205,46 @@ pub(crate) fn validate_limitrange(obj: &Value) -> Vec<Cause> {
         }
     }
     causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn limitrange_bounds_are_ordered_and_types_unique() {
+        let lr = json!({"spec": {"limits": [
+            {"type": "Container", "min": {"memory": "2Gi"}, "max": {"memory": "1Gi"}},
+            {"type": "Container", "default": {"cpu": "-1"}}]}});
+        let messages: Vec<String> = validate_limitrange(&lr)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "spec.limits[0].min[memory]: Invalid value: \"2Gi\": min value 2Gi is greater than max value 1Gi",
+                "spec.limits[1].type: Duplicate value: \"Container\"",
+                "spec.limits[1].default[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn quota_scopes_are_checked_against_each_other_and_the_hard_names() {
+        let q = json!({"spec": {"hard": {"requests.cpu": "1"},
+            "scopes": ["BestEffort", "NotBestEffort"]}});
+        let details: Vec<String> = validate_resourcequota(&q)
+            .into_iter()
+            .map(|c| c.message)
+            .collect();
+        assert_eq!(
+            details,
+            [
+                "Invalid value: [\"BestEffort\", \"NotBestEffort\"]: unsupported scope applied to resource",
+                "Invalid value: [\"BestEffort\", \"NotBestEffort\"]: conflicting scopes",
+            ]
+        );
+    }
 }

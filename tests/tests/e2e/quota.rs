@@ -292,3 +292,51 @@ async fn limitrange_defaults_pods_and_bounds_them_and_meets_a_compute_quota() ->
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_scoped_quota_counts_only_the_pods_in_its_scope() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let client = plane.client().await?;
+    namespace(&client, "scoped").await?;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "scoped");
+    create_json(
+        &quotas,
+        json!({"metadata": {"name": "best-effort"},
+            "spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}}),
+    )
+    .await?;
+    used_is(&quotas, "best-effort", "pods", "0").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "scoped");
+    create_json(&pods, pod_json("be1", json!({}))).await?;
+    let s = expect_status(
+        create_json(&pods, pod_json("be2", json!({}))).await,
+        403,
+        "Forbidden",
+    );
+    assert!(
+        s.message.contains(
+            "exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1"
+        ),
+        "{s:?}"
+    );
+    // A pod with requests is not BestEffort: outside the quota's scope.
+    let sized = json!({"requests": {"cpu": "100m"}});
+    create_json(&pods, pod_json("sized", sized)).await?;
+    used_is(&quotas, "best-effort", "pods", "1").await?;
+    // An unknown scope is refused as upstream's validation refuses it.
+    let s = expect_status(
+        create_json(
+            &quotas,
+            json!({"metadata": {"name": "bad"}, "spec": {"hard": {"pods": "1"}, "scopes": ["Sometimes"]}}),
+        )
+        .await,
+        422,
+        "Invalid",
+    );
+    assert!(
+        s.message.contains("spec.scopes: Invalid value:")
+            && s.message.contains(": unsupported scope"),
+        "{s:?}"
+    );
+    Ok(())
+}
