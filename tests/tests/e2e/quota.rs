@@ -340,3 +340,49 @@ async fn a_scoped_quota_counts_only_the_pods_in_its_scope() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// The flood: a Job with `parallelism: 1000` in a namespace capped
+/// at five pods gets five, and the job controller's refused creates are
+/// visible as upstream's FailedCreate Warning.
+#[tokio::test]
+async fn a_job_flood_is_held_to_the_namespaces_pod_quota() -> anyhow::Result<()> {
+    let plane = Plane::start_up(&["--builtin-plugins", "job-controller"]).await?;
+    let client = plane.client().await?;
+    namespace(&client, "flood").await?;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "flood");
+    create_json(
+        &quotas,
+        json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": "5"}}}),
+    )
+    .await?;
+    used_is(&quotas, "q", "pods", "0").await?;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "flood");
+    // Pods that no node may take stay Pending, and keep counting.
+    create_json(
+        &jobs,
+        json!({"metadata": {"name": "flood"}, "spec": {"parallelism": 1000, "completions": 1000,
+            "template": {"spec": {"restartPolicy": "Never", "nodeSelector": {"nowhere": "true"},
+                "containers": [{"name": "main", "image": "busybox"}]}}}}),
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "flood");
+    let note = eventually(WAIT, "a FailedCreate event for the job", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreate"))
+            .and_then(|e| e.message)
+    })
+    .await?;
+    assert!(
+        note.contains("exceeded quota: q, requested: pods=1, used: pods=5, limited: pods=5"),
+        "{note}"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "flood");
+    assert_eq!(pods.list(&Default::default()).await?.items.len(), 5);
+    used_is(&quotas, "q", "pods", "5").await?;
+    Ok(())
+}
