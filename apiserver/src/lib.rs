@@ -55,6 +55,9 @@
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
 //! - `pods/log` does not verify the kubelet's serving certificate (as
 //!   kube-apiserver without `--kubelet-certificate-authority`).
+//! - ResourceQuota admission charges creates, not updates; a quota not yet
+//!   measured is measured by the create that needs it (upstream refuses with
+//!   "status unknown"); see `resourcequota` and `limitranger`.
 
 mod auth;
 mod cancel;
@@ -69,6 +72,7 @@ mod discovery;
 mod events;
 pub mod health;
 mod inflight;
+mod limitranger;
 mod logs;
 mod meta;
 mod metrics;
@@ -77,8 +81,8 @@ mod openapi_v2;
 mod printers;
 pub mod private_dir;
 mod query;
-mod quota;
 mod registry;
+mod resourcequota;
 mod resources;
 mod rest;
 mod services;
@@ -88,6 +92,7 @@ mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod validation;
+mod watch_quota;
 
 // The public surface: what the host, its tests and benches use. Everything
 // else is `pub(crate)`: a change inside the server cannot break the host.
@@ -171,7 +176,7 @@ pub struct ApiState {
     pub(crate) metrics: metrics::ApiMetrics,
     /// Signs and verifies ServiceAccount tokens.
     pub(crate) tokens: auth::satoken::Signer,
-    pub(crate) watches: quota::WatchQuota,
+    pub(crate) watches: watch_quota::WatchQuota,
     /// Places for requests in flight, per user and overall.
     pub(crate) inflight: inflight::Inflight,
     /// RBAC objects parsed once per revision.
@@ -236,7 +241,7 @@ impl ApiServer {
             kubelets: Default::default(),
             metrics: Default::default(),
             tokens: auth::satoken::Signer::load_or_create(&pki.dir)?,
-            watches: quota::WatchQuota::new(config.max_watches_per_user),
+            watches: watch_quota::WatchQuota::new(config.max_watches_per_user),
             inflight: Default::default(),
             rbac: Default::default(),
             openapi: Default::default(),
@@ -244,6 +249,7 @@ impl ApiServer {
         tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
         controllers::bootstrap::services(&resources, addr).await?;
         tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
+        tokio::spawn(controllers::resourcequota::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::gc::Controllers::new(resources).run());
 
         let app = router(state.clone());

@@ -495,6 +495,29 @@ const BUILTINS: &[Builtin] = &[
             true,
         )
     },
+    // Per-namespace bounds an administrator sets (`resourcequota`,
+    // `limitranger`): enforced at admission, `status.used` kept by
+    // `controllers::resourcequota`.
+    b(
+        "",
+        "v1",
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        true,
+        &["quota"],
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "limitranges",
+        "limitrange",
+        "LimitRange",
+        true,
+        &["limits"],
+        false,
+    ),
     // `kubectl auth whoami`.
     Builtin {
         create_only: true,

@@ -37,11 +37,14 @@ const LAYERS: &[&[&str]] = &[
         "crd",
         "defaults",
         "services",
-        "quota",
+        "watch_quota",
+        "resourcequota",
         "inflight",
         "printers",
         "discovery",
     ],
+    // LimitRange admission (quantities from `resourcequota`, the QoS class from `defaults`)
+    &["limitranger"],
     &["validation"],
     &["strategy"],
     // create/update/patch/delete: the write path, with `Admit` for the checks above it

@@ -80,6 +80,8 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
         "SelfSubjectRulesReview",
         "authz/SelfSubjectRulesReview",
     ),
+    ("", "ResourceQuota", "core/ResourceQuota"),
+    ("", "LimitRange", "core/LimitRange"),
 ];
 
 pub(crate) static TYPES: &[TypeDef] = &[
@@ -710,6 +712,13 @@ pub(crate) static TYPES: &[TypeDef] = &[
         }],
     },
     TypeDef {
+        name: "core/LimitRange",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
+        }],
+    },
+    TypeDef {
         name: "core/Namespace",
         fields: &[
             F {
@@ -1109,6 +1118,13 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 ssa: L::Map(&["type"]),
                 elem: None,
             },
+        }],
+    },
+    TypeDef {
+        name: "core/ResourceQuota",
+        fields: &[F {
+            json: "metadata",
+            shape: S::Struct("meta/ObjectMeta"),
         }],
     },
     TypeDef {

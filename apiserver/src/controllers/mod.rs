@@ -1,9 +1,11 @@
 //! The control loops that run inside the plane, as kube-controller-manager's
 //! do upstream: garbage collection (owner references, namespace deletion),
-//! the Namespace conditions, each namespace's `default` ServiceAccount, and
+//! the Namespace conditions, each namespace's `default` ServiceAccount, the
+//! ResourceQuotas' `status.used`, and
 //! the writes at start (`bootstrap`).
 
 pub(crate) mod bootstrap;
 pub(crate) mod gc;
 pub(crate) mod nsconditions;
+pub(crate) mod resourcequota;
 pub(crate) mod serviceaccounts;

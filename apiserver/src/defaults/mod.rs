@@ -9,6 +9,7 @@
 
 mod apps;
 pub(crate) mod batch;
+mod limitrange;
 pub(crate) mod namespace;
 mod pod;
 mod replicationcontroller;
@@ -48,6 +49,7 @@ pub(crate) fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("batch", "jobs") => batch::job(obj, create),
         ("batch", "cronjobs") => batch::cronjob(obj),
         ("", "replicationcontrollers") => replicationcontroller::apply(obj),
+        ("", "limitranges") => limitrange::apply(obj),
         _ => {}
     }
 }

@@ -1,5 +1,5 @@
-//! `kubectl get` columns for Services, Endpoints, EndpointSlices and
-//! ServiceAccounts, as upstream's printers give them.
+//! `kubectl get` columns for Services, Endpoints, EndpointSlices,
+//! ServiceAccounts, ResourceQuotas and LimitRanges, as upstream's printers give them.
 
 use serde_json::{Value, json};
 
@@ -146,6 +146,55 @@ pub(crate) fn cells(
                 name,
                 json!(list(obj.get("secrets")).count().to_string()),
                 json!(age(obj)),
+            ],
+        ),
+        // Upstream's printResourceQuota: `used/hard` per resource, sorted,
+        // the `limits.*` ones in a column of their own.
+        ("", "resourcequotas") => {
+            let (mut request, mut limit) = (Vec::new(), Vec::new());
+            if let Some(hard) = obj.pointer("/spec/hard").and_then(Value::as_object) {
+                let mut names: Vec<&String> = hard.keys().collect();
+                names.sort();
+                for r in names {
+                    let cell = |part: &str| {
+                        obj.pointer(&format!("/status/{part}"))
+                            .and_then(|m| m.get(r.as_str()))
+                            .and_then(Value::as_str)
+                            .unwrap_or("0")
+                            .to_string()
+                    };
+                    let text = format!("{r}: {}/{}", cell("used"), cell("hard"));
+                    match r.split_once('.') {
+                        Some(("limits", _)) => limit.push(text),
+                        _ => request.push(text),
+                    }
+                }
+            }
+            (
+                vec![
+                    col("Name", "string", 0),
+                    col("Age", "string", 0),
+                    col("Request", "string", 0),
+                    col("Limit", "string", 0),
+                ],
+                vec![
+                    name,
+                    json!(age(obj)),
+                    json!(request.join(", ")),
+                    json!(limit.join(", ")),
+                ],
+            )
+        }
+        // Upstream's printLimitRange: the name and the creation time.
+        ("", "limitranges") => (
+            vec![col("Name", "string", 0), col("Created At", "date", 0)],
+            vec![
+                name,
+                json!(
+                    obj.pointer("/metadata/creationTimestamp")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                ),
             ],
         ),
         _ => return None,

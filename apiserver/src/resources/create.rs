@@ -72,10 +72,22 @@ impl Resources {
         crate::services::allocate(&self.store, rt, &mut obj)?;
         self.admit(rt, version, &mut obj, opts, None)?;
         self.admit_rules(rt, version, &obj, None)?;
+        // The mutating admission (LimitRanger) before the validating ones.
+        crate::limitranger::admit_pod(&self.store, &self.registry, rt, ns, &mut obj)?;
         if let Some(a) = &opts.admission {
             a.admit(self, rt, ns, Sub::Main, None, &obj)?;
         }
         self.check_namespace(rt, ns)?;
+        // Held until the object is stored: see `resourcequota`.
+        let quota = crate::resourcequota::admit(
+            &self.store,
+            &self.registry,
+            &self.quota_gate,
+            rt,
+            ns,
+            &obj,
+        )
+        .await?;
         let name = meta::name(&obj).to_string();
         let lists = self.list_types(rt, version, true);
         if obj.pointer("/metadata/managedFields").is_none() {
@@ -102,6 +114,7 @@ impl Resources {
             .put(&rt.key(ns, &name), Expect::Absent, obj)
             .await
             .map_err(|e| store_error(rt, &name, e))?;
+        quota.charge(&self.store, &self.registry).await;
         self.after_write(rt, &event.object, false);
         Ok(event.object.clone())
     }

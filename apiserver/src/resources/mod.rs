@@ -128,6 +128,9 @@ impl Address<'_> {
 pub(crate) struct Resources {
     pub(crate) store: Store,
     pub(crate) registry: Arc<Registry>,
+    /// Each namespace's ResourceQuota gate, shared by creates and the
+    /// quota controller's recounts (see `resourcequota`).
+    pub(crate) quota_gate: Arc<crate::resourcequota::Gate>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
@@ -148,7 +151,11 @@ impl From<StoreError> for ApiError {
 
 impl Resources {
     pub(crate) fn new(store: Store, registry: Arc<Registry>) -> Resources {
-        Resources { store, registry }
+        Resources {
+            store,
+            registry,
+            quota_gate: Arc::default(),
+        }
     }
 
     /// How lists merge: for strategic merge patch (`apply == false`) or for

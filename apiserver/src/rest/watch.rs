@@ -17,11 +17,11 @@ use tokio::time::Instant;
 use super::read::Filter;
 use super::{Query, Target};
 use crate::ApiState;
-use crate::quota::WatchPermit;
 use crate::registry::ResourceType;
 use crate::resources::Resources;
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Event, EventType, Live, Stored};
+use crate::watch_quota::WatchPermit;
 
 /// How often an idle watch with bookmarks enabled is told the current revision.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);

@@ -24,6 +24,7 @@
 //! 1 KiB ConfigMap and ~220 µs for a typical Pod.
 
 pub(crate) mod batch;
+mod bounds;
 pub(crate) mod data;
 pub(crate) mod decode;
 pub(crate) mod pods;
@@ -191,6 +192,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
             workloads::validate_replicated(kind, obj)
         }
         ("", "ReplicationController") => workloads::validate_replicationcontroller(obj),
+        ("", "ResourceQuota") => bounds::validate_resourcequota(obj),
+        ("", "LimitRange") => bounds::validate_limitrange(obj),
         _ => Vec::new(),
     }
 }

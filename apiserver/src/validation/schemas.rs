@@ -64,6 +64,8 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("apps", "DaemonSet") => root_of::<apps::v1::DaemonSet>,
         ("apps", "ControllerRevision") => root_of::<apps::v1::ControllerRevision>,
         ("", "ReplicationController") => root_of::<core::v1::ReplicationController>,
+        ("", "ResourceQuota") => root_of::<core::v1::ResourceQuota>,
+        ("", "LimitRange") => root_of::<core::v1::LimitRange>,
         ("policy", "PodDisruptionBudget") => root_of::<policy::v1::PodDisruptionBudget>,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             root_of::<apiext::CustomResourceDefinition>
@@ -327,6 +329,8 @@ mod tests {
             ("apps", "DaemonSet"),
             ("apps", "ControllerRevision"),
             ("", "ReplicationController"),
+            ("", "ResourceQuota"),
+            ("", "LimitRange"),
             ("policy", "PodDisruptionBudget"),
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),

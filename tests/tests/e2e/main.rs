@@ -47,6 +47,7 @@ mod plugin_oci;
 mod python_client;
 mod python_reconciler;
 mod python_workload_kinds;
+mod quota;
 mod rbac;
 mod rbac_escalation;
 mod rbac_noderestriction;
