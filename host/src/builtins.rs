@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 
 use crate::plugin::Manifest;
 
+/// The built-in provider, the node's default `--provider`.
+pub(crate) const DEFAULT_PROVIDER: &str = "wasi-runner";
+
 /// The plugins that are built in, by plugin name (`NAME.wasm` + `NAME.toml`).
 /// Other names in the source directory (test guests) are never installed.
 pub(crate) const BUILTIN: &[&str] = &[
@@ -227,16 +230,23 @@ pub(crate) fn install(
 
 /// The plugin directory and the built-in directory a host loads: `plugins`
 /// (the user's `--plugins`) first; with built-ins on, `DATA_DIR/plugins/builtin`
-/// behind it, or alone when there is no `--plugins`.
+/// behind it, or alone when there is no `--plugins`; without the built-in
+/// provider when the node runs another (`provider`).
 pub(crate) fn plugin_dirs(
     args: &BuiltinArgs,
     data_dir: &Path,
     plugins: Option<&Path>,
+    provider: Option<&str>,
 ) -> Result<(Option<PathBuf>, Option<PathBuf>), BuiltinError> {
     if !args.enabled() {
         return Ok((plugins.map(Path::to_path_buf), None));
     }
-    let selected = selected(&args.builtin_plugins)?;
+    let mut selected = selected(&args.builtin_plugins)?;
+    // A node with a provider of its own does not get the built-in one
+    // beside it: the plugin set refuses a second provider.
+    if provider.is_some_and(|p| p != DEFAULT_PROVIDER) {
+        selected.retain(|n| *n != DEFAULT_PROVIDER);
+    }
     let source = source_dir(args.builtin_source.as_deref())?;
     let dest = data_dir.join("plugins").join("builtin");
     let names = install(&source, &dest, &selected)?;
@@ -283,7 +293,7 @@ mod tests {
             on_by_default: true,
             ..Default::default()
         };
-        let (dir, behind) = plugin_dirs(&args, data.path(), None).unwrap();
+        let (dir, behind) = plugin_dirs(&args, data.path(), None, None).unwrap();
         let dest = data.path().join("plugins/builtin");
         assert_eq!(dir.as_deref(), Some(dest.as_path()));
         assert_eq!(behind, None);
@@ -293,7 +303,7 @@ mod tests {
         // A newer binary's plugins replace the installed ones.
         plugin(src.path(), "wasi-runner", b"v2");
         let user = data.path().join("mine");
-        let (dir, behind) = plugin_dirs(&args, data.path(), Some(&user)).unwrap();
+        let (dir, behind) = plugin_dirs(&args, data.path(), Some(&user), None).unwrap();
         assert_eq!(dir, Some(user));
         assert_eq!(behind.as_deref(), Some(dest.as_path()));
         assert_eq!(std::fs::read(dest.join("wasi-runner.wasm")).unwrap(), b"v2");
@@ -346,7 +356,7 @@ mod tests {
     fn off_unless_asked_where_off_by_default() {
         let data = tempfile::tempdir().unwrap();
         let run = BuiltinArgs::default();
-        let (dir, behind) = plugin_dirs(&run, data.path(), None).unwrap();
+        let (dir, behind) = plugin_dirs(&run, data.path(), None, None).unwrap();
         assert_eq!((dir, behind), (None, None));
         assert!(!data.path().join("plugins").exists());
         let up_off = BuiltinArgs {
@@ -370,7 +380,7 @@ mod tests {
             on_by_default: true,
             ..Default::default()
         };
-        let e = plugin_dirs(&args, data.path(), None)
+        let e = plugin_dirs(&args, data.path(), None, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("nowhere") && e.contains("--no-builtins"), "{e}");

@@ -1,9 +1,16 @@
 //! The filters of kube-scheduler's default profile that apply here, in its
-//! order: node Ready (upstream relies on the node lifecycle controller's
-//! `not-ready` taint, which the embedded plane does not add), NodeUnschedulable,
-//! TaintToleration, NodeAffinity (nodeSelector and required node affinity),
-//! NodeResourcesFit (pod count, cpu, memory). As upstream, a node reports the
-//! reasons of its first failing filter only.
+//! order: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and
+//! required node affinity), NodeResourcesFit (pod count, cpu, memory). As
+//! upstream, a node reports the reasons of its first failing filter only.
+//!
+//! Upstream's scheduler reads no node condition: a node that is not Ready
+//! carries the `node.kubernetes.io/not-ready` (Ready False) or
+//! `node.kubernetes.io/unreachable` (Ready Unknown) `NoSchedule` taint,
+//! which the node lifecycle controller adds (and the `TaintNodesByCondition`
+//! admission plugin on a new Node). The embedded plane has neither, so
+//! TaintToleration here counts those taints on a node whose Ready condition
+//! calls for them ([`condition_taint`]): a pod that tolerates them is placed
+//! on a NotReady node as upstream places it, any other is not.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +23,6 @@ use crate::quantity::{parse_milli, parse_units};
 /// Why a node does not fit a pod: upstream's reason strings.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
-    NotReady,
     Unschedulable,
     UntoleratedTaint { key: String, value: String },
     NodeAffinity,
@@ -28,7 +34,6 @@ pub enum Reason {
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Reason::NotReady => f.write_str("node(s) were not ready"),
             Reason::Unschedulable => f.write_str("node(s) were unschedulable"),
             Reason::UntoleratedTaint { key, value } => {
                 write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
@@ -212,15 +217,6 @@ impl<'a> NodeInfo<'a> {
 /// `Ok` when `pod` fits `info`, else the reasons of the first failing filter.
 pub fn fits(pod: &Pod, info: &NodeInfo) -> Result<(), Vec<Reason>> {
     let node = info.node;
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    if !ready {
-        return Err(vec![Reason::NotReady]);
-    }
     let tolerations: &[Toleration] = pod
         .spec
         .as_ref()
@@ -244,8 +240,10 @@ pub fn fits(pod: &Pod, info: &NodeInfo) -> Result<(), Vec<Reason>> {
         .as_ref()
         .and_then(|s| s.taints.as_deref())
         .unwrap_or_default();
+    let by_condition = condition_taint(node).filter(|c| !taints.iter().any(|t| same_taint(t, c)));
     if let Some(t) = taints
         .iter()
+        .chain(by_condition.as_ref())
         .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
         .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
     {
@@ -274,6 +272,33 @@ pub fn fits(pod: &Pod, info: &NodeInfo) -> Result<(), Vec<Reason>> {
     } else {
         Err(reasons)
     }
+}
+
+/// The taint the node lifecycle controller keeps on a node that is not
+/// Ready (`TaintNodesByCondition`): `not-ready` when Ready is False or
+/// missing (a new Node, as the admission plugin taints it), `unreachable`
+/// when Unknown; none when Ready is True.
+pub fn condition_taint(node: &Node) -> Option<Taint> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
+    let key = match ready {
+        Some("True") => return None,
+        Some("Unknown") => "node.kubernetes.io/unreachable",
+        _ => "node.kubernetes.io/not-ready",
+    };
+    Some(Taint {
+        key: key.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    })
+}
+
+fn same_taint(a: &Taint, b: &Taint) -> bool {
+    a.key == b.key && a.effect == b.effect
 }
 
 /// Upstream's `Toleration.ToleratesTaint`.
@@ -410,7 +435,22 @@ pub(crate) mod tests {
     fn not_ready_and_unschedulable_nodes_are_filtered() {
         let p = pod(json!({}));
         let down = node(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
-        assert_eq!(check(&p, &down, &[]), Err(vec![Reason::NotReady]));
+        let err = check(&p, &down, &[]).unwrap_err();
+        assert_eq!(
+            err[0].to_string(),
+            "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+        );
+        let gone =
+            node(json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}));
+        assert_eq!(
+            check(&p, &gone, &[]).unwrap_err()[0].to_string(),
+            "node(s) had untolerated taint {node.kubernetes.io/unreachable: }"
+        );
+        // As upstream: a pod that tolerates the condition's taint is placed.
+        let tolerates_not_ready = pod(json!({"spec": {"tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]}}));
+        assert_eq!(check(&tolerates_not_ready, &down, &[]), Ok(()));
+        assert!(check(&tolerates_not_ready, &gone, &[]).is_err());
         let cordoned = node(json!({"spec": {"unschedulable": true}}));
         assert_eq!(check(&p, &cordoned, &[]), Err(vec![Reason::Unschedulable]));
         let tolerant = pod(json!({"spec": {"tolerations": [

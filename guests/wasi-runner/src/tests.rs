@@ -893,7 +893,7 @@ fn handler_failure_data_reads_as_provider_error() {
         pod(json!({ "containers": [{ "name": "a", "image": HELLO }] })),
     );
     let h = exited(&a.run(None))[0];
-    // The host moves the pod to the error state with Running's data.
+    // The host moves the pod to the error state with Running's data (an undeclared edge).
     a.enter("Error");
     assert_eq!(a.status["phase"], "Failed");
     assert_eq!(a.status["reason"], "ProviderError");

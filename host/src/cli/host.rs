@@ -114,8 +114,12 @@ pub(super) async fn run_host(
     if let Some(exe) = &exe {
         engine = engine.compile_in_child(exe.clone());
     }
-    let (dir, builtin_dir) =
-        crate::builtins::plugin_dirs(&host.builtin, data_dir, host.plugins.as_deref())?;
+    let (dir, builtin_dir) = crate::builtins::plugin_dirs(
+        &host.builtin,
+        data_dir,
+        host.plugins.as_deref(),
+        node.as_ref().map(|(n, _)| n.provider.as_str()),
+    )?;
     // A fresh data directory has nothing cached: the seeds (the built-ins'
     // own, written when they were built or installed) spare the compiles.
     let mut seeds = host.precompiled.clone();
@@ -215,6 +219,7 @@ pub(super) async fn run_host(
         config.teardown_bound = std::time::Duration::from_millis(n.teardown_bound_ms);
         // Pods are admitted (and scheduled) against the budget, not all memory.
         config.allocatable_memory = Some(memory_budget);
+        config.max_container_memory = Some(n.workload_max_memory);
         // Providers must be able to load before the first scan.
         plugins.set_workloads(workloads.clone());
         let a = NodeAgent::start(

@@ -93,11 +93,14 @@ pub(crate) fn pod_requests(pod: &Pod) -> Resources {
     total
 }
 
-/// What the node offers pods (its `status.allocatable`).
+/// What the node offers pods (its `status.allocatable`), and the largest
+/// memory limit one container may have here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Allocatable {
     pub(crate) resources: Resources,
     pub(crate) pods: i128,
+    /// `--workload-max-memory`; `None`: no bound.
+    pub(crate) max_container_memory: Option<i128>,
 }
 
 impl Allocatable {
@@ -113,6 +116,7 @@ impl Allocatable {
                     .unwrap_or(0),
             },
             pods: i128::from(cfg.pods),
+            max_container_memory: cfg.max_container_memory.map(i128::from),
         }
     }
 }
@@ -162,6 +166,9 @@ impl Admission {
         } else {
             None
         };
+        if let Some(r) = self.limit_too_large(pod) {
+            return Err(r);
+        }
         if let Some((name, requested, used, capacity)) = short {
             return Err(Rejection {
                 reason: format!("OutOf{name}"),
@@ -172,6 +179,33 @@ impl Admission {
         }
         self.admitted.insert(uid.to_string(), want);
         Ok(())
+    }
+
+    /// A container whose memory limit is above the node's largest: its
+    /// workload could never start, so the pod is refused here, once, not
+    /// left to fail each start (`OutOfmemory`, with the container named).
+    fn limit_too_large(&self, pod: &Pod) -> Option<Rejection> {
+        let max = self.allocatable.max_container_memory?;
+        let spec = pod.spec.as_ref()?;
+        spec.init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .find_map(|c| {
+                let limit = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.as_ref())
+                    .and_then(|l| l.get("memory"))
+                    .and_then(|q| parse_units(&q.0))?;
+                (limit > max).then(|| Rejection {
+                    reason: "OutOfmemory".into(),
+                    message: format!(
+                        "Pod was rejected: container {}'s memory limit {limit} is above this node's largest container memory limit {max} (--workload-max-memory)",
+                        c.name
+                    ),
+                })
+            })
     }
 
     /// The pod finished or is gone: its requests are free again.
@@ -216,6 +250,7 @@ mod tests {
             memory: 24 << 30,
         },
         pods: 3,
+        max_container_memory: Some(2 << 30),
     };
 
     #[test]
@@ -283,5 +318,29 @@ mod tests {
         );
         // Admitting the same pod again changes nothing.
         a.admit("n1", &none).unwrap();
+    }
+
+    #[test]
+    fn a_limit_above_the_nodes_largest_is_refused_and_no_limit_reserves_nothing() {
+        let mut a = Admission::new(NODE);
+        let limited = |l: &str| {
+            pod(json!({"containers": [{"name": "big", "image": "x",
+                "resources": {"requests": {"memory": "1Mi"}, "limits": {"memory": l}}}]}))
+        };
+        let r = a.admit("big", &limited("3Gi")).unwrap_err();
+        assert_eq!(r.reason, "OutOfmemory");
+        assert_eq!(
+            r.message,
+            format!(
+                "Pod was rejected: container big's memory limit {} is above this node's largest container memory limit {} (--workload-max-memory)",
+                3i128 << 30,
+                2i128 << 30
+            )
+        );
+        a.admit("ok", &limited("2Gi")).unwrap();
+        // Without a limit, a pod takes what it requests, nothing more.
+        let tiny = pod(json!({"containers": [ctr("a", json!({"memory": "1Mi"}))]}));
+        a.admit("t1", &tiny).unwrap();
+        assert_eq!(a.admitted.values().map(|r| r.memory).sum::<i128>(), 2 << 20);
     }
 }

@@ -35,6 +35,9 @@ pub struct NodeConfig {
     /// Memory offered to pods (`status.allocatable.memory`, bytes): the
     /// workloads' memory budget; `None`: all of `memory`.
     pub(crate) allocatable_memory: Option<u64>,
+    /// The largest memory limit one container may have (`--workload-max-memory`):
+    /// a pod with a larger one is refused at admission; `None`: no bound.
+    pub(crate) max_container_memory: Option<u64>,
     pub(crate) pods: u32,
     /// The first back-off after a provider call faults (doubling to 300 s).
     pub(crate) provider_backoff_base: std::time::Duration,
@@ -57,6 +60,7 @@ impl NodeConfig {
                 .map(|b| format!("{}Ki", b >> 10))
                 .unwrap_or_else(|| "1Gi".into()),
             allocatable_memory: None,
+            max_container_memory: None,
             pods: 110,
             provider_backoff_base: std::time::Duration::from_secs(10),
             teardown_bound: std::time::Duration::from_secs(30),
@@ -221,9 +225,24 @@ fn status(cfg: &NodeConfig, ready: &ReadyState, since: &str) -> Value {
     })
 }
 
-/// Creates the Node (or takes over an existing one of that name) and
-/// reports it Ready.
-pub(crate) async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow::Result<()> {
+impl ReadyState {
+    fn of(check: &Result<(), NotReady>) -> ReadyState {
+        match check {
+            Ok(()) => ReadyState::Ready,
+            Err(n) => ReadyState::NotReady(n.clone()),
+        }
+    }
+}
+
+/// Creates the Node (or takes over an existing one of that name) with its
+/// Ready condition as `ready` says (at start, the provider is loading:
+/// `ProviderLoading`).
+pub(crate) async fn register(
+    client: &kube::Client,
+    cfg: &NodeConfig,
+    ready: &Result<(), NotReady>,
+) -> anyhow::Result<()> {
+    let ready = ReadyState::of(ready);
     let nodes: Api<Node> = Api::all(client.clone());
     let labels: BTreeMap<String, String> = [
         ("kubernetes.io/arch", "wasm32-wasi"),
@@ -243,7 +262,7 @@ pub(crate) async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow:
         let node: Node = serde_json::from_value(json!({
             "metadata": {"name": cfg.name, "labels": labels},
             "spec": {"taints": taints},
-            "status": status(cfg, &ReadyState::Ready, &since),
+            "status": status(cfg, &ready, &since),
         }))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
@@ -263,7 +282,7 @@ pub(crate) async fn register(client: &kube::Client, cfg: &NodeConfig) -> anyhow:
         .patch_status(
             &cfg.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status(cfg, &ReadyState::Ready, &since)})),
+            &Patch::Merge(json!({"status": status(cfg, &ready, &since)})),
         )
         .await?;
     tracing::info!(node = %cfg.name, "node registered");
@@ -346,6 +365,7 @@ impl prometheus_client::collector::Collector for NodeCollector {
 pub(crate) async fn heartbeat(
     client: kube::Client,
     cfg: NodeConfig,
+    registered: Result<(), NotReady>,
     health: std::sync::Arc<NodeHealth>,
     readiness: std::sync::Arc<Readiness>,
     mut plugin_events: tokio::sync::broadcast::Receiver<crate::plugin::set::PluginEvent>,
@@ -356,7 +376,7 @@ pub(crate) async fn heartbeat(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_status = std::time::Instant::now();
     // What registration wrote, and when each condition last changed.
-    let mut written = node_conditions(&ReadyState::Ready, &Pressure::default());
+    let mut written = node_conditions(&ReadyState::of(&registered), &Pressure::default());
     let mut since = vec![now_rfc3339(); written.len()];
     let mut failures = 0u32;
     loop {

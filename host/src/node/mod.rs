@@ -186,6 +186,7 @@ impl NodeAgent {
         tls: Option<kubelet::KubeletTls>,
     ) -> anyhow::Result<NodeAgent> {
         plugins.set_workloads(workloads.clone());
+        plugins.set_provider(provider);
         let mut config = config;
         if let Some(tls) = tls {
             let addr = std::net::SocketAddr::new(config.address, config.kubelet_port);
@@ -199,16 +200,20 @@ impl NodeAgent {
             .await?;
             config.kubelet_port = bound.port();
         }
-        agent::register(&client, &config).await?;
-        let health = Arc::new(agent::NodeHealth::default());
         let readiness = Arc::new(ready::Readiness::new(
             plugins.clone(),
             provider,
             config.provider_backoff_base,
         ));
+        // Before the first scan the provider is loading: the Node registers
+        // NotReady (`ProviderLoading`), so nothing is scheduled here yet.
+        let first = readiness.check();
+        agent::register(&client, &config, &first).await?;
+        let health = Arc::new(agent::NodeHealth::default());
         tokio::spawn(agent::heartbeat(
             client.clone(),
             config.clone(),
+            first,
             health.clone(),
             readiness.clone(),
             plugins.subscribe(),

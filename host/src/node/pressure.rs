@@ -2,8 +2,9 @@
 //! them from its signals and default hard thresholds, taken from what this
 //! node can actually run out of:
 //!
-//! - `MemoryPressure`: the workload memory budget (`--workload-memory-budget`)
-//!   has no room left for a container of the default memory limit, or the
+//! - `MemoryPressure`: the memory the workloads hold leaves less of the
+//!   workload memory budget (`--workload-memory-budget`) than the default
+//!   container memory cap, or the
 //!   machine's `MemAvailable` is under 100 MiB (the kubelet's
 //!   `memory.available<100Mi`);
 //! - `DiskPressure`: the data directory's file system has under 10% of its
@@ -28,7 +29,8 @@ pub(crate) struct Pressure {
     pub(crate) pid: Option<String>,
 }
 
-/// Memory pressure from the budget's use and the machine's available memory.
+/// Memory pressure from the budget's use (`used`: what the workloads hold)
+/// and the machine's available memory.
 pub(crate) fn memory(
     used: u64,
     budget: u64,

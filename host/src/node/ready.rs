@@ -1,6 +1,10 @@
 //! What the Node's `Ready` condition says, as the kubelet derives it from
-//! its runtime's health: False with a reason and a message naming the
-//! provider plugin when it is missing from the plugin directory
+//! its runtime's health: True only once the provider plugin is loaded, which
+//! includes its first call (`graph`, the check that the version works);
+//! False with a reason and a message naming the provider plugin while it
+//! loads (`ProviderLoading`: before the first scan of the plugin directory
+//! ends, or while a scan compiles it; about 25 s on a fresh data directory),
+//! when it is missing from the plugin directory
 //! (`ProviderMissing`), its only version was rejected (`ProviderRejected`:
 //! a manifest or compile error) or it keeps faulting (`ProviderCrashLooping`:
 //! traps, deadlines or out-of-memory, [`CRASH_LOOP_FAULTS`] within
@@ -13,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::plugin::PluginSet;
 use crate::plugin::metrics::PluginMetrics;
+
+/// The Ready reason while the provider plugin loads.
+pub(crate) const PROVIDER_LOADING: &str = "ProviderLoading";
 
 /// Faults of the provider that make it crash-looping within [`crash_loop_window`].
 pub(crate) const CRASH_LOOP_FAULTS: usize = 3;
@@ -96,19 +103,23 @@ impl Readiness {
         }
     }
 
-    /// `Ok` when the provider can run pods (or the first plugin scan has
-    /// not finished: the provider may still be compiling).
+    /// `Ok` when the provider can run pods: loaded, its first call done.
     pub(crate) fn check(&self) -> Result<(), NotReady> {
         let name = &self.provider;
         let Some(loaded) = self.plugins.get(name) else {
+            if self.plugins.scanned() == 0 || self.plugins.loading(name) {
+                return Err(NotReady {
+                    reason: PROVIDER_LOADING,
+                    message: format!(
+                        "provider plugin {name} is loading (compiling, then its first call); pods bound here wait for it"
+                    ),
+                });
+            }
             if let Some(why) = self.plugins.rejection(name) {
                 return Err(NotReady {
                     reason: "ProviderRejected",
                     message: format!("provider plugin {name} was rejected: {}", short(&why)),
                 });
-            }
-            if self.plugins.scanned() == 0 {
-                return Ok(());
             }
             return Err(NotReady {
                 reason: "ProviderMissing",

@@ -54,6 +54,13 @@ pub enum LoadError {
     },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// A provider beside another: a node runs one provider.
+    #[error("plugin {name} is a second provider beside {other}: a node runs one provider; {hint}")]
+    SecondProvider {
+        name: String,
+        other: String,
+        hint: String,
+    },
     /// A CRD the plugin ships could not be applied safely.
     #[error("{path}: {message}")]
     Crd { path: String, message: String },

@@ -95,6 +95,9 @@ pub(crate) struct Limiter {
     memory_cap: Option<usize>,
     memory_total: usize,
     table_total: usize,
+    /// Memory shared with other stores (the node's workloads): each grow
+    /// takes from it too, and the store's drop gives its memory back.
+    pool: Option<Arc<MemoryPool>>,
     pub(crate) hit: bool,
 }
 
@@ -110,8 +113,67 @@ impl Limiter {
             memory_cap: memory_bytes,
             memory_total: 0,
             table_total: 0,
+            pool: None,
             hit: false,
         }
+    }
+
+    /// This store's memory also counts against `pool`.
+    pub(crate) fn in_pool(mut self, pool: Arc<MemoryPool>) -> Limiter {
+        self.pool = Some(pool);
+        self
+    }
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give(self.memory_total);
+        }
+    }
+}
+
+/// Memory many stores share, as the kubelet's `kubepods` cgroup caps what
+/// all pods together use: a grow that would pass `cap` is denied (the
+/// workload is out of memory, as one the kernel kills in that cgroup).
+/// It counts what the stores have grown to, not their caps: a cap is a
+/// bound on one store, not a reservation.
+#[derive(Debug)]
+pub(crate) struct MemoryPool {
+    cap: usize,
+    used: std::sync::atomic::AtomicUsize,
+}
+
+impl MemoryPool {
+    pub(crate) fn new(cap: usize) -> MemoryPool {
+        MemoryPool {
+            cap,
+            used: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes the stores in the pool hold now.
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes if they fit under the cap.
+    fn take(&self, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|t| *t <= self.cap)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, n: usize) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(n))
+            });
     }
 }
 
@@ -132,8 +194,16 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let ok = self.limits.memory_growing(current, desired, maximum)?
+        let before = self.memory_total;
+        let mut ok = self.limits.memory_growing(current, desired, maximum)?
             && grow_within(&mut self.memory_total, current, desired, self.memory_cap);
+        if ok
+            && let Some(pool) = &self.pool
+            && !pool.take(self.memory_total - before)
+        {
+            self.memory_total = before;
+            ok = false;
+        }
         self.hit |= !ok;
         Ok(ok)
     }
@@ -274,6 +344,45 @@ mod tests {
         let sixteen = format!("(module {})", "(memory 1) ".repeat(16));
         assert!(instantiate(&sixteen, 4).is_err());
         assert!(instantiate(&sixteen, 16).is_ok());
+    }
+
+    #[test]
+    fn a_pool_caps_what_stores_hold_together_and_gets_it_back_on_drop() {
+        let engine = wasmtime::Engine::default();
+        let module = |pages: u32| {
+            wasmtime::Module::new(
+                &engine,
+                wat::parse_str(format!("(module (memory {pages}))")).unwrap(),
+            )
+            .unwrap()
+        };
+        let pool = Arc::new(MemoryPool::new(5 * 65536));
+        let store = |pages| {
+            // Each store's own cap is larger than the pool: the pool decides.
+            let mut s = wasmtime::Store::new(
+                &engine,
+                Limiter::new(Some(100 * 65536)).in_pool(pool.clone()),
+            );
+            s.limiter(|l| l);
+            let ok = wasmtime::Instance::new(&mut s, &module(pages), &[]).is_ok();
+            (s, ok)
+        };
+        let (a, ok) = store(3);
+        assert!(ok);
+        assert_eq!(pool.used(), 3 * 65536);
+        let (b, ok) = store(3);
+        assert!(!ok, "3 + 3 pages do not fit a 5-page pool");
+        assert!(b.data().hit, "reported as out of memory");
+        drop(b);
+        assert_eq!(pool.used(), 3 * 65536, "a denied grow takes nothing");
+        let (_c, ok) = store(2);
+        assert!(ok);
+        drop(a);
+        assert_eq!(
+            pool.used(),
+            2 * 65536,
+            "a dropped store gives its memory back"
+        );
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct PluginSet {
     clusters: RwLock<crate::cluster::NamedClusters>,
     /// Set on node agents: providers' `workloads` import runs here.
     workloads: RwLock<Option<Arc<dyn super::provider::Workloads>>>,
+    /// Set on node agents: the provider that runs the node's pods
+    /// (`--provider`); any other provider in the directory is refused.
+    provider: RwLock<Option<String>>,
     slots: RwLock<BTreeMap<String, Arc<Slot>>>,
     /// Metrics outlive versions and removals, so counters never reset.
     metrics: Mutex<BTreeMap<String, Arc<PluginMetrics>>>,
@@ -95,6 +98,8 @@ pub struct PluginSet {
     scans: std::sync::atomic::AtomicU64,
     /// Scans finished (see [`PluginSet::scanned`]).
     scanned: std::sync::atomic::AtomicU64,
+    /// Plugins whose new version a scan is loading now (compile and first call).
+    loading: Mutex<BTreeSet<String>>,
     /// Directory events the watch saw (see [`PluginSet::dir_events`]).
     dir_events: Arc<DirEvents>,
     /// Where calls are recorded, and which plugins record whatever their manifest says.
@@ -131,6 +136,7 @@ impl PluginSet {
             cluster,
             clusters: RwLock::default(),
             workloads: RwLock::new(None),
+            provider: RwLock::new(None),
             slots: RwLock::new(BTreeMap::new()),
             metrics: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
@@ -140,6 +146,7 @@ impl PluginSet {
             scanning: tokio::sync::Mutex::new(()),
             scans: Default::default(),
             scanned: Default::default(),
+            loading: Mutex::default(),
             dir_events: Arc::default(),
             record: RwLock::new(None),
             writers: Mutex::new(BTreeMap::new()),
@@ -215,6 +222,55 @@ impl PluginSet {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The node's provider (node agents call this before the first scan):
+    /// a provider of another name is refused, naming both (one provider per
+    /// node, as one container runtime per kubelet).
+    pub(crate) fn set_provider(&self, name: &str) {
+        *self.provider.write().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());
+    }
+
+    /// Refuses `loaded` when it is a second provider: one other than the
+    /// node's (`set_provider`) or, on a host without a node, one beside a
+    /// provider already loaded. Two providers on one node would both take
+    /// its pods' `workloads`; which one runs a pod would be anyone's guess.
+    fn one_provider(&self, name: &str, loaded: Loaded) -> Result<Loaded, LoadError> {
+        if loaded.manifest.plugin.kind != super::manifest::PluginKind::Provider {
+            return Ok(loaded);
+        }
+        let node = self
+            .provider
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let other = match &node {
+            Some(p) if p != name => Some(p.clone()),
+            Some(_) => None,
+            None => self.names().into_iter().find(|n| {
+                n != name
+                    && self.get(n).is_some_and(|l| {
+                        l.manifest.plugin.kind == super::manifest::PluginKind::Provider
+                    })
+            }),
+        };
+        let Some(other) = other else {
+            return Ok(loaded);
+        };
+        let hint = if node.is_some() {
+            format!(
+                "this node runs provider {other} (--provider {other}); remove {name}.wasm and {name}.toml from the plugin directory, or start the node with --provider {name}"
+            )
+        } else {
+            format!(
+                "provider {other} is already loaded; remove {name}.wasm and {name}.toml (or {other}'s) from the plugin directory"
+            )
+        };
+        Err(LoadError::SecondProvider {
+            name: name.to_string(),
+            other,
+            hint,
+        })
     }
 
     /// Makes this set able to run providers (node agents call this before the first scan).
@@ -475,6 +531,10 @@ impl PluginSet {
             }
             changed.push((name, wasm, toml, fp));
         }
+        self.loading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(changed.iter().map(|(name, ..)| name.clone()));
         // Compiles run side by side (a fresh host's eleven built-ins one after
         // another took most of its start); CRDs and installs stay in name
         // order, one at a time, as before.
@@ -486,13 +546,17 @@ impl PluginSet {
             })
             .buffered(parallel);
         while let Some((name, fp, loaded)) = loads.next().await {
-            let loaded = match loaded {
+            let loaded = match loaded.and_then(|l| self.one_provider(&name, l)) {
                 Ok(loaded) => self
                     .apply_crds(&name, &loaded.manifest)
                     .await
                     .map(|()| loaded),
                 Err(e) => Err(e),
             };
+            self.loading
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
             match loaded {
                 Ok(loaded) => {
                     self.rejected
@@ -602,6 +666,14 @@ impl PluginSet {
     /// may still be on its way.
     pub(crate) fn scanned(&self) -> u64 {
         self.scanned.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether a scan is loading a new version of plugin `name` now.
+    pub(crate) fn loading(&self, name: &str) -> bool {
+        self.loading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(name)
     }
 
     /// Why plugin `name`'s latest version was rejected, while no later

@@ -328,7 +328,8 @@ async fn pod_state_and_process_metrics_appear_after_a_wasi_pod_runs() -> Result<
 async fn memory_pressure_follows_the_workload_memory_budget() -> Result<()> {
     let node = "pressure-node";
     let modules = workloads_dir().display().to_string();
-    // Room for one container of the default limit (256Mi), not two.
+    // Room for one container of the default cap (256Mi), not two: a workload
+    // that holds 200Mi leaves less than that.
     let plane = Plane::start_up(&[
         "--node-name",
         node,
@@ -355,7 +356,8 @@ async fn memory_pressure_follows_the_workload_memory_budget() -> Result<()> {
         "spec": {
             "nodeName": node,
             "tolerations": [{"key": "kubernetes.io/arch", "operator": "Exists"}],
-            "containers": [{"name": "main", "image": workload("sleeper.wasm")}],
+            "containers": [{"name": "main", "image": workload("reader.wasm"),
+                "args": ["alloc:200", "sleep:3600"]}],
         },
     }))?;
     pods.create(&PostParams::default(), &sleeper).await?;

@@ -39,6 +39,7 @@ mod kubelet;
 mod list;
 mod module_oci;
 mod node;
+mod node_truth;
 mod openapi_v2;
 mod otlp;
 mod patch;

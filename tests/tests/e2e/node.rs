@@ -1183,6 +1183,71 @@ const FAULT_FLAGS: &[&str] = &[
     "2000",
 ];
 
+/// The provider contract's two rules as `wit/provider.wit` writes them (issue
+/// 45, point 8): a handler error is retried in its own state after the host's
+/// `ProviderBackOff`, never sent to the graph's error state (`Failed`, whose
+/// status is `ProviderError`); and status is written where the pod rests, so
+/// the straight-through `Registered` state's status (`status of Registered`)
+/// never reaches the pod while `Running`'s does. The behaviour was already so
+/// (the documents said otherwise), so this passes on the code before the fix
+/// too: it pins the documented contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_error_retries_its_state_and_status_is_written_where_a_pod_rests() -> Result<()> {
+    let node = "node-rules";
+    let (plane, client) = node_plane(node, "faulty-provider", FAULT_FLAGS).await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let history = History::start(&pods, "rules");
+    create(&pods, &faulty_pod("rules", node, "handle", "error")).await?;
+    let retried = |p: &Pod| {
+        provider_backoff(p).is_some_and(|m| m.contains("failed in the Registered handler"))
+    };
+    wait_pod(&plane, &pods, "rules", 120, "backing off", retried).await?;
+    // Two more faults: retried in Registered each time (each back-off longer,
+    // so each message new), not moved to Failed.
+    eventually(Duration::from_secs(60), "three back-offs", || async {
+        let mut messages: Vec<String> = history
+            .snapshot()
+            .iter()
+            .filter_map(|(_, p)| provider_backoff(p))
+            .collect();
+        messages.dedup();
+        (messages.len() >= 3).then_some(())
+    })
+    .await?;
+    let patch = json!({"metadata": {"annotations": {fault_annotation("handle"): null}}});
+    pods.patch("rules", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    wait_pod(&plane, &pods, "rules", 60, "Running", |p| {
+        phase(p) == "Running"
+    })
+    .await?;
+    let seen = history.snapshot();
+    let message = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_default()
+    };
+    for (_, p) in &seen {
+        let s = status_json(p);
+        ensure!(
+            s["reason"] != "ProviderError" && phase(p) != "Failed",
+            "the pod reached the error state: {s}"
+        );
+        ensure!(
+            message(p) != "status of Registered",
+            "a passed-through state's status was written: {s}"
+        );
+    }
+    let backoff = seen.iter().position(|(_, p)| retried(p));
+    let running = seen.iter().position(|(_, p)| phase(p) == "Running");
+    ensure!(
+        matches!((backoff, running), (Some(b), Some(r)) if b < r),
+        "ProviderBackOff, then Running: {backoff:?} {running:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_faults_in_init_and_handlers_back_off_and_recover() -> Result<()> {
     let node = "node-faulty";

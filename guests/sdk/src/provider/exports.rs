@@ -89,7 +89,7 @@ pub type HandleFn<S> =
 
 /// A state the [`crate::provider!`] macro dispatches by name besides those on declared
 /// edges: the initial, on-delete and error states, which the host may enter without an
-/// edge (a deletion, a handler error), so they need not appear in [`crate::edges!`].
+/// edge (a deletion, an undeclared transition), so they need not appear in [`crate::edges!`].
 #[doc(hidden)]
 pub struct Named<S> {
     pub name: &'static str,

@@ -105,8 +105,10 @@ pub trait State<S: PodState>: Serialize + DeserializeOwned + Sized + 'static {
         wake: Option<&WakeEvent>,
     ) -> Result<Transition<S>, StateError>;
 
-    /// The pod status fragment to patch on entering this state (phase, reason,
-    /// message, containerStatuses, ...). Default: nothing.
+    /// The pod status fragment (phase, reason, message, containerStatuses, ...)
+    /// the host patches when the pod comes to rest in this state: its handler
+    /// returns a wait (the first since the pod entered it) or takes a self-edge.
+    /// A state the pod passes straight through is not written. Default: nothing.
     fn status(&self, pod: &Pod, pod_state: &S) -> Value {
         let _ = (pod, pod_state);
         Value::Object(Default::default())
@@ -147,7 +149,12 @@ pub enum WakeEvent {
     FetchDone(FetchId),
 }
 
-/// A handler failure: the host moves the pod to the machine's error state.
+/// A handler failure, never final: the host counts it as a provider fault, the
+/// pod waits in the host's `ProviderBackOff` state (the kubelet's back-off, 10 s
+/// doubling to 300 s; `status.reason` `ProviderBackOff` with this message, a
+/// Warning Event), then the same state's handler runs again (or the on-delete
+/// state's, if the pod was deleted meanwhile). The machine's error state is
+/// entered only on an undeclared transition, never on an error.
 /// Any `std::error::Error` converts with `?`; make others with [`StateError::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateError(pub String);

@@ -89,6 +89,9 @@ impl Guest for Faulty {
         match state.as_str() {
             "Running" => r#"{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}"#,
             "Failed" => r#"{"phase":"Failed","reason":"ProviderError"}"#,
+            // Registered is passed straight through (its handler transitions at
+            // once): the host never writes this (issue 45's status rule).
+            "Registered" => r#"{"phase":"Pending","message":"status of Registered"}"#,
             _ => r#"{"phase":"Pending"}"#,
         }
         .to_owned()

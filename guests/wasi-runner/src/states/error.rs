@@ -1,8 +1,9 @@
 //! `Error`: the machine's error state. Entered for a failed container (which restarts
 //! through `CrashLoopBackOff` by `restartPolicy`, else the pod `Failed`), for a pod the
 //! runner cannot run (`Unsupported`, ...: `Failed` with that reason), and by the host on
-//! a handler error or an illegal edge (then the state data is another state's, read as
-//! `ProviderError`).
+//! an undeclared (illegal) edge (then the state data is another state's, read as
+//! `ProviderError`). A handler error never leads here: the host retries the same state
+//! after its `ProviderBackOff`.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;

@@ -63,6 +63,9 @@ struct Inner {
     fetches: Mutex<fetch::FetchTable>,
     volumes: Mutex<volumes::VolumeTable>,
     workloads: Mutex<table::WorkloadTable>,
+    /// The memory the running workloads hold together, capped at
+    /// `memory_budget` (each workload's own cap is its limit).
+    memory: Arc<crate::plugin::sandbox::MemoryPool>,
     /// Evicted pods (uid → why): their spawns are refused until released.
     evicted: Mutex<HashMap<String, String>>,
     next_id: AtomicU64,
@@ -127,6 +130,9 @@ impl WorkloadManager {
             .map_err(|e| anyhow::anyhow!("linking WASI preview 1: {e:#}"))?;
         let (exits, _) = broadcast::channel(1024);
         let (fetch_done, _) = broadcast::channel(1024);
+        let memory = Arc::new(crate::plugin::sandbox::MemoryPool::new(
+            usize::try_from(config.memory_budget).unwrap_or(usize::MAX),
+        ));
         let manager = WorkloadManager {
             inner: Arc::new(Inner {
                 config,
@@ -139,6 +145,7 @@ impl WorkloadManager {
                 fetches: Mutex::default(),
                 volumes: Mutex::default(),
                 workloads: Mutex::default(),
+                memory,
                 evicted: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 exits,
@@ -159,13 +166,15 @@ impl WorkloadManager {
         probe::probe(&self.inner.config.data_dir)
     }
 
-    /// Workloads running now, and the memory their limits take from the budget.
+    /// Workloads running now, and the memory they hold (bytes, against the budget).
     pub(crate) fn usage(&self) -> (usize, u64) {
-        self.inner
+        let (running, _) = self
+            .inner
             .workloads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .usage()
+            .usage();
+        (running, self.inner.memory.used() as u64)
     }
 
     /// Looks up or starts fetching a module; never blocks. `Pending(id)`: wait for `id`

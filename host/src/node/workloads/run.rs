@@ -297,20 +297,13 @@ impl Inner {
             sink: sink.clone(),
             log_path,
         });
-        {
-            // Checked and taken under one lock: concurrent spawns cannot
-            // both fit into the same remainder.
-            let mut all = self.workloads.lock().unwrap_or_else(|p| p.into_inner());
-            let (_, used) = all.usage();
-            let budget = self.config.memory_budget;
-            if used.saturating_add(memory) > budget {
-                return Err(WorkloadError::Failed(format!(
-                    "container {}: memory limit {memory} bytes does not fit the node's workload memory budget of {budget} bytes ({used} bytes taken by running workloads)",
-                    t.container
-                )));
-            }
-            all.insert(handle, workload.clone());
-        }
+        // The limit reserves nothing: pods were admitted by their requests
+        // against the budget (node admission), and the budget caps the memory
+        // the workloads hold together (`self.memory`), as the kubepods cgroup.
+        self.workloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handle, workload.clone());
 
         let engine = self.engine.engine.clone();
         let memory = Some(memory);
@@ -319,7 +312,8 @@ impl Inner {
             Runnable::Component(_) => Prepared::P2(P2State {
                 ctx: b.build(),
                 table: ResourceTable::new(),
-                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
+                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX)))
+                    .in_pool(self.memory.clone()),
                 max_open_files: self.config.max_open_files,
             }),
             Runnable::Core(_) => Prepared::P1(P1State {
@@ -328,7 +322,8 @@ impl Inner {
                     super::files::cap_p1_table(&mut ctx, self.config.max_open_files);
                     ctx
                 },
-                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX))),
+                limiter: Limiter::new(memory.map(|m| usize::try_from(m).unwrap_or(usize::MAX)))
+                    .in_pool(self.memory.clone()),
             }),
         };
         let run = async move {

@@ -188,14 +188,18 @@ pub struct WorkloadConfig {
     pub max_module_bytes: u64,
     /// A pull that takes longer fails as `unavailable`.
     pub(crate) pull_timeout: Duration,
-    /// The memory limit of a container that sets none (kubelet's containers are
-    /// unlimited; a wasm workload without one could take the node's memory).
+    /// The memory cap of a container that sets no limit (kubelet's containers
+    /// are unlimited; a wasm workload without one could take the node's
+    /// memory). A bound on that one workload, not a reservation: the pod is
+    /// admitted and scheduled by its requests, as upstream.
     pub default_memory_limit: u64,
     /// The largest memory limit a container may ask for.
     pub max_memory_limit: u64,
-    /// The node-wide budget: the memory limits of the running workloads
-    /// together stay under it (all of them live in this process); a spawn
-    /// past it is refused. The node's allocatable memory.
+    /// The node-wide budget, the node's allocatable memory: pods are admitted
+    /// by their requests against it, and the memory the running workloads
+    /// hold together stays under it (all of them live in this process; a
+    /// grow past it fails, the workload `OOMKilled`, as a container the
+    /// kernel kills in the kubelet's `kubepods` cgroup).
     pub(crate) memory_budget: u64,
     /// Descriptors (files and directories, mounts included) a WASI 0.2
     /// workload may hold open; an open past it fails in the guest.
