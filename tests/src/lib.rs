@@ -437,6 +437,27 @@ fn read_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("wasmlet.log")).unwrap_or_default()
 }
 
+/// A watch of `api`'s objects from now on (the resourceVersion of a list
+/// made first), without bookmarks.
+pub async fn watch_from_now<K>(
+    api: &kube::Api<K>,
+) -> Result<futures::stream::BoxStream<'static, kube::Result<kube::api::WatchEvent<K>>>>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt;
+    let rv = api
+        .list(&kube::api::ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    Ok(api
+        .watch(&kube::api::WatchParams::default().disable_bookmarks(), &rv)
+        .await?
+        .boxed())
+}
+
 /// A field of `/proc/PID/status` in KiB (`VmHWM:`: the peak resident set).
 pub fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))

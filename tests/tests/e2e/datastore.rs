@@ -709,6 +709,17 @@ async fn transactions(db: &tokio_postgres::Client) -> Result<i64> {
 /// serving (the test's own two statistics reads included) with the rows
 /// re-verified meanwhile, and then a new row's time to its first reconcile
 /// (one every 100 ms for 20 s: p50, p99).
+/// `n` rows `r0000001`.. for the benchmarks, in one statement.
+async fn seed_rows(db: &tokio_postgres::Client, n: i64) -> Result<()> {
+    db.execute(
+        "INSERT INTO rows (id, spec) SELECT 'r' || lpad(i::text, 7, '0'), \
+         jsonb_build_object('replicas', i % 7) FROM generate_series(1, $1::bigint) i",
+        &[&n],
+    )
+    .await?;
+    Ok(())
+}
+
 #[tokio::test]
 #[ignore = "benchmark: prints figures, minutes long"]
 async fn bench_an_up_to_date_table_at_rest() -> Result<()> {
@@ -717,12 +728,7 @@ async fn bench_an_up_to_date_table_at_rest() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
     let (pg, db) = database().await?;
-    db.execute(
-        "INSERT INTO rows (id, spec) SELECT 'r' || lpad(i::text, 7, '0'), \
-         jsonb_build_object('replicas', i % 7) FROM generate_series(1, $1::bigint) i",
-        &[&n],
-    )
-    .await?;
+    seed_rows(&db, n).await?;
     let plane = host(&pg, &[], with_concurrency(16)).await?;
     let first = until_reconciled(&db, Instant::now()).await?;
     drop(plane);
@@ -784,12 +790,7 @@ async fn bench_a_new_row_among_200k_up_to_date_rows() -> Result<()> {
     let n = env("DATASTORE_BENCH_ROWS", 200_000);
     let changed = env("DATASTORE_BENCH_CHANGED", 20_000).min(n);
     let (pg, db) = database().await?;
-    db.execute(
-        "INSERT INTO rows (id, spec) SELECT 'r' || lpad(i::text, 7, '0'), \
-         jsonb_build_object('replicas', i % 7) FROM generate_series(1, $1::bigint) i",
-        &[&n],
-    )
-    .await?;
+    seed_rows(&db, n).await?;
     db.batch_execute("VACUUM ANALYZE rows").await?;
     // A killed host's membership would hold its share of the rows until its
     // TTL runs out: each phase starts with the table's members cleared.

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent};
 use serde_json::{Value, json};
-use wasmlet_e2e::{Limits, Plane, configmap, dynamic, eventually, install_crd};
+use wasmlet_e2e::{Limits, Plane, configmap, dynamic, eventually, install_crd, watch_from_now};
 
 /// A plane inside [`Limits::ATTACK`] and its admin client.
 async fn plane() -> Result<(Plane, kube::Client)> {
@@ -55,22 +55,6 @@ async fn big_configmaps(cms: &Api<ConfigMap>, prefix: &str, n: usize) -> Result<
         .await?;
     }
     Ok(())
-}
-
-/// A watch of `api`'s config maps from now on.
-async fn watch_from_now(
-    api: &Api<ConfigMap>,
-) -> Result<futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>> {
-    let rv = api
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    Ok(api
-        .watch(&WatchParams::default().disable_bookmarks(), &rv)
-        .await?
-        .boxed())
 }
 
 /// 48 clients list a collection of 100 MiB (100 ConfigMaps of 1 MiB) at
@@ -136,7 +120,8 @@ async fn unread_lists_of_a_large_collection_hold_no_copies() -> Result<()> {
 async fn an_unread_watch_is_cut_off_past_its_byte_bound() -> Result<()> {
     let (mut plane, client) = plane().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let mut stream = watch_from_now(&Api::namespaced(plane.client().await?, "default")).await?;
+    let watched: Api<ConfigMap> = Api::namespaced(plane.client().await?, "default");
+    let mut stream = watch_from_now(&watched).await?;
     big_configmaps(&cms, "w", 64).await?;
     let peak = still_serves(&mut plane, &client, "after-writes").await?;
     let mut seen = 0;

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::{Value, json};
 use wasmlet_e2e::{Plane, configmap, create_json as create, expect_status};
 
@@ -43,16 +43,7 @@ struct Watching {
 
 impl Watching {
     async fn open(api: Api<ConfigMap>) -> Result<Watching> {
-        let rv = api
-            .list(&ListParams::default())
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let stream = api
-            .watch(&WatchParams::default().disable_bookmarks(), &rv)
-            .await?
-            .boxed();
+        let stream = wasmlet_e2e::watch_from_now(&api).await?;
         Ok(Watching { api, stream })
     }
 
