@@ -168,12 +168,12 @@ impl WorkloadManager {
 
     /// Workloads running now, and the memory they hold (bytes, against the budget).
     pub(crate) fn usage(&self) -> (usize, u64) {
-        let (running, _) = self
+        let running = self
             .inner
             .workloads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .usage();
+            .running();
         (running, self.inner.memory.used() as u64)
     }
 

@@ -88,8 +88,6 @@ impl KillSwitch {
 
 pub(crate) struct Workload {
     pub(crate) pod_uid: String,
-    /// Its memory limit (bytes), counted against the node's budget while it runs.
-    pub(crate) memory_limit: u64,
     pub(crate) status: watch::Sender<WorkloadStatus>,
     pub(crate) kill: Arc<KillSwitch>,
     pub(crate) sink: Arc<Mutex<LogSink>>,
@@ -234,11 +232,11 @@ impl Inner {
             mounts.push(resolved);
         }
         {
-            let (running, _) = self
+            let running = self
                 .workloads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .usage();
+                .running();
             if running >= self.config.max_workloads {
                 return Err(WorkloadError::Failed(format!(
                     "too many workloads ({running} running)"
@@ -291,7 +289,6 @@ impl Inner {
         let kill = Arc::new(KillSwitch::default());
         let workload = Arc::new(Workload {
             pod_uid: t.pod_uid.clone(),
-            memory_limit: memory,
             status,
             kill: kill.clone(),
             sink: sink.clone(),

@@ -1,6 +1,6 @@
-//! The node's workloads by handle, with each pod's handles and what the running
-//! ones take from the node's limits kept as they change: a spawn checks
-//! `max_workloads` and the memory budget, and a pod's release or eviction finds
+//! The node's workloads by handle, with each pod's handles and how many run,
+//! kept as they change: a spawn checks `max_workloads` (the memory budget is
+//! the sandbox's pool, `plugin::sandbox::MemoryPool`), and a pod's release or eviction finds
 //! its workloads, without walking every workload on the node (a walk per spawn
 //! made starting N pods cost N², issue 32).
 //!
@@ -20,8 +20,6 @@ pub(crate) struct WorkloadTable {
     by_handle: HashMap<WorkloadHandle, Arc<Workload>>,
     by_pod: HashMap<String, Vec<WorkloadHandle>>,
     running: usize,
-    /// The memory limits of the running workloads, summed (bytes).
-    memory: u64,
 }
 
 impl WorkloadTable {
@@ -29,15 +27,14 @@ impl WorkloadTable {
         self.by_handle.get(&handle)
     }
 
-    /// Workloads running now, and the memory their limits take.
-    pub(crate) fn usage(&self) -> (usize, u64) {
-        (self.running, self.memory)
+    /// Workloads running now.
+    pub(crate) fn running(&self) -> usize {
+        self.running
     }
 
     /// Adds a workload that has just started running.
     pub(crate) fn insert(&mut self, handle: WorkloadHandle, w: Arc<Workload>) {
         self.running += 1;
-        self.memory = self.memory.saturating_add(w.memory_limit);
         self.by_pod
             .entry(w.pod_uid.clone())
             .or_default()
@@ -49,9 +46,8 @@ impl WorkloadTable {
     /// status changed under): its share is counted off unless its pod was
     /// released first.
     pub(crate) fn stopped(&mut self, handle: WorkloadHandle) {
-        if let Some(w) = self.by_handle.get(&handle) {
+        if self.by_handle.contains_key(&handle) {
             self.running = self.running.saturating_sub(1);
-            self.memory = self.memory.saturating_sub(w.memory_limit);
         }
     }
 
@@ -62,10 +58,8 @@ impl WorkloadTable {
             .iter()
             .filter_map(|h| self.by_handle.remove(h))
             .collect();
-        for w in gone.iter().filter(|w| w.running()) {
-            self.running = self.running.saturating_sub(1);
-            self.memory = self.memory.saturating_sub(w.memory_limit);
-        }
+        let running = gone.iter().filter(|w| w.running()).count();
+        self.running = self.running.saturating_sub(running);
         gone
     }
 
@@ -93,8 +87,8 @@ mod tests {
     use crate::node::workloads::logs::LogSink;
     use crate::node::workloads::types::{RunState, WorkloadStatus};
 
-    fn workload(dir: &std::path::Path, pod: &str, memory: u64) -> Arc<Workload> {
-        let log_path = dir.join(format!("{pod}-{memory}.log"));
+    fn workload(dir: &std::path::Path, pod: &str, id: u64) -> Arc<Workload> {
+        let log_path = dir.join(format!("{pod}-{id}.log"));
         let (status, _) = watch::channel(WorkloadStatus {
             state: RunState::Running,
             started_at_ms: 0,
@@ -102,7 +96,6 @@ mod tests {
         });
         Arc::new(Workload {
             pod_uid: pod.into(),
-            memory_limit: memory,
             status,
             kill: Arc::default(),
             sink: Arc::new(Mutex::new(LogSink::open(log_path.clone(), 1024).unwrap())),
@@ -117,7 +110,7 @@ mod tests {
     /// Each workload is counted off once: when it stops, or when its pod is
     /// released while it runs, whichever comes first.
     #[test]
-    fn running_workloads_and_their_memory_are_counted_off_once() {
+    fn running_workloads_are_counted_off_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = WorkloadTable::default();
         let (a, b, c) = (
@@ -128,21 +121,21 @@ mod tests {
         t.insert(1, a.clone());
         t.insert(2, b.clone());
         t.insert(3, c.clone());
-        assert_eq!(t.usage(), (3, 70));
+        assert_eq!(t.running(), 3);
         assert_eq!(t.of_pod("p").count(), 2);
 
         exit(&a);
         t.stopped(1);
-        assert_eq!(t.usage(), (2, 60));
+        assert_eq!(t.running(), 2);
 
         // Released with b still running: b is counted off now, not again
         // when its run task reports it stopped.
         let gone = t.remove_pod("p");
         assert_eq!(gone.len(), 2);
-        assert_eq!(t.usage(), (1, 40));
+        assert_eq!(t.running(), 1);
         exit(&b);
         t.stopped(2);
-        assert_eq!(t.usage(), (1, 40));
+        assert_eq!(t.running(), 1);
         assert_eq!(t.of_pod("p").count(), 0);
         assert!(t.get(1).is_none() && t.get(3).is_some());
     }
