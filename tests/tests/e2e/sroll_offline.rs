@@ -34,6 +34,29 @@ async fn calls(plane: &Plane) -> Result<f64> {
     workload_plane::plugin_calls(plane, "sroll-reconciler").await
 }
 
+/// The external calls and guest calls once they stop changing (two readings
+/// 2.5 s apart, past the operator's 2 s poll, agree), within 60 s.
+async fn settled(
+    server: &FakeServer,
+    client: &kube::Client,
+    plane: &Plane,
+) -> Result<([f64; 4], f64)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut last = (external(server, client).await?, calls(plane).await?);
+    loop {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let now = (external(server, client).await?, calls(plane).await?);
+        if now == last {
+            return Ok(now);
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the finished rollout was still working after 60 s: {now:?}"
+        );
+        last = now;
+    }
+}
+
 /// Pod churn a finished rollout must sleep through: a label on every pod
 /// (twice), then one pod deleted and recreated by the StatefulSet
 /// controller until it is Ready again.
@@ -92,11 +115,10 @@ async fn a_finished_rollout_is_offline_and_pod_changes_do_not_wake_it() -> Resul
         pods_of(&client, "api").await?.iter().all(is_ready),
         "all pods Ready"
     );
-    // The last word (chat, callback) is out; let the final pass's status
-    // write come back through the cache.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = external(&server, &client).await?;
-    let calls_before = calls(&plane).await?;
+    // The last word (chat, callback) is out: wait until the final pass's
+    // writes are in, two readings a poll (2 s) apart agreeing, on however
+    // loaded a machine.
+    let (before, calls_before) = settled(&server, &client, &plane).await?;
     ensure!(before[0] >= 1.0 && before[1] >= 1.0 && before[2] == 1.0 && before[3] >= 1.0);
 
     churn_pods(&client, "api").await?;
