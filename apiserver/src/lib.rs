@@ -79,6 +79,7 @@ mod metrics;
 mod openapi;
 mod openapi_v2;
 mod printers;
+mod priority;
 pub mod private_dir;
 mod query;
 mod registry;
@@ -220,6 +221,7 @@ impl ApiServer {
         resources.load_crds();
         bootstrap(&resources).await?;
         auth::rbac::bootstrap(&resources).await?;
+        priority::bootstrap(&resources).await?;
         controllers::bootstrap::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)

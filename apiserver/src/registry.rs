@@ -518,6 +518,83 @@ const BUILTINS: &[Builtin] = &[
         &["limits"],
         false,
     ),
+    // Stored and shown as upstream; nothing here binds or provisions volumes
+    // (no PersistentVolume controller, no provisioner): a claim stays
+    // `Pending`. Served so that manifests and `kubectl apply --prune`'s
+    // default list work.
+    b(
+        "",
+        "v1",
+        "persistentvolumes",
+        "persistentvolume",
+        "PersistentVolume",
+        false,
+        &["pv"],
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        true,
+        &["pvc"],
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "podtemplates",
+        "podtemplate",
+        "PodTemplate",
+        true,
+        &[],
+        false,
+    ),
+    // Stored only: no ingress controller runs here.
+    b(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "ingress",
+        "Ingress",
+        true,
+        &["ing"],
+        true,
+    ),
+    b(
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "ingressclass",
+        "IngressClass",
+        false,
+        &[],
+        false,
+    ),
+    // Resolved into pods' `priority` at admission (`priority`).
+    b(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "priorityclass",
+        "PriorityClass",
+        false,
+        &["pc"],
+        false,
+    ),
+    // Stored and shown; no controller scales from metrics (no metrics API).
+    b(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        true,
+        &["hpa"],
+        true,
+    ),
     // `kubectl auth whoami`.
     Builtin {
         create_only: true,
@@ -562,6 +639,7 @@ fn builtin(def: &Builtin) -> ResourceType {
             "pods" | "statefulsets" | "services" | "deployments" | "replicasets"
         ) || matches!(def.resource, "daemonsets" | "replicationcontrollers")
             || (def.group == "batch" && matches!(def.resource, "jobs" | "cronjobs"))
+            || def.resource == "horizontalpodautoscalers"
         {
             vec!["all".into()]
         } else {

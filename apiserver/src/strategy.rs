@@ -46,6 +46,15 @@ pub(crate) fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
         }
         // Nodes report their own status on registration, as kubelets do.
         ("", "nodes") => {}
+        // Nothing here binds them (no volume controller or provisioner).
+        ("", "persistentvolumes" | "persistentvolumeclaims") => {
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        // The empty status Go's encoder writes (fields without omitempty).
+        ("autoscaling", "horizontalpodautoscalers") => {
+            obj["status"] = json!({"desiredReplicas": 0});
+        }
+        ("networking.k8s.io", "ingresses") => obj["status"] = json!({"loadBalancer": {}}),
         // Upstream's PrepareForCreate: an empty status with the storage
         // version stored (clients such as kube-rs read `status` off the
         // create's answer, before the names are accepted).

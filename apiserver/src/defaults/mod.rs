@@ -8,12 +8,14 @@
 //! is missing (a client's explicit value always wins).
 
 mod apps;
+mod autoscaling;
 pub(crate) mod batch;
 mod limitrange;
 pub(crate) mod namespace;
 mod pod;
 mod replicationcontroller;
 mod service;
+mod volumes;
 
 use serde_json::{Map, Value};
 
@@ -50,6 +52,16 @@ pub(crate) fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("batch", "cronjobs") => batch::cronjob(obj),
         ("", "replicationcontrollers") => replicationcontroller::apply(obj),
         ("", "limitranges") => limitrange::apply(obj),
+        ("", "persistentvolumes") => volumes::persistent_volume(obj),
+        ("", "persistentvolumeclaims") => volumes::persistent_volume_claim(obj),
+        ("scheduling.k8s.io", "priorityclasses") => {
+            if let Some(o) = obj.as_object_mut() {
+                default(o, "preemptionPolicy", serde_json::json!("PreemptLowerPriority"));
+            }
+        }
+        ("autoscaling", "horizontalpodautoscalers") => {
+            autoscaling::horizontal_pod_autoscaler(obj)
+        }
         _ => {}
     }
 }

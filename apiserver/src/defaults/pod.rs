@@ -63,15 +63,8 @@ pub(crate) fn admission(spec: &mut Map<String, Value>) {
     let sa = spec["serviceAccountName"].clone();
     spec.insert("serviceAccount".into(), sa);
     default_tolerations(spec);
-    // Priority: no priorityClassName and no global default class → 0.
-    if spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        default(spec, "priority", json!(0));
-    }
-    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    // Priority and preemptionPolicy come from the pod's PriorityClass,
+    // resolved by the Priority admission (`crate::priority`).
 }
 
 /// DefaultTolerationSeconds: pods stay 300 s on a node that went not-ready

@@ -6,4 +6,5 @@ pub(crate) mod table;
 mod table_apps;
 mod table_batch;
 mod table_core;
+mod table_stored;
 mod table_workloads;

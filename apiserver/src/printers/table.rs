@@ -218,6 +218,9 @@ fn cells(rt: &ResourceType, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     if let Some(c) = crate::printers::table_workloads::cells(rt, obj, name.clone()) {
         return c;
     }
+    if let Some(c) = crate::printers::table_stored::cells(rt, obj, name.clone()) {
+        return c;
+    }
     match (rt.group.as_str(), rt.resource.as_str()) {
         ("", "pods") => {
             let (status, ready, restarts) = pod_cells(obj);

@@ -74,6 +74,7 @@ impl Resources {
         self.admit_rules(rt, version, &obj, None)?;
         // The mutating admission (LimitRanger) before the validating ones.
         crate::limitranger::admit_pod(&self.store, &self.registry, rt, ns, &mut obj)?;
+        crate::priority::admit(&self.store, &self.registry, rt, &mut obj)?;
         if let Some(a) = &opts.admission {
             a.admit(self, rt, ns, Sub::Main, None, &obj)?;
         }

@@ -10,12 +10,24 @@ use crate::status::{ApiError, ApiResult};
 use crate::store::{Expect, StoreError};
 use crate::strategy;
 
-/// The namespaces kube-apiserver refuses to delete (its NamespaceLifecycle
-/// admission): the cluster itself needs them.
-pub(crate) fn is_immortal(rt: &ResourceType, name: &str) -> bool {
-    rt.group.is_empty()
-        && rt.resource == "namespaces"
-        && ["default", "kube-system", "kube-public"].contains(&name)
+/// What kube-apiserver refuses to delete, because the cluster itself needs
+/// it, with the reason its 403 gives: the three system namespaces (its
+/// NamespaceLifecycle admission) and the two system PriorityClasses (their
+/// storage).
+pub(crate) fn immortal(rt: &ResourceType, name: &str) -> Option<&'static str> {
+    match (rt.group.as_str(), rt.resource.as_str()) {
+        ("", "namespaces") if ["default", "kube-system", "kube-public"].contains(&name) => {
+            Some("this namespace may not be deleted")
+        }
+        ("scheduling.k8s.io", "priorityclasses")
+            if crate::validation::scheduling::SYSTEM_CLASSES
+                .iter()
+                .any(|(n, _)| *n == name) =>
+        {
+            Some("this is a system priority class and cannot be deleted")
+        }
+        _ => None,
+    }
 }
 
 impl Resources {
@@ -28,9 +40,10 @@ impl Resources {
         name: &str,
         opts: &DeleteOptions,
     ) -> ApiResult<Deleted> {
-        if is_immortal(rt, name) {
+        if let Some(why) = immortal(rt, name) {
             return Err(ApiError::forbidden(format!(
-                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+                "{} \"{name}\" is forbidden: {why}",
+                rt.qualified()
             )));
         }
         let key = rt.key(ns, name);

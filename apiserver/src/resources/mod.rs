@@ -16,7 +16,7 @@ mod rules;
 mod update;
 
 pub(crate) use admission::Admit;
-pub(crate) use delete::is_immortal;
+pub(crate) use delete::immortal;
 
 use std::sync::Arc;
 

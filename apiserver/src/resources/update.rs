@@ -161,6 +161,7 @@ impl Resources {
             }
             let old_value = old.value()?;
             let (new, managed) = mutate(&old_value)?;
+            crate::priority::admit_update(&self.store, &self.registry, rt, &new)?;
             if let Some(a) = &opts.admission {
                 a.admit(self, rt, at.ns, at.sub, Some(&old_value), &new)?;
             }

@@ -319,8 +319,8 @@ pub(crate) async fn delete_collection(
     for s in snap.range(&prefix, None).filter(|s| filter.matches(s)) {
         let (ns, name) = s.namespace_name();
         // Upstream serves no collection delete of namespaces; here it
-        // deletes all but the three the cluster needs.
-        if crate::resources::is_immortal(&t.rt, name) {
+        // deletes all but what the cluster needs.
+        if crate::resources::immortal(&t.rt, name).is_some() {
             continue;
         }
         match state.resources.delete(&t.rt, ns, name, &opts).await {

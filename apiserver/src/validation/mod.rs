@@ -23,14 +23,18 @@
 //! schema once, 5 ms (ConfigMap) to 50 ms (Pod); per write, ~50 µs for a
 //! 1 KiB ConfigMap and ~220 µs for a typical Pod.
 
+mod autoscaling;
 pub(crate) mod batch;
 mod bounds;
 pub(crate) mod data;
 pub(crate) mod decode;
+mod networking;
 pub(crate) mod pods;
 pub(crate) mod rbac;
+pub(crate) mod scheduling;
 pub(crate) mod schemas;
 mod service;
+mod volumes;
 pub(crate) mod workloads;
 
 use std::sync::{Arc, Mutex};
@@ -194,6 +198,14 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
         ("", "ReplicationController") => workloads::validate_replicationcontroller(obj),
         ("", "ResourceQuota") => bounds::validate_resourcequota(obj),
         ("", "LimitRange") => bounds::validate_limitrange(obj),
+        ("", "PersistentVolume") => volumes::validate_persistent_volume(obj),
+        ("", "PersistentVolumeClaim") => volumes::validate_persistent_volume_claim(obj),
+        ("networking.k8s.io", "Ingress") => networking::validate_ingress(obj),
+        ("networking.k8s.io", "IngressClass") => networking::validate_ingress_class(obj),
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::validate_priority_class(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            autoscaling::validate_horizontal_pod_autoscaler(obj)
+        }
         _ => Vec::new(),
     }
 }
@@ -209,6 +221,13 @@ pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Ve
             workloads::selector_unchanged(old, new)
         }
         ("", "Service") => service::validate_update(old, new),
+        ("", "PersistentVolumeClaim") => volumes::validate_claim_update(old, new),
+        ("networking.k8s.io", "IngressClass") => {
+            networking::validate_ingress_class_update(old, new)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            scheduling::validate_priority_class_update(old, new)
+        }
         _ => Vec::new(),
     }
 }

@@ -44,7 +44,8 @@ fn root_of<T: JsonSchema>() -> Value {
 
 /// The generator for a (group, kind); `None` for kinds without a schema here.
 fn generator(group: &str, kind: &str) -> Option<Generate> {
-    use api::{apps, batch, coordination, core, discovery, policy, rbac};
+    use api::{apps, autoscaling, batch, coordination, core, discovery, networking, policy, rbac};
+    use api::scheduling;
     Some(match (group, kind) {
         ("", "Namespace") => root_of::<core::v1::Namespace>,
         ("", "Pod") => root_of::<core::v1::Pod>,
@@ -66,6 +67,15 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("", "ReplicationController") => root_of::<core::v1::ReplicationController>,
         ("", "ResourceQuota") => root_of::<core::v1::ResourceQuota>,
         ("", "LimitRange") => root_of::<core::v1::LimitRange>,
+        ("", "PersistentVolume") => root_of::<core::v1::PersistentVolume>,
+        ("", "PersistentVolumeClaim") => root_of::<core::v1::PersistentVolumeClaim>,
+        ("", "PodTemplate") => root_of::<core::v1::PodTemplate>,
+        ("networking.k8s.io", "Ingress") => root_of::<networking::v1::Ingress>,
+        ("networking.k8s.io", "IngressClass") => root_of::<networking::v1::IngressClass>,
+        ("scheduling.k8s.io", "PriorityClass") => root_of::<scheduling::v1::PriorityClass>,
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            root_of::<autoscaling::v2::HorizontalPodAutoscaler>
+        }
         ("policy", "PodDisruptionBudget") => root_of::<policy::v1::PodDisruptionBudget>,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             root_of::<apiext::CustomResourceDefinition>
@@ -331,6 +341,13 @@ mod tests {
             ("", "ReplicationController"),
             ("", "ResourceQuota"),
             ("", "LimitRange"),
+            ("", "PersistentVolume"),
+            ("", "PersistentVolumeClaim"),
+            ("", "PodTemplate"),
+            ("networking.k8s.io", "Ingress"),
+            ("networking.k8s.io", "IngressClass"),
+            ("scheduling.k8s.io", "PriorityClass"),
+            ("autoscaling", "HorizontalPodAutoscaler"),
             ("policy", "PodDisruptionBudget"),
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),

@@ -3,6 +3,7 @@
 //! Run one module with `cargo nextest run -p wasmlet-e2e -E 'test(/^node::/)'`
 //! (CONTRIBUTING.md, "Inner loop").
 
+mod api_groups;
 mod auth_review;
 mod bad_input;
 mod batch;

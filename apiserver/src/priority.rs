@@ -1,0 +1,179 @@
+//! Priority admission, as kube-apiserver's `Priority` plugin: a new pod's
+//! `priorityClassName` is resolved to its class's `priority` and
+//! `preemptionPolicy` (a pod without one takes the global default class, or
+//! priority 0), a name that names no class is refused, and only one class
+//! may be the global default. The two system classes exist from the start
+//! ([`bootstrap`]) and cannot be deleted (`resources::immortal`).
+
+use serde_json::{Value, json};
+
+use crate::meta;
+use crate::registry::{Registry, ResourceType};
+use crate::resources::{Resources, WriteOptions};
+use crate::status::ApiError;
+use crate::store::Store;
+use crate::validation::scheduling::SYSTEM_CLASSES;
+
+/// What a pod's class resolves to.
+struct Class {
+    name: String,
+    value: i64,
+    preemption: String,
+}
+
+impl Class {
+    fn of(pc: &Value) -> Class {
+        Class {
+            name: meta::name(pc).to_string(),
+            value: pc.get("value").and_then(Value::as_i64).unwrap_or(0),
+            preemption: pc
+                .get("preemptionPolicy")
+                .and_then(Value::as_str)
+                .unwrap_or("PreemptLowerPriority")
+                .to_string(),
+        }
+    }
+}
+
+fn classes(store: &Store, registry: &Registry) -> Vec<Value> {
+    let Ok(rt) = registry.builtin("scheduling.k8s.io", "v1", "priorityclasses") else {
+        return Vec::new();
+    };
+    store
+        .snapshot()
+        .range(&rt.prefix(None), None)
+        .filter_map(|s| s.value().ok())
+        .collect()
+}
+
+/// The global default class: of several (written concurrently), the highest.
+fn global_default(all: &[Value]) -> Option<&Value> {
+    all.iter()
+        .filter(|pc| pc.get("globalDefault").and_then(Value::as_bool) == Some(true))
+        .max_by_key(|pc| pc.get("value").and_then(Value::as_i64).unwrap_or(0))
+}
+
+/// Resolves a pod being created in `ns`; a PriorityClass being written may
+/// not become a second global default.
+pub(crate) fn admit(
+    store: &Store,
+    registry: &Registry,
+    rt: &ResourceType,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    match (rt.group.as_str(), rt.resource.as_str()) {
+        ("", "pods") => admit_pod(store, registry, obj),
+        ("scheduling.k8s.io", "priorityclasses") => one_default(store, registry, rt, obj),
+        _ => Ok(()),
+    }
+}
+
+/// An update of a PriorityClass may not make it a second global default
+/// either (a pod's priority is fixed once created).
+pub(crate) fn admit_update(
+    store: &Store,
+    registry: &Registry,
+    rt: &ResourceType,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    match (rt.group.as_str(), rt.resource.as_str()) {
+        ("scheduling.k8s.io", "priorityclasses") => one_default(store, registry, rt, obj),
+        _ => Ok(()),
+    }
+}
+
+fn admit_pod(store: &Store, registry: &Registry, pod: &mut Value) -> Result<(), ApiError> {
+    let pod_name = meta::name(pod).to_string();
+    let forbidden =
+        |why: String| ApiError::forbidden(format!("pods \"{pod_name}\" is forbidden: {why}"));
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let named = spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let all = classes(store, registry);
+    let class = match &named {
+        Some(n) => match all.iter().find(|pc| meta::name(pc) == n) {
+            Some(pc) => Class::of(pc),
+            None => return Err(forbidden(format!("no PriorityClass with name {n} was found"))),
+        },
+        None => match global_default(&all) {
+            Some(pc) => Class::of(pc),
+            None => Class {
+                name: String::new(),
+                value: 0,
+                preemption: "PreemptLowerPriority".into(),
+            },
+        },
+    };
+    if let Some(p) = spec.get("priority").and_then(Value::as_i64)
+        && p != class.value
+    {
+        return Err(forbidden(format!(
+            "the integer value of priority ({p}) must not be provided in pod spec; priority admission controller computed {} from the given PriorityClass name",
+            class.value
+        )));
+    }
+    if let Some(p) = spec.get("preemptionPolicy").and_then(Value::as_str)
+        && p != class.preemption
+    {
+        return Err(forbidden(format!(
+            "the string value of PreemptionPolicy ({p}) must not be provided in pod spec; priority admission controller computed {} from the given PriorityClass name",
+            class.preemption
+        )));
+    }
+    if !class.name.is_empty() {
+        spec.insert("priorityClassName".into(), json!(class.name));
+    }
+    spec.insert("priority".into(), json!(class.value));
+    spec.insert("preemptionPolicy".into(), json!(class.preemption));
+    Ok(())
+}
+
+fn one_default(
+    store: &Store,
+    registry: &Registry,
+    rt: &ResourceType,
+    pc: &Value,
+) -> Result<(), ApiError> {
+    if pc.get("globalDefault").and_then(Value::as_bool) != Some(true) {
+        return Ok(());
+    }
+    let name = meta::name(pc);
+    let all = classes(store, registry);
+    match global_default(&all) {
+        Some(other) if meta::name(other) != name => Err(ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: PriorityClass {} is already marked as default. Only one default can exist",
+            rt.qualified(),
+            meta::name(other)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Creates the system classes that are missing, as upstream's post-start hook.
+pub(crate) async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
+    let rt = resources
+        .registry
+        .builtin("scheduling.k8s.io", "v1", "priorityclasses")?;
+    for (name, value) in SYSTEM_CLASSES {
+        if resources.store.get(&rt.key("", name)).is_some() {
+            continue;
+        }
+        let description = match name {
+            "system-node-critical" => "Used for system critical pods that must not be moved from their current node.",
+            _ => "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        };
+        let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description});
+        match resources.create(&rt, "v1", "", obj, &WriteOptions::default()).await {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => anyhow::bail!("creating the PriorityClass {name}: {e}"),
+        }
+    }
+    Ok(())
+}

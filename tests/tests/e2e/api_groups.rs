@@ -1,0 +1,204 @@
+//! The API groups every client expects to find (issue 46 item 4), through
+//! kubectl: PersistentVolumes, their claims, PodTemplates and Ingresses are
+//! served, so `kubectl apply --prune` works with kubectl's default list;
+//! they and HorizontalPodAutoscalers show upstream's columns; and
+//! PriorityClasses resolve into pods' priority at admission, with the two
+//! system classes always there.
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use wasmlet_e2e::Plane;
+
+/// `kubectl` output (stdout and stderr) of a command that must fail.
+fn kubectl_fails(plane: &Plane, args: &[&str]) -> Result<String> {
+    let out = plane.kubectl(args)?;
+    anyhow::ensure!(!out.status.success(), "kubectl {} succeeded", args.join(" "));
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// Writes `docs` as one YAML stream under `dir` and returns its path.
+fn manifest(dir: &std::path::Path, name: &str, docs: &[Value]) -> Result<String> {
+    let path = dir.join(name);
+    let text: Vec<String> = docs
+        .iter()
+        .map(serde_yaml::to_string)
+        .collect::<Result<_, _>>()?;
+    std::fs::write(&path, text.join("---\n"))?;
+    Ok(path.display().to_string())
+}
+
+fn labelled_cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "pruned"}},
+        "data": {"k": "v"}})
+}
+
+fn claim(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "pruned"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_prune_works_with_kubectls_default_list() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let dir = tempfile::tempdir()?;
+    let both = manifest(
+        dir.path(),
+        "both.yaml",
+        &[labelled_cm("keep"), labelled_cm("drop"), claim("data")],
+    )?;
+    plane.kubectl_ok(&["apply", "--prune", "-l", "app=pruned", "-f", &both])?;
+    let one = manifest(dir.path(), "one.yaml", &[labelled_cm("keep")])?;
+    let out = plane.kubectl_ok(&["apply", "--prune", "-l", "app=pruned", "-f", &one])?;
+    assert!(out.contains("configmap/drop pruned"), "{out}");
+    assert!(out.contains("persistentvolumeclaim/data pruned"), "{out}");
+    let left = plane.kubectl_ok(&["get", "configmaps,pvc", "-l", "app=pruned", "-o", "name"])?;
+    assert_eq!(left.trim(), "configmap/keep", "{left}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_kinds_show_upstreams_columns() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let dir = tempfile::tempdir()?;
+    let objects = manifest(
+        dir.path(),
+        "objects.yaml",
+        &[
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk"},
+                "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                    "hostPath": {"path": "/srv/disk"}, "storageClassName": "manual"}}),
+            claim("data"),
+            json!({"apiVersion": "v1", "kind": "PodTemplate",
+                "metadata": {"name": "tpl", "namespace": "default"},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}),
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+                "metadata": {"name": "nginx"}, "spec": {"controller": "k8s.io/ingress-nginx"}}),
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"ingressClassName": "nginx", "rules": [{"host": "web.example",
+                    "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                        "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}}),
+            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "maxReplicas": 5}}),
+        ],
+    )?;
+    plane.kubectl_ok(&["create", "-f", &objects])?;
+
+    let pv = plane.kubectl_ok(&["get", "pv"])?;
+    let row: Vec<&str> = pv.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        row[..7],
+        ["disk", "5Gi", "RWO,ROX", "Retain", "Pending", "manual", "<unset>"],
+        "{pv}"
+    );
+    let pvc = plane.kubectl_ok(&["get", "pvc", "data"])?;
+    assert!(pvc.starts_with("NAME   STATUS    VOLUME   CAPACITY   ACCESS MODES"), "{pvc}");
+    assert!(pvc.lines().nth(1).unwrap_or("").starts_with("data   Pending"), "{pvc}");
+    let tpl = plane.kubectl_ok(&["get", "podtemplates"])?;
+    assert!(tpl.contains("registry.example/app:1") && tpl.contains("app=web"), "{tpl}");
+    let ing = plane.kubectl_ok(&["get", "ingress"])?;
+    let row: Vec<&str> = ing.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "nginx", "web.example", "80"], "{ing}");
+    let class = plane.kubectl_ok(&["get", "ingressclass"])?;
+    assert!(class.contains("k8s.io/ingress-nginx   <none>"), "{class}");
+    let hpa = plane.kubectl_ok(&["get", "hpa"])?;
+    let row: Vec<&str> = hpa.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        row[..6],
+        ["web", "Deployment/web", "cpu:", "<unknown>/80%", "1", "5"],
+        "{hpa}"
+    );
+    // `kubectl get all` lists autoscalers, as upstream's category says.
+    let all = plane.kubectl_ok(&["get", "all"])?;
+    assert!(all.contains("horizontalpodautoscaler.autoscaling/web"), "{all}");
+
+    // Upstream's rules for what is most often wrong.
+    let bad = manifest(
+        dir.path(),
+        "bad.yaml",
+        &[json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "bad", "namespace": "default"},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}}})],
+    )?;
+    let out = kubectl_fails(&plane, &["create", "-f", &bad])?;
+    assert!(
+        out.contains("spec.accessModes: Required value: at least 1 access mode is required"),
+        "{out}"
+    );
+    let out = kubectl_fails(
+        &plane,
+        &["patch", "pvc", "data", "-p", r#"{"spec":{"storageClassName":"fast"}}"#],
+    )?;
+    assert!(out.contains("spec is immutable after creation"), "{out}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_classes_resolve_into_pods() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let classes = plane.kubectl_ok(&["get", "priorityclasses"])?;
+    assert!(classes.contains("system-node-critical      2000001000"), "{classes}");
+    assert!(classes.contains("system-cluster-critical   2000000000"), "{classes}");
+    let out = kubectl_fails(&plane, &["delete", "priorityclass", "system-node-critical"])?;
+    assert!(
+        out.contains("this is a system priority class and cannot be deleted"),
+        "{out}"
+    );
+
+    plane.kubectl_ok(&["create", "priorityclass", "high", "--value=1000"])?;
+    let out = kubectl_fails(&plane, &["create", "priorityclass", "system-mine", "--value=1"])?;
+    assert!(out.contains("prefix are reserved for system use only"), "{out}");
+    let out = kubectl_fails(&plane, &["create", "priorityclass", "huge", "--value=1000000001"])?;
+    assert!(out.contains("maximum allowed value of a user defined priority is 1000000000"), "{out}");
+
+    let dir = tempfile::tempdir()?;
+    let pod = |name: &str, class: Option<&str>| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "app"}]}});
+        if let Some(c) = class {
+            p["spec"]["priorityClassName"] = json!(c);
+        }
+        manifest(dir.path(), &format!("{name}.yaml"), &[p])
+    };
+    let priority = |name: &str| -> Result<String> {
+        plane.kubectl_ok(&[
+            "get", "pod", name, "-o",
+            "jsonpath={.spec.priorityClassName}/{.spec.priority}/{.spec.preemptionPolicy}",
+        ])
+    };
+    plane.kubectl_ok(&["create", "-f", &pod("named", Some("high"))?])?;
+    assert_eq!(priority("named")?, "high/1000/PreemptLowerPriority");
+    plane.kubectl_ok(&["create", "-f", &pod("plain", None)?])?;
+    assert_eq!(priority("plain")?, "/0/PreemptLowerPriority");
+    let out = kubectl_fails(&plane, &["create", "-f", &pod("lost", Some("nope"))?])?;
+    assert!(out.contains("no PriorityClass with name nope was found"), "{out}");
+
+    // A global default class is what a pod without one gets; only one may exist.
+    plane.kubectl_ok(&[
+        "create", "priorityclass", "normal", "--value=10", "--global-default",
+        "--preemption-policy=Never",
+    ])?;
+    plane.kubectl_ok(&["create", "-f", &pod("defaulted", None)?])?;
+    assert_eq!(priority("defaulted")?, "normal/10/Never");
+    let out = kubectl_fails(
+        &plane,
+        &["create", "priorityclass", "other", "--value=5", "--global-default"],
+    )?;
+    assert!(
+        out.contains("PriorityClass normal is already marked as default. Only one default can exist"),
+        "{out}"
+    );
+    let out = kubectl_fails(&plane, &["patch", "priorityclass", "high", "-p", r#"{"value":7}"#])?;
+    assert!(out.contains("value: Forbidden: may not be changed in an update."), "{out}");
+    Ok(())
+}
