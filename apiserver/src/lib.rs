@@ -251,6 +251,7 @@ impl ApiServer {
         tokio::spawn(auth::rbac::aggregate::run(resources.clone()));
         controllers::bootstrap::services(&resources, addr).await?;
         tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
+        tokio::spawn(controllers::apiservices::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::resourcequota::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::gc::Controllers::new(resources).run());
 

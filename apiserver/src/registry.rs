@@ -595,6 +595,18 @@ const BUILTINS: &[Builtin] = &[
         &["hpa"],
         true,
     ),
+    // One per served group version (`controllers::apiservices`); others are
+    // stored, and not available (no aggregation layer).
+    b(
+        "apiregistration.k8s.io",
+        "v1",
+        "apiservices",
+        "apiservice",
+        "APIService",
+        false,
+        &[],
+        true,
+    ),
     // `kubectl auth whoami`.
     Builtin {
         create_only: true,

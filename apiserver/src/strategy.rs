@@ -86,6 +86,16 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> V
             "events" => path_segment_errors(name),
             // RBAC names such as `system:discovery` are path segments too.
             _ if rt.group == crate::validation::rbac::GROUP => path_segment_errors(name),
+            // `<version>.<group>`, the core group's `v1.` included.
+            "apiservices" if rt.group == "apiregistration.k8s.io" => match name.split_once('.') {
+                None => vec!["must be in the form: <version>.<group>".to_string()],
+                Some((version, "")) => names::is_dns1123_label(version),
+                Some((version, group)) => {
+                    let mut errs = names::is_dns1123_label(version);
+                    errs.extend(names::is_dns1123_subdomain(group));
+                    errs
+                }
+            },
             // Custom resources too: upstream requires a DNS-1123 subdomain.
             _ => names::is_dns1123_subdomain(name),
         };

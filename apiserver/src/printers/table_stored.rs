@@ -1,7 +1,7 @@
 //! `kubectl get` columns for the kinds served as records only (nothing here
 //! acts on them but admission): PersistentVolumes and their claims,
-//! PodTemplates, Ingresses and IngressClasses, PriorityClasses and
-//! HorizontalPodAutoscalers, as upstream's printers give them.
+//! PodTemplates, Ingresses and IngressClasses, PriorityClasses,
+//! HorizontalPodAutoscalers and APIServices, as upstream's printers give them.
 
 use serde_json::{Value, json};
 
@@ -240,6 +240,29 @@ pub(crate) fn cells(
                 json!(age(obj)),
             ],
         ),
+        ("apiregistration.k8s.io", "apiservices") => {
+            let service = match obj.pointer("/spec/service") {
+                Some(s) if s.is_object() => {
+                    format!("{}/{}", text(s, "/namespace"), text(s, "/name"))
+                }
+                _ => "Local".into(),
+            };
+            let available = list(obj, "/status/conditions")
+                .find(|c| c["type"] == "Available")
+                .map_or("Unknown".to_string(), |c| match text(c, "/status") {
+                    "True" => "True".into(),
+                    s => format!("{s} ({})", text(c, "/reason")),
+                });
+            (
+                vec![
+                    col("Name", "string", 0),
+                    col("Service", "string", 0),
+                    col("Available", "string", 0),
+                    col("Age", "string", 0),
+                ],
+                vec![name, json!(service), json!(available), json!(age(obj))],
+            )
+        }
         _ => return None,
     })
 }

@@ -76,6 +76,9 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             root_of::<autoscaling::v2::HorizontalPodAutoscaler>
         }
+        ("apiregistration.k8s.io", "APIService") => root_of::<
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        >,
         ("policy", "PodDisruptionBudget") => root_of::<policy::v1::PodDisruptionBudget>,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             root_of::<apiext::CustomResourceDefinition>
@@ -348,6 +351,7 @@ mod tests {
             ("networking.k8s.io", "IngressClass"),
             ("scheduling.k8s.io", "PriorityClass"),
             ("autoscaling", "HorizontalPodAutoscaler"),
+            ("apiregistration.k8s.io", "APIService"),
             ("policy", "PodDisruptionBudget"),
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),

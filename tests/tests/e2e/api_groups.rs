@@ -202,3 +202,62 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     assert!(out.contains("value: Forbidden: may not be changed in an update."), "{out}");
     Ok(())
 }
+
+/// An APIService per served group version, local and available; a CRD's
+/// group gets one while it is served; one a user stores that names a
+/// Service is kept but not available (there is no aggregation layer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_services_list_the_served_groups() -> Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let row = |name: &'static str| {
+        let plane = &plane;
+        move || async move {
+            let out = plane.kubectl_ok(&["get", "apiservices", name]).ok()?;
+            let line = out.lines().nth(1)?.to_string();
+            Some(line.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        }
+    };
+    let wait = std::time::Duration::from_secs(30);
+    let got = wasmlet_e2e::eventually(wait, "v1.apps", row("v1.apps")).await?;
+    assert_eq!(got, "v1.apps Local True");
+    let got = wasmlet_e2e::eventually(wait, "v1.", row("v1.")).await?;
+    assert_eq!(got, "v1. Local True");
+
+    let dir = tempfile::tempdir()?;
+    let crd = manifest(
+        dir.path(),
+        "crd.yaml",
+        &[wasmlet_e2e::widget_crd("widgets", "Widget", "Namespaced")],
+    )?;
+    plane.kubectl_ok(&["create", "-f", &crd])?;
+    let got = wasmlet_e2e::eventually(wait, "the CRD's APIService", row("v1.test.wasmlet.dev")).await?;
+    assert_eq!(got, "v1.test.wasmlet.dev Local True");
+    plane.kubectl_ok(&["delete", "-f", &crd])?;
+    wasmlet_e2e::eventually(wait, "the CRD's APIService gone", || async {
+        let out = plane.kubectl(&["get", "apiservices", "v1.test.wasmlet.dev"]).ok()?;
+        (!out.status.success()).then_some(())
+    })
+    .await?;
+
+    let aggregated = manifest(
+        dir.path(),
+        "metrics.yaml",
+        &[json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
+                "service": {"namespace": "kube-system", "name": "metrics-server"},
+                "groupPriorityMinimum": 100, "versionPriority": 100,
+                "insecureSkipTLSVerify": true}})],
+    )?;
+    plane.kubectl_ok(&["create", "-f", &aggregated])?;
+    let got = wasmlet_e2e::eventually(wait, "the aggregated APIService judged", || async {
+        let got = row("v1beta1.metrics.k8s.io")().await?;
+        got.contains("False").then_some(got)
+    })
+    .await?;
+    assert_eq!(
+        got,
+        "v1beta1.metrics.k8s.io kube-system/metrics-server False"
+    );
+    Ok(())
+}
