@@ -190,6 +190,9 @@ impl ApiError {
         self
     }
 
+    /// The `Status` body, its fields in the order Go's encoder writes
+    /// `metav1.Status` (`details` before `code`) and an empty `group` left
+    /// out (`omitempty`): clients and tests compare error bodies byte for byte.
     pub(crate) fn status(&self) -> Value {
         let mut s = json!({
             "kind": "Status",
@@ -198,11 +201,17 @@ impl ApiError {
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         });
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            let mut d = d.clone();
+            if let Some(o) = d.as_object_mut()
+                && o.get("group").and_then(Value::as_str) == Some("")
+            {
+                o.shift_remove("group");
+            }
+            s["details"] = d;
         }
+        s["code"] = json!(self.code);
         s
     }
 }

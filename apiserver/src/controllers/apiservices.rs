@@ -71,15 +71,24 @@ impl Controller {
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 continue;
             };
+            let mut seen = reg.generation();
             self.sync(&apis).await;
+            // A CRD's event can come before the registry follows it (the
+            // type is added or removed after the write): the registry's
+            // generation is checked every second as well.
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
-                let e: Option<std::sync::Arc<Event>> = tokio::select! {
-                    e = crd_sub.live.recv() => e,
-                    e = api_sub.live.recv() => e,
+                let e: Option<Option<std::sync::Arc<Event>>> = tokio::select! {
+                    e = crd_sub.live.recv() => Some(e),
+                    e = api_sub.live.recv() => Some(e),
+                    _ = tick.tick() => None,
                 };
-                if e.is_none() {
-                    break;
+                match e {
+                    Some(None) => break,
+                    None if reg.generation() == seen => continue,
+                    _ => {}
                 }
+                seen = reg.generation();
                 // Whatever moved, the whole set is small: compare it all.
                 self.sync(&apis).await;
             }

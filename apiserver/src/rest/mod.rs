@@ -381,6 +381,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let req = write::Req {
         query: &query,
         content_type: &content_type,
+        accept: &accept,
         user_agent: &user_agent,
         user,
         policy: state.rbac.clone(),
@@ -426,7 +427,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
             write::patch(&state, &target, read_body(body).await?, &req).await
         }
         (&Method::DELETE, true, None) => {
-            write::delete(&state, &target, read_body(body).await?, &query).await
+            write::delete(&state, &target, read_body(body).await?, &query, &accept).await
         }
         (&Method::DELETE, false, None) => {
             write::delete_collection(&state, &target, read_body(body).await?, &query).await

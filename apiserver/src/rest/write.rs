@@ -16,6 +16,8 @@ use crate::validation::{FieldChecks, FieldValidation};
 pub(crate) struct Req<'a> {
     pub(crate) query: &'a Query,
     pub(crate) content_type: &'a str,
+    /// What the answer is asked in (`as=PartialObjectMetadata`: metadata only).
+    pub(crate) accept: &'a str,
     pub(crate) user_agent: &'a str,
     /// Who makes the request (after impersonation).
     pub(crate) user: wasmlet_apimachinery::rbac::UserInfo,
@@ -93,6 +95,23 @@ fn with_warnings(mut resp: Response, opts: &WriteOptions) -> Response {
     resp
 }
 
+/// A written object as the client asked for it: whole, or only its
+/// metadata (`as=PartialObjectMetadata`), as kube-rs' `patch_metadata` and
+/// controller-runtime's metadata client expect.
+fn answer(
+    state: &ApiState,
+    t: &Target,
+    accept: &str,
+    code: u16,
+    stored: &crate::store::Stored,
+) -> ApiResult<Response> {
+    if super::read::wants_metadata(accept) {
+        let partial = super::read::partial_metadata(accept, &stored.value()?);
+        return Ok(value_response(code, &partial));
+    }
+    Ok(json_response(code, state.resources.render(&t.rt, &t.version, stored)?))
+}
+
 /// The object a PUT or PATCH of `t` writes.
 fn address<'a>(t: &'a Target, name: &'a str) -> Address<'a> {
     Address {
@@ -127,10 +146,7 @@ pub(crate) async fn create(
         .resources
         .create(&t.rt, &t.version, t.ns(), obj, &opts)
         .await?;
-    Ok(with_warnings(
-        json_response(201, state.resources.render(&t.rt, &t.version, &stored)?),
-        &opts,
-    ))
+    Ok(with_warnings(answer(state, t, req.accept, 201, &stored)?, &opts))
 }
 
 pub(crate) async fn update(
@@ -147,13 +163,8 @@ pub(crate) async fn update(
         return super::subresources::finalize_namespace(state, t, obj).await;
     }
     let w = state.resources.update(address(t, name), obj, &opts).await?;
-    Ok(with_warnings(
-        json_response(
-            if w.created { 201 } else { 200 },
-            state.resources.render(&t.rt, &t.version, &w.object)?,
-        ),
-        &opts,
-    ))
+    let code = if w.created { 201 } else { 200 };
+    Ok(with_warnings(answer(state, t, req.accept, code, &w.object)?, &opts))
 }
 
 pub(crate) fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
@@ -215,13 +226,8 @@ pub(crate) async fn patch(
         .resources
         .patch(address(t, name), patch, &opts)
         .await?;
-    Ok(with_warnings(
-        json_response(
-            if w.created { 201 } else { 200 },
-            state.resources.render(&t.rt, &t.version, &w.object)?,
-        ),
-        &opts,
-    ))
+    let code = if w.created { 201 } else { 200 };
+    Ok(with_warnings(answer(state, t, req.accept, code, &w.object)?, &opts))
 }
 
 pub(crate) fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
@@ -259,8 +265,11 @@ pub(crate) fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions>
     };
     let orphan = super::query_bool(q, "orphanDependents")
         .or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
-    if opts.propagation.is_none() && orphan == Some(true) {
-        opts.propagation = Some(Propagation::Orphan);
+    if opts.propagation.is_none() {
+        opts.propagation = orphan.map(|o| match o {
+            true => Propagation::Orphan,
+            false => Propagation::Background,
+        });
     }
     opts.precondition_uid = body
         .pointer("/preconditions/uid")
@@ -283,26 +292,48 @@ pub(crate) async fn delete(
     t: &Target,
     body: Bytes,
     q: &Query,
+    accept: &str,
 ) -> ApiResult<Response> {
-    let opts = delete_options(&body, q)?;
+    let mut opts = delete_options(&body, q)?;
+    let warning = default_propagation(&t.rt, &mut opts);
     let name = t.name.as_deref().unwrap_or_default();
     let d = state.resources.delete(&t.rt, t.ns(), name, &opts).await?;
     if d.gone && !crate::strategy::returns_deleted_object(&t.rt) {
         let uid = d.object.value()?.pointer("/metadata/uid").cloned();
-        let mut details = serde_json::json!({"name": name, "kind": t.rt.resource, "uid": uid});
+        // Go's field order; an empty group is left out.
+        let mut details = serde_json::json!({"name": name});
         if !t.rt.group.is_empty() {
             details["group"] = t.rt.group.clone().into();
         }
+        details["kind"] = t.rt.resource.clone().into();
+        details["uid"] = uid.unwrap_or_default();
         let status = serde_json::json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Success", "details": details,
         });
         return Ok(value_response(200, &status));
     }
-    Ok(json_response(
-        200,
-        state.resources.render(&t.rt, &t.version, &d.object)?,
-    ))
+    let mut resp = answer(state, t, accept, 200, &d.object)?;
+    if let Some(w) = warning
+        && let Ok(v) = axum::http::HeaderValue::from_str(&warning_header(w))
+    {
+        resp.headers_mut().append("warning", v);
+    }
+    Ok(resp)
+}
+
+/// A batch/v1 Job deleted without a propagation policy orphans its pods,
+/// as upstream keeps it for compatibility (the Job is answered, held by the
+/// `orphan` finalizer until the collector has released its pods), with
+/// upstream's warning.
+fn default_propagation(rt: &crate::registry::ResourceType, opts: &mut DeleteOptions) -> Option<&'static str> {
+    if opts.propagation.is_some() || !(rt.group == "batch" && rt.resource == "jobs") {
+        return None;
+    }
+    opts.propagation = Some(Propagation::Orphan);
+    Some(
+        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
+    )
 }
 
 pub(crate) async fn delete_collection(
@@ -311,7 +342,8 @@ pub(crate) async fn delete_collection(
     body: Bytes,
     q: &Query,
 ) -> ApiResult<Response> {
-    let opts = delete_options(&body, q)?;
+    let mut opts = delete_options(&body, q)?;
+    default_propagation(&t.rt, &mut opts);
     let filter = super::read::Filter::from_query(&t.rt, q)?;
     let snap = state.resources.store.snapshot();
     let prefix = t.rt.prefix(t.namespace.as_deref());

@@ -110,6 +110,34 @@ async fn metadata_only_clients_get_partial_object_metadata() -> Result<()> {
     })
     .await??;
     assert_eq!(seen.as_deref(), Some("next"));
+
+    // Writes answer metadata only too (issue 46 item 5): kube-rs' `patch_metadata`.
+    let patched = cms
+        .patch_metadata(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"seen": "yes"}}})),
+        )
+        .await?;
+    assert_eq!(
+        patched.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let labels = patched.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("seen").map(String::as_str), Some("yes"));
+    let req = http::Request::put("/api/v1/namespaces/default/configmaps/big")
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "big"}, "data": {"k": "x".repeat(10_000)}}))?)?;
+    let text = client.request_text(req).await?;
+    assert!(
+        text.contains("\"kind\":\"PartialObjectMetadata\"") && !text.contains("xxxx"),
+        "{text}"
+    );
     Ok(())
 }
 
