@@ -69,7 +69,22 @@ fn resource_entry(rt: &ResourceType) -> Value {
         "verbs": rt.verbs(),
     });
     with_aliases(rt, &mut e);
+    if !rt.create_only {
+        e["storageVersionHash"] = json!(storage_version_hash(rt));
+    }
     e
+}
+
+/// Upstream's `StorageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `group/version/kind` at the storage version, in base64. Clients compare
+/// it to notice that a resource's storage version moved (the storage
+/// version migrator does).
+fn storage_version_hash(rt: &ResourceType) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let gvk = format!("{}/{}/{}", rt.group, rt.storage_version(), rt.kind);
+    let digest = sha2::Sha256::digest(gvk.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
 }
 
 /// A resource entry's `shortNames` and `categories` (both forms of discovery
@@ -118,6 +133,7 @@ fn subresources(rt: &ResourceType) -> Vec<Sub<'_>> {
             Extra::Eviction => sub("eviction", "Eviction", Some(("policy", "v1")), &["create"]),
             Extra::Log => sub("log", &rt.kind, None, &["get"]),
             Extra::Finalize => sub("finalize", &rt.kind, None, &["update"]),
+            Extra::Approval => sub("approval", &rt.kind, None, &["get", "update"]),
             Extra::Token => sub(
                 "token",
                 "TokenRequest",

@@ -25,6 +25,8 @@ pub(crate) enum Extra {
     Finalize,
     /// `serviceaccounts/token`: TokenRequest.
     Token,
+    /// `certificatesigningrequests/approval`: the Approved or Denied condition.
+    Approval,
 }
 
 #[derive(Debug, Clone)]
@@ -595,6 +597,22 @@ const BUILTINS: &[Builtin] = &[
         &["hpa"],
         true,
     ),
+    // Approved or denied by a client with the signer's `approve` permission
+    // (`rest::approval`), signed for the plane's client signers
+    // (`controllers::csrsigning`).
+    Builtin {
+        extras: &[Extra::Approval],
+        ..b(
+            "certificates.k8s.io",
+            "v1",
+            "certificatesigningrequests",
+            "certificatesigningrequest",
+            "CertificateSigningRequest",
+            false,
+            &["csr"],
+            true,
+        )
+    },
     // One per served group version (`controllers::apiservices`); others are
     // stored, and not available (no aggregation layer).
     b(

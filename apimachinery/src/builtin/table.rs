@@ -103,6 +103,11 @@ pub(crate) static ROOTS: &[(&str, &str, &str)] = &[
         "autoscaling/HorizontalPodAutoscaler",
     ),
     ("apiregistration.k8s.io", "APIService", "apireg/APIService"),
+    (
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        "certificates/CertificateSigningRequest",
+    ),
 ];
 
 pub(crate) static TYPES: &[TypeDef] = &[
@@ -596,6 +601,30 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 },
             },
         ],
+    },
+    TypeDef {
+        name: "certificates/CertificateSigningRequest",
+        fields: &[
+            F {
+                json: "metadata",
+                shape: S::Struct("meta/ObjectMeta"),
+            },
+            F {
+                json: "status",
+                shape: S::Struct("certificates/CertificateSigningRequestStatus"),
+            },
+        ],
+    },
+    TypeDef {
+        name: "certificates/CertificateSigningRequestStatus",
+        fields: &[F {
+            json: "conditions",
+            shape: S::List {
+                smp: L::Atomic,
+                ssa: L::Map(&["type"]),
+                elem: None,
+            },
+        }],
     },
     TypeDef {
         name: "coordination/Lease",

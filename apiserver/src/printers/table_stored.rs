@@ -1,7 +1,8 @@
 //! `kubectl get` columns for the kinds served as records only (nothing here
 //! acts on them but admission): PersistentVolumes and their claims,
 //! PodTemplates, Ingresses and IngressClasses, PriorityClasses,
-//! HorizontalPodAutoscalers and APIServices, as upstream's printers give them.
+//! HorizontalPodAutoscalers, APIServices and CertificateSigningRequests, as
+//! upstream's printers give them.
 
 use serde_json::{Value, json};
 
@@ -263,8 +264,48 @@ pub(crate) fn cells(
                 vec![name, json!(service), json!(available), json!(age(obj))],
             )
         }
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            let duration = match obj.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
+                Some(s) => crate::printers::table::human_duration(s),
+                None => "<none>".into(),
+            };
+            (
+                vec![
+                    col("Name", "string", 0),
+                    col("Age", "string", 0),
+                    col("SignerName", "string", 0),
+                    col("Requestor", "string", 0),
+                    col("RequestedDuration", "string", 0),
+                    col("Condition", "string", 0),
+                ],
+                vec![
+                    name,
+                    json!(age(obj)),
+                    json!(text(obj, "/spec/signerName")),
+                    json!(text(obj, "/spec/username")),
+                    json!(duration),
+                    json!(csr_condition(obj)),
+                ],
+            )
+        }
         _ => return None,
     })
+}
+
+/// Upstream's CSR condition cell: `Pending`, or the conditions set
+/// (`Approved`, `Denied`, `Failed`), then `Issued` once signed.
+fn csr_condition(obj: &Value) -> String {
+    let mut parts: Vec<&str> = list(obj, "/status/conditions")
+        .filter(|c| c["status"] == "True")
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    if parts.is_empty() {
+        parts.push("Pending");
+    }
+    if obj.pointer("/status/certificate").is_some_and(|c| c.as_str().is_some_and(|s| !s.is_empty())) {
+        parts.push("Issued");
+    }
+    parts.join(",")
 }
 
 /// Upstream's `formatHPAMetrics` for what nothing here measures: each

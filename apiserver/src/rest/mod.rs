@@ -1,6 +1,7 @@
 //! The REST surface: `/api/v1/...` and `/apis/{group}/{version}/...` parsed into
 //! a [`Target`] and handed to the verb's handler.
 
+mod approval;
 mod eviction;
 mod list_body;
 mod read;
@@ -108,6 +109,7 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
             "log" => rt.extras.contains(&Extra::Log),
             "finalize" => rt.extras.contains(&Extra::Finalize),
             "token" => rt.extras.contains(&Extra::Token),
+            "approval" => rt.extras.contains(&Extra::Approval),
             _ => false,
         };
         if !known {
@@ -417,6 +419,12 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         (&Method::PUT, true, Some("scale")) => {
             subresources::put_scale(&state, &target, read_body(body).await?, &req).await
         }
+        (&Method::PUT, true, Some("approval")) => {
+            let obj = parse_object(&read_body(body).await?, &content_type)?;
+            approval::approve(&state, &target, obj, &req).await
+        }
+        // Served by PUT only (`kubectl certificate approve`).
+        (&Method::PATCH, true, Some("approval")) => Err(ApiError::method_not_allowed()),
         (&Method::PUT, true, _) => {
             write::update(&state, &target, read_body(body).await?, &req).await
         }

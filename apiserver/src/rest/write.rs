@@ -136,9 +136,18 @@ pub(crate) async fn create(
     if t.rt.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed());
     }
-    let obj = parse_object(&body, req.content_type)?;
+    let mut obj = parse_object(&body, req.content_type)?;
     if t.rt.create_only {
         return super::subresources::create_only(state, t, obj, req).await;
+    }
+    if t.rt.group == "certificates.k8s.io" && t.rt.resource == "certificatesigningrequests" {
+        // Who asks is the server's to say (upstream's PrepareForCreate).
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("username".into(), req.user.name.clone().into());
+            spec.insert("groups".into(), req.user.groups.clone().into());
+            spec.remove("uid");
+            spec.remove("extra");
+        }
     }
     let mut opts = write_options(req, "CreateOptions")?;
     opts.fields.duplicates = duplicate_fields(&body, req.content_type);

@@ -26,6 +26,7 @@
 mod autoscaling;
 pub(crate) mod batch;
 mod bounds;
+pub(crate) mod certificates;
 pub(crate) mod data;
 pub(crate) mod decode;
 mod networking;
@@ -206,6 +207,7 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_horizontal_pod_autoscaler(obj)
         }
+        ("certificates.k8s.io", "CertificateSigningRequest") => certificates::validate_csr(obj),
         _ => Vec::new(),
     }
 }
@@ -227,6 +229,9 @@ pub(crate) fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> Ve
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class_update(old, new)
+        }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            certificates::validate_csr_update(old, new)
         }
         _ => Vec::new(),
     }

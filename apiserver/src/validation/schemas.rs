@@ -76,6 +76,9 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             root_of::<autoscaling::v2::HorizontalPodAutoscaler>
         }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            root_of::<api::certificates::v1::CertificateSigningRequest>
+        }
         ("apiregistration.k8s.io", "APIService") => root_of::<
             k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
         >,
@@ -352,6 +355,7 @@ mod tests {
             ("scheduling.k8s.io", "PriorityClass"),
             ("autoscaling", "HorizontalPodAutoscaler"),
             ("apiregistration.k8s.io", "APIService"),
+            ("certificates.k8s.io", "CertificateSigningRequest"),
             ("policy", "PodDisruptionBudget"),
             ("apiextensions.k8s.io", "CustomResourceDefinition"),
             ("rbac.authorization.k8s.io", "Role"),

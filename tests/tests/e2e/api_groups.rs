@@ -261,3 +261,130 @@ async fn api_services_list_the_served_groups() -> Result<()> {
     );
     Ok(())
 }
+
+/// A certificate request for one of the plane's client signers, written with
+/// rcgen as `openssl req` would: the key's PEM and the request's.
+fn client_request(cn: &str, org: &str) -> Result<(String, String)> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    params.distinguished_name.push(rcgen::DnType::OrganizationName, org);
+    let csr = params.serialize_request(&key)?;
+    Ok((key.serialize_pem(), csr.pem()?))
+}
+
+fn csr_manifest(name: &str, request_pem: &str, signer: &str) -> Value {
+    use base64::Engine;
+    json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {"request": base64::engine::general_purpose::STANDARD.encode(request_pem),
+            "signerName": signer, "usages": ["client auth"], "expirationSeconds": 3600}})
+}
+
+/// CertificateSigningRequests as `kubectl certificate` drives them: approved
+/// only by a user the signer lets approve, signed by the plane's client
+/// signer into a certificate that logs in as its subject; denied ones and
+/// ones the signer's rules refuse are never signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_requests_are_approved_and_signed() -> Result<()> {
+    use base64::Engine;
+    let plane = Plane::start(&[]).await?;
+    let dir = tempfile::tempdir()?;
+    let signer = "kubernetes.io/kube-apiserver-client";
+    let (jane_key, jane_req) = client_request("jane", "devs")?;
+    let (_, other_req) = client_request("mallory", "devs")?;
+    let (_, node_req) = client_request("not-a-node", "devs")?;
+    let requests = manifest(
+        dir.path(),
+        "csrs.yaml",
+        &[
+            csr_manifest("jane", &jane_req, signer),
+            csr_manifest("mallory", &other_req, signer),
+            csr_manifest("node", &node_req, "kubernetes.io/kube-apiserver-client-kubelet"),
+        ],
+    )?;
+    plane.kubectl_ok(&["create", "-f", &requests])?;
+    let condition = |name: &str| -> Result<String> {
+        let out = plane.kubectl_ok(&["get", "csr", name, "--no-headers"])?;
+        Ok(out.split_whitespace().last().unwrap_or("").to_string())
+    };
+    assert_eq!(condition("jane")?, "Pending");
+    let requestor = plane.kubectl_ok(&["get", "csr", "jane", "-o", "jsonpath={.spec.username}"])?;
+    assert_eq!(requestor, "wasmlet-admin");
+
+    plane.kubectl_ok(&["certificate", "approve", "jane"])?;
+    plane.kubectl_ok(&["certificate", "deny", "mallory"])?;
+    plane.kubectl_ok(&["certificate", "approve", "node"])?;
+    let wait = std::time::Duration::from_secs(30);
+    wasmlet_e2e::eventually(wait, "jane's certificate", || async {
+        (condition("jane").ok()? == "Approved,Issued").then_some(())
+    })
+    .await?;
+    wasmlet_e2e::eventually(wait, "the kubelet signer's refusal", || async {
+        (condition("node").ok()? == "Approved,Failed").then_some(())
+    })
+    .await?;
+    assert_eq!(condition("mallory")?, "Denied");
+    // kubectl refuses to approve a denied request itself; the server does too.
+    let client = plane.client().await?;
+    let mut denied: Value = serde_json::from_str(
+        &plane.kubectl_ok(&["get", "csr", "mallory", "-o", "json"])?,
+    )?;
+    let approved = json!({"type": "Approved", "status": "True", "reason": "Sneaky"});
+    denied["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(approved);
+    let put = http::Request::put(
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/mallory/approval",
+    )
+    .header("Content-Type", "application/json")
+    .body(serde_json::to_vec(&denied)?)?;
+    match client.request_text(put).await {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains("Approved and Denied conditions are mutually exclusive"),
+            "{s:?}"
+        ),
+        other => panic!("approving a denied request was answered: {other:?}"),
+    }
+
+    // The certificate logs in as its subject.
+    let cert = plane.kubectl_ok(&["get", "csr", "jane", "-o", "jsonpath={.status.certificate}"])?;
+    let cert = base64::engine::general_purpose::STANDARD.decode(cert.trim())?;
+    let mut kc: Value = serde_yaml::from_str(&std::fs::read_to_string(plane.kubeconfig())?)?;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    kc["users"][0]["user"] = json!({"client-certificate-data": b64(&cert),
+        "client-key-data": b64(jane_key.as_bytes())});
+    let jane_kc = dir.path().join("jane.kubeconfig");
+    std::fs::write(&jane_kc, serde_yaml::to_string(&kc)?)?;
+    let jane = |args: &[&str]| {
+        std::process::Command::new(wasmlet_e2e::kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&jane_kc)
+            .args(args)
+            .env("HOME", dir.path())
+            .output()
+    };
+    let whoami = jane(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}/{.status.userInfo.groups}"])?;
+    let text = String::from_utf8_lossy(&whoami.stdout);
+    assert!(text.starts_with("jane/") && text.contains("devs"), "{text}{}", String::from_utf8_lossy(&whoami.stderr));
+
+    // Allowed to update approvals but not to approve for the signer: refused.
+    let (_, late_req) = client_request("late", "devs")?;
+    let late = manifest(dir.path(), "late.yaml", &[csr_manifest("late", &late_req, signer)])?;
+    plane.kubectl_ok(&["create", "-f", &late])?;
+    plane.kubectl_ok(&[
+        "create", "clusterrole", "csr-updater",
+        "--verb=get,list,update", "--resource=certificatesigningrequests,certificatesigningrequests/approval",
+    ])?;
+    plane.kubectl_ok(&["create", "clusterrolebinding", "jane-csr", "--clusterrole=csr-updater", "--user=jane"])?;
+    let refused = jane(&["certificate", "approve", "late"])?;
+    let text = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    assert!(!refused.status.success(), "{text}");
+    assert!(
+        text.contains("user not permitted to approve requests with signerName \"kubernetes.io/kube-apiserver-client\""),
+        "{text}"
+    );
+    assert_eq!(condition("late")?, "Pending");
+    Ok(())
+}

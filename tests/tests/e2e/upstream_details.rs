@@ -54,6 +54,15 @@ async fn answers_read_as_upstreams() -> Result<()> {
     }
     let text = client.request_text(get("text/html, */*;q=0.8")).await?;
     assert!(text.contains("\"kind\":\"ConfigMapList\""), "{text}");
+
+    // Discovery carries each resource's storage version hash, upstream's value.
+    let text = client
+        .request_text(http::Request::get("/api/v1").body(Vec::new())?)
+        .await?;
+    assert!(
+        text.contains("\"shortNames\":[\"cm\"],\"storageVersionHash\":\"qFsyl6wFWjQ=\""),
+        "{text}"
+    );
     Ok(())
 }
 
