@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
+use super::fair::{FairLane, Tenant};
 use super::{Depth, Inner, Item, Priority, TokenBucket};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +64,7 @@ impl<K> Ord for Sched<K> {
 
 pub(super) struct State<K> {
     pub(super) keys: HashMap<K, KeyState>,
-    pub(super) high: VecDeque<(K, u64)>,
+    pub(super) high: FairLane<K>,
     pub(super) low: VecDeque<(K, u64)>,
     pub(super) scheduled: BinaryHeap<Sched<K>>,
     /// Processing keys and when they were handed out.
@@ -81,7 +82,7 @@ pub(super) fn lock<K>(m: &Mutex<State<K>>) -> MutexGuard<'_, State<K>> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl<K: Clone + Eq + Hash> State<K> {
+impl<K: Tenant + Clone + Eq + Hash> State<K> {
     pub(super) fn depth(&self) -> Depth {
         Depth {
             high: self.n_high,
@@ -94,16 +95,22 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// How long the oldest live entry of the high (or low) lane has been
     /// ready: what a status page shows as a lane's age.
     pub(super) fn oldest_ready(&self, high: bool, now: Instant) -> Option<std::time::Duration> {
-        let (lane, entries) = if high {
-            (Lane::High, &self.high)
+        let (lane, queues): (Lane, Vec<&VecDeque<(K, u64)>>) = if high {
+            (Lane::High, self.high.queues().collect())
         } else {
-            (Lane::Low, &self.low)
+            (Lane::Low, vec![&self.low])
         };
-        entries
-            .iter()
-            .find(|(k, seq)| self.is_live(k, *seq, lane))
-            .and_then(|(k, _)| self.keys.get(k)?.queued)
+        // Each FIFO's first live entry is its oldest; the lane's is the oldest of those.
+        queues
+            .into_iter()
+            .filter_map(|entries| {
+                entries
+                    .iter()
+                    .find(|(k, seq)| self.is_live(k, *seq, lane))
+                    .and_then(|(k, _)| self.keys.get(k)?.queued)
+            })
             .map(|q| now.saturating_duration_since(q.ready_at))
+            .max()
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -143,7 +150,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             match priority {
                 Priority::High => {
                     self.n_high += 1;
-                    self.high.push_back((key.clone(), seq));
+                    self.high.push_back(key.clone(), seq);
                     Lane::High
                 }
                 Priority::Low => {
@@ -215,7 +222,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.release(Lane::Low);
             let seq = self.next_seq();
             self.n_high += 1;
-            self.high.push_back((key.clone(), seq));
+            self.high.push_back(key.clone(), seq);
             self.keys.get_mut(&key).expect("live").queued = Some(Queued {
                 lane: Lane::High,
                 seq,
@@ -245,7 +252,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         const SLACK: usize = 1024;
         if self.high.len() > 2 * self.n_high + SLACK {
             let keys = &self.keys;
-            self.high.retain(|(k, s)| matches!(keys.get(k), Some(KeyState { queued: Some(q), .. }) if q.seq == *s && q.lane == Lane::High));
+            self.high.retain(|k, s| matches!(keys.get(k), Some(KeyState { queued: Some(q), .. }) if q.seq == s && q.lane == Lane::High));
         }
         if self.low.len() > 2 * self.n_low + SLACK {
             let keys = &self.keys;
@@ -269,7 +276,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 }
 
-impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> Inner<K> {
+impl<K: Tenant + Clone + Eq + Hash + Debug + Send + Sync + 'static> Inner<K> {
     /// The single merge point of every add. `priority == None` keeps the
     /// key's current priority.
     pub(super) fn enqueue(

@@ -5,7 +5,8 @@
 //!
 //! Every key the queue knows is in at most one of these places:
 //!
-//! * **high** — ready, handed out first, FIFO;
+//! * **high** — ready, handed out first: FIFO within a namespace, the
+//!   namespaces in turn (`fair`);
 //! * **low** — ready, but only *drained into high* at a fixed rate
 //!   ([`QueueConfig::low_per_minute`], token bucket of [`QueueConfig::low_burst`]);
 //!   a drained item joins the tail of the high lane (it keeps `Priority::Low`
@@ -73,8 +74,10 @@
 //!
 //! Fairness between plugins is achieved by giving each plugin its own queue
 //! and its own workers (concurrency from the plugin's manifest); one plugin's
-//! backlog therefore never delays another's. Nothing inside the queue is
-//! needed for it.
+//! backlog therefore never delays another's. Within one queue, the high lane
+//! takes the namespaces in turn ([`fair`]): a namespace's flood of ready keys
+//! (20,000 Jobs) delays another namespace's one key by a turn of each busy
+//! namespace, not by the flood (issue 49).
 //!
 //! # Time
 //!
@@ -100,12 +103,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use bucket::{TokenBucket, secs};
+pub(crate) use fair::Tenant;
 use lanes::{KeyState, Lane, State, lock};
 use metrics::{QueueHandles, Refresh};
 
 pub(crate) use metrics::QueueMetrics;
 
 mod bucket;
+pub(crate) mod fair;
 mod lanes;
 mod metrics;
 #[cfg(test)]
@@ -226,14 +231,14 @@ struct Inner<K> {
     wakeups: std::sync::atomic::AtomicUsize,
 }
 
-impl<K: Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
+impl<K: Tenant + Clone + Eq + Hash + Debug + Send + Sync + 'static> WorkQueue<K> {
     /// A new queue. `name` labels its metrics (use one name per queue);
     /// with `metrics == None` nothing is exported.
     pub(crate) fn new(name: &str, config: QueueConfig, metrics: Option<&QueueMetrics>) -> Self {
         let now = Instant::now();
         let state = State {
             keys: HashMap::new(),
-            high: VecDeque::new(),
+            high: Default::default(),
             low: VecDeque::new(),
             scheduled: BinaryHeap::new(),
             processing: HashMap::new(),

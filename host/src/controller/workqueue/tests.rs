@@ -272,7 +272,7 @@ async fn high_never_waits_behind_low() {
     assert!(seen <= 2, "at most the low bucket's burst precedes it");
 }
 
-fn queue_with<K: Clone + Eq + Hash + Debug + Send + Sync + 'static>(
+fn queue_with<K: super::Tenant + Clone + Eq + Hash + Debug + Send + Sync + 'static>(
     c: QueueConfig,
 ) -> WorkQueue<K> {
     WorkQueue::new("test", c, None)
