@@ -294,6 +294,16 @@ pub fn request_attributes(method: &str, path: &str, watch: bool) -> Attributes {
         "DELETE" => "delete",
         "GET" | "HEAD" if watch_path || (watch && name.is_empty()) => "watch",
         "GET" | "HEAD" if name.is_empty() => "list",
+        // A websocket's GET on a pod's exec, attach or portforward opens a
+        // session as POST does: upstream authorizes it as `create` too
+        // (AuthorizePodWebsocketUpgradeCreatePermission).
+        "GET"
+            if group.is_empty()
+                && resource == "pods"
+                && matches!(subresource, "exec" | "attach" | "portforward") =>
+        {
+            "create"
+        }
         "GET" | "HEAD" => "get",
         other => {
             return Attributes::NonResource {

@@ -89,6 +89,7 @@ mod services;
 mod status;
 mod store;
 mod strategy;
+mod streams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod validation;

@@ -25,6 +25,9 @@ pub(crate) enum Extra {
     Finalize,
     /// `serviceaccounts/token`: TokenRequest.
     Token,
+    /// `pods/exec` and `pods/attach`: upgraded connections to the node's kubelet.
+    Exec,
+    Attach,
 }
 
 #[derive(Debug, Clone)]
@@ -230,7 +233,13 @@ const BUILTINS: &[Builtin] = &[
         )
     },
     Builtin {
-        extras: &[Extra::Binding, Extra::Eviction, Extra::Log],
+        extras: &[
+            Extra::Binding,
+            Extra::Eviction,
+            Extra::Log,
+            Extra::Exec,
+            Extra::Attach,
+        ],
         ..b("", "v1", "pods", "pod", "Pod", true, &["po"], true)
     },
     b("", "v1", "nodes", "node", "Node", false, &["no"], true),
