@@ -433,6 +433,11 @@ mod tests {
         assert_eq!(a, res("watch", "", "pods", "", "p"));
         let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/log", false);
         assert_eq!(a, res("get", "", "pods", "log", "p"));
+        // A websocket's GET opens an exec or attach session: `create`, as upstream.
+        let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/exec", false);
+        assert_eq!(a, res("create", "", "pods", "exec", "p"));
+        let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/attach", false);
+        assert_eq!(a, res("create", "", "pods", "attach", "p"));
         let a = request_attributes("DELETE", "/apis/apps/v1/namespaces/a/statefulsets", false);
         assert_eq!(a, res("deletecollection", "apps", "statefulsets", "", ""));
         // A namespace is its own namespace.

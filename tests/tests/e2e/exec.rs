@@ -336,3 +336,80 @@ async fn startup_and_liveness_probes_restart_a_failing_container() -> Result<()>
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn exec_needs_create_on_pods_exec() -> Result<()> {
+    let (plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create_json(&pods, toolbox_pod("guarded", json!({}))).await?;
+    wait_running(&pods, "guarded").await?;
+    let role = |verbs: &[&str]| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "exec"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": verbs},
+            ],
+        })
+    };
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), "default");
+    create_json(&roles, role(&["get"])).await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(client.clone(), "default");
+    create_json(
+        &bindings,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "exec"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "exec"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+        }),
+    )
+    .await?;
+    // `get` on pods/exec is not enough: the websocket's GET opens a session.
+    let out = plane.kubectl(&["--as", "alice", "exec", "guarded", "--", "echo", "hi"])?;
+    assert!(!out.status.success(), "alice exec'd with get only");
+    let err = text(&out.stderr);
+    assert!(err.contains("create") && err.contains("pods/exec"), "{err}");
+
+    roles
+        .replace(
+            "exec",
+            &Default::default(),
+            &serde_json::from_value(role(&["create"]))?,
+        )
+        .await?;
+    let out = eventually(WAIT, "alice may exec", || async {
+        let out = plane
+            .kubectl(&["--as", "alice", "exec", "guarded", "--", "echo", "hi"])
+            .ok()?;
+        out.status.success().then_some(out)
+    })
+    .await?;
+    assert_eq!(text(&out.stdout), "hi\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn socket_probes_are_refused_with_their_reason() -> Result<()> {
+    let (_plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let probe = json!({"readinessProbe": {"httpGet": {"path": "/", "port": 8080}}});
+    create_json(&pods, toolbox_pod("web", probe)).await?;
+    let p = eventually(WAIT, "web refused", || async {
+        let p = pods.get_opt("web").await.ok().flatten()?;
+        (p.status.as_ref()?.phase.as_deref() == Some("Failed")).then_some(p)
+    })
+    .await?;
+    let status = p.status.unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("Unsupported"), "{status:?}");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("readinessProbe.httpGet") && message.contains("no sockets"),
+        "{message}"
+    );
+    Ok(())
+}
