@@ -148,14 +148,24 @@ async fn exec_sessions_per_pod_are_bounded() -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     create_json(&pods, toolbox_pod("busy", json!({}))).await?;
     wait_running(&pods, "busy").await?;
-    // Four sessions that wait on stdin the test holds open.
+    // Four sessions that wait on stdin the test holds open, each seen to run
+    // (it echoes a line back) before the next starts.
     let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(kubectl_child(
-            &plane,
-            &["exec", "-i", "busy", "--", "cat"],
-            Stdio::piped(),
-        )?);
+    for i in 0..4 {
+        let mut c = kubectl_child(&plane, &["exec", "-i", "busy", "--", "cat"], Stdio::piped())?;
+        let line = format!("session {i}\n");
+        c.stdin
+            .as_mut()
+            .context("stdin")?
+            .write_all(line.as_bytes())?;
+        let mut out = BufReader::new(c.stdout.take().context("stdout")?);
+        let mut echoed = String::new();
+        out.read_line(&mut echoed)?;
+        if echoed != line {
+            let out = c.wait_with_output()?;
+            bail!("session {i} did not run: {}", text(&out.stderr));
+        }
+        held.push((c, out));
     }
     let refused = eventually(WAIT, "a fifth session refused", || async {
         let out = plane
@@ -163,12 +173,30 @@ async fn exec_sessions_per_pod_are_bounded() -> Result<()> {
             .ok()?;
         (!out.status.success()).then(|| text(&out.stderr))
     })
-    .await?;
+    .await;
+    let refused = match refused {
+        Ok(r) => r,
+        Err(e) => {
+            let mut why = String::new();
+            for (c, _) in &mut held {
+                if let Ok(Some(s)) = c.try_wait() {
+                    let mut err = String::new();
+                    if let Some(mut e) = c.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                    }
+                    why.push_str(&format!("a held session ended ({s}): {err}\n"));
+                }
+            }
+            bail!("{e}: {why}; log:\n{}", plane.log());
+        }
+    };
     assert!(refused.contains("too many exec sessions"), "{refused}");
-    for mut c in held {
+    for (mut c, mut out) in held {
         drop(c.stdin.take());
-        let out = c.wait_with_output()?;
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest)?;
+        let status = c.wait_with_output()?;
+        assert!(status.status.success(), "{}", text(&status.stderr));
     }
     let again = plane.kubectl_ok(&["exec", "busy", "--", "echo", "again"])?;
     assert_eq!(again, "again\n");
@@ -410,6 +438,51 @@ async fn socket_probes_are_refused_with_their_reason() -> Result<()> {
     assert!(
         message.contains("readinessProbe.httpGet") && message.contains("no sockets"),
         "{message}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_probe_past_its_timeout_is_killed_and_fails() -> Result<()> {
+    let (_plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let spin = json!({"exec": {"command": ["spin"]}, "periodSeconds": 5, "timeoutSeconds": 1});
+    create_json(&pods, toolbox_pod("slow", json!({"readinessProbe": spin}))).await?;
+    wait_running(&pods, "slow").await?;
+    let failed = eventually(WAIT, "a timed-out readiness probe", || async {
+        let e = events_about(&client, "slow", "Unhealthy").await;
+        e.into_iter().find(|m| m.contains("timed out after 1s"))
+    })
+    .await?;
+    assert!(failed.starts_with("Readiness probe failed"), "{failed}");
+    let p = pods.get("slow").await?;
+    assert!(!is_ready(&p), "a probe that never ends never passes");
+    Ok(())
+}
+
+/// `kubectl exec POD -- echo` round trips (kubectl → API server → kubelet
+/// port → a new instance of the pod's module → back), printed, not asserted:
+/// `cargo nextest run --test e2e --run-ignored only -E 'test(/^exec::bench_/)' --no-capture`.
+#[tokio::test]
+#[ignore]
+async fn bench_exec_round_trip() -> Result<()> {
+    let (plane, client) = workload_plane::start_with("scheduler,wasi-runner", &[]).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create_json(&pods, toolbox_pod("bench", json!({}))).await?;
+    wait_running(&pods, "bench").await?;
+    plane.kubectl_ok(&["exec", "bench", "--", "echo", "warm"])?;
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = std::time::Instant::now();
+        plane.kubectl_ok(&["exec", "bench", "--", "echo", "hi"])?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!(
+        "kubectl exec round trip over 20 runs: median {:?}, min {:?}, max {:?}",
+        times[times.len() / 2],
+        times[0],
+        times[times.len() - 1]
     );
     Ok(())
 }

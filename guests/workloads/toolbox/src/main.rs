@@ -3,14 +3,14 @@
 //! forever) and `kubectl exec POD -- echo hi` runs it again as `echo`.
 //!
 //! - `echo ARGS...`: the arguments on stdout; `warn ARGS...` on stderr
-//! - `cat [FILE]`: the file, or stdin to its end, on stdout
+//! - `cat [FILE]`: the file, or stdin line by line to its end, on stdout
 //! - `env`: the environment, `NAME=value` per line
 //! - `exit CODE`: exits with CODE
 //! - `touch FILE`, `rm FILE`, `test-file FILE` (exits 0 when FILE exists, else 1)
 //! - `flood BYTES`: that many `x` on stdout
 //! - `spin`: burns CPU forever
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -22,16 +22,19 @@ fn main() {
         "echo" => println!("{}", rest.join(" ")),
         "warn" => eprintln!("{}", rest.join(" ")),
         "cat" => {
-            let mut data = Vec::new();
             if rest.is_empty() {
-                std::io::stdin().read_to_end(&mut data).expect("stdin");
+                // Line by line, as it comes: a caller sees each line echoed at once.
+                let mut out = std::io::stdout();
+                for line in std::io::stdin().lines() {
+                    writeln!(out, "{}", line.expect("stdin")).expect("stdout");
+                }
             } else {
-                data = std::fs::read(arg(0)).unwrap_or_else(|e| {
+                let data = std::fs::read(arg(0)).unwrap_or_else(|e| {
                     eprintln!("cat: {}: {e}", arg(0));
                     std::process::exit(1)
                 });
+                std::io::stdout().write_all(&data).expect("stdout");
             }
-            std::io::stdout().write_all(&data).expect("stdout");
         }
         "env" => {
             for (k, v) in std::env::vars() {

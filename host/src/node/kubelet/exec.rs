@@ -32,6 +32,8 @@ use super::channels::{self, CLOSE, ERROR, RESIZE, STDERR, STDIN, STDOUT, StreamO
 use super::{Kubelet, status};
 
 type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+/// An HTTP refusal before the upgrade: its status and message.
+type Refusal = (StatusCode, String);
 
 /// Kills an instance when its session ends however it ends (a no-op once it exited).
 struct KillOnDrop(Arc<WorkloadManager>, u64);
@@ -50,7 +52,7 @@ pub(super) async fn exec(
 ) -> Response {
     let (ws, opts) = match prepare(ws, raw.as_deref()) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err((code, why)) => return status(code, why),
     };
     if opts.command.is_empty() {
         return status(
@@ -60,7 +62,7 @@ pub(super) async fn exec(
     }
     let uid = match pod_uid(&k, &namespace, &pod).await {
         Ok(u) => u,
-        Err(r) => return r,
+        Err((code, why)) => return status(code, why),
     };
     let req = ExecRequest {
         pod_uid: uid,
@@ -92,7 +94,7 @@ pub(super) async fn attach(
 ) -> Response {
     let (ws, opts) = match prepare(ws, raw.as_deref()) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err((code, why)) => return status(code, why),
     };
     if opts.stdin {
         return status(
@@ -102,7 +104,7 @@ pub(super) async fn attach(
     }
     let uid = match pod_uid(&k, &namespace, &pod).await {
         Ok(u) => u,
-        Err(r) => return r,
+        Err((code, why)) => return status(code, why),
     };
     ws.on_upgrade(move |socket| async move {
         match k.workloads.attach(&uid, &container) {
@@ -113,16 +115,16 @@ pub(super) async fn attach(
 }
 
 /// The upgrade and the options, or the HTTP answer that refuses them.
-fn prepare(ws: Upgrade, raw: Option<&str>) -> Result<(WebSocketUpgrade, StreamOptions), Response> {
+fn prepare(ws: Upgrade, raw: Option<&str>) -> Result<(WebSocketUpgrade, StreamOptions), Refusal> {
     let Ok(ws) = ws else {
-        return Err(status(
+        return Err((
             StatusCode::BAD_REQUEST,
-            "wasmlet nodes serve exec and attach over websockets only (v5.channel.k8s.io, v4.channel.k8s.io); SPDY is not served",
+            "wasmlet nodes serve exec and attach over websockets only (v5.channel.k8s.io, v4.channel.k8s.io); SPDY is not served".into(),
         ));
     };
     let ws = ws.protocols(channels::PROTOCOLS);
     if ws.selected_protocol().is_none() {
-        return Err(status(
+        return Err((
             StatusCode::BAD_REQUEST,
             format!(
                 "no supported websocket subprotocol was offered (served: {})",
@@ -130,25 +132,25 @@ fn prepare(ws: Upgrade, raw: Option<&str>) -> Result<(WebSocketUpgrade, StreamOp
             ),
         ));
     }
-    let opts = StreamOptions::parse(raw).map_err(|e| status(StatusCode::BAD_REQUEST, e))?;
+    let opts = StreamOptions::parse(raw).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
     Ok((ws, opts))
 }
 
 /// The uid of a pod that runs on this node.
-async fn pod_uid(k: &Kubelet, namespace: &str, pod: &str) -> Result<String, Response> {
+async fn pod_uid(k: &Kubelet, namespace: &str, pod: &str) -> Result<String, Refusal> {
     let pods: Api<Pod> = Api::namespaced(k.client.clone(), namespace);
     let p = match pods.get_opt(pod).await {
         Ok(Some(p)) => p,
         Ok(None) => {
-            return Err(status(
+            return Err((
                 StatusCode::NOT_FOUND,
                 format!("pod {namespace}/{pod} not found"),
             ));
         }
-        Err(e) => return Err(status(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
+        Err(e) => return Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
     };
     if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(k.node.as_str()) {
-        return Err(status(
+        return Err((
             StatusCode::NOT_FOUND,
             format!("pod {namespace}/{pod} does not run on node {}", k.node),
         ));
