@@ -294,6 +294,16 @@ pub fn request_attributes(method: &str, path: &str, watch: bool) -> Attributes {
         "DELETE" => "delete",
         "GET" | "HEAD" if watch_path || (watch && name.is_empty()) => "watch",
         "GET" | "HEAD" if name.is_empty() => "list",
+        // A websocket's GET on a pod's exec, attach or portforward opens a
+        // session as POST does: upstream authorizes it as `create` too
+        // (AuthorizePodWebsocketUpgradeCreatePermission).
+        "GET"
+            if group.is_empty()
+                && resource == "pods"
+                && matches!(subresource, "exec" | "attach" | "portforward") =>
+        {
+            "create"
+        }
         "GET" | "HEAD" => "get",
         other => {
             return Attributes::NonResource {
@@ -423,6 +433,11 @@ mod tests {
         assert_eq!(a, res("watch", "", "pods", "", "p"));
         let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/log", false);
         assert_eq!(a, res("get", "", "pods", "log", "p"));
+        // A websocket's GET opens an exec or attach session: `create`, as upstream.
+        let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/exec", false);
+        assert_eq!(a, res("create", "", "pods", "exec", "p"));
+        let a = request_attributes("GET", "/api/v1/namespaces/a/pods/p/attach", false);
+        assert_eq!(a, res("create", "", "pods", "attach", "p"));
         let a = request_attributes("DELETE", "/apis/apps/v1/namespaces/a/statefulsets", false);
         assert_eq!(a, res("deletecollection", "apps", "statefulsets", "", ""));
         // A namespace is its own namespace.

@@ -132,6 +132,8 @@ fn subresources(rt: &ResourceType) -> Vec<Sub<'_>> {
             Extra::Binding => sub("binding", "Binding", None, &["create"]),
             Extra::Eviction => sub("eviction", "Eviction", Some(("policy", "v1")), &["create"]),
             Extra::Log => sub("log", &rt.kind, None, &["get"]),
+            Extra::Exec => sub("exec", "PodExecOptions", None, &["create", "get"]),
+            Extra::Attach => sub("attach", "PodAttachOptions", None, &["create", "get"]),
             Extra::Finalize => sub("finalize", &rt.kind, None, &["update"]),
             Extra::Approval => sub("approval", &rt.kind, None, &["get", "update"]),
             Extra::Token => sub(

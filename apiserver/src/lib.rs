@@ -53,8 +53,11 @@
 //! - `/readyz` and `/livez` have upstream's basic checks but none of its
 //!   post-start hooks.
 //! - See [`wasmlet_apimachinery::managedfields`] for server-side apply.
-//! - `pods/log` does not verify the kubelet's serving certificate (as
-//!   kube-apiserver without `--kubelet-certificate-authority`).
+//! - `pods/log`, `pods/exec` and `pods/attach` do not verify the kubelet's
+//!   serving certificate (as kube-apiserver without `--kubelet-certificate-authority`).
+//! - `pods/exec` and `pods/attach` forward a websocket upgrade to the kubelet
+//!   as it came (upstream 1.30+ translates it to SPDY for the kubelet); SPDY
+//!   from the client is refused; `pods/portforward` is not served.
 //! - ResourceQuota admission charges creates, not updates; a quota not yet
 //!   measured is measured by the create that needs it (upstream refuses with
 //!   "status unknown"); see `resourcequota` and `limitranger`.
@@ -90,6 +93,7 @@ mod services;
 mod status;
 mod store;
 mod strategy;
+mod streams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod validation;

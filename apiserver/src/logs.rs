@@ -23,7 +23,7 @@ pub(crate) struct KubeletClients {
     clients: Mutex<HashMap<String, kube::Client>>,
 }
 
-fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
+pub(crate) fn client_for(state: &ApiState, url: &str) -> ApiResult<kube::Client> {
     let mut clients = state
         .kubelets
         .clients
@@ -96,16 +96,9 @@ fn log_options(pod: &str, query: &Query) -> ApiResult<LogOptions> {
     Err(err)
 }
 
-pub(crate) async fn proxy(
-    state: &ApiState,
-    pod: &Value,
-    node: &str,
-    query: &Query,
-) -> ApiResult<Response> {
-    let ns = pod
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+/// The container a `pods/log`, `exec` or `attach` request names (`container`),
+/// or the pod's only one: upstream's messages when it names none or another.
+pub(crate) fn container_of(pod: &Value, query: &Query) -> ApiResult<String> {
     let name = pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -120,22 +113,21 @@ pub(crate) async fn proxy(
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
-    let container = match query.get("container").filter(|c| !c.is_empty()) {
-        Some(c) if containers.contains(&c.as_str()) || inits.contains(&c.as_str()) => c.clone(),
-        Some(c) => {
-            return Err(ApiError::bad_request(format!(
-                "container {c} is not valid for pod {name}"
-            )));
-        }
-        None if containers.len() == 1 => containers[0].to_string(),
-        None => {
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                containers.join(" ")
-            )));
-        }
-    };
-    let opts = log_options(name, query)?;
+    match query.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if containers.contains(&c.as_str()) || inits.contains(&c.as_str()) => Ok(c.clone()),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
+        None if containers.len() == 1 => Ok(containers[0].to_string()),
+        None => Err(ApiError::bad_request(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            containers.join(" ")
+        ))),
+    }
+}
+
+/// `https://IP:PORT` of the node's kubelet, from its Node's status.
+pub(crate) fn kubelet_base(state: &ApiState, node: &str) -> ApiResult<String> {
     let nodes = state.registry.builtin("", "v1", "nodes")?;
     let node_obj = state.resources.get(&nodes, "", node)?.value()?;
     let port = node_obj
@@ -159,7 +151,26 @@ pub(crate) async fn proxy(
     } else {
         ip
     };
-    let base = format!("https://{host}:{port}");
+    Ok(format!("https://{host}:{port}"))
+}
+
+pub(crate) async fn proxy(
+    state: &ApiState,
+    pod: &Value,
+    node: &str,
+    query: &Query,
+) -> ApiResult<Response> {
+    let ns = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let container = container_of(pod, query)?;
+    let opts = log_options(name, query)?;
+    let base = kubelet_base(state, node)?;
     // The serializer is not Send: finish it before any await.
     let q = {
         let mut q = url::form_urlencoded::Serializer::new(String::new());

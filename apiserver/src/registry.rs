@@ -27,6 +27,9 @@ pub(crate) enum Extra {
     Token,
     /// `certificatesigningrequests/approval`: the Approved or Denied condition.
     Approval,
+    /// `pods/exec` and `pods/attach`: upgraded connections to the node's kubelet.
+    Exec,
+    Attach,
 }
 
 #[derive(Debug, Clone)]
@@ -232,7 +235,13 @@ const BUILTINS: &[Builtin] = &[
         )
     },
     Builtin {
-        extras: &[Extra::Binding, Extra::Eviction, Extra::Log],
+        extras: &[
+            Extra::Binding,
+            Extra::Eviction,
+            Extra::Log,
+            Extra::Exec,
+            Extra::Attach,
+        ],
         ..b("", "v1", "pods", "pod", "Pod", true, &["po"], true)
     },
     b("", "v1", "nodes", "node", "Node", false, &["no"], true),

@@ -107,6 +107,8 @@ fn parse_target(state: &ApiState, path: &str) -> ApiResult<Target> {
             "binding" => rt.extras.contains(&Extra::Binding),
             "eviction" => rt.extras.contains(&Extra::Eviction),
             "log" => rt.extras.contains(&Extra::Log),
+            "exec" => rt.extras.contains(&Extra::Exec),
+            "attach" => rt.extras.contains(&Extra::Attach),
             "finalize" => rt.extras.contains(&Extra::Finalize),
             "token" => rt.extras.contains(&Extra::Token),
             "approval" => rt.extras.contains(&Extra::Approval),
@@ -206,7 +208,7 @@ pub async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Respo
             let long_running = watching
                 || target
                     .as_ref()
-                    .is_some_and(|t| t.subresource.as_deref() == Some("log"));
+                    .is_some_and(|t| matches!(t.subresource.as_deref(), Some("log" | "exec" | "attach")));
             let result = if long_running {
                 handle(state.clone(), req).await
             } else {
@@ -336,7 +338,7 @@ fn protobuf_watch(body: Body) -> Body {
 }
 
 async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
-    let (parts, mut body) = req.into_parts();
+    let (mut parts, mut body) = req.into_parts();
     let target = parse_target(&state, parts.uri.path())?;
     let query = parse_query(&parts.uri);
     let mut content_type = parts
@@ -403,6 +405,9 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         }
         (&Method::GET, true, Some("scale")) => subresources::get_scale(&state, &target),
         (&Method::GET, true, Some("log")) => subresources::log(&state, &target, &query).await,
+        (&Method::GET | &Method::POST, true, Some("exec" | "attach")) => {
+            crate::streams::forward(&state, &target, &mut parts).await
+        }
         (&Method::GET, true, _) => read::get(&state, &target, &accept),
         (&Method::POST, false, _) => {
             write::create(&state, &target, read_body(body).await?, &req).await

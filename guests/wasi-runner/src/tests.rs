@@ -786,7 +786,7 @@ fn unsupported_fields_fail_the_pod() {
 }
 
 #[test]
-fn probes_are_accepted_and_said_to_be_ignored() {
+fn exec_probes_are_left_to_the_host_and_socket_probes_refused() {
     let host = FakeHost::new();
     host.add_module(HELLO, "sha256:aa");
     let mut a = Agent::new(
@@ -797,11 +797,20 @@ fn probes_are_accepted_and_said_to_be_ignored() {
     );
     a.run(None);
     assert_eq!(a.state, "Running");
-    assert!(
-        host.events()
-            .iter()
-            .any(|(_, r, n)| r == "Ignored" && n.contains("a.readinessProbe"))
+    assert!(!host.events().iter().any(|(_, r, _)| r == "Ignored"));
+
+    let host = FakeHost::new();
+    host.add_module(HELLO, "sha256:aa");
+    let mut a = Agent::new(
+        &host,
+        pod(
+            json!({ "containers": [{ "name": "a", "image": HELLO, "livenessProbe": { "httpGet": { "port": 80 } } }] }),
+        ),
     );
+    a.run(None);
+    assert!(host.events().iter().any(|(t, r, n)| t == "Warning"
+        && r == "Unsupported"
+        && n.starts_with("spec.containers[0].livenessProbe.httpGet")));
 }
 
 #[test]

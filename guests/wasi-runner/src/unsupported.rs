@@ -91,6 +91,26 @@ pub fn check(pod: &Pod) -> Option<String> {
                     "workloads have no block devices",
                 );
             }
+            let probes = [
+                ("startupProbe", &c.startup_probe),
+                ("readinessProbe", &c.readiness_probe),
+                ("livenessProbe", &c.liveness_probe),
+            ];
+            for (name, probe) in probes {
+                let Some(p) = probe else { continue };
+                for (set, kind) in [
+                    (p.http_get.is_some(), "httpGet"),
+                    (p.tcp_socket.is_some(), "tcpSocket"),
+                    (p.grpc.is_some(), "grpc"),
+                ] {
+                    if set {
+                        return unsupported(
+                            format!("{at}.{name}.{kind}"),
+                            "workloads have no sockets to probe (only exec probes are served)",
+                        );
+                    }
+                }
+            }
             if group == "initContainers" && c.restart_policy.as_deref() == Some("Always") {
                 return unsupported(
                     format!("{at}.restartPolicy: Always"),
@@ -102,7 +122,8 @@ pub fn check(pod: &Pod) -> Option<String> {
     None
 }
 
-/// Fields that are accepted but have no effect, for an Event (probes, hooks, ...).
+/// Fields that are accepted but have no effect, for an Event (hooks, workingDir, ...).
+/// Exec probes are the host's (its prober runs them), not the provider's.
 pub fn ignored(pod: &Pod) -> Vec<String> {
     let Some(spec) = pod.spec.as_ref() else {
         return vec![];
@@ -119,12 +140,6 @@ pub fn ignored(pod: &Pod) -> Vec<String> {
                 out.push(format!("{}.{what}", c.name));
             }
         };
-        note(c.liveness_probe.is_some(), "livenessProbe");
-        note(
-            c.readiness_probe.is_some(),
-            "readinessProbe (ready = running)",
-        );
-        note(c.startup_probe.is_some(), "startupProbe");
         note(c.lifecycle.is_some(), "lifecycle");
         note(
             c.working_dir.as_deref().is_some_and(|w| !w.is_empty()),

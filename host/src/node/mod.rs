@@ -3,10 +3,11 @@
 //! - [`agent`]: the Node object, its lease and heartbeat;
 //! - [`admission`]: which bound pods fit the node (the kubelet's admission);
 //! - [`pods`]: one state machine per pod, driven through the provider;
+//! - [`probes`]: exec probes (startup, readiness, liveness) over the provider's status;
 //! - [`ready`]: what the Node's Ready condition says (the provider's health);
 //! - [`pressure`]: its memory, disk and PID pressure conditions;
 //! - [`workloads`]: module store and WASI workloads (what `workloads` imports do);
-//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`;
+//! - [`kubelet`]: the kubelet API subset behind `kubectl logs`, `exec` and `attach`;
 //! - [`metrics`]: pods per state, transitions, time in state, handler faults.
 
 pub(crate) mod admission;
@@ -15,6 +16,7 @@ pub(crate) mod kubelet;
 pub(crate) mod metrics;
 pub(crate) mod pods;
 pub(crate) mod pressure;
+pub(crate) mod probes;
 pub(crate) mod ready;
 pub(crate) mod workloads;
 
@@ -219,7 +221,13 @@ impl NodeAgent {
             plugins.subscribe(),
             workloads.clone(),
         ));
-        let runner = PodRunner::new(client.clone(), plugins, provider, config.clone());
+        let runner = PodRunner::new(
+            client.clone(),
+            plugins,
+            provider,
+            config.clone(),
+            workloads.clone(),
+        );
         {
             let runner = runner.clone();
             let mut exits = workloads.subscribe_exits();

@@ -48,6 +48,8 @@ pub(crate) enum Wake {
     PodGone,
     WorkloadExited(u64),
     FetchDone(u64),
+    /// A probe result changed: the status is written again.
+    ProbeChanged,
 }
 
 /// Routes workload exits and fetch completions to the machine waiting on them.
@@ -77,6 +79,8 @@ pub(crate) struct PodRunner {
     rejected: Mutex<std::collections::HashSet<String>>,
     /// Pods per state, transitions, time in state, handler faults.
     pub(crate) metrics: super::metrics::PodMetrics,
+    /// The containers' probes, laid over the provider's status.
+    prober: super::probes::Prober,
 }
 
 /// `namespace/name`: how the node names a pod (logs, the status page).
@@ -94,6 +98,7 @@ impl PodRunner {
         plugins: Arc<PluginSet>,
         provider: &str,
         node: NodeConfig,
+        workloads: Arc<super::workloads::WorkloadManager>,
     ) -> Arc<PodRunner> {
         let recorder = Recorder::new(
             client.clone(),
@@ -103,6 +108,7 @@ impl PodRunner {
             },
         );
         Arc::new(PodRunner {
+            prober: super::probes::Prober::new(workloads, recorder.clone()),
             client,
             plugins,
             provider: provider.into(),
@@ -316,6 +322,7 @@ impl PodRunner {
             .run()
             .await;
             me.set_state(&key, None);
+            me.prober.forget(&uid);
             me.admission().release(&uid);
             let mut r = me.routes();
             r.machines.remove(&uid);
@@ -433,6 +440,9 @@ impl Machine {
             status["startTime"] =
                 json!(chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string());
         }
+        let wake = self.runner.routes().machines.get(&self.uid).cloned();
+        self.runner.prober.sync(&self.pod, wake);
+        self.runner.prober.overlay(&self.pod, &mut status);
         let mut conds: Vec<Value> = status
             .get("conditions")
             .and_then(Value::as_array)
@@ -643,6 +653,8 @@ impl Machine {
                         event = Some(WakeEvent::FetchDone(f));
                         break;
                     }
+                    // The provider's status again, with the new result over it.
+                    Some(Wake::ProbeChanged) => self.enter(&state, &data).await,
                     Some(_) => {}
                 }
             }

@@ -26,6 +26,7 @@ mod deploy;
 mod deployment;
 mod disruption;
 mod durability;
+mod exec;
 mod faults;
 mod hardening_api;
 mod hardening_limits;

@@ -1,6 +1,7 @@
-//! The kubelet API subset the API server needs for `kubectl logs`:
-//! `GET /containerLogs/{namespace}/{pod}/{container}` with `follow`,
-//! `tailLines`, `sinceSeconds`, `timestamps`, `previous` and `limitBytes`.
+//! The kubelet API subset the API server needs for `kubectl logs`, `exec` and
+//! `attach`: `GET /containerLogs/{namespace}/{pod}/{container}` with `follow`,
+//! `tailLines`, `sinceSeconds`, `timestamps`, `previous` and `limitBytes`;
+//! `/exec/...` and `/attach/...` over a websocket ([`exec`], [`channels`]).
 //!
 //! Callers authenticate and are authorized as a kubelet's are (see [`auth`]):
 //! a client certificate signed by the configured CA (what kube-apiserver
@@ -24,6 +25,8 @@ use super::workloads::WorkloadManager;
 use auth::{Attributes, Gate, Refusal, User};
 
 pub(crate) mod auth;
+mod channels;
+mod exec;
 mod logs;
 pub(crate) mod review_cache;
 
@@ -128,6 +131,14 @@ pub(crate) async fn serve(
             "/containerLogs/{namespace}/{pod}/{container}",
             get(logs::container_logs),
         )
+        .route(
+            "/exec/{namespace}/{pod}/{container}",
+            get(exec::exec).post(exec::exec),
+        )
+        .route(
+            "/attach/{namespace}/{pod}/{container}",
+            get(exec::attach).post(exec::attach),
+        )
         .route_layer(middleware::from_fn_with_state(kubelet.clone(), admit))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(kubelet);
@@ -160,7 +171,7 @@ pub(crate) async fn serve(
                 let _ = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
                 )
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service)
                 .await;
             });
         }

@@ -34,7 +34,7 @@ pub const MAX_LINE: usize = 16 * 1024;
 pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogStream {
+pub enum LogStream {
     Stdout,
     Stderr,
 }
@@ -259,6 +259,8 @@ fn split_long(line: &[u8]) -> Vec<(bool, &[u8])> {
 pub(crate) struct Capture {
     pub(crate) sink: Arc<Mutex<LogSink>>,
     pub(crate) stream: LogStream,
+    /// Attached clients see the output too.
+    pub(crate) attach: super::exec::AttachTap,
 }
 
 impl Capture {
@@ -267,6 +269,7 @@ impl Capture {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .write(self.stream, bytes);
+        self.attach.send(self.stream, bytes);
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod disk;
 pub(crate) mod engine;
+pub(crate) mod exec;
 mod fetch;
 pub(crate) mod files;
 pub(crate) mod logs;
@@ -66,6 +67,8 @@ struct Inner {
     /// The memory the running workloads hold together, capped at
     /// `memory_budget` (each workload's own cap is its limit).
     memory: Arc<crate::plugin::sandbox::MemoryPool>,
+    /// Each container's last spawn (pod uid, container), what exec instances copy.
+    templates: Mutex<HashMap<(String, String), (WorkloadHandle, exec::Template)>>,
     /// Evicted pods (uid → why): their spawns are refused until released.
     evicted: Mutex<HashMap<String, String>>,
     next_id: AtomicU64,
@@ -146,6 +149,7 @@ impl WorkloadManager {
                 volumes: Mutex::default(),
                 workloads: Mutex::default(),
                 memory,
+                templates: Mutex::default(),
                 evicted: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 exits,
@@ -255,11 +259,11 @@ impl WorkloadManager {
         max_bytes: u32,
     ) -> Result<Vec<u8>, WorkloadError> {
         let w = self.inner.workload(handle)?;
-        let tail = w
-            .sink
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tail(max_bytes as usize);
+        let tail = w.sink.as_ref().map_or_else(Vec::new, |s| {
+            s.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .tail(max_bytes as usize)
+        });
         Ok(tail)
     }
 
@@ -301,6 +305,11 @@ impl WorkloadManager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(pod_uid);
+        self.inner
+            .templates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(uid, _), _| uid != pod_uid);
         let dir = volumes::check_segment(pod_uid, "pod uid")
             .ok()
             .map(|_| self.inner.pod_dir(pod_uid));

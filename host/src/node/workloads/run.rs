@@ -90,8 +90,13 @@ pub(crate) struct Workload {
     pub(crate) pod_uid: String,
     pub(crate) status: watch::Sender<WorkloadStatus>,
     pub(crate) kill: Arc<KillSwitch>,
-    pub(crate) sink: Arc<Mutex<LogSink>>,
+    /// The container's log; `None` for an exec instance (its output goes to its caller).
+    pub(crate) sink: Option<Arc<Mutex<LogSink>>>,
     pub(crate) log_path: PathBuf,
+    /// Its stdout and stderr as they are written, for `kubectl attach`.
+    pub(crate) attach: super::exec::AttachTap,
+    /// An exec session's instance (counted against [`super::exec::MAX_SESSIONS_PER_POD`]).
+    pub(crate) session: bool,
 }
 
 impl Workload {
@@ -163,7 +168,10 @@ fn classify(
 impl Inner {
     /// The loaded module for a spawn: in memory, or loaded now from the store (after a
     /// host restart a module-ref stays valid; its precompiled form makes this fast).
-    fn module_for_spawn(&self, module: &str) -> Result<Arc<LoadedModule>, WorkloadError> {
+    pub(crate) fn module_for_spawn(
+        &self,
+        module: &str,
+    ) -> Result<Arc<LoadedModule>, WorkloadError> {
         let hex = super::fetch::digest_hex(module).ok_or_else(|| {
             WorkloadError::Invalid(format!(
                 "module {module:?} is not a sha256:<hex> module-ref"
@@ -180,6 +188,44 @@ impl Inner {
         })?;
         self.load_module(hex, &bytes)
             .map_err(|e| WorkloadError::Invalid(format!("module {module}: {e}")))
+    }
+
+    /// Opens each mount beneath its volume; two at one path are refused.
+    pub(crate) fn resolve_mounts(
+        &self,
+        pod_uid: &str,
+        mounts: &[super::Mount],
+    ) -> Result<Vec<(std::os::fd::OwnedFd, String, wasmtime_wasi::FsPerms)>, WorkloadError> {
+        let mut out = Vec::new();
+        for m in mounts {
+            let resolved = self.resolve_mount(pod_uid, m)?;
+            if out
+                .iter()
+                .any(|(_, g, _): &(std::os::fd::OwnedFd, String, _)| *g == resolved.1)
+            {
+                return Err(WorkloadError::Invalid(format!(
+                    "two mounts at {}",
+                    resolved.1
+                )));
+            }
+            out.push(resolved);
+        }
+        Ok(out)
+    }
+
+    /// Refuses a start beyond `--workload-max` running workloads.
+    pub(crate) fn check_capacity(&self) -> Result<(), WorkloadError> {
+        let running = self
+            .workloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .running();
+        if running >= self.config.max_workloads {
+            return Err(WorkloadError::Failed(format!(
+                "too many workloads ({running} running)"
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn spawn(
@@ -220,29 +266,8 @@ impl Inner {
                 )));
             }
         }
-        let mut mounts = Vec::new();
-        for m in &spec.mounts {
-            let resolved = self.resolve_mount(&t.pod_uid, m)?;
-            if mounts
-                .iter()
-                .any(|(_, g, _): &(std::os::fd::OwnedFd, String, _)| *g == resolved.1)
-            {
-                return Err(invalid(format!("two mounts at {}", resolved.1)));
-            }
-            mounts.push(resolved);
-        }
-        {
-            let running = self
-                .workloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .running();
-            if running >= self.config.max_workloads {
-                return Err(WorkloadError::Failed(format!(
-                    "too many workloads ({running} running)"
-                )));
-            }
-        }
+        let mounts = self.resolve_mounts(&t.pod_uid, &spec.mounts)?;
+        self.check_capacity()?;
 
         let log_path = self.log_path(&t.pod_uid, &t.container, t.attempt);
         if let Some(dir) = log_path.parent() {
@@ -252,6 +277,7 @@ impl Inner {
             WorkloadError::Failed(format!("opening the log file {}: {e}", log_path.display()))
         })?;
         let sink = Arc::new(Mutex::new(sink));
+        let attach = super::exec::AttachTap::default();
 
         let mut b = WasiCtxBuilder::new();
         if spec.args.is_empty() {
@@ -260,25 +286,51 @@ impl Inner {
             b.args(&spec.args);
         }
         b.envs(&spec.env);
-        b.allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
         b.stdout(Capture {
             sink: sink.clone(),
             stream: LogStream::Stdout,
+            attach: attach.clone(),
         });
         b.stderr(Capture {
             sink: sink.clone(),
             stream: LogStream::Stderr,
+            attach: attach.clone(),
         });
-        // Each mount is already open (resolved beneath its volume without following
-        // symlinks); WASI reopens that same directory, never the volume's path.
-        for (dir, guest, perms) in &mounts {
-            b.preopened_dir(preopen_path(dir), guest, *perms)
-                .map_err(|e| WorkloadError::Failed(format!("mounting {guest}: {e:#}")))?;
-        }
-        drop(mounts);
+        preopen(&mut b, mounts)?;
+        let template = super::exec::Template {
+            module: spec.module.clone(),
+            env: spec.env.clone(),
+            mounts: spec.mounts.clone(),
+            memory,
+        };
+        let handle = self.launch(
+            module,
+            b,
+            memory,
+            Launched {
+                pod_uid: t.pod_uid.clone(),
+                sink: Some(sink),
+                log_path,
+                attach,
+                session: false,
+            },
+        );
+        self.remember(&t.pod_uid, &t.container, handle, template);
+        Ok(handle)
+    }
 
+    /// Runs `module` with the WASI context `b` on its own task, with `memory`
+    /// bytes at most (within the node's pool); returns at once.
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        module: Arc<LoadedModule>,
+        mut b: WasiCtxBuilder,
+        memory: u64,
+        l: Launched,
+    ) -> WorkloadHandle {
+        b.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         let handle = self.next_id();
         let started_at_ms = now_ms();
         let (status, _) = watch::channel(WorkloadStatus {
@@ -288,11 +340,13 @@ impl Inner {
         });
         let kill = Arc::new(KillSwitch::default());
         let workload = Arc::new(Workload {
-            pod_uid: t.pod_uid.clone(),
+            pod_uid: l.pod_uid,
             status,
             kill: kill.clone(),
-            sink: sink.clone(),
-            log_path,
+            sink: l.sink,
+            log_path: l.log_path,
+            attach: l.attach,
+            session: l.session,
         });
         // The limit reserves nothing: pods were admitted by their requests
         // against the budget (node admission), and the budget caps the memory
@@ -388,11 +442,9 @@ impl Inner {
                 Outcome::OutOfMemory(m) | Outcome::Trap(m) => RunState::Failed(m),
                 Outcome::StartFailed(m) => RunState::Failed(format!("failed to start: {m}")),
             };
-            workload
-                .sink
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .finish();
+            if let Some(sink) = &workload.sink {
+                sink.lock().unwrap_or_else(|p| p.into_inner()).finish();
+            }
             tracing::debug!(workload = handle, state = ?state, "workload finished");
             {
                 // Under the table's lock, so a release cannot count it off too.
@@ -405,6 +457,29 @@ impl Inner {
             }
             let _ = inner.exits.send(handle);
         });
-        Ok(handle)
+        handle
     }
+}
+
+/// What a launched workload is, besides its module and context.
+pub(crate) struct Launched {
+    pub(crate) pod_uid: String,
+    pub(crate) sink: Option<Arc<Mutex<LogSink>>>,
+    pub(crate) log_path: PathBuf,
+    pub(crate) attach: super::exec::AttachTap,
+    pub(crate) session: bool,
+}
+
+/// Preopens each mount. Each is already open (resolved beneath its volume
+/// without following symlinks); WASI reopens that same directory, never the
+/// volume's path.
+pub(crate) fn preopen(
+    b: &mut WasiCtxBuilder,
+    mounts: Vec<(std::os::fd::OwnedFd, String, wasmtime_wasi::FsPerms)>,
+) -> Result<(), WorkloadError> {
+    for (dir, guest, perms) in &mounts {
+        b.preopened_dir(preopen_path(dir), guest, *perms)
+            .map_err(|e| WorkloadError::Failed(format!("mounting {guest}: {e:#}")))?;
+    }
+    Ok(())
 }

@@ -98,8 +98,12 @@ mod tests {
             pod_uid: pod.into(),
             status,
             kill: Arc::default(),
-            sink: Arc::new(Mutex::new(LogSink::open(log_path.clone(), 1024).unwrap())),
+            sink: Some(Arc::new(Mutex::new(
+                LogSink::open(log_path.clone(), 1024).unwrap(),
+            ))),
             log_path,
+            attach: Default::default(),
+            session: false,
         })
     }
 
