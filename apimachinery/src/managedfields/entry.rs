@@ -121,6 +121,21 @@ pub(super) fn decode(obj: &Value) -> Vec<Entry> {
     out
 }
 
+/// The entries a client sent, or `None` when any of them does not decode
+/// (upstream then keeps the live object's, as for an empty list).
+pub(super) fn decode_sent(obj: &Value) -> Option<Vec<Entry>> {
+    let Some(Value::Array(list)) = obj.pointer("/metadata/managedFields") else {
+        return None;
+    };
+    let mut out: Vec<Entry> = Vec::new();
+    for v in list {
+        let e = Entry::decode(v)?;
+        out.retain(|x| x.id() != e.id());
+        out.push(e);
+    }
+    Some(out).filter(|d| !d.is_empty())
+}
+
 pub(super) fn without_managed_fields(mut v: Value) -> Value {
     if let Some(Value::Object(meta)) = v.get_mut("metadata") {
         meta.remove("managedFields");

@@ -50,7 +50,7 @@ impl Resources {
             meta::meta_mut(&mut obj).insert("name".into(), Value::String(name.into()));
             let obj = managedfields::apply(None, &obj, &applier.by(lists.as_ref()))
                 .map_err(apply_error)?;
-            match self.create(rt, version, ns, obj, opts).await {
+            match self.create_managed(rt, version, ns, obj, opts, true).await {
                 Ok(object) => {
                     return Ok(Written {
                         object,

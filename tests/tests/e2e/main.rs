@@ -26,6 +26,7 @@ mod deployment;
 mod disruption;
 mod durability;
 mod faults;
+mod field_ownership;
 mod hardening_api;
 mod hardening_limits;
 mod hardening_node;
