@@ -14,6 +14,7 @@
 //!   applied configuration (upstream's upgrade from client-side apply).
 //! * [`update`] serves create, update and the other patch types: the manager takes
 //!   every field whose value it added or changed, away from everyone else.
+//!   Past 10 `Update` entries the oldest merge into `ancient-changes`, as upstream.
 //!
 //! ```
 //! use serde_json::json;
@@ -58,8 +59,6 @@
 //! * **`metadata.managedFields` in the applied configuration is ignored**
 //!   (upstream answers 400 "metadata.managedFields must be nil"). Entries of the
 //!   live object that do not decode are dropped instead of failing the request.
-//! * **Not implemented:** the cap of 10 `Update` entries (upstream merges the
-//!   oldest into `ancient-changes`).
 //! * Pruning never removes `apiVersion`, `kind` or `metadata` as a whole.
 //! * Conflicts are listed in manager-identifier order, then path order (upstream:
 //!   map order, so unspecified).
@@ -68,6 +67,7 @@
 //! [`Scope`] ([`Writer::scoped`]): the entry records the
 //! subresource, and ignored paths are neither owned nor compared.
 
+mod cap;
 mod conflict;
 mod entry;
 pub mod fieldpath;
@@ -436,6 +436,8 @@ pub fn update(old: Option<&Value>, new: &Value, by: &Writer) -> Value {
             None => managers.push(me),
         }
     }
+    managers.retain(|e| !e.set.is_empty());
+    cap::cap_updaters(&mut managers, cap::MAX_UPDATERS);
     set_managed_fields(&mut out, managers);
     out
 }

@@ -941,3 +941,50 @@ fn managed_fields_a_client_sends_replace_them_unless_invalid() {
         live["metadata"]["managedFields"]
     );
 }
+
+#[test]
+fn past_ten_update_entries_the_oldest_merge_into_ancient_changes() {
+    let lists = crate::listtype::AllAtomic;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {}}, "data": {"k": "v"}});
+    let mut obj = update(None, &stored(cm), "creator", "v1", &lists, T0);
+    for i in 0..12 {
+        let mut new = obj.clone();
+        new["metadata"]["labels"][format!("l{i:02}")] = json!("x");
+        let now = format!("2025-03-01T10:{i:02}:00Z");
+        obj = update(Some(&obj), &new, &format!("u{i:02}"), "v1", &lists, &now);
+    }
+    // 13 updaters: the creator (oldest) and u00..u02 merged into one.
+    let mf = obj["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 10);
+    let ancient = entry(&obj, "ancient-changes").unwrap();
+    assert_eq!(ancient["time"], "2025-03-01T10:02:00Z");
+    assert!(owns(&obj, "ancient-changes", &["f:data", "f:k"]));
+    for l in ["l00", "l01", "l02"] {
+        assert!(owns(
+            &obj,
+            "ancient-changes",
+            &["f:metadata", "f:labels", &format!("f:{l}")]
+        ));
+    }
+    assert!(entry(&obj, "u02").is_none() && entry(&obj, "u03").is_some());
+    // Appliers are never merged.
+    let applied = apply(
+        Some(&obj),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {"mine": "y"}}}),
+        "ssa",
+        "v1",
+        false,
+        &lists,
+        T1,
+    )
+    .unwrap();
+    assert_eq!(
+        applied["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        11
+    );
+}

@@ -23,11 +23,13 @@ use crate::resources::{DeleteOptions, Propagation, Resources, WriteOptions};
 use crate::store::{EventType, Stored};
 
 /// The finalizer the job controller puts on a Job's pods.
-/// The field managers of this module's writes (upstream: kube-controller-manager's
-/// garbage collector and namespace controller, kube-apiserver's CRD controller).
+/// The field managers of this module's writes: kube-controller-manager's
+/// garbage collector and namespace controller, and the CRD controller that
+/// upstream runs in kube-apiserver (so its fields are the API server's, which
+/// plugin CRD loading does not count as a foreign owner).
 const MANAGER: &str = "wasmlet-garbage-collector";
 const NAMESPACE_MANAGER: &str = "wasmlet-namespace-controller";
-const CRD_MANAGER: &str = "wasmlet-crd-controller";
+const CRD_MANAGER: &str = crate::MANAGER;
 
 const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 
