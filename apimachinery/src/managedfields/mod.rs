@@ -56,9 +56,8 @@
 //!   as upstream. Duplicates upstream tolerates in live objects are not tracked.
 //! * **Nulls.** A `null` in the applied configuration deletes the field from the
 //!   result (upstream stores null, which typed decoding then drops) and is owned.
-//! * **`metadata.managedFields` in the applied configuration is ignored**
-//!   (upstream answers 400 "metadata.managedFields must be nil"). Entries of the
-//!   live object that do not decode are dropped instead of failing the request.
+//! * Entries of the live object's `managedFields` that do not decode are
+//!   dropped instead of failing the request.
 //! * Pruning never removes `apiVersion`, `kind` or `metadata` as a whole.
 //! * Conflicts are listed in manager-identifier order, then path order (upstream:
 //!   map order, so unspecified).
@@ -105,6 +104,10 @@ pub enum ApplyError {
     /// The configuration (or the live object) cannot be applied: 422/400.
     #[error("invalid apply configuration: {0}")]
     Invalid(String),
+    /// The configuration sets `metadata.managedFields`, which only the server
+    /// writes on an apply: upstream's 400 Bad Request.
+    #[error("metadata.managedFields must be nil")]
+    ManagedFields,
 }
 
 /// Owner of the fields an untracked object had when it was first applied to.
@@ -229,6 +232,12 @@ pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value
         return Err(ApplyError::Invalid(
             "the configuration must be a JSON object".into(),
         ));
+    }
+    if applied
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::ManagedFields);
     }
     let live_obj = match live {
         None => Value::Object(Map::new()),

@@ -129,16 +129,20 @@ fn create_by_apply_owns_exactly_the_applied_fields() {
 }
 
 #[test]
-fn applied_managed_fields_are_ignored() {
+fn applied_managed_fields_are_refused_as_upstream() {
     let mut c = cfg(3, "postgres:16");
     c["metadata"]["managedFields"] = json!([{"manager": "evil", "operation": "Apply", "apiVersion": "apps/v1",
                                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
-    let obj = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap();
-    assert!(entry(&obj, "evil").is_none());
+    let err = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap_err();
+    assert_eq!(err.to_string(), "metadata.managedFields must be nil");
+    // Even empty (Go's non-nil slice); only null is no value.
+    c["metadata"]["managedFields"] = json!([]);
     assert_eq!(
-        obj["metadata"]["managedFields"].as_array().unwrap().len(),
-        1
+        apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0),
+        Err(ApplyError::ManagedFields)
     );
+    c["metadata"]["managedFields"] = Value::Null;
+    assert!(apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).is_ok());
 }
 
 #[test]

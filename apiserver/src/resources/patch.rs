@@ -154,6 +154,9 @@ fn apply_error(e: ApplyError) -> ApiError {
     let c = match e {
         ApplyError::Conflicts(c) => c,
         ApplyError::Invalid(m) => return ApiError::new(422, "Invalid", m),
+        ApplyError::ManagedFields => {
+            return ApiError::bad_request(ApplyError::ManagedFields.to_string());
+        }
     };
     let causes: Vec<Value> = c
         .causes()

@@ -283,3 +283,24 @@ async fn the_planes_components_write_under_their_names() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// An apply configuration carrying managedFields is refused as upstream
+/// refuses it (400 "metadata.managedFields must be nil"): only the server
+/// writes them on an apply. They were silently dropped.
+#[tokio::test]
+async fn an_apply_carrying_managed_fields_is_refused() -> anyhow::Result<()> {
+    let plane = Plane::start(&[]).await?;
+    let file = plane.data_dir().join("app.yaml");
+    let path = file.to_string_lossy().to_string();
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  managedFields:\n  - \
+         {manager: someone, operation: Apply, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {f:data: {}}}\n\
+         data:\n  a: \"1\"\n",
+    )?;
+    let out = plane.kubectl(&["apply", "--server-side", "-f", &path])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("metadata.managedFields must be nil"), "{err}");
+    Ok(())
+}
