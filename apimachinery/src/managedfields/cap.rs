@@ -2,10 +2,14 @@
 //! [`MAX_UPDATERS`], the oldest are merged, per API version, into one
 //! `ancient-changes` entry, so that an object many clients write keeps a
 //! bounded `managedFields` (each entry is a whole field set).
+//!
+//! Planned first, then done in one pass: a client may send any number of
+//! entries, and merging them one by one would cost their number squared.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::entry::{Entry, identifier};
+use super::fieldpath::Set;
 
 /// Upstream `DefaultMaxUpdateManagers`.
 pub(super) const MAX_UPDATERS: usize = 10;
@@ -13,52 +17,80 @@ pub(super) const MAX_UPDATERS: usize = 10;
 /// The manager of the merged entries.
 pub(super) const ANCIENT: &str = "ancient-changes";
 
-fn secs(e: &Entry) -> i64 {
-    e.sort_key().1
+/// What merging does to the entries, by identity.
+#[derive(Default)]
+struct Plan {
+    /// Entries merged away, and the bucket each goes into.
+    into: HashMap<String, String>,
+    /// The first entry of a version that becomes its bucket (none existed).
+    renamed: HashSet<String>,
+    /// Each bucket's time: that of the newest entry merged into it.
+    time: HashMap<String, Option<String>>,
 }
 
 /// Merges the oldest `Update` entries of `managers` (by time, then identity)
 /// into per-version `ancient-changes` entries until at most `max` remain.
 pub(super) fn cap_updaters(managers: &mut Vec<Entry>, max: usize) {
-    let mut updaters: Vec<(i64, String)> = managers
+    let mut updaters: Vec<(i64, String, usize)> = managers
         .iter()
-        .filter(|e| e.operation == "Update")
-        .map(|e| (secs(e), e.id()))
+        .enumerate()
+        .filter(|(_, e)| e.operation == "Update")
+        .map(|(i, e)| (e.sort_key().1, e.id(), i))
         .collect();
     if updaters.len() <= max {
         return;
     }
     updaters.sort();
-    let mut first_of_version: HashMap<String, String> = HashMap::new();
+    let plan = plan(managers, &updaters, max);
+    let mut merged: HashMap<String, Set> = HashMap::new();
+    let mut kept = Vec::with_capacity(managers.len());
+    for mut e in managers.drain(..) {
+        let id = e.id();
+        if let Some(bucket) = plan.into.get(&id) {
+            merged.entry(bucket.clone()).or_default().union_with(&e.set);
+            continue;
+        }
+        if plan.renamed.contains(&id) {
+            e.manager = ANCIENT.into();
+            e.subresource.clear();
+        }
+        kept.push(e);
+    }
+    for e in kept.iter_mut() {
+        let id = e.id();
+        if let Some(set) = merged.remove(&id) {
+            e.set.union_with(&set);
+            e.time = plan.time.get(&id).cloned().flatten();
+        }
+    }
+    *managers = kept;
+}
+
+fn plan(managers: &[Entry], updaters: &[(i64, String, usize)], max: usize) -> Plan {
+    let mut buckets: HashSet<String> = managers.iter().map(Entry::id).collect();
+    let mut first_of_version: HashMap<&str, &str> = HashMap::new();
+    let mut plan = Plan::default();
     let mut length = updaters.len();
-    for (_, id) in updaters {
+    for (_, id, i) in updaters {
         if length <= max {
             break;
         }
-        let Some(pos) = managers.iter().position(|e| e.id() == id) else {
-            continue;
-        };
-        let version = managers[pos].api_version.clone();
-        let bucket = identifier(ANCIENT, "Update", &version, "");
-        let Some(first) = first_of_version.get(&version).cloned() else {
+        let version = managers[*i].api_version.as_str();
+        let bucket = identifier(ANCIENT, "Update", version, "");
+        let Some(first) = first_of_version.get(version).copied() else {
             first_of_version.insert(version, id);
             continue;
         };
-        if id == bucket {
+        if *id == bucket {
             // The bucket itself: nothing to merge it into (upstream would drop it).
             continue;
         }
-        if !managers.iter().any(|e| e.id() == bucket)
-            && let Some(f) = managers.iter_mut().find(|e| e.id() == first)
-        {
-            f.manager = ANCIENT.into();
-            f.subresource.clear();
+        if buckets.insert(bucket.clone()) {
+            plan.renamed.insert(first.to_string());
         }
-        let merged = managers.remove(pos);
-        if let Some(b) = managers.iter_mut().find(|e| e.id() == bucket) {
-            b.set = b.set.union(&merged.set);
-            b.time = merged.time;
-        }
+        plan.into.insert(id.clone(), bucket.clone());
+        plan.time.insert(bucket, managers[*i].time.clone());
         length -= 1;
     }
+    plan
 }

@@ -992,3 +992,35 @@ fn past_ten_update_entries_the_oldest_merge_into_ancient_changes() {
         11
     );
 }
+
+#[test]
+fn many_managed_fields_entries_from_a_client_cost_linear_work() {
+    // 50,000 Update entries sent by a client: decoding, de-duplicating and
+    // capping them were each quadratic in their number.
+    let lists = crate::listtype::AllAtomic;
+    let live = update(
+        None,
+        &stored(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}),
+        ),
+        "creator",
+        "v1",
+        &lists,
+        T0,
+    );
+    let mut sent = live.clone();
+    let entries: Vec<Value> = (0..50_000)
+        .map(|i| {
+            json!({"manager": format!("m{i}"), "operation": "Update", "apiVersion": "v1",
+                        "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {format!("f:k{i}"): {}}}})
+        })
+        .collect();
+    sent["metadata"]["managedFields"] = Value::Array(entries);
+    let out = update(Some(&live), &sent, "kubectl", "v1", &lists, T1);
+    let mf = out["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 10);
+    assert!(owns(&out, "ancient-changes", &["f:data", "f:k0"]));
+    assert!(owns(&out, "ancient-changes", &["f:data", "f:k49990"]));
+    // Without times, the greatest identities are the newest: "m9999" stays.
+    assert!(owns(&out, "m9999", &["f:data", "f:k9999"]));
+}
