@@ -132,6 +132,11 @@ use axum::routing::get;
 use serde_json::json;
 
 use self::registry::Registry;
+
+/// The field manager of the API server's own writes (its bootstrap objects:
+/// namespaces, the `kubernetes` Service, RBAC defaults), upstream's
+/// `kube-apiserver`. Its controllers write under names of their own.
+pub(crate) const MANAGER: &str = "wasmlet-apiserver";
 use self::resources::{Resources, WriteOptions};
 use self::status::ApiError;
 use self::store::{Store, StoreConfig};
@@ -340,7 +345,7 @@ async fn bootstrap(resources: &Resources) -> Result<()> {
         if resources.store.get(&nsrt.key("", ns)).is_none() {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             match resources
-                .create(&nsrt, "v1", "", obj, &WriteOptions::default())
+                .create(&nsrt, "v1", "", obj, &WriteOptions::by(MANAGER))
                 .await
             {
                 Ok(_) => {}

@@ -1,6 +1,8 @@
 //! `metadata.managedFields` entries: their identity (upstream's manager
 //! identifier), decoding, encoding and order.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use super::fieldpath::Set;
@@ -111,14 +113,34 @@ impl Entry {
 /// The entries of `obj`'s `metadata.managedFields`; for a repeated identity
 /// the last wins, as upstream's map does.
 pub(super) fn decode(obj: &Value) -> Vec<Entry> {
-    let mut out: Vec<Entry> = Vec::new();
-    if let Some(Value::Array(list)) = obj.pointer("/metadata/managedFields") {
-        for e in list.iter().filter_map(Entry::decode) {
-            out.retain(|x| x.id() != e.id());
-            out.push(e);
-        }
+    match obj.pointer("/metadata/managedFields") {
+        Some(Value::Array(list)) => last_of_each(list.iter().filter_map(Entry::decode)),
+        _ => Vec::new(),
     }
-    out
+}
+
+/// The last entry of each identity, in the order of those last ones; linear
+/// (a client may send any number of entries).
+fn last_of_each(entries: impl Iterator<Item = Entry>) -> Vec<Entry> {
+    let mut slots: Vec<Option<Entry>> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for e in entries {
+        if let Some(i) = at.insert(e.id(), slots.len()) {
+            slots[i] = None;
+        }
+        slots.push(Some(e));
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// The entries a client sent, or `None` when any of them does not decode
+/// (upstream then keeps the live object's, as for an empty list).
+pub(super) fn decode_sent(obj: &Value) -> Option<Vec<Entry>> {
+    let Some(Value::Array(list)) = obj.pointer("/metadata/managedFields") else {
+        return None;
+    };
+    let entries: Option<Vec<Entry>> = list.iter().map(Entry::decode).collect();
+    Some(last_of_each(entries?.into_iter())).filter(|d| !d.is_empty())
 }
 
 pub(super) fn without_managed_fields(mut v: Value) -> Value {

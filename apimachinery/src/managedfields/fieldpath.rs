@@ -225,6 +225,15 @@ impl Set {
         out
     }
 
+    /// Adds the paths of `o` in place: linear in `o`, where a chain of
+    /// [`Set::union`]s copies the growing set each time.
+    pub fn union_with(&mut self, o: &Set) {
+        self.members.extend(o.members.iter().cloned());
+        for (pe, c) in &o.children {
+            self.children.entry(pe.clone()).or_default().union_with(c);
+        }
+    }
+
     /// The paths in both sets.
     pub fn intersection(&self, o: &Set) -> Set {
         let members = self.members.intersection(&o.members).cloned().collect();

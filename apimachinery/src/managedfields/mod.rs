@@ -7,8 +7,14 @@
 //!   before and no longer applies (unless someone else owns it), and fails with
 //!   [`Conflicts`] when the configuration changes a field another manager owns,
 //!   unless [`Writer::force`].
+//!   An apply that changes no value still records the manager's entry
+//!   (keeping its old time, upstream's no-op apply). For the manager `kubectl`,
+//!   conflicts on fields its client-side apply set and that still hold that
+//!   value are no conflicts, and the last-applied annotation follows the
+//!   applied configuration (upstream's upgrade from client-side apply).
 //! * [`update`] serves create, update and the other patch types: the manager takes
 //!   every field whose value it added or changed, away from everyone else.
+//!   Past 10 `Update` entries the oldest merge into `ancient-changes`, as upstream.
 //!
 //! ```
 //! use serde_json::json;
@@ -50,13 +56,8 @@
 //!   as upstream. Duplicates upstream tolerates in live objects are not tracked.
 //! * **Nulls.** A `null` in the applied configuration deletes the field from the
 //!   result (upstream stores null, which typed decoding then drops) and is owned.
-//! * **`metadata.managedFields` in the applied configuration is ignored**
-//!   (upstream answers 400 "metadata.managedFields must be nil"). Entries of the
-//!   live object that do not decode are dropped instead of failing the request.
-//! * **Not implemented:** the cap of 10 `Update` entries (upstream merges the
-//!   oldest into `ancient-changes`), the `kubectl.kubernetes.io/last-applied-configuration`
-//!   interplay (client-side to server-side apply migration), and "no-op apply
-//!   keeps the old timestamp": an apply always stamps its entry with `now`.
+//! * Entries of the live object's `managedFields` that do not decode are
+//!   dropped instead of failing the request.
 //! * Pruning never removes `apiVersion`, `kind` or `metadata` as a whole.
 //! * Conflicts are listed in manager-identifier order, then path order (upstream:
 //!   map order, so unspecified).
@@ -65,9 +66,11 @@
 //! [`Scope`] ([`Writer::scoped`]): the entry records the
 //! subresource, and ignored paths are neither owned nor compared.
 
+mod cap;
 mod conflict;
 mod entry;
 pub mod fieldpath;
+mod last_applied;
 mod walk;
 
 use crate::listtype::ListTypes;
@@ -76,7 +79,8 @@ use serde_json::{Map, Value};
 use walk::{Comparison, Walker};
 
 pub use conflict::{Conflict, Conflicts};
-use entry::{Entry, decode, set_managed_fields, without_managed_fields};
+use entry::{Entry, decode, decode_sent, set_managed_fields, without_managed_fields};
+pub use last_applied::ANNOTATION as LAST_APPLIED_ANNOTATION;
 
 /// What a write is for, beyond the manager: the subresource and the fields the
 /// request may not own (upstream's reset fields, e.g. `status` when writing the
@@ -100,6 +104,10 @@ pub enum ApplyError {
     /// The configuration (or the live object) cannot be applied: 422/400.
     #[error("invalid apply configuration: {0}")]
     Invalid(String),
+    /// The configuration sets `metadata.managedFields`, which only the server
+    /// writes on an apply: upstream's 400 Bad Request.
+    #[error("metadata.managedFields must be nil")]
+    ManagedFields,
 }
 
 /// Owner of the fields an untracked object had when it was first applied to.
@@ -225,6 +233,12 @@ pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value
             "the configuration must be a JSON object".into(),
         ));
     }
+    if applied
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::ManagedFields);
+    }
     let live_obj = match live {
         None => Value::Object(Map::new()),
         Some(v) if v.is_object() => v.clone(),
@@ -255,6 +269,9 @@ pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value
         });
     }
 
+    let allowed = (manager == last_applied::KUBECTL && !force)
+        .then(|| last_applied::allowed_conflicts(&w, &live_obj, api_version))
+        .flatten();
     let me = Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
@@ -264,27 +281,63 @@ pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value
         set: w.to_field_set(&config).recursive_difference(&ignored),
     };
     let my_id = me.id();
-    let last = managers
-        .iter()
-        .find(|e| e.id() == my_id)
-        .map(|e| e.set.clone());
+    let previous = managers.iter().find(|e| e.id() == my_id).cloned();
     managers.retain(|e| e.id() != my_id);
     managers.push(me);
 
     let merged = w.merge(&live_obj, &config);
-    let mut merged = prune(&w, merged, &managers, last);
+    let mut merged = prune(
+        &w,
+        merged,
+        &managers,
+        previous.as_ref().map(|e| e.set.clone()),
+    );
 
     let cmp = exclude(w.compare(&live_obj, &merged), &ignored);
     let changed = cmp.modified.union(&cmp.added);
+    let conflicts = conflicts(&managers, &my_id, &changed, allowed.as_ref());
+    if !force && !conflicts.is_empty() {
+        return Err(ApplyError::Conflicts(Conflicts(conflicts)));
+    }
+    // Upstream's no-op apply: the object as it was, the entry recorded but
+    // its time left as it was (none for a new entry).
+    let same = live.is_some() && merged == live_obj;
+    let strip = stripped();
+    for e in managers.iter_mut() {
+        if e.id() == my_id {
+            e.set = e.set.difference(&strip);
+            if same {
+                e.time = previous.as_ref().and_then(|p| p.time.clone());
+            }
+        } else {
+            e.set = e.set.difference(&changed).difference(&cmp.removed);
+        }
+    }
+    if manager == last_applied::KUBECTL {
+        last_applied::refresh(&mut merged, &config);
+    }
+    set_managed_fields(&mut merged, managers);
+    Ok(merged)
+}
+
+/// The fields of other managers that `changed` changes, less those `allowed`
+/// (kubectl's own client-side apply: see [`last_applied`]).
+fn conflicts(
+    managers: &[Entry],
+    my_id: &str,
+    changed: &Set,
+    allowed: Option<&Set>,
+) -> Vec<Conflict> {
     let mut others: Vec<&Entry> = managers.iter().filter(|e| e.id() != my_id).collect();
     others.sort_by_key(|e| e.id());
-    let conflicts: Vec<Conflict> = others
+    others
         .iter()
         .flat_map(|e| {
             e.set
-                .intersection(&changed)
+                .intersection(changed)
                 .paths()
                 .into_iter()
+                .filter(|p| !allowed.is_some_and(|a| a.has(p)))
                 .map(|p| Conflict {
                     manager: e.manager.clone(),
                     operation: e.operation.clone(),
@@ -293,20 +346,7 @@ pub fn apply(live: Option<&Value>, applied: &Value, by: &Writer) -> Result<Value
                     field: path_string(&p),
                 })
         })
-        .collect();
-    if !force && !conflicts.is_empty() {
-        return Err(ApplyError::Conflicts(Conflicts(conflicts)));
-    }
-    let strip = stripped();
-    for e in managers.iter_mut() {
-        e.set = if e.id() == my_id {
-            e.set.difference(&strip)
-        } else {
-            e.set.difference(&changed).difference(&cmp.removed)
-        };
-    }
-    set_managed_fields(&mut merged, managers);
-    Ok(merged)
+        .collect()
 }
 
 /// Upstream `Updater.prune`: removes from `merged` what this manager applied
@@ -366,9 +406,7 @@ pub fn update(old: Option<&Value>, new: &Value, by: &Writer) -> Value {
         {
             Vec::new()
         }
-        Some(Value::Array(_)) => Some(decode(new))
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| decode(&old_obj)),
+        Some(Value::Array(_)) => decode_sent(new).unwrap_or_else(|| decode(&old_obj)),
         _ => decode(&old_obj),
     };
     let untracked = managers.is_empty()
@@ -407,6 +445,8 @@ pub fn update(old: Option<&Value>, new: &Value, by: &Writer) -> Value {
             None => managers.push(me),
         }
     }
+    managers.retain(|e| !e.set.is_empty());
+    cap::cap_updaters(&mut managers, cap::MAX_UPDATERS);
     set_managed_fields(&mut out, managers);
     out
 }

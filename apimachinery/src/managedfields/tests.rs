@@ -129,16 +129,20 @@ fn create_by_apply_owns_exactly_the_applied_fields() {
 }
 
 #[test]
-fn applied_managed_fields_are_ignored() {
+fn applied_managed_fields_are_refused_as_upstream() {
     let mut c = cfg(3, "postgres:16");
     c["metadata"]["managedFields"] = json!([{"manager": "evil", "operation": "Apply", "apiVersion": "apps/v1",
                                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
-    let obj = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap();
-    assert!(entry(&obj, "evil").is_none());
+    let err = apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).unwrap_err();
+    assert_eq!(err.to_string(), "metadata.managedFields must be nil");
+    // Even empty (Go's non-nil slice); only null is no value.
+    c["metadata"]["managedFields"] = json!([]);
     assert_eq!(
-        obj["metadata"]["managedFields"].as_array().unwrap().len(),
-        1
+        apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0),
+        Err(ApplyError::ManagedFields)
     );
+    c["metadata"]["managedFields"] = Value::Null;
+    assert!(apply(None, &c, "kubectl", "apps/v1", false, &sts(), T0).is_ok());
 }
 
 #[test]
@@ -780,4 +784,243 @@ fn long_map_lists_are_compared_and_merged_in_linear_time() {
     assert_eq!(obj["spec"]["containers"].as_array().unwrap().len(), 20_000);
     assert_eq!(obj["spec"]["containers"][0]["image"], "c");
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+/// An object as `kubectl apply` (client-side) creates it: the annotation holds
+/// the configuration, `kubectl-client-side-apply` owns every field it set.
+fn client_side_applied(c: &Value) -> Value {
+    let mut obj = c.clone();
+    obj["metadata"]["annotations"] = json!({LAST_APPLIED_ANNOTATION: format!("{}\n", c)});
+    update(
+        None,
+        &stored(obj),
+        "kubectl-client-side-apply",
+        "apps/v1",
+        &sts(),
+        T0,
+    )
+}
+
+#[test]
+fn a_no_op_apply_by_a_new_manager_is_recorded_without_a_new_time() {
+    let live = apply(
+        None,
+        &cfg(3, "postgres:16"),
+        "alice",
+        "apps/v1",
+        false,
+        &sts(),
+        T0,
+    )
+    .unwrap();
+    let live = stored(live);
+    let out = apply(
+        Some(&live),
+        &cfg(3, "postgres:16"),
+        "bob",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap();
+    assert!(owns(&out, "bob", &["f:spec", "f:replicas"]));
+    assert!(owns(&out, "alice", &["f:spec", "f:replicas"]), "co-owned");
+    assert_eq!(entry(&out, "bob").unwrap().get("time"), None);
+    // The same apply again changes nothing at all, entries included.
+    let again = apply(
+        Some(&out),
+        &cfg(3, "postgres:16"),
+        "bob",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap();
+    assert_eq!(
+        again["metadata"]["managedFields"],
+        out["metadata"]["managedFields"]
+    );
+    // A change stamps the time (forced: bob co-owns every field).
+    let changed = apply(
+        Some(&out),
+        &cfg(3, "postgres:17"),
+        "alice",
+        "apps/v1",
+        true,
+        &sts(),
+        T1,
+    )
+    .unwrap();
+    assert_eq!(entry(&changed, "alice").unwrap()["time"], T1);
+}
+
+#[test]
+fn kubectl_server_side_apply_takes_what_its_client_side_apply_set() {
+    let live = client_side_applied(&cfg(3, "postgres:16"));
+    // Upstream's documented upgrade: no conflict for kubectl's own fields.
+    let out = apply(
+        Some(&live),
+        &cfg(5, "postgres:16"),
+        "kubectl",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap();
+    assert_eq!(out["spec"]["replicas"], 5);
+    assert!(owns(&out, "kubectl", &["f:spec", "f:replicas"]));
+    assert!(!owns(
+        &out,
+        "kubectl-client-side-apply",
+        &["f:spec", "f:replicas"]
+    ));
+    // The annotation now holds what was applied, keys sorted as Go writes them.
+    let last = out["metadata"]["annotations"][LAST_APPLIED_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(last.ends_with('\n'));
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["spec"]["replicas"], 5);
+    // Another manager gets the conflict, as upstream (the upgrade is kubectl's only).
+    let err = apply(
+        Some(&live),
+        &cfg(5, "postgres:16"),
+        "argo",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("kubectl-client-side-apply"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kubectl_still_conflicts_on_a_field_changed_since_its_client_side_apply() {
+    let live = client_side_applied(&cfg(3, "postgres:16"));
+    // Someone else scaled it: the annotation no longer matches live replicas.
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(4);
+    let scaled = update(Some(&live), &scaled, "kubectl-scale", "apps/v1", &sts(), T1);
+    let err = apply(
+        Some(&scaled),
+        &cfg(5, "postgres:17"),
+        "kubectl",
+        "apps/v1",
+        false,
+        &sts(),
+        T1,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl-scale\" using apps/v1: .spec.replicas"
+    );
+}
+
+#[test]
+fn managed_fields_a_client_sends_replace_them_unless_invalid() {
+    let live = client_side_applied(&cfg(3, "postgres:16"));
+    // kubectl's migration: the client-side entry's fields under its Apply entry.
+    let mut migrated = live.clone();
+    let mut e = live["metadata"]["managedFields"][0].clone();
+    e["manager"] = json!("kubectl");
+    e["operation"] = json!("Apply");
+    migrated["metadata"]["managedFields"] = json!([e]);
+    let out = update(Some(&live), &migrated, "kubectl", "apps/v1", &sts(), T1);
+    let mf = out["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!((mf.len(), &mf[0]["operation"]), (1, &json!("Apply")));
+    // One undecodable entry: the live ones are kept, as upstream.
+    let mut bad = migrated.clone();
+    bad["metadata"]["managedFields"] = json!([e, {"manager": "x", "operation": "Bogus"}]);
+    let out = update(Some(&live), &bad, "kubectl", "apps/v1", &sts(), T1);
+    assert_eq!(
+        out["metadata"]["managedFields"],
+        live["metadata"]["managedFields"]
+    );
+}
+
+#[test]
+fn past_ten_update_entries_the_oldest_merge_into_ancient_changes() {
+    let lists = crate::listtype::AllAtomic;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {}}, "data": {"k": "v"}});
+    let mut obj = update(None, &stored(cm), "creator", "v1", &lists, T0);
+    for i in 0..12 {
+        let mut new = obj.clone();
+        new["metadata"]["labels"][format!("l{i:02}")] = json!("x");
+        let now = format!("2025-03-01T10:{i:02}:00Z");
+        obj = update(Some(&obj), &new, &format!("u{i:02}"), "v1", &lists, &now);
+    }
+    // 13 updaters: the creator (oldest) and u00..u02 merged into one.
+    let mf = obj["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 10);
+    let ancient = entry(&obj, "ancient-changes").unwrap();
+    assert_eq!(ancient["time"], "2025-03-01T10:02:00Z");
+    assert!(owns(&obj, "ancient-changes", &["f:data", "f:k"]));
+    for l in ["l00", "l01", "l02"] {
+        assert!(owns(
+            &obj,
+            "ancient-changes",
+            &["f:metadata", "f:labels", &format!("f:{l}")]
+        ));
+    }
+    assert!(entry(&obj, "u02").is_none() && entry(&obj, "u03").is_some());
+    // Appliers are never merged.
+    let applied = apply(
+        Some(&obj),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {"mine": "y"}}}),
+        "ssa",
+        "v1",
+        false,
+        &lists,
+        T1,
+    )
+    .unwrap();
+    assert_eq!(
+        applied["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        11
+    );
+}
+
+#[test]
+fn many_managed_fields_entries_from_a_client_cost_linear_work() {
+    // 50,000 Update entries sent by a client: decoding, de-duplicating and
+    // capping them were each quadratic in their number.
+    let lists = crate::listtype::AllAtomic;
+    let live = update(
+        None,
+        &stored(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}),
+        ),
+        "creator",
+        "v1",
+        &lists,
+        T0,
+    );
+    let mut sent = live.clone();
+    let entries: Vec<Value> = (0..50_000)
+        .map(|i| {
+            json!({"manager": format!("m{i}"), "operation": "Update", "apiVersion": "v1",
+                        "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {format!("f:k{i}"): {}}}})
+        })
+        .collect();
+    sent["metadata"]["managedFields"] = Value::Array(entries);
+    let out = update(Some(&live), &sent, "kubectl", "v1", &lists, T1);
+    let mf = out["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 10);
+    assert!(owns(&out, "ancient-changes", &["f:data", "f:k0"]));
+    assert!(owns(&out, "ancient-changes", &["f:data", "f:k49990"]));
+    // Without times, the greatest identities are the newest: "m9999" stays.
+    assert!(owns(&out, "m9999", &["f:data", "f:k9999"]));
 }

@@ -73,7 +73,13 @@ async fn upsert(resources: &Resources, rt: &ResourceType, obj: Value) -> anyhow:
     let name = meta::name(&obj).to_string();
     if resources.store.get(&rt.key("default", &name)).is_none() {
         match resources
-            .create(rt, "v1", "default", obj.clone(), &WriteOptions::default())
+            .create(
+                rt,
+                "v1",
+                "default",
+                obj.clone(),
+                &WriteOptions::by(crate::MANAGER),
+            )
             .await
         {
             Ok(_) => return Ok(()),
@@ -82,18 +88,24 @@ async fn upsert(resources: &Resources, rt: &ResourceType, obj: Value) -> anyhow:
         }
     }
     resources
-        .modify(rt, "default", &name, |old| {
-            let mut new = old.clone();
-            for f in ["subsets", "endpoints", "ports", "addressType"] {
-                if let Some(v) = obj.get(f) {
-                    new[f] = v.clone();
+        .modify(
+            rt,
+            "default",
+            &name,
+            &WriteOptions::by(crate::MANAGER),
+            |old| {
+                let mut new = old.clone();
+                for f in ["subsets", "endpoints", "ports", "addressType"] {
+                    if let Some(v) = obj.get(f) {
+                        new[f] = v.clone();
+                    }
                 }
-            }
-            if rt.resource == "services" {
-                new["spec"]["ports"] = obj["spec"]["ports"].clone();
-            }
-            (new != *old).then_some(new)
-        })
+                if rt.resource == "services" {
+                    new["spec"]["ports"] = obj["spec"]["ports"].clone();
+                }
+                (new != *old).then_some(new)
+            },
+        )
         .await
         .map_err(|e| anyhow::anyhow!("updating {} default/{name}: {e}", rt.kind))?;
     Ok(())
@@ -109,7 +121,7 @@ pub(crate) async fn label_existing(resources: &Resources) {
     for s in snap.range(&nsrt.prefix(None), None) {
         let (_, name) = s.namespace_name();
         let r = resources
-            .modify(&nsrt, "", name, |old| {
+            .modify(&nsrt, "", name, &WriteOptions::by(crate::MANAGER), |old| {
                 let mut new = old.clone();
                 namespace::apply(&mut new);
                 (new != *old).then_some(new)

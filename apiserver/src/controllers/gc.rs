@@ -19,10 +19,18 @@ use serde_json::Value;
 use crate::crd::{self, CLEANUP_FINALIZER};
 use crate::meta;
 use crate::registry::{ResourceType, is_builtin};
-use crate::resources::{DeleteOptions, Propagation, Resources};
+use crate::resources::{DeleteOptions, Propagation, Resources, WriteOptions};
 use crate::store::{EventType, Stored};
 
 /// The finalizer the job controller puts on a Job's pods.
+/// The field managers of this module's writes: kube-controller-manager's
+/// garbage collector and namespace controller, and the CRD controller that
+/// upstream runs in kube-apiserver (so its fields are the API server's, which
+/// plugin CRD loading does not count as a foreign owner).
+const MANAGER: &str = "wasmlet-garbage-collector";
+const NAMESPACE_MANAGER: &str = "wasmlet-namespace-controller";
+const CRD_MANAGER: &str = crate::MANAGER;
+
 const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 
 #[derive(Default)]
@@ -152,7 +160,13 @@ impl Controllers {
             && !meta::is_deleting(&v)
             && let Err(e) = self
                 .resources
-                .modify(&rt, "", &name, crd::established)
+                .modify(
+                    &rt,
+                    "",
+                    &name,
+                    &WriteOptions::by(CRD_MANAGER),
+                    crd::established,
+                )
                 .await
         {
             tracing::warn!(crd = %name, error = %e, "establishing CRD failed");
@@ -339,7 +353,9 @@ impl Controllers {
         if let Ok(nsrt) = self.resources.registry.builtin("", "v1", "namespaces")
             && let Err(e) = self
                 .resources
-                .modify(&nsrt, "", ns, |old| left.apply(old))
+                .modify(&nsrt, "", ns, &WriteOptions::by(NAMESPACE_MANAGER), |old| {
+                    left.apply(old)
+                })
                 .await
         {
             tracing::warn!(namespace = %ns, error = %e, "writing namespace conditions failed");
@@ -349,7 +365,7 @@ impl Controllers {
             let r = match nsrt {
                 Ok(nsrt) => {
                     self.resources
-                        .modify(&nsrt, "", ns, |old| {
+                        .modify(&nsrt, "", ns, &WriteOptions::by(NAMESPACE_MANAGER), |old| {
                             let mut new = old.clone();
                             let list: Vec<Value> = old
                                 .pointer("/spec/finalizers")
@@ -428,7 +444,7 @@ impl Controllers {
     ) {
         let r = self
             .resources
-            .modify(rt, ns, name, |old| {
+            .modify(rt, ns, name, &WriteOptions::by(MANAGER), |old| {
                 let refs = old
                     .pointer("/metadata/ownerReferences")
                     .and_then(Value::as_array)?;
@@ -457,7 +473,7 @@ impl Controllers {
     async fn remove_finalizer(&self, rt: &ResourceType, ns: &str, name: &str, finalizer: &str) {
         let r = self
             .resources
-            .modify(rt, ns, name, |old| {
+            .modify(rt, ns, name, &WriteOptions::by(MANAGER), |old| {
                 let list = meta::finalizers(old);
                 if !list.iter().any(|f| f == finalizer) {
                     return None;

@@ -95,10 +95,7 @@ impl Controller {
         }
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
                         "metadata": {"name": DEFAULT, "namespace": ns}});
-        let opts = WriteOptions {
-            field_manager: "wasmlet-serviceaccounts-controller".into(),
-            ..Default::default()
-        };
+        let opts = WriteOptions::by("wasmlet-serviceaccounts-controller");
         match self.resources.create(&sart, "v1", ns, sa, &opts).await {
             Ok(_) => tracing::debug!(namespace = %ns, "created the default ServiceAccount"),
             // Someone was first, or the namespace started terminating.

@@ -19,8 +19,22 @@ impl Resources {
         rt: &ResourceType,
         version: &str,
         ns: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Arc<Stored>> {
+        self.create_managed(rt, version, ns, obj, opts, false).await
+    }
+
+    /// [`Resources::create`]; `managed`: `obj`'s managedFields are final (a
+    /// server-side apply that creates has recorded its applier already).
+    pub(super) async fn create_managed(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
         mut obj: Value,
         opts: &WriteOptions,
+        managed: bool,
     ) -> ApiResult<Arc<Stored>> {
         self.normalize(rt, version, ns, &mut obj)?;
         {
@@ -91,7 +105,10 @@ impl Resources {
         .await?;
         let name = meta::name(&obj).to_string();
         let lists = self.list_types(rt, version, true);
-        if obj.pointer("/metadata/managedFields").is_none() {
+        // As upstream (tracking starts at creation): the creator owns what it
+        // set; managedFields it sent are reset (`[]`) or kept for fields it did
+        // not set, never stored unchecked.
+        if !managed {
             let (api_version, now, scope) = (
                 rt.api_version(version),
                 meta::now_rfc3339(),

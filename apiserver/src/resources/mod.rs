@@ -57,6 +57,31 @@ pub(crate) struct WriteOptions {
     pub(crate) admission: Option<Arc<dyn Admit>>,
     /// `fieldValidation`, duplicate fields and the warnings collected.
     pub(crate) fields: crate::validation::FieldChecks,
+    /// The subresource a write through [`Resources::modify`] is recorded
+    /// under in `managedFields` (`scale`, `binding`), as upstream records it.
+    pub(crate) subresource: Option<&'static str>,
+}
+
+impl WriteOptions {
+    /// The server's own write as `manager`: each of its components writes
+    /// under its own name, as kube-controller-manager's controllers do.
+    pub(crate) fn by(manager: &str) -> WriteOptions {
+        WriteOptions {
+            field_manager: manager.into(),
+            ..Default::default()
+        }
+    }
+
+    /// What this write may own and which subresource its entry names.
+    fn scope(&self, rt: &ResourceType, sub: Sub) -> Scope {
+        match self.subresource {
+            Some(s) => Scope {
+                subresource: Some(s.into()),
+                ignored: vec![],
+            },
+            None => scope(rt, sub),
+        }
+    }
 }
 
 impl Default for WriteOptions {
@@ -67,6 +92,7 @@ impl Default for WriteOptions {
             force: false,
             admission: None,
             fields: Default::default(),
+            subresource: None,
         }
     }
 }

@@ -50,7 +50,7 @@ impl Resources {
             meta::meta_mut(&mut obj).insert("name".into(), Value::String(name.into()));
             let obj = managedfields::apply(None, &obj, &applier.by(lists.as_ref()))
                 .map_err(apply_error)?;
-            match self.create(rt, version, ns, obj, opts).await {
+            match self.create_managed(rt, version, ns, obj, opts, true).await {
                 Ok(object) => {
                     return Ok(Written {
                         object,
@@ -154,6 +154,9 @@ fn apply_error(e: ApplyError) -> ApiError {
     let c = match e {
         ApplyError::Conflicts(c) => c,
         ApplyError::Invalid(m) => return ApiError::new(422, "Invalid", m),
+        ApplyError::ManagedFields => {
+            return ApiError::bad_request(ApplyError::ManagedFields.to_string());
+        }
     };
     let causes: Vec<Value> = c
         .causes()

@@ -6,9 +6,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use wasmlet_apimachinery::managedfields::{self, Writer};
 
-use super::{
-    Address, RETRY_FOR, Resources, Sub, WriteOptions, Written, retrying, scope, store_error,
-};
+use super::{Address, RETRY_FOR, Resources, Sub, WriteOptions, Written, retrying, store_error};
 use crate::meta;
 use crate::registry::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -31,16 +29,22 @@ impl Resources {
         let Address {
             rt, version, sub, ..
         } = at;
-        if comparable(old_value) == comparable(&new) {
-            return Ok(old.clone());
-        }
         if !managed {
             let lists = self.list_types(rt, version, true);
-            let (api_version, now, scope) =
-                (rt.api_version(version), meta::now_rfc3339(), scope(rt, sub));
+            let (api_version, now, scope) = (
+                rt.api_version(version),
+                meta::now_rfc3339(),
+                opts.scope(rt, sub),
+            );
             let by =
                 Writer::new(&opts.field_manager, &api_version, lists.as_ref(), &now).scoped(&scope);
             new = managedfields::update(Some(old_value), &new, &by);
+        }
+        // After the managed fields: a write of managedFields alone (kubectl's
+        // move from client-side apply) or an apply that only records its
+        // manager is a change, as upstream stores it.
+        if comparable(old_value) == comparable(&new) {
+            return Ok(old.clone());
         }
         // The update as asked, at the stored revision: what a dry run and an
         // update that deletes answer without storing it.
@@ -185,18 +189,18 @@ impl Resources {
     /// Read-modify-write for the server's own controllers: `mutate` returns the
     /// new object, or `None` to leave it alone. Bypasses client validation of
     /// server-owned fields but keeps every storage rule (finalizers, CAS).
+    ///
+    /// `opts` names the writer (its field manager, and the subresource a
+    /// client's write through `/scale` or `/binding` is recorded under).
     pub(crate) async fn modify(
         &self,
         rt: &ResourceType,
         ns: &str,
         name: &str,
+        opts: &WriteOptions,
         mut mutate: impl FnMut(&Value) -> Option<Value>,
     ) -> ApiResult<Option<Arc<Stored>>> {
         let key = rt.key(ns, name);
-        let opts = WriteOptions {
-            field_manager: "wasmlet-apiserver".into(),
-            ..Default::default()
-        };
         let deadline = std::time::Instant::now() + RETRY_FOR;
         while retrying(deadline) {
             let Some(old) = self.store.get(&key) else {
@@ -214,7 +218,7 @@ impl Resources {
                 sub: Sub::Main,
             };
             match self
-                .commit_update(at, &old, &old_value, new, &opts, false)
+                .commit_update(at, &old, &old_value, new, opts, false)
                 .await
             {
                 Ok(obj) => return Ok(Some(obj)),
@@ -250,7 +254,6 @@ fn comparable(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
-        m.remove("managedFields");
     }
     v
 }

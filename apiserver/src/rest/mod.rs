@@ -413,7 +413,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
             write::create(&state, &target, read_body(body).await?, &req).await
         }
         (&Method::POST, true, Some("binding")) => {
-            subresources::bind(&state, &target, read_body(body).await?).await
+            subresources::bind(&state, &target, read_body(body).await?, &req).await
         }
         (&Method::POST, true, Some("token")) => {
             subresources::token(&state, &target, read_body(body).await?, &req).await

@@ -11,7 +11,7 @@ use super::write::{Req, parse_patch};
 use super::{Query, Target, parse_object, value_response};
 use crate::ApiState;
 use crate::meta;
-use crate::resources::PatchBody;
+use crate::resources::{PatchBody, WriteOptions};
 use crate::status::{ApiError, ApiResult, success};
 
 /// How `t`'s kind maps `scale` (routing sends only scalable kinds here).
@@ -73,7 +73,7 @@ async fn write_scale(
     t: &Target,
     new_scale: &Value,
     precondition: Option<&str>,
-    dry_run: bool,
+    opts: &WriteOptions,
 ) -> ApiResult<Response> {
     let replicas = new_scale
         .pointer("/spec/replicas")
@@ -106,7 +106,7 @@ async fn write_scale(
     {
         return Err(ApiError::conflict(&t.rt, name));
     }
-    if dry_run {
+    if opts.dry_run {
         // Everything checked, nothing stored: the answer is the scale as it
         // would be (`kubectl scale --dry-run=server`).
         let (mut scale, _) = scale_of(state, t)?;
@@ -116,7 +116,7 @@ async fn write_scale(
     let path = scale_spec(t)?.spec_replicas.clone();
     state
         .resources
-        .modify(&t.rt, t.ns(), name, |old| {
+        .modify(&t.rt, t.ns(), name, opts, |old| {
             if meta::get_path(old, &path) == Some(&json!(replicas)) {
                 return None;
             }
@@ -141,12 +141,12 @@ pub(crate) async fn put_scale(
     body: Bytes,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
-    let dry_run = super::write::write_options(req, "UpdateOptions")?.dry_run;
+    let opts = scale_options(req, "UpdateOptions")?;
     let scale = parse_object(&body, req.content_type)?;
     let rv = meta::meta_str(&scale, "resourceVersion")
         .filter(|s| !s.is_empty() && *s != "0")
         .map(str::to_string);
-    write_scale(state, t, &scale, rv.as_deref(), dry_run).await
+    write_scale(state, t, &scale, rv.as_deref(), &opts).await
 }
 
 pub(crate) async fn patch_scale(
@@ -155,7 +155,7 @@ pub(crate) async fn patch_scale(
     body: Bytes,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
-    let dry_run = super::write::write_options(req, "PatchOptions")?.dry_run;
+    let opts = scale_options(req, "PatchOptions")?;
     let (mut scale, _) = scale_of(state, t)?;
     match parse_patch(&body, req.content_type)? {
         PatchBody::Merge(p) | PatchBody::Strategic(p) | PatchBody::Apply(p) => {
@@ -164,10 +164,28 @@ pub(crate) async fn patch_scale(
         PatchBody::Json(p) => patches::json(&mut scale, &p)
             .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
     }
-    write_scale(state, t, &scale, None, dry_run).await
+    write_scale(state, t, &scale, None, &opts).await
 }
 
-pub(crate) async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult<Response> {
+/// A write through `/scale`, recorded under the requester's field manager and
+/// subresource `scale`, as upstream's managedFields show it.
+fn scale_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions> {
+    Ok(WriteOptions {
+        subresource: Some("scale"),
+        ..super::write::write_options(req, kind)?
+    })
+}
+
+pub(crate) async fn bind(
+    state: &ApiState,
+    t: &Target,
+    body: Bytes,
+    req: &Req<'_>,
+) -> ApiResult<Response> {
+    let opts = WriteOptions {
+        subresource: Some("binding"),
+        ..super::write::write_options(req, "CreateOptions")?
+    };
     let binding = parse_object(&body, "application/json")?;
     let name = t.name.as_deref().unwrap_or_default();
     let node = binding
@@ -189,7 +207,7 @@ pub(crate) async fn bind(state: &ApiState, t: &Target, body: Bytes) -> ApiResult
     let mut already = None;
     state
         .resources
-        .modify(&t.rt, t.ns(), name, |old| {
+        .modify(&t.rt, t.ns(), name, &opts, |old| {
             match old.pointer("/spec/nodeName").and_then(Value::as_str) {
                 Some(n) if !n.is_empty() => {
                     already = Some(n.to_string());
@@ -231,7 +249,12 @@ pub(crate) async fn finalize_namespace(
     state: &ApiState,
     t: &Target,
     obj: Value,
+    opts: WriteOptions,
 ) -> ApiResult<Response> {
+    let opts = WriteOptions {
+        subresource: Some("finalize"),
+        ..opts
+    };
     let name = t.name.as_deref().unwrap_or_default();
     let finalizers = obj
         .pointer("/spec/finalizers")
@@ -239,7 +262,7 @@ pub(crate) async fn finalize_namespace(
         .unwrap_or(json!([]));
     let stored = state
         .resources
-        .modify(&t.rt, "", name, |old| {
+        .modify(&t.rt, "", name, &opts, |old| {
             let mut new = old.clone();
             new["spec"]["finalizers"] = finalizers.clone();
             Some(new)

@@ -81,6 +81,7 @@ pub(crate) fn write_options(req: &Req<'_>, kind: &str) -> ApiResult<WriteOptions
             user: req.user.clone(),
             policy: req.policy.clone(),
         })),
+        subresource: None,
     })
 }
 
@@ -169,7 +170,7 @@ pub(crate) async fn update(
     opts.fields.duplicates = duplicate_fields(&body, req.content_type);
     let name = t.name.as_deref().unwrap_or_default();
     if t.subresource.as_deref() == Some("finalize") {
-        return super::subresources::finalize_namespace(state, t, obj).await;
+        return super::subresources::finalize_namespace(state, t, obj, opts).await;
     }
     let w = state.resources.update(address(t, name), obj, &opts).await?;
     let code = if w.created { 201 } else { 200 };

@@ -49,13 +49,30 @@ pub(super) async fn start_server(args: &ServerArgs) -> Result<ApiServer> {
 /// ServiceAccount token and the cluster CA mounted into every pod).
 pub(super) async fn config_from(kubeconfig: Option<&Path>) -> Result<kube::Config> {
     let Some(kubeconfig) = kubeconfig else {
-        return kube::Config::incluster().context(
+        let config = kube::Config::incluster().context(
             "no --kubeconfig (or KUBECONFIG), and not in a pod (no in-cluster service account)",
-        );
+        )?;
+        return Ok(with_user_agent(config, "wasmlet"));
     };
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(with_user_agent(config, "wasmlet"))
+}
+
+/// `config` sending `User-Agent: PROGRAM/VERSION`: an API server records the
+/// writes that name no field manager under the agent's program name
+/// (kube-apiserver's default `fieldManager`), as it records kubelet's as
+/// `kubelet`. Without one they were recorded under no name at all.
+pub(super) fn with_user_agent(mut config: kube::Config, program: &str) -> kube::Config {
+    let agent = format!("{program}/{}", env!("CARGO_PKG_VERSION"));
+    if let Ok(v) = http::HeaderValue::from_str(&agent) {
+        config
+            .headers
+            .retain(|(k, _)| k != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, v));
+    }
+    config
 }
 
 /// A DER certificate as PEM.

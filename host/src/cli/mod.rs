@@ -352,7 +352,8 @@ async fn main_async(cli: Cli) -> Result<()> {
                     &format!("system:node:{}", node_name(&node)),
                     Some("system:nodes"),
                 )?;
-                kube::Client::try_from(config_from(Some(&node_kc)).await?)?
+                let config = config_from(Some(&node_kc)).await?;
+                kube::Client::try_from(host::with_user_agent(config, "wasmlet-node"))?
             };
             let tls = if no_node {
                 None

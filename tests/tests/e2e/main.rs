@@ -28,6 +28,7 @@ mod disruption;
 mod durability;
 mod exec;
 mod faults;
+mod field_ownership;
 mod hardening_api;
 mod hardening_limits;
 mod hardening_node;

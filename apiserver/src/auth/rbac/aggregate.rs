@@ -11,7 +11,10 @@ use wasmlet_apimachinery::selector::LabelSelector;
 
 use super::GROUP;
 use crate::meta;
-use crate::resources::Resources;
+use crate::resources::{Resources, WriteOptions};
+
+/// The field manager of the rules this controller writes.
+const MANAGER: &str = "wasmlet-clusterrole-aggregation-controller";
 
 /// The rules `role` aggregates from `all` (every ClusterRole), or `None`
 /// when it has no aggregation rule.
@@ -74,7 +77,7 @@ pub(crate) async fn aggregate_all(resources: &Resources) -> usize {
         let rules = serde_json::to_value(&rules).unwrap_or_default();
         let name = meta::name(role).to_string();
         let result = resources
-            .modify(&rt, "", &name, |current| {
+            .modify(&rt, "", &name, &WriteOptions::by(MANAGER), |current| {
                 let mut v = current.clone();
                 v["rules"] = rules.clone();
                 Some(v)

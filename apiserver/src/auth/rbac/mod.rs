@@ -244,7 +244,7 @@ async fn upgrade_default(
         return Ok(());
     };
     resources
-        .modify(rt, "", name, |current| {
+        .modify(rt, "", name, &WriteOptions::by(crate::MANAGER), |current| {
             let autoupdate = current
                 .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
                 .and_then(Value::as_str);
@@ -295,7 +295,7 @@ async fn create_defaults(resources: &Resources) -> anyhow::Result<()> {
             continue;
         }
         match resources
-            .create(&rt, "v1", "", obj, &WriteOptions::default())
+            .create(&rt, "v1", "", obj, &WriteOptions::by(crate::MANAGER))
             .await
         {
             Ok(_) => {}
