@@ -135,10 +135,7 @@ impl Controller {
             .filter_map(|s| s.value().ok())
             .map(|v| (meta::name(&v).to_string(), v))
             .collect();
-        let opts = WriteOptions {
-            field_manager: MANAGER.into(),
-            ..Default::default()
-        };
+        let opts = WriteOptions::by(MANAGER);
         for (name, obj) in &want {
             if !have.contains_key(name)
                 && let Err(e) = self.resources.create(rt, "v1", "", obj.clone(), &opts).await
@@ -166,7 +163,7 @@ impl Controller {
         for name in names {
             let _ = self
                 .resources
-                .modify(rt, "", &name, |cur| {
+                .modify(rt, "", &name, &opts, |cur| {
                     let cond = available(cur);
                     let now = cur.pointer("/status/conditions/0");
                     let same = now.is_some_and(|c| {

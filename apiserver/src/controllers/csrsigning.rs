@@ -16,9 +16,11 @@ use serde_json::{Value, json};
 use crate::auth::pki::Pki;
 use crate::meta;
 use crate::registry::ResourceType;
-use crate::resources::Resources;
+use crate::resources::{Resources, WriteOptions};
 use crate::validation::certificates::request_pem;
 
+/// The field manager of the signer's writes.
+const MANAGER: &str = "wasmlet-certificate-signer";
 const CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 const KUBELET: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// Upstream's `--cluster-signing-duration` default: a year.
@@ -80,7 +82,7 @@ impl Controller {
         let name = meta::name(csr).to_string();
         let written = self
             .resources
-            .modify(rt, "", &name, |cur| {
+            .modify(rt, "", &name, &WriteOptions::by(MANAGER), |cur| {
                 if cur.pointer("/status/certificate").is_some() {
                     return None;
                 }

@@ -13,6 +13,7 @@ use super::write::Req;
 use super::{Target, json_response};
 use crate::ApiState;
 use crate::meta;
+use crate::resources::WriteOptions;
 use crate::status::{ApiError, ApiResult};
 use crate::validation::certificates::validate_conditions;
 
@@ -42,6 +43,10 @@ pub(crate) async fn approve(
     body: Value,
     req: &Req<'_>,
 ) -> ApiResult<Response> {
+    let opts = WriteOptions {
+        subresource: Some("approval"),
+        ..super::write::write_options(req, "UpdateOptions")?
+    };
     let name = t.name.as_deref().unwrap_or_default();
     let current = state.resources.get(&t.rt, "", name)?.value()?;
     let signer = current
@@ -77,7 +82,7 @@ pub(crate) async fn approve(
     }
     let stored = state
         .resources
-        .modify(&t.rt, "", name, |old| {
+        .modify(&t.rt, "", name, &opts, |old| {
             let mut new = old.clone();
             new["status"]["conditions"] = json!(conditions);
             Some(new)
