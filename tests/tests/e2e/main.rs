@@ -6,6 +6,7 @@
 mod auth_review;
 mod bad_input;
 mod batch;
+mod batch_bounds;
 mod builtins;
 mod cel;
 mod cli_errors;

@@ -97,13 +97,11 @@ impl<V> Mirror<V> {
         F: FnMut(K) -> V,
         C: FnMut(&str, Option<&V>, Option<&V>),
     {
-        let changes = client.list_changes::<K>(&self.params, self.cursor)?;
-        // Decoded before anything is applied, so a bad object leaves the mirror whole.
-        let applied: Vec<(String, V)> = changes
-            .applied
-            .into_iter()
-            .map(|o| (key_of(o.meta()), view(o)))
-            .collect();
+        // Each object viewed as it is decoded (a reset of 30,000 pods is
+        // never 30,000 decoded pods at once), and all of them before anything
+        // is applied, so a bad object leaves the mirror whole.
+        let changes = client.list_changes_viewed::<K, V>(&self.params, self.cursor, &mut view)?;
+        let applied = changes.applied;
         if changes.reset {
             for (key, old) in self.items.drain() {
                 on_change(&key, Some(&old), None);
