@@ -1,48 +1,25 @@
 //! The pods the controller keeps between calls, cut to what it reads.
 //!
 //! A warm instance keeps a namespace's pods and reads only what changed
-//! ([`Mirror`]). Kept whole, a decoded pod is kilobytes: a Job with
+//! (`Client::list_kept_as`). Kept whole, a decoded pod is kilobytes: a Job with
 //! `parallelism: 1000000` made 28,000 pods in 80 s and its controller ran
 //! out of its 128 MiB on every pass from then on. Each pod is kept as a
 //! [`slim`] copy holding only the fields the controller reads (about a
 //! fifth of the memory), and a fresh instance's first read decodes one pod
 //! at a time into it.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use wasmlet_sdk::client::{Client, ClientError, ListParams, Mirror};
+use wasmlet_sdk::client::{Client, ClientError, ListParams};
 
 use crate::indexed::INDEX_KEY;
 
-/// Namespaces an instance keeps (the least recently used go first).
-const NAMESPACES: usize = 16;
-
-thread_local! {
-    static KEPT: RefCell<Vec<(String, Mirror<Arc<Pod>>)>> = const { RefCell::new(Vec::new()) };
-}
-
 /// The pods of `ns` now, as [`slim`] copies.
 pub fn pods(client: &Client, ns: &str) -> Result<Vec<Arc<Pod>>, ClientError> {
-    let mut mirror = KEPT
-        .with_borrow_mut(|all| {
-            let at = all.iter().position(|(k, _)| k == ns)?;
-            Some(all.remove(at).1)
-        })
-        .unwrap_or_else(|| Mirror::new(ListParams::namespaced(ns)));
-    let synced = mirror
-        .sync::<Pod, _, _>(client, |p| Arc::new(slim(p)), |_, _, _| {})
-        .map(|_| mirror.values().cloned().collect());
-    KEPT.with_borrow_mut(|all| {
-        if all.len() >= NAMESPACES {
-            all.remove(0);
-        }
-        all.push((ns.to_string(), mirror));
-    });
-    synced
+    client.list_kept_as(&ListParams::namespaced(ns), slim)
 }
 
 /// `pod` with only what the controller reads: name, uid, creation and
