@@ -109,7 +109,7 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
     };
     // Kept between calls by the warm instance, cut to what is read: only
     // changed pods are decoded.
-    let all: Vec<Arc<Pod>> = kept::pods(&client, &ns).map_err(transient("ListPods"))?;
+    let all: Vec<Arc<Pod>> = kept::pods(client, &ns).map_err(transient("ListPods"))?;
     let pods: Vec<&Pod> = all
         .iter()
         .map(|p| &**p)

@@ -56,7 +56,7 @@ fn reconcile(set: Arc<kind::Set>, ctx: &Context) -> Result<Action, Error> {
     // Kept between calls by the warm instance, cut to what is read: only
     // changed pods are decoded.
     let all: Vec<Arc<Pod>> =
-        kept::pods(&client, &ns).map_err(|e| Error::transient("ListPods", e.to_string()))?;
+        kept::pods(client, &ns).map_err(|e| Error::transient("ListPods", e.to_string()))?;
     let mut pods: Vec<Pod> = vec![];
     for p in all.iter().filter(|p| active(p)) {
         let pod_name = p.metadata.name.clone().unwrap_or_default();
@@ -213,7 +213,7 @@ fn related_pods(rs: &ReplicaSet, pods: &[Pod], ctx: &Context, ns: &str) -> Vec<P
         .filter(|s| controller_of(&s.metadata).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.metadata.uid.clone())
         .collect();
-    let all: Vec<Arc<Pod>> = kept::pods(&ctx.client(), ns).unwrap_or_default();
+    let all: Vec<Arc<Pod>> = kept::pods(ctx.client(), ns).unwrap_or_default();
     all.iter()
         .filter(|p| active(p) && controller_of(&p.metadata).is_some_and(|r| uids.contains(&r.uid)))
         .map(|p| (**p).clone())
