@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use serde_json::{Value, json};
 
-use crate::{Plane, eventually};
+use crate::{Limits, Plane, eventually};
 
 pub const NODE: &str = "workload-node";
 
@@ -46,6 +46,16 @@ pub async fn start(extra: &[&str]) -> Result<(Plane, kube::Client)> {
 
 /// [`start`] with the built-in plugins `builtins` (`--builtin-plugins`).
 pub async fn start_with(builtins: &str, extra: &[&str]) -> Result<(Plane, kube::Client)> {
+    start_limited_with(builtins, extra, Limits::default()).await
+}
+
+/// [`start_with`] inside `limits` (an attack's plane: past them it fails
+/// its test instead of swapping the machine).
+pub async fn start_limited_with(
+    builtins: &str,
+    extra: &[&str],
+    limits: Limits,
+) -> Result<(Plane, kube::Client)> {
     let modules = workloads_dir().display().to_string();
     let mut args = vec![
         "--node-name",
@@ -56,7 +66,7 @@ pub async fn start_with(builtins: &str, extra: &[&str]) -> Result<(Plane, kube::
         builtins,
     ];
     args.extend_from_slice(extra);
-    let plane = Plane::start_up(&args).await?;
+    let plane = Plane::start_up_limited(&args, &[], limits).await?;
     let client = plane.client().await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let ready = eventually(Duration::from_secs(60), "the wasmlet node", || async {

@@ -25,6 +25,9 @@ pub struct Decision {
     pub events: Vec<Note>,
 }
 
+/// Active Jobs from which a new one is a pile-up worth a Warning.
+pub const PILE_UP: usize = 5;
+
 /// A little past the scheduled time, so the call lands after it.
 const SLACK: Duration = Duration::from_millis(100);
 
@@ -89,6 +92,20 @@ pub fn decide(cj: &CronJob, running: usize, now: Timestamp) -> Decision {
         // The missed time stays due: a finished Job requeues the CronJob.
         Some("Forbid") if running > 0 => return d,
         Some("Replace") if running > 0 => d.replace = true,
+        // Allow: Jobs that never finish pile up, one more at each scheduled
+        // time. Upstream says nothing; here a Warning says so at each new
+        // one (status.active lists them), and a ResourceQuota on
+        // count/jobs.batch is what stops them (the create then fails).
+        _ if running >= PILE_UP => d.events.push((
+            true,
+            "TooManyActiveJobs",
+            format!(
+                "{running} Jobs of this CronJob are still active and another is due: \
+                 with concurrencyPolicy Allow they pile up (set concurrencyPolicy Forbid or \
+                 Replace, activeDeadlineSeconds in the jobTemplate, or a ResourceQuota on \
+                 count/jobs.batch)"
+            ),
+        )),
         _ => {}
     }
     d.create = Some(due.at);
@@ -148,6 +165,30 @@ mod tests {
             decide(&allow, 1, now).create,
             Some(t("2026-01-01T00:02:00Z"))
         );
+    }
+
+    #[test]
+    fn allowed_jobs_piling_up_are_warned_of_at_each_new_one() {
+        let c = cj(
+            json!({"schedule": "* * * * *"}),
+            json!({"lastScheduleTime": "2026-01-01T00:01:00Z"}),
+        );
+        let now = t("2026-01-01T00:02:10Z");
+        assert!(decide(&c, PILE_UP - 1, now).events.is_empty());
+        let d = decide(&c, PILE_UP, now);
+        assert_eq!(d.create, Some(t("2026-01-01T00:02:00Z")));
+        assert_eq!(d.events[0].1, "TooManyActiveJobs");
+        assert!(
+            d.events[0].2.starts_with("5 Jobs of this CronJob"),
+            "{}",
+            d.events[0].2
+        );
+        // Nothing due, nothing said.
+        let c = cj(
+            json!({"schedule": "* * * * *"}),
+            json!({"lastScheduleTime": "2026-01-01T00:02:00Z"}),
+        );
+        assert!(decide(&c, 50, now).events.is_empty());
     }
 
     #[test]

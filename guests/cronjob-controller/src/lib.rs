@@ -12,7 +12,11 @@
 //!
 //! Deviations from upstream: without `timeZone` the schedule is read in
 //! UTC; croner also accepts its `L`, `W` and `#` extensions; Jobs of the
-//! CronJob's selector that it does not control are not adopted.
+//! CronJob's selector that it does not control are not adopted; under
+//! `concurrencyPolicy: Allow` a new Job beside `decide::PILE_UP` or more
+//! active ones comes with a `TooManyActiveJobs` Warning, which upstream
+//! does not have (Jobs that never end otherwise pile up one per run
+//! silently; a ResourceQuota on `count/jobs.batch` is what stops them).
 
 pub mod decide;
 pub mod schedule;

@@ -18,23 +18,82 @@ pub const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// Upstream's `names.MaxGeneratedNameLength`: a generateName's longest prefix.
 const MAX_GENERATED_NAME: usize = 58;
 
+/// A set of completion indexes as ascending, disjoint, non-touching runs
+/// `[a, b]`: its memory follows the runs, never the number of indexes, so
+/// `completions: 1000000000` costs what its `completedIndexes` string does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Indexes(Vec<(i32, i32)>);
+
+impl Indexes {
+    /// How many indexes the set holds.
+    pub fn len(&self) -> i64 {
+        self.0
+            .iter()
+            .map(|&(a, b)| i64::from(b) - i64::from(a) + 1)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The run holding `i`, or where one holding it would go.
+    fn find(&self, i: i32) -> Result<usize, usize> {
+        self.0.binary_search_by(|&(a, b)| {
+            if b < i {
+                std::cmp::Ordering::Less
+            } else if a > i {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+    }
+
+    pub fn contains(&self, i: i32) -> bool {
+        self.find(i).is_ok()
+    }
+
+    /// Adds `i`, joining the runs it touches.
+    pub fn insert(&mut self, i: i32) {
+        let Err(at) = self.find(i) else { return };
+        let joins_prev = at > 0 && self.0[at - 1].1.checked_add(1) == Some(i);
+        let joins_next = at < self.0.len() && i.checked_add(1) == Some(self.0[at].0);
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                self.0[at - 1].1 = self.0[at].1;
+                self.0.remove(at);
+            }
+            (true, false) => self.0[at - 1].1 = i,
+            (false, true) => self.0[at].0 = i,
+            (false, false) => self.0.insert(at, (i, i)),
+        }
+    }
+
+    /// The runs, ascending.
+    pub fn runs(&self) -> &[(i32, i32)] {
+        &self.0
+    }
+}
+
+impl FromIterator<i32> for Indexes {
+    fn from_iter<T: IntoIterator<Item = i32>>(iter: T) -> Self {
+        let mut set = Indexes::default();
+        for i in iter {
+            set.insert(i);
+        }
+        set
+    }
+}
+
 /// `completedIndexes` for `set`: ascending runs, `a-b` for runs of two or
 /// more, joined by commas (upstream's `orderedIntervals.String`).
-pub fn format(set: &BTreeSet<i32>) -> String {
-    let mut out: Vec<String> = vec![];
-    let mut run: Option<(i32, i32)> = None;
-    for &i in set {
-        run = match run {
-            Some((a, b)) if b.checked_add(1) == Some(i) => Some((a, i)),
-            Some(r) => {
-                out.push(interval(r));
-                Some((i, i))
-            }
-            None => Some((i, i)),
-        };
-    }
-    out.extend(run.map(interval));
-    out.join(",")
+pub fn format(set: &Indexes) -> String {
+    set.0
+        .iter()
+        .map(|&run| interval(run))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn interval((a, b): (i32, i32)) -> String {
@@ -46,10 +105,11 @@ fn interval((a, b): (i32, i32)) -> String {
 }
 
 /// The indexes `completedIndexes` lists below `completions` (upstream's
-/// `parseIndexesFromString`): malformed parts are skipped, and intervals
-/// are clipped to `[0, completions)` so the work is bounded by the Job.
-pub fn parse(s: &str, completions: i32) -> BTreeSet<i32> {
-    let mut set = BTreeSet::new();
+/// `parseIndexesFromString`): malformed parts are skipped, intervals are
+/// clipped to `[0, completions)`, and overlapping ones joined. The work
+/// and memory follow the string's length, not the indexes it names.
+pub fn parse(s: &str, completions: i32) -> Indexes {
+    let mut runs: Vec<(i32, i32)> = vec![];
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (a, b) = match part.split_once('-') {
             Some((a, b)) => (a.trim().parse::<i32>(), b.trim().parse::<i32>()),
@@ -57,9 +117,19 @@ pub fn parse(s: &str, completions: i32) -> BTreeSet<i32> {
         };
         let (Ok(a), Ok(b)) = (a, b) else { continue };
         let (a, b) = (a.max(0), b.min(completions.saturating_sub(1)));
-        set.extend(a..=b);
+        if a <= b {
+            runs.push((a, b));
+        }
     }
-    set
+    runs.sort_unstable();
+    let mut merged: Vec<(i32, i32)> = Vec::with_capacity(runs.len());
+    for (a, b) in runs {
+        match merged.last_mut() {
+            Some(last) if i64::from(a) <= i64::from(last.1) + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    Indexes(merged)
 }
 
 /// A pod's completion index: its annotation (upstream's source of truth),
@@ -74,17 +144,30 @@ pub fn index_of(p: &Pod) -> Option<i32> {
 }
 
 /// The lowest `n` indexes below `completions` that neither completed nor
-/// belong to a pod still holding them (upstream's `firstPendingIndexes`).
-pub fn pending(
-    completions: i32,
-    completed: &BTreeSet<i32>,
-    held: &BTreeSet<i32>,
-    n: usize,
-) -> Vec<i32> {
-    (0..completions.max(0))
-        .filter(|i| !completed.contains(i) && !held.contains(i))
-        .take(n)
-        .collect()
+/// belong to a pod still holding them (upstream's `firstPendingIndexes`):
+/// completed runs are stepped over whole, so the work follows `n`, the
+/// runs and the held indexes, never `completions`.
+pub fn pending(completions: i32, completed: &Indexes, held: &BTreeSet<i32>, n: usize) -> Vec<i32> {
+    let mut out = Vec::with_capacity(n.min(500));
+    let mut runs = completed.runs().iter().peekable();
+    let mut i = 0;
+    while out.len() < n && i < completions {
+        while runs.next_if(|&&(_, b)| b < i).is_some() {}
+        if let Some(&&(a, b)) = runs.peek()
+            && a <= i
+        {
+            match b.checked_add(1) {
+                Some(next) => i = next,
+                None => break,
+            }
+            continue;
+        }
+        if !held.contains(&i) {
+            out.push(i);
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Upstream's `podGenerateNameWithIndex`: `<job>-<i>-`, the Job's name cut
@@ -139,7 +222,11 @@ pub fn assign(pod: &mut Value, job: &str, index: i32) {
 mod tests {
     use super::*;
 
-    fn set(v: &[i32]) -> BTreeSet<i32> {
+    fn set(v: &[i32]) -> Indexes {
+        v.iter().copied().collect()
+    }
+
+    fn held(v: &[i32]) -> BTreeSet<i32> {
         v.iter().copied().collect()
     }
 
@@ -166,9 +253,34 @@ mod tests {
 
     #[test]
     fn new_pods_take_the_lowest_free_indexes() {
-        assert_eq!(pending(3, &set(&[]), &set(&[]), 2), [0, 1]);
-        assert_eq!(pending(5, &set(&[0, 2]), &set(&[1]), 5), [3, 4]);
-        assert_eq!(pending(3, &set(&[0, 1]), &set(&[2]), 1), Vec::<i32>::new());
+        assert_eq!(pending(3, &set(&[]), &held(&[]), 2), [0, 1]);
+        assert_eq!(pending(5, &set(&[0, 2]), &held(&[1]), 5), [3, 4]);
+        assert_eq!(pending(3, &set(&[0, 1]), &held(&[2]), 1), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn a_billion_completions_cost_what_their_runs_do() {
+        let done = parse("0-999999998,5-7", 1_000_000_000);
+        assert_eq!(done.runs(), [(0, 999_999_998)]);
+        assert_eq!(done.len(), 999_999_999);
+        assert_eq!(
+            pending(1_000_000_000, &done, &held(&[]), 500),
+            [999_999_999]
+        );
+        let mut gaps = parse("0-9,20-29", 1_000_000_000);
+        assert_eq!(
+            pending(1_000_000_000, &gaps, &held(&[10, 30]), 4),
+            [11, 12, 13, 14]
+        );
+        gaps.insert(10);
+        gaps.insert(15);
+        assert_eq!(format(&gaps), "0-10,15,20-29");
+        for i in 11..15 {
+            gaps.insert(i);
+        }
+        assert_eq!(format(&gaps), "0-15,20-29");
+        assert!(gaps.contains(25) && !gaps.contains(16));
+        assert!(pending(i32::MAX, &parse("0-2147483646", i32::MAX), &held(&[]), 3).is_empty());
     }
 
     #[test]

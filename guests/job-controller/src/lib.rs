@@ -9,7 +9,11 @@
 //! expectations (the manifest's `owns` Pods) hold a Job back until the pod
 //! cache shows every create and delete of its previous call, so a stale
 //! cache never makes it create twice. Creates go in upstream's slow-start
-//! batches (1, 2, 4, ...; stop at the first failure), at most 500 per call.
+//! batches (1, 2, 4, ...; stop at the first failure), at most 500 per call,
+//! and so do deletes and newly recorded finished pods: a call's work
+//! follows the pods that exist and the batch, never `parallelism` or
+//! `completions`. The pods are kept between calls cut to what is read
+//! (`kept`).
 //!
 //! Indexed Jobs (`indexed`) give each pod its completion index and take
 //! the lowest pending indexes, one pod per index at most, keeping
@@ -27,6 +31,7 @@
 //! not count towards `backoffLimit`.
 
 pub mod indexed;
+pub mod kept;
 pub mod status;
 pub mod tracking;
 
@@ -46,7 +51,7 @@ use tracking::{FINALIZER, Outcome, outcome, tracked, uid};
 /// Pod uids recorded in `uncountedTerminatedPods`: (succeeded, failed).
 type Recorded = (BTreeSet<String>, BTreeSet<String>);
 
-/// Upstream's `BurstReplicas`-like bound: creates per call.
+/// Upstream's `MaxPodCreateDeletePerSync`: creates (and deletes) per call.
 const BURST: usize = 500;
 
 fn transient(reason: &str) -> impl FnOnce(ClientError) -> Error + '_ {
@@ -102,10 +107,9 @@ fn reconcile(job: Arc<Job>, ctx: &Context) -> Result<Action, Error> {
     let Some(spec) = job.spec.as_ref() else {
         return Ok(Action::done());
     };
-    // Kept between calls by the warm instance: only changed pods are decoded.
-    let all: Vec<Arc<Pod>> = client
-        .list_kept(&ListParams::namespaced(&ns))
-        .map_err(transient("ListPods"))?;
+    // Kept between calls by the warm instance, cut to what is read: only
+    // changed pods are decoded.
+    let all: Vec<Arc<Pod>> = kept::pods(client, &ns).map_err(transient("ListPods"))?;
     let pods: Vec<&Pod> = all
         .iter()
         .map(|p| &**p)
@@ -253,6 +257,11 @@ fn count(job: &mut Job, pods: &[&Pod], ctx: &Context) -> Result<(i32, i32, Recor
     let mut dropped = vec![];
     let mut new = false;
     for p in pods.iter().filter(|p| tracked(p)) {
+        // Upstream's maxUncountedPods: the status never lists more than a
+        // batch; the rest are recorded once these are released.
+        if rec_s.len() + rec_f.len() >= BURST {
+            break;
+        }
         let u = uid(p);
         if rec_s.contains(&u) || rec_f.contains(&u) || tracking::released(&job_uid, &u) {
             continue;
@@ -330,6 +339,9 @@ fn act(
         doomed.sort_by_key(|p| std::cmp::Reverse(p.metadata.creation_timestamp.clone()));
         doomed.truncate(plan.delete_extra);
     }
+    // Upstream's MaxPodCreateDeletePerSync: the rest go in the next call,
+    // which each delete's pod event brings.
+    doomed.truncate(BURST);
     let mut deleted = 0;
     for p in doomed {
         let pod_name = p.metadata.name.clone().unwrap_or_default();

@@ -21,6 +21,7 @@
 //! change requeues it, as upstream).
 
 pub mod claim;
+pub mod kept;
 pub mod kind;
 pub mod rank;
 pub mod status;
@@ -52,10 +53,10 @@ fn reconcile(set: Arc<kind::Set>, ctx: &Context) -> Result<Action, Error> {
         // Validation refuses it; a set selecting everything would adopt every pod.
         return Ok(Action::done());
     }
-    // Kept between calls by the warm instance: only changed pods are decoded.
-    let all: Vec<Arc<Pod>> = client
-        .list_kept(&ListParams::namespaced(&ns))
-        .map_err(|e| Error::transient("ListPods", e.to_string()))?;
+    // Kept between calls by the warm instance, cut to what is read: only
+    // changed pods are decoded.
+    let all: Vec<Arc<Pod>> =
+        kept::pods(client, &ns).map_err(|e| Error::transient("ListPods", e.to_string()))?;
     let mut pods: Vec<Pod> = vec![];
     for p in all.iter().filter(|p| active(p)) {
         let pod_name = p.metadata.name.clone().unwrap_or_default();
@@ -212,10 +213,7 @@ fn related_pods(rs: &ReplicaSet, pods: &[Pod], ctx: &Context, ns: &str) -> Vec<P
         .filter(|s| controller_of(&s.metadata).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.metadata.uid.clone())
         .collect();
-    let all: Vec<Arc<Pod>> = ctx
-        .client()
-        .list_kept(&ListParams::namespaced(ns))
-        .unwrap_or_default();
+    let all: Vec<Arc<Pod>> = kept::pods(ctx.client(), ns).unwrap_or_default();
     all.iter()
         .filter(|p| active(p) && controller_of(&p.metadata).is_some_and(|r| uids.contains(&r.uid)))
         .map(|p| (**p).clone())

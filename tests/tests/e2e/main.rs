@@ -7,6 +7,7 @@ mod api_groups;
 mod auth_review;
 mod bad_input;
 mod batch;
+mod batch_bounds;
 mod builtins;
 mod cel;
 mod cli_errors;

@@ -97,13 +97,11 @@ impl<V> Mirror<V> {
         F: FnMut(K) -> V,
         C: FnMut(&str, Option<&V>, Option<&V>),
     {
-        let changes = client.list_changes::<K>(&self.params, self.cursor)?;
-        // Decoded before anything is applied, so a bad object leaves the mirror whole.
-        let applied: Vec<(String, V)> = changes
-            .applied
-            .into_iter()
-            .map(|o| (key_of(o.meta()), view(o)))
-            .collect();
+        // Each object viewed as it is decoded (a reset of 30,000 pods is
+        // never 30,000 decoded pods at once), and all of them before anything
+        // is applied, so a bad object leaves the mirror whole.
+        let changes = client.list_changes_viewed::<K, V>(&self.params, self.cursor, &mut view)?;
+        let applied = changes.applied;
         if changes.reset {
             for (key, old) in self.items.drain() {
                 on_change(&key, Some(&old), None);
@@ -163,7 +161,8 @@ thread_local! {
     static MIRRORS: RefCell<Vec<(KeptKey, Box<dyn Any>)>> = const { RefCell::new(Vec::new()) };
 }
 
-type KeptKey = (TypeId, ListParams);
+/// The kind, the selection, and the cut each object is kept as (0: whole).
+type KeptKey = (TypeId, ListParams, usize);
 
 impl Client {
     /// [`Client::list`] served from a [`Mirror`] the instance keeps between
@@ -175,7 +174,35 @@ impl Client {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
     {
-        let key: KeptKey = (TypeId::of::<K>(), params.clone());
+        self.kept(params, 0, |o: K| o)
+    }
+
+    /// [`Client::list_kept`] keeping each object as `cut` makes it: a
+    /// controller's copy of only the fields it reads, so that what it keeps
+    /// follows the number of objects times a few hundred bytes, not their
+    /// whole size (a decoded pod is kilobytes). The objects returned are the
+    /// cut ones. One mirror per kind, `params` and `cut`.
+    pub fn list_kept_as<K>(
+        &self,
+        params: &ListParams,
+        cut: fn(K) -> K,
+    ) -> Result<Vec<Arc<K>>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+    {
+        self.kept(params, cut as usize, cut)
+    }
+
+    fn kept<K>(
+        &self,
+        params: &ListParams,
+        cut_id: usize,
+        cut: impl Fn(K) -> K,
+    ) -> Result<Vec<Arc<K>>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+    {
+        let key: KeptKey = (TypeId::of::<K>(), params.clone(), cut_id);
         let mut mirror: Box<dyn Any> = MIRRORS
             .with_borrow_mut(|all| {
                 let at = all.iter().position(|(k, _)| *k == key)?;
@@ -184,7 +211,7 @@ impl Client {
             .unwrap_or_else(|| Box::new(Mirror::<Arc<K>>::new(params.clone())));
         let synced = match mirror.downcast_mut::<Mirror<Arc<K>>>() {
             Some(m) => m
-                .sync::<K, _, _>(self, Arc::new, |_, _, _| {})
+                .sync::<K, _, _>(self, |o| Arc::new(cut(o)), |_, _, _| {})
                 .map(|_| m.values().cloned().collect()),
             None => unreachable_kind(),
         };
@@ -259,6 +286,33 @@ mod tests {
             cursor,
             reset,
         }
+    }
+
+    fn no_spec(p: Pod) -> Pod {
+        Pod { spec: None, ..p }
+    }
+
+    #[test]
+    fn kept_as_a_cut_keeps_and_returns_the_cut_objects_apart_from_whole_ones() {
+        let host = Rc::new(Scripted {
+            answers: RefCell::new(vec![
+                answer(vec![pod("a", "n1")], &[], 10, true),
+                answer(vec![pod("a", "n1")], &[], 10, true),
+                answer(vec![pod("b", "n2")], &[], 11, false),
+            ]),
+            asked: RefCell::default(),
+        });
+        let _installed = install(host.clone());
+        let params = ListParams::namespaced("ns");
+        let cut: Vec<Arc<Pod>> = Client::new().list_kept_as(&params, no_spec).unwrap();
+        assert!(cut[0].spec.is_none());
+        // The whole objects are another mirror (a fresh read from 0).
+        let whole: Vec<Arc<Pod>> = Client::new().list_kept(&params).unwrap();
+        assert!(whole[0].spec.is_some());
+        let cut: Vec<Arc<Pod>> = Client::new().list_kept_as(&params, no_spec).unwrap();
+        assert_eq!(cut.len(), 2);
+        assert!(cut.iter().all(|p| p.spec.is_none()));
+        assert_eq!(*host.asked.borrow(), [0, 0, 10]);
     }
 
     #[test]

@@ -135,6 +135,35 @@ impl Client {
         })
     }
 
+    /// [`Client::list_changes`] with each object turned into its key and
+    /// `view` as soon as it is decoded, so that a whole selection (a reset)
+    /// is never held decoded at once: only its JSON, emptied as it is read,
+    /// and the views ([`Mirror`]'s memory is then its views, not the objects).
+    pub(crate) fn list_changes_viewed<K, V>(
+        &self,
+        params: &ListParams,
+        since: u64,
+        mut view: impl FnMut(K) -> V,
+    ) -> Result<Changes<(String, V)>, ClientError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let (of, params) = (type_ref::<K>(), params.to_raw());
+        let c = with_host(|h| h.list_changes(&of, &params, since))?;
+        let mut applied = Vec::with_capacity(c.applied.len());
+        for json in c.applied {
+            let obj: K = decode(&json)?;
+            drop(json);
+            applied.push((key_of(obj.meta()), view(obj)));
+        }
+        Ok(Changes {
+            applied,
+            removed: c.removed,
+            cursor: c.cursor,
+            reset: c.reset,
+        })
+    }
+
     /// Evicts a pod (honours PodDisruptionBudgets: `TooManyRequests` when one blocks it).
     pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ClientError> {
         self.evict_with(namespace, name, &DeleteParams::default())

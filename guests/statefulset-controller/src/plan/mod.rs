@@ -3,6 +3,8 @@
 //! order) and the replica counts of its status. Pure, so every rule is
 //! unit-tested natively; `lib.rs` carries the writes out.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -139,14 +141,21 @@ pub fn counts(
     c
 }
 
-/// A slot of the ordinal range: the pod there, or the one to create.
+/// A slot of the ordinal range: the pod there, or none (one to create).
+#[derive(Clone, Copy)]
 enum Slot<'a> {
     Live(&'a Pod),
-    Missing(Box<Pod>),
+    Missing,
 }
 
+/// Creates one plan carries at most (upstream's `burstReplicas`); the rest
+/// come in the next sync, which the created pods' events bring.
+pub const MAX_CREATES: usize = 500;
+
 /// The sync of `set` over `pods` (its own: the caller filtered them by
-/// controller reference).
+/// controller reference). Its memory and time follow the pods and
+/// [`MAX_CREATES`], never `replicas` (a set of a million replicas is
+/// walked by its live pods and the first missing ordinals only).
 pub fn plan(
     set: &StatefulSet,
     pods: &[&Pod],
@@ -156,8 +165,8 @@ pub fn plan(
 ) -> Plan {
     let s = spec_of(set);
     let set_name = set.metadata.name.clone().unwrap_or_default();
-    let end = s.start + s.replicas; // exclusive
-    let mut slots: Vec<Option<&Pod>> = vec![None; s.replicas as usize];
+    let end = s.start.saturating_add(s.replicas); // exclusive
+    let mut live_in: BTreeMap<i32, &Pod> = BTreeMap::new();
     let mut condemned: Vec<(i32, &Pod)> = vec![];
     let mut live: Vec<&Pod> = vec![];
     for &p in pods {
@@ -166,7 +175,7 @@ pub fn plan(
         };
         live.push(p);
         if (s.start..end).contains(&ord) {
-            slots[(ord - s.start) as usize] = Some(p);
+            live_in.insert(ord, p);
         } else {
             condemned.push((ord, p));
         }
@@ -180,6 +189,7 @@ pub fn plan(
     if set.metadata.deletion_timestamp.is_some() {
         return plan;
     }
+    let slot = |ord: i32| live_in.get(&ord).map_or(Slot::Missing, |p| Slot::Live(p));
 
     // newVersionedStatefulSetPod: below the partition (or, without a
     // rollingUpdate, below status.currentReplicas) a pod is made at the
@@ -191,29 +201,15 @@ pub fn plan(
                 Some(p) => ord < p,
             }
     };
-    let replicas: Vec<(i32, Slot)> = slots
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let ord = s.start + i as i32;
-            let slot = match p {
-                Some(p) => Slot::Live(p),
-                None => {
-                    let r = if at_current(ord) { current } else { update };
-                    Slot::Missing(Box::new(new_pod(set, &r.template, &r.name, ord)))
-                }
-            };
-            (ord, slot)
-        })
-        .collect();
     // The first unhealthy pod: replicas in ordinal order (a missing one
     // counts, and then no condemned pod is it), then condemned lowest first.
-    let first_unhealthy: Option<&Pod> = match replicas.iter().find(|(_, sl)| match sl {
-        Slot::Live(p) => !is_healthy(p),
-        Slot::Missing(_) => true,
-    }) {
-        Some((_, Slot::Live(p))) => Some(*p),
-        Some((_, Slot::Missing(_))) => None,
+    let first_missing = (s.start..end).find(|o| !live_in.contains_key(o));
+    let first_unhealthy: Option<&Pod> = match live_in
+        .iter()
+        .find(|(o, p)| first_missing.is_none_or(|m| **o < m) && !is_healthy(p))
+    {
+        Some((_, p)) => Some(*p),
+        None if first_missing.is_some() => None,
         None => condemned
             .iter()
             .rev()
@@ -221,11 +217,23 @@ pub fn plan(
             .map(|(_, p)| *p),
     };
 
-    // 1. Each replica in ordinal order (processReplica).
-    for (ord, slot) in &replicas {
-        let blocked = match slot {
-            Slot::Missing(pod) => {
-                plan.ops.push(Op::Create(pod.clone()));
+    // 1. Each replica in ordinal order (processReplica): the live ones and
+    // the missing ones up to MAX_CREATES.
+    let mut creates = 0;
+    for ord in s.start..end {
+        let blocked = match slot(ord) {
+            Slot::Missing => {
+                let r = if at_current(ord) { current } else { update };
+                plan.ops.push(Op::Create(Box::new(new_pod(
+                    set,
+                    &r.template,
+                    &r.name,
+                    ord,
+                ))));
+                creates += 1;
+                if creates >= MAX_CREATES {
+                    return plan;
+                }
                 s.monotonic
             }
             Slot::Live(p) if is_failed(p) || is_succeeded(p) => {
@@ -243,10 +251,10 @@ pub fn plan(
                 {
                     true
                 } else {
-                    if !is_terminating(p) && !identity_matches(set, p, *ord) {
+                    if !is_terminating(p) && !identity_matches(set, p, ord) {
                         plan.ops.push(Op::Relabel {
                             name: name(p),
-                            ordinal: *ord,
+                            ordinal: ord,
                         });
                     }
                     false
@@ -284,22 +292,12 @@ pub fn plan(
         return plan;
     }
     let update_min = s.partition.unwrap_or(0);
-    let live_replicas: Vec<(i32, &Pod)> = replicas
-        .iter()
-        .filter_map(|(o, sl)| match sl {
-            Slot::Live(p) => Some((*o, *p)),
-            Slot::Missing(_) => None,
-        })
-        .collect();
     let outdated = |p: &Pod| revision_of(p) != Some(update.name.as_str()) && !is_terminating(p);
     match &s.max_unavailable {
         None => {
             // Delete the highest-ordinal outdated pod, waiting for unhealthy ones.
-            for (ord, slot) in replicas.iter().rev() {
-                if *ord < update_min {
-                    break;
-                }
-                let Slot::Live(p) = slot else {
+            for ord in (update_min.max(s.start)..end).rev() {
+                let Slot::Live(p) = slot(ord) else {
                     return plan;
                 };
                 if outdated(p) {
@@ -316,17 +314,13 @@ pub fn plan(
             // updateStatefulSetAfterInvariantEstablished: up to maxUnavailable
             // pods unavailable at once, highest ordinal first.
             let allowed = max_unavailable(mu, s.replicas);
-            let unavailable = replicas
-                .iter()
-                .filter(|(_, sl)| match sl {
-                    Slot::Live(p) => {
-                        !is_healthy(p) || !is_running_and_available(p, s.min_ready, now)
-                    }
-                    Slot::Missing(_) => true,
-                })
-                .count() as i32;
-            let mut budget = allowed - unavailable;
-            for (ord, p) in live_replicas.iter().rev() {
+            let missing = i64::from(s.replicas) - live_in.len() as i64;
+            let unhealthy = live_in
+                .values()
+                .filter(|p| !is_healthy(p) || !is_running_and_available(p, s.min_ready, now))
+                .count() as i64;
+            let mut budget = i64::from(allowed) - missing - unhealthy;
+            for (ord, p) in live_in.iter().rev() {
                 if budget <= 0 || *ord < update_min {
                     break;
                 }

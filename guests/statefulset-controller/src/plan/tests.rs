@@ -263,3 +263,17 @@ fn a_set_being_deleted_makes_no_pods() {
     ));
     assert!(ops(&run(&s, &[])).is_empty());
 }
+
+#[test]
+fn a_million_parallel_replicas_plan_one_batch_of_creates() {
+    let s = set(json!({"replicas": 1_000_000, "podManagementPolicy": "Parallel"}));
+    let p = run(&s, &[]);
+    assert_eq!(p.ops.len(), MAX_CREATES);
+    let Op::Create(last) = &p.ops[MAX_CREATES - 1] else {
+        panic!()
+    };
+    assert_eq!(last.metadata.name.as_deref(), Some("web-499"));
+    // int32's largest replicas, ordered: one create, nothing per replica.
+    let s = set(json!({"replicas": i32::MAX}));
+    assert_eq!(ops(&run(&s, &[])), ["+web-0@r2"]);
+}
