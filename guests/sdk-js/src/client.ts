@@ -9,6 +9,7 @@
 import { current } from "./host";
 
 /** A Kubernetes object as its JSON decodes (fields other than these are `any`, as JSON is). */
+// biome-ignore lint/suspicious/noExplicitAny: JSON's fields, as JSON.parse types them (`obj.spec?.name` reads without a cast)
 export type KubeObject = { apiVersion?: string; kind?: string; metadata?: Metadata; [field: string]: any };
 
 /** The part of `metadata` the SDK reads. */

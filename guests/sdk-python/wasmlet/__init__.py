@@ -1,13 +1,13 @@
 """wasmlet SDK for Python: write wasmlet reconcilers in Python.
 
 A reconciler is one function, ``reconcile(obj, ctx)``, over the object's JSON as a
-``dict``; it returns an :class:`Action` (status, conditions, when to come back) or
+``dict`` (:data:`Object`); it returns an :class:`Action` (status, conditions, when to come back) or
 raises an :class:`Error` (:class:`TransientError` / :class:`TerminalError`). The
 module that componentize-py builds exports it with :func:`reconciler`::
 
-    from wasmlet import Action, Condition, Context, reconciler
+    from wasmlet import Action, Condition, Context, Object, reconciler
 
-    def reconcile(obj: dict, ctx: Context) -> Action:
+    def reconcile(obj: Object, ctx: Context) -> Action:
         maps = ctx.client.list("v1", "ConfigMap", namespace=ctx.object.namespace)
         return Action.await_change(
             status={"configMaps": len(maps)},
@@ -33,6 +33,7 @@ from .client import (
     EventType,
     Invalid,
     NotFound,
+    Object,
     ObjectRef,
     OtherError,
     Patch,
@@ -40,6 +41,7 @@ from .client import (
     TooManyRequests,
     Unavailable,
 )
+from .export import reconciler
 from .log import Level
 from .reconciler import (
     Action,
@@ -52,7 +54,6 @@ from .reconciler import (
     TerminalError,
     TransientError,
 )
-from .export import reconciler
 
 __all__ = [
     "Action",
@@ -73,6 +74,7 @@ __all__ = [
     "Invalid",
     "Level",
     "NotFound",
+    "Object",
     "ObjectRef",
     "OtherError",
     "Patch",

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import NoReturn, Optional
+import builtins
+from typing import NoReturn
 
 from componentize_py_types import Err
 from wit_world.exports import reconciler as rx
@@ -13,6 +14,7 @@ from wit_world.imports import types as wt
 
 from . import client as c
 from .export import Failure, Outcome
+from .log import Level
 from .reconciler import Condition, ConditionStatus, ErrorKind
 
 _ERRORS = {
@@ -24,7 +26,7 @@ _ERRORS = {
 }
 
 
-def _raise(e: Err) -> NoReturn:
+def _raise(e: Err[wc.ClientError]) -> NoReturn:
     v = e.value
     if isinstance(v, wc.ClientError_NotFound):
         raise c.NotFound() from None
@@ -37,7 +39,7 @@ def _ref(r: c.ObjectRef) -> wt.ObjectRef:
     return wt.ObjectRef(api_version=r.api_version, kind=r.kind, namespace=r.namespace, name=r.name)
 
 
-def _patch_type(p: c.Patch):
+def _patch_type(p: c.Patch) -> wc.PatchType:
     if p.how == "merge":
         return wc.PatchType_Merge()
     if p.how == "json":
@@ -74,8 +76,8 @@ class WitHost:
         except Err as e:
             _raise(e)
 
-    def list(self, api_version: str, kind: str, namespace: Optional[str],
-             label_selector: str, field_selector: Optional[str]) -> list[str]:
+    def list(self, api_version: str, kind: str, namespace: str | None,
+             label_selector: str, field_selector: str | None) -> builtins.list[str]:
         params = wc.ListParams(namespace=namespace, label_selector=label_selector,
                                field_selector=field_selector)
         try:
@@ -115,6 +117,8 @@ class WitHost:
             _raise(e)
 
     def record_event(self, event: c.Event) -> None:
+        if event.regarding is None:  # Client.event refuses it first
+            raise c.Invalid("an event needs `regarding`")
         kind = wc.EventType.WARNING if event.type == c.EventType.WARNING else wc.EventType.NORMAL
         raw = wc.Event(type=kind, reason=event.reason, action=event.action, note=event.note,
                        regarding=_ref(event.regarding),
@@ -124,10 +128,10 @@ class WitHost:
         except Err as e:
             _raise(e)
 
-    def log_enabled(self, level) -> bool:
+    def log_enabled(self, level: Level) -> bool:
         return wl.enabled(wl.Level(int(level)))
 
-    def log(self, level, message: str, fields: list[tuple[str, str]]) -> None:
+    def log(self, level: Level, message: str, fields: builtins.list[tuple[str, str]]) -> None:
         wl.log(wl.Level(int(level)), message, fields)
 
 
@@ -143,20 +147,20 @@ def _conditions(cs: list[Condition]) -> list[rx.Condition]:
                          message=x.message) for x in cs]
 
 
-def _error(f: Failure) -> Err:
+def _error(f: Failure) -> Err[rx.ReconcileError]:
     kind = rx.ErrorKind.TERMINAL if f.kind == ErrorKind.TERMINAL else rx.ErrorKind.TRANSIENT
     return Err(rx.ReconcileError(kind=kind, reason=f.reason, message=f.message,
                                  status=f.status, conditions=_conditions(f.conditions)))
 
 
-def reconcile_result(r: "Outcome | Failure") -> rx.ReconcileOutcome:
+def reconcile_result(r: Outcome | Failure) -> rx.ReconcileOutcome:
     if isinstance(r, Failure):
         raise _error(r)
     return rx.ReconcileOutcome(status=r.status, conditions=_conditions(r.conditions),
                                requeue_after_ms=r.requeue_after_ms)
 
 
-def finalize_result(r: "Optional[int] | Failure"):
+def finalize_result(r: int | None | Failure) -> rx.FinalizeOutcome:
     if isinstance(r, Failure):
         raise _error(r)
     return rx.FinalizeOutcome_Done() if r is None else rx.FinalizeOutcome_RetryAfterMs(r)

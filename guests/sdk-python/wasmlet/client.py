@@ -11,9 +11,13 @@ import enum
 import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from . import host as _host
+
+#: An object's JSON as the client reads and writes it (``metadata``, ``spec``,
+#: ``status``, ...): a ``dict`` whose values are whatever the JSON holds.
+Object = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -23,10 +27,10 @@ class ObjectRef:
     api_version: str
     kind: str
     name: str
-    namespace: Optional[str] = None
+    namespace: str | None = None
 
     @staticmethod
-    def from_obj(obj: dict) -> "ObjectRef":
+    def from_obj(obj: Object) -> ObjectRef:
         meta = obj.get("metadata") or {}
         return ObjectRef(
             api_version=obj.get("apiVersion", ""),
@@ -134,11 +138,11 @@ class Propagation(enum.Enum):
 class DeleteParams:
     """Options of a delete or an eviction."""
 
-    propagation: Optional[Propagation] = None
+    propagation: Propagation | None = None
     #: The delete happens only if the object still has this uid / resourceVersion.
-    uid: Optional[str] = None
-    resource_version: Optional[str] = None
-    grace_period_seconds: Optional[int] = None
+    uid: str | None = None
+    resource_version: str | None = None
+    grace_period_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,22 +155,22 @@ class Patch:
     force: bool = False
 
     @staticmethod
-    def merge(body: Any) -> "Patch":
+    def merge(body: Any) -> Patch:
         """JSON merge patch (RFC 7386)."""
         return Patch("merge", body)
 
     @staticmethod
-    def json(ops: list) -> "Patch":
+    def json(ops: list[dict[str, Any]]) -> Patch:
         """JSON patch (RFC 6902): a list of operations."""
         return Patch("json", ops)
 
     @staticmethod
-    def strategic(body: Any) -> "Patch":
+    def strategic(body: Any) -> Patch:
         """Strategic merge patch (built-in kinds only)."""
         return Patch("strategic", body)
 
     @staticmethod
-    def apply(body: Any, field_manager: str, force: bool = False) -> "Patch":
+    def apply(body: Any, field_manager: str, force: bool = False) -> Patch:
         """Server-side apply of a (partial) object owned by ``field_manager``;
         ``force`` takes fields other managers own instead of a conflict. Creates
         the object when it is missing."""
@@ -190,15 +194,15 @@ class Event:
     reason: str
     action: str
     note: str = ""
-    regarding: Optional[ObjectRef] = None
-    related: Optional[ObjectRef] = None
+    regarding: ObjectRef | None = None
+    related: ObjectRef | None = None
 
     @staticmethod
-    def normal(reason: str, action: str, note: str = "") -> "Event":
+    def normal(reason: str, action: str, note: str = "") -> Event:
         return Event(EventType.NORMAL, reason, action, note)
 
     @staticmethod
-    def warning(reason: str, action: str, note: str = "") -> "Event":
+    def warning(reason: str, action: str, note: str = "") -> Event:
         return Event(EventType.WARNING, reason, action, note)
 
 
@@ -207,6 +211,13 @@ def _decode(text: str, what: str) -> Any:
         return json.loads(text)
     except ValueError as e:
         raise DecodeError(f"{what} from the host: {e}") from None
+
+
+def _object(text: str, what: str) -> Object:
+    value = _decode(text, what)
+    if not isinstance(value, dict):
+        raise DecodeError(f"{what} from the host: not a JSON object")
+    return value
 
 
 def _encode(obj: Any, what: str) -> str:
@@ -222,52 +233,52 @@ class Client:
     connections and caches): make one anywhere, or use ``ctx.client``."""
 
     def get(self, api_version: str, kind: str, name: str,
-            namespace: Optional[str] = None) -> dict:
+            namespace: str | None = None) -> Object:
         """The object, from the host's cache; raises :class:`NotFound`."""
         target = ObjectRef(api_version, kind, name, namespace)
-        return _decode(_host.current().get(target), f"{kind} {name}")
+        return _object(_host.current().get(target), f"{kind} {name}")
 
     def get_opt(self, api_version: str, kind: str, name: str,
-                namespace: Optional[str] = None) -> Optional[dict]:
+                namespace: str | None = None) -> Object | None:
         """As :meth:`get`, with ``None`` when the object does not exist."""
         try:
             return self.get(api_version, kind, name, namespace)
         except NotFound:
             return None
 
-    def list(self, api_version: str, kind: str, namespace: Optional[str] = None,
-             labels: str = "", fields: Optional[str] = None) -> list[dict]:
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             labels: str = "", fields: str | None = None) -> list[Object]:
         """The objects of a kind (every namespace when ``namespace`` is None)
         matching a label selector (``app=web,tier!=db``) and a field selector
         (``metadata.name=x``), from the host's cache."""
         items = _host.current().list(api_version, kind, namespace, labels, fields)
-        return [_decode(i, f"a {kind}") for i in items]
+        return [_object(i, f"a {kind}") for i in items]
 
-    def create(self, obj: dict) -> dict:
+    def create(self, obj: Object) -> Object:
         """Creates ``obj`` (its apiVersion, kind and metadata.namespace say where)."""
-        return _decode(_host.current().create(_encode(obj, "the object")), "the created object")
+        return _object(_host.current().create(_encode(obj, "the object")), "the created object")
 
-    def update(self, obj: dict) -> dict:
+    def update(self, obj: Object) -> Object:
         """Replaces ``obj``; a stale metadata.resourceVersion raises :class:`Conflict`."""
-        return _decode(_host.current().update(_encode(obj, "the object")), "the updated object")
+        return _object(_host.current().update(_encode(obj, "the object")), "the updated object")
 
     def patch(self, api_version: str, kind: str, name: str, patch: Patch,
-              namespace: Optional[str] = None) -> dict:
+              namespace: str | None = None) -> Object:
         """Patches the object and returns it as stored."""
         return self._patch(ObjectRef(api_version, kind, name, namespace), patch, False)
 
     def patch_status(self, api_version: str, kind: str, name: str, patch: Patch,
-                     namespace: Optional[str] = None) -> dict:
+                     namespace: str | None = None) -> Object:
         """Patches another object's status subresource (the reconciled object's
         status is returned in the :class:`wasmlet.Action` instead)."""
         return self._patch(ObjectRef(api_version, kind, name, namespace), patch, True)
 
-    def _patch(self, target: ObjectRef, patch: Patch, status: bool) -> dict:
+    def _patch(self, target: ObjectRef, patch: Patch, status: bool) -> Object:
         body = _encode(patch.body, "the patch")
-        return _decode(_host.current().patch(target, patch, body, status), "the patched object")
+        return _object(_host.current().patch(target, patch, body, status), "the patched object")
 
     def delete(self, api_version: str, kind: str, name: str,
-               namespace: Optional[str] = None,
+               namespace: str | None = None,
                params: DeleteParams = DeleteParams()) -> None:
         """Deletes the object (:class:`NotFound` when it is already gone)."""
         _host.current().delete(ObjectRef(api_version, kind, name, namespace), params)
@@ -285,7 +296,7 @@ class Client:
         _host.current().record_event(event)
 
 
-def millis(d: "float | timedelta") -> int:
+def millis(d: float | timedelta) -> int:
     """A duration (seconds or timedelta) as whole milliseconds, clamped to u64."""
     seconds = d.total_seconds() if isinstance(d, timedelta) else float(d)
     if seconds != seconds or seconds < 0:  # NaN or negative

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from types import ModuleType
 
-from .client import ClientError, millis
+from .client import ClientError, Object, millis
+from .host import Host
 from .reconciler import Action, Condition, Context, Error, ErrorKind, Finalize, TerminalError
 
 
@@ -21,9 +23,9 @@ from .reconciler import Action, Condition, Context, Error, ErrorKind, Finalize, 
 class Outcome:
     """A reconcile's result as the contract carries it (JSON status, milliseconds)."""
 
-    status: Optional[str]
+    status: str | None
     conditions: list[Condition]
-    requeue_after_ms: Optional[int]
+    requeue_after_ms: int | None
 
 
 @dataclass
@@ -33,11 +35,11 @@ class Failure:
     kind: ErrorKind
     reason: str
     message: str
-    status: Optional[str] = None
+    status: str | None = None
     conditions: list[Condition] = field(default_factory=list)
 
 
-def _status_json(status: Optional[dict]) -> Optional[str]:
+def _status_json(status: Object | None) -> str | None:
     if status is None:
         return None
     if not isinstance(status, dict):
@@ -65,7 +67,7 @@ def _failure(e: BaseException) -> Failure:
     return Failure(ErrorKind.TRANSIENT, "UncaughtException", f"{type(e).__name__}: {e}{at}")
 
 
-def _decode_object(obj: str) -> dict:
+def _decode_object(obj: str) -> Object:
     try:
         value = json.loads(obj)
     except ValueError as e:
@@ -75,11 +77,11 @@ def _decode_object(obj: str) -> dict:
     return value
 
 
-ReconcileFn = Callable[[dict, Context], Action]
-FinalizeFn = Callable[[dict, Context], Finalize]
+ReconcileFn = Callable[[Object, Context], Action]
+FinalizeFn = Callable[[Object, Context], Finalize]
 
 
-def run_reconcile(fn: ReconcileFn, obj: str) -> "Outcome | Failure":
+def run_reconcile(fn: ReconcileFn, obj: str) -> Outcome | Failure:
     """Decodes ``obj``, calls ``fn`` and encodes what it returned or raised."""
     try:
         value = _decode_object(obj)
@@ -96,7 +98,7 @@ def run_reconcile(fn: ReconcileFn, obj: str) -> "Outcome | Failure":
         return _failure(e)
 
 
-def run_finalize(fn: Optional[FinalizeFn], obj: str) -> "Optional[int] | Failure":
+def run_finalize(fn: FinalizeFn | None, obj: str) -> int | None | Failure:
     """The finalize call: ``None`` when done, milliseconds to wait, or a failure."""
     if fn is None:
         return None
@@ -111,7 +113,7 @@ def run_finalize(fn: Optional[FinalizeFn], obj: str) -> "Optional[int] | Failure
         return _failure(e)
 
 
-def reconciler(reconcile: ReconcileFn, *, finalize: Optional[FinalizeFn] = None,
+def reconciler(reconcile: ReconcileFn, *, finalize: FinalizeFn | None = None,
                conditions: tuple[str, ...] | list[str] = ()) -> type:
     """The class componentize-py exports: bind it as ``Reconciler`` in the app module.
 
@@ -125,10 +127,10 @@ def reconciler(reconcile: ReconcileFn, *, finalize: Optional[FinalizeFn] = None,
         def declared_conditions(self) -> list[str]:
             return list(declared)
 
-        def reconcile(self, obj: str):
+        def reconcile(self, obj: str) -> object:
             return _bindings().reconcile_result(run_reconcile(reconcile, obj))
 
-        def finalize(self, obj: str):
+        def finalize(self, obj: str) -> object:
             return _bindings().finalize_result(run_finalize(finalize, obj))
 
     Reconciler.__qualname__ = Reconciler.__name__ = "Reconciler"
@@ -139,14 +141,26 @@ def reconciler(reconcile: ReconcileFn, *, finalize: Optional[FinalizeFn] = None,
 # snapshots the initialised interpreter: every call starts on a fresh instance
 # of that snapshot, so a module imported later would be imported on every call.
 # Natively there are no bindings (the fake host stands in).
-_missing = ""
-try:
-    from . import _wit
-except ImportError as e:
-    _wit, _missing = None, str(e)
+def _import_bindings() -> tuple[ModuleType | None, str]:
+    try:
+        from . import _wit
+    except ImportError as e:
+        return None, str(e)
+    return _wit, ""
 
 
-def _bindings():
+_wit, _missing = _import_bindings()
+
+
+def _bindings() -> ModuleType:
     if _wit is None:
         raise RuntimeError(f"the wasmlet bindings did not import ({_missing})")
     return _wit
+
+
+def wit_host() -> Host | None:
+    """The host's imports, inside the component; ``None`` natively."""
+    if _wit is None:
+        return None
+    host: Host = _wit.WitHost()
+    return host

@@ -9,43 +9,49 @@ so native tests need no bindings); under test it is whatever
 
 from __future__ import annotations
 
-from typing import Optional, Protocol
+import builtins
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .client import DeleteParams, Event, ObjectRef, Patch
+    from .log import Level
 
 
 class Host(Protocol):
     """The contract's ``client`` and ``log`` imports, in SDK terms."""
 
-    def get(self, target) -> str: ...
-    def list(self, api_version: str, kind: str, namespace: Optional[str],
-             label_selector: str, field_selector: Optional[str]) -> list[str]: ...
+    def get(self, target: ObjectRef) -> str: ...
+    def list(self, api_version: str, kind: str, namespace: str | None,
+             label_selector: str, field_selector: str | None) -> builtins.list[str]: ...
     def create(self, obj: str) -> str: ...
     def update(self, obj: str) -> str: ...
-    def patch(self, target, patch, body: str, status: bool) -> str: ...
-    def delete(self, target, params) -> None: ...
-    def evict(self, namespace: str, name: str, params) -> None: ...
-    def record_event(self, event) -> None: ...
-    def log_enabled(self, level) -> bool: ...
-    def log(self, level, message: str, fields: list[tuple[str, str]]) -> None: ...
+    def patch(self, target: ObjectRef, patch: Patch, body: str, status: bool) -> str: ...
+    def delete(self, target: ObjectRef, params: DeleteParams) -> None: ...
+    def evict(self, namespace: str, name: str, params: DeleteParams) -> None: ...
+    def record_event(self, event: Event) -> None: ...
+    def log_enabled(self, level: Level) -> bool: ...
+    def log(self, level: Level, message: str, fields: builtins.list[tuple[str, str]]) -> None: ...
 
 
-_installed: Optional[Host] = None
+_installed: Host | None = None
 
 
 def current() -> Host:
     """The installed host, else the component's imports."""
     global _installed
     if _installed is None:
-        from .export import _wit
+        from .export import wit_host
 
-        if _wit is None:  # natively, with no FakeHost installed
+        host = wit_host()
+        if host is None:  # natively, with no FakeHost installed
             raise RuntimeError(
                 "no wasmlet host: natively, install a wasmlet.testing.FakeHost first"
             )
-        _installed = _wit.WitHost()
+        _installed = host
     return _installed
 
 
-def install(host: Optional[Host]) -> Optional[Host]:
+def install(host: Host | None) -> Host | None:
     """Makes ``host`` the current one; returns the one it replaced."""
     global _installed
     previous, _installed = _installed, host

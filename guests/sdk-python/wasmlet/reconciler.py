@@ -1,4 +1,4 @@
-"""Reconcilers: ``reconcile(obj: dict, ctx: Context) -> Action``.
+"""Reconcilers: ``reconcile(obj: Object, ctx: Context) -> Action``.
 
 The function looks at one object, acts through :class:`Context`, and says what
 the status should be and when to come back; it raises :class:`TransientError`
@@ -13,10 +13,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from . import log as _log
-from .client import Client, ClientError, Event, ObjectRef
+from .client import Client, ClientError, Event, Object, ObjectRef
 from .log import Level
 
 
@@ -38,20 +38,20 @@ class Condition:
     message: str = ""
 
     @staticmethod
-    def true(type: str, reason: str = "", message: str = "") -> "Condition":
+    def true(type: str, reason: str = "", message: str = "") -> Condition:
         return Condition(type, ConditionStatus.TRUE, reason, message)
 
     @staticmethod
-    def false(type: str, reason: str = "", message: str = "") -> "Condition":
+    def false(type: str, reason: str = "", message: str = "") -> Condition:
         return Condition(type, ConditionStatus.FALSE, reason, message)
 
     @staticmethod
-    def unknown(type: str, reason: str = "", message: str = "") -> "Condition":
+    def unknown(type: str, reason: str = "", message: str = "") -> Condition:
         return Condition(type, ConditionStatus.UNKNOWN, reason, message)
 
 
 
-def _seconds(d: "float | timedelta | None") -> Optional[timedelta]:
+def _seconds(d: float | timedelta | None) -> timedelta | None:
     if d is None or isinstance(d, timedelta):
         return d
     return timedelta(seconds=d)
@@ -63,19 +63,19 @@ class Action:
     object, merged into ``.status`` by the host), conditions to set, and when to
     reconcile again even if nothing changes (``None``: only on change)."""
 
-    status: Optional[dict] = None
+    status: Object | None = None
     conditions: list[Condition] = field(default_factory=list)
-    requeue_after: Optional[timedelta] = None
+    requeue_after: timedelta | None = None
 
     @staticmethod
-    def await_change(status: Optional[dict] = None,
-                     conditions: Optional[list[Condition]] = None) -> "Action":
+    def await_change(status: Object | None = None,
+                     conditions: list[Condition] | None = None) -> Action:
         """Reconcile again only when the object, something it owns or watches, changes."""
         return Action(status, list(conditions or []), None)
 
     @staticmethod
-    def requeue(after: "float | timedelta", status: Optional[dict] = None,
-                conditions: Optional[list[Condition]] = None) -> "Action":
+    def requeue(after: float | timedelta, status: Object | None = None,
+                conditions: list[Condition] | None = None) -> Action:
         """Reconcile again after ``after`` (seconds or timedelta) even if nothing
         changes; 0 means "again soon" through the host's per-object back-off."""
         return Action(status, list(conditions or []), _seconds(after))
@@ -94,8 +94,8 @@ class Error(Exception):
     kind = ErrorKind.TRANSIENT
 
     def __init__(self, reason: str, message: str = "", *,
-                 status: Optional[dict] = None,
-                 conditions: Optional[list[Condition]] = None):
+                 status: Object | None = None,
+                 conditions: list[Condition] | None = None):
         super().__init__(f"{self.kind.value} error {reason}: {message}")
         self.reason = reason
         self.message = message
@@ -103,7 +103,7 @@ class Error(Exception):
         self.conditions = list(conditions or [])
 
     @staticmethod
-    def from_client_error(e: ClientError) -> "Error":
+    def from_client_error(e: ClientError) -> Error:
         cls = TerminalError if e.terminal else TransientError
         return cls(e.reason, str(e))
 
@@ -124,14 +124,14 @@ class TerminalError(Error):
 class Finalize:
     """What a finalize step achieved: :meth:`done`, or call again after a while."""
 
-    retry_after: Optional[timedelta] = None
+    retry_after: timedelta | None = None
 
     @staticmethod
-    def done() -> "Finalize":
+    def done() -> Finalize:
         return Finalize(None)
 
     @staticmethod
-    def retry(after: "float | timedelta") -> "Finalize":
+    def retry(after: float | timedelta) -> Finalize:
         return Finalize(_seconds(after))
 
 
@@ -143,7 +143,7 @@ class Context:
     client: Client = field(default_factory=Client)
 
     @staticmethod
-    def for_object(obj: dict) -> "Context":
+    def for_object(obj: Object) -> Context:
         return Context(ObjectRef.from_obj(obj))
 
     def event(self, event: Event) -> None:

@@ -24,19 +24,20 @@ answer :class:`wasmlet.Denied`, as a manifest that does not grant them would.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import json
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from . import client as c
 from . import host as _host
 from .log import Level
 
-Key = tuple[str, str, Optional[str], str]
+Key = tuple[str, str, str | None, str]
 
 
-def labels_match(selector: str, labels: dict) -> bool:
+def labels_match(selector: str, labels: c.Object) -> bool:
     """Whether ``labels`` satisfies ``selector`` (equality- and existence-based terms)."""
     for term in (t.strip() for t in selector.split(",")):
         if not term:
@@ -56,7 +57,7 @@ def labels_match(selector: str, labels: dict) -> bool:
     return True
 
 
-def fields_match(selector: str, obj: dict) -> bool:
+def fields_match(selector: str, obj: c.Object) -> bool:
     """Whether ``obj`` satisfies a field selector over dotted paths."""
     for term in (t.strip() for t in selector.split(",")):
         if not term:
@@ -88,7 +89,7 @@ def merge(target: object, patch: object) -> object:
     return out
 
 
-def _key(obj: dict) -> Optional[Key]:
+def _key(obj: c.Object) -> Key | None:
     meta = obj.get("metadata") or {}
     if not (obj.get("apiVersion") and obj.get("kind") and meta.get("name")):
         return None
@@ -103,17 +104,17 @@ class FakeHost:
     """An in-memory stand-in for the wasmlet host."""
 
     def __init__(self) -> None:
-        self.objects: dict[Key, dict] = {}
+        self.objects: dict[Key, c.Object] = {}
         self._denied: set[str] = set()
         self._events: list[c.Event] = []
-        self._logs: list[tuple[str, str, dict]] = []
+        self._logs: list[tuple[str, str, dict[str, str]]] = []
         self._writes: list[str] = []
         self._version = 0
         #: The level below which log records are dropped (as the host's filter would).
         self.log_level = Level.TRACE
 
     # --- setting up and looking back ----------------------------------------------
-    def insert(self, obj: dict) -> None:
+    def insert(self, obj: c.Object) -> None:
         """Puts ``obj`` into the store (as if the cache had it), with a resourceVersion."""
         key = _key(obj)
         if key is None:
@@ -123,7 +124,7 @@ class FakeHost:
         self.objects[key] = obj
 
     def object(self, api_version: str, kind: str, name: str,
-               namespace: Optional[str] = None) -> Optional[dict]:
+               namespace: str | None = None) -> c.Object | None:
         """The stored object, or ``None``."""
         return copy.deepcopy(self.objects.get((api_version, kind, namespace, name)))
 
@@ -143,7 +144,7 @@ class FakeHost:
         """Log records so far, as ``(level, message)``."""
         return [(lvl, msg) for lvl, msg, _ in self._logs]
 
-    def log_fields(self) -> list[dict]:
+    def log_fields(self) -> list[dict[str, str]]:
         """Each log record's fields, in order."""
         return [dict(f) for _, _, f in self._logs]
 
@@ -152,7 +153,7 @@ class FakeHost:
         return list(self._writes)
 
     @contextlib.contextmanager
-    def install(self) -> Iterator["FakeHost"]:
+    def install(self) -> Iterator[FakeHost]:
         """Routes the SDK's calls to this fake inside the ``with`` block."""
         previous = _host.install(self)
         try:
@@ -169,14 +170,14 @@ class FakeHost:
         ns = f"{key[2]}/" if key[2] else ""
         self._writes.append(f"{verb} {key[1]} {ns}{key[3]}")
 
-    def _bump(self, obj: dict) -> None:
+    def _bump(self, obj: c.Object) -> None:
         self._version += 1
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(self._version)
         meta.setdefault("uid", f"uid-{self._version}")
 
     @staticmethod
-    def _parse(text: str) -> dict:
+    def _parse(text: str) -> c.Object:
         try:
             value = json.loads(text)
         except ValueError as e:
@@ -193,8 +194,8 @@ class FakeHost:
             raise c.NotFound()
         return json.dumps(obj)
 
-    def list(self, api_version: str, kind: str, namespace: Optional[str],
-             label_selector: str, field_selector: Optional[str]) -> list[str]:
+    def list(self, api_version: str, kind: str, namespace: str | None,
+             label_selector: str, field_selector: str | None) -> list[str]:
         self._check(kind, "list")
         out = []
         for (av, k, ns, _), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
@@ -248,15 +249,15 @@ class FakeHost:
         creates = current is None and not status and patch.how == "apply"
         if current is None and not creates:
             raise c.NotFound()
-        obj = current if current is not None else {
+        base: c.Object = current if current is not None else {
             "apiVersion": target.api_version, "kind": target.kind,
             "metadata": {"name": target.name, "namespace": target.namespace},
         }
         value = json.loads(body)
-        if status:
-            obj = merge(obj, {"status": (value or {}).get("status")})
-        else:
-            obj = merge(obj, value)
+        merged = merge(base, {"status": (value or {}).get("status")} if status else value)
+        if not isinstance(merged, dict):
+            raise c.Invalid("a merge patch must be a JSON object")
+        obj: c.Object = merged
         meta = obj.setdefault("metadata", {})
         if meta.get("namespace") is None:
             meta.pop("namespace", None)
@@ -293,6 +294,6 @@ class FakeHost:
     def log_enabled(self, level: Level) -> bool:
         return level >= self.log_level
 
-    def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
+    def log(self, level: Level, message: str, fields: builtins.list[tuple[str, str]]) -> None:
         if level >= self.log_level:
             self._logs.append((Level(level).name.lower(), message, dict(fields)))

@@ -215,9 +215,10 @@ enum PluginCommand {
         /// Where to write it (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The wasmlet-sdk crate to depend on by path (default: the copy
-        /// `scripts/install` put beside this binary, else this build's
-        /// checkout, either pinned to this binary's version).
+        /// The SDK to depend on by path: the wasmlet-sdk crate, or with
+        /// `--lang python|typescript` the Python or TypeScript SDK's directory
+        /// (default: the copy `scripts/install` put beside this binary, else
+        /// this build's checkout; a crate's is pinned to this binary's version).
         #[arg(long)]
         sdk_path: Option<PathBuf>,
     },

@@ -39,15 +39,30 @@ pub(super) enum Lang {
 /// scaffold pins (`=VERSION`), so a plugin and the host it loads into agree.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Where `scripts/install` puts the SDK relative to an installed binary
-/// (`PREFIX/bin/wasmlet` → `PREFIX/share/wasmlet/VERSION/guests/sdk`).
-fn installed_sdk(exe: &Path) -> Option<PathBuf> {
+impl Lang {
+    /// Where this language's SDK lives (`guests/DIR` in a checkout and under an
+    /// installed prefix) and the file that marks it.
+    fn sdk(self) -> (&'static str, &'static str) {
+        match self {
+            Lang::Rust => ("sdk", "Cargo.toml"),
+            Lang::Python => ("sdk-python", "pyproject.toml"),
+            Lang::Typescript => ("sdk-js", "package.json"),
+        }
+    }
+}
+
+/// Where `scripts/install` puts `lang`'s SDK relative to an installed binary
+/// (`PREFIX/bin/wasmlet` → `PREFIX/share/wasmlet/VERSION/guests/sdk`, `sdk-python`,
+/// `sdk-js`).
+fn installed_sdk(exe: &Path, lang: Lang) -> Option<PathBuf> {
+    let (dir, marker) = lang.sdk();
     let prefix = exe.parent()?.parent()?;
     let sdk = prefix
         .join("share/wasmlet")
         .join(SDK_VERSION)
-        .join("guests/sdk");
-    sdk.join("Cargo.toml").is_file().then_some(sdk)
+        .join("guests")
+        .join(dir);
+    sdk.join(marker).is_file().then_some(sdk)
 }
 
 /// Writes `text` to `root/file`, making the directories on the way.
@@ -59,20 +74,27 @@ fn write_under(root: &Path, file: &str, text: &str) -> Result<()> {
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Where the SDK comes from: a path given; else the copy installed beside
-/// this binary (`scripts/install`); else this build's own checkout when it
-/// still exists (a binary built from source, `cargo install --path host`).
-/// Both of the latter are pinned to this binary's version. The dependency
-/// line, and the SDK's directory.
-fn sdk_dependency(explicit: Option<&Path>) -> Result<(String, PathBuf)> {
+/// Where `lang`'s SDK comes from: a path given; else the copy installed
+/// beside this binary (`scripts/install`); else this build's own checkout
+/// when it still exists (a binary built from source, `cargo install --path
+/// host`). Whether it was given, and its directory.
+fn find_sdk(lang: Lang, explicit: Option<&Path>) -> Result<(bool, PathBuf)> {
+    let (dir, marker) = lang.sdk();
     if let Some(p) = explicit {
-        let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        return Ok((format!("{{ path = {:?} }}", p.display().to_string()), p));
+        if !p.join(marker).is_file() {
+            bail!(
+                "--sdk-path {}: no {marker} there (the SDK of this language is guests/{dir} in a wasmlet checkout)",
+                p.display()
+            );
+        }
+        return Ok((true, p.canonicalize().unwrap_or_else(|_| p.to_path_buf())));
     }
     let exe = std::env::current_exe().ok();
-    let installed = exe.as_deref().and_then(installed_sdk);
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/sdk");
-    let found = installed.or_else(|| checkout.join("Cargo.toml").exists().then_some(checkout));
+    let installed = exe.as_deref().and_then(|e| installed_sdk(e, lang));
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guests")
+        .join(dir);
+    let found = installed.or_else(|| checkout.join(marker).exists().then_some(checkout));
     let Some(p) = found else {
         let looked = exe
             .as_deref()
@@ -81,25 +103,33 @@ fn sdk_dependency(explicit: Option<&Path>) -> Result<(String, PathBuf)> {
                 prefix
                     .join("share/wasmlet")
                     .join(SDK_VERSION)
-                    .join("guests/sdk")
+                    .join("guests")
+                    .join(dir)
             })
             .map(|p| format!("{} (installed) or ", p.display()))
             .unwrap_or_default();
         bail!(
-            "no wasmlet-sdk {SDK_VERSION} found (looked in {looked}{}): install wasmlet with scripts/install PREFIX from a checkout of version {SDK_VERSION}, or pass --sdk-path DIR",
+            "no guests/{dir} of wasmlet {SDK_VERSION} found (looked in {looked}{}): install wasmlet with scripts/install PREFIX from a checkout of version {SDK_VERSION}, or pass --sdk-path DIR",
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../guests/sdk")
+                .join("../guests")
+                .join(dir)
                 .display()
         );
     };
-    let p = p.canonicalize().unwrap_or(p);
-    Ok((
-        format!(
-            "{{ version = \"={SDK_VERSION}\", path = {:?} }}",
-            p.display().to_string()
-        ),
-        p,
-    ))
+    Ok((false, p.canonicalize().unwrap_or(p)))
+}
+
+/// The `wasmlet-sdk` dependency of a new crate: by path, pinned to this
+/// binary's version unless the path was given. The line, and the SDK's directory.
+fn sdk_dependency(explicit: Option<&Path>) -> Result<(String, PathBuf)> {
+    let (given, p) = find_sdk(Lang::Rust, explicit)?;
+    let path = format!("{:?}", p.display().to_string());
+    let line = if given {
+        format!("{{ path = {path} }}")
+    } else {
+        format!("{{ version = \"={SDK_VERSION}\", path = {path} }}")
+    };
+    Ok((line, p))
 }
 
 /// The most of a lock file read: a workspace's is some 100 KiB (this one's,
@@ -182,14 +212,16 @@ pub(super) fn plugin_new(
             "--lang typescript --kind provider: the TypeScript SDK writes reconcilers only (providers are Rust)"
         );
     }
-    // Python and TypeScript projects carry the SDK built into this binary; a Rust crate
-    // names one on disk, found before anything is written.
+    // Every project depends on its SDK on disk, as a user's package manager
+    // installs it (cargo's path dependency, pip's `file://` URL, npm's `file:`
+    // spec), found before anything is written.
     let (sdk, lock) = match lang {
         Lang::Rust => {
             let (line, dir) = sdk_dependency(sdk)?;
             (line, sdk_lock(&dir))
         }
-        Lang::Python | Lang::Typescript => (String::new(), None),
+        Lang::Python => (python::dependency(&find_sdk(lang, sdk)?.1)?, None),
+        Lang::Typescript => (typescript::dependency(&find_sdk(lang, sdk)?.1), None),
     };
     // The README says where the lock came from when there is one.
     let lock_note = if lock.is_some() { LOCK_NOTE } else { "" };
@@ -512,19 +544,27 @@ mod tests {
     fn an_installed_binary_finds_the_sdk_under_its_prefix() {
         let prefix = tempfile::tempdir().unwrap();
         let exe = prefix.path().join("bin/wasmlet");
-        assert_eq!(installed_sdk(&exe), None);
+        assert_eq!(installed_sdk(&exe, Lang::Rust), None);
         let sdk = prefix
             .path()
             .join(format!("share/wasmlet/{SDK_VERSION}/guests/sdk"));
         std::fs::create_dir_all(&sdk).unwrap();
         std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
-        assert_eq!(installed_sdk(&exe), Some(sdk));
+        assert_eq!(installed_sdk(&exe, Lang::Rust), Some(sdk));
+        // Each language's SDK by its own marker.
+        assert_eq!(installed_sdk(&exe, Lang::Python), None);
+        let py = prefix
+            .path()
+            .join(format!("share/wasmlet/{SDK_VERSION}/guests/sdk-python"));
+        std::fs::create_dir_all(&py).unwrap();
+        std::fs::write(py.join("pyproject.toml"), "[project]\n").unwrap();
+        assert_eq!(installed_sdk(&exe, Lang::Python), Some(py));
         // Another version's copy is not this binary's SDK.
         let other = prefix.path().join("other/bin/wasmlet");
         let old = prefix.path().join("other/share/wasmlet/0.0.1/guests/sdk");
         std::fs::create_dir_all(&old).unwrap();
         std::fs::write(old.join("Cargo.toml"), "[package]\n").unwrap();
-        assert_eq!(installed_sdk(&other), None);
+        assert_eq!(installed_sdk(&other, Lang::Rust), None);
     }
 
     #[test]
@@ -606,12 +646,10 @@ mod tests {
             "hello-py.toml",
             "greeting.crd.yaml",
             "tests/test_app.py",
-            "pytest.ini",
+            "pyproject.toml",
             "build.sh",
             "README.md",
             "wit/worlds.wit",
-            "wasmlet/__init__.py",
-            "wasmlet/testing.py",
         ] {
             let text = std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
             assert!(
@@ -620,6 +658,19 @@ mod tests {
             );
         }
         assert!(!root.join("src").exists());
+        // The SDK is a dependency, the checkout's, as pip takes a local one.
+        assert!(!root.join("wasmlet").exists());
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../guests/sdk-python")
+            .canonicalize()
+            .unwrap();
+        let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
+        let wanted = format!(
+            "dependencies = [\"wasmlet-sdk @ file://{}\"]",
+            sdk.display()
+        );
+        assert!(pyproject.contains(&wanted), "{pyproject}");
+        assert!(!pyproject.contains("@SDK@"), "{pyproject}");
         let crd = std::fs::read_to_string(root.join("greeting.crd.yaml")).unwrap();
         assert!(crd.contains("name: greetings.demo.example.com"), "{crd}");
         assert!(
@@ -661,9 +712,6 @@ mod tests {
             "test.sh",
             "README.md",
             "wit/worlds.wit",
-            "wasmlet/index.ts",
-            "wasmlet/testing.ts",
-            "wasmlet/wit.ts",
         ] {
             let text = std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
             assert!(
@@ -680,6 +728,16 @@ mod tests {
             "0.23.0"
         );
         assert_eq!(package["name"], "hello-ts");
+        // The SDK is a dependency, the checkout's, as npm takes a local one.
+        assert!(!root.join("wasmlet").exists());
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../guests/sdk-js")
+            .canonicalize()
+            .unwrap();
+        assert_eq!(
+            package["dependencies"]["wasmlet"],
+            format!("file:{}", sdk.display())
+        );
         let test = std::fs::read_to_string(root.join("tests/app.test.ts")).unwrap();
         assert!(
             test.contains(r#"apiVersion: "demo.example.com/v1""#),

@@ -189,13 +189,15 @@ async fn a_scaffolded_reconciler_builds_loads_and_reconciles() -> Result<()> {
     Ok(())
 }
 
-/// `wasmlet plugin new --lang python`, then its README's commands (pytest, the
+/// `wasmlet plugin new --lang python`, then its README's commands (the venv with
+/// the SDK installed from its directory, pytest, mypy --strict, the
 /// componentize-py build, `plugin check`), then `wasmlet up` reconciling its
 /// kind, and an exception in the Python code shown on the object.
 ///
 /// Ignored by default as its Rust neighbour is: the componentize-py build and a
 /// debug host's compile of the ~18 MB component take a minute or two. Needs
-/// scripts/setup's target/python (componentize-py, pytest). Run it with
+/// scripts/setup's target/python (componentize-py, pytest, mypy, the flit_core
+/// wheel). Run it with
 /// `cargo test --test scaffold -- --ignored python`.
 #[tokio::test]
 #[ignore = "builds and compiles a CPython component (a minute or two); run with --ignored"]
@@ -219,19 +221,23 @@ async fn a_scaffolded_python_reconciler_builds_loads_and_reconciles() -> Result<
         "--dir",
         project.to_str().unwrap(),
     ])?;
-    // The README's commands, with scripts/setup's venv as the project's.
+    // The README's commands. Its `pip install -e '.[dev]'` into the project's
+    // own venv runs offline: scripts/setup's venv stands in for the dev tools
+    // (a .pth file puts its site-packages on the new venv's path, so pip finds
+    // componentize-py, pytest and mypy installed), and its wheel of flit_core
+    // builds the SDK, which pip installs from the directory pyproject.toml names.
+    let project_venv = project.join(".venv");
+    let path = format!(
+        "{}:{}:{}",
+        project_venv.join("bin").display(),
+        venv.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let run = |program: &Path, args: &[&str]| -> Result<()> {
         let out = Command::new(program)
             .args(args)
             .current_dir(&project)
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    venv.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
+            .env("PATH", &path)
             .output()?;
         ensure!(
             out.status.success(),
@@ -242,9 +248,53 @@ async fn a_scaffolded_python_reconciler_builds_loads_and_reconciles() -> Result<
         );
         Ok(())
     };
+    let pyproject = std::fs::read_to_string(project.join("pyproject.toml"))?;
+    ensure!(
+        pyproject.contains("\"wasmlet-sdk @ file://") && !project.join("wasmlet").exists(),
+        "the project does not depend on the SDK by its path: {pyproject}"
+    );
+    run(
+        Path::new("python3"),
+        &["-m", "venv", "--without-pip", ".venv"],
+    )?;
+    let site = |python: &Path| -> Result<String> {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let tools = site(&venv.join("python"))?;
+    std::fs::write(
+        Path::new(&site(&project_venv.join("bin/python"))?).join("wasmlet-tools.pth"),
+        format!("{tools}\n"),
+    )?;
+    let wheels = repo().join("target/python/wheels");
     run(
         &venv.join("python"),
+        &[
+            "-m",
+            "pip",
+            "--python",
+            ".venv/bin/python",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            wheels.to_str().unwrap(),
+            "-e",
+            ".[dev]",
+        ],
+    )?;
+    run(
+        &project_venv.join("bin/python"),
         &["-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    )?;
+    run(
+        &project_venv.join("bin/python"),
+        &["-m", "mypy", "--cache-dir=/dev/null"],
     )?;
     run(&project.join("build.sh"), &[])?;
     let check = wasmlet(&[
@@ -290,12 +340,13 @@ async fn a_scaffolded_python_reconciler_builds_loads_and_reconciles() -> Result<
 }
 
 /// `wasmlet plugin new --lang typescript`, then its README's commands (`npm
-/// test`, `npm run build`, `plugin check`), then `wasmlet up` reconciling its
+/// test`, `npm run check`, `npm run build`, `plugin check`), then `wasmlet up` reconciling its
 /// kind, and an exception in the TypeScript code shown on the object.
 ///
-/// The project's `npm install` is stood in for by scripts/setup's target/js (the
-/// same pinned tools, installed from the same versions), linked as its
-/// node_modules, so the test needs no network.
+/// The project's `npm install` is stood in for, so that the test needs no
+/// network: its node_modules links scripts/setup's target/js packages (the same
+/// pinned tools, installed from the same versions) and, as npm links a `file:`
+/// dependency, `wasmlet` to the SDK directory its package.json names.
 ///
 /// Ignored by default as its Python neighbour is: two componentize-js builds and
 /// a debug host's two compiles of the ~12 MB component take two to three
@@ -323,7 +374,21 @@ async fn a_scaffolded_typescript_reconciler_builds_loads_and_reconciles() -> Res
         "--dir",
         project.to_str().unwrap(),
     ])?;
-    std::os::unix::fs::symlink(&tools, project.join("node_modules"))?;
+    let package: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join("package.json"))?)?;
+    let sdk = package["dependencies"]["wasmlet"]
+        .as_str()
+        .and_then(|spec| spec.strip_prefix("file:"))
+        .map(PathBuf::from);
+    let sdk = sdk.ok_or_else(|| anyhow::anyhow!("package.json has no file: SDK: {package}"))?;
+    ensure!(!project.join("wasmlet").exists(), "the SDK was copied in");
+    let modules = project.join("node_modules");
+    std::fs::create_dir(&modules)?;
+    for entry in std::fs::read_dir(&tools)? {
+        let entry = entry?;
+        std::os::unix::fs::symlink(entry.path(), modules.join(entry.file_name()))?;
+    }
+    std::os::unix::fs::symlink(&sdk, modules.join("wasmlet"))?;
     let npm = |args: &[&str]| -> Result<String> {
         let out = Command::new("npm")
             .args(args)
@@ -339,6 +404,7 @@ async fn a_scaffolded_typescript_reconciler_builds_loads_and_reconciles() -> Res
     };
     let tested = npm(&["test"])?;
     ensure!(tested.contains("# pass 1"), "{tested}");
+    npm(&["run", "check"])?;
     npm(&["run", "build"])?;
     let check = wasmlet(&[
         "plugin",

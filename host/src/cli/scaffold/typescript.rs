@@ -1,8 +1,10 @@
 //! `wasmlet plugin new NAME --lang typescript`: a standalone TypeScript
-//! reconciler project. It carries its own copies of the contract (`wit/`) and
-//! of the TypeScript SDK (`wasmlet/`), both built into this binary, and pins
-//! its build tools (componentize-js, jco, esbuild, typescript) in package.json
-//! as scripts/setup does, so `npm install` is all it needs.
+//! reconciler project. Its package.json depends on the TypeScript SDK
+//! (`wasmlet`) by a `file:` spec to the SDK's directory (the installed copy or
+//! the checkout), as a user's own project would, and pins its build tools
+//! (componentize-js, jco, esbuild, typescript, @types/node) as scripts/setup
+//! does, so `npm install` is all it needs. It carries its own copy of the
+//! contract (`wit/`), built into this binary, which componentize-js reads.
 
 use std::path::Path;
 
@@ -13,45 +15,16 @@ use anyhow::{Context, Result};
 pub(super) const TOOLS: &[(&str, &str)] = &[
     ("@bytecodealliance/componentize-js", "0.23.0"),
     ("@bytecodealliance/jco", "1.34.0"),
+    ("@types/node", "20.19.43"),
     ("esbuild", "0.28.2"),
     ("typescript", "5.9.3"),
 ];
 
-/// The SDK, as `wasmlet/NAME`.
-const SDK: &[(&str, &str)] = &[
-    (
-        "client.ts",
-        include_str!("../../../../guests/sdk-js/src/client.ts"),
-    ),
-    (
-        "export.ts",
-        include_str!("../../../../guests/sdk-js/src/export.ts"),
-    ),
-    (
-        "host.ts",
-        include_str!("../../../../guests/sdk-js/src/host.ts"),
-    ),
-    (
-        "index.ts",
-        include_str!("../../../../guests/sdk-js/src/index.ts"),
-    ),
-    (
-        "log.ts",
-        include_str!("../../../../guests/sdk-js/src/log.ts"),
-    ),
-    (
-        "reconciler.ts",
-        include_str!("../../../../guests/sdk-js/src/reconciler.ts"),
-    ),
-    (
-        "testing.ts",
-        include_str!("../../../../guests/sdk-js/src/testing.ts"),
-    ),
-    (
-        "wit.ts",
-        include_str!("../../../../guests/sdk-js/src/wit.ts"),
-    ),
-];
+/// The project's dependency on the SDK at `sdk`: npm's `file:` spec, as a
+/// JSON string (npm links the directory into node_modules/wasmlet).
+pub(super) fn dependency(sdk: &Path) -> String {
+    serde_json::Value::String(format!("file:{}", sdk.display())).to_string()
+}
 
 /// Writes the project into `root` (which exists and is empty); `fill` replaces
 /// the templates' placeholders.
@@ -78,12 +51,9 @@ pub(super) fn write(
     write("build.sh", &fill(BUILD))?;
     write("test.sh", TEST_SH)?;
     write("README.md", &fill(README))?;
-    write(".gitignore", "*.wasm\nnode_modules/\ntypes/\n")?;
+    write(".gitignore", "*.wasm\nnode_modules/\n")?;
     for (file, text) in super::python::WIT {
         write(&format!("wit/{file}"), text)?;
-    }
-    for (file, text) in SDK {
-        write(&format!("wasmlet/{file}"), text)?;
     }
     #[cfg(unix)]
     for script in ["build.sh", "test.sh"] {
@@ -137,7 +107,11 @@ const PACKAGE_JSON: &str = r#"{
   "type": "module",
   "scripts": {
     "build": "./build.sh",
-    "test": "./test.sh"
+    "test": "./test.sh",
+    "check": "tsc -p tsconfig.json"
+  },
+  "dependencies": {
+    "wasmlet": @SDK@
   },
   "devDependencies": {
 @TOOLS@
@@ -150,37 +124,36 @@ const TSCONFIG: &str = r#"{
     "strict": true,
     "noEmit": true,
     "skipLibCheck": true,
-    "types": [],
+    "types": ["node"],
     "target": "ES2022",
     "lib": ["ES2022"],
     "module": "ESNext",
-    "moduleResolution": "Bundler",
-    "paths": { "wasmlet": ["./wasmlet/index.ts"], "wasmlet/*": ["./wasmlet/*"] }
+    "moduleResolution": "Bundler"
   },
-  "include": ["app.ts", "wasmlet/**/*.ts", "types/**/*.d.ts"]
+  "include": ["app.ts", "tests/**/*.ts"]
 }
 "#;
 
 const BUILD: &str = r#"#!/bin/sh
 # Builds @NAME@.wasm (SpiderMonkey and app.ts in one component) from the contract
-# in wit/: jco writes the contract's types (types/), tsc checks, esbuild bundles
-# the app and the SDK with an entry routing the SDK to the host's imports, and
-# componentize-js makes the component (no wasi:http: the host has none).
+# in wit/: tsc checks the app and its tests against the SDK's types, esbuild
+# bundles the app and the SDK (node_modules/wasmlet) with an entry routing the
+# SDK to the host's imports, and componentize-js makes the component (no
+# wasi:http: the host has none).
 set -eu
 cd "$(dirname "$0")"
 bin=node_modules/.bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$bin/jco" guest-types wit -n reconciler-plugin -q -o types
 "$bin/tsc" -p tsconfig.json
-cat >"$tmp/entry.ts" <<EOF
-import { install } from "$PWD/wasmlet/host";
-import { witHost } from "$PWD/wasmlet/wit";
+# The entry comes on stdin: esbuild resolves its imports from this directory.
+"$bin/esbuild" --bundle --loader=ts --sourcefile=entry.ts --format=esm --platform=neutral \
+    --target=es2022 --external:'wasmlet:*' --log-level=warning --outfile="$tmp/bundle.js" <<EOF
+import { install } from "wasmlet/host";
+import { witHost } from "wasmlet/wit";
 install(witHost);
-export { reconciler } from "$PWD/app";
+export { reconciler } from "./app";
 EOF
-"$bin/esbuild" "$tmp/entry.ts" --bundle --format=esm --platform=neutral --target=es2022 \
-    --alias:wasmlet=./wasmlet --external:'wasmlet:*' --log-level=warning --outfile="$tmp/bundle.js"
 "$bin/componentize-js" "$tmp/bundle.js" -w wit -n reconciler-plugin -d http fetch-event -o @NAME@.wasm
 "#;
 
@@ -193,7 +166,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for t in tests/*.test.ts; do
     node_modules/.bin/esbuild "$t" --bundle --format=esm --platform=node --target=node20 \
-        --alias:wasmlet=./wasmlet --define:import.meta.dirname="\"$PWD/tests\"" \
+        --define:import.meta.dirname="\"$PWD/tests\"" \
         --log-level=warning --outfile="$tmp/$(basename "$t" .ts).mjs"
 done
 node --test "$tmp"/*.mjs
@@ -206,16 +179,18 @@ A wasmlet reconciler of `@KIND@` (`@GROUP@/@VERSION@`) in TypeScript, made by
 status) and `@CRD_FILE@` (the kind's schema).
 
 ```sh
-npm install                                   # the pinned build tools (Node.js 20+)
+npm install                                   # the SDK and the pinned build tools (Node.js 20+)
 npm test                                      # unit tests on the SDK's fake host
+npm run check                                 # tsc --noEmit --strict of app.ts and tests
 npm run build                                 # @NAME@.wasm (~12 MB: SpiderMonkey is inside)
 wasmlet plugin check @NAME@.wasm && cp @NAME@.wasm @NAME@.toml @CRD_FILE@ PLUGIN_DIR/
 ```
 
 The host loads the plugin from `PLUGIN_DIR` (`wasmlet up --plugins PLUGIN_DIR`),
 applies the CRD, and from then on `kubectl apply` of a @KIND@ gets its status.
-`wit/` is the contract and `wasmlet/` the TypeScript SDK, both copied from the
-`wasmlet` that made this project. Calls are synchronous (no `async`/`await`):
+`wit/` is the contract, copied from the `wasmlet` that made this project;
+package.json names the TypeScript SDK (`wasmlet`) by the path of that wasmlet's
+copy (its TypeScript source is its types; esbuild bundles it). Calls are synchronous (no `async`/`await`):
 each reconcile runs in a fresh instance and the client's calls return at once.
 The first load compiles the component (seconds); the host's cache makes every
 later load take milliseconds.
