@@ -261,7 +261,9 @@ impl ApiServer {
         controllers::bootstrap::services(&resources, addr).await?;
         tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::apiservices::Controller::new(resources.clone()).run());
-        tokio::spawn(controllers::csrsigning::Controller::new(resources.clone(), pki.clone()).run());
+        tokio::spawn(
+            controllers::csrsigning::Controller::new(resources.clone(), pki.clone()).run(),
+        );
         tokio::spawn(controllers::resourcequota::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::gc::Controllers::new(resources).run());
 

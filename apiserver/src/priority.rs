@@ -98,7 +98,11 @@ fn admit_pod(store: &Store, registry: &Registry, pod: &mut Value) -> Result<(), 
     let class = match &named {
         Some(n) => match all.iter().find(|pc| meta::name(pc) == n) {
             Some(pc) => Class::of(pc),
-            None => return Err(forbidden(format!("no PriorityClass with name {n} was found"))),
+            None => {
+                return Err(forbidden(format!(
+                    "no PriorityClass with name {n} was found"
+                )));
+            }
         },
         None => match global_default(&all) {
             Some(pc) => Class::of(pc),
@@ -164,12 +168,19 @@ pub(crate) async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
             continue;
         }
         let description = match name {
-            "system-node-critical" => "Used for system critical pods that must not be moved from their current node.",
-            _ => "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+            "system-node-critical" => {
+                "Used for system critical pods that must not be moved from their current node."
+            }
+            _ => {
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."
+            }
         };
         let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": name}, "value": value, "description": description});
-        match resources.create(&rt, "v1", "", obj, &WriteOptions::default()).await {
+        match resources
+            .create(&rt, "v1", "", obj, &WriteOptions::default())
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.reason == "AlreadyExists" => {}
             Err(e) => anyhow::bail!("creating the PriorityClass {name}: {e}"),

@@ -62,10 +62,10 @@ pub mod internals {
     pub use crate::controller::controller::{Controller, ControllerConfig};
     pub use crate::controller::leader::Leadership;
     pub use crate::controller::manager::Manager;
-    pub use crate::controller::workqueue::fair::Tenant;
     pub use crate::controller::metrics::ControllerMetrics;
     pub use crate::controller::source::{Call, Fixed, Reconciler, Source};
     pub use crate::controller::status::{GuestResult, desired_status};
+    pub use crate::controller::workqueue::fair::Tenant;
     pub use crate::node::NodeAgent;
     pub use crate::node::agent::NodeConfig;
     pub use crate::plugin::bindings::reconciler::ReconcilerPlugin;

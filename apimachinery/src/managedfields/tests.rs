@@ -754,8 +754,9 @@ fn reapplying_a_null_inside_an_atomic_list_changes_nothing() {
 }
 
 #[test]
-fn long_map_lists_are_compared_and_merged_in_linear_time() {
-    // 20,000 items matched by key pairwise were 4·10⁸ comparisons per walk.
+fn long_map_lists_are_compared_and_merged() {
+    // 20,000 items matched by key pairwise were 4·10⁸ comparisons per walk;
+    // the time is printed by `cargo bench --bench amplification` (row 4).
     let pod_lists = BuiltinListTypes::for_apply("", "Pod");
     let pod = |image: &str, reversed: bool| {
         let mut cs: Vec<Value> = (0..20_000)
@@ -767,7 +768,6 @@ fn long_map_lists_are_compared_and_merged_in_linear_time() {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": cs}})
     };
-    let start = std::time::Instant::now();
     let live = update(None, &pod("a", false), "creator", "v1", &pod_lists, T0);
     let live = update(Some(&live), &pod("b", true), "editor", "v1", &pod_lists, T1);
     let obj = apply(
@@ -780,10 +780,8 @@ fn long_map_lists_are_compared_and_merged_in_linear_time() {
         T1,
     )
     .unwrap();
-    let took = start.elapsed();
     assert_eq!(obj["spec"]["containers"].as_array().unwrap().len(), 20_000);
     assert_eq!(obj["spec"]["containers"][0]["image"], "c");
-    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
 }
 
 /// An object as `kubectl apply` (client-side) creates it: the annotation holds

@@ -138,7 +138,10 @@ impl Controller {
         let opts = WriteOptions::by(MANAGER);
         for (name, obj) in &want {
             if !have.contains_key(name)
-                && let Err(e) = self.resources.create(rt, "v1", "", obj.clone(), &opts).await
+                && let Err(e) = self
+                    .resources
+                    .create(rt, "v1", "", obj.clone(), &opts)
+                    .await
                 && e.code != 409
             {
                 tracing::warn!(apiservice = %name, error = %e, "registering the APIService failed");
@@ -146,14 +149,20 @@ impl Controller {
         }
         for (name, obj) in &have {
             let managed = obj
-                .pointer(&format!("/metadata/labels/{}", AUTOMANAGED.replace('/', "~1")))
+                .pointer(&format!(
+                    "/metadata/labels/{}",
+                    AUTOMANAGED.replace('/', "~1")
+                ))
                 .is_some();
             if managed && !want.contains_key(name) {
                 let gone = self
                     .resources
                     .delete(rt, "", name, &DeleteOptions::default())
                     .await;
-                if let Err(e) = gone.map(|_| ()).or_else(|e| if e.code == 404 { Ok(()) } else { Err(e) }) {
+                if let Err(e) = gone
+                    .map(|_| ())
+                    .or_else(|e| if e.code == 404 { Ok(()) } else { Err(e) })
+                {
                     tracing::warn!(apiservice = %name, error = %e, "removing the APIService failed");
                 }
             }

@@ -89,9 +89,8 @@ impl Controller {
                 let mut new = cur.clone();
                 match &outcome {
                     Ok(pem) => {
-                        new["status"]["certificate"] = json!(
-                            base64::engine::general_purpose::STANDARD.encode(pem.as_bytes())
-                        );
+                        new["status"]["certificate"] =
+                            json!(base64::engine::general_purpose::STANDARD.encode(pem.as_bytes()));
                     }
                     Err(why) => {
                         let mut conds = cur
@@ -127,7 +126,9 @@ impl Controller {
             return Err("usages must include \"client auth\"".into());
         }
         if let Some(u) = usages.iter().find(|u| !ALLOWED_USAGES.contains(u)) {
-            return Err(format!("usage {u:?} is not allowed for a client certificate"));
+            return Err(format!(
+                "usage {u:?} is not allowed for a client certificate"
+            ));
         }
         let pem = request_pem(csr).ok_or("spec.request is not a PEM certificate request")?;
         if csr.pointer("/spec/signerName").and_then(Value::as_str) == Some(KUBELET) {
@@ -147,12 +148,14 @@ impl Controller {
 fn kubelet_subject(pem: &str) -> Result<(), String> {
     use x509_parser::prelude::FromDer;
     let (_, der) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(|e| e.to_string())?;
-    let (_, req) = x509_parser::certification_request::X509CertificationRequest::from_der(
-        &der.contents,
-    )
-    .map_err(|e| e.to_string())?;
+    let (_, req) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&der.contents)
+            .map_err(|e| e.to_string())?;
     let subject = &req.certification_request_info.subject;
-    let cn: Vec<&str> = subject.iter_common_name().filter_map(|a| a.as_str().ok()).collect();
+    let cn: Vec<&str> = subject
+        .iter_common_name()
+        .filter_map(|a| a.as_str().ok())
+        .collect();
     let orgs: Vec<&str> = subject
         .iter_organization()
         .filter_map(|a| a.as_str().ok())

@@ -56,12 +56,14 @@ pub(crate) fn apply(rt: &ResourceType, obj: &mut Value, create: bool) {
         ("", "persistentvolumeclaims") => volumes::persistent_volume_claim(obj),
         ("scheduling.k8s.io", "priorityclasses") => {
             if let Some(o) = obj.as_object_mut() {
-                default(o, "preemptionPolicy", serde_json::json!("PreemptLowerPriority"));
+                default(
+                    o,
+                    "preemptionPolicy",
+                    serde_json::json!("PreemptLowerPriority"),
+                );
             }
         }
-        ("autoscaling", "horizontalpodautoscalers") => {
-            autoscaling::horizontal_pod_autoscaler(obj)
-        }
+        ("autoscaling", "horizontalpodautoscalers") => autoscaling::horizontal_pod_autoscaler(obj),
         _ => {}
     }
 }

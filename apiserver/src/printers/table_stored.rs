@@ -14,7 +14,10 @@ fn text<'a>(obj: &'a Value, ptr: &str) -> &'a str {
 }
 
 fn list<'a>(obj: &'a Value, ptr: &str) -> impl Iterator<Item = &'a Value> {
-    obj.pointer(ptr).and_then(Value::as_array).into_iter().flatten()
+    obj.pointer(ptr)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 /// `helper.GetAccessModesAsString`: the short forms, in upstream's order.
@@ -100,7 +103,11 @@ pub(crate) fn cells(
                     name,
                     json!(phase),
                     json!(text(obj, "/spec/volumeName")),
-                    json!(if bound { text(obj, "/status/capacity/storage") } else { "" }),
+                    json!(if bound {
+                        text(obj, "/status/capacity/storage")
+                    } else {
+                        ""
+                    }),
                     json!(if bound {
                         access_modes(obj, "/status/accessModes")
                     } else {
@@ -209,7 +216,11 @@ pub(crate) fn cells(
             vec![
                 name,
                 json!(obj.get("value").and_then(Value::as_i64).unwrap_or(0)),
-                json!(obj.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)),
+                json!(
+                    obj.get("globalDefault")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                ),
                 json!(age(obj)),
                 json!(text(obj, "/preemptionPolicy")),
             ],
@@ -232,12 +243,22 @@ pub(crate) fn cells(
                     text(obj, "/spec/scaleTargetRef/name")
                 )),
                 json!(hpa_targets(obj)),
-                json!(match obj.pointer("/spec/minReplicas").and_then(Value::as_i64) {
-                    Some(n) => n.to_string(),
-                    None => "<unset>".into(),
-                }),
-                json!(obj.pointer("/spec/maxReplicas").and_then(Value::as_i64).unwrap_or(0)),
-                json!(obj.pointer("/status/currentReplicas").and_then(Value::as_i64).unwrap_or(0)),
+                json!(
+                    match obj.pointer("/spec/minReplicas").and_then(Value::as_i64) {
+                        Some(n) => n.to_string(),
+                        None => "<unset>".into(),
+                    }
+                ),
+                json!(
+                    obj.pointer("/spec/maxReplicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
+                json!(
+                    obj.pointer("/status/currentReplicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ),
                 json!(age(obj)),
             ],
         ),
@@ -265,7 +286,10 @@ pub(crate) fn cells(
             )
         }
         ("certificates.k8s.io", "certificatesigningrequests") => {
-            let duration = match obj.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
+            let duration = match obj
+                .pointer("/spec/expirationSeconds")
+                .and_then(Value::as_i64)
+            {
                 Some(s) => crate::printers::table::human_duration(s),
                 None => "<none>".into(),
             };
@@ -302,7 +326,10 @@ fn csr_condition(obj: &Value) -> String {
     if parts.is_empty() {
         parts.push("Pending");
     }
-    if obj.pointer("/status/certificate").is_some_and(|c| c.as_str().is_some_and(|s| !s.is_empty())) {
+    if obj
+        .pointer("/status/certificate")
+        .is_some_and(|c| c.as_str().is_some_and(|s| !s.is_empty()))
+    {
         parts.push("Issued");
     }
     parts.join(",")
@@ -318,7 +345,9 @@ fn hpa_targets(obj: &Value) -> String {
     }
     let target = |t: &Value| match (
         t.get("averageUtilization").and_then(Value::as_i64),
-        t.get("averageValue").or_else(|| t.get("value")).and_then(Value::as_str),
+        t.get("averageValue")
+            .or_else(|| t.get("value"))
+            .and_then(Value::as_str),
     ) {
         (Some(u), _) => format!("<unknown>/{u}%"),
         (None, Some(v)) => format!("<unknown>/{v}"),

@@ -110,7 +110,10 @@ fn answer(
         let partial = super::read::partial_metadata(accept, &stored.value()?);
         return Ok(value_response(code, &partial));
     }
-    Ok(json_response(code, state.resources.render(&t.rt, &t.version, stored)?))
+    Ok(json_response(
+        code,
+        state.resources.render(&t.rt, &t.version, stored)?,
+    ))
 }
 
 /// The object a PUT or PATCH of `t` writes.
@@ -156,7 +159,10 @@ pub(crate) async fn create(
         .resources
         .create(&t.rt, &t.version, t.ns(), obj, &opts)
         .await?;
-    Ok(with_warnings(answer(state, t, req.accept, 201, &stored)?, &opts))
+    Ok(with_warnings(
+        answer(state, t, req.accept, 201, &stored)?,
+        &opts,
+    ))
 }
 
 pub(crate) async fn update(
@@ -174,7 +180,10 @@ pub(crate) async fn update(
     }
     let w = state.resources.update(address(t, name), obj, &opts).await?;
     let code = if w.created { 201 } else { 200 };
-    Ok(with_warnings(answer(state, t, req.accept, code, &w.object)?, &opts))
+    Ok(with_warnings(
+        answer(state, t, req.accept, code, &w.object)?,
+        &opts,
+    ))
 }
 
 pub(crate) fn parse_patch(body: &[u8], content_type: &str) -> ApiResult<PatchBody> {
@@ -237,7 +246,10 @@ pub(crate) async fn patch(
         .patch(address(t, name), patch, &opts)
         .await?;
     let code = if w.created { 201 } else { 200 };
-    Ok(with_warnings(answer(state, t, req.accept, code, &w.object)?, &opts))
+    Ok(with_warnings(
+        answer(state, t, req.accept, code, &w.object)?,
+        &opts,
+    ))
 }
 
 pub(crate) fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
@@ -336,7 +348,10 @@ pub(crate) async fn delete(
 /// as upstream keeps it for compatibility (the Job is answered, held by the
 /// `orphan` finalizer until the collector has released its pods), with
 /// upstream's warning.
-fn default_propagation(rt: &crate::registry::ResourceType, opts: &mut DeleteOptions) -> Option<&'static str> {
+fn default_propagation(
+    rt: &crate::registry::ResourceType,
+    opts: &mut DeleteOptions,
+) -> Option<&'static str> {
     if opts.propagation.is_some() || !(rt.group == "batch" && rt.resource == "jobs") {
         return None;
     }

@@ -31,7 +31,11 @@ pub(crate) fn validate_horizontal_pod_autoscaler(obj: &Value) -> Vec<Cause> {
         ));
     }
     if max < 1 {
-        causes.push(invalid("spec.maxReplicas", &max.to_string(), "must be greater than 0"));
+        causes.push(invalid(
+            "spec.maxReplicas",
+            &max.to_string(),
+            "must be greater than 0",
+        ));
     }
     if min.is_some_and(|m| m > max) {
         causes.push(invalid(

@@ -81,7 +81,9 @@ pub(crate) fn validate_csr(obj: &Value) -> Vec<Cause> {
             }
         }
     }
-    if let Some(s) = obj.pointer("/spec/expirationSeconds").and_then(Value::as_i64)
+    if let Some(s) = obj
+        .pointer("/spec/expirationSeconds")
+        .and_then(Value::as_i64)
         && s < 600
     {
         causes.push(invalid(

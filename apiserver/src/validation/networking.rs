@@ -20,7 +20,11 @@ fn backend(at: &str, b: Option<&Value>, causes: &mut Vec<Cause>) {
         } else {
             "resource or service backend is required"
         };
-        causes.push(cause("FieldValueInvalid", at, format!("Invalid value: \"\": {detail}")));
+        causes.push(cause(
+            "FieldValueInvalid",
+            at,
+            format!("Invalid value: \"\": {detail}"),
+        ));
     }
     if service {
         if b.pointer("/service/name")
@@ -30,8 +34,14 @@ fn backend(at: &str, b: Option<&Value>, causes: &mut Vec<Cause>) {
             causes.push(required(&format!("{at}.service.name")));
         }
         let port = b.pointer("/service/port").cloned().unwrap_or_default();
-        let named = port.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-        let numbered = port.get("number").and_then(Value::as_i64).is_some_and(|n| n != 0);
+        let named = port
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty());
+        let numbered = port
+            .get("number")
+            .and_then(Value::as_i64)
+            .is_some_and(|n| n != 0);
         if named == numbered {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -47,7 +57,11 @@ pub(crate) fn validate_ingress(obj: &Value) -> Vec<Cause> {
     let spec = obj.get("spec").cloned().unwrap_or_default();
     let rules = spec.get("rules").and_then(Value::as_array);
     if spec.get("defaultBackend").is_some_and(|v| !v.is_null()) {
-        backend("spec.defaultBackend", spec.get("defaultBackend"), &mut causes);
+        backend(
+            "spec.defaultBackend",
+            spec.get("defaultBackend"),
+            &mut causes,
+        );
     } else if rules.is_none_or(Vec::is_empty) {
         causes.push(invalid(
             "spec.rules",
@@ -102,10 +116,17 @@ pub(crate) fn validate_ingress_class(obj: &Value) -> Vec<Cause> {
 }
 
 pub(crate) fn validate_ingress_class_update(old: &Value, new: &Value) -> Vec<Cause> {
-    let (o, n) = (old.pointer("/spec/controller"), new.pointer("/spec/controller"));
+    let (o, n) = (
+        old.pointer("/spec/controller"),
+        new.pointer("/spec/controller"),
+    );
     if o == n {
         return Vec::new();
     }
     let shown = n.and_then(Value::as_str).unwrap_or("");
-    vec![invalid("spec.controller", &format!("{shown:?}"), "field is immutable")]
+    vec![invalid(
+        "spec.controller",
+        &format!("{shown:?}"),
+        "field is immutable",
+    )]
 }

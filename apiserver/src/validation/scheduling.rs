@@ -20,9 +20,15 @@ pub(crate) const SYSTEM_CLASSES: [(&str, i64); 2] = [
 const HIGHEST_USER_DEFINABLE: i64 = 1_000_000_000;
 
 pub(crate) fn validate_priority_class(obj: &Value) -> Vec<Cause> {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let value = obj.get("value").and_then(Value::as_i64).unwrap_or(0);
-    let global = obj.get("globalDefault").and_then(Value::as_bool).unwrap_or(false);
+    let global = obj
+        .get("globalDefault")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut causes = Vec::new();
     if let Some((_, want)) = SYSTEM_CLASSES.iter().find(|(n, _)| *n == name) {
         if value != *want {
@@ -47,7 +53,9 @@ pub(crate) fn validate_priority_class(obj: &Value) -> Vec<Cause> {
     } else if value > HIGHEST_USER_DEFINABLE {
         causes.push(forbidden(
             "value",
-            &format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE}"),
+            &format!(
+                "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE}"
+            ),
         ));
     }
     if let Some(p) = obj.get("preemptionPolicy").and_then(Value::as_str) {
@@ -69,8 +77,15 @@ pub(crate) fn validate_priority_class_update(old: &Value, new: &Value) -> Vec<Ca
         causes.push(forbidden("value", "may not be changed in an update."));
     }
     if old.get("preemptionPolicy") != new.get("preemptionPolicy") {
-        let p = new.get("preemptionPolicy").and_then(Value::as_str).unwrap_or("");
-        causes.push(invalid("preemptionPolicy", &format!("{p:?}"), "field is immutable"));
+        let p = new
+            .get("preemptionPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        causes.push(invalid(
+            "preemptionPolicy",
+            &format!("{p:?}"),
+            "field is immutable",
+        ));
     }
     causes
 }

@@ -44,8 +44,8 @@ fn root_of<T: JsonSchema>() -> Value {
 
 /// The generator for a (group, kind); `None` for kinds without a schema here.
 fn generator(group: &str, kind: &str) -> Option<Generate> {
-    use api::{apps, autoscaling, batch, coordination, core, discovery, networking, policy, rbac};
     use api::scheduling;
+    use api::{apps, autoscaling, batch, coordination, core, discovery, networking, policy, rbac};
     Some(match (group, kind) {
         ("", "Namespace") => root_of::<core::v1::Namespace>,
         ("", "Pod") => root_of::<core::v1::Pod>,
@@ -79,9 +79,9 @@ fn generator(group: &str, kind: &str) -> Option<Generate> {
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             root_of::<api::certificates::v1::CertificateSigningRequest>
         }
-        ("apiregistration.k8s.io", "APIService") => root_of::<
-            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-        >,
+        ("apiregistration.k8s.io", "APIService") => {
+            root_of::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>
+        }
         ("policy", "PodDisruptionBudget") => root_of::<policy::v1::PodDisruptionBudget>,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             root_of::<apiext::CustomResourceDefinition>

@@ -12,7 +12,11 @@ use wasmlet_e2e::Plane;
 /// `kubectl` output (stdout and stderr) of a command that must fail.
 fn kubectl_fails(plane: &Plane, args: &[&str]) -> Result<String> {
     let out = plane.kubectl(args)?;
-    anyhow::ensure!(!out.status.success(), "kubectl {} succeeded", args.join(" "));
+    anyhow::ensure!(
+        !out.status.success(),
+        "kubectl {} succeeded",
+        args.join(" ")
+    );
     Ok(format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -97,21 +101,45 @@ async fn stored_kinds_show_upstreams_columns() -> Result<()> {
     let row: Vec<&str> = pv.lines().nth(1).unwrap_or("").split_whitespace().collect();
     assert_eq!(
         row[..7],
-        ["disk", "5Gi", "RWO,ROX", "Retain", "Pending", "manual", "<unset>"],
+        [
+            "disk", "5Gi", "RWO,ROX", "Retain", "Pending", "manual", "<unset>"
+        ],
         "{pv}"
     );
     let pvc = plane.kubectl_ok(&["get", "pvc", "data"])?;
-    assert!(pvc.starts_with("NAME   STATUS    VOLUME   CAPACITY   ACCESS MODES"), "{pvc}");
-    assert!(pvc.lines().nth(1).unwrap_or("").starts_with("data   Pending"), "{pvc}");
+    assert!(
+        pvc.starts_with("NAME   STATUS    VOLUME   CAPACITY   ACCESS MODES"),
+        "{pvc}"
+    );
+    assert!(
+        pvc.lines()
+            .nth(1)
+            .unwrap_or("")
+            .starts_with("data   Pending"),
+        "{pvc}"
+    );
     let tpl = plane.kubectl_ok(&["get", "podtemplates"])?;
-    assert!(tpl.contains("registry.example/app:1") && tpl.contains("app=web"), "{tpl}");
+    assert!(
+        tpl.contains("registry.example/app:1") && tpl.contains("app=web"),
+        "{tpl}"
+    );
     let ing = plane.kubectl_ok(&["get", "ingress"])?;
-    let row: Vec<&str> = ing.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    let row: Vec<&str> = ing
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     assert_eq!(row[..4], ["web", "nginx", "web.example", "80"], "{ing}");
     let class = plane.kubectl_ok(&["get", "ingressclass"])?;
     assert!(class.contains("k8s.io/ingress-nginx   <none>"), "{class}");
     let hpa = plane.kubectl_ok(&["get", "hpa"])?;
-    let row: Vec<&str> = hpa.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    let row: Vec<&str> = hpa
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     assert_eq!(
         row[..6],
         ["web", "Deployment/web", "cpu:", "<unknown>/80%", "1", "5"],
@@ -119,7 +147,10 @@ async fn stored_kinds_show_upstreams_columns() -> Result<()> {
     );
     // `kubectl get all` lists autoscalers, as upstream's category says.
     let all = plane.kubectl_ok(&["get", "all"])?;
-    assert!(all.contains("horizontalpodautoscaler.autoscaling/web"), "{all}");
+    assert!(
+        all.contains("horizontalpodautoscaler.autoscaling/web"),
+        "{all}"
+    );
 
     // Upstream's rules for what is most often wrong.
     let bad = manifest(
@@ -136,7 +167,13 @@ async fn stored_kinds_show_upstreams_columns() -> Result<()> {
     );
     let out = kubectl_fails(
         &plane,
-        &["patch", "pvc", "data", "-p", r#"{"spec":{"storageClassName":"fast"}}"#],
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "-p",
+            r#"{"spec":{"storageClassName":"fast"}}"#,
+        ],
     )?;
     assert!(out.contains("spec is immutable after creation"), "{out}");
     Ok(())
@@ -146,8 +183,14 @@ async fn stored_kinds_show_upstreams_columns() -> Result<()> {
 async fn priority_classes_resolve_into_pods() -> Result<()> {
     let plane = Plane::start(&[]).await?;
     let classes = plane.kubectl_ok(&["get", "priorityclasses"])?;
-    assert!(classes.contains("system-node-critical      2000001000"), "{classes}");
-    assert!(classes.contains("system-cluster-critical   2000000000"), "{classes}");
+    assert!(
+        classes.contains("system-node-critical      2000001000"),
+        "{classes}"
+    );
+    assert!(
+        classes.contains("system-cluster-critical   2000000000"),
+        "{classes}"
+    );
     let out = kubectl_fails(&plane, &["delete", "priorityclass", "system-node-critical"])?;
     assert!(
         out.contains("this is a system priority class and cannot be deleted"),
@@ -155,10 +198,22 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     );
 
     plane.kubectl_ok(&["create", "priorityclass", "high", "--value=1000"])?;
-    let out = kubectl_fails(&plane, &["create", "priorityclass", "system-mine", "--value=1"])?;
-    assert!(out.contains("prefix are reserved for system use only"), "{out}");
-    let out = kubectl_fails(&plane, &["create", "priorityclass", "huge", "--value=1000000001"])?;
-    assert!(out.contains("maximum allowed value of a user defined priority is 1000000000"), "{out}");
+    let out = kubectl_fails(
+        &plane,
+        &["create", "priorityclass", "system-mine", "--value=1"],
+    )?;
+    assert!(
+        out.contains("prefix are reserved for system use only"),
+        "{out}"
+    );
+    let out = kubectl_fails(
+        &plane,
+        &["create", "priorityclass", "huge", "--value=1000000001"],
+    )?;
+    assert!(
+        out.contains("maximum allowed value of a user defined priority is 1000000000"),
+        "{out}"
+    );
 
     let dir = tempfile::tempdir()?;
     let pod = |name: &str, class: Option<&str>| {
@@ -172,7 +227,10 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     };
     let priority = |name: &str| -> Result<String> {
         plane.kubectl_ok(&[
-            "get", "pod", name, "-o",
+            "get",
+            "pod",
+            name,
+            "-o",
             "jsonpath={.spec.priorityClassName}/{.spec.priority}/{.spec.preemptionPolicy}",
         ])
     };
@@ -181,25 +239,46 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     plane.kubectl_ok(&["create", "-f", &pod("plain", None)?])?;
     assert_eq!(priority("plain")?, "/0/PreemptLowerPriority");
     let out = kubectl_fails(&plane, &["create", "-f", &pod("lost", Some("nope"))?])?;
-    assert!(out.contains("no PriorityClass with name nope was found"), "{out}");
+    assert!(
+        out.contains("no PriorityClass with name nope was found"),
+        "{out}"
+    );
 
     // A global default class is what a pod without one gets; only one may exist.
     plane.kubectl_ok(&[
-        "create", "priorityclass", "normal", "--value=10", "--global-default",
+        "create",
+        "priorityclass",
+        "normal",
+        "--value=10",
+        "--global-default",
         "--preemption-policy=Never",
     ])?;
     plane.kubectl_ok(&["create", "-f", &pod("defaulted", None)?])?;
     assert_eq!(priority("defaulted")?, "normal/10/Never");
     let out = kubectl_fails(
         &plane,
-        &["create", "priorityclass", "other", "--value=5", "--global-default"],
+        &[
+            "create",
+            "priorityclass",
+            "other",
+            "--value=5",
+            "--global-default",
+        ],
     )?;
     assert!(
-        out.contains("PriorityClass normal is already marked as default. Only one default can exist"),
+        out.contains(
+            "PriorityClass normal is already marked as default. Only one default can exist"
+        ),
         "{out}"
     );
-    let out = kubectl_fails(&plane, &["patch", "priorityclass", "high", "-p", r#"{"value":7}"#])?;
-    assert!(out.contains("value: Forbidden: may not be changed in an update."), "{out}");
+    let out = kubectl_fails(
+        &plane,
+        &["patch", "priorityclass", "high", "-p", r#"{"value":7}"#],
+    )?;
+    assert!(
+        out.contains("value: Forbidden: may not be changed in an update."),
+        "{out}"
+    );
     Ok(())
 }
 
@@ -214,7 +293,12 @@ async fn api_services_list_the_served_groups() -> Result<()> {
         move || async move {
             let out = plane.kubectl_ok(&["get", "apiservices", name]).ok()?;
             let line = out.lines().nth(1)?.to_string();
-            Some(line.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            Some(
+                line.split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
         }
     };
     let wait = std::time::Duration::from_secs(30);
@@ -230,11 +314,14 @@ async fn api_services_list_the_served_groups() -> Result<()> {
         &[wasmlet_e2e::widget_crd("widgets", "Widget", "Namespaced")],
     )?;
     plane.kubectl_ok(&["create", "-f", &crd])?;
-    let got = wasmlet_e2e::eventually(wait, "the CRD's APIService", row("v1.test.wasmlet.dev")).await?;
+    let got =
+        wasmlet_e2e::eventually(wait, "the CRD's APIService", row("v1.test.wasmlet.dev")).await?;
     assert_eq!(got, "v1.test.wasmlet.dev Local True");
     plane.kubectl_ok(&["delete", "-f", &crd])?;
     wasmlet_e2e::eventually(wait, "the CRD's APIService gone", || async {
-        let out = plane.kubectl(&["get", "apiservices", "v1.test.wasmlet.dev"]).ok()?;
+        let out = plane
+            .kubectl(&["get", "apiservices", "v1.test.wasmlet.dev"])
+            .ok()?;
         (!out.status.success()).then_some(())
     })
     .await?;
@@ -242,12 +329,14 @@ async fn api_services_list_the_served_groups() -> Result<()> {
     let aggregated = manifest(
         dir.path(),
         "metrics.yaml",
-        &[json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        &[
+            json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
             "metadata": {"name": "v1beta1.metrics.k8s.io"},
             "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
                 "service": {"namespace": "kube-system", "name": "metrics-server"},
                 "groupPriorityMinimum": 100, "versionPriority": 100,
-                "insecureSkipTLSVerify": true}})],
+                "insecureSkipTLSVerify": true}}),
+        ],
     )?;
     plane.kubectl_ok(&["create", "-f", &aggregated])?;
     let got = wasmlet_e2e::eventually(wait, "the aggregated APIService judged", || async {
@@ -267,8 +356,12 @@ async fn api_services_list_the_served_groups() -> Result<()> {
 fn client_request(cn: &str, org: &str) -> Result<(String, String)> {
     let key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
-    params.distinguished_name.push(rcgen::DnType::OrganizationName, org);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, org);
     let csr = params.serialize_request(&key)?;
     Ok((key.serialize_pem(), csr.pem()?))
 }
@@ -300,7 +393,11 @@ async fn certificate_requests_are_approved_and_signed() -> Result<()> {
         &[
             csr_manifest("jane", &jane_req, signer),
             csr_manifest("mallory", &other_req, signer),
-            csr_manifest("node", &node_req, "kubernetes.io/kube-apiserver-client-kubelet"),
+            csr_manifest(
+                "node",
+                &node_req,
+                "kubernetes.io/kube-apiserver-client-kubelet",
+            ),
         ],
     )?;
     plane.kubectl_ok(&["create", "-f", &requests])?;
@@ -327,9 +424,8 @@ async fn certificate_requests_are_approved_and_signed() -> Result<()> {
     assert_eq!(condition("mallory")?, "Denied");
     // kubectl refuses to approve a denied request itself; the server does too.
     let client = plane.client().await?;
-    let mut denied: Value = serde_json::from_str(
-        &plane.kubectl_ok(&["get", "csr", "mallory", "-o", "json"])?,
-    )?;
+    let mut denied: Value =
+        serde_json::from_str(&plane.kubectl_ok(&["get", "csr", "mallory", "-o", "json"])?)?;
     let approved = json!({"type": "Approved", "status": "True", "reason": "Sneaky"});
     denied["status"]["conditions"]
         .as_array_mut()
@@ -342,7 +438,8 @@ async fn certificate_requests_are_approved_and_signed() -> Result<()> {
     .body(serde_json::to_vec(&denied)?)?;
     match client.request_text(put).await {
         Err(kube::Error::Api(s)) => assert!(
-            s.message.contains("Approved and Denied conditions are mutually exclusive"),
+            s.message
+                .contains("Approved and Denied conditions are mutually exclusive"),
             "{s:?}"
         ),
         other => panic!("approving a denied request was answered: {other:?}"),
@@ -365,21 +462,47 @@ async fn certificate_requests_are_approved_and_signed() -> Result<()> {
             .env("HOME", dir.path())
             .output()
     };
-    let whoami = jane(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}/{.status.userInfo.groups}"])?;
+    let whoami = jane(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}/{.status.userInfo.groups}",
+    ])?;
     let text = String::from_utf8_lossy(&whoami.stdout);
-    assert!(text.starts_with("jane/") && text.contains("devs"), "{text}{}", String::from_utf8_lossy(&whoami.stderr));
+    assert!(
+        text.starts_with("jane/") && text.contains("devs"),
+        "{text}{}",
+        String::from_utf8_lossy(&whoami.stderr)
+    );
 
     // Allowed to update approvals but not to approve for the signer: refused.
     let (_, late_req) = client_request("late", "devs")?;
-    let late = manifest(dir.path(), "late.yaml", &[csr_manifest("late", &late_req, signer)])?;
+    let late = manifest(
+        dir.path(),
+        "late.yaml",
+        &[csr_manifest("late", &late_req, signer)],
+    )?;
     plane.kubectl_ok(&["create", "-f", &late])?;
     plane.kubectl_ok(&[
-        "create", "clusterrole", "csr-updater",
-        "--verb=get,list,update", "--resource=certificatesigningrequests,certificatesigningrequests/approval",
+        "create",
+        "clusterrole",
+        "csr-updater",
+        "--verb=get,list,update",
+        "--resource=certificatesigningrequests,certificatesigningrequests/approval",
     ])?;
-    plane.kubectl_ok(&["create", "clusterrolebinding", "jane-csr", "--clusterrole=csr-updater", "--user=jane"])?;
+    plane.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "jane-csr",
+        "--clusterrole=csr-updater",
+        "--user=jane",
+    ])?;
     let refused = jane(&["certificate", "approve", "late"])?;
-    let text = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
     assert!(!refused.status.success(), "{text}");
     assert!(
         text.contains("user not permitted to approve requests with signerName \"kubernetes.io/kube-apiserver-client\""),

@@ -140,8 +140,10 @@ async fn metadata_only_clients_get_partial_object_metadata() -> Result<()> {
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
         )
         .header("Content-Type", "application/json")
-        .body(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "big"}, "data": {"k": "x".repeat(10_000)}}))?)?;
+        .body(serde_json::to_vec(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "big"}, "data": {"k": "x".repeat(10_000)}}),
+        )?)?;
     let text = client.request_text(req).await?;
     assert!(
         text.contains("\"kind\":\"PartialObjectMetadata\"") && !text.contains("xxxx"),

@@ -126,7 +126,10 @@ mod tests {
     #[test]
     fn turns_rotate_and_keep_each_namespaces_order() {
         let mut lane = FairLane::default();
-        for (i, k) in ["a/1", "a/2", "b/1", "node-1", "a/3", "b/2"].iter().enumerate() {
+        for (i, k) in ["a/1", "a/2", "b/1", "node-1", "a/3", "b/2"]
+            .iter()
+            .enumerate()
+        {
             lane.push_back(k.to_string(), i as u64);
         }
         let order: Vec<String> = std::iter::from_fn(|| lane.pop_front().map(|e| e.0)).collect();

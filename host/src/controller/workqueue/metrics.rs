@@ -208,7 +208,9 @@ pub(super) trait Refresh: Send + Sync {
     fn refresh(&self);
 }
 
-impl<K: super::fair::Tenant + Clone + Eq + Hash + Debug + Send + Sync + 'static> Refresh for Inner<K> {
+impl<K: super::fair::Tenant + Clone + Eq + Hash + Debug + Send + Sync + 'static> Refresh
+    for Inner<K>
+{
     fn refresh(&self) {
         let now = Instant::now();
         let mut st = lock(&self.state);
