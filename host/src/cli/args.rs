@@ -54,7 +54,9 @@ pub(super) struct HostArgs {
     #[arg(long, default_value_t = 600)]
     pub(crate) resync_seconds: u64,
     /// The PostgreSQL database of `source = "postgres"` reconcilers
-    /// (`postgres://USER@HOST:PORT/DB`); plugins never see it.
+    /// (`postgres://USER@HOST:PORT/DB`); plugins never see it. TLS,
+    /// verify-full, with the CA from `?sslrootcert=FILE` (else the system's);
+    /// plain only with `?sslmode=disable`.
     #[arg(long, env = "WASMLET_DATASTORE_URL", hide_env_values = true)]
     pub(crate) datastore_url: Option<String>,
     /// Connections the host opens to the datastore at most (plus one LISTEN
