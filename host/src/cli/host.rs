@@ -135,6 +135,7 @@ pub(super) async fn run_host(
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
             set.set_clusters(named.clone());
+            set.supervise_clusters();
             set.set_recording(crate::plugin::set::RecordConfig {
                 dir: data_dir.join("records"),
                 plugins: host.record.clone(),

@@ -5,7 +5,7 @@
 //! unreachable region never touches another region's reads.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::cache::Caches;
 use super::{Cluster, ClusterAccess, Resolver};
@@ -87,6 +87,58 @@ struct Named {
     /// A real cluster's caches: what controllers watch there, and the client
     /// the host applies a plugin's CRDs with (`None`: a bare [`ClusterAccess`]).
     caches: Option<Arc<Caches>>,
+    /// What its supervisor last found (shared by every copy of the set).
+    health: Arc<Mutex<ClusterHealth>>,
+}
+
+/// What the host last found in a named cluster: whether it answers, since
+/// when it does not, and whether the CRDs its plugins ship there are in it.
+/// The status page and `wasmlet status` show it (`plugin/set/heal.rs` keeps it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClusterHealth {
+    /// The last check reached the cluster.
+    pub(crate) connected: bool,
+    /// When checks started failing (RFC 3339); `None` while it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) unreachable_since: Option<String>,
+    /// Why the last check failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
+    /// CRDs the loaded plugins ship to this cluster, and how many of them
+    /// the last check found there.
+    pub(crate) crds_wanted: usize,
+    pub(crate) crds_present: usize,
+    /// Times the host applied CRDs that were missing (the cluster came
+    /// back empty, was rebuilt, or someone deleted one).
+    pub(crate) crds_reapplied: u64,
+    /// When the last check ran (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) checked_at: Option<String>,
+}
+
+impl ClusterHealth {
+    /// A check that reached the cluster.
+    pub(crate) fn reached(&mut self, wanted: usize, present: usize, reapplied: u64) {
+        self.connected = true;
+        self.unreachable_since = None;
+        self.last_error = None;
+        self.crds_wanted = wanted;
+        self.crds_present = present;
+        self.crds_reapplied += reapplied;
+        self.checked_at = Some(wasmlet_apimachinery::time::now_rfc3339());
+    }
+
+    /// A check that did not.
+    pub(crate) fn unreachable(&mut self, error: String) {
+        let now = wasmlet_apimachinery::time::now_rfc3339();
+        if self.connected || self.unreachable_since.is_none() {
+            self.unreachable_since = Some(now.clone());
+        }
+        self.connected = false;
+        self.last_error = Some(error);
+        self.checked_at = Some(now);
+    }
 }
 
 impl std::fmt::Debug for NamedClusters {
@@ -108,6 +160,7 @@ impl NamedClusters {
                 let named = Named {
                     access: Arc::new(cluster),
                     caches: Some(caches),
+                    health: Arc::default(),
                 };
                 (name, named)
             })
@@ -129,6 +182,22 @@ impl NamedClusters {
         self.clusters.keys().map(String::as_str)
     }
 
+    /// Where cluster `name`'s supervisor writes what it finds.
+    pub(crate) fn health(&self, name: &str) -> Option<Arc<Mutex<ClusterHealth>>> {
+        Some(self.clusters.get(name)?.health.clone())
+    }
+
+    /// Every cluster's health, by name.
+    pub(crate) fn report(&self) -> BTreeMap<String, ClusterHealth> {
+        self.clusters
+            .iter()
+            .map(|(n, c)| {
+                let h = c.health.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                (n.clone(), h)
+            })
+            .collect()
+    }
+
     /// The same clusters with every access passed through `wrap` (a shadow
     /// candidate's are read-only; the caches, which only the host uses, stay).
     pub(crate) fn map(
@@ -143,6 +212,7 @@ impl NamedClusters {
                     let named = Named {
                         access: wrap(c.access.clone()),
                         caches: c.caches.clone(),
+                        health: c.health.clone(),
                     };
                     (n.clone(), named)
                 })
@@ -154,6 +224,24 @@ impl NamedClusters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreachable_since_is_the_first_failure_and_a_reach_clears_it() {
+        let mut h = ClusterHealth::default();
+        h.unreachable("connection refused".into());
+        let since = h.unreachable_since.clone().unwrap();
+        h.unreachable_since = Some("2020-01-01T00:00:00Z".into());
+        h.unreachable("still refused".into());
+        assert_eq!(h.unreachable_since.as_deref(), Some("2020-01-01T00:00:00Z"));
+        assert_eq!(h.last_error.as_deref(), Some("still refused"));
+        assert!(!since.is_empty() && !h.connected);
+        h.reached(2, 2, 1);
+        h.reached(2, 2, 0);
+        assert!(h.connected && h.unreachable_since.is_none() && h.last_error.is_none());
+        assert_eq!((h.crds_wanted, h.crds_present, h.crds_reapplied), (2, 2, 1));
+        h.unreachable("gone again".into());
+        assert_ne!(h.unreachable_since.as_deref(), Some("2020-01-01T00:00:00Z"));
+    }
 
     #[test]
     fn flags_name_a_dns_label_and_a_kubeconfig() {

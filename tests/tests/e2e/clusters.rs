@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use wasmlet_e2e::postgres::Postgres;
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, summaries};
 use wasmlet_e2e::{
-    Plane, built_plugins, eventually, install_plugin, install_plugin_with, metric, wasmlet_bin,
+    Plane, built_plugins, eventually, free_port, install_plugin, install_plugin_with, metric,
+    wasmlet_bin,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -466,5 +467,130 @@ async fn a_kind_reconciler_is_called_for_changes_in_a_named_cluster() -> Result<
     })
     .await
     .with_context(|| format!("host log:\n{}", host.log()))?;
+    Ok(())
+}
+
+/// `wasmlet apiserver` on a fixed port, standing in for a region that can go
+/// down and come back at the same address; and a copy of its kubeconfig for
+/// the host (the plane rewrites its own when it starts again).
+async fn fixed_region(dir: &std::path::Path) -> Result<(Plane, std::path::PathBuf)> {
+    let port = free_port().to_string();
+    let plane = Plane::start(&["--port", &port]).await?;
+    let kubeconfig = dir.join("eu-west.kubeconfig");
+    std::fs::copy(plane.kubeconfig(), &kubeconfig)?;
+    Ok((plane, kubeconfig))
+}
+
+/// The configmap-summary plugin, shipping its CRD to eu-west too.
+fn install_shipping_to_eu_west(host: &Plane) -> Result<()> {
+    install_plugin_with(&host.plugin_dir(), "configmap-summary", |toml| {
+        format!("{toml}\n[clusters.eu-west]\nrules = []\ncrds = [\"configsummary.crd.yaml\"]\n")
+    })
+}
+
+/// The host's `GET /status` entry for cluster `name`, once `pass` holds for it.
+async fn cluster_status(
+    host: &Plane,
+    name: &str,
+    what: &str,
+    pass: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    eventually(WAIT, what, || async {
+        let (code, body) = host.http_get("/status").await.ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        let c = v["clusters"][name].clone();
+        (code == 200 && pass(&c)).then_some(c)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))
+}
+
+/// Until eu-west serves ConfigSummaries.
+async fn summaries_served(region: &Plane, host: &Plane) -> Result<()> {
+    let api = summaries(&region.client().await?);
+    eventually(WAIT, "the ConfigSummary CRD served in eu-west", || async {
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))
+}
+
+/// Issue 45: a region that is down when the plugin loads gets the plugin's
+/// CRDs once it comes up, without a reload; until then the host reports it
+/// unreachable (since when, and why) in `GET /status`.
+#[tokio::test]
+async fn a_region_down_when_the_plugin_loads_gets_its_crds_once_it_is_up() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (mut eu, kubeconfig) = fixed_region(tmp.path()).await?;
+    eu.kill9();
+    let flag = format!("eu-west={}", kubeconfig.display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    install_shipping_to_eu_west(&host)?;
+    // The plugin loads (its kind served in the host's own cluster) while
+    // eu-west is down.
+    let own = summaries(&host.client().await?);
+    eventually(WAIT, "the ConfigSummary CRD served by the host", || async {
+        own.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await?;
+    let down = cluster_status(&host, "eu-west", "eu-west reported unreachable", |c| {
+        c["connected"] == false && c["unreachableSince"].is_string()
+    })
+    .await?;
+    assert!(down["lastError"].is_string(), "{down}");
+
+    eu.spawn().await?;
+    summaries_served(&eu, &host).await?;
+    let up = cluster_status(&host, "eu-west", "eu-west reported connected", |c| {
+        c["connected"] == true && c["crdsPresent"] == 1
+    })
+    .await?;
+    assert_eq!(up["crdsWanted"], 1, "{up}");
+    assert!(up.get("unreachableSince").is_none(), "{up}");
+    let url = host.metrics_url().await?;
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let out = Command::new(wasmlet_bin())
+        .args(["status", "--host", addr])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cluster eu-west: connected, CRDs 1/1"),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// Issue 45: a region rebuilt with an empty store (same address and
+/// credentials, every object gone) gets the plugin's CRDs back without a
+/// reload, and the host counts the re-apply.
+#[tokio::test]
+async fn a_rebuilt_region_gets_its_crds_back() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (mut eu, kubeconfig) = fixed_region(tmp.path()).await?;
+    let flag = format!("eu-west={}", kubeconfig.display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    install_shipping_to_eu_west(&host)?;
+    summaries_served(&eu, &host).await?;
+
+    eu.kill9();
+    for f in std::fs::read_dir(eu.data_dir())? {
+        let path = f?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with("state.db") {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    eu.spawn().await?;
+    summaries_served(&eu, &host).await?;
+    let c = cluster_status(&host, "eu-west", "the re-apply counted", |c| {
+        c["crdsReapplied"].as_u64() >= Some(1) && c["crdsPresent"] == 1
+    })
+    .await?;
+    assert_eq!(c["connected"], true, "{c}");
     Ok(())
 }

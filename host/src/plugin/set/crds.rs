@@ -49,7 +49,7 @@ impl PluginSet {
 const NAMED_CLUSTER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Applies the CRDs in `paths` with `client` (cluster `named`, or the host's).
-async fn apply_files(
+pub(super) async fn apply_files(
     client: &kube::Client,
     name: &str,
     paths: &[std::path::PathBuf],
