@@ -68,6 +68,13 @@ pub(super) struct HostArgs {
     /// kubeconfig; repeatable. Each gets its own client and caches.
     #[arg(long = "cluster", value_name = "NAME=KUBECONFIG")]
     pub(crate) clusters: Vec<String>,
+    /// A directory of named clusters that may change while the host runs:
+    /// each file named for a cluster (a DNS label) is its kubeconfig (a
+    /// Secret with a key per cluster, mounted, is such a directory). Read
+    /// every 2 s: a new file adds its cluster, a changed one reconnects it,
+    /// a removed one removes it. A `--cluster` of the same name wins.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) clusters_dir: Option<std::path::PathBuf>,
     /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
     /// host's reconcile and pod-state spans are sent there. Off when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]

@@ -594,3 +594,86 @@ async fn a_rebuilt_region_gets_its_crds_back() -> Result<()> {
     assert_eq!(c["connected"], true, "{c}");
     Ok(())
 }
+
+/// Issue 45: named clusters from `--clusters-dir`, changed while the host
+/// runs. A region whose kubeconfig file appears is used without a restart
+/// (the plugin's CRDs applied there, a project's deployment lands there);
+/// once its file is gone, calls there fail as for a region never given, and
+/// the host no longer reports it.
+#[tokio::test]
+async fn a_region_added_at_run_time_is_used_and_one_removed_is_not() -> Result<()> {
+    let pg = Postgres::start().await?;
+    let init = Command::new(wasmlet_bin())
+        .args([
+            "datastore",
+            "init",
+            "--url",
+            &pg.url(),
+            "--table",
+            "projects",
+        ])
+        .output()?;
+    if !init.status.success() {
+        bail!("datastore init: {}", String::from_utf8_lossy(&init.stderr));
+    }
+    let db = pg.client().await?;
+    let (eu_plane, eu) = region().await?;
+    let dir = tempfile::tempdir()?;
+    let clusters = dir.path().display().to_string();
+    let url = pg.url();
+    let host = Plane::start_up(&[
+        "--no-node",
+        "--no-builtins",
+        "--datastore-url",
+        &url,
+        "--clusters-dir",
+        &clusters,
+    ])
+    .await?;
+    install_plugin(&host.plugin_dir(), "project-controller")?;
+
+    // Added: the file appears, the region gets the CRD and the project.
+    std::fs::copy(eu_plane.kubeconfig(), dir.path().join("eu-west"))?;
+    served(&eu, &host).await?;
+    let r1 = insert(&db, "p1", json!({"region": "eu-west", "size": "small"})).await?;
+    let p1 = deployment(&eu, "p1", |_| true)
+        .await
+        .with_context(|| format!("host log:\n{}", host.log()))?;
+    assert_eq!(p1["spec"]["revision"], r1);
+    cluster_status(&host, "eu-west", "eu-west reported connected", |c| {
+        c["connected"] == true
+    })
+    .await?;
+
+    // Removed: the file goes; a new project there is the terminal error of
+    // a region the host was not given, and nothing lands in eu-west.
+    std::fs::remove_file(dir.path().join("eu-west"))?;
+    eventually(WAIT, "eu-west no longer reported", || async {
+        let (_, body) = host.http_get("/status").await.ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["clusters"].get("eu-west").is_none().then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    insert(&db, "p2", json!({"region": "eu-west", "size": "small"})).await?;
+    let s2 = eventually(WAIT, "p2's error in its row", || async {
+        let (rev, s) = status(&db, "p2").await?;
+        (s["lastReconciledRevision"] == json!(rev)).then_some(s)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    let ready = condition(&s2, "Ready").context("p2 has a Ready condition")?;
+    assert_eq!(ready["reason"], "RegionUnavailable", "{s2}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cluster \"eu-west\" is not configured on this host"),
+        "{s2}"
+    );
+    assert!(
+        eu.get_opt("p2").await?.is_none(),
+        "p2 landed in a removed region"
+    );
+    Ok(())
+}

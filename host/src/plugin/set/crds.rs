@@ -23,6 +23,7 @@ impl PluginSet {
         }
         let named = self.clusters();
         for cluster in named.names() {
+            let cluster = cluster.as_str();
             let Some(table) =
                 clusters::table_for(&manifest.clusters, cluster).filter(|t| !t.crds.is_empty())
             else {

@@ -43,17 +43,47 @@ struct Shipped {
 }
 
 impl PluginSet {
-    /// Starts a supervisor per named cluster; each ends when the set is dropped.
+    /// Starts a supervisor per named cluster; each ends when the set is
+    /// dropped or its cluster removed or given again.
     pub(crate) fn supervise_clusters(self: &Arc<Self>) {
-        let named = self.clusters();
-        for name in named.names() {
-            let (Some(caches), Some(health)) = (named.caches(name), named.health(name)) else {
-                continue;
-            };
-            let set = Arc::downgrade(self);
-            let client = caches.client().clone();
-            tokio::spawn(supervise(set, name.to_string(), client, health));
+        for name in self.clusters().names() {
+            self.supervise(&name);
         }
+    }
+
+    fn supervise(self: &Arc<Self>, name: &str) {
+        let named = self.clusters();
+        let (Some(caches), Some(health), Some(generation)) = (
+            named.caches(name),
+            named.health(name),
+            named.generation(name),
+        ) else {
+            return;
+        };
+        let supervisor = Supervisor {
+            set: Arc::downgrade(self),
+            cluster: name.to_string(),
+            generation,
+            client: caches.client().clone(),
+            health,
+        };
+        tokio::spawn(supervisor.run());
+    }
+
+    /// Adds named cluster `name` while the host runs, or gives it a new
+    /// client (its kubeconfig changed), and starts its supervisor: the
+    /// loaded plugins' calls reach it from their next call, and their CRDs
+    /// for it are applied at its first check.
+    pub(crate) fn add_cluster(self: &Arc<Self>, name: &str, client: kube::Client) {
+        self.clusters().insert(name, client);
+        self.supervise(name);
+    }
+
+    /// Removes named cluster `name`: calls there fail from now on as for a
+    /// cluster never given ("not configured on this host"); its supervisor
+    /// stops. Whether it was there.
+    pub(crate) fn remove_cluster(&self, name: &str) -> bool {
+        self.clusters().remove(name)
     }
 
     /// The named clusters' health, by name.
@@ -86,22 +116,38 @@ impl PluginSet {
 
 /// One cluster's supervisor: a check, then the next after [`CHECK_EVERY`],
 /// or after the back-off when it failed.
-async fn supervise(
+struct Supervisor {
     set: Weak<PluginSet>,
     cluster: String,
+    /// The client it checks; another generation of the cluster has its own.
+    generation: u64,
     client: kube::Client,
     health: Arc<Mutex<ClusterHealth>>,
-) {
-    let mut wait = RETRY_FIRST;
-    loop {
-        let Some(shipped) = set.upgrade().map(|s| s.shipped_to(&cluster)) else {
-            return;
-        };
-        let found = tokio::time::timeout(CHECK_TIMEOUT, check(&cluster, &client, &shipped))
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer in {}s", CHECK_TIMEOUT.as_secs())));
-        let next = record(&health, &cluster, found, &mut wait);
-        tokio::time::sleep(next).await;
+}
+
+impl Supervisor {
+    async fn run(self) {
+        let cluster = self.cluster.as_str();
+        let mut wait = RETRY_FIRST;
+        loop {
+            let Some(set) = self.set.upgrade() else {
+                return;
+            };
+            if set.clusters().generation(cluster) != Some(self.generation) {
+                tracing::info!(
+                    cluster,
+                    "named cluster removed or replaced; its supervisor stops"
+                );
+                return;
+            }
+            let shipped = set.shipped_to(cluster);
+            drop(set);
+            let found = tokio::time::timeout(CHECK_TIMEOUT, check(cluster, &self.client, &shipped))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer in {}s", CHECK_TIMEOUT.as_secs())));
+            let next = record(&self.health, cluster, found, &mut wait);
+            tokio::time::sleep(next).await;
+        }
     }
 }
 
