@@ -129,6 +129,7 @@ fn clusters_section(out: &mut String, plugins: Option<&Arc<PluginSet>>) {
                 state,
                 format!("{}/{}", h.crds_present, h.crds_wanted),
                 h.crds_reapplied.to_string(),
+                h.informers.to_string(),
                 h.last_error.as_deref().map(short).unwrap_or_default(),
             ]
         })

@@ -94,8 +94,8 @@ fn cluster_line(name: &str, h: &crate::cluster::named::ClusterHealth) -> String 
         ),
     };
     format!(
-        "cluster {name}: {state}, CRDs {}/{} (re-applied {})",
-        h.crds_present, h.crds_wanted, h.crds_reapplied
+        "cluster {name}: {state}, CRDs {}/{} (re-applied {}), informers {}",
+        h.crds_present, h.crds_wanted, h.crds_reapplied, h.informers
     )
 }
 

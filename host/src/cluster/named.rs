@@ -145,6 +145,10 @@ pub(crate) struct ClusterHealth {
     /// Times the host applied CRDs that were missing (the cluster came
     /// back empty, was rebuilt, or someone deleted one).
     pub(crate) crds_reapplied: u64,
+    /// Kinds whose cache runs here because a loaded plugin's rules let it
+    /// read them (started with the plugin, not on its first read).
+    #[serde(default)]
+    pub(crate) informers: usize,
     /// When the last check ran (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) checked_at: Option<String>,

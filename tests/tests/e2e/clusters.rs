@@ -677,3 +677,42 @@ async fn a_region_added_at_run_time_is_used_and_one_removed_is_not() -> Result<(
     );
     Ok(())
 }
+
+/// Issue 45: the cache of a kind a plugin may read in a named cluster starts
+/// when the plugin loads, not on its first read there: this plugin never
+/// reads eu-west, yet the host lists and watches eu-west's ConfigMaps once
+/// it has loaded (its request counters show the watch; `GET /status` counts
+/// the informer).
+#[tokio::test]
+async fn a_named_clusters_informer_starts_with_the_plugin_that_may_read_it() -> Result<()> {
+    let eu = Plane::start(&[]).await?;
+    let flag = format!("eu-west={}", eu.kubeconfig().display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    let watches = |m: &str| {
+        metric(
+            m,
+            "wasmlet_cluster_requests_total",
+            "cluster=\"eu-west\",verb=\"watch\"",
+        )
+    };
+    assert_eq!(
+        watches(&host.metrics().await?),
+        0.0,
+        "a watch before any plugin"
+    );
+    install_plugin_with(&host.plugin_dir(), "configmap-summary", |toml| {
+        format!(
+            "{toml}\n[clusters.eu-west]\nrules = [{{ api-groups = [\"\"], resources = [\"configmaps\"], verbs = [\"get\", \"list\"] }}]\n"
+        )
+    })?;
+    eventually(WAIT, "eu-west's ConfigMaps watched", || async {
+        (watches(&host.metrics().await.ok()?) > 0.0).then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    cluster_status(&host, "eu-west", "the informer counted", |c| {
+        c["informers"] == 1
+    })
+    .await?;
+    Ok(())
+}

@@ -1,7 +1,9 @@
 //! Named clusters that heal: a supervisor per named cluster checks, every
-//! [`CHECK_EVERY`], that it answers and that the CRDs the loaded plugins
-//! ship there (`[clusters.NAME] crds`, else `*`'s) are in it, and applies
-//! the missing ones. So a region that was down when a plugin loaded, or that
+//! [`CHECK_EVERY`] and whenever a plugin loads, that it answers and that the
+//! CRDs the loaded plugins ship there (`[clusters.NAME] crds`, else `*`'s)
+//! are in it, and applies the missing ones; then it starts the caches of the
+//! kinds their rules there let them read (so a first read is served from
+//! memory, not the start of a watch). So a region that was down when a plugin loaded, or that
 //! came back rebuilt and empty, gets its CRDs without a reload or a restart.
 //! A failed check is retried with back-off (1 s, doubling to 30 s). What each
 //! check found is the cluster's [`ClusterHealth`] (the status page, `GET
@@ -20,8 +22,9 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::PluginSet;
 use super::crds::{apply_files, read_yaml_documents};
+use super::{PluginEvent, PluginSet};
+use crate::cluster::cache::Caches;
 use crate::cluster::named::ClusterHealth;
 use crate::plugin::manifest::clusters;
 
@@ -35,11 +38,32 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// not hold its supervisor for the client's own timeouts).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A plugin's CRDs for one cluster: its name, its files, the CRD names in them.
+/// What a plugin declares for one cluster: its CRD files and the CRD names
+/// in them, and the resources its rules let it read there.
 struct Shipped {
     plugin: String,
     files: Vec<PathBuf>,
     names: Vec<String>,
+    /// `(api group, resource)` its rules grant `get`, `list` or `watch` on,
+    /// named (not `*`): the kinds whose caches start with the plugin.
+    reads: Vec<(String, String)>,
+}
+
+/// The `(group, resource)` pairs `rules` let a plugin read, wildcards and
+/// subresources left out.
+fn readable(rules: &[crate::plugin::manifest::Rule]) -> Vec<(String, String)> {
+    let reads = |v: &String| matches!(v.as_str(), "get" | "list" | "watch" | "*");
+    let mut out = Vec::new();
+    for r in rules.iter().filter(|r| r.verbs.iter().any(reads)) {
+        for g in r.api_groups.iter().filter(|g| *g != "*") {
+            for res in r.resources.iter().filter(|x| *x != "*" && !x.contains('/')) {
+                if !out.contains(&(g.clone(), res.clone())) {
+                    out.push((g.clone(), res.clone()));
+                }
+            }
+        }
+    }
+    out
 }
 
 impl PluginSet {
@@ -62,10 +86,12 @@ impl PluginSet {
         };
         let supervisor = Supervisor {
             set: Arc::downgrade(self),
+            events: self.subscribe(),
             cluster: name.to_string(),
             generation,
-            client: caches.client().clone(),
+            caches,
             health,
+            started: BTreeSet::new(),
         };
         tokio::spawn(supervisor.run());
     }
@@ -104,10 +130,12 @@ impl PluginSet {
                     .flat_map(|f| read_yaml_documents(f).unwrap_or_default())
                     .filter_map(|d| Some(d.pointer("/metadata/name")?.as_str()?.to_string()))
                     .collect::<Vec<_>>();
-                (!names.is_empty()).then(|| Shipped {
+                let reads = readable(&table.rules);
+                (!names.is_empty() || !reads.is_empty()).then(|| Shipped {
                     plugin,
                     files: table.crds.clone(),
                     names,
+                    reads,
                 })
             })
             .collect()
@@ -118,35 +146,86 @@ impl PluginSet {
 /// or after the back-off when it failed.
 struct Supervisor {
     set: Weak<PluginSet>,
+    /// A plugin loaded or replaced: check now, not at the next tick.
+    events: tokio::sync::broadcast::Receiver<PluginEvent>,
     cluster: String,
     /// The client it checks; another generation of the cluster has its own.
     generation: u64,
-    client: kube::Client,
+    caches: Arc<Caches>,
     health: Arc<Mutex<ClusterHealth>>,
+    /// The `(group, resource)` caches it started.
+    started: BTreeSet<(String, String)>,
 }
 
 impl Supervisor {
-    async fn run(self) {
-        let cluster = self.cluster.as_str();
+    async fn run(mut self) {
         let mut wait = RETRY_FIRST;
         loop {
             let Some(set) = self.set.upgrade() else {
                 return;
             };
-            if set.clusters().generation(cluster) != Some(self.generation) {
-                tracing::info!(
-                    cluster,
-                    "named cluster removed or replaced; its supervisor stops"
-                );
+            if set.clusters().generation(&self.cluster) != Some(self.generation) {
+                tracing::info!(cluster = %self.cluster, "named cluster removed or replaced; its supervisor stops");
                 return;
             }
-            let shipped = set.shipped_to(cluster);
+            let shipped = set.shipped_to(&self.cluster);
             drop(set);
-            let found = tokio::time::timeout(CHECK_TIMEOUT, check(cluster, &self.client, &shipped))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer in {}s", CHECK_TIMEOUT.as_secs())));
-            let next = record(&self.health, cluster, found, &mut wait);
-            tokio::time::sleep(next).await;
+            let found = tokio::time::timeout(
+                CHECK_TIMEOUT,
+                check(&self.cluster, self.caches.client(), &shipped),
+            )
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {}s", CHECK_TIMEOUT.as_secs())));
+            let reached = found.is_ok();
+            let next = record(&self.health, &self.cluster, found, &mut wait);
+            if reached {
+                self.start_informers(&shipped).await;
+            }
+            self.until_next(next).await;
+        }
+    }
+
+    /// Starts the caches of the kinds the loaded plugins may read here, so
+    /// that their first read is served from memory (and, with
+    /// `[[watches]]`, their changes heard) instead of starting a watch then.
+    async fn start_informers(&mut self, shipped: &[Shipped]) {
+        for s in shipped {
+            for (group, resource) in &s.reads {
+                let key = (group.clone(), resource.clone());
+                if self.started.contains(&key) {
+                    continue;
+                }
+                match self.caches.cache_resource(group, resource).await {
+                    Ok(_) => {
+                        tracing::info!(plugin = %s.plugin, cluster = %self.cluster, group, resource, "informer started");
+                        self.started.insert(key);
+                    }
+                    Err(e) => {
+                        tracing::debug!(plugin = %s.plugin, cluster = %self.cluster, group, resource, error = %e, "informer not started yet")
+                    }
+                }
+            }
+        }
+        let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        h.informers = self.started.len();
+    }
+
+    /// Sleeps `next`, or less when a plugin loads.
+    async fn until_next(&mut self, next: Duration) {
+        let sleep = tokio::time::sleep(next);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return,
+                event = self.events.recv() => match event {
+                    Ok(PluginEvent::Added(_) | PluginEvent::Replaced(_)) => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        sleep.as_mut().await;
+                        return;
+                    }
+                },
+            }
         }
     }
 }
