@@ -106,6 +106,49 @@ fn table(out: &mut String, id: &str, head: &[&str], rows: Vec<Vec<String>>, empt
     out.push_str("</table>");
 }
 
+/// The named clusters: reachable or since when not, and their CRDs.
+fn clusters_section(out: &mut String, plugins: Option<&Arc<PluginSet>>) {
+    let health = plugins.map(|p| p.cluster_health()).unwrap_or_default();
+    if health.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Named clusters</h2>");
+    let rows = health
+        .into_iter()
+        .map(|(name, h)| {
+            let state = match (&h.checked_at, h.connected) {
+                (None, _) => "not checked yet".to_string(),
+                (_, true) => "connected".to_string(),
+                (_, false) => format!(
+                    "unreachable since {}",
+                    h.unreachable_since.as_deref().unwrap_or("?")
+                ),
+            };
+            vec![
+                name,
+                state,
+                format!("{}/{}", h.crds_present, h.crds_wanted),
+                h.crds_reapplied.to_string(),
+                h.informers.to_string(),
+                h.last_error.as_deref().map(short).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        "clusters",
+        &[
+            "cluster",
+            "state",
+            "CRDs present",
+            "CRDs re-applied",
+            "last error",
+        ],
+        rows,
+        "",
+    );
+}
+
 impl StatusPage {
     pub(crate) fn render(&self) -> String {
         let mut out = String::from(
@@ -125,6 +168,7 @@ impl StatusPage {
         let plugins = self.plugins.get();
         self.plugins_section(&mut out, plugins);
         self.queues_section(&mut out, plugins);
+        clusters_section(&mut out, plugins);
         self.pods_section(&mut out);
         self.graphs_section(&mut out, plugins);
         self.history_section(&mut out, plugins);

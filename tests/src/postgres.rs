@@ -27,6 +27,44 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
+    /// With [`Postgres::start_tls`]: the CA that signed the server's certificate.
+    ca: Option<PathBuf>,
+}
+
+/// A test CA and a server certificate it signs, for `127.0.0.1` and `localhost`.
+struct ServerTls {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl ServerTls {
+    fn generate(ca_name: &str) -> Result<ServerTls> {
+        let ca_key = rcgen::KeyPair::generate()?;
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, ca_name);
+        let ca_cert = ca.self_signed(&ca_key)?;
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate()?;
+        let mut server =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])?;
+        server
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
+        let cert = server.signed_by(&key, &issuer)?;
+        Ok(ServerTls {
+            ca_pem: ca_cert.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// A CA certificate (PEM) that signed nothing the server shows: the wrong CA.
+pub fn unrelated_ca_pem() -> Result<String> {
+    Ok(ServerTls::generate("another CA")?.ca_pem)
 }
 
 /// The newest installed server's binaries (`/usr/lib/postgresql/N/bin`).
@@ -78,6 +116,16 @@ fn as_server_user(program: &Path) -> Command {
 impl Postgres {
     /// A fresh cluster, started and accepting connections.
     pub async fn start() -> Result<Postgres> {
+        Postgres::launch(false).await
+    }
+
+    /// [`Postgres::start`] with `ssl = on` and TCP connections without TLS
+    /// refused (`hostnossl ... reject`); the CA is [`Postgres::ca_file`].
+    pub async fn start_tls() -> Result<Postgres> {
+        Postgres::launch(true).await
+    }
+
+    async fn launch(tls: bool) -> Result<Postgres> {
         let bin = bin_dir()?;
         let dir = tempfile::tempdir()?;
         if running_as_root() {
@@ -106,6 +154,11 @@ impl Postgres {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        let ca = if tls {
+            Some(Postgres::configure_tls(dir.path(), &data)?)
+        } else {
+            None
+        };
         let port = crate::free_port();
         let log = std::fs::File::create(dir.path().join("postgres.log"))?;
         let child = as_server_user(&bin.join("postgres"))
@@ -125,6 +178,7 @@ impl Postgres {
             dir,
             port,
             child: Some(child),
+            ca,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -144,13 +198,55 @@ impl Postgres {
         }
     }
 
+    /// Writes the server's key and certificate into `data`, turns TLS on,
+    /// and lets TCP in only over TLS; returns the CA file.
+    fn configure_tls(dir: &Path, data: &Path) -> Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let tls = ServerTls::generate("wasmlet test datastore CA")?;
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, &tls.ca_pem)?;
+        std::fs::write(data.join("server.crt"), &tls.cert_pem)?;
+        let key = data.join("server.key");
+        std::fs::write(&key, &tls.key_pem)?;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )?;
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))?;
+        std::io::Write::write_all(
+            &mut conf,
+            b"ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+        )?;
+        if running_as_root() {
+            for f in ["server.crt", "server.key", "pg_hba.conf"] {
+                std::os::unix::fs::chown(data.join(f), Some(NOBODY), Some(NOBODY))?;
+            }
+        }
+        Ok(ca)
+    }
+
+    /// The CA that signed the server's certificate ([`Postgres::start_tls`]).
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca.as_deref()
+    }
+
+    /// The TCP URL without TLS parameters (`sslmode` and `sslrootcert`
+    /// are the caller's to add).
+    pub fn base_url(&self) -> String {
+        format!("postgres://{USER}@127.0.0.1:{}/postgres", self.port)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// The connection URL the host is given.
+    /// The connection URL the host is given: plain TCP, which the host
+    /// makes only when asked (`sslmode=disable`).
     pub fn url(&self) -> String {
-        format!("postgres://{USER}@127.0.0.1:{}/postgres", self.port)
+        format!("{}?sslmode=disable", self.base_url())
     }
 
     /// The server's log.
@@ -158,10 +254,15 @@ impl Postgres {
         std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
     }
 
-    /// A connection of the test's own.
+    /// A connection of the test's own, over the server's Unix socket (which
+    /// a TLS-only server still lets in).
     pub async fn client(&self) -> Result<tokio_postgres::Client> {
-        let (client, connection) =
-            tokio_postgres::connect(&self.url(), tokio_postgres::NoTls).await?;
+        let local = format!(
+            "host={} port={} user={USER} dbname=postgres",
+            self.dir.path().display(),
+            self.port
+        );
+        let (client, connection) = tokio_postgres::connect(&local, tokio_postgres::NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });

@@ -54,7 +54,9 @@ pub(super) struct HostArgs {
     #[arg(long, default_value_t = 600)]
     pub(crate) resync_seconds: u64,
     /// The PostgreSQL database of `source = "postgres"` reconcilers
-    /// (`postgres://USER@HOST:PORT/DB`); plugins never see it.
+    /// (`postgres://USER@HOST:PORT/DB`); plugins never see it. TLS,
+    /// verify-full, with the CA from `?sslrootcert=FILE` (else the system's);
+    /// plain only with `?sslmode=disable`.
     #[arg(long, env = "WASMLET_DATASTORE_URL", hide_env_values = true)]
     pub(crate) datastore_url: Option<String>,
     /// Connections the host opens to the datastore at most (plus one LISTEN
@@ -66,6 +68,13 @@ pub(super) struct HostArgs {
     /// kubeconfig; repeatable. Each gets its own client and caches.
     #[arg(long = "cluster", value_name = "NAME=KUBECONFIG")]
     pub(crate) clusters: Vec<String>,
+    /// A directory of named clusters that may change while the host runs:
+    /// each file named for a cluster (a DNS label) is its kubeconfig (a
+    /// Secret with a key per cluster, mounted, is such a directory). Read
+    /// every 2 s: a new file adds its cluster, a changed one reconnects it,
+    /// a removed one removes it. A `--cluster` of the same name wins.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) clusters_dir: Option<std::path::PathBuf>,
     /// An OpenTelemetry collector (OTLP/HTTP, e.g. http://collector:4318): the
     /// host's reconcile and pod-state spans are sent there. Off when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]

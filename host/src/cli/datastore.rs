@@ -12,7 +12,9 @@ use crate::plugin::manifest::Manifest;
 pub(super) enum DatastoreCommand {
     /// Create (or update) a table, its revision trigger and its NOTIFY trigger.
     Init {
-        /// The PostgreSQL connection (`postgres://USER@HOST:PORT/DB`).
+        /// The PostgreSQL connection (`postgres://USER@HOST:PORT/DB`; TLS,
+        /// verify-full, CA from `?sslrootcert=FILE`; plain only with
+        /// `?sslmode=disable`).
         #[arg(long, env = "WASMLET_DATASTORE_URL", hide_env_values = true)]
         url: String,
         /// The table to create.

@@ -107,7 +107,17 @@ pub(super) async fn run_host(
 ) -> Result<RunningHost> {
     let metrics = ControllerMetrics::new();
     // Named clusters first: a bad --cluster fails the start before anything runs.
-    let named = named_clusters(&host.clusters, &metrics).await?;
+    let (named, counted) = named_clusters(&host.clusters).await?;
+    let mut clusters_dir = host
+        .clusters_dir
+        .as_ref()
+        .map(|d| super::clusters_dir::ClustersDir::new(d.clone(), &named, counted.clone()));
+    if let Some(d) = &mut clusters_dir {
+        d.load(&named).await;
+    }
+    if !named.names().is_empty() || clusters_dir.is_some() {
+        metrics.register(|r| counted.register(r));
+    }
     // Cluster access, built once: the caches serve the controllers and the
     // plugins' reads alike.
     let resolver = Arc::new(Resolver::new(client.clone()));
@@ -152,6 +162,10 @@ pub(super) async fn run_host(
             tracing::info!(pooling = engine.pooling, dir = %dir.display(), "plugin runtime ready");
             let set = PluginSet::new(engine.clone(), &dir, Some(cluster.clone()));
             set.set_clusters(named.clone());
+            set.supervise_clusters();
+            if let Some(d) = clusters_dir.take() {
+                tokio::spawn(d.follow(Arc::downgrade(&set)));
+            }
             set.set_recording(crate::plugin::set::RecordConfig {
                 dir: data_dir.join("records"),
                 plugins: host.record.clone(),
@@ -435,8 +449,10 @@ impl RunningHost {
 /// `--cluster NAME=KUBECONFIG`: a client per named cluster. Each kubeconfig
 /// is read now; the clusters themselves are reached on first use, so a
 /// region that is down does not keep the host from starting.
-/// Each client counts its requests in `metrics` (`cluster::metrics`).
-async fn named_clusters(flags: &[String], metrics: &ControllerMetrics) -> Result<NamedClusters> {
+/// Each client counts its requests in the metrics returned (`cluster::metrics`).
+async fn named_clusters(
+    flags: &[String],
+) -> Result<(NamedClusters, crate::cluster::metrics::ClusterMetrics)> {
     let counted = crate::cluster::metrics::ClusterMetrics::default();
     let mut clients = Vec::new();
     for f in ClusterFlag::parse_all(flags)? {
@@ -460,10 +476,7 @@ async fn named_clusters(flags: &[String], metrics: &ControllerMetrics) -> Result
         );
         clients.push((f.name, client));
     }
-    if !clients.is_empty() {
-        metrics.register(|r| counted.register(r));
-    }
-    Ok(NamedClusters::new(clients))
+    Ok((NamedClusters::new(clients), counted))
 }
 
 pub(super) fn node_name(n: &NodeArgs) -> String {

@@ -12,6 +12,7 @@
 
 mod args;
 mod check;
+mod clusters_dir;
 mod datastore;
 mod host;
 mod precompile;

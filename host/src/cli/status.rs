@@ -63,6 +63,9 @@ pub(super) async fn status(args: &StatusArgs) -> Result<()> {
                 Some(n) => println!("\n{}", node_line(n)),
                 None => println!("\nno node agent"),
             }
+            for (name, h) in &status.clusters {
+                println!("{}", cluster_line(name, h));
+            }
         }
     }
     Ok(())
@@ -76,6 +79,24 @@ pub(super) async fn plugin_list(args: &StatusArgs) -> Result<()> {
         Output::Table => print!("{}", plugin_table(&status.plugins)),
     }
     Ok(())
+}
+
+/// `cluster eu-west: connected, CRDs 1/1` or `cluster eu-west: unreachable
+/// since T (why), CRDs 0/1`.
+fn cluster_line(name: &str, h: &crate::cluster::named::ClusterHealth) -> String {
+    let state = match (&h.checked_at, h.connected, &h.unreachable_since) {
+        (None, _, _) => "not checked yet".to_string(),
+        (_, true, _) => "connected".to_string(),
+        (_, false, since) => format!(
+            "unreachable since {} ({})",
+            since.as_deref().unwrap_or("?"),
+            h.last_error.as_deref().unwrap_or("no answer")
+        ),
+    };
+    format!(
+        "cluster {name}: {state}, CRDs {}/{} (re-applied {}), informers {}",
+        h.crds_present, h.crds_wanted, h.crds_reapplied, h.informers
+    )
 }
 
 fn node_line(n: &crate::status_page::report::NodeStatus) -> String {

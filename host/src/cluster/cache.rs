@@ -362,6 +362,17 @@ impl Caches {
         Ok(self.start(resolved))
     }
 
+    /// The cache of `resource` in API `group` (a manifest rule's names),
+    /// started now unless it runs already.
+    pub(crate) async fn cache_resource(
+        &self,
+        group: &str,
+        resource: &str,
+    ) -> Result<Arc<KindCache>, ClientError> {
+        let resolved = self.resolver.resolve_resource(group, resource).await?;
+        Ok(self.start(resolved))
+    }
+
     /// The cache for a resolved kind, started now unless it runs already.
     pub(crate) fn start(&self, resolved: Resolved) -> Arc<KindCache> {
         let mut kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());

@@ -89,8 +89,9 @@ pub struct Cluster {
     resolver: Arc<Resolver>,
     /// `None`: every read goes to the API server.
     caches: Option<Arc<Caches>>,
-    /// Start a kind's watch on its first read (named clusters: nothing else
-    /// starts their caches); otherwise only kinds a controller watches are cached.
+    /// Start a kind's watch on its first read (named clusters: a kind no
+    /// loaded plugin's rules name there, whose cache the cluster's
+    /// supervisor did not start); otherwise only kinds a controller watches are cached.
     lazy_watches: bool,
 }
 

@@ -73,4 +73,41 @@ impl Resolver {
             .insert(key, r.clone());
         Ok(r)
     }
+
+    /// The kind behind `resource` (a plural, as a manifest's rules name it)
+    /// of API `group` (`""`: the core group), at the version the server
+    /// prefers: what a plugin's rules let it read, as a kind to cache.
+    pub(crate) async fn resolve_resource(
+        &self,
+        group: &str,
+        resource: &str,
+    ) -> Result<Resolved, ClientError> {
+        let served = kube::discovery::group(&self.client, group)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Discovery(_) => {
+                    ClientError::Invalid(format!("the server does not serve API group {group:?}"))
+                }
+                other => ClientError::from(other),
+            })?;
+        let (resource, caps) = served
+            .recommended_resources()
+            .into_iter()
+            .find(|(r, _)| r.plural == resource)
+            .ok_or_else(|| {
+                ClientError::Invalid(format!(
+                    "the server does not serve {resource} in API group {group:?}"
+                ))
+            })?;
+        let r = Resolved {
+            namespaced: caps.scope == Scope::Namespaced,
+            resource,
+        };
+        let key = (r.resource.api_version.clone(), r.resource.kind.clone());
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, r.clone());
+        Ok(r)
+    }
 }

@@ -55,14 +55,14 @@ pub(super) fn remote_watches(
             continue;
         }
         for name in named.names() {
-            if !clusters::covers(wanted, name) || manifest.cluster_rules(name).is_none() {
+            if !clusters::covers(wanted, &name) || manifest.cluster_rules(&name).is_none() {
                 continue;
             }
-            let Some(caches) = named.caches(name) else {
+            let Some(caches) = named.caches(&name) else {
                 continue;
             };
             out.push(RemoteWatch {
-                cluster: Some(name.to_string()),
+                cluster: Some(name),
                 caches,
                 watch: w.clone(),
                 map: map.clone(),

@@ -12,6 +12,14 @@ pub enum DatastoreError {
     Url(String),
     #[error("datastore connection pool: {0}")]
     Pool(String),
+    /// No connection: the server is down, refused us, or failed TLS
+    /// verification (the hint says what to check).
+    #[error("connecting to the datastore: {source}{hint}")]
+    Connect {
+        #[source]
+        source: tokio_postgres::Error,
+        hint: &'static str,
+    },
     /// The table has not been created (`wasmlet datastore init`).
     #[error(
         "table {table} does not exist: create it with `wasmlet datastore init --table {table}`"
@@ -26,6 +34,20 @@ pub enum DatastoreError {
 }
 
 impl DatastoreError {
+    /// A failed connection, with a hint when TLS verification refused it.
+    pub(crate) fn connect(source: tokio_postgres::Error) -> DatastoreError {
+        let mut chain =
+            std::iter::successors(Some(&source as &(dyn std::error::Error + 'static)), |e| {
+                e.source()
+            });
+        let hint = if chain.any(|e| e.to_string().contains("invalid peer certificate")) {
+            " (the server's certificate must chain to the CA in the URL's sslrootcert, or the system's roots without one, and name the host connected to: sslmode=verify-full)"
+        } else {
+            ""
+        };
+        DatastoreError::Connect { source, hint }
+    }
+
     /// Wraps a driver error, recognising a missing table.
     pub(crate) fn sql(table: &str, source: tokio_postgres::Error) -> DatastoreError {
         if source.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) {

@@ -88,12 +88,12 @@ pub(crate) mod members;
 pub(crate) mod rows;
 pub(crate) mod schema;
 pub(crate) mod table;
+pub(crate) mod tls;
 pub(crate) mod watch;
 
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 
 pub(crate) use error::DatastoreError;
 pub(crate) use rows::{Row, RowState};
@@ -105,6 +105,7 @@ pub(crate) use table::Table;
 pub struct Datastore {
     pool: Pool,
     config: tokio_postgres::Config,
+    tls: tls::RustlsConnect,
 }
 
 impl std::fmt::Debug for Datastore {
@@ -124,22 +125,34 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Datastore {
     /// A pool of at most `max_connections` for `url` (a `postgres://` URL or
-    /// a `key=value` string). Connects lazily: nothing is opened yet.
-    /// Connections are plain TCP or Unix sockets (no TLS in this version:
-    /// `sslmode=require` fails to connect).
+    /// a `key=value` string). Connects lazily: nothing is opened yet (a
+    /// missing `sslrootcert` file fails now). TCP connections use TLS,
+    /// verify-full, unless the URL says `sslmode=disable` ([`tls`]); Unix
+    /// sockets are plain, as libpq's.
     pub(crate) fn new(url: &str, max_connections: usize) -> Result<Datastore, DatastoreError> {
+        let (settings, url) = tls::TlsSettings::split(url)?;
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e: tokio_postgres::Error| {
                 // The driver's message does not echo the URL.
                 DatastoreError::Url(e.to_string())
             })?;
+        let local = config
+            .get_hosts()
+            .iter()
+            .all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)));
+        config.ssl_mode(if settings.mode == tls::Mode::Disable || local {
+            tokio_postgres::config::SslMode::Disable
+        } else {
+            tokio_postgres::config::SslMode::Require
+        });
+        let tls = settings.connector()?;
         if config.get_application_name().is_none() {
             config.application_name("wasmlet");
         }
         config.connect_timeout(CONNECT_TIMEOUT);
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -151,16 +164,13 @@ impl Datastore {
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| DatastoreError::Pool(e.to_string()))?;
-        Ok(Datastore { pool, config })
+        Ok(Datastore { pool, config, tls })
     }
 
     /// A pooled connection.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, DatastoreError> {
         self.pool.get().await.map_err(|e| match e {
-            deadpool_postgres::PoolError::Backend(e) => DatastoreError::Sql {
-                table: "-".into(),
-                source: e,
-            },
+            deadpool_postgres::PoolError::Backend(e) => DatastoreError::connect(e),
             other => DatastoreError::Pool(other.to_string()),
         })
     }
@@ -168,6 +178,12 @@ impl Datastore {
     /// The settings a dedicated (LISTEN) connection uses.
     pub(crate) fn config(&self) -> &tokio_postgres::Config {
         &self.config
+    }
+
+    /// The TLS connector a dedicated connection uses (a plain one never
+    /// calls it: its config says `sslmode=disable`).
+    pub(crate) fn tls(&self) -> tls::RustlsConnect {
+        self.tls.clone()
     }
 }
 

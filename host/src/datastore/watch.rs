@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::{Notify, mpsc};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::rows::PAGE;
 use super::{Datastore, DatastoreError, RowState, Table};
@@ -171,7 +171,10 @@ async fn listen(
     let mut config = store.config().clone();
     config.application_name(LISTEN_APPLICATION);
     let sql = |e| DatastoreError::sql(table.name(), e);
-    let (client, mut connection) = config.connect(NoTls).await.map_err(sql)?;
+    let (client, mut connection) = config
+        .connect(store.tls())
+        .await
+        .map_err(DatastoreError::connect)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let name = table.to_string();
     tokio::spawn(async move {

@@ -28,6 +28,7 @@ use super::shadow::ShadowSlot;
 use crate::cluster::{Cluster, ClusterAccess};
 
 pub(crate) mod crds;
+pub(crate) mod heal;
 pub(crate) mod shadows;
 
 pub(crate) use crds::read_yaml_documents;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{StatusPage, samples};
+use crate::cluster::named::ClusterHealth;
 use crate::plugin::manifest::PluginKind;
 use crate::plugin::metrics::PluginMetrics;
 
@@ -18,6 +19,10 @@ pub(crate) struct HostStatus {
     /// The node agent's part (a controllers-only host has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) node: Option<NodeStatus>,
+    /// The named clusters (`--cluster`): reachable or since when not, and
+    /// their plugins' CRDs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) clusters: BTreeMap<String, ClusterHealth>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,7 +157,16 @@ impl StatusPage {
                 pods,
             }
         });
-        HostStatus { plugins, node }
+        let clusters = self
+            .plugins
+            .get()
+            .map(|set| set.cluster_health())
+            .unwrap_or_default();
+        HostStatus {
+            plugins,
+            node,
+            clusters,
+        }
     }
 }
 
@@ -167,7 +181,8 @@ mod tests {
             status,
             HostStatus {
                 plugins: vec![],
-                node: None
+                node: None,
+                clusters: BTreeMap::new(),
             }
         );
         let json = serde_json::to_string(&status).unwrap();

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use wasmlet_e2e::postgres::Postgres;
 use wasmlet_e2e::summary::{create_configmap, create_summary, ready, summaries};
 use wasmlet_e2e::{
-    Plane, built_plugins, eventually, install_plugin, install_plugin_with, metric, wasmlet_bin,
+    Plane, built_plugins, eventually, free_port, install_plugin, install_plugin_with, metric,
+    wasmlet_bin,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -466,5 +467,252 @@ async fn a_kind_reconciler_is_called_for_changes_in_a_named_cluster() -> Result<
     })
     .await
     .with_context(|| format!("host log:\n{}", host.log()))?;
+    Ok(())
+}
+
+/// `wasmlet apiserver` on a fixed port, standing in for a region that can go
+/// down and come back at the same address; and a copy of its kubeconfig for
+/// the host (the plane rewrites its own when it starts again).
+async fn fixed_region(dir: &std::path::Path) -> Result<(Plane, std::path::PathBuf)> {
+    let port = free_port().to_string();
+    let plane = Plane::start(&["--port", &port]).await?;
+    let kubeconfig = dir.join("eu-west.kubeconfig");
+    std::fs::copy(plane.kubeconfig(), &kubeconfig)?;
+    Ok((plane, kubeconfig))
+}
+
+/// The configmap-summary plugin, shipping its CRD to eu-west too.
+fn install_shipping_to_eu_west(host: &Plane) -> Result<()> {
+    install_plugin_with(&host.plugin_dir(), "configmap-summary", |toml| {
+        format!("{toml}\n[clusters.eu-west]\nrules = []\ncrds = [\"configsummary.crd.yaml\"]\n")
+    })
+}
+
+/// The host's `GET /status` entry for cluster `name`, once `pass` holds for it.
+async fn cluster_status(
+    host: &Plane,
+    name: &str,
+    what: &str,
+    pass: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    eventually(WAIT, what, || async {
+        let (code, body) = host.http_get("/status").await.ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        let c = v["clusters"][name].clone();
+        (code == 200 && pass(&c)).then_some(c)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))
+}
+
+/// Until eu-west serves ConfigSummaries.
+async fn summaries_served(region: &Plane, host: &Plane) -> Result<()> {
+    let api = summaries(&region.client().await?);
+    eventually(WAIT, "the ConfigSummary CRD served in eu-west", || async {
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))
+}
+
+/// Issue 45: a region that is down when the plugin loads gets the plugin's
+/// CRDs once it comes up, without a reload; until then the host reports it
+/// unreachable (since when, and why) in `GET /status`.
+#[tokio::test]
+async fn a_region_down_when_the_plugin_loads_gets_its_crds_once_it_is_up() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (mut eu, kubeconfig) = fixed_region(tmp.path()).await?;
+    eu.kill9();
+    let flag = format!("eu-west={}", kubeconfig.display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    install_shipping_to_eu_west(&host)?;
+    // The plugin loads (its kind served in the host's own cluster) while
+    // eu-west is down.
+    let own = summaries(&host.client().await?);
+    eventually(WAIT, "the ConfigSummary CRD served by the host", || async {
+        own.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await?;
+    let down = cluster_status(&host, "eu-west", "eu-west reported unreachable", |c| {
+        c["connected"] == false && c["unreachableSince"].is_string()
+    })
+    .await?;
+    assert!(down["lastError"].is_string(), "{down}");
+
+    eu.spawn().await?;
+    summaries_served(&eu, &host).await?;
+    let up = cluster_status(&host, "eu-west", "eu-west reported connected", |c| {
+        c["connected"] == true && c["crdsPresent"] == 1
+    })
+    .await?;
+    assert_eq!(up["crdsWanted"], 1, "{up}");
+    assert!(up.get("unreachableSince").is_none(), "{up}");
+    let url = host.metrics_url().await?;
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let out = Command::new(wasmlet_bin())
+        .args(["status", "--host", addr])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cluster eu-west: connected, CRDs 1/1"),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// Issue 45: a region rebuilt with an empty store (same address and
+/// credentials, every object gone) gets the plugin's CRDs back without a
+/// reload, and the host counts the re-apply.
+#[tokio::test]
+async fn a_rebuilt_region_gets_its_crds_back() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (mut eu, kubeconfig) = fixed_region(tmp.path()).await?;
+    let flag = format!("eu-west={}", kubeconfig.display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    install_shipping_to_eu_west(&host)?;
+    summaries_served(&eu, &host).await?;
+
+    eu.kill9();
+    for f in std::fs::read_dir(eu.data_dir())? {
+        let path = f?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with("state.db") {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    eu.spawn().await?;
+    summaries_served(&eu, &host).await?;
+    let c = cluster_status(&host, "eu-west", "the re-apply counted", |c| {
+        c["crdsReapplied"].as_u64() >= Some(1) && c["crdsPresent"] == 1
+    })
+    .await?;
+    assert_eq!(c["connected"], true, "{c}");
+    Ok(())
+}
+
+/// Issue 45: named clusters from `--clusters-dir`, changed while the host
+/// runs. A region whose kubeconfig file appears is used without a restart
+/// (the plugin's CRDs applied there, a project's deployment lands there);
+/// once its file is gone, calls there fail as for a region never given, and
+/// the host no longer reports it.
+#[tokio::test]
+async fn a_region_added_at_run_time_is_used_and_one_removed_is_not() -> Result<()> {
+    let pg = Postgres::start().await?;
+    let init = Command::new(wasmlet_bin())
+        .args([
+            "datastore",
+            "init",
+            "--url",
+            &pg.url(),
+            "--table",
+            "projects",
+        ])
+        .output()?;
+    if !init.status.success() {
+        bail!("datastore init: {}", String::from_utf8_lossy(&init.stderr));
+    }
+    let db = pg.client().await?;
+    let (eu_plane, eu) = region().await?;
+    let dir = tempfile::tempdir()?;
+    let clusters = dir.path().display().to_string();
+    let url = pg.url();
+    let host = Plane::start_up(&[
+        "--no-node",
+        "--no-builtins",
+        "--datastore-url",
+        &url,
+        "--clusters-dir",
+        &clusters,
+    ])
+    .await?;
+    install_plugin(&host.plugin_dir(), "project-controller")?;
+
+    // Added: the file appears, the region gets the CRD and the project.
+    std::fs::copy(eu_plane.kubeconfig(), dir.path().join("eu-west"))?;
+    served(&eu, &host).await?;
+    let r1 = insert(&db, "p1", json!({"region": "eu-west", "size": "small"})).await?;
+    let p1 = deployment(&eu, "p1", |_| true)
+        .await
+        .with_context(|| format!("host log:\n{}", host.log()))?;
+    assert_eq!(p1["spec"]["revision"], r1);
+    cluster_status(&host, "eu-west", "eu-west reported connected", |c| {
+        c["connected"] == true
+    })
+    .await?;
+
+    // Removed: the file goes; a new project there is the terminal error of
+    // a region the host was not given, and nothing lands in eu-west.
+    std::fs::remove_file(dir.path().join("eu-west"))?;
+    eventually(WAIT, "eu-west no longer reported", || async {
+        let (_, body) = host.http_get("/status").await.ok()?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["clusters"].get("eu-west").is_none().then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    insert(&db, "p2", json!({"region": "eu-west", "size": "small"})).await?;
+    let s2 = eventually(WAIT, "p2's error in its row", || async {
+        let (rev, s) = status(&db, "p2").await?;
+        (s["lastReconciledRevision"] == json!(rev)).then_some(s)
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    let ready = condition(&s2, "Ready").context("p2 has a Ready condition")?;
+    assert_eq!(ready["reason"], "RegionUnavailable", "{s2}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cluster \"eu-west\" is not configured on this host"),
+        "{s2}"
+    );
+    assert!(
+        eu.get_opt("p2").await?.is_none(),
+        "p2 landed in a removed region"
+    );
+    Ok(())
+}
+
+/// Issue 45: the cache of a kind a plugin may read in a named cluster starts
+/// when the plugin loads, not on its first read there: this plugin never
+/// reads eu-west, yet the host lists and watches eu-west's ConfigMaps once
+/// it has loaded (its request counters show the watch; `GET /status` counts
+/// the informer).
+#[tokio::test]
+async fn a_named_clusters_informer_starts_with_the_plugin_that_may_read_it() -> Result<()> {
+    let eu = Plane::start(&[]).await?;
+    let flag = format!("eu-west={}", eu.kubeconfig().display());
+    let host = Plane::start_up(&["--no-node", "--no-builtins", "--cluster", &flag]).await?;
+    let watches = |m: &str| {
+        metric(
+            m,
+            "wasmlet_cluster_requests_total",
+            "cluster=\"eu-west\",verb=\"watch\"",
+        )
+    };
+    assert_eq!(
+        watches(&host.metrics().await?),
+        0.0,
+        "a watch before any plugin"
+    );
+    install_plugin_with(&host.plugin_dir(), "configmap-summary", |toml| {
+        format!(
+            "{toml}\n[clusters.eu-west]\nrules = [{{ api-groups = [\"\"], resources = [\"configmaps\"], verbs = [\"get\", \"list\"] }}]\n"
+        )
+    })?;
+    eventually(WAIT, "eu-west's ConfigMaps watched", || async {
+        (watches(&host.metrics().await.ok()?) > 0.0).then_some(())
+    })
+    .await
+    .with_context(|| format!("host log:\n{}", host.log()))?;
+    cluster_status(&host, "eu-west", "the informer counted", |c| {
+        c["informers"] == 1
+    })
+    .await?;
     Ok(())
 }

@@ -114,9 +114,9 @@ impl State {
             )));
         }
         self.plugin.clusters.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.plugin.clusters.names().collect();
+            let known: Vec<String> = self.plugin.clusters.names();
             ClientError::Invalid(format!(
-                "cluster \"{name}\" is not configured on this host (wasmlet up|run --cluster {name}=KUBECONFIG; configured: {})",
+                "cluster \"{name}\" is not configured on this host (wasmlet up|run --cluster {name}=KUBECONFIG, or a file {name} in --clusters-dir; configured: {})",
                 if known.is_empty() {
                     "none".to_string()
                 } else {

@@ -23,6 +23,7 @@ impl PluginSet {
         }
         let named = self.clusters();
         for cluster in named.names() {
+            let cluster = cluster.as_str();
             let Some(table) =
                 clusters::table_for(&manifest.clusters, cluster).filter(|t| !t.crds.is_empty())
             else {
@@ -49,7 +50,7 @@ impl PluginSet {
 const NAMED_CLUSTER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Applies the CRDs in `paths` with `client` (cluster `named`, or the host's).
-async fn apply_files(
+pub(super) async fn apply_files(
     client: &kube::Client,
     name: &str,
     paths: &[std::path::PathBuf],
