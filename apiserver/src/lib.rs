@@ -93,7 +93,6 @@ mod services;
 mod status;
 mod store;
 mod strategy;
-mod streams;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod validation;
@@ -230,7 +229,7 @@ impl ApiServer {
         resources.load_crds();
         bootstrap(&resources).await?;
         auth::rbac::bootstrap(&resources).await?;
-        priority::bootstrap(&resources).await?;
+        controllers::bootstrap::priority_classes(&resources).await?;
         controllers::bootstrap::label_existing(&resources).await;
 
         let listener = std::net::TcpListener::bind(config.listen)
@@ -261,8 +260,13 @@ impl ApiServer {
         controllers::bootstrap::services(&resources, addr).await?;
         tokio::spawn(controllers::serviceaccounts::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::apiservices::Controller::new(resources.clone()).run());
+        let signer = pki.clone();
         tokio::spawn(
-            controllers::csrsigning::Controller::new(resources.clone(), pki.clone()).run(),
+            controllers::csrsigning::Controller::new(
+                resources.clone(),
+                Arc::new(move |pem: &str, valid_for| signer.sign_client_request(pem, valid_for)),
+            )
+            .run(),
         );
         tokio::spawn(controllers::resourcequota::Controller::new(resources.clone()).run());
         tokio::spawn(controllers::gc::Controllers::new(resources).run());

@@ -3,16 +3,21 @@
 //! `preemptionPolicy` (a pod without one takes the global default class, or
 //! priority 0), a name that names no class is refused, and only one class
 //! may be the global default. The two system classes exist from the start
-//! ([`bootstrap`]) and cannot be deleted (`resources::immortal`).
+//! (`controllers::bootstrap`) and cannot be deleted (`resources::immortal`).
 
 use serde_json::{Value, json};
 
 use crate::meta;
 use crate::registry::{Registry, ResourceType};
-use crate::resources::{Resources, WriteOptions};
 use crate::status::ApiError;
 use crate::store::Store;
-use crate::validation::scheduling::SYSTEM_CLASSES;
+
+/// The classes every cluster has, with their values (created at start by
+/// `controllers::bootstrap`).
+pub(crate) const SYSTEM_CLASSES: [(&str, i64); 2] = [
+    ("system-node-critical", 2_000_001_000),
+    ("system-cluster-critical", 2_000_000_000),
+];
 
 /// What a pod's class resolves to.
 struct Class {
@@ -156,35 +161,4 @@ fn one_default(
         ))),
         _ => Ok(()),
     }
-}
-
-/// Creates the system classes that are missing, as upstream's post-start hook.
-pub(crate) async fn bootstrap(resources: &Resources) -> anyhow::Result<()> {
-    let rt = resources
-        .registry
-        .builtin("scheduling.k8s.io", "v1", "priorityclasses")?;
-    for (name, value) in SYSTEM_CLASSES {
-        if resources.store.get(&rt.key("", name)).is_some() {
-            continue;
-        }
-        let description = match name {
-            "system-node-critical" => {
-                "Used for system critical pods that must not be moved from their current node."
-            }
-            _ => {
-                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."
-            }
-        };
-        let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value, "description": description});
-        match resources
-            .create(&rt, "v1", "", obj, &WriteOptions::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => anyhow::bail!("creating the PriorityClass {name}: {e}"),
-        }
-    }
-    Ok(())
 }

@@ -43,8 +43,9 @@ const LAYERS: &[&[&str]] = &[
         "printers",
         "discovery",
     ],
-    // LimitRange admission (quantities from `resourcequota`, the QoS class from `defaults`)
-    &["limitranger"],
+    // Admission that mutates new pods: LimitRange (quantities from `resourcequota`, the QoS
+    // class from `defaults`) and Priority (a class resolved into `priority`)
+    &["limitranger", "priority"],
     &["validation"],
     &["strategy"],
     // create/update/patch/delete: the write path, with `Admit` for the checks above it

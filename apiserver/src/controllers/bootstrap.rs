@@ -1,6 +1,7 @@
 //! The plane's writes at start, through `resources` as any client's: the
 //! `kubernetes` Service, Endpoints and EndpointSlice naming the API server's
-//! address (as kube-apiserver's bootstrap controller), and the name label on
+//! address (as kube-apiserver's bootstrap controller), the two system
+//! PriorityClasses (as its post-start hook), and the name label on
 //! namespaces an older wasmlet stored without it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -131,4 +132,35 @@ pub(crate) async fn label_existing(resources: &Resources) {
             tracing::warn!(namespace = %name, error = %e, "labelling namespace failed");
         }
     }
+}
+
+/// Creates the system classes that are missing, as upstream's post-start hook.
+pub(crate) async fn priority_classes(resources: &Resources) -> anyhow::Result<()> {
+    let rt = resources
+        .registry
+        .builtin("scheduling.k8s.io", "v1", "priorityclasses")?;
+    for (name, value) in crate::priority::SYSTEM_CLASSES {
+        if resources.store.get(&rt.key("", name)).is_some() {
+            continue;
+        }
+        let description = match name {
+            "system-node-critical" => {
+                "Used for system critical pods that must not be moved from their current node."
+            }
+            _ => {
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."
+            }
+        };
+        let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description});
+        match resources
+            .create(&rt, "v1", "", obj, &WriteOptions::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => anyhow::bail!("creating the PriorityClass {name}: {e}"),
+        }
+    }
+    Ok(())
 }

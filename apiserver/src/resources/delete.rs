@@ -20,7 +20,7 @@ pub(crate) fn immortal(rt: &ResourceType, name: &str) -> Option<&'static str> {
             Some("this namespace may not be deleted")
         }
         ("scheduling.k8s.io", "priorityclasses")
-            if crate::validation::scheduling::SYSTEM_CLASSES
+            if crate::priority::SYSTEM_CLASSES
                 .iter()
                 .any(|(n, _)| *n == name) =>
         {

@@ -5,6 +5,7 @@ mod approval;
 mod eviction;
 mod list_body;
 mod read;
+mod streams;
 mod subresources;
 mod watch;
 mod write;
@@ -406,7 +407,7 @@ async fn handle(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         (&Method::GET, true, Some("scale")) => subresources::get_scale(&state, &target),
         (&Method::GET, true, Some("log")) => subresources::log(&state, &target, &query).await,
         (&Method::GET | &Method::POST, true, Some("exec" | "attach")) => {
-            crate::streams::forward(&state, &target, &mut parts).await
+            streams::forward(&state, &target, &mut parts).await
         }
         (&Method::GET, true, _) => read::get(&state, &target, &accept),
         (&Method::POST, false, _) => {

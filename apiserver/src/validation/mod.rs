@@ -32,7 +32,7 @@ pub(crate) mod decode;
 mod networking;
 pub(crate) mod pods;
 pub(crate) mod rbac;
-pub(crate) mod scheduling;
+mod scheduling;
 pub(crate) mod schemas;
 mod service;
 mod volumes;

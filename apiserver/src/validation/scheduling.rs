@@ -8,13 +8,8 @@
 use serde_json::Value;
 
 use super::{cause, forbidden, invalid};
+use crate::priority::SYSTEM_CLASSES;
 use crate::status::Cause;
-
-/// The classes every cluster has, with their values.
-pub(crate) const SYSTEM_CLASSES: [(&str, i64); 2] = [
-    ("system-node-critical", 2_000_001_000),
-    ("system-cluster-critical", 2_000_000_000),
-];
 
 /// The highest value a user-defined class may have.
 const HIGHEST_USER_DEFINABLE: i64 = 1_000_000_000;

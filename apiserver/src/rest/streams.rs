@@ -12,10 +12,10 @@ use http::header;
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use super::Target;
 use crate::ApiState;
 use crate::logs::{client_for, container_of, kubelet_base};
 use crate::query::parse_query;
-use crate::rest::Target;
 use crate::status::{ApiError, ApiResult};
 
 /// Headers of the upgrade handshake, passed through both ways.
