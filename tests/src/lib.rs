@@ -365,6 +365,19 @@ impl Plane {
         Ok(out)
     }
 
+    /// `kubectl` output (stdout and stderr) of a command that must fail.
+    pub fn kubectl_fails(&self, args: &[&str]) -> Result<String> {
+        let out = self.kubectl(args)?;
+        if out.status.success() {
+            bail!("kubectl {} succeeded", args.join(" "));
+        }
+        Ok(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+
     /// `kubectl`, failing unless it succeeds; returns stdout.
     pub fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
         let out = self.kubectl(args)?;

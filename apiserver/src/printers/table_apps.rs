@@ -22,9 +22,12 @@ pub(super) fn desired(obj: &Value) -> i64 {
 
 /// The template's containers' names and images, comma-separated.
 fn containers(obj: &Value) -> (String, String) {
-    let list = obj
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array);
+    containers_at(obj, "/spec/template/spec/containers")
+}
+
+/// The names and images of the containers listed at `ptr`, comma-separated.
+pub(super) fn containers_at(obj: &Value, ptr: &str) -> (String, String) {
+    let list = obj.pointer(ptr).and_then(Value::as_array);
     let field = |f: &str| {
         list.into_iter()
             .flatten()

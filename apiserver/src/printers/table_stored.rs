@@ -7,6 +7,8 @@
 use serde_json::{Value, json};
 
 use crate::printers::table::{age, col};
+use crate::printers::table_apps::containers_at;
+use crate::printers::table_workloads::format_labels;
 use crate::registry::ResourceType;
 
 fn text<'a>(obj: &'a Value, ptr: &str) -> &'a str {
@@ -121,19 +123,10 @@ pub(crate) fn cells(
             )
         }
         ("", "podtemplates") => {
-            let field = |f: &str| {
-                list(obj, "/template/spec/containers")
-                    .map(|c| c[f].as_str().unwrap_or(""))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            let labels: Vec<String> = obj
+            let (names, images) = containers_at(obj, "/template/spec/containers");
+            let labels = obj
                 .pointer("/template/metadata/labels")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect();
+                .and_then(Value::as_object);
             (
                 vec![
                     col("Name", "string", 0),
@@ -143,9 +136,9 @@ pub(crate) fn cells(
                 ],
                 vec![
                     name,
-                    json!(field("name")),
-                    json!(field("image")),
-                    json!(or(&labels.join(","), "<none>")),
+                    json!(names),
+                    json!(images),
+                    json!(format_labels(labels)),
                 ],
             )
         }

@@ -9,7 +9,7 @@ use crate::printers::table_apps::{int, replica_counts, template_cells, template_
 use crate::registry::ResourceType;
 
 /// `labels.FormatLabels`: `k=v` pairs sorted by key, `<none>` when empty.
-fn format_labels(map: Option<&Map<String, Value>>) -> String {
+pub(super) fn format_labels(map: Option<&Map<String, Value>>) -> String {
     let mut pairs: Vec<String> = map
         .into_iter()
         .flatten()

@@ -9,21 +9,6 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use wasmlet_e2e::Plane;
 
-/// `kubectl` output (stdout and stderr) of a command that must fail.
-fn kubectl_fails(plane: &Plane, args: &[&str]) -> Result<String> {
-    let out = plane.kubectl(args)?;
-    anyhow::ensure!(
-        !out.status.success(),
-        "kubectl {} succeeded",
-        args.join(" ")
-    );
-    Ok(format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
-
 /// Writes `docs` as one YAML stream under `dir` and returns its path.
 fn manifest(dir: &std::path::Path, name: &str, docs: &[Value]) -> Result<String> {
     let path = dir.join(name);
@@ -160,21 +145,18 @@ async fn stored_kinds_show_upstreams_columns() -> Result<()> {
             "metadata": {"name": "bad", "namespace": "default"},
             "spec": {"resources": {"requests": {"storage": "1Gi"}}}})],
     )?;
-    let out = kubectl_fails(&plane, &["create", "-f", &bad])?;
+    let out = plane.kubectl_fails(&["create", "-f", &bad])?;
     assert!(
         out.contains("spec.accessModes: Required value: at least 1 access mode is required"),
         "{out}"
     );
-    let out = kubectl_fails(
-        &plane,
-        &[
-            "patch",
-            "pvc",
-            "data",
-            "-p",
-            r#"{"spec":{"storageClassName":"fast"}}"#,
-        ],
-    )?;
+    let out = plane.kubectl_fails(&[
+        "patch",
+        "pvc",
+        "data",
+        "-p",
+        r#"{"spec":{"storageClassName":"fast"}}"#,
+    ])?;
     assert!(out.contains("spec is immutable after creation"), "{out}");
     Ok(())
 }
@@ -191,25 +173,19 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
         classes.contains("system-cluster-critical   2000000000"),
         "{classes}"
     );
-    let out = kubectl_fails(&plane, &["delete", "priorityclass", "system-node-critical"])?;
+    let out = plane.kubectl_fails(&["delete", "priorityclass", "system-node-critical"])?;
     assert!(
         out.contains("this is a system priority class and cannot be deleted"),
         "{out}"
     );
 
     plane.kubectl_ok(&["create", "priorityclass", "high", "--value=1000"])?;
-    let out = kubectl_fails(
-        &plane,
-        &["create", "priorityclass", "system-mine", "--value=1"],
-    )?;
+    let out = plane.kubectl_fails(&["create", "priorityclass", "system-mine", "--value=1"])?;
     assert!(
         out.contains("prefix are reserved for system use only"),
         "{out}"
     );
-    let out = kubectl_fails(
-        &plane,
-        &["create", "priorityclass", "huge", "--value=1000000001"],
-    )?;
+    let out = plane.kubectl_fails(&["create", "priorityclass", "huge", "--value=1000000001"])?;
     assert!(
         out.contains("maximum allowed value of a user defined priority is 1000000000"),
         "{out}"
@@ -238,7 +214,7 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     assert_eq!(priority("named")?, "high/1000/PreemptLowerPriority");
     plane.kubectl_ok(&["create", "-f", &pod("plain", None)?])?;
     assert_eq!(priority("plain")?, "/0/PreemptLowerPriority");
-    let out = kubectl_fails(&plane, &["create", "-f", &pod("lost", Some("nope"))?])?;
+    let out = plane.kubectl_fails(&["create", "-f", &pod("lost", Some("nope"))?])?;
     assert!(
         out.contains("no PriorityClass with name nope was found"),
         "{out}"
@@ -255,26 +231,20 @@ async fn priority_classes_resolve_into_pods() -> Result<()> {
     ])?;
     plane.kubectl_ok(&["create", "-f", &pod("defaulted", None)?])?;
     assert_eq!(priority("defaulted")?, "normal/10/Never");
-    let out = kubectl_fails(
-        &plane,
-        &[
-            "create",
-            "priorityclass",
-            "other",
-            "--value=5",
-            "--global-default",
-        ],
-    )?;
+    let out = plane.kubectl_fails(&[
+        "create",
+        "priorityclass",
+        "other",
+        "--value=5",
+        "--global-default",
+    ])?;
     assert!(
         out.contains(
             "PriorityClass normal is already marked as default. Only one default can exist"
         ),
         "{out}"
     );
-    let out = kubectl_fails(
-        &plane,
-        &["patch", "priorityclass", "high", "-p", r#"{"value":7}"#],
-    )?;
+    let out = plane.kubectl_fails(&["patch", "priorityclass", "high", "-p", r#"{"value":7}"#])?;
     assert!(
         out.contains("value: Forbidden: may not be changed in an update."),
         "{out}"

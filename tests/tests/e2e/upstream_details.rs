@@ -205,21 +205,6 @@ async fn aggregated_discovery_lists_every_group() -> Result<()> {
     Ok(())
 }
 
-/// `kubectl` output (stdout and stderr) of a command that must fail.
-fn kubectl_fails(plane: &Plane, args: &[&str]) -> Result<String> {
-    let out = plane.kubectl(args)?;
-    anyhow::ensure!(
-        !out.status.success(),
-        "kubectl {} succeeded",
-        args.join(" ")
-    );
-    Ok(format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
-
 /// What kube-apiserver protects (issue 46 item 3), through kubectl: the three
 /// namespaces the cluster needs are never deleted, a Service's cluster IP
 /// never changes once set, and a Deployment's, ReplicaSet's or StatefulSet's
@@ -229,7 +214,7 @@ async fn what_kube_apiserver_protects() -> Result<()> {
     let plane = Plane::start(&[]).await?;
     plane.kubectl_ok(&["create", "namespace", "scratch"])?;
     for ns in ["default", "kube-system", "kube-public"] {
-        let out = kubectl_fails(&plane, &["delete", "namespace", ns])?;
+        let out = plane.kubectl_fails(&["delete", "namespace", ns])?;
         assert!(
             out.contains(&format!(
                 "namespaces \"{ns}\" is forbidden: this namespace may not be deleted"
@@ -262,16 +247,13 @@ async fn what_kube_apiserver_protects() -> Result<()> {
     );
     anyhow::ensure!(apply("plain", service("plain", ""))?.status.success());
     for name in ["headless", "plain"] {
-        let out = kubectl_fails(
-            &plane,
-            &[
-                "patch",
-                "service",
-                name,
-                "-p",
-                r#"{"spec":{"clusterIP":"10.0.0.12"}}"#,
-            ],
-        )?;
+        let out = plane.kubectl_fails(&[
+            "patch",
+            "service",
+            name,
+            "-p",
+            r#"{"spec":{"clusterIP":"10.0.0.12"}}"#,
+        ])?;
         assert!(
             out.contains(
                 "spec.clusterIPs[0]: Invalid value: \"10.0.0.12\": may not change once set"
@@ -316,16 +298,13 @@ async fn what_kube_apiserver_protects() -> Result<()> {
         );
         let out = apply(resource, workload("b"))?;
         anyhow::ensure!(out.status.success(), "{kind}: {out:?}");
-        let out = kubectl_fails(
-            &plane,
-            &[
-                "patch",
-                resource,
-                &format!("{resource}-b"),
-                "-p",
-                r#"{"spec":{"selector":{"matchLabels":{"app":"b","x":"y"}}}}"#,
-            ],
-        )?;
+        let out = plane.kubectl_fails(&[
+            "patch",
+            resource,
+            &format!("{resource}-b"),
+            "-p",
+            r#"{"spec":{"selector":{"matchLabels":{"app":"b","x":"y"}}}}"#,
+        ])?;
         assert!(
             out.contains("spec.selector: Invalid value:") && out.contains("field is immutable"),
             "{kind}: {out}"
