@@ -51,6 +51,14 @@ fn classes(store: &Store, registry: &Registry) -> Vec<Value> {
         .collect()
 }
 
+/// The class named `name`, if stored.
+fn class(store: &Store, registry: &Registry, name: &str) -> Option<Value> {
+    let rt = registry
+        .builtin("scheduling.k8s.io", "v1", "priorityclasses")
+        .ok()?;
+    store.get(&rt.key("", name))?.value().ok()
+}
+
 /// The global default class: of several (written concurrently), the highest.
 fn global_default(all: &[Value]) -> Option<&Value> {
     all.iter()
@@ -99,17 +107,17 @@ fn admit_pod(store: &Store, registry: &Registry, pod: &mut Value) -> Result<(), 
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_string);
-    let all = classes(store, registry);
+    // A named class is one read; only a pod without one looks at them all.
     let class = match &named {
-        Some(n) => match all.iter().find(|pc| meta::name(pc) == n) {
-            Some(pc) => Class::of(pc),
+        Some(n) => match class(store, registry, n) {
+            Some(pc) => Class::of(&pc),
             None => {
                 return Err(forbidden(format!(
                     "no PriorityClass with name {n} was found"
                 )));
             }
         },
-        None => match global_default(&all) {
+        None => match global_default(&classes(store, registry)) {
             Some(pc) => Class::of(pc),
             None => Class {
                 name: String::new(),
